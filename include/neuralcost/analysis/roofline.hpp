@@ -1,0 +1,99 @@
+// Roofline analysis of an op graph on one hardware spec: per-op lower-bound time
+// max(FLOPs / peak, bytes / bandwidth), the roof that sets it and its share of the model;
+// model totals unfused (every op reads inputs and writes outputs) and fused (chains of
+// elementwise and normalisation ops keep their intermediates on chip). docs/counting.md
+// states what is counted; docs/json-schema.md how the result is printed.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "neuralcost/core/graph.hpp"
+#include "neuralcost/cost/cost_model.hpp"
+#include "neuralcost/hardware/spec.hpp"
+
+namespace neuralcost {
+
+enum class Bound { kCompute, kMemory };
+std::string_view bound_name(Bound bound);
+
+struct OpRoofline {
+  std::size_t op_index = 0;
+  OpCost cost;
+  DType compute_dtype = DType::kFp32;
+  double peak_flops_per_second = 0;  ///< the compute roof used for this op
+  double compute_seconds = 0;        ///< flops / peak
+  double memory_seconds = 0;         ///< bytes / memory bandwidth
+  double lower_bound_seconds = 0;    ///< max of the two
+  /// Which roof limits the op; empty for an unmodeled op (its FLOPs are unknown).
+  std::optional<Bound> bound;
+  double attainable_flops_per_second = 0;  ///< min(peak, intensity x bandwidth)
+  double share = 0;  ///< lower_bound_seconds / model lower bound (unfused)
+};
+
+/// Ops executed as one kernel in the fused lower bound: at most one op that is not
+/// elementwise or a normalisation (the anchor), plus the elementwise/normalisation ops fused
+/// into it. Tensors produced and consumed only inside the group never touch memory.
+struct FusionGroup {
+  std::vector<std::size_t> ops;
+  std::uint64_t flops = 0;
+  std::uint64_t bytes_read = 0;
+  std::uint64_t bytes_written = 0;
+  double lower_bound_seconds = 0;
+  Bound bound = Bound::kMemory;
+};
+
+struct UnmodeledOp {
+  std::size_t op_index = 0;
+  std::string reason;
+  double byte_share = 0;  ///< its bytes / all bytes moved (unfused)
+  double time_share = 0;  ///< its memory-only lower bound / model lower bound
+};
+
+struct ModelTotals {
+  std::uint64_t flops = 0;
+  std::uint64_t contraction_flops = 0;
+  std::uint64_t transcendentals = 0;
+  std::uint64_t bytes_read = 0;     ///< sum over ops (each op reads its inputs and weights)
+  std::uint64_t bytes_written = 0;
+  std::uint64_t parameter_count = 0;   ///< unique trainable parameters (shared weights once)
+  std::uint64_t buffer_count = 0;      ///< unique non-trainable parameters (e.g. running stats)
+  std::uint64_t parameter_bytes = 0;   ///< unique parameters and buffers, in bytes
+  double arithmetic_intensity = 0;     ///< flops / (bytes_read + bytes_written)
+  double compute_seconds = 0;          ///< sum of per-op compute times
+  double memory_seconds = 0;           ///< sum of per-op memory times
+  double lower_bound_seconds = 0;      ///< sum of per-op lower bounds (ops run one after another)
+  Bound bound = Bound::kMemory;        ///< the roof behind most of lower_bound_seconds
+  std::uint64_t fused_bytes_read = 0;
+  std::uint64_t fused_bytes_written = 0;
+  double fused_lower_bound_seconds = 0;
+};
+
+struct AnalysisOptions {
+  std::int64_t batch = 0;  ///< samples per pass, for per-sample figures; 0 = unknown
+};
+
+struct Analysis {
+  std::string model;
+  HardwareSpec hardware;
+  std::int64_t batch = 0;
+  DType dtype = DType::kFp32;  ///< compute dtype of most FLOPs
+  double ridge_point = 0;      ///< FLOPs per byte for dtype
+  std::vector<OpRecord> op_records;  ///< the analysed ops (copy of the graph's)
+  std::vector<OpRoofline> ops;
+  std::vector<FusionGroup> fusion_groups;
+  std::vector<UnmodeledOp> unmodeled;
+  ModelTotals totals;
+
+  bool complete() const { return unmodeled.empty(); }
+};
+
+/// Costs every op, applies the roofline and builds the fused lower bound. Throws the cost
+/// model's errors (malformed op, overflow) and kNotFound when the hardware lacks a peak for a
+/// dtype an op computes in.
+Analysis analyze(const OpGraph& graph, const HardwareSpec& hardware,
+                 const AnalysisOptions& options = {});
+
+}  // namespace neuralcost

@@ -1,0 +1,43 @@
+// Tensor descriptions: a name (the edge identity in the op graph), a shape and a dtype.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "neuralcost/core/dtype.hpp"
+
+namespace neuralcost {
+
+using Shape = std::vector<std::int64_t>;
+
+/// Product of the dimensions (1 for a scalar). Throws kInvalidArgument on a negative dimension
+/// and kOutOfRange on overflow; `what` names the tensor in the message.
+std::uint64_t element_count(const Shape& shape, const std::string& what);
+/// "32x128x4" (a scalar prints as "scalar").
+std::string shape_string(const Shape& shape);
+
+/// An activation tensor flowing between ops. Two descriptions with the same name are the
+/// same tensor: the graph checks that their shapes and dtypes agree.
+struct TensorDesc {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::kFp32;
+
+  std::uint64_t elements() const { return element_count(shape, "tensor '" + name + "'"); }
+  std::uint64_t bytes() const;
+};
+
+/// A weight or buffer an op reads. `id` is its identity: a weight shared by two ops carries
+/// the same id in both and is counted once in the model's parameter totals.
+struct ParameterDesc {
+  std::string id;
+  Shape shape;
+  DType dtype = DType::kFp32;
+  bool trainable = true;  ///< false for buffers such as batch-norm running statistics
+
+  std::uint64_t elements() const { return element_count(shape, "parameter '" + id + "'"); }
+  std::uint64_t bytes() const;
+};
+
+}  // namespace neuralcost

@@ -1,0 +1,54 @@
+// A hardware spec: the roofs of one device (peak FLOP/s per dtype, memory bandwidth, caches)
+// and the source of every number. The built-in database and user files share one JSON format,
+// documented in docs/hardware.md; `neural-cost hardware show ID --format json` prints it.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "neuralcost/core/dtype.hpp"
+
+namespace neuralcost {
+
+struct CacheLevel {
+  std::string name;  ///< "L1", "L2", "SLC", ...
+  double size_bytes = 0;
+  std::optional<double> bandwidth_bytes_per_second;
+};
+
+struct HardwareSpec {
+  std::string id;           ///< lowercase-hyphenated, e.g. "h100-sxm"
+  std::string name;         ///< marketing name, e.g. "NVIDIA H100 SXM5 80GB"
+  std::string vendor;
+  std::string device_type;  ///< gpu, cpu, soc-gpu, accelerator
+  std::vector<std::string> aliases;
+  /// Highest dense rate per compute dtype, matrix units included (never 2:4-sparse figures).
+  std::map<DType, double> peak_flops_per_second;
+  /// Rate without matrix units, where it differs (used for ops that cannot use them).
+  std::map<DType, double> vector_flops_per_second;
+  double memory_bandwidth_bytes_per_second = 0;
+  std::optional<double> memory_capacity_bytes;
+  std::vector<CacheLevel> caches;  ///< smallest/fastest first
+  /// Where each number comes from, keyed by field path ("peak_flops_per_second.fp32",
+  /// "memory_bandwidth_bytes_per_second", "caches.L2.size_bytes").
+  std::map<std::string, std::string> sources;
+  std::vector<std::string> notes;
+  std::string origin;  ///< "built-in" or the path of the user's file
+
+  /// FLOP/s available to an op computing in `dtype`. Contractions get the peak; other ops the
+  /// vector rate when the spec gives one. Throws kNotFound when the spec has no rate for it.
+  double flops_per_second(DType dtype, bool contraction) const;
+  /// Ridge point in FLOPs per byte: peak / bandwidth for `dtype` (kNotFound when absent).
+  double ridge_point(DType dtype) const;
+};
+
+/// Parses a spec from JSON text. `origin` names the file in every error, e.g.
+/// "spec.json: field 'memory_bandwidth_bytes_per_second' must be a positive number".
+HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& origin);
+/// Reads and parses a spec file; kNotFound if it cannot be opened.
+HardwareSpec load_hardware_file(const std::string& path);
+
+}  // namespace neuralcost

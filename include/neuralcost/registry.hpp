@@ -1,0 +1,72 @@
+// The two extension points and the one list of their implementations (src/registry.cpp).
+//  - An Importer turns a model (a built-in network, a file) into an op graph.
+//  - A Backend runs and times a model in a framework; it is where measurements come from.
+// A framework may provide both. Adding one means writing the class and adding a line to
+// src/registry.cpp; nothing registers itself.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "neuralcost/core/graph.hpp"
+
+namespace neuralcost {
+
+/// What the user asked for: a model name or file, and the sizes to build it at.
+struct ModelRequest {
+  std::string model;  ///< "transformer", "model.onnx", ...
+  std::int64_t batch = 1;
+  std::int64_t seq = 32;
+  std::int64_t width = 128;
+  std::int64_t depth = 2;
+  DType dtype = DType::kFp32;
+};
+
+class Importer {
+ public:
+  virtual ~Importer() = default;
+  virtual std::string_view name() const = 0;         ///< "reference", "onnx", ...
+  virtual std::string_view description() const = 0;  ///< one line for --help and listings
+  /// True when this importer is the one for `request.model` (a name it knows, a file type).
+  virtual bool accepts(const ModelRequest& request) const = 0;
+  /// Builds the op graph. Throws neuralcost::Error naming file, node and field on bad input.
+  virtual OpGraph import(const ModelRequest& request) const = 0;
+};
+
+/// A model loaded by a backend, ready to run.
+class PreparedModel {
+ public:
+  virtual ~PreparedModel() = default;
+  /// One forward pass; returns once its results are ready (the backend's synchronisation).
+  virtual void run() = 0;
+  /// The ops that actually ran, with their shapes, as an op graph.
+  virtual OpGraph captured_graph() const = 0;
+  /// (optional) Facts that belong in a benchmark contract: versions, thread counts, devices.
+  virtual std::map<std::string, std::string> environment() const { return {}; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;         ///< "libtorch", "jax", ...
+  virtual std::string_view description() const = 0;
+  /// Empty when the backend can run on this machine, otherwise why it cannot.
+  virtual std::optional<std::string> unavailable_reason() const = 0;
+  /// Loads or builds the model in `mode` ("eager", "compiled", ...).
+  virtual std::unique_ptr<PreparedModel> prepare(const ModelRequest& request,
+                                                 const std::string& mode) const = 0;
+};
+
+/// Every importer, in the order they are asked whether they accept a model.
+const std::vector<const Importer*>& importers();
+/// Every backend built into this binary (none yet: timing real runs comes with LibTorch).
+const std::vector<const Backend*>& backends();
+/// The first importer that accepts the request; kNotFound listing what is accepted otherwise.
+const Importer& importer_for(const ModelRequest& request);
+
+}  // namespace neuralcost

@@ -1,0 +1,13 @@
+// Writing result files without ever leaving a half-written file behind.
+#pragma once
+
+#include <string>
+
+namespace neuralcost {
+
+/// Writes `content` to a temporary file beside `path`, then renames it over `path`, so a
+/// reader sees the old file or the new one, never a partial one. Throws kDataLoss naming the
+/// path when the directory is not writable or the disk is full.
+void write_file_atomically(const std::string& path, const std::string& content);
+
+}  // namespace neuralcost

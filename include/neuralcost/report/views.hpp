@@ -1,0 +1,39 @@
+// Report views: the same results as a terminal table, Markdown, CSV or JSON. JSON is the
+// stable machine interface (docs/json-schema.md); CSV carries raw numbers, table and Markdown
+// SI-prefixed ones.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "neuralcost/analysis/roofline.hpp"
+
+namespace neuralcost {
+
+enum class Format { kTable, kJson, kCsv, kMarkdown };
+/// "table", "json", "csv", "md" (or "markdown"); empty if unknown.
+std::optional<Format> parse_format(std::string_view name);
+
+/// Per-op view of one analysis, then totals and warnings about unmodeled ops.
+///
+///   op                        kind       output     FLOPs   bytes   FLOP/B  bound    lower bound  share
+///   encoder0.self_attn.in_proj linear    32x32x384  201 M   2.3 MB  87.3    compute  3.0 µs       11.2%
+std::string render_analysis(const Analysis& analysis, Format format);
+/// One row per analysis (the README's main job prints this for the five networks).
+///
+///   model        params   FLOPs    bytes    FLOP/B  bound   lower bound  fused    samples/s ≤
+///   transformer  397.8 k  838.9 M  46.3 MB  18.1    memory  14.9 µs      11.0 µs  2.1 M
+std::string render_summary(const std::vector<Analysis>& analyses, Format format);
+/// The hardware database as a list: id, name, type, peaks, bandwidth, ridge point, aliases.
+std::string render_hardware_list(const std::vector<HardwareSpec>& specs, Format format);
+/// One spec with the source of every number. Its JSON is a valid hardware spec file.
+std::string render_hardware(const HardwareSpec& spec, Format format);
+
+nlohmann::json analysis_json(const Analysis& analysis);
+nlohmann::json hardware_json(const HardwareSpec& spec);
+
+}  // namespace neuralcost

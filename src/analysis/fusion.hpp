@@ -1,0 +1,15 @@
+// The fused lower bound: groups ops into kernels that keep elementwise and normalisation
+// chains on chip, and recounts the compulsory bytes of each group.
+#pragma once
+
+#include <vector>
+
+#include "neuralcost/analysis/roofline.hpp"
+
+namespace neuralcost::detail {
+
+/// Groups in order of their first op. `ops` are the per-op rooflines of `graph`.
+std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline>& ops,
+                              const HardwareSpec& hardware);
+
+}  // namespace neuralcost::detail

@@ -1,0 +1,106 @@
+// Per-op roofline and model totals (unfused). The fused bound is in fusion.cpp.
+#include "neuralcost/analysis/roofline.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include "analysis/fusion.hpp"
+#include "neuralcost/core/checked_math.hpp"
+
+namespace neuralcost {
+namespace {
+
+bool uses_matrix_units(OpKind kind) {
+  switch (kind) {
+    case OpKind::kMatMul: case OpKind::kLinear: case OpKind::kConv: case OpKind::kConvTranspose:
+    case OpKind::kAttention: case OpKind::kRnn: case OpKind::kGru: case OpKind::kLstm:
+      return true;
+    default:
+      return false;
+  }
+}
+
+OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec& hw) {
+  OpRoofline r;
+  r.op_index = index;
+  r.cost = cost_of(op);
+  r.compute_dtype = op.effective_compute_dtype();
+  const double bw = hw.memory_bandwidth_bytes_per_second;
+  r.memory_seconds = static_cast<double>(r.cost.bytes()) / bw;
+  if (r.cost.flops > 0) {
+    r.peak_flops_per_second = hw.flops_per_second(r.compute_dtype, uses_matrix_units(op.kind));
+    r.compute_seconds = static_cast<double>(r.cost.flops) / r.peak_flops_per_second;
+  }
+  r.lower_bound_seconds = std::max(r.compute_seconds, r.memory_seconds);
+  if (r.cost.modeled) {
+    r.bound = r.compute_seconds > r.memory_seconds ? Bound::kCompute : Bound::kMemory;
+    r.attainable_flops_per_second =
+        r.peak_flops_per_second > 0
+            ? std::min(r.peak_flops_per_second, r.cost.arithmetic_intensity() * bw)
+            : 0.0;
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string_view bound_name(Bound bound) {
+  return bound == Bound::kCompute ? "compute" : "memory";
+}
+
+Analysis analyze(const OpGraph& graph, const HardwareSpec& hardware, const AnalysisOptions& options) {
+  Analysis a;
+  a.model = graph.name();
+  a.hardware = hardware;
+  a.batch = options.batch;
+  a.op_records = graph.ops();
+  ModelTotals& t = a.totals;
+  std::map<DType, std::uint64_t> flops_by_dtype;
+  double compute_bound_time = 0;
+  for (std::size_t i = 0; i < graph.size(); ++i) {
+    OpRoofline r = roofline_of(i, graph.op(i), hardware);
+    t.flops = checked_add(t.flops, r.cost.flops, "model FLOP count");
+    t.contraction_flops = checked_add(t.contraction_flops, r.cost.contraction_flops, "model FLOP count");
+    t.transcendentals = checked_add(t.transcendentals, r.cost.transcendentals, "model transcendental count");
+    t.bytes_read = checked_add(t.bytes_read, r.cost.bytes_read, "model bytes read");
+    t.bytes_written = checked_add(t.bytes_written, r.cost.bytes_written, "model bytes written");
+    t.compute_seconds += r.compute_seconds;
+    t.memory_seconds += r.memory_seconds;
+    t.lower_bound_seconds += r.lower_bound_seconds;
+    if (r.bound == Bound::kCompute) compute_bound_time += r.lower_bound_seconds;
+    flops_by_dtype[r.compute_dtype] += r.cost.flops;
+    if (!r.cost.modeled) a.unmodeled.push_back({i, r.cost.unmodeled_reason, 0, 0});
+    a.ops.push_back(std::move(r));
+  }
+  for (const ParameterDesc& p : graph.unique_parameters()) {
+    (p.trainable ? t.parameter_count : t.buffer_count) += p.elements();
+    t.parameter_bytes = checked_add(t.parameter_bytes, p.bytes(), "model parameter bytes");
+  }
+  const std::uint64_t bytes = checked_add(t.bytes_read, t.bytes_written, "model bytes");
+  t.arithmetic_intensity = bytes == 0 ? 0.0 : static_cast<double>(t.flops) / static_cast<double>(bytes);
+  t.bound = compute_bound_time * 2 > t.lower_bound_seconds ? Bound::kCompute : Bound::kMemory;
+  for (OpRoofline& r : a.ops) {
+    r.share = t.lower_bound_seconds > 0 ? r.lower_bound_seconds / t.lower_bound_seconds : 0.0;
+  }
+  for (UnmodeledOp& u : a.unmodeled) {
+    const OpRoofline& r = a.ops[u.op_index];
+    u.byte_share = bytes == 0 ? 0.0 : static_cast<double>(r.cost.bytes()) / static_cast<double>(bytes);
+    u.time_share = r.share;
+  }
+  // The model's dtype is the one most FLOPs run in (the graph's first output dtype if none).
+  a.dtype = graph.size() ? graph.op(0).effective_compute_dtype() : DType::kFp32;
+  std::uint64_t most = 0;
+  for (const auto& [dtype, f] : flops_by_dtype) {
+    if (f > most) most = f, a.dtype = dtype;
+  }
+  if (hardware.peak_flops_per_second.count(a.dtype)) a.ridge_point = hardware.ridge_point(a.dtype);
+  a.fusion_groups = detail::fuse(graph, a.ops, hardware);
+  for (const FusionGroup& g : a.fusion_groups) {
+    t.fused_bytes_read += g.bytes_read;
+    t.fused_bytes_written += g.bytes_written;
+    t.fused_lower_bound_seconds += g.lower_bound_seconds;
+  }
+  return a;
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,17 @@
+// Names of error codes, for messages and tests.
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+
+std::string_view to_string(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kInvalidArgument: return "invalid argument";
+    case ErrorCode::kNotFound: return "not found";
+    case ErrorCode::kOutOfRange: return "out of range";
+    case ErrorCode::kUnimplemented: return "unimplemented";
+    case ErrorCode::kDataLoss: return "data loss";
+  }
+  return "unknown";
+}
+
+}  // namespace neuralcost

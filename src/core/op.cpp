@@ -1,0 +1,131 @@
+// Op kind names and checked attribute access.
+#include "neuralcost/core/op.hpp"
+
+#include <array>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+namespace {
+
+constexpr std::array<std::pair<OpKind, std::string_view>, 31> kKindNames = {{
+    {OpKind::kMatMul, "matmul"},
+    {OpKind::kLinear, "linear"},
+    {OpKind::kConv, "conv"},
+    {OpKind::kConvTranspose, "conv_transpose"},
+    {OpKind::kMaxPool, "max_pool"},
+    {OpKind::kAvgPool, "avg_pool"},
+    {OpKind::kAdaptiveMaxPool, "adaptive_max_pool"},
+    {OpKind::kAdaptiveAvgPool, "adaptive_avg_pool"},
+    {OpKind::kGlobalMaxPool, "global_max_pool"},
+    {OpKind::kGlobalAvgPool, "global_avg_pool"},
+    {OpKind::kUnary, "unary"},
+    {OpKind::kBinary, "binary"},
+    {OpKind::kActivation, "activation"},
+    {OpKind::kSoftmax, "softmax"},
+    {OpKind::kLayerNorm, "layer_norm"},
+    {OpKind::kBatchNorm, "batch_norm"},
+    {OpKind::kRmsNorm, "rms_norm"},
+    {OpKind::kEmbedding, "embedding"},
+    {OpKind::kAttention, "attention"},
+    {OpKind::kRnn, "rnn"},
+    {OpKind::kGru, "gru"},
+    {OpKind::kLstm, "lstm"},
+    {OpKind::kReduction, "reduction"},
+    {OpKind::kReshape, "reshape"},
+    {OpKind::kTranspose, "transpose"},
+    {OpKind::kConcat, "concat"},
+    {OpKind::kSlice, "slice"},
+    {OpKind::kSplit, "split"},
+    {OpKind::kPad, "pad"},
+    {OpKind::kCustom, "custom"},
+    {OpKind::kUnknown, "unknown"},
+}};
+
+template <typename T>
+const T* typed(const std::map<std::string, AttributeValue>& values, const std::string& key,
+               const char* type_name) {
+  auto it = values.find(key);
+  if (it == values.end()) return nullptr;
+  const T* v = std::get_if<T>(&it->second);
+  if (v == nullptr) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute '{}' must be {}", key, type_name));
+  }
+  return v;
+}
+
+}  // namespace
+
+std::string_view op_kind_name(OpKind kind) {
+  for (const auto& [k, name] : kKindNames) {
+    if (k == kind) return name;
+  }
+  return "unknown";
+}
+
+std::optional<OpKind> parse_op_kind(std::string_view name) {
+  for (const auto& [k, n] : kKindNames) {
+    if (n == name) return k;
+  }
+  return std::nullopt;
+}
+
+bool Attributes::get_bool(const std::string& key, bool fallback) const {
+  const bool* v = typed<bool>(values_, key, "a boolean");
+  return v ? *v : fallback;
+}
+
+std::int64_t Attributes::get_int(const std::string& key) const {
+  const std::int64_t* v = typed<std::int64_t>(values_, key, "an integer");
+  if (v == nullptr) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("missing attribute '{}'", key));
+  }
+  return *v;
+}
+
+std::int64_t Attributes::get_int(const std::string& key, std::int64_t fallback) const {
+  const std::int64_t* v = typed<std::int64_t>(values_, key, "an integer");
+  return v ? *v : fallback;
+}
+
+double Attributes::get_double(const std::string& key, double fallback) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return fallback;
+  if (const auto* i = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*i);
+  const double* v = typed<double>(values_, key, "a number");
+  return *v;
+}
+
+std::string Attributes::get_string(const std::string& key, const std::string& fallback) const {
+  const std::string* v = typed<std::string>(values_, key, "a string");
+  return v ? *v : fallback;
+}
+
+std::vector<std::int64_t> Attributes::get_ints(const std::string& key, std::size_t rank,
+                                               std::int64_t fallback) const {
+  auto it = values_.find(key);
+  if (it == values_.end()) return std::vector<std::int64_t>(rank, fallback);
+  if (const auto* one = std::get_if<std::int64_t>(&it->second)) {
+    return std::vector<std::int64_t>(rank, *one);
+  }
+  const auto* list = typed<std::vector<std::int64_t>>(values_, key, "a list of integers");
+  if (list->size() == 1) return std::vector<std::int64_t>(rank, list->front());
+  if (list->size() != rank) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute '{}' must have {} values, got {}", key, rank, list->size()));
+  }
+  return *list;
+}
+
+DType OpRecord::effective_compute_dtype() const {
+  if (compute_dtype) return *compute_dtype;
+  if (!outputs.empty()) return outputs.front().dtype;
+  if (!inputs.empty()) return inputs.front().dtype;
+  return DType::kFp32;
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,74 @@
+// Scaled dot-product attention as one fused op: Q·Kᵀ, scale, optional mask, softmax, ·V.
+// The score matrix is never counted as memory traffic (a fused kernel keeps it on chip);
+// with causal masking only the kept query-key pairs are counted (docs/counting.md).
+#include <fmt/format.h>
+
+#include "cost/op_families.hpp"
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost::cost {
+namespace {
+
+__extension__ using Wide = __int128;  // exact intermediate sums of int64 ranges
+
+/// Sum over rows i in [0, rows) of clamp(i + 1 + offset, 0, cap): the keys each query keeps.
+/// Also returns how many rows keep at least one key.
+std::pair<std::uint64_t, std::uint64_t> kept_pairs(std::int64_t rows, std::int64_t offset,
+                                                   std::int64_t cap) {
+  Wide sum = 0, nonempty = 0;
+  // values run from offset+1 to offset+rows
+  const Wide lo = static_cast<Wide>(offset) + 1, hi = static_cast<Wide>(offset) + rows;
+  const Wide a = std::max<Wide>(lo, 1), b = std::min<Wide>(hi, cap);
+  if (a <= b) sum += (a + b) * (b - a + 1) / 2;
+  const Wide above_from = std::max<Wide>(lo, static_cast<Wide>(cap) + 1);
+  if (above_from <= hi) sum += (hi - above_from + 1) * cap;
+  const Wide first_nonempty = std::max<Wide>(lo, 1);
+  if (first_nonempty <= hi && cap > 0) nonempty = hi - first_nonempty + 1;
+  if (sum > static_cast<Wide>(UINT64_MAX)) {
+    throw Error(ErrorCode::kOutOfRange, "attention pair count overflows 64 bits");
+  }
+  return {static_cast<std::uint64_t>(sum), static_cast<std::uint64_t>(nonempty)};
+}
+
+}  // namespace
+
+void cost_attention(const OpRecord& op, OpCost& cost) {
+  const Shape& q = input(op, 0, "query [B,H,Lq,D]").shape;
+  const Shape& k = input(op, 1, "key [B,Hkv,Lk,D]").shape;
+  const Shape& v = input(op, 2, "value [B,Hkv,Lk,Dv]").shape;
+  require_rank(q, 4, 4, "query");
+  require_rank(k, 4, 4, "key");
+  require_rank(v, 4, 4, "value");
+  const std::int64_t b = q[0], h = q[1], lq = q[2], d = q[3], hkv = k[1], lk = k[2], dv = v[3];
+  if (k[0] != b || v[0] != b || k[3] != d || v[1] != hkv || v[2] != lk || hkv == 0 ||
+      h % hkv != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("query {}, key {} and value {} are not compatible", shape_string(q),
+                            shape_string(k), shape_string(v)));
+  }
+  const Shape& y = output(op, 0, "output [B,H,Lq,Dv]").shape;
+  if (y != Shape{b, h, lq, dv}) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output {} must be {}x{}x{}x{}", shape_string(y), b, h, lq, dv));
+  }
+  std::uint64_t pairs = product({dim(lq), dim(lk)});
+  std::uint64_t rows = lk > 0 ? dim(lq) : 0;
+  if (op.attributes.get_bool("causal", false)) {
+    const std::string align = op.attributes.get_string("causal_alignment", "top_left");
+    if (align != "top_left" && align != "bottom_right") {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "attribute 'causal_alignment' must be top_left or bottom_right, got '" + align + "'");
+    }
+    std::tie(pairs, rows) = kept_pairs(lq, align == "top_left" ? 0 : lk - lq, lk);
+  }
+  const std::uint64_t heads = product({dim(b), dim(h)});
+  add_contraction(cost, product({2, heads, pairs, dim(d)}));   // Q·Kᵀ
+  add_contraction(cost, product({2, heads, pairs, dim(dv)}));  // P·V
+  add_flops(cost, product({heads, pairs}));                    // scale
+  if (op.inputs.size() > 3) add_flops(cost, product({heads, pairs}));  // additive mask
+  // softmax over each row's kept keys: 5n - 2 per row (max, subtract, exp, sum, divide)
+  add_flops(cost, product({heads, 5, pairs}) - product({heads, 2, rows}));
+  add_transcendentals(cost, product({heads, pairs}));
+}
+
+}  // namespace neuralcost::cost

@@ -1,0 +1,204 @@
+// Contractions: matmul, linear, convolution and transposed convolution. A multiply-accumulate
+// is 2 FLOPs; a bias adds 1 FLOP per output element (docs/counting.md).
+#include <fmt/format.h>
+
+#include "cost/op_families.hpp"
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost::cost {
+namespace {
+
+/// The operand list of a matmul: inputs first, then parameters (a weight may be either).
+Shape operand(const OpRecord& op, std::size_t i) {
+  if (i < op.inputs.size()) return op.inputs[i].shape;
+  const std::size_t p = i - op.inputs.size();
+  if (p < op.parameters.size()) return op.parameters[p].shape;
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("needs operand #{} of the product", i));
+}
+
+/// Numpy broadcasting of two batch shapes; throws when they are incompatible.
+Shape broadcast(const Shape& a, const Shape& b) {
+  const std::size_t n = std::max(a.size(), b.size());
+  Shape r(n, 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("batch dimensions {} and {} do not broadcast", shape_string(a),
+                              shape_string(b)));
+    }
+    r[i] = da == 1 ? db : da;
+  }
+  return r;
+}
+
+struct ConvGeometry {
+  std::size_t spatial_rank;
+  std::vector<std::int64_t> stride, dilation, pad_total, kernel;
+};
+
+ConvGeometry conv_geometry(const OpRecord& op, const Shape& x, const Shape& w) {
+  require_rank(x, 3, 5, "input");
+  if (w.size() != x.size()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("weight rank {} does not match input rank {}", w.size(), x.size()));
+  }
+  ConvGeometry g;
+  g.spatial_rank = x.size() - 2;
+  g.stride = op.attributes.get_ints("stride", g.spatial_rank, 1);
+  g.dilation = op.attributes.get_ints("dilation", g.spatial_rank, 1);
+  g.kernel.assign(w.begin() + 2, w.end());
+  // padding: one value per spatial dim (both sides) or begins then ends (ONNX "pads").
+  std::vector<std::int64_t> pads;
+  if (op.attributes.has("padding")) {
+    const auto& all = op.attributes.all().at("padding");
+    const auto* list = std::get_if<std::vector<std::int64_t>>(&all);
+    if (list != nullptr && list->size() == 2 * g.spatial_rank) {
+      for (std::size_t d = 0; d < g.spatial_rank; ++d) pads.push_back((*list)[d] + (*list)[d + g.spatial_rank]);
+    }
+  }
+  if (pads.empty()) {
+    for (std::int64_t p : op.attributes.get_ints("padding", g.spatial_rank, 0)) pads.push_back(2 * p);
+  }
+  g.pad_total = pads;
+  for (std::size_t d = 0; d < g.spatial_rank; ++d) {
+    if (g.stride[d] < 1 || g.dilation[d] < 1 || g.pad_total[d] < 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("spatial dim {}: stride {} and dilation {} must be >= 1, padding >= 0",
+                              d, g.stride[d], g.dilation[d]));
+    }
+  }
+  return g;
+}
+
+std::int64_t groups_of(const OpRecord& op) {
+  const std::int64_t groups = op.attributes.get_int("groups", 1);
+  if (groups < 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'groups' must be >= 1, got {}", groups));
+  }
+  return groups;
+}
+
+void check_spatial(const Shape& y, std::size_t d, std::int64_t expected, const char* formula) {
+  if (y[d + 2] != expected) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output spatial dim {} is {}, expected {} ({})", d, y[d + 2], expected,
+                            formula));
+  }
+}
+
+void add_bias(const OpRecord& op, OpCost& cost, std::size_t bias_index, std::uint64_t outputs) {
+  if (op.parameters.size() > bias_index) add_flops(cost, outputs);
+}
+
+}  // namespace
+
+void cost_matmul(const OpRecord& op, OpCost& cost) {
+  Shape a = operand(op, 0);
+  Shape b = operand(op, 1);
+  if (a.empty() || b.empty()) throw Error(ErrorCode::kInvalidArgument, "operands must not be scalars");
+  if (a.size() == 1) a.insert(a.begin(), 1);
+  if (b.size() == 1) b.push_back(1);
+  if (op.attributes.get_bool("transpose_a", false)) std::swap(a[a.size() - 1], a[a.size() - 2]);
+  if (op.attributes.get_bool("transpose_b", false)) std::swap(b[b.size() - 1], b[b.size() - 2]);
+  const std::int64_t m = a[a.size() - 2], k = a.back(), kb = b[b.size() - 2], n = b.back();
+  if (k != kb) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("inner dimensions differ: {} x {}", shape_string(operand(op, 0)),
+                            shape_string(operand(op, 1))));
+  }
+  const Shape batch = broadcast(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  const std::uint64_t batches = element_count(batch, "batch");
+  const std::uint64_t expected = product({batches, dim(m), dim(n)});
+  const TensorDesc& y = output(op, 0, "product");
+  if (y.elements() != expected) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output '{}' has {} elements, expected {} from {} x {}", y.name,
+                            y.elements(), expected, shape_string(operand(op, 0)),
+                            shape_string(operand(op, 1))));
+  }
+  add_contraction(cost, product({2, batches, dim(m), dim(n), dim(k)}));
+}
+
+void cost_linear(const OpRecord& op, OpCost& cost) {
+  const TensorDesc& x = input(op, 0, "x");
+  const ParameterDesc& w = parameter(op, 0, "weight [out, in]");
+  require_rank(x.shape, 1, 64, "input");
+  require_rank(w.shape, 2, 2, "weight");
+  const std::int64_t in = x.shape.back(), out = w.shape[0];
+  if (w.shape[1] != in) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("weight {} does not take inputs of width {}", shape_string(w.shape), in));
+  }
+  const TensorDesc& y = output(op, 0, "y");
+  if (y.shape.empty() || y.shape.back() != out) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output '{}' {} must end in {}", y.name, shape_string(y.shape), out));
+  }
+  const std::uint64_t rows = in == 0 ? 0 : x.elements() / dim(in);
+  add_contraction(cost, product({2, rows, dim(in), dim(out)}));
+  add_bias(op, cost, 1, product({rows, dim(out)}));
+}
+
+void cost_conv(const OpRecord& op, OpCost& cost) {
+  const Shape& x = input(op, 0, "x").shape;
+  const Shape& w = parameter(op, 0, "weight").shape;
+  const ConvGeometry g = conv_geometry(op, x, w);
+  const std::int64_t groups = groups_of(op);
+  if (w[1] * groups != x[1] || w[0] % groups != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("weight {} with {} groups does not fit {} input channels",
+                            shape_string(w), groups, x[1]));
+  }
+  const Shape& y = output(op, 0, "y").shape;
+  require_rank(y, x.size(), x.size(), "output");
+  if (y[0] != x[0] || y[1] != w[0]) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output {} must be {}x{}x...", shape_string(y), x[0], w[0]));
+  }
+  std::uint64_t out_positions = 1, taps = 1;
+  for (std::size_t d = 0; d < g.spatial_rank; ++d) {
+    const std::int64_t span = g.dilation[d] * (g.kernel[d] - 1) + 1;
+    check_spatial(y, d, (x[d + 2] + g.pad_total[d] - span) / g.stride[d] + 1,
+                  "floor((in + padding - dilation*(kernel-1) - 1) / stride) + 1");
+    out_positions = product({out_positions, dim(y[d + 2])});
+    taps = product({taps, dim(g.kernel[d])});
+  }
+  add_contraction(cost, product({2, dim(x[0]), dim(w[0]), out_positions, dim(w[1]), taps}));
+  add_bias(op, cost, 1, product({dim(x[0]), dim(w[0]), out_positions}));
+}
+
+void cost_conv_transpose(const OpRecord& op, OpCost& cost) {
+  const Shape& x = input(op, 0, "x").shape;
+  const Shape& w = parameter(op, 0, "weight [in, out/groups, k...]").shape;
+  const ConvGeometry g = conv_geometry(op, x, w);
+  const std::int64_t groups = groups_of(op);
+  if (w[0] != x[1] || x[1] % groups != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("weight {} with {} groups does not fit {} input channels",
+                            shape_string(w), groups, x[1]));
+  }
+  const auto output_padding = op.attributes.get_ints("output_padding", g.spatial_rank, 0);
+  const Shape& y = output(op, 0, "y").shape;
+  require_rank(y, x.size(), x.size(), "output");
+  if (y[0] != x[0] || y[1] != w[1] * groups) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output {} must be {}x{}x...", shape_string(y), x[0], w[1] * groups));
+  }
+  std::uint64_t in_positions = 1, out_positions = 1, taps = 1;
+  for (std::size_t d = 0; d < g.spatial_rank; ++d) {
+    check_spatial(y, d,
+                  (x[d + 2] - 1) * g.stride[d] - g.pad_total[d] +
+                      g.dilation[d] * (g.kernel[d] - 1) + output_padding[d] + 1,
+                  "(in-1)*stride - padding + dilation*(kernel-1) + output_padding + 1");
+    in_positions = product({in_positions, dim(x[d + 2])});
+    out_positions = product({out_positions, dim(y[d + 2])});
+    taps = product({taps, dim(g.kernel[d])});
+  }
+  // Every input element is multiplied into (out_channels/groups) x kernel taps.
+  add_contraction(cost, product({2, dim(x[0]), dim(x[1]), in_positions, dim(w[1]), taps}));
+  add_bias(op, cost, 1, product({dim(y[0]), dim(y[1]), out_positions}));
+}
+
+}  // namespace neuralcost::cost

@@ -1,0 +1,159 @@
+// Entry point of the cost model: default compulsory bytes, dispatch to the op family, and the
+// op name added to every error raised while costing.
+#include "neuralcost/cost/cost_model.hpp"
+
+#include <set>
+
+#include <fmt/format.h>
+
+#include "cost/op_families.hpp"
+#include "neuralcost/core/checked_math.hpp"
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+namespace cost {
+
+std::uint64_t product(std::initializer_list<std::uint64_t> factors) {
+  std::uint64_t r = 1;
+  for (std::uint64_t f : factors) r = checked_mul(r, f, "FLOP count");
+  return r;
+}
+
+std::uint64_t dim(std::int64_t d) {
+  if (d < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("negative dimension {}", d));
+  return static_cast<std::uint64_t>(d);
+}
+
+void add_flops(OpCost& cost, std::uint64_t flops) {
+  cost.flops = checked_add(cost.flops, flops, "FLOP count");
+}
+
+void add_contraction(OpCost& cost, std::uint64_t flops) {
+  add_flops(cost, flops);
+  cost.contraction_flops = checked_add(cost.contraction_flops, flops, "FLOP count");
+}
+
+void add_transcendentals(OpCost& cost, std::uint64_t count) {
+  cost.transcendentals = checked_add(cost.transcendentals, count, "transcendental count");
+}
+
+const TensorDesc& input(const OpRecord& op, std::size_t i, const char* role) {
+  if (i >= op.inputs.size()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("needs input #{} ({})", i, role));
+  }
+  return op.inputs[i];
+}
+
+const TensorDesc& output(const OpRecord& op, std::size_t i, const char* role) {
+  if (i >= op.outputs.size()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("needs output #{} ({})", i, role));
+  }
+  return op.outputs[i];
+}
+
+const ParameterDesc& parameter(const OpRecord& op, std::size_t i, const char* role) {
+  if (i >= op.parameters.size()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("needs parameter #{} ({})", i, role));
+  }
+  return op.parameters[i];
+}
+
+void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank,
+                  const std::string& what) {
+  if (shape.size() < min_rank || shape.size() > max_rank) {
+    const std::string expected = min_rank == max_rank
+                                     ? fmt::format("{}", min_rank)
+                                     : fmt::format("{} to {}", min_rank, max_rank);
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} must have rank {}, got {} ({})", what, expected, shape.size(),
+                            shape_string(shape)));
+  }
+}
+
+void unmodeled(OpCost& cost, std::string reason) {
+  cost.modeled = false;
+  cost.unmodeled_reason = std::move(reason);
+  cost.flops = cost.contraction_flops = cost.transcendentals = 0;
+}
+
+namespace {
+
+void default_bytes(const OpRecord& op, OpCost& cost) {
+  std::set<std::string> seen;
+  for (const TensorDesc& t : op.inputs) {
+    if (seen.insert(t.name).second) cost.bytes_read = checked_add(cost.bytes_read, t.bytes(), "bytes read");
+  }
+  std::set<std::string> params;
+  for (const ParameterDesc& p : op.parameters) {
+    if (params.insert(p.id).second) {
+      cost.parameter_bytes = checked_add(cost.parameter_bytes, p.bytes(), "parameter bytes");
+    }
+  }
+  cost.bytes_read = checked_add(cost.bytes_read, cost.parameter_bytes, "bytes read");
+  seen.clear();
+  for (const TensorDesc& t : op.outputs) {
+    if (seen.insert(t.name).second) {
+      cost.bytes_written = checked_add(cost.bytes_written, t.bytes(), "bytes written");
+    }
+  }
+}
+
+void dispatch(const OpRecord& op, OpCost& c) {
+  switch (op.kind) {
+    case OpKind::kMatMul: return cost_matmul(op, c);
+    case OpKind::kLinear: return cost_linear(op, c);
+    case OpKind::kConv: return cost_conv(op, c);
+    case OpKind::kConvTranspose: return cost_conv_transpose(op, c);
+    case OpKind::kAttention: return cost_attention(op, c);
+    case OpKind::kUnary:
+    case OpKind::kBinary:
+    case OpKind::kActivation: return cost_elementwise(op, c);
+    case OpKind::kSoftmax: return cost_softmax(op, c);
+    case OpKind::kLayerNorm: return cost_layer_norm(op, c);
+    case OpKind::kRmsNorm: return cost_rms_norm(op, c);
+    case OpKind::kBatchNorm: return cost_batch_norm(op, c);
+    case OpKind::kMaxPool:
+    case OpKind::kAvgPool:
+    case OpKind::kAdaptiveMaxPool:
+    case OpKind::kAdaptiveAvgPool:
+    case OpKind::kGlobalMaxPool:
+    case OpKind::kGlobalAvgPool: return cost_pool(op, c);
+    case OpKind::kReduction: return cost_reduction(op, c);
+    case OpKind::kRnn:
+    case OpKind::kGru:
+    case OpKind::kLstm: return cost_recurrent(op, c);
+    case OpKind::kReshape:
+    case OpKind::kTranspose:
+    case OpKind::kConcat:
+    case OpKind::kSlice:
+    case OpKind::kSplit:
+    case OpKind::kPad: return cost_data_movement(op, c);
+    case OpKind::kEmbedding: return cost_embedding(op, c);
+    case OpKind::kCustom: return cost_custom(op, c);
+    case OpKind::kUnknown:
+      return unmodeled(c, fmt::format("op type '{}' is not modeled",
+                                      op.source_type.empty() ? "unknown" : op.source_type));
+  }
+  unmodeled(c, "op kind not modeled");
+}
+
+}  // namespace
+}  // namespace cost
+
+double OpCost::arithmetic_intensity() const {
+  const std::uint64_t b = bytes();
+  return b == 0 ? 0.0 : static_cast<double>(flops) / static_cast<double>(b);
+}
+
+OpCost cost_of(const OpRecord& op) {
+  try {
+    OpCost c;
+    cost::default_bytes(op, c);
+    cost::dispatch(op, c);
+    return c;
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("op '{}' ({}): {}", op.name, op_kind_name(op.kind), e.what()));
+  }
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,53 @@
+// Ops that move data but compute nothing, the embedding gather, and custom ops.
+// Views (reshape, or any of these with materializes = false) move no bytes; copies read what
+// they copy and write their outputs. A slice reads only the region it keeps.
+#include <fmt/format.h>
+
+#include "cost/op_families.hpp"
+#include "neuralcost/core/checked_math.hpp"
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost::cost {
+
+void cost_data_movement(const OpRecord& op, OpCost& cost) {
+  const bool copies = op.attributes.get_bool("materializes", op.kind != OpKind::kReshape);
+  if (!copies) {
+    cost.bytes_read = cost.bytes_written = cost.parameter_bytes = 0;
+    return;
+  }
+  if (op.kind == OpKind::kSlice) {
+    cost.bytes_read = cost.bytes_written;  // only the kept region is read
+  }
+}
+
+void cost_embedding(const OpRecord& op, OpCost& cost) {
+  const TensorDesc& y = output(op, 0, "y");
+  if (op.parameters.empty()) {
+    // gather from an activation: reads the gathered rows (= output) and the indices
+    const TensorDesc& indices = input(op, 1, "indices");
+    cost.bytes_read = checked_add(y.bytes(), indices.bytes(), "bytes read");
+    return;
+  }
+  const TensorDesc& indices = input(op, 0, "indices");
+  const ParameterDesc& table = parameter(op, 0, "table [rows, width]");
+  require_rank(table.shape, 2, 2, "table");
+  const std::uint64_t lookups = indices.elements();
+  const std::uint64_t rows = std::min<std::uint64_t>(lookups, dim(table.shape[0]));
+  // at most `rows` distinct rows are read: the compulsory traffic, not the whole table
+  cost.parameter_bytes = product({rows, dim(table.shape[1]), dtype_bytes(table.dtype)});
+  cost.bytes_read = checked_add(indices.bytes(), cost.parameter_bytes, "bytes read");
+}
+
+void cost_custom(const OpRecord& op, OpCost& cost) {
+  const std::int64_t flops = op.attributes.get_int("flops");
+  const std::int64_t transcendentals = op.attributes.get_int("transcendentals", 0);
+  if (flops < 0 || transcendentals < 0 || transcendentals > flops) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attributes 'flops' ({}) and 'transcendentals' ({}) must satisfy "
+                            "0 <= transcendentals <= flops", flops, transcendentals));
+  }
+  add_flops(cost, static_cast<std::uint64_t>(flops));
+  add_transcendentals(cost, static_cast<std::uint64_t>(transcendentals));
+}
+
+}  // namespace neuralcost::cost

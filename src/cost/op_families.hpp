@@ -1,0 +1,52 @@
+// Internal to the cost model: one function per op family (each in its own file), the shared
+// FLOP tally and checked accessors for an op's tensors. cost_of() in cost_model.cpp fills in
+// the default compulsory bytes, then calls the family function, which adds FLOPs and may
+// replace the bytes (views move nothing, an embedding reads only the rows it gathers).
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+
+#include "neuralcost/cost/cost_model.hpp"
+
+namespace neuralcost::cost {
+
+/// Checked product of counts, e.g. product({2, m, n, k}).
+std::uint64_t product(std::initializer_list<std::uint64_t> factors);
+/// A dimension as an unsigned count (dimensions are checked non-negative by the graph).
+std::uint64_t dim(std::int64_t d);
+
+/// Adds counts to an OpCost with overflow checks.
+void add_flops(OpCost& cost, std::uint64_t flops);
+void add_contraction(OpCost& cost, std::uint64_t flops);
+void add_transcendentals(OpCost& cost, std::uint64_t count);
+
+/// inputs[i], or kInvalidArgument "needs an input #i (role)".
+const TensorDesc& input(const OpRecord& op, std::size_t i, const char* role);
+const TensorDesc& output(const OpRecord& op, std::size_t i, const char* role);
+const ParameterDesc& parameter(const OpRecord& op, std::size_t i, const char* role);
+/// Throws kInvalidArgument unless min_rank <= rank <= max_rank.
+void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank,
+                  const std::string& what);
+/// Marks the op unmodeled with a reason (bytes stay counted).
+void unmodeled(OpCost& cost, std::string reason);
+
+void cost_matmul(const OpRecord& op, OpCost& cost);
+void cost_linear(const OpRecord& op, OpCost& cost);
+void cost_conv(const OpRecord& op, OpCost& cost);
+void cost_conv_transpose(const OpRecord& op, OpCost& cost);
+void cost_attention(const OpRecord& op, OpCost& cost);
+void cost_elementwise(const OpRecord& op, OpCost& cost);
+void cost_softmax(const OpRecord& op, OpCost& cost);
+void cost_layer_norm(const OpRecord& op, OpCost& cost);
+void cost_rms_norm(const OpRecord& op, OpCost& cost);
+void cost_batch_norm(const OpRecord& op, OpCost& cost);
+void cost_pool(const OpRecord& op, OpCost& cost);
+void cost_reduction(const OpRecord& op, OpCost& cost);
+void cost_recurrent(const OpRecord& op, OpCost& cost);
+void cost_data_movement(const OpRecord& op, OpCost& cost);
+void cost_embedding(const OpRecord& op, OpCost& cost);
+void cost_custom(const OpRecord& op, OpCost& cost);
+
+}  // namespace neuralcost::cost

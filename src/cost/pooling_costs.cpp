@@ -1,0 +1,112 @@
+// Pooling and reductions. A window of k elements costs k - 1 comparisons (max/min) or
+// k - 1 adds + 1 divide (average); padded positions count as window elements, as the
+// kernels compute over them. Adaptive windows are summed exactly, dimension by dimension.
+#include <fmt/format.h>
+
+#include "cost/op_families.hpp"
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost::cost {
+namespace {
+
+bool is_max(OpKind kind) {
+  return kind == OpKind::kMaxPool || kind == OpKind::kAdaptiveMaxPool || kind == OpKind::kGlobalMaxPool;
+}
+
+/// Sum over output positions of the adaptive window length along one dimension.
+std::uint64_t adaptive_window_sum(std::int64_t in, std::int64_t out) {
+  std::uint64_t sum = 0;
+  for (std::int64_t i = 0; i < out; ++i) {
+    const std::int64_t start = (i * in) / out;
+    const std::int64_t end = ((i + 1) * in + out - 1) / out;
+    sum += static_cast<std::uint64_t>(end - start);
+  }
+  return sum;
+}
+
+}  // namespace
+
+void cost_pool(const OpRecord& op, OpCost& cost) {
+  const Shape& x = input(op, 0, "x [N, C, ...]").shape;
+  const Shape& y = output(op, 0, "y").shape;
+  require_rank(x, 3, 5, "input");
+  const std::size_t rank = x.size() - 2;
+  const std::uint64_t planes = product({dim(x[0]), dim(x[1])});
+  std::uint64_t outputs = 0, window_elements = 0;
+  if (op.kind == OpKind::kGlobalAvgPool || op.kind == OpKind::kGlobalMaxPool) {
+    outputs = planes;
+    window_elements = element_count(x, "input");
+  } else {
+    require_rank(y, x.size(), x.size(), "output");
+    if (y[0] != x[0] || y[1] != x[1]) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("output {} must keep batch and channels of {}", shape_string(y),
+                              shape_string(x)));
+    }
+    outputs = element_count(y, "output");
+    if (op.kind == OpKind::kAdaptiveAvgPool || op.kind == OpKind::kAdaptiveMaxPool) {
+      window_elements = planes;
+      for (std::size_t d = 0; d < rank; ++d) {
+        if (y[d + 2] == 0 || y[d + 2] > x[d + 2]) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("adaptive output size {} must be in 1..{}", y[d + 2], x[d + 2]));
+        }
+        window_elements = product({window_elements, adaptive_window_sum(x[d + 2], y[d + 2])});
+      }
+    } else {
+      const auto kernel = op.attributes.get_ints("kernel", rank, 0);
+      const auto stride = op.attributes.get_ints("stride", rank, 0);
+      const auto dilation = op.attributes.get_ints("dilation", rank, 1);
+      const auto padding = op.attributes.get_ints("padding", rank, 0);
+      const bool ceil_mode = op.attributes.get_bool("ceil_mode", false);
+      std::uint64_t taps = 1;
+      for (std::size_t d = 0; d < rank; ++d) {
+        const std::int64_t s = stride[d] == 0 ? kernel[d] : stride[d];
+        if (kernel[d] < 1 || s < 1 || dilation[d] < 1 || padding[d] < 0) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("spatial dim {}: attribute 'kernel' must be given and >= 1", d));
+        }
+        const std::int64_t span = dilation[d] * (kernel[d] - 1) + 1;
+        const std::int64_t room = x[d + 2] + 2 * padding[d] - span;
+        const std::int64_t expected = (ceil_mode ? (room + s - 1) / s : room / s) + 1;
+        if (y[d + 2] != expected && !(ceil_mode && y[d + 2] == expected - 1)) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("output spatial dim {} is {}, expected {}", d, y[d + 2], expected));
+        }
+        taps = product({taps, dim(kernel[d])});
+      }
+      window_elements = product({outputs, taps});
+    }
+  }
+  // max: k-1 comparisons per window; average: k-1 adds + 1 divide = k per window.
+  add_flops(cost, is_max(op.kind) ? window_elements - outputs : window_elements);
+}
+
+void cost_reduction(const OpRecord& op, OpCost& cost) {
+  const TensorDesc& x = input(op, 0, "x");
+  const TensorDesc& y = output(op, 0, "y");
+  const std::string function = op.attributes.get_string("function", "sum");
+  const std::uint64_t in = x.elements(), out = y.elements();
+  if (out == 0) return;
+  if (in % out != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output {} is not a reduction of input {}", shape_string(y.shape),
+                            shape_string(x.shape)));
+  }
+  const std::uint64_t r = in / out;
+  if (function == "sum" || function == "max" || function == "min" || function == "prod") {
+    add_flops(cost, product({out, r - (r > 0 ? 1 : 0)}));
+  } else if (function == "mean") {
+    add_flops(cost, product({out, r}));
+  } else if (function == "l2" || function == "sum_square") {
+    add_flops(cost, product({out, product({2, r}) - (r > 0 ? 1 : 0)}));  // square + add (+ sqrt for l2)
+    if (function == "l2") {
+      add_flops(cost, out);
+      add_transcendentals(cost, out);
+    }
+  } else {
+    unmodeled(cost, "reduction function '" + function + "' is not modeled");
+  }
+}
+
+}  // namespace neuralcost::cost

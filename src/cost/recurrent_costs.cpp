@@ -1,0 +1,86 @@
+// RNN, GRU and LSTM over a whole sequence (all layers and directions in one op). Per time step,
+// layer and direction with G gates, input width I and hidden size H:
+//   contraction  2·G·H·(I + H)           (W_ih·x and W_hh·h)
+//   biases       2·G·H                    (b_ih and b_hh, when present)
+//   gate math    RNN 2H, GRU 17H, LSTM 22H (docs/counting.md itemises them)
+// Parameters follow PyTorch's order: per layer and direction w_ih, w_hh[, b_ih, b_hh].
+#include <fmt/format.h>
+
+#include "cost/op_families.hpp"
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost::cost {
+namespace {
+
+struct Cell {
+  std::uint64_t gates;
+  std::uint64_t gate_flops;            // per hidden unit per step, biases excluded
+  std::uint64_t gate_transcendentals;  // per hidden unit per step
+};
+
+Cell cell_of(const OpRecord& op) {
+  switch (op.kind) {
+    case OpKind::kGru: return {3, 17, 3};
+    case OpKind::kLstm: return {4, 22, 5};
+    default: {
+      const std::string f = op.attributes.get_string("nonlinearity", "tanh");
+      if (f == "tanh") return {1, 2, 1};
+      if (f == "relu") return {1, 2, 0};
+      throw Error(ErrorCode::kInvalidArgument,
+                  "attribute 'nonlinearity' must be tanh or relu, got '" + f + "'");
+    }
+  }
+}
+
+}  // namespace
+
+void cost_recurrent(const OpRecord& op, OpCost& cost) {
+  if (op.attributes.get_int("proj_size", 0) != 0) {
+    return unmodeled(cost, "LSTM with projections (proj_size) is not modeled");
+  }
+  const Shape& x = input(op, 0, "x").shape;
+  require_rank(x, 3, 3, "input");
+  const bool batch_first = op.attributes.get_bool("batch_first", true);
+  const std::int64_t batch = batch_first ? x[0] : x[1], steps = batch_first ? x[1] : x[0];
+  const std::int64_t width = x[2];
+  const std::int64_t hidden = op.attributes.get_int("hidden_size");
+  const std::int64_t layers = op.attributes.get_int("num_layers", 1);
+  const std::uint64_t dirs = op.attributes.get_bool("bidirectional", false) ? 2 : 1;
+  const bool bias = op.attributes.get_bool("bias", true);
+  if (hidden < 1 || layers < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("hidden_size ({}) and num_layers ({}) must be >= 1", hidden, layers));
+  }
+  const Cell cell = cell_of(op);
+  const std::uint64_t h = dim(hidden), gh = product({cell.gates, h});
+  // The parameter list must hold exactly the weights these attributes imply.
+  std::uint64_t expected = 0, held = 0;
+  for (std::int64_t l = 0; l < layers; ++l) {
+    const std::uint64_t in = l == 0 ? dim(width) : product({dirs, h});
+    expected += product({dirs, gh, in + h + (bias ? 2 : 0)});
+  }
+  for (const ParameterDesc& p : op.parameters) held += p.elements();
+  if (held != expected) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("parameters hold {} elements, expected {} for input width {}, "
+                            "hidden_size {}, {} layer(s), {} direction(s){}",
+                            held, expected, width, hidden, layers, dirs, bias ? ", biases" : ""));
+  }
+  const Shape& y = output(op, 0, "output sequence").shape;
+  const Shape expected_y = batch_first ? Shape{batch, steps, static_cast<std::int64_t>(dirs) * hidden}
+                                       : Shape{steps, batch, static_cast<std::int64_t>(dirs) * hidden};
+  if (y != expected_y) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output {} must be {}", shape_string(y), shape_string(expected_y)));
+  }
+  const std::uint64_t cells = product({dim(batch), dim(steps), dirs});  // per layer
+  for (std::int64_t l = 0; l < layers; ++l) {
+    const std::uint64_t in = l == 0 ? dim(width) : product({dirs, h});
+    add_contraction(cost, product({cells, 2, gh, in + h}));
+    if (bias) add_flops(cost, product({cells, 2, gh}));
+    add_flops(cost, product({cells, cell.gate_flops, h}));
+    add_transcendentals(cost, product({cells, cell.gate_transcendentals, h}));
+  }
+}
+
+}  // namespace neuralcost::cost

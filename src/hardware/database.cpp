@@ -1,0 +1,114 @@
+// The built-in hardware database and exact id/alias lookup with "did you mean" suggestions.
+#include "neuralcost/hardware/database.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "hardware/embedded_specs.hpp"
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  std::transform(r.begin(), r.end(), r.begin(), [](unsigned char c) { return std::tolower(c); });
+  return r;
+}
+
+std::size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+}  // namespace
+
+HardwareDatabase::HardwareDatabase(std::vector<HardwareSpec> specs) : specs_(std::move(specs)) {
+  std::map<std::string, std::string> owner;
+  for (const HardwareSpec& s : specs_) {
+    std::vector<std::string> names = s.aliases;
+    names.push_back(s.id);
+    for (const std::string& n : names) {
+      auto [it, inserted] = owner.emplace(lower(n), s.id);
+      if (!inserted) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("hardware name '{}' is claimed by both '{}' and '{}'", n, it->second, s.id));
+      }
+    }
+  }
+}
+
+const HardwareDatabase& HardwareDatabase::builtin() {
+  static const HardwareDatabase db = [] {
+    std::vector<HardwareSpec> specs;
+    for (const auto& e : detail::embedded_hardware_specs()) {
+      HardwareSpec s = parse_hardware_spec(e.json_text, "data/hardware/" + std::string(e.file_name));
+      s.origin = "built-in";
+      specs.push_back(std::move(s));
+    }
+    return HardwareDatabase(std::move(specs));
+  }();
+  return db;
+}
+
+const HardwareSpec* HardwareDatabase::find(std::string_view id_or_alias) const {
+  const std::string key = lower(id_or_alias);
+  for (const HardwareSpec& s : specs_) {
+    if (lower(s.id) == key) return &s;
+    for (const std::string& a : s.aliases) {
+      if (lower(a) == key) return &s;
+    }
+  }
+  return nullptr;
+}
+
+std::vector<std::string> HardwareDatabase::nearest(std::string_view name, std::size_t count) const {
+  const std::string key = lower(name);
+  std::vector<std::pair<std::size_t, std::string>> ranked;
+  for (const HardwareSpec& s : specs_) {
+    std::size_t best = edit_distance(key, lower(s.id));
+    if (lower(s.id).find(key) != std::string::npos) best = 0;
+    for (const std::string& a : s.aliases) {
+      if (lower(a).find(key) != std::string::npos) best = 0;
+      best = std::min(best, edit_distance(key, lower(a)));
+    }
+    ranked.emplace_back(best, s.id);
+  }
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < ranked.size() && i < count; ++i) out.push_back(ranked[i].second);
+  return out;
+}
+
+const HardwareSpec& HardwareDatabase::get(std::string_view id_or_alias) const {
+  if (const HardwareSpec* s = find(id_or_alias)) return *s;
+  throw Error(ErrorCode::kNotFound,
+              fmt::format("unknown hardware '{}'; nearest ids: {} (see `neural-cost hardware list`)",
+                          id_or_alias, fmt::join(nearest(id_or_alias, 5), ", ")));
+}
+
+HardwareSpec resolve_hardware(const std::string& id_or_path) {
+  const bool looks_like_file = id_or_path.size() > 5 &&
+                               id_or_path.compare(id_or_path.size() - 5, 5, ".json") == 0;
+  std::error_code ec;
+  if (looks_like_file || std::filesystem::is_regular_file(id_or_path, ec) ||
+      id_or_path.find('/') != std::string::npos) {
+    return load_hardware_file(id_or_path);
+  }
+  return HardwareDatabase::builtin().get(id_or_path);
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,31 @@
+// Roof lookups on a hardware spec.
+#include "neuralcost/hardware/spec.hpp"
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+
+double HardwareSpec::flops_per_second(DType dtype, bool contraction) const {
+  if (!contraction) {
+    auto v = vector_flops_per_second.find(dtype);
+    if (v != vector_flops_per_second.end()) return v->second;
+  }
+  auto it = peak_flops_per_second.find(dtype);
+  if (it == peak_flops_per_second.end()) {
+    std::string have;
+    for (const auto& [d, value] : peak_flops_per_second) {
+      have += (have.empty() ? "" : ", ") + std::string(dtype_name(d));
+    }
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("hardware '{}' has no {} peak (it gives: {})", id, dtype_name(dtype), have));
+  }
+  return it->second;
+}
+
+double HardwareSpec::ridge_point(DType dtype) const {
+  return flops_per_second(dtype, true) / memory_bandwidth_bytes_per_second;
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,173 @@
+// Reads hardware spec JSON. Every value is checked before use and every error names the
+// file and the field ("spec.json: field 'peak_flops_per_second.fp32' must be a positive number").
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/spec.hpp"
+
+namespace neuralcost {
+namespace {
+
+using nlohmann::json;
+
+class Reader {
+ public:
+  explicit Reader(const std::string& origin) : origin_(origin) {}
+
+  [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: field '{}' {}", origin_, field, problem));
+  }
+
+  std::string text(const json& obj, const std::string& key, bool required) const {
+    auto it = obj.find(key);
+    if (it == obj.end()) {
+      if (required) fail(key, "is missing");
+      return {};
+    }
+    if (!it->is_string() || it->get<std::string>().empty()) fail(key, "must be a non-empty string");
+    return it->get<std::string>();
+  }
+
+  double positive(const json& value, const std::string& field) const {
+    if (!value.is_number()) fail(field, fmt::format("must be a positive number (got {})", value.dump()));
+    const double v = value.get<double>();
+    if (!std::isfinite(v) || v <= 0) fail(field, fmt::format("must be a positive number (got {})", value.dump()));
+    return v;
+  }
+
+  std::map<DType, double> rates(const json& obj, const std::string& field) const {
+    if (!obj.is_object()) fail(field, "must be an object keyed by dtype (fp64, fp32, tf32, fp16, bf16, int8, fp8)");
+    std::map<DType, double> out;
+    for (const auto& [key, value] : obj.items()) {
+      const auto dtype = parse_dtype(key);
+      const auto& known = compute_dtypes();
+      if (!dtype || std::find(known.begin(), known.end(), *dtype) == known.end() ||
+          dtype_name(*dtype) != key) {
+        fail(field + "." + key, "is not a dtype (use fp64, fp32, tf32, fp16, bf16, int8, fp8)");
+      }
+      out[*dtype] = positive(value, field + "." + key);
+    }
+    return out;
+  }
+
+ private:
+  const std::string& origin_;
+};
+
+const std::set<std::string> kKnownFields = {
+    "schema_version", "id", "name", "vendor", "device_type", "aliases", "peak_flops_per_second",
+    "vector_flops_per_second", "memory_bandwidth_bytes_per_second", "memory_capacity_bytes",
+    "caches", "sources", "notes", "origin"};
+
+}  // namespace
+
+HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& origin) {
+  json doc;
+  try {
+    doc = json::parse(json_text.begin(), json_text.end());
+  } catch (const json::parse_error& e) {
+    throw Error(ErrorCode::kDataLoss,
+                fmt::format("{}: malformed JSON at byte {}: {}", origin, e.byte,
+                            std::string(e.what()).substr(std::string(e.what()).find(':') + 2)));
+  }
+  Reader r(origin);
+  if (!doc.is_object()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: a hardware spec must be a JSON object", origin));
+  }
+  for (const auto& [key, value] : doc.items()) {
+    if (!kKnownFields.count(key)) r.fail(key, "is not a hardware spec field (see docs/hardware.md)");
+  }
+  if (doc.contains("schema_version") && doc["schema_version"] != 1) {
+    r.fail("schema_version", fmt::format("must be 1 (got {})", doc["schema_version"].dump()));
+  }
+  HardwareSpec s;
+  s.id = r.text(doc, "id", true);
+  s.name = r.text(doc, "name", false);
+  if (s.name.empty()) s.name = s.id;
+  s.vendor = r.text(doc, "vendor", false);
+  s.device_type = r.text(doc, "device_type", false);
+  if (doc.contains("aliases")) {
+    if (!doc["aliases"].is_array()) r.fail("aliases", "must be a list of strings");
+    for (const auto& a : doc["aliases"]) {
+      if (!a.is_string() || a.get<std::string>().empty()) r.fail("aliases", "must be a list of strings");
+      s.aliases.push_back(a.get<std::string>());
+    }
+  }
+  if (!doc.contains("peak_flops_per_second")) r.fail("peak_flops_per_second", "is missing");
+  s.peak_flops_per_second = r.rates(doc["peak_flops_per_second"], "peak_flops_per_second");
+  if (s.peak_flops_per_second.empty()) r.fail("peak_flops_per_second", "must give at least one dtype");
+  if (doc.contains("vector_flops_per_second")) {
+    s.vector_flops_per_second = r.rates(doc["vector_flops_per_second"], "vector_flops_per_second");
+  }
+  if (!doc.contains("memory_bandwidth_bytes_per_second")) r.fail("memory_bandwidth_bytes_per_second", "is missing");
+  s.memory_bandwidth_bytes_per_second =
+      r.positive(doc["memory_bandwidth_bytes_per_second"], "memory_bandwidth_bytes_per_second");
+  if (doc.contains("memory_capacity_bytes")) {
+    s.memory_capacity_bytes = r.positive(doc["memory_capacity_bytes"], "memory_capacity_bytes");
+  }
+  if (doc.contains("caches")) {
+    if (!doc["caches"].is_array()) r.fail("caches", "must be a list");
+    for (std::size_t i = 0; i < doc["caches"].size(); ++i) {
+      const json& c = doc["caches"][i];
+      const std::string field = fmt::format("caches[{}]", i);
+      if (!c.is_object()) r.fail(field, "must be an object");
+      CacheLevel level;
+      level.name = r.text(c, "name", true);
+      if (!c.contains("size_bytes")) r.fail(field + ".size_bytes", "is missing");
+      level.size_bytes = r.positive(c["size_bytes"], field + ".size_bytes");
+      if (c.contains("bandwidth_bytes_per_second")) {
+        level.bandwidth_bytes_per_second =
+            r.positive(c["bandwidth_bytes_per_second"], field + ".bandwidth_bytes_per_second");
+      }
+      s.caches.push_back(level);
+    }
+  }
+  if (doc.contains("sources")) {
+    if (!doc["sources"].is_object()) r.fail("sources", "must be an object of field path -> text");
+    for (const auto& [key, value] : doc["sources"].items()) {
+      if (!value.is_string()) r.fail("sources." + key, "must be a string");
+      s.sources[key] = value.get<std::string>();
+    }
+  }
+  if (doc.contains("notes")) {
+    if (!doc["notes"].is_array()) r.fail("notes", "must be a list of strings");
+    for (const auto& n : doc["notes"]) {
+      if (!n.is_string()) r.fail("notes", "must be a list of strings");
+      s.notes.push_back(n.get<std::string>());
+    }
+  }
+  s.origin = origin;
+  return s;
+}
+
+HardwareSpec load_hardware_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw Error(ErrorCode::kNotFound, fmt::format("cannot open hardware spec file '{}'", path));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  HardwareSpec spec = parse_hardware_spec(text.str(), path);
+  // numbers without a stated source come from the user's file
+  auto fill = [&](const std::string& field) {
+    if (!spec.sources.count(field)) spec.sources[field] = "user file " + path;
+  };
+  for (const auto& [dtype, v] : spec.peak_flops_per_second) fill("peak_flops_per_second." + std::string(dtype_name(dtype)));
+  for (const auto& [dtype, v] : spec.vector_flops_per_second) fill("vector_flops_per_second." + std::string(dtype_name(dtype)));
+  fill("memory_bandwidth_bytes_per_second");
+  if (spec.memory_capacity_bytes) fill("memory_capacity_bytes");
+  for (const CacheLevel& c : spec.caches) {
+    fill("caches." + c.name + ".size_bytes");
+    if (c.bandwidth_bytes_per_second) fill("caches." + c.name + ".bandwidth_bytes_per_second");
+  }
+  return spec;
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,18 @@
+// Importer for the five built-in reference networks (ff, cnn, rnn, lstm, transformer).
+#pragma once
+
+#include "neuralcost/registry.hpp"
+
+namespace neuralcost {
+
+class ReferenceImporter final : public Importer {
+ public:
+  std::string_view name() const override { return "reference"; }
+  std::string_view description() const override {
+    return "built-in reference networks: ff, cnn, rnn, lstm, transformer";
+  }
+  bool accepts(const ModelRequest& request) const override;
+  OpGraph import(const ModelRequest& request) const override;
+};
+
+}  // namespace neuralcost

@@ -1,0 +1,152 @@
+// Table, Markdown and CSV views of analyses (JSON is in json_view.cpp).
+#include <fmt/format.h>
+
+#include "neuralcost/report/views.hpp"
+#include "report/si_format.hpp"
+#include "report/tabular.hpp"
+
+namespace neuralcost {
+namespace {
+
+using report::Cell;
+
+Cell num(double value, const std::string& unit) { return {report::si(value, unit), fmt::format("{}", value)}; }
+Cell count(std::uint64_t value, const std::string& unit) {
+  return {report::si(static_cast<double>(value), unit), std::to_string(value)};
+}
+Cell text(std::string s) { return {std::move(s), ""}; }
+
+std::string output_shape(const OpRecord& op) {
+  return op.outputs.empty() ? "-" : shape_string(op.outputs.front().shape);
+}
+
+std::string headline(const Analysis& a) {
+  std::string batch = a.batch > 0 ? fmt::format("batch {}, ", a.batch) : "";
+  std::string roofs;
+  if (a.hardware.peak_flops_per_second.count(a.dtype)) {
+    roofs = fmt::format("{} peak {}, ", dtype_name(a.dtype),
+                        report::si(a.hardware.peak_flops_per_second.at(a.dtype), "FLOP/s"));
+  }
+  return fmt::format(
+      "{} ({}{}) on {} [{}]\nroofs: {}memory {}, ridge point {} FLOP/B\n", a.model, batch,
+      dtype_name(a.dtype), a.hardware.name, a.hardware.id, roofs,
+      report::si(a.hardware.memory_bandwidth_bytes_per_second, "B/s"), report::fixed1(a.ridge_point));
+}
+
+std::string totals_text(const Analysis& a) {
+  const ModelTotals& t = a.totals;
+  std::string out = fmt::format(
+      "total: {} ({} in contractions), {} moved ({} read, {} written), {} FLOP/B\n",
+      report::si(static_cast<double>(t.flops), "FLOP"),
+      report::si(static_cast<double>(t.contraction_flops), "FLOP"),
+      report::si(static_cast<double>(t.bytes_read + t.bytes_written), "B"),
+      report::si(static_cast<double>(t.bytes_read), "B"),
+      report::si(static_cast<double>(t.bytes_written), "B"), report::fixed1(t.arithmetic_intensity));
+  out += fmt::format("parameters: {} ({} with buffers)\n", t.parameter_count,
+                     report::si(static_cast<double>(t.parameter_bytes), "B"));
+  out += fmt::format(
+      "lower bound: {} unfused ({}-bound), {} fused ({} moved)\n",
+      report::si(t.lower_bound_seconds, "s"), bound_name(t.bound),
+      report::si(t.fused_lower_bound_seconds, "s"),
+      report::si(static_cast<double>(t.fused_bytes_read + t.fused_bytes_written), "B"));
+  if (a.batch > 0 && t.lower_bound_seconds > 0) {
+    out += fmt::format("best case: {} samples/s unfused, {} fused\n",
+                       report::si(static_cast<double>(a.batch) / t.lower_bound_seconds, ""),
+                       report::si(static_cast<double>(a.batch) / t.fused_lower_bound_seconds, ""));
+  }
+  return out;
+}
+
+std::string unmodeled_text(const Analysis& a) {
+  if (a.complete()) return "";
+  double bytes = 0;
+  for (const UnmodeledOp& u : a.unmodeled) bytes += u.byte_share;
+  std::string out = fmt::format(
+      "warning: {} of {} ops are not modeled ({} of bytes moved); FLOP totals are incomplete\n",
+      a.unmodeled.size(), a.ops.size(), report::percent(bytes));
+  for (const UnmodeledOp& u : a.unmodeled) {
+    out += fmt::format("note: op '{}': {}\n", a.op_records[u.op_index].name, u.reason);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::optional<Format> parse_format(std::string_view name) {
+  if (name == "table") return Format::kTable;
+  if (name == "json") return Format::kJson;
+  if (name == "csv") return Format::kCsv;
+  if (name == "md" || name == "markdown") return Format::kMarkdown;
+  return std::nullopt;
+}
+
+std::string render_analysis(const Analysis& a, Format format) {
+  if (format == Format::kJson) return analysis_json(a).dump(2) + "\n";
+  report::Table t;
+  t.headers = {"op", "kind", "output", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound", "share"};
+  t.raw_headers = {"name", "kind", "output_shape", "flops", "bytes", "arithmetic_intensity",
+                   "bound", "lower_bound_seconds", "share"};
+  t.right_align = {false, false, false, true, true, true, false, true, true};
+  for (const OpRoofline& r : a.ops) {
+    const OpRecord& op = a.op_records[r.op_index];
+    const bool ok = r.cost.modeled;
+    t.rows.push_back({text(op.name), text(std::string(op_kind_name(op.kind))), text(output_shape(op)),
+                      ok ? count(r.cost.flops, "") : text("?"), count(r.cost.bytes(), "B"),
+                      ok ? Cell{report::fixed1(r.cost.arithmetic_intensity()),
+                                fmt::format("{}", r.cost.arithmetic_intensity())}
+                         : text("?"),
+                      text(ok ? std::string(bound_name(*r.bound)) : "unmodeled"),
+                      num(r.lower_bound_seconds, "s"),
+                      Cell{report::percent(r.share), fmt::format("{}", r.share)}});
+  }
+  if (format == Format::kCsv) return report::render_table(t, format);
+  const ModelTotals& tot = a.totals;
+  t.rows.push_back({text("total"), text(""), text(""), count(tot.flops, ""),
+                    count(tot.bytes_read + tot.bytes_written, "B"),
+                    text(report::fixed1(tot.arithmetic_intensity)),
+                    text(std::string(bound_name(tot.bound))), num(tot.lower_bound_seconds, "s"),
+                    text(report::percent(1.0))});
+  std::string out = format == Format::kMarkdown ? "### " : "";
+  out += headline(a) + "\n" + report::render_table(t, format) + "\n" + totals_text(a) + unmodeled_text(a);
+  return out;
+}
+
+std::string render_summary(const std::vector<Analysis>& analyses, Format format) {
+  if (format == Format::kJson) {
+    nlohmann::json j{{"schema_version", 1}, {"analyses", nlohmann::json::array()}};
+    for (const Analysis& a : analyses) j["analyses"].push_back(analysis_json(a));
+    return j.dump(2) + "\n";
+  }
+  report::Table t;
+  t.headers = {"model", "batch", "params", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound",
+               "fused bound", "samples/s (max)", "complete"};
+  t.raw_headers = {"model", "batch", "parameter_count", "flops", "bytes", "arithmetic_intensity",
+                   "bound", "lower_bound_seconds", "fused_lower_bound_seconds",
+                   "max_samples_per_second", "complete"};
+  t.right_align = {false, true, true, true, true, true, false, true, true, true, false};
+  for (const Analysis& a : analyses) {
+    const ModelTotals& tot = a.totals;
+    const double rate = tot.lower_bound_seconds > 0 ? a.batch / tot.lower_bound_seconds : 0;
+    t.rows.push_back({text(a.model), text(std::to_string(a.batch)), count(tot.parameter_count, ""),
+                      count(tot.flops, ""), count(tot.bytes_read + tot.bytes_written, "B"),
+                      Cell{report::fixed1(tot.arithmetic_intensity), fmt::format("{}", tot.arithmetic_intensity)},
+                      text(std::string(bound_name(tot.bound))), num(tot.lower_bound_seconds, "s"),
+                      num(tot.fused_lower_bound_seconds, "s"), num(rate, ""),
+                      text(a.complete() ? "yes" : "NO")});
+  }
+  if (format == Format::kCsv || analyses.empty()) return report::render_table(t, format);
+  const Analysis& first = analyses.front();
+  std::string out = fmt::format("{}reference networks on {} [{}], {}: peak {}, memory {}\n\n",
+                                format == Format::kMarkdown ? "### " : "", first.hardware.name,
+                                first.hardware.id, dtype_name(first.dtype),
+                                first.hardware.peak_flops_per_second.count(first.dtype)
+                                    ? report::si(first.hardware.peak_flops_per_second.at(first.dtype), "FLOP/s")
+                                    : "n/a",
+                                report::si(first.hardware.memory_bandwidth_bytes_per_second, "B/s"));
+  out += report::render_table(t, format);
+  out += "\nlower bound = sum over ops of max(FLOPs / peak, bytes / bandwidth); fused keeps "
+         "elementwise and normalisation chains on chip (docs/counting.md)\n";
+  return out;
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,36 @@
+// Atomic result files: write to PATH.tmp.PID, flush, rename over PATH.
+#include "neuralcost/report/output_file.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    throw Error(ErrorCode::kDataLoss, fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  }
+  const bool written = std::fwrite(content.data(), 1, content.size(), f) == content.size() &&
+                       std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  const int write_errno = errno;
+  if (std::fclose(f) != 0 || !written) {
+    std::remove(tmp.c_str());
+    throw Error(ErrorCode::kDataLoss, fmt::format("cannot write '{}': {}", path, std::strerror(write_errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int rename_errno = errno;
+    std::remove(tmp.c_str());
+    throw Error(ErrorCode::kDataLoss, fmt::format("cannot replace '{}': {}", path, std::strerror(rename_errno)));
+  }
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,90 @@
+// Table, Markdown and CSV rendering of a report::Table.
+#include "report/tabular.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace neuralcost::report {
+namespace {
+
+/// Display width in terminal columns: counts UTF-8 code points, not bytes ("µs").
+std::size_t width_of(const std::string& s) {
+  return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
+std::string csv_escape(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+std::string pad(const std::string& s, std::size_t width, bool right) {
+  const std::string fill(width > width_of(s) ? width - width_of(s) : 0, ' ');
+  return right ? fill + s : s + fill;
+}
+
+}  // namespace
+
+std::string render_table(const Table& t, Format format) {
+  std::string out;
+  const std::size_t cols = t.headers.size();
+  auto right = [&](std::size_t c) { return c < t.right_align.size() && t.right_align[c]; };
+  if (format == Format::kCsv) {
+    const auto& headers = t.raw_headers.empty() ? t.headers : t.raw_headers;
+    for (std::size_t c = 0; c < cols; ++c) out += (c ? "," : "") + csv_escape(headers[c]);
+    out += "\n";
+    for (const auto& row : t.rows) {
+      for (std::size_t c = 0; c < cols; ++c) {
+        const Cell& cell = row[c];
+        out += (c ? "," : "") + csv_escape(cell.raw.empty() ? cell.display : cell.raw);
+      }
+      out += "\n";
+    }
+    return out;
+  }
+  std::vector<std::size_t> width(cols, 0);
+  for (std::size_t c = 0; c < cols; ++c) width[c] = width_of(t.headers[c]);
+  for (const auto& row : t.rows) {
+    for (std::size_t c = 0; c < cols; ++c) width[c] = std::max(width[c], width_of(row[c].display));
+  }
+  if (format == Format::kMarkdown) {
+    out += "|";
+    for (std::size_t c = 0; c < cols; ++c) out += " " + pad(t.headers[c], width[c], false) + " |";
+    out += "\n|";
+    for (std::size_t c = 0; c < cols; ++c) {
+      out += right(c) ? std::string(width[c] + 1, '-') + ":|" : std::string(width[c] + 2, '-') + "|";
+    }
+    out += "\n";
+    for (const auto& row : t.rows) {
+      out += "|";
+      for (std::size_t c = 0; c < cols; ++c) out += " " + pad(row[c].display, width[c], right(c)) + " |";
+      out += "\n";
+    }
+    return out;
+  }
+  auto line = [&](const std::vector<std::string>& cells) {
+    std::string l;
+    for (std::size_t c = 0; c < cols; ++c) l += (c ? "  " : "") + pad(cells[c], width[c], right(c));
+    while (!l.empty() && l.back() == ' ') l.pop_back();
+    return l + "\n";
+  };
+  out += line(t.headers);
+  std::size_t total = 0;
+  for (std::size_t w : width) total += w;
+  out += std::string(total + 2 * (cols - 1), '-') + "\n";
+  for (const auto& row : t.rows) {
+    std::vector<std::string> cells;
+    for (const Cell& c : row) cells.push_back(c.display);
+    out += line(cells);
+  }
+  return out;
+}
+
+}  // namespace neuralcost::report

@@ -1,0 +1,81 @@
+// `neural-cost analyze`: static roofline analysis of one model, or of all five reference
+// networks when no model is named.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/models/reference.hpp"
+#include "neuralcost/registry.hpp"
+
+namespace neuralcost::cli {
+namespace {
+
+struct AnalyzeArgs {
+  std::string model;
+  std::int64_t batch = 32;
+  std::int64_t seq = 32;
+  std::int64_t width = 128;
+  std::int64_t depth = 2;
+  std::string dtype = "fp32";
+  std::string hardware = "h100-sxm";
+  std::string format = "table";
+  std::string output;
+};
+
+void run_analyze(const AnalyzeArgs& args) {
+  const auto dtype = parse_dtype(args.dtype);
+  const auto& compute = compute_dtypes();
+  if (!dtype || std::find(compute.begin(), compute.end(), *dtype) == compute.end()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--dtype '{}' is not one of fp64, fp32, tf32, fp16, bf16, int8, fp8", args.dtype));
+  }
+  const Format format = *parse_format(args.format);
+  const HardwareSpec hardware = resolve_hardware(args.hardware);
+  ModelRequest request{args.model, args.batch, args.seq, args.width, args.depth, *dtype};
+  const AnalysisOptions options{args.batch};
+  if (args.model.empty()) {
+    std::vector<Analysis> all;
+    for (const std::string& name : reference_model_names()) {
+      request.model = name;
+      all.push_back(analyze(importer_for(request).import(request), hardware, options));
+    }
+    emit(render_summary(all, format), args.output);
+    return;
+  }
+  const Analysis analysis = analyze(importer_for(request).import(request), hardware, options);
+  emit(render_analysis(analysis, format), args.output);
+  if (!analysis.complete() && format != Format::kTable && format != Format::kMarkdown) {
+    fmt::print(stderr, "warning: {} op(s) not modeled; totals are incomplete (see \"unmodeled\")\n",
+               analysis.unmodeled.size());
+  }
+}
+
+}  // namespace
+
+void add_analyze_command(CLI::App& app) {
+  auto args = std::make_shared<AnalyzeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "analyze",
+      "Per-layer FLOPs, bytes, arithmetic intensity, limiting roof and lower-bound time.\n"
+      "Without a model: a summary of the five reference networks.");
+  cmd->add_option("model,--model", args->model,
+                  "Model: ff, cnn, rnn, lstm or transformer (omit for all five)");
+  cmd->add_option("--batch", args->batch, "Samples per forward pass")->capture_default_str();
+  cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer)")->capture_default_str();
+  cmd->add_option("--width", args->width, "Hidden width d (cnn: channels of the last stage)")
+      ->capture_default_str();
+  cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8")
+      ->capture_default_str();
+  cmd->add_option("--hardware", args->hardware,
+                  "Built-in hardware id or alias (see `hardware list`), or a spec JSON file")
+      ->capture_default_str();
+  add_format_option(*cmd, args->format);
+  cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
+  cmd->callback([args] { run_analyze(*args); });
+}
+
+}  // namespace neuralcost::cli

@@ -1,0 +1,21 @@
+// Subcommands of the neural-cost CLI. Each registers its options on the app and runs when
+// selected; all real work is in the library.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "neuralcost/report/views.hpp"
+
+namespace neuralcost::cli {
+
+/// Prints `text` to stdout, or writes it atomically to `output` when one is given.
+void emit(const std::string& text, const std::string& output);
+/// Adds --format with table|json|csv|md validation.
+void add_format_option(CLI::App& command, std::string& format);
+
+void add_analyze_command(CLI::App& app);
+void add_hardware_command(CLI::App& app);
+
+}  // namespace neuralcost::cli

@@ -1,0 +1,50 @@
+// neural-cost: counts what a network asks of the machine and places it on the hardware's
+// roofline. Argument parsing and printing only; the work is in the neuralcost library.
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/report/output_file.hpp"
+#include "neuralcost/version.hpp"
+
+namespace neuralcost::cli {
+
+void emit(const std::string& text, const std::string& output) {
+  if (output.empty()) {
+    fmt::print("{}", text);
+  } else {
+    write_file_atomically(output, text);
+  }
+}
+
+void add_format_option(CLI::App& command, std::string& format) {
+  command.add_option("--format", format, "Output format: table, json, csv or md")
+      ->check(CLI::IsMember({"table", "json", "csv", "md", "markdown"}))
+      ->capture_default_str();
+}
+
+}  // namespace neuralcost::cli
+
+int main(int argc, char** argv) {
+  CLI::App app{
+      "neural-cost: exact FLOPs and compulsory bytes per layer of a neural network, placed on a\n"
+      "hardware roofline (lower-bound time, limiting roof, share of the model).",
+      "neural-cost"};
+  app.set_version_flag("--version", std::string("neural-cost ") + std::string(neuralcost::kVersion));
+  app.require_subcommand(1);
+  app.footer("Counting convention: docs/counting.md. JSON schema: docs/json-schema.md.");
+  neuralcost::cli::add_analyze_command(app);
+  neuralcost::cli::add_hardware_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const neuralcost::Error& e) {
+    fmt::print(stderr, "error: {}\n", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "error: internal: {}\n", e.what());
+    return 2;
+  }
+  return 0;
+}
