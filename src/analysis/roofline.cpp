@@ -59,11 +59,12 @@ Analysis analyze(const OpGraph& graph, const HardwareSpec& hardware, const Analy
   double compute_bound_time = 0;
   for (std::size_t i = 0; i < graph.size(); ++i) {
     OpRoofline r = roofline_of(i, graph.op(i), hardware);
-    t.flops = checked_add(t.flops, r.cost.flops, "model FLOP count");
-    t.contraction_flops = checked_add(t.contraction_flops, r.cost.contraction_flops, "model FLOP count");
-    t.transcendentals = checked_add(t.transcendentals, r.cost.transcendentals, "model transcendental count");
-    t.bytes_read = checked_add(t.bytes_read, r.cost.bytes_read, "model bytes read");
-    t.bytes_written = checked_add(t.bytes_written, r.cost.bytes_written, "model bytes written");
+    const std::string what = "model '" + graph.name() + "' total up to op '" + graph.op(i).name + "': ";
+    t.flops = checked_add(t.flops, r.cost.flops, what + "FLOP count");
+    t.contraction_flops = checked_add(t.contraction_flops, r.cost.contraction_flops, what + "FLOP count");
+    t.transcendentals = checked_add(t.transcendentals, r.cost.transcendentals, what + "transcendental count");
+    t.bytes_read = checked_add(t.bytes_read, r.cost.bytes_read, what + "bytes read");
+    t.bytes_written = checked_add(t.bytes_written, r.cost.bytes_written, what + "bytes written");
     t.compute_seconds += r.compute_seconds;
     t.memory_seconds += r.memory_seconds;
     t.lower_bound_seconds += r.lower_bound_seconds;

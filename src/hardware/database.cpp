@@ -5,6 +5,7 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -76,14 +77,18 @@ const HardwareSpec* HardwareDatabase::find(std::string_view id_or_alias) const {
 
 std::vector<std::string> HardwareDatabase::nearest(std::string_view name, std::size_t count) const {
   const std::string key = lower(name);
-  std::vector<std::pair<std::size_t, std::string>> ranked;
+  // rank: names containing the query first, then the longest common prefix, then edit distance
+  using Rank = std::tuple<int, std::size_t, std::size_t>;
+  auto rank_of = [&](const std::string& candidate) {
+    std::size_t prefix = 0;
+    while (prefix < key.size() && prefix < candidate.size() && key[prefix] == candidate[prefix]) ++prefix;
+    return Rank{candidate.find(key) != std::string::npos ? 0 : 1, key.size() - prefix,
+                edit_distance(key, candidate)};
+  };
+  std::vector<std::pair<Rank, std::string>> ranked;
   for (const HardwareSpec& s : specs_) {
-    std::size_t best = edit_distance(key, lower(s.id));
-    if (lower(s.id).find(key) != std::string::npos) best = 0;
-    for (const std::string& a : s.aliases) {
-      if (lower(a).find(key) != std::string::npos) best = 0;
-      best = std::min(best, edit_distance(key, lower(a)));
-    }
+    Rank best = rank_of(lower(s.id));
+    for (const std::string& a : s.aliases) best = std::min(best, rank_of(lower(a)));
     ranked.emplace_back(best, s.id);
   }
   std::stable_sort(ranked.begin(), ranked.end(),

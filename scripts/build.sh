@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Configures and builds neural-cost into build/ (Ninja, RelWithDebInfo, ccache when present).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" > build-configure.log 2>&1 \
+  || { cat build-configure.log; exit 1; }
+rm -f build-configure.log
+cmake --build build --parallel

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs what neural-cost builds and tests with, from Debian 12 packages. Idempotent: it only
+# calls apt-get when a package is missing. Versions are Debian 12's (bookworm):
+#   cmake 3.25, ninja 1.11, g++ 12, nlohmann-json 3.11.2, CLI11 2.1.2, fmt 9.1.0,
+#   GoogleTest 1.12.1, google-benchmark 1.7.1, python3-jsonschema 4.10 (schema tests).
+set -euo pipefail
+
+packages=(cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
+          libgtest-dev libgmock-dev libbenchmark-dev python3 python3-jsonschema)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -ne 0 ] && sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi

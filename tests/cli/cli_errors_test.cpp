@@ -1,0 +1,133 @@
+// Bad input to the CLI: one case per failure class, each with its exact error line, a non-zero
+// exit and no crash (a crash would show as exit code >= 128).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "cli/cli_run.hpp"
+
+namespace neuralcost {
+namespace {
+
+using namespace neuralcost::testing;
+using ::testing::HasSubstr;
+
+const std::string kBad = std::string(NEURALCOST_TEST_INPUTS) + "/bad/";
+const std::string kGood = std::string(NEURALCOST_TEST_INPUTS) + "/good/";
+
+/// Runs the CLI, expects exit code 1 and exactly one "error: ..." line on stderr.
+void expect_error(const std::string& args, const std::string& message) {
+  const CliResult r = run_cli(args);
+  EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+  EXPECT_EQ(r.err, "error: " + message + "\n") << args;
+  EXPECT_TRUE(r.out.empty()) << args;
+}
+
+/// Argument-syntax errors come from CLI11: non-zero (and no crash), naming the option.
+void expect_usage_error(const std::string& args, const std::string& fragment) {
+  const CliResult r = run_cli(args);
+  EXPECT_NE(r.exit_code, 0) << args;
+  EXPECT_LT(r.exit_code, 128) << args;
+  EXPECT_THAT(r.err, HasSubstr(fragment)) << args;
+}
+
+TEST(CliErrorsTest, UnknownModel) {
+  expect_error("analyze --model resnet",
+               "unknown model 'resnet'; accepted: reference (built-in reference networks: ff, cnn, rnn, lstm, "
+               "transformer)");
+}
+
+TEST(CliErrorsTest, UnknownHardwareListsNearestIds) {
+  const CliResult r = run_cli("analyze --model ff --hardware a100");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::StartsWith("error: unknown hardware 'a100'; nearest ids: a100-"));
+  // "h100" names two parts: it resolves to neither, and both are offered first
+  const CliResult h100 = run_cli("hardware show h100");
+  EXPECT_EQ(h100.exit_code, 1);
+  EXPECT_THAT(h100.err, ::testing::StartsWith("error: unknown hardware 'h100'; nearest ids: h100-sxm, h100-pcie, "));
+}
+
+TEST(CliErrorsTest, BatchZero) { expect_error("analyze --model ff --batch 0", "--batch must be at least 1 (got 0)"); }
+
+TEST(CliErrorsTest, BatchNegative) {
+  expect_error("analyze --model ff --batch -5", "--batch must be at least 1 (got -5)");
+  expect_error("analyze --model ff --batch=-5", "--batch must be at least 1 (got -5)");
+}
+
+TEST(CliErrorsTest, BatchTooLargeForOptions) {
+  expect_error("analyze --model ff --batch 1000000000000000", "--batch 1000000000000000 is too large (at most 1099511627776)");
+}
+
+TEST(CliErrorsTest, FlopCountThatWouldOverflowIsCaught) {
+  const CliResult r = run_cli("analyze --model transformer --batch 1099511627776");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::MatchesRegex("error: .* overflows 64 bits.*\n"));
+}
+
+TEST(CliErrorsTest, BatchNotANumber) {
+  expect_usage_error("analyze --model ff --batch lots", "--batch");
+  expect_usage_error("analyze --model ff --batch 99999999999999999999999", "--batch");
+}
+
+TEST(CliErrorsTest, BadWidthForHeads) {
+  expect_error("analyze --model transformer --width 130", "--width 130 must be divisible by the 4 attention heads");
+}
+
+TEST(CliErrorsTest, UnknownDtype) {
+  expect_error("analyze --model ff --dtype fp4", "--dtype 'fp4' is not one of fp64, fp32, tf32, fp16, bf16, int8, fp8");
+}
+
+TEST(CliErrorsTest, HardwareWithoutThePeakForTheDtype) {
+  expect_error("analyze --model ff --dtype fp16 --hardware " + kGood + "fp32_only.json",
+               "hardware 'test-fp32-box' has no fp16 peak (it gives: fp32)");
+}
+
+TEST(CliErrorsTest, MissingHardwareFile) {
+  expect_error("analyze --model ff --hardware " + kBad + "does_not_exist.json",
+               "cannot open hardware spec file '" + kBad + "does_not_exist.json'");
+}
+
+TEST(CliErrorsTest, MalformedHardwareJson) {
+  const CliResult r = run_cli("analyze --model ff --hardware " + kBad + "truncated.json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::StartsWith("error: " + kBad + "truncated.json: malformed JSON at byte"));
+}
+
+TEST(CliErrorsTest, IncompleteHardwareJson) {
+  expect_error("analyze --model ff --hardware " + kBad + "missing_bandwidth.json",
+               kBad + "missing_bandwidth.json: field 'memory_bandwidth_bytes_per_second' is missing");
+}
+
+TEST(CliErrorsTest, NegativeBandwidth) {
+  expect_error("hardware show " + kBad + "negative_bandwidth.json",
+               kBad + "negative_bandwidth.json: field 'memory_bandwidth_bytes_per_second' must be a positive number "
+                      "(got -100000000000.0)");
+}
+
+TEST(CliErrorsTest, MisspelledField) {
+  expect_error("hardware show " + kBad + "misspelled_field.json",
+               kBad + "misspelled_field.json: field 'memory_bandwith_bytes_per_second' is not a hardware spec field "
+                      "(see docs/hardware.md)");
+}
+
+TEST(CliErrorsTest, NotAnObject) {
+  expect_error("hardware show " + kBad + "not_an_object.json", kBad + "not_an_object.json: a hardware spec must be a JSON object");
+}
+
+TEST(CliErrorsTest, UnknownDtypeKeyInSpec) {
+  expect_error("hardware show " + kBad + "sparse_dtype.json",
+               kBad + "sparse_dtype.json: field 'peak_flops_per_second.fp16_sparse' is not a dtype (use fp64, fp32, "
+                      "tf32, fp16, bf16, int8, fp8)");
+}
+
+TEST(CliErrorsTest, UnknownFormat) { expect_usage_error("analyze --model ff --format xml", "--format"); }
+
+TEST(CliErrorsTest, UnwritableOutput) {
+  const CliResult r = run_cli("analyze --model ff -o /nonexistent-dir/result.json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: cannot write '/nonexistent-dir/result.json': No such file or directory\n");
+}
+
+TEST(CliErrorsTest, MissingSubcommand) { expect_usage_error("", "subcommand"); }
+
+}  // namespace
+}  // namespace neuralcost

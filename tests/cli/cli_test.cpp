@@ -1,0 +1,114 @@
+// The neural-cost binary end to end: commands, views and files.
+#include <unistd.h>
+
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_run.hpp"
+
+namespace neuralcost {
+namespace {
+
+using namespace neuralcost::testing;
+using ::testing::HasSubstr;
+
+const std::string kGood = std::string(NEURALCOST_TEST_INPUTS) + "/good/";
+
+TEST(CliTest, HelpAndVersion) {
+  CliResult r = run_cli("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("analyze"));
+  EXPECT_THAT(r.out, HasSubstr("hardware"));
+  r = run_cli("analyze --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("--hardware"));
+  EXPECT_THAT(r.out, HasSubstr("--dtype"));
+  EXPECT_EQ(run_cli("hardware show --help").exit_code, 0);
+  r = run_cli("--version");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("neural-cost 0.1.0"));
+}
+
+TEST(CliTest, AnalyzeWithoutModelSummarisesTheFiveNetworks) {
+  const CliResult r = run_cli("analyze");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* m : {"ff ", "cnn ", "rnn ", "lstm ", "transformer "}) EXPECT_THAT(r.out, HasSubstr(m));
+  EXPECT_THAT(r.out, HasSubstr("[h100-sxm]"));
+}
+
+TEST(CliTest, AnalyzeTransformerPrintsPerLayerTableAndTotals) {
+  const CliResult r = run_cli("analyze --model transformer --batch 32 --hardware h100-sxm");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"encoder0.self_attn.in_proj", "encoder0.self_attn.sdpa", "encoder1.norm2", "classifier",
+                        "FLOP/B", "lower bound", "share", "32x32x384", "total:"}) {
+    EXPECT_THAT(r.out, HasSubstr(s));
+  }
+  EXPECT_TRUE(r.err.empty()) << r.err;
+}
+
+TEST(CliTest, JsonCsvAndMarkdownViews) {
+  CliResult r = run_cli("analyze --model lstm --batch 4 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["batch"], 4);
+  EXPECT_EQ(j["totals"]["contraction_flops"].get<std::uint64_t>(), 4u * 16779776);
+  EXPECT_TRUE(j["unmodeled"].is_array());
+  r = run_cli("analyze --model cnn --format csv");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, ::testing::StartsWith("name,kind,output_shape,flops,bytes,arithmetic_intensity,bound,"));
+  EXPECT_THAT(r.out, HasSubstr("stage1.conv,conv,32x128x16x16,"));
+  r = run_cli("analyze --model ff --format md");
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.out, HasSubstr("| block0.linear "));
+}
+
+TEST(CliTest, OptionsChangeTheModel) {
+  const auto base = nlohmann::json::parse(run_cli("analyze --model transformer --batch 1 --format json").out);
+  const auto wide = nlohmann::json::parse(
+      run_cli("analyze --model transformer --batch 1 --width 256 --seq 64 --depth 3 --dtype bf16 --format json").out);
+  EXPECT_EQ(base["totals"]["parameter_count"], 397834);
+  EXPECT_EQ(wide["totals"]["parameter_count"], 3u * (12 * 256 * 256 + 13 * 256) + 2570);
+  EXPECT_EQ(wide["model"]["dtype"], "bf16");
+  EXPECT_EQ(wide["totals"]["bytes_read"].get<std::uint64_t>() % 2, 0u);
+}
+
+TEST(CliTest, HardwareListAndShow) {
+  CliResult r = run_cli("hardware list");
+  ASSERT_EQ(r.exit_code, 0);
+  for (const char* id : {"apple-m3", "h100-pcie", "a100-sxm-80gb", "mi300x", "epyc-9654"}) EXPECT_THAT(r.out, HasSubstr(id));
+  r = run_cli("hardware show h100-sxm --format json");
+  ASSERT_EQ(r.exit_code, 0);
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["id"], "h100-sxm");
+  EXPECT_DOUBLE_EQ(j["peak_flops_per_second"]["fp32"].get<double>(), 67e12);
+  EXPECT_DOUBLE_EQ(j["memory_bandwidth_bytes_per_second"].get<double>(), 3.35e12);
+  r = run_cli("hardware show h100-pcie");
+  EXPECT_THAT(r.out, HasSubstr("NVIDIA H100 PCIe"));
+  EXPECT_THAT(r.out, HasSubstr("memory_bandwidth_bytes_per_second"));
+}
+
+TEST(CliTest, UserHardwareFileIsUsed) {
+  const CliResult r = run_cli("analyze --model ff --hardware " + kGood + "fp32_only.json --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["hardware"]["id"], "test-fp32-box");
+  EXPECT_DOUBLE_EQ(j["hardware"]["ridge_point_flops_per_byte"].get<double>(), 10.0);
+}
+
+TEST(CliTest, OutputFileIsWrittenWhole) {
+  const std::string path = ::testing::TempDir() + "/nc_result_" + std::to_string(::getpid()) + ".json";
+  std::filesystem::remove(path);
+  const CliResult r = run_cli("analyze --model rnn --format json -o " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(r.out.empty());
+  EXPECT_EQ(nlohmann::json::parse(slurp(path))["model"]["name"], "rnn");
+  for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir())) {
+    EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr("nc_result.json.tmp")));
+  }
+}
+
+}  // namespace
+}  // namespace neuralcost

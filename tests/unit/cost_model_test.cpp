@@ -1,0 +1,303 @@
+// Cost model: every op family against counts worked out by hand from docs/counting.md.
+#include "neuralcost/cost/cost_model.hpp"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "neuralcost/core/error.hpp"
+#include "unit/test_ops.hpp"
+
+namespace neuralcost {
+namespace {
+
+using namespace neuralcost::testing;
+using I = std::int64_t;
+using V = std::vector<std::int64_t>;
+
+TEST(CostModelTest, MatMulCountsTwoFlopsPerMac) {
+  const OpCost c = cost_of(op("mm", OpKind::kMatMul, {t("a", {8, 16}), t("b", {16, 4})}, {t("y", {8, 4})}));
+  EXPECT_EQ(c.flops, 2u * 8 * 16 * 4);
+  EXPECT_EQ(c.contraction_flops, c.flops);
+  EXPECT_EQ(c.bytes_read, (8u * 16 + 16 * 4) * 4);
+  EXPECT_EQ(c.bytes_written, 8u * 4 * 4);
+  EXPECT_DOUBLE_EQ(c.arithmetic_intensity(), 1024.0 / (512 + 256 + 128));
+}
+
+TEST(CostModelTest, BatchedMatMulBroadcastsBatchDimensions) {
+  // [3,1,5,7] x [4,7,2] -> [3,4,5,2]: 12 products of 5x7x2
+  const OpCost c = cost_of(op("mm", OpKind::kMatMul, {t("a", {3, 1, 5, 7}), t("b", {4, 7, 2})},
+                              {t("y", {3, 4, 5, 2})}));
+  EXPECT_EQ(c.flops, 2u * 12 * 5 * 7 * 2);
+}
+
+TEST(CostModelTest, MatMulHonoursTransposeAndVectorOperands) {
+  EXPECT_EQ(cost_of(with(op("mm", OpKind::kMatMul, {t("a", {16, 8}), t("b", {16, 4})}, {t("y", {8, 4})}),
+                         "transpose_a", true)).flops,
+            2u * 8 * 16 * 4);
+  EXPECT_EQ(cost_of(op("mv", OpKind::kMatMul, {t("a", {6, 5}), t("v", {5})}, {t("y", {6})})).flops, 60u);
+}
+
+TEST(CostModelTest, MatMulRejectsMismatchedInnerDimensions) {
+  try {
+    cost_of(op("mm", OpKind::kMatMul, {t("a", {8, 16}), t("b", {15, 4})}, {t("y", {8, 4})}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_STREQ(e.what(), "op 'mm' (matmul): inner dimensions differ: 8x16 x 15x4");
+  }
+}
+
+TEST(CostModelTest, LinearAddsOneFlopPerOutputForBias) {
+  const OpCost c = cost_of(op("fc", OpKind::kLinear, {t("x", {32, 784})}, {t("y", {32, 128})},
+                              {p("w", {128, 784}), p("b", {128})}));
+  EXPECT_EQ(c.contraction_flops, 2u * 32 * 784 * 128);
+  EXPECT_EQ(c.flops, 2u * 32 * 784 * 128 + 32 * 128);
+  EXPECT_EQ(c.parameter_bytes, (128u * 784 + 128) * 4);
+  EXPECT_EQ(c.bytes_read, 32u * 784 * 4 + c.parameter_bytes);
+  const OpCost nobias = cost_of(op("fc", OpKind::kLinear, {t("x", {32, 784})}, {t("y", {32, 128})},
+                                   {p("w", {128, 784})}));
+  EXPECT_EQ(nobias.flops, 2u * 32 * 784 * 128);
+}
+
+TEST(CostModelTest, Conv2dMatchesReferenceDocument) {
+  // cnn conv1 of shared/reference-models.md: 2*64*32*32*3*9 = 3,538,944 per sample
+  OpRecord r = op("conv1", OpKind::kConv, {t("x", {1, 3, 32, 32})}, {t("y", {1, 64, 32, 32})},
+                  {p("w", {64, 3, 3, 3}), p("b", {64})});
+  r.attributes.set("padding", I{1});
+  const OpCost c = cost_of(r);
+  EXPECT_EQ(c.contraction_flops, 3538944u);
+  EXPECT_EQ(c.flops, 3538944u + 64 * 32 * 32);
+}
+
+TEST(CostModelTest, ConvHandlesGroupsStrideDilationAnd1dAnd3d) {
+  // depthwise 3x3 stride 2 pad 1 on 8x16x16 -> 8x8x8; each output 9 MACs over 1 channel
+  OpRecord dw = op("dw", OpKind::kConv, {t("x", {2, 8, 16, 16})}, {t("y", {2, 8, 8, 8})}, {p("w", {8, 1, 3, 3})});
+  dw.attributes.set("groups", I{8});
+  dw.attributes.set("stride", I{2});
+  dw.attributes.set("padding", I{1});
+  EXPECT_EQ(cost_of(dw).flops, 2u * 2 * 8 * 64 * 1 * 9);
+  // 1-D, dilation 2, kernel 3: span 5, out = 20 - 5 + 1 = 16
+  OpRecord c1 = op("c1", OpKind::kConv, {t("x", {1, 4, 20})}, {t("y", {1, 6, 16})}, {p("w", {6, 4, 3})});
+  c1.attributes.set("dilation", I{2});
+  EXPECT_EQ(cost_of(c1).flops, 2u * 6 * 16 * 4 * 3);
+  // 3-D with ONNX-style asymmetric pads [begin..., end...]
+  OpRecord c3 = op("c3", OpKind::kConv, {t("x", {1, 2, 4, 4, 4})}, {t("y", {1, 3, 3, 4, 4})}, {p("w", {3, 2, 2, 2, 2})});
+  c3.attributes.set("padding", V{0, 0, 0, 0, 1, 1});
+  EXPECT_EQ(cost_of(c3).flops, 2u * 3 * 48 * 2 * 8);
+}
+
+TEST(CostModelTest, ConvRejectsWrongOutputSize) {
+  OpRecord r = op("conv", OpKind::kConv, {t("x", {1, 3, 32, 32})}, {t("y", {1, 8, 32, 32})}, {p("w", {8, 3, 3, 3})});
+  try {
+    cost_of(r);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("op 'conv' (conv): output spatial dim 0 is 32, expected 30"));
+  }
+}
+
+TEST(CostModelTest, TransposedConvCountsEveryInputTimesKernel) {
+  // 1x4x5x5 -> 1x2x10x10 with kernel 2, stride 2: every input element meets 2 x 2x2 taps
+  OpRecord r = op("up", OpKind::kConvTranspose, {t("x", {1, 4, 5, 5})}, {t("y", {1, 2, 10, 10})},
+                  {p("w", {4, 2, 2, 2}), p("b", {2})});
+  r.attributes.set("stride", I{2});
+  const OpCost c = cost_of(r);
+  EXPECT_EQ(c.contraction_flops, 2u * 4 * 25 * 2 * 4);
+  EXPECT_EQ(c.flops, c.contraction_flops + 2 * 100);
+}
+
+TEST(CostModelTest, AttentionCountsScoresSoftmaxAndValues) {
+  // B=2, H=4, L=32, D=32
+  const OpCost c = cost_of(op("sdpa", OpKind::kAttention,
+                              {t("q", {2, 4, 32, 32}), t("k", {2, 4, 32, 32}), t("v", {2, 4, 32, 32})},
+                              {t("o", {2, 4, 32, 32})}));
+  const std::uint64_t heads = 8, pairs = 32 * 32;
+  EXPECT_EQ(c.contraction_flops, heads * 2 * pairs * 32 * 2);
+  EXPECT_EQ(c.flops, c.contraction_flops + heads * pairs + heads * (5 * pairs - 2 * 32));
+  EXPECT_EQ(c.transcendentals, heads * pairs);
+  EXPECT_EQ(c.bytes_read, 3u * 2 * 4 * 32 * 32 * 4);  // the score matrix is never stored
+}
+
+TEST(CostModelTest, CausalAttentionCountsOnlyKeptPairs) {
+  OpRecord r = op("sdpa", OpKind::kAttention, {t("q", {1, 1, 4, 8}), t("k", {1, 1, 6, 8}), t("v", {1, 1, 6, 8})},
+                  {t("o", {1, 1, 4, 8})});
+  r.attributes.set("causal", true);
+  // top-left: rows keep 1,2,3,4 keys = 10 pairs
+  EXPECT_EQ(cost_of(r).contraction_flops, 2u * 10 * 8 * 2);
+  // bottom-right (offset Lk-Lq = 2): rows keep 3,4,5,6 = 18 pairs
+  r.attributes.set("causal_alignment", std::string("bottom_right"));
+  EXPECT_EQ(cost_of(r).contraction_flops, 2u * 18 * 8 * 2);
+  EXPECT_EQ(cost_of(r).flops, 2u * 18 * 8 * 2 + 18 + (5 * 18 - 2 * 4));
+}
+
+TEST(CostModelTest, GroupedQueryAttentionSharesKeyValueHeads) {
+  const OpCost c = cost_of(op("gqa", OpKind::kAttention,
+                              {t("q", {1, 8, 16, 64}), t("k", {1, 2, 16, 64}), t("v", {1, 2, 16, 64})},
+                              {t("o", {1, 8, 16, 64})}));
+  EXPECT_EQ(c.contraction_flops, 8u * 2 * 256 * 64 * 2);
+  EXPECT_THROW(cost_of(op("bad", OpKind::kAttention,
+                          {t("q", {1, 8, 16, 64}), t("k", {1, 3, 16, 64}), t("v", {1, 3, 16, 64})},
+                          {t("o", {1, 8, 16, 64})})),
+               Error);
+}
+
+TEST(CostModelTest, ActivationsUseTheDocumentedTable) {
+  auto act = [](const std::string& f) {
+    return cost_of(with(op("a", OpKind::kActivation, {t("x", {10, 10})}, {t("y", {10, 10})}), "function", f));
+  };
+  EXPECT_EQ(act("relu").flops, 100u);
+  EXPECT_EQ(act("sigmoid").flops, 400u);
+  EXPECT_EQ(act("sigmoid").transcendentals, 100u);
+  EXPECT_EQ(act("gelu").flops, 500u);
+  EXPECT_EQ(act("gelu_tanh").flops, 900u);
+  EXPECT_EQ(act("silu").flops, 500u);
+  EXPECT_EQ(act("tanh").flops, 100u);
+  EXPECT_EQ(act("relu").bytes(), 800u);
+}
+
+TEST(CostModelTest, UnknownFunctionIsUnmodeledNotZero) {
+  const OpCost c = cost_of(with(op("a", OpKind::kActivation, {t("x", {10})}, {t("y", {10})}), "function",
+                                std::string("swishy")));
+  EXPECT_FALSE(c.modeled);
+  EXPECT_EQ(c.unmodeled_reason, "activation function 'swishy' is not modeled");
+  EXPECT_EQ(c.bytes(), 80u);  // bytes are still known
+}
+
+TEST(CostModelTest, BinaryBroadcastsAndCountsOutputElements) {
+  const OpCost c = cost_of(with(op("add", OpKind::kBinary, {t("x", {4, 1, 5}), t("y", {3, 1})}, {t("z", {4, 3, 5})}),
+                                "function", std::string("add")));
+  EXPECT_EQ(c.flops, 60u);
+  EXPECT_EQ(c.bytes_read, (20u + 3) * 4);
+  EXPECT_THROW(cost_of(with(op("add", OpKind::kBinary, {t("x", {4, 2, 5}), t("y", {3, 1})}, {t("z", {4, 3, 5})}),
+                            "function", std::string("add"))),
+               Error);
+}
+
+TEST(CostModelTest, SameTensorReadTwiceIsReadOnce) {
+  const OpCost c = cost_of(with(op("sq", OpKind::kBinary, {t("x", {100}), t("x", {100})}, {t("y", {100})}),
+                                "function", std::string("mul")));
+  EXPECT_EQ(c.bytes_read, 400u);
+}
+
+TEST(CostModelTest, SoftmaxIsFiveNMinusTwoPerRow) {
+  const OpCost c = cost_of(op("sm", OpKind::kSoftmax, {t("x", {3, 7})}, {t("y", {3, 7})}));
+  EXPECT_EQ(c.flops, 3u * (5 * 7 - 2));
+  EXPECT_EQ(c.transcendentals, 21u);
+  const OpCost axis0 = cost_of(with(op("sm", OpKind::kSoftmax, {t("x", {3, 7})}, {t("y", {3, 7})}), "axis", I{0}));
+  EXPECT_EQ(axis0.flops, 7u * (5 * 3 - 2));
+}
+
+TEST(CostModelTest, NormalisationCounts) {
+  const OpCost ln = cost_of(op("ln", OpKind::kLayerNorm, {t("x", {4, 128})}, {t("y", {4, 128})},
+                               {p("g", {128}), p("b", {128})}));
+  EXPECT_EQ(ln.flops, 4u * (7 * 128 + 2));
+  EXPECT_EQ(ln.transcendentals, 4u);
+  const OpCost plain = cost_of(op("ln", OpKind::kLayerNorm, {t("x", {4, 128})}, {t("y", {4, 128})}));
+  EXPECT_EQ(plain.flops, 4u * (5 * 128 + 2));
+  const OpCost rms = cost_of(op("rms", OpKind::kRmsNorm, {t("x", {4, 128})}, {t("y", {4, 128})}, {p("g", {128})}));
+  EXPECT_EQ(rms.flops, 4u * (4 * 128 + 2));
+  const OpCost bn = cost_of(op("bn", OpKind::kBatchNorm, {t("x", {2, 64, 8, 8})}, {t("y", {2, 64, 8, 8})},
+                               {p("g", {64}), p("b", {64}), p("m", {64}, DType::kFp32, false),
+                                p("v", {64}, DType::kFp32, false)}));
+  EXPECT_EQ(bn.flops, 2u * 2 * 64 * 64 + 5 * 64);
+  EXPECT_EQ(bn.parameter_bytes, 4u * 64 * 4);
+}
+
+TEST(CostModelTest, PoolingCountsWindows) {
+  OpRecord mp = op("mp", OpKind::kMaxPool, {t("x", {1, 64, 32, 32})}, {t("y", {1, 64, 16, 16})});
+  mp.attributes.set("kernel", I{2});
+  EXPECT_EQ(cost_of(mp).flops, 64u * 256 * 3);
+  OpRecord ap = op("ap", OpKind::kAvgPool, {t("x", {1, 1, 7, 7})}, {t("y", {1, 1, 7, 7})});
+  ap.attributes.set("kernel", I{3});
+  ap.attributes.set("stride", I{1});
+  ap.attributes.set("padding", I{1});
+  EXPECT_EQ(cost_of(ap).flops, 49u * 9);
+  const OpCost gap = cost_of(op("gap", OpKind::kGlobalAvgPool, {t("x", {2, 128, 16, 16})}, {t("y", {2, 128, 1, 1})}));
+  EXPECT_EQ(gap.flops, 2u * 128 * 256);
+  // adaptive 5 -> 3: windows [0,2) [1,4) [3,5) = 2+3+2 = 7 per dim; 49 per plane
+  const OpCost ad = cost_of(op("ad", OpKind::kAdaptiveAvgPool, {t("x", {1, 2, 5, 5})}, {t("y", {1, 2, 3, 3})}));
+  EXPECT_EQ(ad.flops, 2u * 49);
+  const OpCost adm = cost_of(op("ad", OpKind::kAdaptiveMaxPool, {t("x", {1, 2, 5, 5})}, {t("y", {1, 2, 3, 3})}));
+  EXPECT_EQ(adm.flops, 2u * (49 - 9));
+}
+
+TEST(CostModelTest, ReductionsCountElementsMinusOutputs) {
+  const OpCost sum = cost_of(op("s", OpKind::kReduction, {t("x", {4, 32, 128})}, {t("y", {4, 128})}));
+  EXPECT_EQ(sum.flops, 4u * 128 * 31);
+  const OpCost mean = cost_of(with(op("m", OpKind::kReduction, {t("x", {4, 32, 128})}, {t("y", {4, 128})}),
+                                   "function", std::string("mean")));
+  EXPECT_EQ(mean.flops, 4u * 128 * 32);
+}
+
+TEST(CostModelTest, ViewsMoveNoBytesAndCopiesDo) {
+  const OpCost view = cost_of(op("r", OpKind::kReshape, {t("x", {4, 8})}, {t("y", {32})}));
+  EXPECT_EQ(view.bytes(), 0u);
+  const OpCost tr = cost_of(op("tr", OpKind::kTranspose, {t("x", {4, 8})}, {t("y", {8, 4})}));
+  EXPECT_EQ(tr.flops, 0u);
+  EXPECT_EQ(tr.bytes(), 256u);
+  const OpCost sl = cost_of(op("sl", OpKind::kSlice, {t("x", {100, 8})}, {t("y", {10, 8})}));
+  EXPECT_EQ(sl.bytes_read, 320u);
+  const OpCost cat = cost_of(op("cat", OpKind::kConcat, {t("a", {2, 8}), t("b", {3, 8})}, {t("y", {5, 8})}));
+  EXPECT_EQ(cat.bytes(), 320u);
+  const OpCost strided = cost_of(with(op("tr", OpKind::kTranspose, {t("x", {4, 8})}, {t("y", {8, 4})}),
+                                      "materializes", false));
+  EXPECT_EQ(strided.bytes(), 0u);
+}
+
+TEST(CostModelTest, EmbeddingReadsOnlyGatheredRows) {
+  const OpCost c = cost_of(op("emb", OpKind::kEmbedding, {t("ids", {2, 16}, DType::kInt64)},
+                              {t("y", {2, 16, 64})}, {p("table", {50000, 64})}));
+  EXPECT_EQ(c.flops, 0u);
+  EXPECT_EQ(c.parameter_bytes, 32u * 64 * 4);
+  EXPECT_EQ(c.bytes_read, 32u * 8 + 32 * 64 * 4);
+  // a tiny table is read at most once
+  const OpCost tiny = cost_of(op("emb", OpKind::kEmbedding, {t("ids", {1000}, DType::kInt64)},
+                                 {t("y", {1000, 4})}, {p("table", {10, 4})}));
+  EXPECT_EQ(tiny.parameter_bytes, 10u * 4 * 4);
+}
+
+TEST(CostModelTest, CustomOpsTakeGivenFlops) {
+  EXPECT_EQ(cost_of(with(op("c", OpKind::kCustom, {t("x", {4})}, {t("y", {4})}), "flops", I{1234})).flops, 1234u);
+  EXPECT_THROW(cost_of(op("c", OpKind::kCustom, {t("x", {4})}, {t("y", {4})})), Error);
+}
+
+TEST(CostModelTest, UnknownOpsAreUnmodeledWithTheirBytes) {
+  OpRecord r = op("nms", OpKind::kUnknown, {t("x", {100, 4})}, {t("y", {10})});
+  r.source_type = "NonMaxSuppression";
+  const OpCost c = cost_of(r);
+  EXPECT_FALSE(c.modeled);
+  EXPECT_EQ(c.unmodeled_reason, "op type 'NonMaxSuppression' is not modeled");
+  EXPECT_EQ(c.bytes(), 1640u);
+}
+
+TEST(CostModelTest, DtypeDecidesBytes) {
+  const OpCost half = cost_of(op("fc", OpKind::kLinear, {t("x", {2, 8}, DType::kBf16)}, {t("y", {2, 4}, DType::kBf16)},
+                                 {p("w", {4, 8}, DType::kBf16)}));
+  EXPECT_EQ(half.bytes(), (16u + 32 + 8) * 2);
+  const OpCost fp8 = cost_of(op("fc", OpKind::kLinear, {t("x", {2, 8}, DType::kFp8)}, {t("y", {2, 4}, DType::kFp8)},
+                                {p("w", {4, 8}, DType::kFp8)}));
+  EXPECT_EQ(fp8.bytes(), 16u + 32 + 8);
+}
+
+TEST(CostModelTest, OverflowIsCaughtNotWrapped) {
+  const I big = I{1} << 22;  // tensors fit in 64 bits, 2*M*N*K does not
+  try {
+    cost_of(op("mm", OpKind::kMatMul, {t("a", {big, big}), t("b", {big, big})}, {t("y", {big, big})}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kOutOfRange);
+    EXPECT_STREQ(e.what(), "op 'mm' (matmul): FLOP count overflows 64 bits");
+  }
+}
+
+TEST(CostModelTest, MissingOperandsNameTheOpAndRole) {
+  try {
+    cost_of(op("fc", OpKind::kLinear, {t("x", {2, 8})}, {t("y", {2, 4})}));
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "op 'fc' (linear): needs parameter #0 (weight [out, in])");
+  }
+}
+
+}  // namespace
+}  // namespace neuralcost

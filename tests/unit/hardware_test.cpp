@@ -1,0 +1,149 @@
+// The hardware database and spec files: coverage, exact lookup, sources, and bad files.
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+
+namespace neuralcost {
+namespace {
+
+using ::testing::HasSubstr;
+
+const HardwareDatabase& db() { return HardwareDatabase::builtin(); }
+
+std::string error_of(const std::string& json) {
+  try {
+    parse_hardware_spec(json, "spec.json");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(HardwareDatabaseTest, CoversTheRequiredParts) {
+  for (const char* id :
+       {"apple-m1", "apple-m1-pro", "apple-m1-max", "apple-m2", "apple-m2-pro", "apple-m2-max", "apple-m3",
+        "apple-m3-pro", "apple-m3-max", "apple-m4", "apple-m4-pro", "apple-m4-max", "v100-sxm2", "v100-pcie",
+        "t4", "a10", "l4", "l40s", "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-40gb", "a100-pcie-80gb",
+        "h100-sxm", "h100-pcie", "h200-sxm", "b200", "mi250x", "mi300x", "xeon-platinum-8480p", "epyc-9654",
+        "epyc-9755", "graviton3"}) {
+    const HardwareSpec* s = db().find(id);
+    ASSERT_NE(s, nullptr) << id;
+    EXPECT_EQ(s->id, id);
+    EXPECT_EQ(s->origin, "built-in");
+  }
+}
+
+TEST(HardwareDatabaseTest, EveryNumberHasASource) {
+  for (const HardwareSpec& s : db().specs()) {
+    std::vector<std::string> fields = {"memory_bandwidth_bytes_per_second"};
+    for (const auto& [d, v] : s.peak_flops_per_second) fields.push_back("peak_flops_per_second." + std::string(dtype_name(d)));
+    for (const auto& [d, v] : s.vector_flops_per_second) fields.push_back("vector_flops_per_second." + std::string(dtype_name(d)));
+    if (s.memory_capacity_bytes) fields.push_back("memory_capacity_bytes");
+    for (const CacheLevel& c : s.caches) fields.push_back("caches." + c.name + ".size_bytes");
+    for (const std::string& f : fields) {
+      ASSERT_TRUE(s.sources.count(f)) << s.id << ": " << f;
+      EXPECT_FALSE(s.sources.at(f).empty()) << s.id << ": " << f;
+    }
+  }
+}
+
+TEST(HardwareDatabaseTest, IdsAreLowercaseHyphenatedAndPeaksAreDense) {
+  for (const HardwareSpec& s : db().specs()) {
+    for (char c : s.id) EXPECT_TRUE(std::islower(static_cast<unsigned char>(c)) || std::isdigit(c) || c == '-') << s.id;
+    // a vector rate above the peak would mean the two were swapped
+    for (const auto& [d, v] : s.vector_flops_per_second) {
+      if (s.peak_flops_per_second.count(d)) EXPECT_LE(v, s.peak_flops_per_second.at(d)) << s.id;
+    }
+  }
+  // datasheet dense figures, not the 2:4-sparse ones
+  EXPECT_DOUBLE_EQ(db().get("h100-sxm").peak_flops_per_second.at(DType::kBf16), 989.5e12);
+  EXPECT_DOUBLE_EQ(db().get("a100-sxm-80gb").peak_flops_per_second.at(DType::kFp16), 312e12);
+}
+
+TEST(HardwareDatabaseTest, LookupIsExactAndNeverShadowsAnotherPart) {
+  EXPECT_EQ(db().get("H100-SXM").id, "h100-sxm");
+  EXPECT_EQ(db().get("h100-pcie").id, "h100-pcie");
+  EXPECT_NE(db().get("h100-pcie").memory_bandwidth_bytes_per_second,
+            db().get("h100-sxm").memory_bandwidth_bytes_per_second);
+  EXPECT_EQ(db().find("a100"), nullptr);
+  EXPECT_EQ(db().find("h100"), nullptr);
+  EXPECT_EQ(db().find("h200"), nullptr);
+}
+
+TEST(HardwareDatabaseTest, UnknownNameListsTheNearestIds) {
+  try {
+    db().get("a100");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kNotFound);
+    EXPECT_THAT(e.what(), HasSubstr("unknown hardware 'a100'; nearest ids: a100-"));
+    EXPECT_THAT(e.what(), HasSubstr("a100-sxm-80gb"));
+  }
+}
+
+TEST(HardwareDatabaseTest, DuplicateNamesAreRejected) {
+  HardwareSpec a = db().get("t4"), b = db().get("l4");
+  b.aliases.push_back("Tesla-T4");
+  EXPECT_THROW(HardwareDatabase({a, b}), Error);
+}
+
+TEST(HardwareSpecTest, RidgePointAndRoofSelection) {
+  const HardwareSpec& h = db().get("h100-sxm");
+  EXPECT_DOUBLE_EQ(h.ridge_point(DType::kFp32), 67e12 / 3.35e12);
+  EXPECT_DOUBLE_EQ(h.flops_per_second(DType::kBf16, true), 989.5e12);
+  EXPECT_LT(h.flops_per_second(DType::kBf16, false), 989.5e12);  // no tensor cores for elementwise
+  try {
+    db().get("v100-sxm2").flops_per_second(DType::kFp8, true);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("hardware 'v100-sxm2' has no fp8 peak (it gives: fp64, fp32, fp16)"));
+  }
+}
+
+TEST(HardwareSpecTest, MinimalUserSpecParses) {
+  const HardwareSpec s = parse_hardware_spec(
+      R"({"id": "my-box", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 5e10})",
+      "my.json");
+  EXPECT_EQ(s.name, "my-box");
+  EXPECT_DOUBLE_EQ(s.ridge_point(DType::kFp32), 20.0);
+}
+
+TEST(HardwareSpecTest, BadFilesNameTheFileAndField) {
+  EXPECT_THAT(error_of("{\"id\": \"x\", "), HasSubstr("spec.json: malformed JSON at byte"));
+  EXPECT_EQ(error_of("[1, 2]"), "spec.json: a hardware spec must be a JSON object");
+  EXPECT_EQ(error_of(R"({"peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e9})"),
+            "spec.json: field 'id' is missing");
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}})"),
+            "spec.json: field 'memory_bandwidth_bytes_per_second' is missing");
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": -3})"),
+            "spec.json: field 'memory_bandwidth_bytes_per_second' must be a positive number (got -3)");
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": "fast"}, "memory_bandwidth_bytes_per_second": 1})"),
+            "spec.json: field 'peak_flops_per_second.fp32' must be a positive number (got \"fast\")");
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp4": 1e15}, "memory_bandwidth_bytes_per_second": 1})"),
+            "spec.json: field 'peak_flops_per_second.fp4' is not a dtype (use fp64, fp32, tf32, fp16, bf16, int8, fp8)");
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {}, "memory_bandwidth_bytes_per_second": 1})"),
+            "spec.json: field 'peak_flops_per_second' must give at least one dtype");
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1}, "memory_bandwith": 1})"),
+            "spec.json: field 'memory_bandwith' is not a hardware spec field (see docs/hardware.md)");
+  EXPECT_EQ(error_of(R"({"id": "x", "schema_version": 2, "peak_flops_per_second": {"fp32": 1}, "memory_bandwidth_bytes_per_second": 1})"),
+            "spec.json: field 'schema_version' must be 1 (got 2)");
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1}, "memory_bandwidth_bytes_per_second": 1, "caches": [{"name": "L2"}]})"),
+            "spec.json: field 'caches[0].size_bytes' is missing");
+}
+
+TEST(HardwareSpecTest, ResolveLoadsFilesAndFillsMissingSources) {
+  const std::string path = ::testing::TempDir() + "/nc_spec.json";
+  std::ofstream(path) << R"({"id": "box", "peak_flops_per_second": {"fp32": 2e12}, "memory_bandwidth_bytes_per_second": 1e11})";
+  const HardwareSpec s = resolve_hardware(path);
+  EXPECT_EQ(s.origin, path);
+  EXPECT_EQ(s.sources.at("peak_flops_per_second.fp32"), "user file " + path);
+  EXPECT_THROW(resolve_hardware(::testing::TempDir() + "/missing.json"), Error);
+  EXPECT_EQ(resolve_hardware("t4").id, "t4");
+}
+
+}  // namespace
+}  // namespace neuralcost

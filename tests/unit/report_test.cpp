@@ -1,0 +1,79 @@
+// Report views: SI formatting, table/CSV/Markdown rendering and the JSON fields.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/models/reference.hpp"
+#include "neuralcost/report/views.hpp"
+#include "report/si_format.hpp"
+#include "report/tabular.hpp"
+
+namespace neuralcost {
+namespace {
+
+using ::testing::HasSubstr;
+
+Analysis transformer(std::int64_t batch) {
+  ReferenceOptions o;
+  o.batch = batch;
+  return analyze(build_reference_model(o), HardwareDatabase::builtin().get("h100-sxm"), {batch});
+}
+
+TEST(SiFormatTest, ThreeSignificantDigitsWithPrefixes) {
+  EXPECT_EQ(report::si(26216960, "FLOP"), "26.2 MFLOP");
+  EXPECT_EQ(report::si(1.2e-5, "s"), "12.0 µs");
+  EXPECT_EQ(report::si(999.96, "B"), "1.00 kB");
+  EXPECT_EQ(report::si(0, "B"), "0 B");
+  EXPECT_EQ(report::si(3.35e12, "B/s"), "3.35 TB/s");
+  EXPECT_EQ(report::percent(0.1234), "12.3%");
+}
+
+TEST(TabularTest, CsvUsesRawValuesAndEscapes) {
+  report::Table t;
+  t.headers = {"name", "value"};
+  t.raw_headers = {"name", "value_bytes"};
+  t.rows = {{{"a,b", ""}, {"1.00 kB", "1000"}}};
+  EXPECT_EQ(report::render_table(t, Format::kCsv), "name,value_bytes\n\"a,b\",1000\n");
+  EXPECT_EQ(report::render_table(t, Format::kMarkdown), "| name | value   |\n|------|---------|\n| a,b  | 1.00 kB |\n");
+}
+
+TEST(AnalysisViewTest, TableShowsEveryLayerAndTotals) {
+  const std::string table = render_analysis(transformer(32), Format::kTable);
+  EXPECT_THAT(table, HasSubstr("transformer (batch 32, fp32) on NVIDIA H100 SXM5 80GB [h100-sxm]"));
+  EXPECT_THAT(table, HasSubstr("encoder1.linear2"));
+  EXPECT_THAT(table, HasSubstr("839 MFLOP in contractions"));
+  EXPECT_THAT(table, HasSubstr("parameters: 397834"));
+  EXPECT_THAT(table, HasSubstr("lower bound:"));
+}
+
+TEST(AnalysisViewTest, JsonCarriesExactCountsPerOp) {
+  const nlohmann::json j = analysis_json(transformer(32));
+  EXPECT_EQ(j["totals"]["contraction_flops"].get<std::uint64_t>(), 32u * 26216960);
+  EXPECT_EQ(j["totals"]["parameter_count"].get<std::uint64_t>(), 397834u);
+  EXPECT_TRUE(j["unmodeled"].empty());
+  EXPECT_TRUE(j["totals"]["complete"].get<bool>());
+  std::uint64_t sum = 0;
+  for (const auto& op : j["ops"]) {
+    for (const char* field : {"name", "kind", "flops", "bytes_read", "bytes_written", "parameter_bytes",
+                              "arithmetic_intensity", "bound", "lower_bound_seconds"}) {
+      EXPECT_TRUE(op.contains(field)) << field;
+    }
+    EXPECT_THAT(op["bound"].get<std::string>(), ::testing::AnyOf("compute", "memory"));
+    sum += op["flops"].get<std::uint64_t>();
+  }
+  EXPECT_EQ(sum, j["totals"]["flops"].get<std::uint64_t>());
+  EXPECT_EQ(j["hardware"]["id"], "h100-sxm");
+}
+
+TEST(HardwareViewTest, ShowJsonIsAValidSpecFile) {
+  const HardwareSpec& h = HardwareDatabase::builtin().get("h100-pcie");
+  const std::string text = render_hardware(h, Format::kJson);
+  const HardwareSpec back = parse_hardware_spec(text, "roundtrip.json");
+  EXPECT_EQ(back.id, h.id);
+  EXPECT_EQ(back.peak_flops_per_second, h.peak_flops_per_second);
+  EXPECT_EQ(back.memory_bandwidth_bytes_per_second, h.memory_bandwidth_bytes_per_second);
+  EXPECT_EQ(back.sources, h.sources);
+}
+
+}  // namespace
+}  // namespace neuralcost

@@ -1,0 +1,136 @@
+// Roofline analysis: per-op bounds, shares, totals, the fused bound and unmodeled ops.
+#include "neuralcost/analysis/roofline.hpp"
+
+#include <numeric>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "neuralcost/core/error.hpp"
+#include "unit/test_ops.hpp"
+
+namespace neuralcost {
+namespace {
+
+using namespace neuralcost::testing;
+
+HardwareSpec toy_hardware() {
+  HardwareSpec h;
+  h.id = "toy";
+  h.name = "toy";
+  h.peak_flops_per_second[DType::kFp32] = 1e12;   // 1 TFLOP/s
+  h.memory_bandwidth_bytes_per_second = 1e11;     // 100 GB/s: ridge 10 FLOP/B
+  return h;
+}
+
+OpGraph linear_relu(std::int64_t rows) {
+  OpGraph g("mlp");
+  g.add(op("fc", OpKind::kLinear, {t("x", {rows, 1024})}, {t("h", {rows, 1024})}, {p("w", {1024, 1024})}));
+  g.add(with(op("relu", OpKind::kActivation, {t("h", {rows, 1024})}, {t("y", {rows, 1024})}), "function",
+             std::string("relu")));
+  g.finalize();
+  return g;
+}
+
+TEST(RooflineTest, BigMatMulIsComputeBoundAndReluIsMemoryBound) {
+  const Analysis a = analyze(linear_relu(4096), toy_hardware());
+  const OpRoofline& fc = a.ops[0];
+  const double flops = 2.0 * 4096 * 1024 * 1024;
+  EXPECT_EQ(fc.bound, Bound::kCompute);
+  EXPECT_DOUBLE_EQ(fc.lower_bound_seconds, flops / 1e12);
+  EXPECT_DOUBLE_EQ(fc.attainable_flops_per_second, 1e12);
+  const OpRoofline& relu = a.ops[1];
+  EXPECT_EQ(relu.bound, Bound::kMemory);
+  EXPECT_DOUBLE_EQ(relu.lower_bound_seconds, 2.0 * 4096 * 1024 * 4 / 1e11);
+  EXPECT_DOUBLE_EQ(relu.attainable_flops_per_second, relu.cost.arithmetic_intensity() * 1e11);
+  EXPECT_DOUBLE_EQ(a.ridge_point, 10.0);
+}
+
+TEST(RooflineTest, SharesSumToOneAndTotalsAddUp) {
+  const Analysis a = analyze(linear_relu(64), toy_hardware(), {64});
+  double shares = 0, lb = 0;
+  std::uint64_t flops = 0;
+  for (const OpRoofline& r : a.ops) shares += r.share, lb += r.lower_bound_seconds, flops += r.cost.flops;
+  EXPECT_NEAR(shares, 1.0, 1e-12);
+  EXPECT_DOUBLE_EQ(a.totals.lower_bound_seconds, lb);
+  EXPECT_EQ(a.totals.flops, flops);
+  EXPECT_EQ(a.totals.parameter_count, 1024u * 1024);
+  EXPECT_TRUE(a.complete());
+}
+
+TEST(RooflineTest, FusingReluIntoTheMatMulSkipsTheIntermediate) {
+  const Analysis a = analyze(linear_relu(64), toy_hardware());
+  ASSERT_EQ(a.fusion_groups.size(), 1u);
+  const std::uint64_t x = 64 * 1024 * 4, w = 1024 * 1024 * 4, y = 64 * 1024 * 4;
+  EXPECT_EQ(a.totals.fused_bytes_read, x + w);
+  EXPECT_EQ(a.totals.fused_bytes_written, y);
+  EXPECT_EQ(a.totals.bytes_read, x + w + y);  // unfused: relu reads h back
+  EXPECT_LT(a.totals.fused_lower_bound_seconds, a.totals.lower_bound_seconds);
+}
+
+TEST(RooflineTest, TwoAnchorsNeverShareAGroup) {
+  OpGraph g("two");
+  g.add(op("fc1", OpKind::kLinear, {t("x", {8, 16})}, {t("a", {8, 16})}, {p("w1", {16, 16})}));
+  g.add(op("fc2", OpKind::kLinear, {t("x", {8, 16})}, {t("b", {8, 16})}, {p("w2", {16, 16})}));
+  g.add(with(op("add", OpKind::kBinary, {t("a", {8, 16}), t("b", {8, 16})}, {t("y", {8, 16})}), "function",
+             std::string("add")));
+  g.finalize();
+  const Analysis a = analyze(g, toy_hardware());
+  EXPECT_EQ(a.fusion_groups.size(), 2u);
+  // the add joins one matmul; the other matmul's output still goes through memory
+  EXPECT_EQ(a.totals.fused_bytes_written, 2u * 8 * 16 * 4);
+}
+
+TEST(RooflineTest, UnmodeledOpsAreListedWithTheirShare) {
+  OpGraph g = linear_relu(64);
+  OpRecord mystery = op("mystery", OpKind::kUnknown, {t("y", {64, 1024})}, {t("z", {64, 1024})});
+  mystery.source_type = "FancyOp";
+  g.add(mystery);
+  g.finalize();
+  const Analysis a = analyze(g, toy_hardware());
+  ASSERT_FALSE(a.complete());
+  ASSERT_EQ(a.unmodeled.size(), 1u);
+  EXPECT_EQ(a.unmodeled[0].reason, "op type 'FancyOp' is not modeled");
+  const double bytes = static_cast<double>(a.totals.bytes_read + a.totals.bytes_written);
+  EXPECT_DOUBLE_EQ(a.unmodeled[0].byte_share, 2.0 * 64 * 1024 * 4 / bytes);
+  EXPECT_FALSE(a.ops[2].bound.has_value());
+}
+
+TEST(RooflineTest, MissingDtypePeakIsAnErrorNotAZero) {
+  OpGraph g("half");
+  g.add(op("fc", OpKind::kLinear, {t("x", {2, 8}, DType::kFp16)}, {t("y", {2, 8}, DType::kFp16)},
+           {p("w", {8, 8}, DType::kFp16)}));
+  g.finalize();
+  try {
+    analyze(g, toy_hardware());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "hardware 'toy' has no fp16 peak (it gives: fp32)");
+  }
+}
+
+TEST(RooflineTest, VectorPeakAppliesToNonContractionOps) {
+  HardwareSpec h = toy_hardware();
+  h.vector_flops_per_second[DType::kFp32] = 1e9;  // slow vector units make softmax compute-bound
+  OpGraph g("sm");
+  g.add(op("sm", OpKind::kSoftmax, {t("x", {1024, 1024})}, {t("y", {1024, 1024})}));
+  g.finalize();
+  const Analysis a = analyze(g, h);
+  EXPECT_DOUBLE_EQ(a.ops[0].peak_flops_per_second, 1e9);
+  EXPECT_EQ(a.ops[0].bound, Bound::kCompute);
+}
+
+TEST(RooflineTest, TiedWeightsCountOnceInTotals) {
+  OpGraph g("tied");
+  g.add(op("enc", OpKind::kLinear, {t("x", {2, 8})}, {t("h", {2, 4})}, {p("shared", {4, 8})}));
+  g.add(with(op("dec", OpKind::kMatMul, {t("h", {2, 4})}, {t("y", {2, 8})}, {p("shared", {4, 8})}), "transpose_b",
+             false));
+  g.finalize();
+  const Analysis a = analyze(g, toy_hardware());
+  EXPECT_EQ(a.totals.parameter_count, 32u);
+  EXPECT_EQ(a.totals.parameter_bytes, 128u);
+  EXPECT_EQ(a.ops[0].cost.parameter_bytes + a.ops[1].cost.parameter_bytes, 256u);  // each op reads it
+}
+
+}  // namespace
+}  // namespace neuralcost
