@@ -6,6 +6,7 @@
 
 #include "analysis/fusion.hpp"
 #include "neuralcost/core/checked_math.hpp"
+#include "neuralcost/core/error.hpp"
 
 namespace neuralcost {
 namespace {
@@ -59,12 +60,15 @@ Analysis analyze(const OpGraph& graph, const HardwareSpec& hardware, const Analy
   double compute_bound_time = 0;
   for (std::size_t i = 0; i < graph.size(); ++i) {
     OpRoofline r = roofline_of(i, graph.op(i), hardware);
-    const std::string what = "model '" + graph.name() + "' total up to op '" + graph.op(i).name + "': ";
-    t.flops = checked_add(t.flops, r.cost.flops, what + "FLOP count");
-    t.contraction_flops = checked_add(t.contraction_flops, r.cost.contraction_flops, what + "FLOP count");
-    t.transcendentals = checked_add(t.transcendentals, r.cost.transcendentals, what + "transcendental count");
-    t.bytes_read = checked_add(t.bytes_read, r.cost.bytes_read, what + "bytes read");
-    t.bytes_written = checked_add(t.bytes_written, r.cost.bytes_written, what + "bytes written");
+    try {
+      t.flops = checked_add(t.flops, r.cost.flops, "FLOP count");
+      t.contraction_flops = checked_add(t.contraction_flops, r.cost.contraction_flops, "FLOP count");
+      t.transcendentals = checked_add(t.transcendentals, r.cost.transcendentals, "transcendental count");
+      t.bytes_read = checked_add(t.bytes_read, r.cost.bytes_read, "bytes read");
+      t.bytes_written = checked_add(t.bytes_written, r.cost.bytes_written, "bytes written");
+    } catch (const Error& e) {
+      throw Error(e.code(), "model '" + graph.name() + "' total up to op '" + graph.op(i).name + "': " + e.what());
+    }
     t.compute_seconds += r.compute_seconds;
     t.memory_seconds += r.memory_seconds;
     t.lower_bound_seconds += r.lower_bound_seconds;

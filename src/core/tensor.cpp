@@ -1,12 +1,26 @@
 // Shape arithmetic with checked counts.
 #include "neuralcost/core/tensor.hpp"
 
+#include <optional>
+
 #include <fmt/format.h>
 
 #include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost {
+namespace {
+
+/// Element count, or empty on a negative dimension or overflow. The hot path: no strings.
+std::optional<std::uint64_t> try_count(const Shape& shape, std::uint64_t element_bytes) {
+  std::uint64_t n = element_bytes;
+  for (std::int64_t d : shape) {
+    if (d < 0 || __builtin_mul_overflow(n, static_cast<std::uint64_t>(d), &n)) return std::nullopt;
+  }
+  return n;
+}
+
+}  // namespace
 
 std::uint64_t element_count(const Shape& shape, const std::string& what) {
   std::uint64_t n = 1;
@@ -25,11 +39,23 @@ std::string shape_string(const Shape& shape) {
   return fmt::format("{}", fmt::join(shape, "x"));
 }
 
+std::uint64_t TensorDesc::elements() const {
+  if (auto n = try_count(shape, 1)) return *n;
+  return element_count(shape, "tensor '" + name + "'");  // throws the detailed error
+}
+
 std::uint64_t TensorDesc::bytes() const {
+  if (auto n = try_count(shape, dtype_bytes(dtype))) return *n;
   return checked_mul(elements(), dtype_bytes(dtype), "tensor '" + name + "' byte size");
 }
 
+std::uint64_t ParameterDesc::elements() const {
+  if (auto n = try_count(shape, 1)) return *n;
+  return element_count(shape, "parameter '" + id + "'");
+}
+
 std::uint64_t ParameterDesc::bytes() const {
+  if (auto n = try_count(shape, dtype_bytes(dtype))) return *n;
   return checked_mul(elements(), dtype_bytes(dtype), "parameter '" + id + "' byte size");
 }
 

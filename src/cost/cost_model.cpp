@@ -2,7 +2,6 @@
 // op name added to every error raised while costing.
 #include "neuralcost/cost/cost_model.hpp"
 
-#include <set>
 
 #include <fmt/format.h>
 
@@ -78,22 +77,31 @@ void unmodeled(OpCost& cost, std::string reason) {
 
 namespace {
 
-void default_bytes(const OpRecord& op, OpCost& cost) {
-  std::set<std::string> seen;
-  for (const TensorDesc& t : op.inputs) {
-    if (seen.insert(t.name).second) cost.bytes_read = checked_add(cost.bytes_read, t.bytes(), "bytes read");
+/// True when `name` already occurs among the first `count` entries of `list` (ops have a
+/// handful of operands, so a scan beats building a set).
+template <typename List, typename Key>
+bool seen_before(const List& list, std::size_t count, Key key, const std::string& name) {
+  for (std::size_t i = 0; i < count; ++i) {
+    if (list[i].*key == name) return true;
   }
-  std::set<std::string> params;
-  for (const ParameterDesc& p : op.parameters) {
-    if (params.insert(p.id).second) {
-      cost.parameter_bytes = checked_add(cost.parameter_bytes, p.bytes(), "parameter bytes");
+  return false;
+}
+
+void default_bytes(const OpRecord& op, OpCost& cost) {
+  for (std::size_t i = 0; i < op.inputs.size(); ++i) {
+    if (!seen_before(op.inputs, i, &TensorDesc::name, op.inputs[i].name)) {
+      cost.bytes_read = checked_add(cost.bytes_read, op.inputs[i].bytes(), "bytes read");
+    }
+  }
+  for (std::size_t i = 0; i < op.parameters.size(); ++i) {
+    if (!seen_before(op.parameters, i, &ParameterDesc::id, op.parameters[i].id)) {
+      cost.parameter_bytes = checked_add(cost.parameter_bytes, op.parameters[i].bytes(), "parameter bytes");
     }
   }
   cost.bytes_read = checked_add(cost.bytes_read, cost.parameter_bytes, "bytes read");
-  seen.clear();
-  for (const TensorDesc& t : op.outputs) {
-    if (seen.insert(t.name).second) {
-      cost.bytes_written = checked_add(cost.bytes_written, t.bytes(), "bytes written");
+  for (std::size_t i = 0; i < op.outputs.size(); ++i) {
+    if (!seen_before(op.outputs, i, &TensorDesc::name, op.outputs[i].name)) {
+      cost.bytes_written = checked_add(cost.bytes_written, op.outputs[i].bytes(), "bytes written");
     }
   }
 }

@@ -24,7 +24,7 @@ struct TensorDesc {
   Shape shape;
   DType dtype = DType::kFp32;
 
-  std::uint64_t elements() const { return element_count(shape, "tensor '" + name + "'"); }
+  std::uint64_t elements() const;
   std::uint64_t bytes() const;
 };
 
@@ -36,7 +36,7 @@ struct ParameterDesc {
   DType dtype = DType::kFp32;
   bool trainable = true;  ///< false for buffers such as batch-norm running statistics
 
-  std::uint64_t elements() const { return element_count(shape, "parameter '" + id + "'"); }
+  std::uint64_t elements() const;
   std::uint64_t bytes() const;
 };
 
