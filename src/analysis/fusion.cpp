@@ -1,14 +1,15 @@
 // Fused lower bound. Rules (docs/counting.md, "Fused lower bound"):
-//  - elementwise, activation, softmax and normalisation ops fuse into the group that produced
-//    one of their inputs; a group holds at most one other op (its anchor: a matmul, conv, ...);
-//  - views, unmodeled ops and everything else start a group of their own;
+//  - walking the ops in topological order, an elementwise, activation, softmax or
+//    normalisation op joins the group of the op just before it when it reads a tensor that
+//    group produced; anything else (its anchor: a matmul, conv, attention, ...) starts a group;
+//  - so a group is a run of consecutive ops with at most one anchor, at its start. Consecutive
+//    runs cannot depend on each other in a cycle, so every group is one schedulable kernel;
+//  - views, unmodeled ops and everything else are groups of their own;
 //  - a tensor stays on chip when its producer and all its consumers are in one group, no
 //    consumer is the anchor (which reads from memory) and it is not a graph output.
 #include "analysis/fusion.hpp"
 
 #include <algorithm>
-#include <map>
-#include <numeric>
 #include <set>
 
 namespace neuralcost::detail {
@@ -27,83 +28,59 @@ bool fusible(const OpRecord& op, const OpCost& cost) {
 
 bool is_view(const OpCost& cost) { return cost.bytes() == 0; }
 
-struct UnionFind {
-  std::vector<std::size_t> parent;
-  std::vector<std::optional<std::size_t>> anchor;
-  std::size_t find(std::size_t i) { return parent[i] == i ? i : parent[i] = find(parent[i]); }
-};
-
 }  // namespace
 
 std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline>& ops,
                               const HardwareSpec& hardware) {
   const std::size_t n = graph.size();
-  UnionFind uf;
-  uf.parent.resize(n);
-  std::iota(uf.parent.begin(), uf.parent.end(), 0);
-  uf.anchor.resize(n);
+  std::vector<FusionGroup> groups;
+  std::vector<std::size_t> group_of(n);
   std::vector<bool> is_fusible(n);
   for (std::size_t i = 0; i < n; ++i) {
     is_fusible[i] = fusible(graph.op(i), ops[i].cost);
-    if (!is_fusible[i]) uf.anchor[i] = i;
-  }
-  for (std::size_t c = 0; c < n; ++c) {
-    if (!is_fusible[c]) continue;
-    for (const TensorDesc& t : graph.op(c).inputs) {
-      const auto p = graph.producer(t.name);
-      if (!p || is_view(ops[*p].cost) || !ops[*p].cost.modeled) continue;
-      std::size_t a = uf.find(*p), b = uf.find(c);
-      if (a == b || (uf.anchor[a] && uf.anchor[b])) continue;
-      uf.parent[b] = a;
-      if (!uf.anchor[a]) uf.anchor[a] = uf.anchor[b];
+    bool joins = false;
+    if (is_fusible[i] && i > 0 && !is_view(ops[i - 1].cost) && ops[i - 1].cost.modeled) {
+      for (const TensorDesc& t : graph.op(i).inputs) {
+        const auto p = graph.producer(t.name);
+        joins = joins || (p && group_of[*p] == group_of[i - 1]);
+      }
     }
-  }
-  std::map<std::size_t, std::size_t> group_of_root;
-  std::vector<FusionGroup> groups;
-  std::vector<std::size_t> group_of(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    auto [it, inserted] = group_of_root.emplace(uf.find(i), groups.size());
-    if (inserted) groups.emplace_back();
-    group_of[i] = it->second;
-    groups[it->second].ops.push_back(i);
+    if (!joins) groups.emplace_back();
+    group_of[i] = groups.size() - 1;
+    groups.back().ops.push_back(i);
   }
   for (std::size_t g = 0; g < groups.size(); ++g) {
     FusionGroup& group = groups[g];
-    const auto anchor = uf.anchor[uf.find(group.ops.front())];
+    const std::size_t first = group.ops.front();
+    const bool anchored = !is_fusible[first];
     auto internal = [&](const std::string& tensor) {
       const auto p = graph.producer(tensor);
       if (!p || group_of[*p] != g || graph.is_output(tensor)) return false;
       for (std::size_t c : graph.consumers(tensor)) {
-        if (group_of[c] != g || (anchor && c == *anchor)) return false;
+        if (group_of[c] != g || (anchored && c == first)) return false;
       }
       return true;
     };
     std::set<std::string> read, written, params;
     double compute_seconds = 0;
-    // the anchor first, so that ops fused after it do not count its inputs again
-    std::vector<std::size_t> order = group.ops;
-    std::stable_partition(order.begin(), order.end(), [&](std::size_t i) { return !is_fusible[i]; });
-    for (std::size_t i : order) {
+    for (std::size_t i : group.ops) {
       const OpRecord& op = graph.op(i);
       const OpCost& cost = ops[i].cost;
       group.flops += cost.flops;
       compute_seconds += ops[i].compute_seconds;
       if (is_view(cost)) continue;
-      if (!is_fusible[i]) {
-        // an anchor reads and writes exactly what its own cost says (slices, gathers, ...)
+      if (anchored && i == first) {
+        // the anchor reads exactly what its own cost says (slices and gathers read part of a tensor)
         group.bytes_read += cost.bytes_read;
         for (const TensorDesc& t : op.inputs) read.insert(t.name);
         for (const ParameterDesc& p : op.parameters) params.insert(p.id);
-        for (const TensorDesc& t : op.outputs) {
-          if (!internal(t.name) && written.insert(t.name).second) group.bytes_written += t.bytes();
+      } else {
+        for (const TensorDesc& t : op.inputs) {
+          if (!internal(t.name) && read.insert(t.name).second) group.bytes_read += t.bytes();
         }
-        continue;
-      }
-      for (const TensorDesc& t : op.inputs) {
-        if (!internal(t.name) && read.insert(t.name).second) group.bytes_read += t.bytes();
-      }
-      for (const ParameterDesc& p : op.parameters) {
-        if (params.insert(p.id).second) group.bytes_read += p.bytes();
+        for (const ParameterDesc& p : op.parameters) {
+          if (params.insert(p.id).second) group.bytes_read += p.bytes();
+        }
       }
       for (const TensorDesc& t : op.outputs) {
         if (!internal(t.name) && written.insert(t.name).second) group.bytes_written += t.bytes();

@@ -21,7 +21,13 @@ bool uses_matrix_units(OpKind kind) {
   }
 }
 
-OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec& hw) {
+bool has_peak_type(DType dtype) {
+  const auto& all = compute_dtypes();
+  return std::find(all.begin(), all.end(), dtype) != all.end();
+}
+
+OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec& hw,
+                       std::vector<std::string>& approximations) {
   OpRoofline r;
   r.op_index = index;
   r.cost = cost_of(op);
@@ -29,7 +35,15 @@ OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec
   const double bw = hw.memory_bandwidth_bytes_per_second;
   r.memory_seconds = static_cast<double>(r.cost.bytes()) / bw;
   if (r.cost.flops > 0) {
-    r.peak_flops_per_second = hw.flops_per_second(r.compute_dtype, uses_matrix_units(op.kind));
+    DType roof = r.compute_dtype;
+    if (!has_peak_type(roof)) {
+      // specs give no int32/int64/bool rates: index arithmetic is timed at the fp32 rate
+      approximations.push_back("op '" + op.name + "' computes in " + std::string(dtype_name(roof)) +
+                               "; its compute time uses the fp32 rate (hardware specs have no " +
+                               std::string(dtype_name(roof)) + " peak)");
+      roof = DType::kFp32;
+    }
+    r.peak_flops_per_second = hw.flops_per_second(roof, uses_matrix_units(op.kind));
     r.compute_seconds = static_cast<double>(r.cost.flops) / r.peak_flops_per_second;
   }
   r.lower_bound_seconds = std::max(r.compute_seconds, r.memory_seconds);
@@ -59,7 +73,7 @@ Analysis analyze(const OpGraph& graph, const HardwareSpec& hardware, const Analy
   std::map<DType, std::uint64_t> flops_by_dtype;
   double compute_bound_time = 0;
   for (std::size_t i = 0; i < graph.size(); ++i) {
-    OpRoofline r = roofline_of(i, graph.op(i), hardware);
+    OpRoofline r = roofline_of(i, graph.op(i), hardware, a.approximations);
     try {
       t.flops = checked_add(t.flops, r.cost.flops, "FLOP count");
       t.contraction_flops = checked_add(t.contraction_flops, r.cost.contraction_flops, "FLOP count");
@@ -92,7 +106,7 @@ Analysis analyze(const OpGraph& graph, const HardwareSpec& hardware, const Analy
     u.byte_share = bytes == 0 ? 0.0 : static_cast<double>(r.cost.bytes()) / static_cast<double>(bytes);
     u.time_share = r.share;
   }
-  // The model's dtype is the one most FLOPs run in (the graph's first output dtype if none).
+  // The model's dtype is the one most FLOPs run in (the first op's compute dtype if none).
   a.dtype = graph.size() ? graph.op(0).effective_compute_dtype() : DType::kFp32;
   std::uint64_t most = 0;
   for (const auto& [dtype, f] : flops_by_dtype) {

@@ -1,6 +1,7 @@
 // Op kind names and checked attribute access.
 #include "neuralcost/core/op.hpp"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -123,8 +124,15 @@ std::vector<std::int64_t> Attributes::get_ints(const std::string& key, std::size
 
 DType OpRecord::effective_compute_dtype() const {
   if (compute_dtype) return *compute_dtype;
+  // the first arithmetic type among outputs then inputs: a comparison of fp32 tensors that
+  // yields bool computes in fp32; an embedding's int64 indices do not decide its type
+  const auto& arithmetic = compute_dtypes();
+  for (const auto* list : {&outputs, &inputs}) {
+    for (const TensorDesc& t : *list) {
+      if (std::find(arithmetic.begin(), arithmetic.end(), t.dtype) != arithmetic.end()) return t.dtype;
+    }
+  }
   if (!outputs.empty()) return outputs.front().dtype;
-  if (!inputs.empty()) return inputs.front().dtype;
   return DType::kFp32;
 }
 

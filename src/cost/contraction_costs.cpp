@@ -49,24 +49,12 @@ ConvGeometry conv_geometry(const OpRecord& op, const Shape& x, const Shape& w) {
   g.stride = op.attributes.get_ints("stride", g.spatial_rank, 1);
   g.dilation = op.attributes.get_ints("dilation", g.spatial_rank, 1);
   g.kernel.assign(w.begin() + 2, w.end());
-  // padding: one value per spatial dim (both sides) or begins then ends (ONNX "pads").
-  std::vector<std::int64_t> pads;
-  if (op.attributes.has("padding")) {
-    const auto& all = op.attributes.all().at("padding");
-    const auto* list = std::get_if<std::vector<std::int64_t>>(&all);
-    if (list != nullptr && list->size() == 2 * g.spatial_rank) {
-      for (std::size_t d = 0; d < g.spatial_rank; ++d) pads.push_back((*list)[d] + (*list)[d + g.spatial_rank]);
-    }
-  }
-  if (pads.empty()) {
-    for (std::int64_t p : op.attributes.get_ints("padding", g.spatial_rank, 0)) pads.push_back(2 * p);
-  }
-  g.pad_total = pads;
+  g.pad_total = total_padding(op, g.spatial_rank);
   for (std::size_t d = 0; d < g.spatial_rank; ++d) {
-    if (g.stride[d] < 1 || g.dilation[d] < 1 || g.pad_total[d] < 0) {
+    if (g.stride[d] < 1 || g.dilation[d] < 1) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("spatial dim {}: stride {} and dilation {} must be >= 1, padding >= 0",
-                              d, g.stride[d], g.dilation[d]));
+                  fmt::format("spatial dim {}: stride ({}) and dilation ({}) must be >= 1", d,
+                              g.stride[d], g.dilation[d]));
     }
   }
   return g;

@@ -69,6 +69,23 @@ void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank
   }
 }
 
+std::vector<std::int64_t> total_padding(const OpRecord& op, std::size_t rank) {
+  std::vector<std::int64_t> total;
+  const auto it = op.attributes.all().find("padding");
+  const auto* list = it == op.attributes.all().end() ? nullptr : std::get_if<std::vector<std::int64_t>>(&it->second);
+  if (list != nullptr && list->size() == 2 * rank) {
+    for (std::size_t d = 0; d < rank; ++d) total.push_back((*list)[d] + (*list)[d + rank]);
+  } else {
+    for (std::int64_t p : op.attributes.get_ints("padding", rank, 0)) total.push_back(2 * p);
+  }
+  for (std::size_t d = 0; d < rank; ++d) {
+    if (total[d] < 0) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'padding' is negative in spatial dim {}", d));
+    }
+  }
+  return total;
+}
+
 void unmodeled(OpCost& cost, std::string reason) {
   cost.modeled = false;
   cost.unmodeled_reason = std::move(reason);

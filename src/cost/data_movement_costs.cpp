@@ -23,9 +23,10 @@ void cost_data_movement(const OpRecord& op, OpCost& cost) {
 void cost_embedding(const OpRecord& op, OpCost& cost) {
   const TensorDesc& y = output(op, 0, "y");
   if (op.parameters.empty()) {
-    // gather from an activation: reads the gathered rows (= output) and the indices
+    // gather from an activation: reads the gathered rows (at most the whole data tensor)
+    const TensorDesc& data = input(op, 0, "data");
     const TensorDesc& indices = input(op, 1, "indices");
-    cost.bytes_read = checked_add(y.bytes(), indices.bytes(), "bytes read");
+    cost.bytes_read = checked_add(std::min(y.bytes(), data.bytes()), indices.bytes(), "bytes read");
     return;
   }
   const TensorDesc& indices = input(op, 0, "indices");
@@ -33,7 +34,8 @@ void cost_embedding(const OpRecord& op, OpCost& cost) {
   require_rank(table.shape, 2, 2, "table");
   const std::uint64_t lookups = indices.elements();
   const std::uint64_t rows = std::min<std::uint64_t>(lookups, dim(table.shape[0]));
-  // at most `rows` distinct rows are read: the compulsory traffic, not the whole table
+  // min(lookups, rows) rows: the most distinct rows the lookups can touch. Repeated indices
+  // touch fewer, which no static count can know (docs/counting.md names this).
   cost.parameter_bytes = product({rows, dim(table.shape[1]), dtype_bytes(table.dtype)});
   cost.bytes_read = checked_add(indices.bytes(), cost.parameter_bytes, "bytes read");
 }

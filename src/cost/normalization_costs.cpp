@@ -1,8 +1,9 @@
 // Softmax and the normalisations. Counts per normalised row of n elements (docs/counting.md):
 //   softmax     5n - 2           (max, subtract, exp, sum, divide)
 //   layer norm  5n + 2, +n per affine weight, +n per affine bias
-//   RMS norm    3n + 2, +n with a weight
+//   RMS norm    3n + 2, +n per weight / bias
 //   batch norm  (inference) 2 per element (scale, shift) + 4 per channel, +1 with affine
+//               (affine unless attribute affine = false or fewer than 4 parameters)
 #include <fmt/format.h>
 
 #include "cost/op_families.hpp"
@@ -65,7 +66,7 @@ void cost_layer_norm(const OpRecord& op, OpCost& cost) {
 void cost_rms_norm(const OpRecord& op, OpCost& cost) {
   const auto [rows, n] = rows_of(input(op, 0, "x"), trailing_dims(op));
   if (n == 0) return;
-  const std::uint64_t affine = op.parameters.empty() ? 0 : 1;
+  const std::uint64_t affine = std::min<std::size_t>(op.parameters.size(), 2);  // weight[, bias]
   add_flops(cost, product({rows, checked_add(product({3 + affine, n}), 2, "FLOP count")}));
   add_transcendentals(cost, rows);
 }
@@ -77,8 +78,8 @@ void cost_batch_norm(const OpRecord& op, OpCost& cost) {
     return unmodeled(cost, "training-mode batch norm (batch statistics) is not modeled");
   }
   const std::uint64_t channels = dim(x.shape[1]);
-  bool affine = false;
-  for (const ParameterDesc& p : op.parameters) affine = affine || p.trainable;
+  // parameters: [weight, bias,] running_mean, running_var (frozen weights are still affine)
+  const bool affine = op.attributes.get_bool("affine", op.parameters.size() >= 4);
   add_flops(cost, product({2, x.elements()}));
   add_flops(cost, product({channels, affine ? 5u : 4u}));
   add_transcendentals(cost, channels);

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <initializer_list>
 #include <string>
+#include <vector>
 
 #include "neuralcost/cost/cost_model.hpp"
 
@@ -29,6 +30,9 @@ const ParameterDesc& parameter(const OpRecord& op, std::size_t i, const char* ro
 /// Throws kInvalidArgument unless min_rank <= rank <= max_rank.
 void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank,
                   const std::string& what);
+/// Padding summed over both sides per spatial dim, from attribute `padding`: one value per
+/// dim (applied to both sides) or begins then ends (ONNX "pads"). Negative padding throws.
+std::vector<std::int64_t> total_padding(const OpRecord& op, std::size_t rank);
 /// Marks the op unmodeled with a reason (bytes stay counted).
 void unmodeled(OpCost& cost, std::string reason);
 

@@ -57,17 +57,21 @@ void cost_pool(const OpRecord& op, OpCost& cost) {
       const auto kernel = op.attributes.get_ints("kernel", rank, 0);
       const auto stride = op.attributes.get_ints("stride", rank, 0);
       const auto dilation = op.attributes.get_ints("dilation", rank, 1);
-      const auto padding = op.attributes.get_ints("padding", rank, 0);
+      const auto padding = total_padding(op, rank);
       const bool ceil_mode = op.attributes.get_bool("ceil_mode", false);
       std::uint64_t taps = 1;
       for (std::size_t d = 0; d < rank; ++d) {
         const std::int64_t s = stride[d] == 0 ? kernel[d] : stride[d];
-        if (kernel[d] < 1 || s < 1 || dilation[d] < 1 || padding[d] < 0) {
+        if (kernel[d] < 1) {
           throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("spatial dim {}: attribute 'kernel' must be given and >= 1", d));
+                      fmt::format("attribute 'kernel' must be given and >= 1 (spatial dim {})", d));
+        }
+        if (s < 1 || dilation[d] < 1) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("spatial dim {}: stride ({}) and dilation ({}) must be >= 1", d, s, dilation[d]));
         }
         const std::int64_t span = dilation[d] * (kernel[d] - 1) + 1;
-        const std::int64_t room = x[d + 2] + 2 * padding[d] - span;
+        const std::int64_t room = x[d + 2] + padding[d] - span;
         const std::int64_t expected = (ceil_mode ? (room + s - 1) / s : room / s) + 1;
         if (y[d + 2] != expected && !(ceil_mode && y[d + 2] == expected - 1)) {
           throw Error(ErrorCode::kInvalidArgument,

@@ -40,7 +40,8 @@ void cost_recurrent(const OpRecord& op, OpCost& cost) {
   }
   const Shape& x = input(op, 0, "x").shape;
   require_rank(x, 3, 3, "input");
-  const bool batch_first = op.attributes.get_bool("batch_first", true);
+  // sequence-first [T, B, I] unless batch_first, as in PyTorch and ONNX
+  const bool batch_first = op.attributes.get_bool("batch_first", false);
   const std::int64_t batch = batch_first ? x[0] : x[1], steps = batch_first ? x[1] : x[0];
   const std::int64_t width = x[2];
   const std::int64_t hidden = op.attributes.get_int("hidden_size");

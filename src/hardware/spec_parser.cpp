@@ -87,6 +87,7 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
   if (doc.contains("schema_version") && doc["schema_version"] != 1) {
     r.fail("schema_version", fmt::format("must be 1 (got {})", doc["schema_version"].dump()));
   }
+  if (doc.contains("origin") && !doc["origin"].is_string()) r.fail("origin", "must be a string");
   HardwareSpec s;
   s.id = r.text(doc, "id", true);
   s.name = r.text(doc, "name", false);
@@ -118,6 +119,11 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
       const json& c = doc["caches"][i];
       const std::string field = fmt::format("caches[{}]", i);
       if (!c.is_object()) r.fail(field, "must be an object");
+      for (const auto& [key, value] : c.items()) {
+        if (key != "name" && key != "size_bytes" && key != "bandwidth_bytes_per_second") {
+          r.fail(field + "." + key, "is not a cache field (name, size_bytes, bandwidth_bytes_per_second)");
+        }
+      }
       CacheLevel level;
       level.name = r.text(c, "name", true);
       if (!c.contains("size_bytes")) r.fail(field + ".size_bytes", "is missing");

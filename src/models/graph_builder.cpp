@@ -138,6 +138,7 @@ TensorDesc GraphBuilder::recurrent(const std::string& name, OpKind kind, const T
   }
   op.attributes.set("hidden_size", hidden);
   op.attributes.set("num_layers", layers);
+  op.attributes.set("batch_first", true);
   op.outputs = {{name, {x.shape[0], x.shape[1], hidden}, dtype_},
                 {name + ".h_n", {layers, x.shape[0], hidden}, dtype_}};
   if (kind == OpKind::kLstm) op.outputs.push_back({name + ".c_n", {layers, x.shape[0], hidden}, dtype_});

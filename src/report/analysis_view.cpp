@@ -58,7 +58,9 @@ std::string totals_text(const Analysis& a) {
 }
 
 std::string unmodeled_text(const Analysis& a) {
-  if (a.complete()) return "";
+  std::string notes;
+  for (const std::string& n : a.approximations) notes += "note: approximation: " + n + "\n";
+  if (a.complete()) return notes;
   double bytes = 0;
   for (const UnmodeledOp& u : a.unmodeled) bytes += u.byte_share;
   std::string out = fmt::format(
@@ -67,7 +69,7 @@ std::string unmodeled_text(const Analysis& a) {
   for (const UnmodeledOp& u : a.unmodeled) {
     out += fmt::format("note: op '{}': {}\n", a.op_records[u.op_index].name, u.reason);
   }
-  return out;
+  return out + notes;
 }
 
 }  // namespace

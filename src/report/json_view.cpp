@@ -128,6 +128,7 @@ json analysis_json(const Analysis& a) {
          t.fused_lower_bound_seconds > 0 ? b / t.fused_lower_bound_seconds : 0.0}};
   }
   j["totals"] = totals;
+  j["approximations"] = a.approximations;
   j["unmodeled"] = json::array();
   for (const UnmodeledOp& u : a.unmodeled) {
     const OpRecord& op = a.op_records[u.op_index];

@@ -32,6 +32,7 @@ OpRecord recurrent(OpKind kind, I batch, I steps, I in, I hidden, I layers, bool
   r.attributes.set("num_layers", layers);
   r.attributes.set("bidirectional", bidirectional);
   r.attributes.set("bias", bias);
+  r.attributes.set("batch_first", true);
   return r;
 }
 
@@ -59,6 +60,18 @@ TEST(RecurrentCostTest, GruBidirectionalFeedsTwiceTheWidthToLaterLayers) {
   const std::uint64_t layer1 = cells * 2 * 3 * 8 * (16 + 8);  // input width 2H = 16
   EXPECT_EQ(c.contraction_flops, layer0 + layer1);
   EXPECT_EQ(c.flops, c.contraction_flops + 2 * cells * (2 * 3 * 8 + 17 * 8));
+}
+
+TEST(RecurrentCostTest, SequenceFirstIsTheDefaultLayout) {
+  OpRecord r = recurrent(OpKind::kRnn, 3, 5, 8, 8, 1, false);
+  r.attributes.set("batch_first", false);
+  r.inputs[0].shape = {5, 3, 8};
+  r.outputs[0].shape = {5, 3, 8};
+  const OpCost seq_first = cost_of(r);
+  EXPECT_EQ(seq_first.contraction_flops, cost_of(recurrent(OpKind::kRnn, 3, 5, 8, 8, 1, false)).contraction_flops);
+  r.attributes = Attributes();
+  r.attributes.set("hidden_size", std::int64_t{8});
+  EXPECT_EQ(cost_of(r).flops, seq_first.flops);  // no batch_first attribute: [T, B, I]
 }
 
 TEST(RecurrentCostTest, NoBiasSkipsBiasAdds) {

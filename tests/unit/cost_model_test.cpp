@@ -221,6 +221,44 @@ TEST(CostModelTest, PoolingCountsWindows) {
   EXPECT_EQ(adm.flops, 2u * (49 - 9));
 }
 
+TEST(CostModelTest, PoolingAcceptsBeginEndPaddingAndNamesBadAttributes) {
+  // 1-D max pool, kernel 3, stride 2, pads [0 begin, 1 end]: out = (8 + 1 - 3) / 2 + 1 = 4
+  OpRecord mp = op("mp", OpKind::kMaxPool, {t("x", {1, 1, 8})}, {t("y", {1, 1, 4})});
+  mp.attributes.set("kernel", I{3});
+  mp.attributes.set("stride", I{2});
+  mp.attributes.set("padding", V{0, 1});
+  EXPECT_EQ(cost_of(mp).flops, 4u * 2);
+  mp.attributes.set("stride", I{-1});
+  try {
+    cost_of(mp);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "op 'mp' (max_pool): spatial dim 0: stride (-1) and dilation (1) must be >= 1");
+  }
+}
+
+TEST(CostModelTest, BatchNormAffineFollowsItsParametersNotTrainability) {
+  auto bn = [](std::vector<ParameterDesc> params) {
+    return cost_of(op("bn", OpKind::kBatchNorm, {t("x", {1, 8, 2, 2})}, {t("y", {1, 8, 2, 2})}, std::move(params)));
+  };
+  const auto frozen = p("g", {8}, DType::kFp32, false);
+  const auto stat = p("m", {8}, DType::kFp32, false);
+  EXPECT_EQ(bn({frozen, p("b", {8}, DType::kFp32, false), stat, p("v", {8}, DType::kFp32, false)}).flops, 2u * 32 + 5 * 8);
+  EXPECT_EQ(bn({stat, p("v", {8}, DType::kFp32, false)}).flops, 2u * 32 + 4 * 8);
+}
+
+TEST(CostModelTest, RmsNormCountsAnOptionalBias) {
+  const OpCost c = cost_of(op("rms", OpKind::kRmsNorm, {t("x", {2, 16})}, {t("y", {2, 16})}, {p("g", {16}), p("b", {16})}));
+  EXPECT_EQ(c.flops, 2u * (5 * 16 + 2));
+}
+
+TEST(CostModelTest, GatherFromAnActivationReadsAtMostTheData) {
+  // 100 lookups into a 10x4 tensor touch at most its 40 elements
+  const OpCost c = cost_of(op("g", OpKind::kEmbedding, {t("data", {10, 4}), t("ids", {100}, DType::kInt64)},
+                              {t("y", {100, 4})}));
+  EXPECT_EQ(c.bytes_read, 40u * 4 + 100 * 8);
+}
+
 TEST(CostModelTest, ReductionsCountElementsMinusOutputs) {
   const OpCost sum = cost_of(op("s", OpKind::kReduction, {t("x", {4, 32, 128})}, {t("y", {4, 128})}));
   EXPECT_EQ(sum.flops, 4u * 128 * 31);

@@ -133,6 +133,10 @@ TEST(HardwareSpecTest, BadFilesNameTheFileAndField) {
             "spec.json: field 'schema_version' must be 1 (got 2)");
   EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1}, "memory_bandwidth_bytes_per_second": 1, "caches": [{"name": "L2"}]})"),
             "spec.json: field 'caches[0].size_bytes' is missing");
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1}, "memory_bandwidth_bytes_per_second": 1, "caches": [{"name": "L2", "size_bytes": 1, "sise": 2}]})"),
+            "spec.json: field 'caches[0].sise' is not a cache field (name, size_bytes, bandwidth_bytes_per_second)");
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1}, "memory_bandwidth_bytes_per_second": 1, "origin": 3})"),
+            "spec.json: field 'origin' must be a string");
 }
 
 TEST(HardwareSpecTest, ResolveLoadsFilesAndFillsMissingSources) {

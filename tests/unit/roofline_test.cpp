@@ -81,6 +81,49 @@ TEST(RooflineTest, TwoAnchorsNeverShareAGroup) {
   EXPECT_EQ(a.totals.fused_bytes_written, 2u * 8 * 16 * 4);
 }
 
+TEST(RooflineTest, FusedGroupsAreConsecutiveRunsSoTheyCanBeScheduled) {
+  // a gated block: fc1 -> relu -> fc2(relu) -> add(relu, fc2). Fusing the add back into the
+  // relu's group would need fc2's output inside a kernel that fc2 depends on.
+  OpGraph g("gated");
+  g.add(op("fc1", OpKind::kLinear, {t("x", {8, 16})}, {t("a", {8, 16})}, {p("w1", {16, 16})}));
+  g.add(with(op("relu", OpKind::kActivation, {t("a", {8, 16})}, {t("r", {8, 16})}), "function", std::string("relu")));
+  g.add(op("fc2", OpKind::kLinear, {t("r", {8, 16})}, {t("b", {8, 16})}, {p("w2", {16, 16})}));
+  g.add(with(op("add", OpKind::kBinary, {t("r", {8, 16}), t("b", {8, 16})}, {t("y", {8, 16})}), "function",
+             std::string("add")));
+  g.finalize();
+  const Analysis a = analyze(g, toy_hardware());
+  ASSERT_EQ(a.fusion_groups.size(), 2u);
+  EXPECT_EQ(a.fusion_groups[0].ops, (std::vector<std::size_t>{0, 1}));
+  EXPECT_EQ(a.fusion_groups[1].ops, (std::vector<std::size_t>{2, 3}));
+  const std::uint64_t act = 8 * 16 * 4, w = 16 * 16 * 4;
+  EXPECT_EQ(a.fusion_groups[0].bytes_written, act);           // r leaves the chip: fc2 reads it
+  EXPECT_EQ(a.fusion_groups[1].bytes_read, act + w);          // fc2 reads r once, the add reuses it
+  EXPECT_EQ(a.fusion_groups[1].bytes_written, act);           // only y; b stays on chip
+}
+
+TEST(RooflineTest, ComparisonsComputeInTheirInputType) {
+  OpGraph g("cmp");
+  g.add(with(op("gt", OpKind::kBinary, {t("x", {64}), t("y", {64})}, {t("m", {64}, DType::kBool)}), "function",
+             std::string("greater")));
+  g.finalize();
+  const Analysis a = analyze(g, toy_hardware());
+  EXPECT_EQ(a.ops[0].compute_dtype, DType::kFp32);
+  EXPECT_TRUE(a.approximations.empty());
+}
+
+TEST(RooflineTest, IntegerArithmeticIsTimedAtTheFp32RateAndSaysSo) {
+  OpGraph g("index");
+  g.add(with(op("idx", OpKind::kBinary, {t("i", {64}, DType::kInt64), t("j", {64}, DType::kInt64)},
+                {t("k", {64}, DType::kInt64)}),
+             "function", std::string("add")));
+  g.finalize();
+  const Analysis a = analyze(g, toy_hardware());
+  EXPECT_DOUBLE_EQ(a.ops[0].peak_flops_per_second, 1e12);
+  ASSERT_EQ(a.approximations.size(), 1u);
+  EXPECT_EQ(a.approximations[0],
+            "op 'idx' computes in int64; its compute time uses the fp32 rate (hardware specs have no int64 peak)");
+}
+
 TEST(RooflineTest, UnmodeledOpsAreListedWithTheirShare) {
   OpGraph g = linear_relu(64);
   OpRecord mystery = op("mystery", OpKind::kUnknown, {t("y", {64, 1024})}, {t("z", {64, 1024})});

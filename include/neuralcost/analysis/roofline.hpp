@@ -33,9 +33,10 @@ struct OpRoofline {
   double share = 0;  ///< lower_bound_seconds / model lower bound (unfused)
 };
 
-/// Ops executed as one kernel in the fused lower bound: at most one op that is not
-/// elementwise or a normalisation (the anchor), plus the elementwise/normalisation ops fused
-/// into it. Tensors produced and consumed only inside the group never touch memory.
+/// Ops executed as one kernel in the fused lower bound: a run of consecutive ops (in
+/// topological order) led by at most one op that is not elementwise or a normalisation (the
+/// anchor), followed by the elementwise/normalisation ops that consume it. Tensors produced
+/// and consumed only inside the group never touch memory.
 struct FusionGroup {
   std::vector<std::size_t> ops;
   std::uint64_t flops = 0;
@@ -85,6 +86,8 @@ struct Analysis {
   std::vector<OpRoofline> ops;
   std::vector<FusionGroup> fusion_groups;
   std::vector<UnmodeledOp> unmodeled;
+  /// Approximations this analysis made beyond docs/counting.md, one sentence each.
+  std::vector<std::string> approximations;
   ModelTotals totals;
 
   bool complete() const { return unmodeled.empty(); }

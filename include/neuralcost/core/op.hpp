@@ -88,8 +88,8 @@ struct OpRecord {
   std::vector<TensorDesc> outputs;
   std::vector<ParameterDesc> parameters;
   Attributes attributes;
-  /// Type the arithmetic runs in; empty means the first output's dtype (tf32 differs from
-  /// its fp32 storage, int8 matmuls may accumulate in int32).
+  /// Type the arithmetic runs in; empty means the first arithmetic dtype (fp*, tf32, bf16,
+  /// int8) among the outputs, then the inputs (tf32 differs from its fp32 storage).
   std::optional<DType> compute_dtype;
 
   DType effective_compute_dtype() const;
