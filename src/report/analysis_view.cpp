@@ -92,12 +92,13 @@ std::string render_analysis(const Analysis& a, Format format) {
   for (const OpRoofline& r : a.ops) {
     const OpRecord& op = a.op_records[r.op_index];
     const bool ok = r.cost.modeled;
+    const bool view = ok && r.cost.flops == 0 && r.cost.bytes() == 0;  // no work: no roof binds
     t.rows.push_back({text(op.name), text(std::string(op_kind_name(op.kind))), text(output_shape(op)),
                       ok ? count(r.cost.flops, "") : text("?"), count(r.cost.bytes(), "B"),
-                      ok ? Cell{report::fixed1(r.cost.arithmetic_intensity()),
-                                fmt::format("{}", r.cost.arithmetic_intensity())}
-                         : text("?"),
-                      text(ok ? std::string(bound_name(*r.bound)) : "unmodeled"),
+                      ok && !view ? Cell{report::fixed1(r.cost.arithmetic_intensity()),
+                                         fmt::format("{}", r.cost.arithmetic_intensity())}
+                                  : text(view ? "-" : "?"),
+                      text(!ok ? "unmodeled" : view ? "-" : std::string(bound_name(*r.bound))),
                       num(r.lower_bound_seconds, "s"),
                       Cell{report::percent(r.share), fmt::format("{}", r.share)}});
   }
