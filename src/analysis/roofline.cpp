@@ -35,7 +35,10 @@ OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec
   const double bw = hw.memory_bandwidth_bytes_per_second;
   r.memory_seconds = static_cast<double>(r.cost.bytes()) / bw;
   if (r.cost.flops > 0) {
+    const bool matrix = uses_matrix_units(op.kind);
     DType roof = r.compute_dtype;
+    // TF32 is a matrix-unit mode: everything else in a tf32 model computes in fp32
+    if (roof == DType::kTf32 && !matrix) roof = DType::kFp32;
     if (!has_peak_type(roof)) {
       // specs give no int32/int64/bool rates: index arithmetic is timed at the fp32 rate
       approximations.push_back("op '" + op.name + "' computes in " + std::string(dtype_name(roof)) +
@@ -43,7 +46,7 @@ OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec
                                std::string(dtype_name(roof)) + " peak)");
       roof = DType::kFp32;
     }
-    r.peak_flops_per_second = hw.flops_per_second(roof, uses_matrix_units(op.kind));
+    r.peak_flops_per_second = hw.flops_per_second(roof, matrix);
     r.compute_seconds = static_cast<double>(r.cost.flops) / r.peak_flops_per_second;
   }
   r.lower_bound_seconds = std::max(r.compute_seconds, r.memory_seconds);

@@ -124,6 +124,21 @@ TEST(RooflineTest, IntegerArithmeticIsTimedAtTheFp32RateAndSaysSo) {
             "op 'idx' computes in int64; its compute time uses the fp32 rate (hardware specs have no int64 peak)");
 }
 
+TEST(RooflineTest, Tf32AppliesToMatrixUnitsOnly) {
+  HardwareSpec h = toy_hardware();
+  h.peak_flops_per_second[DType::kTf32] = 8e12;
+  OpGraph g("tf32");
+  g.add(op("fc", OpKind::kLinear, {t("x", {8, 16}, DType::kTf32)}, {t("h", {8, 16}, DType::kTf32)},
+           {p("w", {16, 16}, DType::kTf32)}));
+  g.add(with(op("relu", OpKind::kActivation, {t("h", {8, 16}, DType::kTf32)}, {t("y", {8, 16}, DType::kTf32)}),
+             "function", std::string("relu")));
+  g.finalize();
+  const Analysis a = analyze(g, h);
+  EXPECT_DOUBLE_EQ(a.ops[0].peak_flops_per_second, 8e12);
+  EXPECT_DOUBLE_EQ(a.ops[1].peak_flops_per_second, 1e12);  // the fp32 rate
+  EXPECT_EQ(a.ops[0].cost.bytes_read, (8u * 16 + 16 * 16) * 4);  // tf32 is stored as fp32
+}
+
 TEST(RooflineTest, UnmodeledOpsAreListedWithTheirShare) {
   OpGraph g = linear_relu(64);
   OpRecord mystery = op("mystery", OpKind::kUnknown, {t("y", {64, 1024})}, {t("z", {64, 1024})});
