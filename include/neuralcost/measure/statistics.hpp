@@ -1,0 +1,46 @@
+// Statistics over timing samples, as free functions (after google/benchmark). Edge cases are
+// part of the contract: one sample has stddev 0 and a zero-width interval; an empty set or a
+// non-finite sample is an error (kInvalidArgument), never a NaN in a report.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace neuralcost {
+
+/// Median: the middle sample, or the mean of the two middle samples for an even count.
+double median(std::vector<double> samples);
+double mean(const std::vector<double>& samples);
+/// Sample standard deviation (n - 1 in the denominator); 0 for a single sample.
+double stddev(const std::vector<double>& samples);
+/// Percentile p in [0, 100] with linear interpolation between order statistics (the
+/// "type 7" rule of R and numpy): percentile(s, 50) == median(s).
+double percentile(std::vector<double> samples, double p);
+
+struct Interval {
+  double low = 0;
+  double high = 0;
+};
+
+/// Percentile-bootstrap 95 % confidence interval of the median: `resamples` resamples with
+/// replacement drawn from a fixed seed, so the same samples always give the same interval.
+Interval bootstrap_median_ci95(const std::vector<double>& samples, int resamples = 2000,
+                               std::uint64_t seed = 0x6e657572616cULL);
+
+struct SampleSummary {
+  std::size_t n = 0;
+  double median = 0;
+  double mean = 0;
+  double stddev = 0;
+  double cv = 0;  ///< stddev / mean (0 when the mean is 0)
+  double min = 0;
+  double max = 0;
+  double p5 = 0;
+  double p95 = 0;
+  Interval ci95_median;
+};
+
+/// All of the above at once (validates the samples once).
+SampleSummary summarize(const std::vector<double>& samples);
+
+}  // namespace neuralcost
