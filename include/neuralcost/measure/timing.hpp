@@ -1,0 +1,60 @@
+// The timing contract shared by every backend: warm-up (by count and by time), then samples
+// until the 95 % confidence interval of the median is narrow enough or the time budget is
+// spent, then a verdict. A result that cannot be trusted says so (`mistrusted`, with reasons)
+// instead of being reported as fact.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "neuralcost/measure/statistics.hpp"
+
+namespace neuralcost {
+
+struct TimingOptions {
+  int warmup_iterations = 5;       ///< at least this many untimed runs...
+  double warmup_seconds = 0.2;     ///< ...and at least this long
+  int min_samples = 10;
+  int max_samples = 100000;
+  /// Stop once (ci95 high - low) / median is at most this.
+  double target_relative_ci = 0.02;
+  double budget_seconds = 5.0;     ///< sampling stops here whatever the interval
+  /// A median below this many clock ticks is "too short for the clock".
+  double min_clock_ticks = 1000;
+  /// CV above this is "too noisy" even when the interval met its target.
+  double max_cv = 0.5;
+};
+
+enum class Verdict { kOk, kMistrusted };
+std::string_view verdict_name(Verdict verdict);
+
+struct TimingResult {
+  std::vector<double> samples_seconds;
+  SampleSummary summary;
+  int warmup_iterations = 0;         ///< warm-up runs actually made
+  double warmup_seconds = 0;
+  double sampling_seconds = 0;
+  bool reached_target = false;       ///< the interval met target_relative_ci
+  double clock_resolution_seconds = 0;
+  Verdict verdict = Verdict::kOk;
+  std::vector<std::string> reasons;  ///< why mistrusted (empty when ok)
+};
+
+/// The two hooks a backend gives the loop.
+struct TimedCallable {
+  std::function<void()> run;          ///< one unit of work (e.g. one forward pass)
+  std::function<void()> synchronize;  ///< waits until that work is done (no-op on the CPU)
+};
+
+/// Smallest step of std::chrono::steady_clock seen over repeated reads, in seconds.
+double steady_clock_resolution_seconds();
+
+/// Warms up, samples and summarises `work` under `options`.
+TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& options);
+
+/// Adds the roofline check: a median below `lower_bound_seconds` (what the hardware spec
+/// allows at best) is physically impossible, so the spec is wrong; mistrusts the result.
+void check_against_roofline(TimingResult& result, double lower_bound_seconds);
+
+}  // namespace neuralcost

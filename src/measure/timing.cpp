@@ -1,0 +1,110 @@
+// The sampling loop of the timing contract (see timing.hpp).
+#include "neuralcost/measure/timing.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+double relative_width(const SampleSummary& s) {
+  return s.median > 0 ? (s.ci95_median.high - s.ci95_median.low) / s.median : 0.0;
+}
+
+void validate(const TimingOptions& o) {
+  if (o.warmup_iterations < 0 || o.warmup_seconds < 0 || o.min_samples < 1 ||
+      o.max_samples < o.min_samples || !(o.target_relative_ci > 0) || !(o.budget_seconds > 0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("timing options: need warm-up >= 0, 1 <= min_samples ({}) <= max_samples ({}), "
+                            "target CI > 0 ({}) and budget > 0 ({})",
+                            o.min_samples, o.max_samples, o.target_relative_ci, o.budget_seconds));
+  }
+}
+
+}  // namespace
+
+std::string_view verdict_name(Verdict verdict) { return verdict == Verdict::kOk ? "ok" : "mistrusted"; }
+
+double steady_clock_resolution_seconds() {
+  double best = 1.0;
+  for (int i = 0; i < 200; ++i) {
+    const auto a = Clock::now();
+    auto b = Clock::now();
+    while (b == a) b = Clock::now();
+    best = std::min(best, std::chrono::duration<double>(b - a).count());
+  }
+  return best;
+}
+
+TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o) {
+  validate(o);
+  TimingResult r;
+  r.clock_resolution_seconds = steady_clock_resolution_seconds();
+  const auto warm_start = Clock::now();
+  while (r.warmup_iterations < o.warmup_iterations || seconds_since(warm_start) < o.warmup_seconds) {
+    work.run();
+    work.synchronize();
+    ++r.warmup_iterations;
+  }
+  r.warmup_seconds = seconds_since(warm_start);
+
+  const auto sample_start = Clock::now();
+  std::size_t next_check = static_cast<std::size_t>(o.min_samples);
+  while (static_cast<int>(r.samples_seconds.size()) < o.max_samples) {
+    const auto t0 = Clock::now();
+    work.run();
+    work.synchronize();
+    r.samples_seconds.push_back(seconds_since(t0));
+    const std::size_t n = r.samples_seconds.size();
+    const bool out_of_time = seconds_since(sample_start) >= o.budget_seconds;
+    if (n >= next_check || out_of_time) {
+      // the bootstrap costs O(n) per resample: check at geometrically spaced counts
+      next_check = std::max(n + 1, n + n / 8);
+      r.summary = summarize(r.samples_seconds);
+      r.reached_target = relative_width(r.summary) <= o.target_relative_ci;
+      if ((r.reached_target && n >= static_cast<std::size_t>(o.min_samples)) ||
+          (out_of_time && n >= static_cast<std::size_t>(o.min_samples))) {
+        break;
+      }
+    }
+  }
+  r.sampling_seconds = seconds_since(sample_start);
+  r.summary = summarize(r.samples_seconds);
+  r.reached_target = relative_width(r.summary) <= o.target_relative_ci;
+
+  if (!r.reached_target) {
+    r.reasons.push_back(fmt::format(
+        "too noisy: the 95% CI of the median spans {:.1f}% of it after {} samples ({:.1f} s budget; target {:.1f}%)",
+        100 * relative_width(r.summary), r.summary.n, o.budget_seconds, 100 * o.target_relative_ci));
+  } else if (r.summary.cv > o.max_cv) {
+    r.reasons.push_back(fmt::format("too noisy: coefficient of variation {:.2f} exceeds {:.2f}", r.summary.cv, o.max_cv));
+  }
+  if (r.summary.median < o.min_clock_ticks * r.clock_resolution_seconds) {
+    r.reasons.push_back(fmt::format("too short for the clock: median {:.3g} s is under {:.0f} ticks of {:.3g} s",
+                                    r.summary.median, o.min_clock_ticks, r.clock_resolution_seconds));
+  }
+  r.verdict = r.reasons.empty() ? Verdict::kOk : Verdict::kMistrusted;
+  return r;
+}
+
+void check_against_roofline(TimingResult& result, double lower_bound_seconds) {
+  if (lower_bound_seconds > 0 && result.summary.median < lower_bound_seconds) {
+    result.reasons.push_back(fmt::format(
+        "faster than the roofline allows: median {:.3g} s is below the lower bound {:.3g} s, so the "
+        "hardware spec understates this machine",
+        result.summary.median, lower_bound_seconds));
+    result.verdict = Verdict::kMistrusted;
+  }
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,99 @@
+// The timing loop with scripted work: deterministic "durations" come from a fake workload
+// that sleeps or spins for known times, so verdicts can be checked.
+#include "neuralcost/measure/timing.hpp"
+
+#include <chrono>
+#include <thread>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+namespace {
+
+using ::testing::HasSubstr;
+
+void spin_for(double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
+
+TimingOptions quick() {
+  TimingOptions o;
+  o.warmup_iterations = 3;
+  o.warmup_seconds = 0.0;
+  o.min_samples = 10;
+  o.budget_seconds = 0.5;
+  o.target_relative_ci = 0.2;
+  return o;
+}
+
+TEST(TimingTest, WarmsUpByCountThenStopsAtTheTarget) {
+  int runs = 0, syncs = 0;
+  const TimingResult r = time_until_stable({[&] { ++runs; spin_for(2e-4); }, [&] { ++syncs; }}, quick());
+  EXPECT_EQ(r.warmup_iterations, 3);
+  EXPECT_EQ(runs, syncs);  // every run is synchronised before the clock stops
+  EXPECT_EQ(static_cast<int>(r.samples_seconds.size()) + 3, runs);
+  EXPECT_GE(r.summary.n, 10u);
+  EXPECT_GE(r.summary.median, 2e-4);
+  EXPECT_TRUE(r.reached_target);
+  EXPECT_EQ(r.verdict, Verdict::kOk) << (r.reasons.empty() ? "" : r.reasons[0]);
+}
+
+TEST(TimingTest, WarmUpAlsoHonoursItsTime) {
+  TimingOptions o = quick();
+  o.warmup_iterations = 1;
+  o.warmup_seconds = 0.05;
+  const TimingResult r = time_until_stable({[] { spin_for(1e-3); }, [] {}}, o);
+  EXPECT_GE(r.warmup_seconds, 0.05);
+  EXPECT_GE(r.warmup_iterations, 40);
+}
+
+TEST(TimingTest, NoisyWorkIsMistrustedWhenTheBudgetRunsOut) {
+  int i = 0;
+  TimingOptions o = quick();
+  o.target_relative_ci = 0.001;
+  o.budget_seconds = 0.2;
+  const TimingResult r = time_until_stable({[&] { spin_for((++i % 2) ? 1e-4 : 9e-4); }, [] {}}, o);
+  EXPECT_FALSE(r.reached_target);
+  EXPECT_EQ(r.verdict, Verdict::kMistrusted);
+  ASSERT_FALSE(r.reasons.empty());
+  EXPECT_THAT(r.reasons[0], HasSubstr("too noisy"));
+  EXPECT_LT(r.sampling_seconds, 0.5);
+}
+
+TEST(TimingTest, TooShortForTheClock) {
+  TimingOptions o = quick();
+  o.min_clock_ticks = 1e9;  // nothing this test can run is a billion ticks long
+  const TimingResult r = time_until_stable({[] {}, [] {}}, o);
+  EXPECT_EQ(r.verdict, Verdict::kMistrusted);
+  EXPECT_THAT(r.reasons.back(), HasSubstr("too short for the clock"));
+}
+
+TEST(TimingTest, FasterThanTheRooflineMeansTheSpecIsWrong) {
+  TimingResult r = time_until_stable({[] { spin_for(1e-4); }, [] {}}, quick());
+  check_against_roofline(r, 1.0);
+  EXPECT_EQ(r.verdict, Verdict::kMistrusted);
+  EXPECT_THAT(r.reasons.back(), HasSubstr("faster than the roofline allows"));
+  TimingResult fine = time_until_stable({[] { spin_for(1e-4); }, [] {}}, quick());
+  check_against_roofline(fine, 1e-6);
+  EXPECT_EQ(fine.verdict, Verdict::kOk);
+}
+
+TEST(TimingTest, ClockResolutionIsPositiveAndSmall) {
+  const double res = steady_clock_resolution_seconds();
+  EXPECT_GT(res, 0);
+  EXPECT_LT(res, 1e-3);
+}
+
+TEST(TimingTest, BadOptionsAreRejected) {
+  TimingOptions o = quick();
+  o.min_samples = 0;
+  EXPECT_THROW(time_until_stable({[] {}, [] {}}, o), Error);
+}
+
+}  // namespace
+}  // namespace neuralcost
