@@ -1,0 +1,37 @@
+// Facts about the machine and process that belong in every benchmark contract, and the ones
+// that distort measurements: allocator churn (page faults per iteration), a forced OpenBLAS
+// core type, thread oversubscription.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace neuralcost {
+
+struct EnvironmentFacts {
+  std::string cpu_model;       ///< from /proc/cpuinfo ("unknown" when unreadable)
+  int logical_cpus = 0;        ///< CPUs this process may run on
+  bool virtual_machine = false;  ///< the "hypervisor" CPU flag
+  /// Environment variables that change how numeric libraries behave, as set ("" = unset).
+  std::map<std::string, std::string> variables;
+  std::vector<std::string> warnings;  ///< facts that distort measurements, one sentence each
+};
+
+/// Reads /proc/cpuinfo, the affinity mask and the environment. Never throws: what cannot be
+/// read is reported as unknown.
+EnvironmentFacts detect_environment();
+
+/// Page faults (minor + major, getrusage) per call of `work`, averaged over `iterations`.
+double page_faults_per_iteration(const std::function<void()>& work, int iterations);
+
+/// Adds a warning when `faults_per_iteration` shows allocator churn (fresh pages touched on
+/// every run: first-touch faults cost microseconds each and can dominate a forward pass).
+void check_page_faults(EnvironmentFacts& facts, double faults_per_iteration);
+
+/// Adds a warning when the threads the libraries will start exceed the CPUs.
+void check_oversubscription(EnvironmentFacts& facts, int intra_op_threads, int blas_threads);
+
+}  // namespace neuralcost

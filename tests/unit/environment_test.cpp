@@ -1,0 +1,61 @@
+// Environment facts: detection never fails, and the distortion checks fire on their cue.
+#include "neuralcost/measure/environment.hpp"
+
+#include <sys/mman.h>
+
+#include <cstdlib>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+namespace neuralcost {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(EnvironmentTest, DetectsCpusAndRecordsVariables) {
+  const EnvironmentFacts f = detect_environment();
+  EXPECT_GE(f.logical_cpus, 1);
+  EXPECT_FALSE(f.cpu_model.empty());
+  EXPECT_TRUE(f.variables.count("OPENBLAS_CORETYPE"));
+  EXPECT_TRUE(f.variables.count("OMP_NUM_THREADS"));
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  if (coretype != nullptr && *coretype != '\0') {
+    EXPECT_THAT(f.warnings, ::testing::Contains(HasSubstr("OPENBLAS_CORETYPE")));
+  }
+}
+
+TEST(EnvironmentTest, CountsPageFaultsOfFreshMemory) {
+  // a fresh anonymous mapping faults once per page touched: 64 pages, 64 faults per call
+  const double faults = page_faults_per_iteration(
+      [] {
+        const std::size_t bytes = 64 * 4096;
+        void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(p, MAP_FAILED);
+        for (std::size_t i = 0; i < bytes; i += 4096) static_cast<volatile char*>(p)[i] = 1;
+        munmap(p, bytes);
+      },
+      5);
+  EXPECT_GE(faults, 64.0);
+  EXPECT_LT(faults, 80.0);
+  EnvironmentFacts f;
+  check_page_faults(f, faults);
+  EXPECT_THAT(f.warnings, ::testing::Contains(HasSubstr("allocator churn: 64 page faults per iteration")));
+  EnvironmentFacts quiet;
+  check_page_faults(quiet, page_faults_per_iteration([] {}, 5));
+  EXPECT_TRUE(quiet.warnings.empty());
+}
+
+TEST(EnvironmentTest, OversubscriptionNeedsMoreThreadsThanCpus) {
+  EnvironmentFacts f;
+  f.logical_cpus = 2;
+  check_oversubscription(f, 2, 2);
+  EXPECT_THAT(f.warnings, ::testing::Contains(HasSubstr("2 intra-op threads x 2 BLAS threads on 2 CPUs")));
+  EnvironmentFacts fine;
+  fine.logical_cpus = 2;
+  check_oversubscription(fine, 1, 2);
+  EXPECT_TRUE(fine.warnings.empty());
+}
+
+}  // namespace
+}  // namespace neuralcost
