@@ -169,7 +169,8 @@ std::vector<ParameterDesc> OpGraph::unique_parameters() const {
       auto [it, inserted] = index.emplace(p.id, params.size());
       if (inserted) {
         params.push_back(p);
-      } else if (params[it->second].shape != p.shape || params[it->second].dtype != p.dtype) {
+      } else if (params[it->second].elements() != p.elements() || params[it->second].dtype != p.dtype) {
+        // the same weight may be seen through a view (W and its transpose): same size and type
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("op '{}': parameter '{}' is {} {} here but {} {} elsewhere",
                                 op.name, p.id, shape_string(p.shape), dtype_name(p.dtype),

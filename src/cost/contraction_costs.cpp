@@ -107,6 +107,8 @@ void cost_matmul(const OpRecord& op, OpCost& cost) {
                             shape_string(operand(op, 1))));
   }
   add_contraction(cost, product({2, batches, dim(m), dim(n), dim(k)}));
+  // a third operand is added to the product (addmm's bias, ONNX Gemm's C): 1 FLOP per output
+  if (op.inputs.size() + op.parameters.size() > 2) add_flops(cost, expected);
 }
 
 void cost_linear(const OpRecord& op, OpCost& cost) {

@@ -66,7 +66,9 @@ void cost_elementwise(const OpRecord& op, OpCost& cost) {
   const std::string function = op.attributes.get_string("function", "");
   const TensorDesc& y = output(op, 0, "y");
   const std::size_t operands = op.inputs.size() + op.parameters.size();
-  const std::size_t needed = op.kind == OpKind::kBinary ? 2 : 1;
+  // a binary op with a scalar (x * 0.5) has one tensor operand: attribute scalar_operand
+  const std::size_t needed =
+      op.kind == OpKind::kBinary && !op.attributes.get_bool("scalar_operand", false) ? 2 : 1;
   if (operands < needed) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("'{}' needs {} operand(s), got {}", function, needed, operands));

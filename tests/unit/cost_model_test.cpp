@@ -173,6 +173,20 @@ TEST(CostModelTest, BinaryBroadcastsAndCountsOutputElements) {
                Error);
 }
 
+TEST(CostModelTest, BinaryWithAScalarHasOneTensorOperand) {
+  OpRecord r = with(op("half", OpKind::kBinary, {t("x", {10})}, {t("y", {10})}), "function", std::string("mul"));
+  EXPECT_THROW(cost_of(r), Error);
+  r.attributes.set("scalar_operand", true);
+  EXPECT_EQ(cost_of(r).flops, 10u);
+}
+
+TEST(CostModelTest, MatMulWithAddendCountsOneAddPerOutput) {
+  // addmm(bias, x, Wt) as operands A, B, C: [4,8] x [8,3] + [3]
+  const OpCost c = cost_of(op("addmm", OpKind::kMatMul, {t("x", {4, 8})}, {t("y", {4, 3})}, {p("wt", {8, 3}), p("b", {3})}));
+  EXPECT_EQ(c.contraction_flops, 2u * 4 * 8 * 3);
+  EXPECT_EQ(c.flops, 2u * 4 * 8 * 3 + 12);
+}
+
 TEST(CostModelTest, SameTensorReadTwiceIsReadOnce) {
   const OpCost c = cost_of(with(op("sq", OpKind::kBinary, {t("x", {100}), t("x", {100})}, {t("y", {100})}),
                                 "function", std::string("mul")));

@@ -42,8 +42,9 @@ class OpGraph {
   /// Tensors read but produced by no op, in first-use order.
   std::vector<TensorDesc> inputs() const;
 
-  /// Every distinct parameter (by id) in first-use order. Throws kInvalidArgument if two ops
-  /// use the same id with different shapes or dtypes.
+  /// Every distinct parameter (by id) in first-use order, as first seen. Ops may see one weight
+  /// through different views (W, Wᵀ); throws kInvalidArgument if two uses of an id differ in
+  /// element count or dtype.
   std::vector<ParameterDesc> unique_parameters() const;
 
  private:

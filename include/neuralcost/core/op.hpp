@@ -18,7 +18,7 @@ namespace neuralcost {
 /// Op families the cost model knows. kUnknown is an op the importer saw but nobody models:
 /// it is reported as unmodeled, never costed as zero.
 enum class OpKind {
-  kMatMul,          ///< batched, broadcasting A[..,M,K] x B[..,K,N] (attrs transpose_a/b)
+  kMatMul,          ///< batched, broadcasting A[..,M,K] x B[..,K,N] (+ C) (attrs transpose_a/b)
   kLinear,          ///< x[..,in] x W[out,in]^T (+ bias); weight and bias are parameters
   kConv,            ///< 1-D/2-D/3-D convolution: stride, dilation, padding, groups
   kConvTranspose,   ///< transposed convolution, same attributes
