@@ -4,6 +4,9 @@
 #include <fmt/format.h>
 
 #include "importers/reference/reference_importer.hpp"
+#ifdef NEURALCOST_WITH_LIBTORCH
+#include "backends/libtorch/libtorch_backend.hpp"
+#endif
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost {
@@ -15,8 +18,22 @@ const std::vector<const Importer*>& importers() {
 }
 
 const std::vector<const Backend*>& backends() {
-  static const std::vector<const Backend*> all = {};
+  static const std::vector<const Backend*> all = {
+#ifdef NEURALCOST_WITH_LIBTORCH
+      &libtorch_backend(),
+#endif
+  };
   return all;
+}
+
+const Backend& backend_named(const std::string& name) {
+  std::string known;
+  for (const Backend* b : backends()) {
+    if (b->name() == name) return *b;
+    known += (known.empty() ? "" : ", ") + std::string(b->name());
+  }
+  throw Error(ErrorCode::kNotFound,
+              fmt::format("unknown backend '{}'; built in: {}", name, known.empty() ? "none" : known));
 }
 
 const Importer& importer_for(const ModelRequest& request) {

@@ -25,6 +25,15 @@ struct ModelRequest {
   std::int64_t width = 128;
   std::int64_t depth = 2;
   DType dtype = DType::kFp32;
+  std::vector<Shape> input_shapes;  ///< for model files: one shape per input
+  int threads = 0;                  ///< intra-op threads for backends; 0 = the library's default
+};
+
+/// Per-layer times from a backend's profiler over several runs of one model.
+struct LayerTiming {
+  std::vector<std::string> event_names;        ///< top-level framework ops, in execution order
+  std::vector<std::vector<double>> seconds;    ///< [event][run]
+  std::vector<double> wall_seconds;            ///< [run]: the whole profiled forward pass
 };
 
 class Importer {
@@ -42,11 +51,20 @@ class Importer {
 class PreparedModel {
  public:
   virtual ~PreparedModel() = default;
-  /// One forward pass; returns once its results are ready (the backend's synchronisation).
+  /// One forward pass (its work may still be in flight on an accelerator).
   virtual void run() = 0;
-  /// The ops that actually ran, with their shapes, as an op graph.
-  virtual OpGraph captured_graph() const = 0;
-  /// (optional) Facts that belong in a benchmark contract: versions, thread counts, devices.
+  /// (optional) Waits until the work of run() is done; a no-op on the CPU.
+  virtual void synchronize() {}
+  /// Runs once while recording the ops that execute, and returns them with their shapes as an
+  /// op graph. Each record has an integer attribute "event": the index of the framework op
+  /// it came from, as counted in profile_layers().
+  virtual OpGraph captured_graph() = 0;
+  /// (optional) Runs `runs` times under the framework's profiler: per-op and whole-pass times.
+  virtual LayerTiming profile_layers(int runs) {
+    (void)runs;
+    return {};
+  }
+  /// (optional) Facts that belong in a benchmark contract: versions, thread counts, BLAS.
   virtual std::map<std::string, std::string> environment() const { return {}; }
 };
 
@@ -57,15 +75,19 @@ class Backend {
   virtual std::string_view description() const = 0;
   /// Empty when the backend can run on this machine, otherwise why it cannot.
   virtual std::optional<std::string> unavailable_reason() const = 0;
-  /// Loads or builds the model in `mode` ("eager", "compiled", ...).
+  /// The modes prepare() accepts, the default first ("eager", "compiled", ...).
+  virtual std::vector<std::string> modes() const = 0;
+  /// Loads or builds the model in `mode`. Throws neuralcost::Error naming the file or option.
   virtual std::unique_ptr<PreparedModel> prepare(const ModelRequest& request,
                                                  const std::string& mode) const = 0;
 };
 
 /// Every importer, in the order they are asked whether they accept a model.
 const std::vector<const Importer*>& importers();
-/// Every backend built into this binary (none yet: timing real runs comes with LibTorch).
+/// Every backend built into this binary.
 const std::vector<const Backend*>& backends();
+/// The backend named `name`; kNotFound listing the built-in ones otherwise.
+const Backend& backend_named(const std::string& name);
 /// The first importer that accepts the request; kNotFound listing what is accepted otherwise.
 const Importer& importer_for(const ModelRequest& request);
 

@@ -1,0 +1,462 @@
+// Maps top-level ATen calls to op records (see captured_op.hpp). Argument positions follow
+// the ATen schemas of LibTorch 1.13 (native_functions.yaml); each handler names its schema.
+#include <functional>
+#include <map>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "backends/libtorch/captured_op.hpp"
+
+namespace neuralcost::libtorch {
+namespace {
+
+using Kind = CapturedValue::Kind;
+
+TensorDesc desc(const CapturedTensor& t) { return {t.name, t.shape, t.dtype}; }
+ParameterDesc param(const CapturedTensor& t) { return {t.name, t.shape, t.dtype, true}; }
+
+const CapturedTensor* tensor_at(const CapturedOp& call, std::size_t i) {
+  if (i >= call.inputs.size() || call.inputs[i].kind != Kind::kTensor) return nullptr;
+  return &call.inputs[i].tensors.front();
+}
+
+std::vector<std::int64_t> ints_at(const CapturedOp& call, std::size_t i) {
+  if (i < call.inputs.size()) {
+    if (call.inputs[i].kind == Kind::kInts) return call.inputs[i].ints;
+    if (call.inputs[i].kind == Kind::kInt) return {call.inputs[i].i};
+  }
+  return {};
+}
+
+std::int64_t int_at(const CapturedOp& call, std::size_t i, std::int64_t fallback) {
+  return i < call.inputs.size() && call.inputs[i].kind == Kind::kInt ? call.inputs[i].i : fallback;
+}
+
+bool bool_at(const CapturedOp& call, std::size_t i, bool fallback) {
+  return i < call.inputs.size() && call.inputs[i].kind == Kind::kBool ? call.inputs[i].b : fallback;
+}
+
+/// A record with the call's tensors: activations as inputs (in argument order), weights and
+/// constants as parameters, every tensor output as an output.
+OpRecord record(const CapturedOp& call, OpKind kind) {
+  OpRecord r;
+  r.kind = kind;
+  r.source_type = call.name;
+  for (const CapturedValue& v : call.inputs) {
+    for (const CapturedTensor& t : v.tensors) {
+      if (t.parameter) {
+        r.parameters.push_back(param(t));
+      } else {
+        r.inputs.push_back(desc(t));
+      }
+    }
+  }
+  for (const CapturedValue& v : call.outputs) {
+    for (const CapturedTensor& t : v.tensors) r.outputs.push_back(desc(t));
+  }
+  return r;
+}
+
+/// Like record(), but only the tensors at `positions`, in that order (operand order matters
+/// for products). Trailing weights become parameters; a weight followed by an activation
+/// stays an input so that the operands keep their order.
+OpRecord record_of(const CapturedOp& call, OpKind kind, std::initializer_list<std::size_t> positions) {
+  std::vector<CapturedTensor> operands;
+  for (std::size_t i : positions) {
+    if (i < call.inputs.size()) {
+      for (const CapturedTensor& t : call.inputs[i].tensors) operands.push_back(t);
+    }
+  }
+  std::size_t first_param = operands.size();
+  while (first_param > 0 && operands[first_param - 1].parameter) --first_param;
+  OpRecord r;
+  r.kind = kind;
+  r.source_type = call.name;
+  for (std::size_t i = 0; i < operands.size(); ++i) {
+    if (i >= first_param) {
+      r.parameters.push_back(param(operands[i]));
+    } else {
+      r.inputs.push_back(desc(operands[i]));
+    }
+  }
+  for (const CapturedValue& v : call.outputs) {
+    for (const CapturedTensor& t : v.tensors) r.outputs.push_back(desc(t));
+  }
+  return r;
+}
+
+using Handler = std::function<std::vector<OpRecord>(const CapturedOp&)>;
+
+std::vector<OpRecord> one(OpRecord r) { return {std::move(r)}; }
+
+Handler function_of(OpKind kind, std::string function) {
+  return [kind, function](const CapturedOp& call) {
+    OpRecord r = record(call, kind);
+    r.attributes.set("function", function);
+    if (kind == OpKind::kBinary && r.inputs.size() + r.parameters.size() < 2) r.attributes.set("scalar_operand", true);
+    return one(std::move(r));
+  };
+}
+
+Handler view() {
+  return [](const CapturedOp& call) -> std::vector<OpRecord> {
+    OpRecord r = record(call, OpKind::kReshape);
+    if (r.inputs.empty() || r.outputs.empty()) return {};  // a view of a weight is still that weight
+    r.parameters.clear();
+    return one(std::move(r));
+  };
+}
+
+Handler conv(std::size_t stride, std::size_t padding, std::size_t dilation, std::size_t groups,
+             std::optional<std::size_t> transposed, std::optional<std::size_t> output_padding) {
+  return [=](const CapturedOp& call) {
+    const bool is_transposed = transposed && bool_at(call, *transposed, false);
+    OpRecord r = record_of(call, is_transposed ? OpKind::kConvTranspose : OpKind::kConv, {0, 1, 2});
+    if (call.inputs.size() > padding && call.inputs[padding].kind != Kind::kInts &&
+        call.inputs[padding].kind != Kind::kInt) {
+      OpRecord u = record(call, OpKind::kUnknown);
+      u.attributes.set("reason", std::string("string padding ('same'/'valid') is not mapped"));
+      return one(std::move(u));
+    }
+    r.attributes.set("stride", ints_at(call, stride));
+    r.attributes.set("padding", ints_at(call, padding));
+    r.attributes.set("dilation", ints_at(call, dilation));
+    r.attributes.set("groups", int_at(call, groups, 1));
+    if (output_padding) r.attributes.set("output_padding", ints_at(call, *output_padding));
+    return one(std::move(r));
+  };
+}
+
+Handler pool(OpKind kind, bool has_dilation) {
+  // max_pool2d(self, kernel_size, stride, padding, dilation, ceil_mode)
+  // avg_pool2d(self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+  return [=](const CapturedOp& call) {
+    OpRecord r = record(call, kind);
+    r.outputs.resize(1);  // max_pool2d_with_indices also returns indices: not part of the pool's work
+    r.attributes.set("kernel", ints_at(call, 1));
+    const auto stride = ints_at(call, 2);
+    if (!stride.empty()) r.attributes.set("stride", stride);
+    r.attributes.set("padding", ints_at(call, 3).empty() ? std::vector<std::int64_t>{0} : ints_at(call, 3));
+    if (has_dilation) r.attributes.set("dilation", ints_at(call, 4).empty() ? std::vector<std::int64_t>{1} : ints_at(call, 4));
+    r.attributes.set("ceil_mode", bool_at(call, has_dilation ? 5 : 4, false));
+    return one(std::move(r));
+  };
+}
+
+Handler adaptive(bool is_max) {
+  return [=](const CapturedOp& call) {
+    OpRecord r = record(call, is_max ? OpKind::kAdaptiveMaxPool : OpKind::kAdaptiveAvgPool);
+    r.outputs.resize(1);
+    bool global = true;
+    for (std::int64_t s : ints_at(call, 1)) global = global && s == 1;
+    if (global) r.kind = is_max ? OpKind::kGlobalMaxPool : OpKind::kGlobalAvgPool;
+    return one(std::move(r));
+  };
+}
+
+Handler recurrent(OpKind kind) {
+  // lstm(input, hx[], params[], has_biases, num_layers, dropout, train, bidirectional, batch_first)
+  // gru / rnn_tanh / rnn_relu: the same with hx a single tensor
+  return [=](const CapturedOp& call) {
+    OpRecord r = record(call, kind);
+    r.attributes.set("bias", bool_at(call, 3, true));
+    r.attributes.set("num_layers", int_at(call, 4, 1));
+    r.attributes.set("bidirectional", bool_at(call, 7, false));
+    r.attributes.set("batch_first", bool_at(call, 8, false));
+    if (call.name == "aten::rnn_relu") r.attributes.set("nonlinearity", std::string("relu"));
+    // hidden size from the state: hx is [layers * dirs, B, H]
+    if (call.inputs.size() > 1 && !call.inputs[1].tensors.empty() && call.inputs[1].tensors[0].shape.size() == 3) {
+      r.attributes.set("hidden_size", call.inputs[1].tensors[0].shape[2]);
+    }
+    // weights flow in through the params list; treat them all as parameters
+    for (const CapturedTensor& t : call.inputs.size() > 2 ? call.inputs[2].tensors : std::vector<CapturedTensor>{}) {
+      if (!t.parameter) {
+        std::erase_if(r.inputs, [&](const TensorDesc& d) { return d.name == t.name; });
+        r.parameters.push_back(param(t));
+      }
+    }
+    return one(std::move(r));
+  };
+}
+
+/// Helpers for decomposing fused transformer ops into the records they compute.
+struct Decomposer {
+  const CapturedOp& call;
+  std::vector<OpRecord> records;
+  int next = 0;
+
+  TensorDesc fresh(const Shape& shape, DType dtype) { return {fmt::format("{}.t{}", call.name, next++), shape, dtype}; }
+  const CapturedTensor* t(std::size_t i) const { return tensor_at(call, i); }
+
+  TensorDesc linear(const std::string& part, const TensorDesc& x, const CapturedTensor* w, const CapturedTensor* b) {
+    OpRecord r{part, OpKind::kLinear, call.name, {x}, {}, {}, {}, {}};
+    Shape y = x.shape;
+    y.back() = w->shape[0];
+    r.outputs = {fresh(y, x.dtype)};
+    r.parameters = {param(*w)};
+    if (b) r.parameters.push_back(param(*b));
+    records.push_back(r);
+    return r.outputs[0];
+  }
+  TensorDesc attention(const TensorDesc& qkv, std::int64_t heads, bool batch_first) {
+    // qkv packed [B, L, 3E] (batch first) -> q, k, v [B, H, L, E/H]
+    const std::int64_t b = batch_first ? qkv.shape[0] : qkv.shape[1], l = batch_first ? qkv.shape[1] : qkv.shape[0];
+    const std::int64_t e = qkv.shape[2] / 3;
+    const Shape s{b, heads, l, e / heads};
+    OpRecord split{"split_heads", OpKind::kSplit, call.name, {qkv}, {fresh(s, qkv.dtype), fresh(s, qkv.dtype), fresh(s, qkv.dtype)}, {}, {}, {}};
+    split.attributes.set("materializes", false);
+    records.push_back(split);
+    OpRecord att{"attention", OpKind::kAttention, call.name, split.outputs, {fresh(s, qkv.dtype)}, {}, {}, {}};
+    records.push_back(att);
+    OpRecord merge{"merge_heads", OpKind::kTranspose, call.name, att.outputs, {fresh(qkv.shape, qkv.dtype)}, {}, {}, {}};
+    merge.outputs[0].shape.back() = e;
+    merge.attributes.set("materializes", false);
+    records.push_back(merge);
+    return merge.outputs[0];
+  }
+  TensorDesc add(const TensorDesc& a, const TensorDesc& b, const std::string& part) {
+    OpRecord r{part, OpKind::kBinary, call.name, {a, b}, {fresh(a.shape, a.dtype)}, {}, {}, {}};
+    r.attributes.set("function", std::string("add"));
+    records.push_back(r);
+    return r.outputs[0];
+  }
+  TensorDesc norm(const TensorDesc& x, const CapturedTensor* w, const CapturedTensor* b, const std::string& part) {
+    OpRecord r{part, OpKind::kLayerNorm, call.name, {x}, {fresh(x.shape, x.dtype)}, {}, {}, {}};
+    if (w) r.parameters.push_back(param(*w));
+    if (b) r.parameters.push_back(param(*b));
+    records.push_back(r);
+    return r.outputs[0];
+  }
+  TensorDesc act(const TensorDesc& x, const std::string& function) {
+    OpRecord r{"activation", OpKind::kActivation, call.name, {x}, {fresh(x.shape, x.dtype)}, {}, {}, {}};
+    r.attributes.set("function", function);
+    records.push_back(r);
+    return r.outputs[0];
+  }
+  /// Renames the last record's output to the call's real output so edges stay connected.
+  void bind_output() {
+    if (records.empty() || call.outputs.empty() || call.outputs[0].tensors.empty()) return;
+    const std::string old = records.back().outputs[0].name;
+    records.back().outputs[0] = desc(call.outputs[0].tensors[0]);
+    for (OpRecord& r : records) {
+      for (TensorDesc& d : r.inputs) {
+        if (d.name == old) d = records.back().outputs[0];
+      }
+    }
+  }
+};
+
+std::vector<OpRecord> transformer_encoder_layer(const CapturedOp& call) {
+  // _transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight,
+  //   proj_bias, use_gelu, norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2,
+  //   norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask, mask_type)
+  Decomposer d{call, {}};
+  const CapturedTensor* src = d.t(0);
+  if (!src || !d.t(3) || !d.t(5) || !d.t(14) || !d.t(16)) return one(record(call, OpKind::kUnknown));
+  const bool gelu = bool_at(call, 7, false), norm_first = bool_at(call, 8, false);
+  const std::int64_t heads = int_at(call, 2, 1);
+  TensorDesc x = desc(*src);
+  TensorDesc h = norm_first ? d.norm(x, d.t(10), d.t(11), "norm1") : x;
+  TensorDesc a = d.linear("self_attn.out_proj", d.attention(d.linear("self_attn.in_proj", h, d.t(3), d.t(4)), heads, true), d.t(5), d.t(6));
+  x = d.add(x, a, "residual1");
+  if (!norm_first) x = d.norm(x, d.t(10), d.t(11), "norm1");
+  h = norm_first ? d.norm(x, d.t(12), d.t(13), "norm2") : x;
+  TensorDesc f = d.linear("linear2", d.act(d.linear("linear1", h, d.t(14), d.t(15)), gelu ? "gelu" : "relu"), d.t(16), d.t(17));
+  x = d.add(x, f, "residual2");
+  if (!norm_first) x = d.norm(x, d.t(12), d.t(13), "norm2");
+  d.bind_output();
+  return d.records;
+}
+
+std::vector<OpRecord> native_multi_head_attention(const CapturedOp& call) {
+  // _native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias,
+  //   proj_weight, proj_bias, mask, need_weights, average_attn_weights, mask_type)
+  Decomposer d{call, {}};
+  const CapturedTensor* q = d.t(0);
+  if (!q || !d.t(5) || !d.t(7) || q->shape.size() != 3) return one(record(call, OpKind::kUnknown));
+  TensorDesc a = d.attention(d.linear("in_proj", desc(*q), d.t(5), d.t(6)), int_at(call, 4, 1), true);
+  d.linear("out_proj", a, d.t(7), d.t(8));
+  d.bind_output();
+  return d.records;
+}
+
+const std::map<std::string, Handler>& handlers() {
+  static const std::map<std::string, Handler> table = [] {
+    std::map<std::string, Handler> h;
+    for (const char* v : {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view", "aten::flatten",
+                          "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::transpose", "aten::permute",
+                          "aten::expand", "aten::expand_as", "aten::detach", "aten::alias", "aten::select",
+                          "aten::slice", "aten::narrow", "aten::chunk", "aten::split", "aten::unbind",
+                          "aten::as_strided", "aten::unflatten", "aten::dropout", "aten::feature_dropout",
+                          "aten::lift_fresh", "aten::empty", "aten::empty_like", "aten::view_as", "aten::numpy_T"}) {
+      h[v] = view();
+    }
+    h["aten::contiguous"] = [](const CapturedOp& call) -> std::vector<OpRecord> {
+      const CapturedTensor* x = tensor_at(call, 0);
+      if (x && x->contiguous) return view()(call);
+      OpRecord r = record(call, OpKind::kUnary);
+      r.attributes.set("function", std::string("copy"));
+      return one(std::move(r));
+    };
+    for (const char* c : {"aten::clone", "aten::copy_", "aten::to", "aten::type_as"}) h[c] = function_of(OpKind::kUnary, "copy");
+    for (const char* c : {"aten::cat", "aten::stack", "aten::concat"}) h[c] = [](const CapturedOp& call) { return one(record(call, OpKind::kConcat)); };
+    for (const char* c : {"aten::matmul", "aten::mm", "aten::bmm"}) {
+      h[c] = [](const CapturedOp& call) { return one(record_of(call, OpKind::kMatMul, {0, 1})); };
+    }
+    // addmm(self, mat1, mat2, beta, alpha) = self + mat1 @ mat2; operands A, B, C
+    for (const char* c : {"aten::addmm", "aten::baddbmm"}) {
+      h[c] = [](const CapturedOp& call) { return one(record_of(call, OpKind::kMatMul, {1, 2, 0})); };
+    }
+    h["aten::linear"] = [](const CapturedOp& call) {  // linear(input, weight, bias)
+      const CapturedTensor* w = tensor_at(call, 1);
+      if (w && w->parameter) return one(record_of(call, OpKind::kLinear, {0, 1, 2}));
+      OpRecord r = record_of(call, OpKind::kMatMul, {0, 1, 2});
+      r.attributes.set("transpose_b", true);
+      return one(std::move(r));
+    };
+    // conv2d(input, weight, bias, stride, padding, dilation, groups)
+    for (const char* c : {"aten::conv1d", "aten::conv2d", "aten::conv3d"}) h[c] = conv(3, 4, 5, 6, std::nullopt, std::nullopt);
+    // convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
+    for (const char* c : {"aten::convolution", "aten::_convolution"}) h[c] = conv(3, 4, 5, 8, 6, 7);
+    // mkldnn_convolution(self, weight, bias, padding, stride, dilation, groups)
+    h["aten::mkldnn_convolution"] = conv(4, 3, 5, 6, std::nullopt, std::nullopt);
+    // conv_transpose2d(input, weight, bias, stride, padding, output_padding, groups, dilation)
+    for (const char* c : {"aten::conv_transpose1d", "aten::conv_transpose2d", "aten::conv_transpose3d"}) {
+      h[c] = [](const CapturedOp& call) {
+        OpRecord r = record_of(call, OpKind::kConvTranspose, {0, 1, 2});
+        r.attributes.set("stride", ints_at(call, 3));
+        r.attributes.set("padding", ints_at(call, 4));
+        r.attributes.set("output_padding", ints_at(call, 5));
+        r.attributes.set("groups", int_at(call, 6, 1));
+        r.attributes.set("dilation", ints_at(call, 7));
+        return one(std::move(r));
+      };
+    }
+    const std::map<std::string, std::string> activations = {
+        {"relu", "relu"}, {"relu_", "relu"}, {"tanh", "tanh"}, {"tanh_", "tanh"}, {"sigmoid", "sigmoid"},
+        {"sigmoid_", "sigmoid"}, {"silu", "silu"}, {"silu_", "silu"}, {"hardtanh", "hardtanh"},
+        {"hardtanh_", "hardtanh"}, {"leaky_relu", "leaky_relu"}, {"elu", "elu"}, {"hardswish", "hardswish"},
+        {"hardsigmoid", "hardsigmoid"}, {"softplus", "softplus"}, {"mish", "mish"}, {"relu6", "relu6"},
+        {"prelu", "prelu"}, {"selu", "selu"}, {"celu", "celu"}};
+    for (const auto& [op, f] : activations) h["aten::" + op] = function_of(OpKind::kActivation, f);
+    h["aten::gelu"] = [](const CapturedOp& call) {  // gelu(self, approximate = 'none' | 'tanh')
+      OpRecord r = record(call, OpKind::kActivation);
+      const bool tanh = call.inputs.size() > 1 && call.inputs[1].kind == Kind::kString && call.inputs[1].s == "tanh";
+      r.attributes.set("function", std::string(tanh ? "gelu_tanh" : "gelu"));
+      return one(std::move(r));
+    };
+    for (const char* f : {"exp", "log", "sqrt", "rsqrt", "neg", "abs", "reciprocal", "erf", "sin", "cos", "square"}) {
+      h[std::string("aten::") + f] = function_of(OpKind::kUnary, f);
+    }
+    const std::map<std::string, std::string> binaries = {
+        {"add", "add"}, {"add_", "add"}, {"sub", "sub"}, {"sub_", "sub"}, {"rsub", "sub"}, {"mul", "mul"},
+        {"mul_", "mul"}, {"div", "div"}, {"div_", "div"}, {"maximum", "max"}, {"minimum", "min"},
+        {"pow", "pow"}, {"eq", "equal"}, {"ne", "equal"}, {"lt", "less"}, {"gt", "greater"},
+        {"le", "less"}, {"ge", "greater"}, {"where", "where"}, {"masked_fill", "where"}};
+    for (const auto& [op, f] : binaries) h["aten::" + op] = function_of(OpKind::kBinary, f);
+    h["aten::equal"] = [](const CapturedOp& call) {  // whole-tensor comparison returning a bool
+      OpRecord r = record(call, OpKind::kCustom);
+      const CapturedTensor* a = tensor_at(call, 0);
+      std::int64_t n = 1;
+      for (std::int64_t d : a ? a->shape : Shape{}) n *= d;
+      r.attributes.set("flops", n);
+      return one(std::move(r));
+    };
+    for (const char* c : {"aten::zeros", "aten::ones", "aten::full", "aten::zeros_like", "aten::ones_like",
+                          "aten::full_like", "aten::fill_", "aten::zero_"}) {
+      h[c] = [](const CapturedOp& call) {  // writes its output, computes nothing
+        OpRecord r = record(call, OpKind::kCustom);
+        r.inputs.clear();
+        r.attributes.set("flops", std::int64_t{0});
+        return one(std::move(r));
+      };
+    }
+    // layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable)
+    for (const char* c : {"aten::layer_norm", "aten::native_layer_norm"}) {
+      h[c] = [](const CapturedOp& call) {
+        OpRecord r = record(call, OpKind::kLayerNorm);
+        r.outputs.resize(1);  // native_layer_norm's mean and rstd are by-products
+        r.attributes.set("normalized_dims", static_cast<std::int64_t>(ints_at(call, 1).size()));
+        return one(std::move(r));
+      };
+    }
+    // batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps, cudnn)
+    for (const char* c : {"aten::batch_norm", "aten::_batch_norm_impl_index", "aten::native_batch_norm"}) {
+      h[c] = [](const CapturedOp& call) {
+        OpRecord r = record(call, OpKind::kBatchNorm);
+        r.outputs.resize(1);
+        for (ParameterDesc& p : r.parameters) p.trainable = false;
+        for (std::size_t i : {1, 2}) {  // weight and bias are parameters; running stats are buffers
+          if (const CapturedTensor* t = tensor_at(call, i)) {
+            for (ParameterDesc& p : r.parameters) {
+              if (p.id == t->name) p.trainable = true;
+            }
+          }
+        }
+        r.attributes.set("affine", tensor_at(call, 1) != nullptr);
+        r.attributes.set("training", bool_at(call, 5, false));
+        return one(std::move(r));
+      };
+    }
+    for (const char* c : {"aten::softmax", "aten::_softmax"}) {
+      h[c] = [](const CapturedOp& call) {
+        OpRecord r = record(call, OpKind::kSoftmax);
+        r.attributes.set("axis", int_at(call, 1, -1));
+        return one(std::move(r));
+      };
+    }
+    for (const char* c : {"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::max_pool2d_with_indices"}) {
+      h[c] = pool(OpKind::kMaxPool, true);
+    }
+    for (const char* c : {"aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d"}) h[c] = pool(OpKind::kAvgPool, false);
+    for (const char* c : {"aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
+                          "aten::_adaptive_avg_pool2d"}) {
+      h[c] = adaptive(false);
+    }
+    for (const char* c : {"aten::adaptive_max_pool1d", "aten::adaptive_max_pool2d"}) h[c] = adaptive(true);
+    for (const auto& [op, f] : std::map<std::string, std::string>{
+             {"mean", "mean"}, {"sum", "sum"}, {"amax", "max"}, {"amin", "min"}, {"prod", "prod"}}) {
+      h["aten::" + op] = [f = f](const CapturedOp& call) {
+        OpRecord r = record(call, OpKind::kReduction);
+        r.attributes.set("function", f);
+        return one(std::move(r));
+      };
+    }
+    h["aten::embedding"] = [](const CapturedOp& call) {  // embedding(weight, indices, ...)
+      return one(record_of(call, OpKind::kEmbedding, {1, 0}));
+    };
+    h["aten::lstm"] = recurrent(OpKind::kLstm);
+    h["aten::gru"] = recurrent(OpKind::kGru);
+    h["aten::rnn_tanh"] = recurrent(OpKind::kRnn);
+    h["aten::rnn_relu"] = recurrent(OpKind::kRnn);
+    h["aten::_transformer_encoder_layer_fwd"] = transformer_encoder_layer;
+    h["aten::_native_multi_head_attention"] = native_multi_head_attention;
+    return h;
+  }();
+  return table;
+}
+
+}  // namespace
+
+OpGraph graph_from_captured(const std::vector<CapturedOp>& calls, const std::string& graph_name) {
+  OpGraph graph(graph_name);
+  for (std::size_t e = 0; e < calls.size(); ++e) {
+    const CapturedOp& call = calls[e];
+    // TorchScript builtins ("chunk") wrap the ATen op of the same name
+    auto it = handlers().find(call.name);
+    if (it == handlers().end() && call.name.find("::") == std::string::npos) it = handlers().find("aten::" + call.name);
+    std::vector<OpRecord> records = it != handlers().end() ? it->second(call) : one(record(call, OpKind::kUnknown));
+    for (std::size_t k = 0; k < records.size(); ++k) {
+      OpRecord& r = records[k];
+      const std::string base = fmt::format("{}:{}", e, call.name);
+      r.name = records.size() == 1 ? base : fmt::format("{}.{}", base, r.name.empty() ? std::to_string(k) : r.name);
+      r.attributes.set("event", static_cast<std::int64_t>(e));
+      graph.add(std::move(r));
+    }
+  }
+  graph.finalize();
+  return graph;
+}
+
+}  // namespace neuralcost::libtorch

@@ -1,0 +1,248 @@
+// The op observer and the per-op profiler (see capture.hpp).
+#include "backends/libtorch/capture.hpp"
+
+#include <ATen/record_function.h>
+#include <torch/csrc/autograd/profiler_legacy.h>
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost::libtorch {
+namespace {
+
+std::optional<DType> dtype_of(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Double: return DType::kFp64;
+    case c10::ScalarType::Float: return DType::kFp32;
+    case c10::ScalarType::Half: return DType::kFp16;
+    case c10::ScalarType::BFloat16: return DType::kBf16;
+    case c10::ScalarType::Char: case c10::ScalarType::QInt8: case c10::ScalarType::Byte:
+    case c10::ScalarType::QUInt8: return DType::kInt8;
+    case c10::ScalarType::Int: return DType::kInt32;
+    case c10::ScalarType::Long: return DType::kInt64;
+    case c10::ScalarType::Bool: return DType::kBool;
+    default: return std::nullopt;
+  }
+}
+
+bool is_view_op(const std::string& name) {
+  static const std::vector<std::string> views = {
+      "aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view", "aten::flatten",
+      "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::transpose", "aten::permute", "aten::expand",
+      "aten::detach", "aten::alias", "aten::select", "aten::slice", "aten::narrow", "aten::chunk",
+      "aten::split", "aten::unbind", "aten::as_strided", "aten::contiguous", "aten::view_as",
+      "aten::dropout", "aten::numpy_T"};
+  return std::find(views.begin(), views.end(), name) != views.end();
+}
+
+/// Names every tensor seen during one forward pass.
+class Namer {
+ public:
+  Namer(const std::vector<at::Tensor>& inputs, const ParameterNames& names) : param_names_(names) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      known_[inputs[i].unsafeGetTensorImpl()] = {fmt::format("input{}", i), false, key_of(inputs[i])};
+    }
+  }
+
+  CapturedTensor describe(const at::Tensor& t) {
+    CapturedTensor c;
+    auto it = known_.find(t.unsafeGetTensorImpl());
+    if (it != known_.end() && !it->second.matches(t)) {
+      // the address was reused by a tensor that no observed call produced
+      known_.erase(it);
+      it = known_.end();
+      ++unseen_producers_;
+    }
+    if (it == known_.end()) {
+      // neither a model input nor produced by a call: a weight or a frozen constant
+      const void* data = t.has_storage() ? t.data_ptr() : nullptr;
+      auto named = param_names_.find(data);
+      std::string name = named != param_names_.end() ? named->second : fmt::format("const{}", constants_++);
+      it = known_.emplace(t.unsafeGetTensorImpl(), Entry{name, true, key_of(t)}).first;
+    }
+    c.name = it->second.name;
+    c.parameter = it->second.parameter;
+    c.shape.assign(t.sizes().begin(), t.sizes().end());
+    c.dtype = dtype_of(t.scalar_type()).value_or(DType::kFp32);
+    c.contiguous = t.is_contiguous();
+    return c;
+  }
+
+  /// An output: a fresh edge name, or for a view of a weight the weight's own identity.
+  CapturedTensor produce(const at::Tensor& t, const std::string& op, const std::vector<CapturedTensor>& inputs) {
+    bool of_parameter = is_view_op(op) && !inputs.empty();
+    for (const CapturedTensor& in : inputs) of_parameter = of_parameter && in.parameter;
+    known_[t.unsafeGetTensorImpl()] = of_parameter ? Entry{inputs.front().name, true, key_of(t)}
+                                                   : Entry{fmt::format("%{}", produced_++), false, key_of(t)};
+    return describe(t);
+  }
+
+  /// Tensors consumed whose producer the observer never saw (a stale address).
+  int unseen_producers() const { return unseen_producers_; }
+
+ private:
+  /// What must still hold for a remembered address to be the same tensor.
+  struct Key {
+    const void* data = nullptr;
+    std::vector<std::int64_t> sizes;
+    bool operator==(const Key&) const = default;
+  };
+  static Key key_of(const at::Tensor& t) {
+    return {t.has_storage() ? t.data_ptr() : nullptr, std::vector<std::int64_t>(t.sizes().begin(), t.sizes().end())};
+  }
+  struct Entry {
+    std::string name;
+    bool parameter;
+    Key key;
+    bool matches(const at::Tensor& t) const { return key == key_of(t); }
+  };
+  int unseen_producers_ = 0;
+  std::unordered_map<const void*, Entry> known_;
+  const ParameterNames& param_names_;
+  int constants_ = 0;
+  int produced_ = 0;
+};
+
+CapturedValue convert(const c10::IValue& v, Namer& namer) {
+  CapturedValue out;
+  using K = CapturedValue::Kind;
+  if (v.isTensor()) {
+    if (!v.toTensor().defined()) {
+      out.kind = K::kNone;
+    } else {
+      out.kind = K::kTensor;
+      out.tensors.push_back(namer.describe(v.toTensor()));
+    }
+  } else if (v.isTensorList()) {
+    out.kind = K::kTensorList;
+    for (const at::Tensor& t : v.toTensorList().vec()) {
+      if (t.defined()) out.tensors.push_back(namer.describe(t));
+    }
+  } else if (v.isInt()) {
+    out.kind = K::kInt;
+    out.i = v.toInt();
+  } else if (v.isDouble()) {
+    out.kind = K::kDouble;
+    out.d = v.toDouble();
+  } else if (v.isBool()) {
+    out.kind = K::kBool;
+    out.b = v.toBool();
+  } else if (v.isIntList()) {
+    out.kind = K::kInts;
+    out.ints = v.toIntVector();
+  } else if (v.isString()) {
+    out.kind = K::kString;
+    out.s = v.toStringRef();
+  } else if (v.isNone()) {
+    out.kind = K::kNone;
+  }
+  return out;
+}
+
+struct CaptureState {
+  Namer* namer = nullptr;
+  std::vector<CapturedOp>* calls = nullptr;
+  int depth = 0;
+};
+thread_local CaptureState capture_state;
+
+std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
+  CaptureState& s = capture_state;
+  if (s.depth++ == 0 && s.calls) {
+    CapturedOp call;
+    call.name = fn.name();
+    for (const c10::IValue& v : fn.inputs()) call.inputs.push_back(convert(v, *s.namer));
+    s.calls->push_back(std::move(call));
+  }
+  return nullptr;
+}
+
+void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
+  CaptureState& s = capture_state;
+  if (--s.depth == 0 && s.calls && !s.calls->empty()) {
+    CapturedOp& call = s.calls->back();
+    std::vector<CapturedTensor> ins;
+    for (const CapturedValue& v : call.inputs) ins.insert(ins.end(), v.tensors.begin(), v.tensors.end());
+    for (const c10::IValue& v : fn.outputs()) {
+      CapturedValue out;
+      if (v.isTensor() && v.toTensor().defined()) {
+        out.kind = CapturedValue::Kind::kTensor;
+        out.tensors.push_back(s.namer->produce(v.toTensor(), call.name, ins));
+      } else if (v.isTensorList()) {
+        out.kind = CapturedValue::Kind::kTensorList;
+        for (const at::Tensor& t : v.toTensorList().vec()) out.tensors.push_back(s.namer->produce(t, call.name, ins));
+      } else {
+        out = convert(v, *s.namer);
+      }
+      call.outputs.push_back(std::move(out));
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<CapturedOp> capture_calls(const std::function<void()>& forward, const std::vector<at::Tensor>& inputs,
+                                      const ParameterNames& names) {
+  std::vector<CapturedOp> calls;
+  Namer namer(inputs, names);
+  capture_state = {&namer, &calls, 0};
+  auto handle = at::addThreadLocalCallback(
+      at::RecordFunctionCallback(on_enter, on_exit).needsInputs(true).needsOutputs(true).scopes(
+          {at::RecordScope::FUNCTION}));
+  try {
+    forward();
+  } catch (...) {
+    at::removeCallback(handle);
+    capture_state = {};
+    throw;
+  }
+  at::removeCallback(handle);
+  capture_state = {};
+  return calls;
+}
+
+LayerTiming profile_calls(const std::function<void()>& forward, int runs, const std::set<std::string>& op_names) {
+  namespace prof = torch::autograd::profiler;
+  LayerTiming timing;
+  for (int run = 0; run < runs; ++run) {
+    prof::enableProfilerLegacy(prof::ProfilerConfig(prof::ProfilerState::CPU, false, false));
+    const auto t0 = std::chrono::steady_clock::now();
+    forward();
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const prof::thread_event_lists lists = prof::disableProfilerLegacy();
+    // pair push/pop events of ATen ops on the calling thread; keep the outermost ones
+    std::vector<std::pair<std::string, double>> top;
+    for (const auto& list : lists) {
+      std::vector<const prof::LegacyEvent*> stack;
+      for (const prof::LegacyEvent& e : list) {
+        const std::string name = e.name();
+        if (e.kind() == prof::EventKind::PushRange && (op_names.count(name) || name.rfind("aten::", 0) == 0)) {
+          stack.push_back(&e);
+        } else if (e.kind() == prof::EventKind::PopRange && !stack.empty() &&
+                   e.handle() == stack.back()->handle()) {
+          const prof::LegacyEvent* start = stack.back();
+          stack.pop_back();
+          if (stack.empty()) top.emplace_back(start->name(), start->cpuElapsedUs(e) * 1e-6);
+        }
+      }
+      if (!top.empty()) break;  // the forward pass runs on one thread
+    }
+    if (run == 0) {
+      for (const auto& [name, seconds] : top) timing.event_names.push_back(name);
+      timing.seconds.resize(top.size());
+    } else if (top.size() != timing.event_names.size()) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("the model ran {} ops in one profiled pass and {} in another; per-layer "
+                              "times need the same ops every pass",
+                              timing.event_names.size(), top.size()));
+    }
+    for (std::size_t i = 0; i < top.size(); ++i) timing.seconds[i].push_back(top[i].second);
+    timing.wall_seconds.push_back(wall);
+  }
+  return timing;
+}
+
+}  // namespace neuralcost::libtorch

@@ -1,0 +1,32 @@
+// Recording what LibTorch executes: a RecordFunction observer that keeps the top-level ATen
+// calls of one forward pass with their arguments, and the legacy profiler for per-op times.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <ATen/ATen.h>
+
+#include "backends/libtorch/captured_op.hpp"
+#include "neuralcost/registry.hpp"
+
+namespace neuralcost::libtorch {
+
+/// Parameter names by data pointer, so captured weights carry their module names.
+using ParameterNames = std::unordered_map<const void*, std::string>;
+
+/// Runs `forward` once and returns its top-level ATen calls. `inputs` are the model inputs
+/// (named input0, input1, ...); tensors that are neither inputs nor produced by a call are
+/// parameters (weights, frozen constants), named from `names` when known.
+std::vector<CapturedOp> capture_calls(const std::function<void()>& forward,
+                                      const std::vector<at::Tensor>& inputs, const ParameterNames& names);
+
+/// Runs `forward` `runs` times under the legacy autograd profiler and returns the duration of
+/// every top-level call and of each whole pass. `op_names` are the names capture_calls()
+/// reported: profiler ranges with other names (TorchScript "forward", ...) are not ops.
+LayerTiming profile_calls(const std::function<void()>& forward, int runs, const std::set<std::string>& op_names);
+
+}  // namespace neuralcost::libtorch

@@ -1,0 +1,215 @@
+// The LibTorch backend (see libtorch_backend.hpp): eager torch::nn modules, TorchScript
+// (frozen and optimized for inference), and users' TorchScript files.
+#include "backends/libtorch/libtorch_backend.hpp"
+
+#include <dlfcn.h>
+#include <torch/csrc/jit/passes/freeze_module.h>
+#include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
+#include <torch/version.h>
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "backends/libtorch/capture.hpp"
+#include "backends/libtorch/reference_modules.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/models/reference.hpp"
+
+namespace neuralcost {
+namespace {
+
+using libtorch::ParameterNames;
+
+std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+/// A model ready to run: a forward function over fixed inputs.
+class TorchModel final : public PreparedModel {
+ public:
+  TorchModel(std::string name, std::function<at::Tensor(const std::vector<at::Tensor>&)> forward,
+             std::vector<at::Tensor> inputs, ParameterNames names, std::string origin)
+      : name_(std::move(name)), forward_(std::move(forward)), inputs_(std::move(inputs)),
+        names_(std::move(names)), origin_(std::move(origin)) {}
+
+  void run() override {
+    torch::NoGradGuard no_grad;
+    output_ = forward_(inputs_);
+  }
+
+  OpGraph captured_graph() override {
+    torch::NoGradGuard no_grad;
+    const auto calls = libtorch::capture_calls([this] { output_ = forward_(inputs_); }, inputs_, names_);
+    return libtorch::graph_from_captured(calls, name_);
+  }
+
+  LayerTiming profile_layers(int runs) override {
+    torch::NoGradGuard no_grad;
+    std::set<std::string> names;
+    for (const auto& call : libtorch::capture_calls([this] { output_ = forward_(inputs_); }, inputs_, names_)) {
+      names.insert(call.name);
+    }
+    return libtorch::profile_calls([this] { output_ = forward_(inputs_); }, runs, names);
+  }
+
+  std::map<std::string, std::string> environment() const override {
+    std::map<std::string, std::string> env;
+    env["libtorch_version"] = TORCH_VERSION;
+    env["intra_op_threads"] = std::to_string(at::get_num_threads());
+    env["inter_op_threads"] = std::to_string(at::get_num_interop_threads());
+    env["mkldnn"] = at::hasMKLDNN() ? "yes" : "no";
+    using GetThreads = int (*)();
+    if (auto f = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) {
+      env["openblas_threads"] = std::to_string(f());
+    }
+    env["model_origin"] = origin_;
+    if (origin_.find("TorchScript") != std::string::npos) {
+      env["compile_pipeline"] = "torch::jit::freeze + OptimizeFrozenGraph (optimize_for_inference without MKLDNN layout conversion)";
+    }
+    const std::string config = at::show_config();
+    const auto cap = config.find("CPU capability usage: ");
+    if (cap != std::string::npos) env["cpu_capability"] = first_line(config.substr(cap + 22));
+    return env;
+  }
+
+  const at::Tensor& output() const { return output_; }
+
+ private:
+  std::string name_;
+  std::function<at::Tensor(const std::vector<at::Tensor>&)> forward_;
+  std::vector<at::Tensor> inputs_;
+  ParameterNames names_;
+  std::string origin_;
+  at::Tensor output_;
+};
+
+ParameterNames names_of(const torch::nn::Module& net) {
+  ParameterNames names;
+  for (const auto& item : net.named_parameters()) names[item.value().data_ptr()] = item.key();
+  for (const auto& item : net.named_buffers()) names[item.value().data_ptr()] = item.key();
+  return names;
+}
+
+/// Compiled mode: freeze (weights become constants, attributes inlined), then the frozen-graph
+/// optimisations of optimize_for_inference (conv/batch-norm and linear folding, dropout
+/// removal, constant propagation). optimize_for_inference's last step, the MKLDNN layout
+/// conversion, is left out: its prim::mkldnn_* ops run outside the RecordFunction observer,
+/// so the ops that ran could not be counted.
+torch::jit::Module compile(const torch::jit::Module& scripted) {
+  torch::jit::Module frozen = torch::jit::freeze(scripted);
+  for (const torch::jit::Method& method : frozen.get_methods()) {
+    std::shared_ptr<torch::jit::Graph> graph = method.graph();
+    torch::jit::OptimizeFrozenGraph(graph, true);
+  }
+  return frozen;
+}
+
+at::Tensor run_script(torch::jit::Module& m, const std::vector<at::Tensor>& inputs) {
+  std::vector<c10::IValue> args(inputs.begin(), inputs.end());
+  c10::IValue out = m.forward(args);
+  if (out.isTensor()) return out.toTensor();
+  if (out.isTuple() && !out.toTupleRef().elements().empty() && out.toTupleRef().elements()[0].isTensor()) {
+    return out.toTupleRef().elements()[0].toTensor();
+  }
+  return at::Tensor();
+}
+
+std::unique_ptr<PreparedModel> prepare_reference(const ModelRequest& request, const std::string& mode) {
+  auto net = libtorch::make_reference_net(request);
+  std::vector<at::Tensor> inputs = {libtorch::reference_input(request)};
+  const std::string name = fmt::format("{} ({}, libtorch)", request.model, mode);
+  if (mode == "eager") {
+    return std::make_unique<TorchModel>(
+        name, [net](const std::vector<at::Tensor>& in) { return net->forward(in[0]); }, std::move(inputs),
+        names_of(*net), "torch::nn module");
+  }
+  auto compiled = std::make_shared<torch::jit::Module>(compile(libtorch::script_reference_net(*net)));
+  return std::make_unique<TorchModel>(
+      name, [compiled, net](const std::vector<at::Tensor>& in) { return run_script(*compiled, in); },
+      std::move(inputs), names_of(*net), "TorchScript (scripted from the torch::nn module), frozen and optimized");
+}
+
+std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const std::string& mode) {
+  const std::string& path = request.model;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) {
+    throw Error(ErrorCode::kNotFound, fmt::format("cannot open TorchScript file '{}'", path));
+  }
+  if (request.input_shapes.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: a TorchScript file needs --input-shape (e.g. 32x3x32x32), once per input", path));
+  }
+  auto module = std::make_shared<torch::jit::Module>();
+  try {
+    *module = torch::jit::load(path);
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::kDataLoss, fmt::format("{}: not a loadable TorchScript file: {}", path, first_line(e.what())));
+  }
+  module->eval();
+  ParameterNames names;
+  for (const auto& item : module->named_parameters()) names[item.value.data_ptr()] = item.name;
+  for (const auto& item : module->named_buffers()) names[item.value.data_ptr()] = item.name;
+  if (mode == "compiled") {
+    try {
+      *module = compile(*module);
+    } catch (const std::exception& e) {
+      throw Error(ErrorCode::kUnimplemented, fmt::format("{}: cannot freeze and optimize: {}", path, first_line(e.what())));
+    }
+  }
+  std::vector<at::Tensor> inputs;
+  torch::manual_seed(1);
+  for (const Shape& s : request.input_shapes) inputs.push_back(torch::randn(s));
+  auto model = std::make_unique<TorchModel>(
+      fmt::format("{} ({}, libtorch)", std::filesystem::path(path).filename().string(), mode),
+      [module](const std::vector<at::Tensor>& in) { return run_script(*module, in); }, std::move(inputs),
+      std::move(names), fmt::format("TorchScript file {}", path));
+  try {
+    model->run();  // fails here, with the framework's reason, when the input shapes are wrong
+  } catch (const std::exception& e) {
+    std::string shapes;
+    for (const Shape& s : request.input_shapes) shapes += (shapes.empty() ? "" : ", ") + shape_string(s);
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: forward failed for input shape(s) {}: {}", path, shapes, first_line(e.what())));
+  }
+  return model;
+}
+
+class LibTorchBackend final : public Backend {
+ public:
+  std::string_view name() const override { return "libtorch"; }
+  std::string_view description() const override {
+    return "PyTorch's C++ runtime (LibTorch " TORCH_VERSION "): eager torch::nn, compiled TorchScript";
+  }
+  std::optional<std::string> unavailable_reason() const override { return std::nullopt; }
+  std::vector<std::string> modes() const override { return {"eager", "compiled"}; }
+
+  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode) const override {
+    if (mode != "eager" && mode != "compiled") {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("libtorch: unknown mode '{}' (modes: eager, compiled)", mode));
+    }
+    if (request.dtype != DType::kFp32 && request.dtype != DType::kFp64) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("libtorch: dtype {} is not supported (fp32, fp64)", dtype_name(request.dtype)));
+    }
+    if (request.threads > 0) at::set_num_threads(request.threads);
+    const auto& names = reference_model_names();
+    try {
+      if (std::find(names.begin(), names.end(), request.model) != names.end()) {
+        return prepare_reference(request, mode);
+      }
+      return prepare_file(request, mode);
+    } catch (const c10::Error& e) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("libtorch: {}: {}", request.model, first_line(e.what_without_backtrace())));
+    }
+  }
+};
+
+}  // namespace
+
+const Backend& libtorch_backend() {
+  static const LibTorchBackend backend;
+  return backend;
+}
+
+}  // namespace neuralcost

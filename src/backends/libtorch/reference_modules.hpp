@@ -1,0 +1,35 @@
+// The five reference networks of shared/reference-models.md in torch::nn (eager mode), and
+// the same networks as TorchScript sharing the same weights (compiled mode).
+#pragma once
+
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "neuralcost/registry.hpp"
+
+namespace neuralcost::libtorch {
+
+/// A reference network: a torch::nn module with one input and one output.
+class ReferenceNet : public torch::nn::Module {
+ public:
+  virtual at::Tensor forward(const at::Tensor& x) = 0;
+  /// TorchScript source of the same computation; parameters are attributes named by
+  /// script_name(parameter name).
+  virtual std::string script_source() const = 0;
+};
+
+/// Builds the network of `request` (model ff|cnn|rnn|lstm|transformer, batch, seq, width,
+/// depth) with random weights from a fixed seed, in eval mode. kInvalidArgument for bad sizes.
+std::shared_ptr<ReferenceNet> make_reference_net(const ModelRequest& request);
+
+/// The network's input for `request`: [B,784], [B,3,32,32] or [B,T,width].
+at::Tensor reference_input(const ModelRequest& request);
+
+/// "encoder.0.linear1.weight" -> "p_encoder_0_linear1_weight".
+std::string script_name(const std::string& parameter_name);
+
+/// The TorchScript twin of `net`: its script_source() compiled with net's parameters and
+/// buffers registered under script_name(). Not frozen: the caller freezes and optimises.
+torch::jit::Module script_reference_net(ReferenceNet& net);
+
+}  // namespace neuralcost::libtorch
