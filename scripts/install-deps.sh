@@ -2,11 +2,15 @@
 # Installs what neural-cost builds and tests with, from Debian 12 packages. Idempotent: it only
 # calls apt-get when a package is missing. Versions are Debian 12's (bookworm):
 #   cmake 3.25, ninja 1.11, g++ 12, nlohmann-json 3.11.2, CLI11 2.1.2, fmt 9.1.0,
-#   GoogleTest 1.12.1, google-benchmark 1.7.1, python3-jsonschema 4.10 (schema tests).
+#   GoogleTest 1.12.1, google-benchmark 1.7.1, python3-jsonschema 4.10 (schema tests),
+#   libtorch-dev 1.13.1 (the LibTorch backend) with OpenBLAS (libopenblas0-pthread) as the BLAS
+#   that LibTorch's generic libblas.so.3 resolves to: without it Debian falls back to the
+#   unoptimised reference BLAS, and every measured matmul would be meaningless.
 set -euo pipefail
 
 packages=(cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
-          libgtest-dev libgmock-dev libbenchmark-dev python3 python3-jsonschema)
+          libgtest-dev libgmock-dev libbenchmark-dev python3 python3-jsonschema
+          libtorch-dev libopenblas0-pthread)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

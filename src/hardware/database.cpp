@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "hardware/embedded_specs.hpp"
+#include "neuralcost/hardware/host.hpp"
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost {
@@ -106,6 +107,7 @@ const HardwareSpec& HardwareDatabase::get(std::string_view id_or_alias) const {
 }
 
 HardwareSpec resolve_hardware(const std::string& id_or_path) {
+  if (id_or_path == "host") return detect_host_spec();
   const bool looks_like_file = id_or_path.size() > 5 &&
                                id_or_path.compare(id_or_path.size() - 5, 5, ".json") == 0;
   std::error_code ec;
