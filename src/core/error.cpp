@@ -10,6 +10,7 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::kOutOfRange: return "out of range";
     case ErrorCode::kUnimplemented: return "unimplemented";
     case ErrorCode::kDataLoss: return "data loss";
+    case ErrorCode::kInternal: return "internal";
   }
   return "unknown";
 }

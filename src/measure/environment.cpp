@@ -5,6 +5,7 @@
 #include <sys/resource.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -53,6 +54,33 @@ EnvironmentFacts detect_environment() {
   }
   if (f.virtual_machine) f.warnings.push_back("running in a virtual machine: other guests can add noise");
   return f;
+}
+
+std::string loaded_blas_library() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const auto slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    const std::string path = line.substr(slash);
+    const std::string file = path.substr(path.rfind('/') + 1);
+    if (file.find("blas") != std::string::npos || file.find("mkl_rt") != std::string::npos) {
+      std::error_code ec;
+      const auto real = std::filesystem::canonical(path, ec);
+      return ec ? path : real.string();
+    }
+  }
+  return "";
+}
+
+void check_blas(EnvironmentFacts& facts, const std::string& blas_library) {
+  facts.variables["blas_library"] = blas_library;
+  const bool reference = blas_library.find("/blas/libblas") != std::string::npos ||
+                         blas_library.find("netlib") != std::string::npos;
+  if (reference) {
+    facts.warnings.push_back("reference BLAS in use (" + blas_library +
+                             "): unoptimised netlib kernels; install OpenBLAS (libopenblas0-pthread) or another "
+                             "optimised libblas.so.3");
+  }
 }
 
 double page_faults_per_iteration(const std::function<void()>& work, int iterations) {

@@ -101,7 +101,8 @@ void check_against_roofline(TimingResult& result, double lower_bound_seconds) {
   if (lower_bound_seconds > 0 && result.summary.median < lower_bound_seconds) {
     result.reasons.push_back(fmt::format(
         "faster than the roofline allows: median {:.3g} s is below the lower bound {:.3g} s, so the "
-        "hardware spec understates this machine",
+        "hardware spec understates this machine (data that stay in cache between runs are faster "
+        "than a spec without cache levels allows)",
         result.summary.median, lower_bound_seconds));
     result.verdict = Verdict::kMistrusted;
   }

@@ -46,6 +46,16 @@ TEST(EnvironmentTest, CountsPageFaultsOfFreshMemory) {
   EXPECT_TRUE(quiet.warnings.empty());
 }
 
+TEST(EnvironmentTest, ReferenceBlasIsFlagged) {
+  EnvironmentFacts f;
+  check_blas(f, "/usr/lib/x86_64-linux-gnu/blas/libblas.so.3.11.0");
+  EXPECT_THAT(f.warnings, ::testing::Contains(HasSubstr("reference BLAS in use")));
+  EnvironmentFacts fine;
+  check_blas(fine, "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3");
+  EXPECT_TRUE(fine.warnings.empty());
+  EXPECT_EQ(fine.variables["blas_library"], "/usr/lib/x86_64-linux-gnu/openblas-pthread/libblas.so.3");
+}
+
 TEST(EnvironmentTest, OversubscriptionNeedsMoreThreadsThanCpus) {
   EnvironmentFacts f;
   f.logical_cpus = 2;

@@ -34,7 +34,13 @@ void run_analyze(const AnalyzeArgs& args) {
   }
   const Format format = *parse_format(args.format);
   const HardwareSpec hardware = resolve_hardware(args.hardware);
-  ModelRequest request{args.model, args.batch, args.seq, args.width, args.depth, *dtype};
+  ModelRequest request;
+  request.model = args.model;
+  request.batch = args.batch;
+  request.seq = args.seq;
+  request.width = args.width;
+  request.depth = args.depth;
+  request.dtype = *dtype;
   const AnalysisOptions options{args.batch};
   if (args.model.empty()) {
     std::vector<Analysis> all;

@@ -17,5 +17,6 @@ void add_format_option(CLI::App& command, std::string& format);
 
 void add_analyze_command(CLI::App& app);
 void add_hardware_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
 
 }  // namespace neuralcost::cli

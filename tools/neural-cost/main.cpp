@@ -35,6 +35,7 @@ int main(int argc, char** argv) {
   app.footer("Counting convention: docs/counting.md. JSON schema: docs/json-schema.md.");
   neuralcost::cli::add_analyze_command(app);
   neuralcost::cli::add_hardware_command(app);
+  neuralcost::cli::add_profile_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

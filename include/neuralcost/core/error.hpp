@@ -16,6 +16,7 @@ enum class ErrorCode {
   kOutOfRange,       ///< a count that does not fit (a FLOP count that would overflow 64 bits)
   kUnimplemented,    ///< valid input this version cannot handle
   kDataLoss,         ///< a file that exists but cannot be read or parsed
+  kInternal,         ///< an invariant of ours broke (a bug, or a framework that behaved unexpectedly)
 };
 
 std::string_view to_string(ErrorCode code);

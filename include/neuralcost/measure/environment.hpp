@@ -24,6 +24,12 @@ struct EnvironmentFacts {
 /// read is reported as unknown.
 EnvironmentFacts detect_environment();
 
+/// The BLAS shared library mapped into this process (from /proc/self/maps, symlinks resolved),
+/// or "" when none is loaded.
+std::string loaded_blas_library();
+/// Adds the BLAS in use to the facts, with a warning for the unoptimised reference BLAS.
+void check_blas(EnvironmentFacts& facts, const std::string& blas_library);
+
 /// Page faults (minor + major, getrusage) per call of `work`, averaged over `iterations`.
 double page_faults_per_iteration(const std::function<void()>& work, int iterations);
 

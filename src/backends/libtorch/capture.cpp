@@ -1,6 +1,7 @@
 // The op observer and the per-op profiler (see capture.hpp).
 #include "backends/libtorch/capture.hpp"
 
+#include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
 #include <torch/csrc/autograd/profiler_legacy.h>
 
@@ -149,12 +150,25 @@ struct CaptureState {
 };
 thread_local CaptureState capture_state;
 
+/// The last `n` values: the TorchScript interpreter hands RecordFunction its whole stack, of
+/// which an op's arguments (and after it, its results) are the top `n` entries.
+template <typename List>
+std::vector<c10::IValue> last(const List& values, std::size_t n) {
+  const std::size_t size = values.size();
+  return std::vector<c10::IValue>(values.begin() + static_cast<std::ptrdiff_t>(size > n ? size - n : 0), values.end());
+}
+
 std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
   CaptureState& s = capture_state;
+  // only operators count: TorchScript builtins such as "chunk" wrap the operator they call
+  const auto schema = fn.operator_schema();
+  if (!schema) return nullptr;
   if (s.depth++ == 0 && s.calls) {
     CapturedOp call;
     call.name = fn.name();
-    for (const c10::IValue& v : fn.inputs()) call.inputs.push_back(convert(v, *s.namer));
+    for (const c10::IValue& v : last(fn.inputs(), schema->arguments().size())) {
+      call.inputs.push_back(convert(v, *s.namer));
+    }
     s.calls->push_back(std::move(call));
   }
   return nullptr;
@@ -162,11 +176,13 @@ std::unique_ptr<at::ObserverContext> on_enter(const at::RecordFunction& fn) {
 
 void on_exit(const at::RecordFunction& fn, at::ObserverContext*) {
   CaptureState& s = capture_state;
+  const auto schema = fn.operator_schema();
+  if (!schema) return;
   if (--s.depth == 0 && s.calls && !s.calls->empty()) {
     CapturedOp& call = s.calls->back();
     std::vector<CapturedTensor> ins;
     for (const CapturedValue& v : call.inputs) ins.insert(ins.end(), v.tensors.begin(), v.tensors.end());
-    for (const c10::IValue& v : fn.outputs()) {
+    for (const c10::IValue& v : last(fn.outputs(), schema->returns().size())) {
       CapturedValue out;
       if (v.isTensor() && v.toTensor().defined()) {
         out.kind = CapturedValue::Kind::kTensor;

@@ -38,12 +38,14 @@ class TorchModel final : public PreparedModel {
 
   OpGraph captured_graph() override {
     torch::NoGradGuard no_grad;
+    warm_up();
     const auto calls = libtorch::capture_calls([this] { output_ = forward_(inputs_); }, inputs_, names_);
     return libtorch::graph_from_captured(calls, name_);
   }
 
   LayerTiming profile_layers(int runs) override {
     torch::NoGradGuard no_grad;
+    warm_up();
     std::set<std::string> names;
     for (const auto& call : libtorch::capture_calls([this] { output_ = forward_(inputs_); }, inputs_, names_)) {
       names.insert(call.name);
@@ -74,6 +76,13 @@ class TorchModel final : public PreparedModel {
   const at::Tensor& output() const { return output_; }
 
  private:
+  /// TorchScript's profiling executor records and re-optimises the graph during the first
+  /// runs (running extra ops such as aten::equal); capture and profile the settled graph.
+  void warm_up() {
+    for (int i = 0; i < kSettleRuns; ++i) output_ = forward_(inputs_);
+  }
+  static constexpr int kSettleRuns = 3;
+
   std::string name_;
   std::function<at::Tensor(const std::vector<at::Tensor>&)> forward_;
   std::vector<at::Tensor> inputs_;

@@ -1,0 +1,29 @@
+// Views of profile runs: per run, its timing and a per-layer table of measured time against
+// the roofline; then one summary row per run. JSON is the stable interface (docs/json-schema.md).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "neuralcost/measure/profile.hpp"
+#include "neuralcost/report/views.hpp"
+
+namespace neuralcost {
+
+/// Table/Markdown: for each run a block like
+///
+///   transformer, libtorch eager, batch 32 on this machine [host]
+///   median 1.52 ms (95% CI 1.50-1.55 ms, n 140, CV 3.1%), verdict ok
+///   layer               FLOPs  bytes   lower bound  measured  efficiency  bound
+///   0:aten::transpose   0      0 B     0 s          1.2 µs    -           -
+///   ...
+///   unattributed (dispatch, framework)             85.0 µs
+///
+/// then the summary across runs. CSV: the summary rows only.
+std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format);
+
+nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware);
+
+}  // namespace neuralcost

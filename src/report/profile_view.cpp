@@ -1,0 +1,162 @@
+// Table, Markdown, CSV and JSON views of profile runs (see profile_views.hpp).
+#include <fmt/format.h>
+
+#include "neuralcost/report/profile_views.hpp"
+#include "neuralcost/version.hpp"
+#include "report/si_format.hpp"
+#include "report/tabular.hpp"
+
+namespace neuralcost {
+namespace {
+
+using report::Cell;
+using nlohmann::json;
+
+Cell secs(double s) { return {report::si(s, "s"), fmt::format("{}", s)}; }
+Cell text(std::string s) { return {std::move(s), ""}; }
+Cell pct(double f) { return {report::percent(f), fmt::format("{}", f)}; }
+
+std::string verdict_of(const ProfileRun& r) {
+  if (r.failed) return "failed";
+  return std::string(verdict_name(r.timing.verdict));
+}
+
+std::string bound_of(const ProfileRun& r) { return std::string(bound_name(r.analysis.totals.bound)); }
+
+std::string run_title(const ProfileRun& r) {
+  return fmt::format("{}, {} {}, batch {}", r.model, r.backend, r.mode, r.batch);
+}
+
+std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format) {
+  std::string out = fmt::format("{}{} on {} [{}]\n", format == Format::kMarkdown ? "### " : "", run_title(r), hw.name, hw.id);
+  if (r.failed) return out + "error: " + r.error + "\n\n";
+  const SampleSummary& s = r.timing.summary;
+  out += fmt::format("median {} (95% CI {} - {}, n {}, CV {}), p5 {}, p95 {}; verdict {}\n", report::si(s.median, "s"),
+                     report::si(s.ci95_median.low, "s"), report::si(s.ci95_median.high, "s"), s.n, report::percent(s.cv),
+                     report::si(s.p5, "s"), report::si(s.p95, "s"), verdict_of(r));
+  for (const std::string& why : r.timing.reasons) out += "  mistrusted: " + why + "\n";
+  out += fmt::format("{} samples/s, {}, roofline efficiency {} ({}-bound; fused bound: {})\n",
+                     report::si(r.samples_per_second, ""), report::si(r.achieved_flops_per_second, "FLOP/s"),
+                     report::percent(r.efficiency), bound_of(r), report::percent(r.fused_efficiency));
+  if (!r.layers.empty()) {
+    report::Table t;
+    t.headers = {"layer", "FLOPs", "bytes", "lower bound", "measured", "efficiency", "bound"};
+    t.right_align = {false, true, true, true, true, true, false};
+    for (const LayerMeasurement& l : r.layers) {
+      const bool work = l.flops > 0 || l.bytes > 0;
+      t.rows.push_back({text(fmt::format("{}:{}", l.event, l.name)),
+                        l.modeled ? Cell{report::si(static_cast<double>(l.flops), ""), ""} : text("?"),
+                        {report::si(static_cast<double>(l.bytes), "B"), ""}, secs(l.lower_bound_seconds),
+                        secs(l.measured_seconds), work && l.modeled ? pct(l.efficiency) : text("-"),
+                        text(!l.modeled ? "unmodeled" : l.bound && work ? std::string(bound_name(*l.bound)) : "-")});
+    }
+    t.rows.push_back({text("unattributed (dispatch, framework)"), text(""), text(""), text(""),
+                      secs(r.unattributed_seconds), text(""), text("")});
+    t.rows.push_back({text("total (profiled pass)"), {report::si(static_cast<double>(r.analysis.totals.flops), ""), ""},
+                      {report::si(static_cast<double>(r.analysis.totals.bytes_read + r.analysis.totals.bytes_written), "B"), ""},
+                      secs(r.analysis.totals.lower_bound_seconds), secs(r.profiled_pass_seconds),
+                      pct(r.analysis.totals.lower_bound_seconds / r.profiled_pass_seconds), text(bound_of(r))});
+    out += "\n" + report::render_table(t, format);
+    out += fmt::format("per-layer times from {} profiled passes; profiling adds {} to the median pass\n",
+                       r.profiled_passes, report::percent(r.profiling_overhead));
+  }
+  for (const std::string& w : r.warnings) out += "warning: " + w + "\n";
+  if (!r.analysis.complete()) {
+    out += fmt::format("warning: {} op(s) not modeled; FLOP totals are incomplete\n", r.analysis.unmodeled.size());
+  }
+  return out + "\n";
+}
+
+report::Table summary_table(const std::vector<ProfileRun>& runs) {
+  report::Table t;
+  t.headers = {"model", "backend", "mode", "batch", "median", "95% CI", "samples/s", "FLOP/s", "efficiency", "limit", "verdict"};
+  t.raw_headers = {"model", "backend", "mode", "batch", "median_seconds", "ci95_seconds", "samples_per_second",
+                   "flops_per_second", "efficiency", "bound", "verdict"};
+  t.right_align = {false, false, false, true, true, true, true, true, true, false, false};
+  for (const ProfileRun& r : runs) {
+    if (r.failed) {
+      t.rows.push_back({text(r.model), text(r.backend), text(r.mode), text(std::to_string(r.batch)), text("-"),
+                        text("-"), text("-"), text("-"), text("-"), text("-"), text("failed")});
+      continue;
+    }
+    const SampleSummary& s = r.timing.summary;
+    t.rows.push_back({text(r.model), text(r.backend), text(r.mode), text(std::to_string(r.batch)), secs(s.median),
+                      {fmt::format("{} - {}", report::si(s.ci95_median.low, "s"), report::si(s.ci95_median.high, "s")),
+                       fmt::format("{}:{}", s.ci95_median.low, s.ci95_median.high)},
+                      {report::si(r.samples_per_second, ""), fmt::format("{}", r.samples_per_second)},
+                      {report::si(r.achieved_flops_per_second, "FLOP/s"), fmt::format("{}", r.achieved_flops_per_second)},
+                      pct(r.efficiency), text(bound_of(r)), text(verdict_of(r))});
+  }
+  return t;
+}
+
+json timing_json(const TimingResult& t) {
+  const SampleSummary& s = t.summary;
+  return {{"median_seconds", s.median},       {"mean_seconds", s.mean},
+          {"stddev_seconds", s.stddev},       {"cv", s.cv},
+          {"min_seconds", s.min},             {"max_seconds", s.max},
+          {"p5_seconds", s.p5},               {"p95_seconds", s.p95},
+          {"ci95_low_seconds", s.ci95_median.low}, {"ci95_high_seconds", s.ci95_median.high},
+          {"samples", s.n},                   {"warmup_iterations", t.warmup_iterations},
+          {"reached_target", t.reached_target}, {"verdict", std::string(verdict_name(t.verdict))},
+          {"reasons", t.reasons}};
+}
+
+}  // namespace
+
+nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware) {
+  json j{{"schema_version", 1}, {"tool", {{"name", "neural-cost"}, {"version", std::string(kVersion)}}}};
+  j["hardware"] = hardware_json(hardware);
+  j["runs"] = json::array();
+  for (const ProfileRun& r : runs) {
+    json run{{"backend", r.backend}, {"mode", r.mode}, {"model", r.model}, {"batch", r.batch}, {"failed", r.failed}};
+    if (r.failed) {
+      run["error"] = r.error;
+      j["runs"].push_back(run);
+      continue;
+    }
+    const json analysis = analysis_json(r.analysis);
+    run["timing"] = timing_json(r.timing);
+    run["totals"] = analysis["totals"];
+    run["efficiency"] = r.efficiency;
+    run["fused_efficiency"] = r.fused_efficiency;
+    run["bound"] = bound_of(r);
+    run["samples_per_second"] = r.samples_per_second;
+    run["achieved_flops_per_second"] = r.achieved_flops_per_second;
+    run["ops"] = analysis["ops"];
+    for (const LayerMeasurement& l : r.layers) {
+      // a framework op that became one record carries its measured time on that record
+      if (l.records.size() == 1) run["ops"][l.records[0]]["measured_seconds"] = l.measured_seconds;
+    }
+    run["unmodeled"] = analysis["unmodeled"];
+    run["approximations"] = analysis["approximations"];
+    run["layers"] = json::array();
+    for (const LayerMeasurement& l : r.layers) {
+      json records = json::array();
+      for (std::size_t i : l.records) records.push_back(r.analysis.op_records[i].name);
+      run["layers"].push_back({{"event", l.event}, {"name", l.name}, {"ops", records}, {"flops", l.flops},
+                               {"bytes", l.bytes}, {"lower_bound_seconds", l.lower_bound_seconds},
+                               {"measured_seconds", l.measured_seconds}, {"efficiency", l.efficiency},
+                               {"bound", l.bound ? json(std::string(bound_name(*l.bound))) : json(nullptr)}});
+    }
+    run["profiled_passes"] = r.profiled_passes;
+    run["profiled_pass_seconds"] = r.profiled_pass_seconds;
+    run["unattributed_seconds"] = r.unattributed_seconds;
+    run["profiling_overhead"] = r.profiling_overhead;
+    run["contract"] = r.contract;
+    run["warnings"] = r.warnings;
+    j["runs"].push_back(run);
+  }
+  return j;
+}
+
+std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format) {
+  if (format == Format::kJson) return profile_json(runs, hardware).dump(2) + "\n";
+  if (format == Format::kCsv) return report::render_table(summary_table(runs), format);
+  std::string out;
+  for (const ProfileRun& r : runs) out += run_block(r, hardware, format);
+  out += format == Format::kMarkdown ? "### summary\n\n" : "summary\n";
+  return out + report::render_table(summary_table(runs), format);
+}
+
+}  // namespace neuralcost

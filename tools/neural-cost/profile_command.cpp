@@ -1,0 +1,130 @@
+// `neural-cost profile`: run models through a backend under the timing contract and compare the
+// measured time with the roofline, per run and per layer.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/measure/profile.hpp"
+#include "neuralcost/models/reference.hpp"
+#include "neuralcost/report/profile_views.hpp"
+
+namespace neuralcost::cli {
+namespace {
+
+struct ProfileArgs {
+  std::vector<std::string> models;
+  std::vector<std::string> input_shapes;
+  std::string backend = "libtorch";
+  std::vector<std::string> modes = {"eager"};
+  std::vector<std::int64_t> batches = {1};
+  std::int64_t seq = 32, width = 128, depth = 2;
+  int threads = 0;
+  std::string dtype = "fp32";
+  std::string hardware = "host";
+  std::string format = "table";
+  std::string output;
+  double budget = 2.0;
+  double target_ci = 0.02;
+  int warmup = 5;
+  double warmup_seconds = 0.2;
+  int layer_runs = 20;
+};
+
+Shape parse_shape(const std::string& text) {
+  Shape shape;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('x', start), text.size());
+    const std::string part = text.substr(start, end - start);
+    std::size_t used = 0;
+    long long d = -1;
+    try {
+      d = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || d < 1) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--input-shape '{}': dimensions must be positive integers joined by 'x' (e.g. 32x3x32x32)", text));
+    }
+    shape.push_back(d);
+    start = end + 1;
+  }
+  return shape;
+}
+
+void run_profile(const ProfileArgs& args) {
+  const auto dtype = parse_dtype(args.dtype);
+  if (!dtype) throw Error(ErrorCode::kInvalidArgument, fmt::format("--dtype '{}' is not a dtype", args.dtype));
+  const Backend& backend = backend_named(args.backend);
+  const HardwareSpec hardware = resolve_hardware(args.hardware);
+  ProfileOptions options;
+  options.modes = args.modes;
+  options.batches = args.batches;
+  options.layer_runs = args.layer_runs;
+  options.timing.budget_seconds = args.budget;
+  options.timing.target_relative_ci = args.target_ci;
+  options.timing.warmup_iterations = args.warmup;
+  options.timing.warmup_seconds = args.warmup_seconds;
+  ModelRequest base;
+  base.seq = args.seq;
+  base.width = args.width;
+  base.depth = args.depth;
+  base.dtype = *dtype;
+  base.threads = args.threads;
+  for (const std::string& s : args.input_shapes) base.input_shapes.push_back(parse_shape(s));
+  const std::vector<std::string> models = args.models.empty() ? reference_model_names() : args.models;
+  std::vector<ProfileRun> runs;
+  for (const std::string& model : models) {
+    base.model = model;
+    for (ProfileRun& r : profile(backend, base, hardware, options)) runs.push_back(std::move(r));
+  }
+  emit(render_profile(runs, hardware, *parse_format(args.format)), args.output);
+  std::size_t failed = 0;
+  for (const ProfileRun& r : runs) {
+    if (r.failed) {
+      ++failed;
+      fmt::print(stderr, "error: {} ({} {}, batch {}): {}\n", r.model, r.backend, r.mode, r.batch, r.error);
+    }
+  }
+  if (failed == runs.size()) throw Error(ErrorCode::kInvalidArgument, "every run failed");
+}
+
+}  // namespace
+
+void add_profile_command(CLI::App& app) {
+  auto args = std::make_shared<ProfileArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "profile",
+      "Run models through a backend, time them under the timing contract and compare with the\n"
+      "roofline: latency with its 95% CI, samples/s, FLOP/s, efficiency, limit and verdict per\n"
+      "run, and measured time per layer. Without --model: the five reference networks.");
+  cmd->add_option("model,--model", args->models, "ff, cnn, rnn, lstm, transformer or a TorchScript FILE.pt (comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--input-shape", args->input_shapes, "Input shape of a model file, e.g. 32x3x32x32 (once per input)");
+  cmd->add_option("--backend", args->backend, "Backend: libtorch")->capture_default_str();
+  cmd->add_option("--mode", args->modes, "Modes, comma-separated: eager, compiled")->delimiter(',')->capture_default_str();
+  cmd->add_option("--batch", args->batches, "Batch sizes, comma-separated (reference networks)")->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer)")->capture_default_str();
+  cmd->add_option("--width", args->width, "Hidden width d")->capture_default_str();
+  cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "fp32 or fp64")->capture_default_str();
+  cmd->add_option("--threads", args->threads, "Intra-op threads (0: the library's default)")->capture_default_str();
+  cmd->add_option("--hardware", args->hardware, "host (this machine, provisional), a built-in id, or a spec JSON file")
+      ->capture_default_str();
+  cmd->add_option("--budget", args->budget, "Seconds of sampling per run at most")->capture_default_str();
+  cmd->add_option("--target-ci", args->target_ci, "Stop when the 95% CI of the median is this fraction of it")
+      ->capture_default_str();
+  cmd->add_option("--warmup", args->warmup, "Warm-up runs at least")->capture_default_str();
+  cmd->add_option("--warmup-seconds", args->warmup_seconds, "Warm-up seconds at least")->capture_default_str();
+  cmd->add_option("--layer-runs", args->layer_runs, "Profiled passes for per-layer times (0: skip)")->capture_default_str();
+  add_format_option(*cmd, args->format);
+  cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
+  cmd->callback([args] { run_profile(*args); });
+}
+
+}  // namespace neuralcost::cli
