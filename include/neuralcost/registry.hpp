@@ -34,6 +34,9 @@ struct LayerTiming {
   std::vector<std::string> event_names;        ///< top-level framework ops, in execution order
   std::vector<std::vector<double>> seconds;    ///< [event][run]
   std::vector<double> wall_seconds;            ///< [run]: the whole profiled forward pass
+  /// [run]: a plain pass run right before each profiled one, so that the profiler's overhead
+  /// is measured against passes taken at the same moment (empty if the backend cannot)
+  std::vector<double> plain_wall_seconds;
 };
 
 class Importer {

@@ -123,7 +123,8 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
         double sum = 0;
         for (const LayerMeasurement& l : run.layers) sum += l.measured_seconds;
         run.unattributed_seconds = run.profiled_pass_seconds - sum;
-        run.profiling_overhead = run.profiled_pass_seconds / t - 1;
+        run.profiling_overhead =
+            run.profiled_pass_seconds / (lt.plain_wall_seconds.empty() ? t : median(lt.plain_wall_seconds)) - 1;
       }
     }
     fill_contract(run, request, hw, *model, faults);

@@ -54,7 +54,8 @@ struct ProfileRun {
   int profiled_passes = 0;           ///< passes run under the profiler for per-layer times
   double profiled_pass_seconds = 0;  ///< median wall time of the profiled passes
   double unattributed_seconds = 0;   ///< profiled pass - sum of layers: dispatch and framework overhead
-  double profiling_overhead = 0;     ///< profiled pass / median time - 1
+  /// profiled pass / plain pass - 1, over passes interleaved with the profiled ones
+  double profiling_overhead = 0;
   std::map<std::string, std::string> contract;  ///< everything needed to reproduce the figure
   std::vector<std::string> warnings;            ///< facts that distort this measurement
 };

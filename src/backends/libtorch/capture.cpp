@@ -6,6 +6,7 @@
 #include <torch/csrc/autograd/profiler_legacy.h>
 
 #include <chrono>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -220,10 +221,87 @@ std::vector<CapturedOp> capture_calls(const std::function<void()>& forward, cons
   return calls;
 }
 
+namespace {
+
+struct TimerState {
+  int depth = 0;
+  std::chrono::steady_clock::time_point start;
+  std::vector<double>* seconds = nullptr;
+  std::vector<const char*>* names = nullptr;
+};
+thread_local TimerState timer_state;
+
+bool is_operator(const at::RecordFunction& fn) { return std::strstr(fn.name(), "::") != nullptr; }
+
+std::unique_ptr<at::ObserverContext> timer_enter(const at::RecordFunction& fn) {
+  TimerState& s = timer_state;
+  if (!is_operator(fn)) return nullptr;
+  if (s.depth++ == 0) {
+    if (s.names) s.names->push_back(fn.name());
+    s.start = std::chrono::steady_clock::now();
+  }
+  return nullptr;
+}
+
+void timer_exit(const at::RecordFunction& fn, at::ObserverContext*) {
+  TimerState& s = timer_state;
+  if (!is_operator(fn)) return;
+  if (--s.depth == 0 && s.seconds) {
+    s.seconds->push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - s.start).count());
+  }
+}
+
+}  // namespace
+
+LayerTiming time_calls(const std::function<void()>& forward, int runs) {
+  LayerTiming timing;
+  std::vector<const char*> names;
+  std::vector<double> seconds;
+  const auto seconds_of = [](const std::function<void()>& f) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  for (int run = 0; run < runs; ++run) {
+    // a plain pass, then a timed one: the overhead compares passes taken at the same moment
+    timing.plain_wall_seconds.push_back(seconds_of(forward));
+    seconds.clear();
+    names.clear();
+    timer_state = {0, {}, &seconds, run == 0 ? &names : nullptr};
+    auto handle = at::addThreadLocalCallback(
+        at::RecordFunctionCallback(timer_enter, timer_exit).scopes({at::RecordScope::FUNCTION}));
+    double wall = 0;
+    try {
+      wall = seconds_of(forward);
+    } catch (...) {
+      at::removeCallback(handle);
+      timer_state = {};
+      throw;
+    }
+    at::removeCallback(handle);
+    timer_state = {};
+    timing.wall_seconds.push_back(wall);
+    if (run == 0) {
+      timing.event_names.assign(names.begin(), names.end());
+      timing.seconds.resize(seconds.size());
+    }
+    if (seconds.size() != timing.seconds.size()) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("the model ran {} ops in one timed pass and {} in another; per-layer times "
+                              "need the same ops every pass", timing.seconds.size(), seconds.size()));
+    }
+    for (std::size_t i = 0; i < seconds.size(); ++i) timing.seconds[i].push_back(seconds[i]);
+  }
+  return timing;
+}
+
 LayerTiming profile_calls(const std::function<void()>& forward, int runs, const std::set<std::string>& op_names) {
   namespace prof = torch::autograd::profiler;
   LayerTiming timing;
   for (int run = 0; run < runs; ++run) {
+    const auto p0 = std::chrono::steady_clock::now();
+    forward();
+    timing.plain_wall_seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count());
     prof::enableProfilerLegacy(prof::ProfilerConfig(prof::ProfilerState::CPU, false, false));
     const auto t0 = std::chrono::steady_clock::now();
     forward();

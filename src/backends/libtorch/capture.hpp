@@ -24,6 +24,11 @@ using ParameterNames = std::unordered_map<const void*, std::string>;
 std::vector<CapturedOp> capture_calls(const std::function<void()>& forward,
                                       const std::vector<at::Tensor>& inputs, const ParameterNames& names);
 
+/// Runs `forward` `runs` times with a RecordFunction observer that only timestamps the entry
+/// and exit of top-level operators (no names, shapes or allocations recorded): the cheapest
+/// per-op timer LibTorch offers. Same result layout as profile_calls().
+LayerTiming time_calls(const std::function<void()>& forward, int runs);
+
 /// Runs `forward` `runs` times under the legacy autograd profiler and returns the duration of
 /// every top-level call and of each whole pass. `op_names` are the names capture_calls()
 /// reported: profiler ranges with other names (TorchScript "forward", ...) are not ops.

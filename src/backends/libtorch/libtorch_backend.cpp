@@ -50,7 +50,11 @@ class TorchModel final : public PreparedModel {
     for (const auto& call : libtorch::capture_calls([this] { output_ = forward_(inputs_); }, inputs_, names_)) {
       names.insert(call.name);
     }
-    return libtorch::profile_calls([this] { output_ = forward_(inputs_); }, runs, names);
+    const char* legacy = std::getenv("NEURALCOST_LEGACY_PROFILER");
+    if (legacy != nullptr && std::string(legacy) == "1") {
+      return libtorch::profile_calls([this] { output_ = forward_(inputs_); }, runs, names);
+    }
+    return libtorch::time_calls([this] { output_ = forward_(inputs_); }, runs);
   }
 
   std::map<std::string, std::string> environment() const override {
