@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
-# The main job: install, build, and analyze the five reference networks on the built-in default
-# hardware (h100-sxm, batch 32, fp32). Extra arguments go to `neural-cost analyze`.
+# The main job: install, build, and profile the five reference networks on this machine
+# through LibTorch, eager and compiled, at batch 32, then print the summary (latency with its
+# 95% CI, samples/s, FLOP/s, roofline efficiency, limit, verdict). Arguments, when given,
+# replace these defaults and go to `neural-cost profile` (e.g. --model cnn --batch 1,32).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
 bash scripts/build.sh > "$log" 2>&1 || { cat "$log"; exit 1; }
 rm -f "$log"
-exec ./build/tools/neural-cost/neural-cost analyze "$@"
+if [ $# -eq 0 ]; then
+  set -- --mode eager,compiled --batch 32 --summary
+fi
+exec ./build/tools/neural-cost/neural-cost profile "$@"

@@ -98,6 +98,8 @@ json timing_json(const TimingResult& t) {
           {"p5_seconds", s.p5},               {"p95_seconds", s.p95},
           {"ci95_low_seconds", s.ci95_median.low}, {"ci95_high_seconds", s.ci95_median.high},
           {"samples", s.n},                   {"warmup_iterations", t.warmup_iterations},
+          {"warmup_seconds", t.warmup_seconds}, {"sampling_seconds", t.sampling_seconds},
+          {"clock_resolution_seconds", t.clock_resolution_seconds},
           {"reached_target", t.reached_target}, {"verdict", std::string(verdict_name(t.verdict))},
           {"reasons", t.reasons}};
 }
@@ -148,6 +150,10 @@ nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareS
     j["runs"].push_back(run);
   }
   return j;
+}
+
+std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format format) {
+  return report::render_table(summary_table(runs), format);
 }
 
 std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format) {

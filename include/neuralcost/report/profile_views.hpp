@@ -24,6 +24,9 @@ namespace neuralcost {
 /// then the summary across runs. CSV: the summary rows only.
 std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format);
 
+/// Only the summary table across runs.
+std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format format);
+
 nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware);
 
 }  // namespace neuralcost

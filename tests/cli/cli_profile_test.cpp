@@ -1,0 +1,100 @@
+// `neural-cost profile` end to end with the LibTorch backend: a short profile of every
+// reference network, the JSON interface, and bad input (missing, corrupt or mis-shaped models).
+#include <unistd.h>
+
+#include <fstream>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_run.hpp"
+
+namespace neuralcost {
+namespace {
+
+using namespace neuralcost::testing;
+using ::testing::HasSubstr;
+
+const std::string kQuick = " --budget 0.2 --warmup 2 --warmup-seconds 0 --layer-runs 3 --target-ci 0.5";
+
+TEST(CliProfileTest, ProfilesEveryReferenceNetworkInBothModes) {
+  const CliResult r = run_cli("profile --mode eager,compiled --batch 2 --format json" + kQuick);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 10u);
+  for (const auto& run : j["runs"]) {
+    const std::string what = run["model"].get<std::string>() + " " + run["mode"].get<std::string>();
+    ASSERT_FALSE(run["failed"].get<bool>()) << what << ": " << run.value("error", "");
+    EXPECT_EQ(run["backend"], "libtorch");
+    EXPECT_EQ(run["batch"], 2);
+    const auto& timing = run["timing"];
+    EXPECT_GT(timing["median_seconds"].get<double>(), 0) << what;
+    EXPECT_LE(timing["ci95_low_seconds"].get<double>(), timing["median_seconds"].get<double>()) << what;
+    EXPECT_GE(timing["ci95_high_seconds"].get<double>(), timing["median_seconds"].get<double>()) << what;
+    EXPECT_GE(timing["samples"].get<int>(), 10) << what;
+    EXPECT_THAT(timing["verdict"].get<std::string>(), ::testing::AnyOf("ok", "mistrusted"));
+    EXPECT_GT(run["totals"]["flops"].get<std::uint64_t>(), 0u) << what;
+    EXPECT_GT(run["efficiency"].get<double>(), 0) << what;
+    EXPECT_THAT(run["bound"].get<std::string>(), ::testing::AnyOf("compute", "memory"));
+    // layers plus the unattributed remainder add up to the profiled pass
+    double sum = run["unattributed_seconds"].get<double>();
+    for (const auto& layer : run["layers"]) sum += layer["measured_seconds"].get<double>();
+    EXPECT_NEAR(sum, run["profiled_pass_seconds"].get<double>(), 1e-9) << what;
+    for (const char* key : {"hardware_id", "cpu_model", "intra_op_threads", "libtorch_version", "blas_library",
+                            "dtype", "input_shapes", "warmup_iterations", "samples", "synchronisation", "counted_unit",
+                            "env.OPENBLAS_CORETYPE", "page_faults_per_iteration"}) {
+      EXPECT_TRUE(run["contract"].contains(key)) << what << ": " << key;
+    }
+  }
+}
+
+TEST(CliProfileTest, TableShowsLayersRemainderAndSummary) {
+  const CliResult r = run_cli("profile --model transformer --batch 1 --hardware h100-sxm" + kQuick);
+  // an H100's roof is far above this CPU: every layer is slower than its lower bound
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"transformer, libtorch eager, batch 1 on NVIDIA H100 SXM5 80GB [h100-sxm]", "median",
+                        "aten::matmul", "unattributed (dispatch, framework)", "total (profiled pass)", "summary",
+                        "efficiency"}) {
+    EXPECT_THAT(r.out, HasSubstr(s));
+  }
+}
+
+TEST(CliProfileTest, AFailedRunIsRecordedAndTheOthersGoOn) {
+  const CliResult r = run_cli("profile --model ff,/nonexistent/model.pt --input-shape 1x4 --format json" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_FALSE(j["runs"][0]["failed"].get<bool>());
+  EXPECT_TRUE(j["runs"][1]["failed"].get<bool>());
+  EXPECT_EQ(j["runs"][1]["error"], "cannot open TorchScript file '/nonexistent/model.pt'");
+  EXPECT_THAT(r.err, HasSubstr("error: 1 of 2 runs failed"));
+}
+
+TEST(CliProfileTest, BadModelFilesAndShapes) {
+  const std::string corrupt = ::testing::TempDir() + "/nc_corrupt_" + std::to_string(::getpid()) + ".pt";
+  std::ofstream(corrupt) << "not a TorchScript archive";
+  CliResult r = run_cli("profile --model " + corrupt + " --input-shape 1x4" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(corrupt + ": not a loadable TorchScript file"));
+  r = run_cli("profile --model " + corrupt + kQuick);
+  EXPECT_THAT(r.err, HasSubstr("a TorchScript file needs --input-shape"));
+  r = run_cli("profile --model ff --input-shape 4x-2" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--input-shape '4x-2': dimensions must be positive integers joined by 'x'"));
+}
+
+TEST(CliProfileTest, BadOptions) {
+  CliResult r = run_cli("profile --model ff --batch 0" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --batch must be at least 1 (got 0)\n");
+  r = run_cli("profile --model ff --backend tensorflow" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: unknown backend 'tensorflow'; built in: libtorch\n");
+  r = run_cli("profile --model ff --mode jit" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: backend 'libtorch' has no mode 'jit' (modes: eager, compiled)\n");
+}
+
+}  // namespace
+}  // namespace neuralcost
