@@ -8,6 +8,9 @@ cd "$(dirname "$0")/.."
 log=$(mktemp)
 bash scripts/build.sh > "$log" 2>&1 || { cat "$log"; exit 1; }
 rm -f "$log"
+# LibTorch's OpenMP pool and OpenBLAS's own pool take turns: passive waiting stops the idle
+# one from spinning on the CPUs the other needs (libgomp reads this at start-up).
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 if [ $# -eq 0 ]; then
   set -- --mode eager,compiled --batch 32 --summary
 fi

@@ -101,6 +101,13 @@ void check_page_faults(EnvironmentFacts& facts, double faults_per_iteration) {
 }
 
 void check_oversubscription(EnvironmentFacts& facts, int intra_op_threads, int blas_threads) {
+  const auto policy = facts.variables.find("OMP_WAIT_POLICY");
+  if (intra_op_threads > 1 && blas_threads > 1 &&
+      (policy == facts.variables.end() || (policy->second != "PASSIVE" && policy->second != "passive"))) {
+    facts.warnings.push_back(
+        "OpenMP and OpenBLAS thread pools are both active without OMP_WAIT_POLICY=PASSIVE: idle OpenMP "
+        "threads spin on the CPUs OpenBLAS needs");
+  }
   if (facts.logical_cpus > 0 && intra_op_threads > 1 && blas_threads > 1 &&
       intra_op_threads * blas_threads > facts.logical_cpus) {
     facts.warnings.push_back(fmt::format(

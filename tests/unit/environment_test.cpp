@@ -61,10 +61,16 @@ TEST(EnvironmentTest, OversubscriptionNeedsMoreThreadsThanCpus) {
   f.logical_cpus = 2;
   check_oversubscription(f, 2, 2);
   EXPECT_THAT(f.warnings, ::testing::Contains(HasSubstr("2 intra-op threads x 2 BLAS threads on 2 CPUs")));
+  EXPECT_THAT(f.warnings, ::testing::Contains(HasSubstr("without OMP_WAIT_POLICY=PASSIVE")));
   EnvironmentFacts fine;
   fine.logical_cpus = 2;
   check_oversubscription(fine, 1, 2);
   EXPECT_TRUE(fine.warnings.empty());
+  EnvironmentFacts passive;
+  passive.logical_cpus = 8;
+  passive.variables["OMP_WAIT_POLICY"] = "PASSIVE";
+  check_oversubscription(passive, 2, 2);
+  EXPECT_TRUE(passive.warnings.empty());
 }
 
 }  // namespace
