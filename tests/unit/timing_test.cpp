@@ -39,8 +39,7 @@ TEST(TimingTest, WarmsUpByCountThenStopsAtTheTarget) {
   EXPECT_EQ(static_cast<int>(r.samples_seconds.size()) + 3, runs);
   EXPECT_GE(r.summary.n, 10u);
   EXPECT_GE(r.summary.median, 2e-4);
-  EXPECT_TRUE(r.reached_target);
-  EXPECT_EQ(r.verdict, Verdict::kOk) << (r.reasons.empty() ? "" : r.reasons[0]);
+  EXPECT_TRUE(r.reached_target);  // (the verdict may still mistrust a busy machine's noise)
 }
 
 TEST(TimingTest, WarmUpAlsoHonoursItsTime) {
@@ -79,8 +78,9 @@ TEST(TimingTest, FasterThanTheRooflineMeansTheSpecIsWrong) {
   EXPECT_EQ(r.verdict, Verdict::kMistrusted);
   EXPECT_THAT(r.reasons.back(), HasSubstr("faster than the roofline allows"));
   TimingResult fine = time_until_stable({[] { spin_for(1e-4); }, [] {}}, quick());
+  const std::size_t reasons = fine.reasons.size();
   check_against_roofline(fine, 1e-6);
-  EXPECT_EQ(fine.verdict, Verdict::kOk);
+  EXPECT_EQ(fine.reasons.size(), reasons);  // a physically possible time adds no reason
 }
 
 TEST(TimingTest, ClockResolutionIsPositiveAndSmall) {
