@@ -13,6 +13,7 @@ import jsonschema
 binary, source = sys.argv[1], sys.argv[2]
 analysis_schema = json.load(open(f"{source}/docs/schema/analysis.schema.json"))
 hardware_schema = json.load(open(f"{source}/docs/schema/hardware.schema.json"))
+profile_schema = json.load(open(f"{source}/docs/schema/profile.schema.json"))
 checked = 0
 failed = 0
 
@@ -25,6 +26,23 @@ def check(document, schema, what):
     except jsonschema.ValidationError as e:
         failed += 1
         print(f"FAIL {what}: {e.message} at {list(e.absolute_path)}")
+
+
+def expect(condition, what):
+    global checked, failed
+    checked += 1
+    if not condition:
+        failed += 1
+        print(f"FAIL {what}")
+
+
+def rejects(document, schema, what):
+    try:
+        jsonschema.validate(document, schema)
+    except jsonschema.ValidationError:
+        expect(True, what)
+        return
+    expect(False, what)
 
 
 def cli(*args):
@@ -40,15 +58,36 @@ for path in sorted(glob.glob(f"{source}/data/hardware/*.json")):
 for spec in cli("hardware", "list", "--format", "json"):
     check(spec, hardware_schema, f"hardware list: {spec['id']}")
 
+# neural-cost profile: short runs, then a run list with a failed run (exit code 1, JSON still
+# printed). Skipped when the binary has no profiling backend (built without LibTorch).
+QUICK = ["--batch", "2", "--budget", "0.2", "--warmup", "2", "--warmup-seconds", "0", "--layer-runs", "3",
+         "--target-ci", "0.5", "--format", "json"]
+profile = subprocess.run([binary, "profile", "--model", "ff,rnn", "--mode", "eager,compiled", *QUICK],
+                         capture_output=True, text=True)
+profiled = None
+if profile.returncode != 0 and "unknown backend" in profile.stderr:
+    print(f"skipped profile checks: {profile.stderr.strip()}")
+elif profile.returncode != 0:
+    expect(False, f"profile exited {profile.returncode}: {profile.stderr.strip()}")
+else:
+    profiled = json.loads(profile.stdout)
+    check(profiled, profile_schema, "profile ff,rnn eager,compiled")
+    check(profiled["hardware"], hardware_schema, "profile hardware")
+    with_failure = subprocess.run([binary, "profile", "--model", "ff,/nonexistent.pt", "--input-shape", "1x4", *QUICK],
+                                  capture_output=True, text=True)  # exits 1: one run failed
+    expect(with_failure.returncode == 1, f"profile with a failed run exited {with_failure.returncode}, expected 1")
+    document = json.loads(with_failure.stdout)
+    check(document, profile_schema, "profile with a failed run")
+    expect([run["failed"] for run in document["runs"]] == [False, True],
+           "profile with a failed run: expected runs [ok, failed]")
+
 # The schemas must reject what the code never emits: a missing required field.
 broken = cli("analyze", "--model", "ff", "--format", "json")
 del broken["ops"][0]["bytes_read"]
-try:
-    jsonschema.validate(broken, analysis_schema)
-    print("FAIL the analysis schema accepted an op without bytes_read")
-    failed += 1
-except jsonschema.ValidationError:
-    pass
+rejects(broken, analysis_schema, "the analysis schema accepted an op without bytes_read")
+if profiled is not None:
+    del profiled["runs"][0]["timing"]
+    rejects(profiled, profile_schema, "the profile schema accepted a successful run without timing")
 
 print(f"{checked - failed} passed, {failed} failed")
 sys.exit(1 if failed else 0)
