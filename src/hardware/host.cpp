@@ -7,6 +7,7 @@
 #include <chrono>
 #include <fstream>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -33,6 +34,8 @@ CpuDescription parse_cpuinfo(const std::string& cpuinfo, int logical_cpus, doubl
   cpu.logical_cpus = std::max(1, logical_cpus);
   std::istringstream in(cpuinfo);
   double mhz = 0;
+  std::string physical;
+  std::set<std::string> cores;  // (package, core) pairs: SMT siblings share a core's pipes
   for (std::string line; std::getline(in, line);) {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
@@ -40,12 +43,17 @@ CpuDescription parse_cpuinfo(const std::string& cpuinfo, int logical_cpus, doubl
     key.erase(key.find_last_not_of(" \t") + 1);
     const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
     if (key == "model name" && cpu.model == "unknown") cpu.model = value;
+    if (key == "physical id") physical = value;
+    if (key == "core id") cores.insert(physical + ":" + value);
     if (key == "cpu MHz" && mhz == 0) mhz = std::atof(value.c_str());
     if ((key == "flags" || key == "Features") && cpu.flags.empty()) {
       std::istringstream words(value);
       for (std::string w; words >> w;) cpu.flags.push_back(w);
     }
   }
+  // count cores, not SMT threads, when cpuinfo says which threads share a core (capped at the
+  // CPUs this process may use)
+  if (!cores.empty()) cpu.logical_cpus = std::min(cpu.logical_cpus, static_cast<int>(cores.size()));
   if (cpufreq_max_khz > 0) {
     cpu.ghz = cpufreq_max_khz / 1e6;
     cpu.ghz_source = "cpufreq cpuinfo_max_freq";
@@ -91,7 +99,16 @@ HardwareSpec theoretical_host_spec(const CpuDescription& cpu) {
 }
 
 double measure_triad_bandwidth() {
-  const std::size_t n = (16u << 20) / sizeof(double);
+  // each array at least as large as the last-level cache, so the triad streams from memory
+  std::size_t llc = 0;
+  std::ifstream l3("/sys/devices/system/cpu/cpu0/cache/index3/size");
+  std::string size_text;
+  if (l3 >> size_text && !size_text.empty()) {
+    llc = std::strtoull(size_text.c_str(), nullptr, 10) * (size_text.back() == 'M' ? 1u << 20 : 1u << 10);
+  }
+  // (capped at 64 MiB: some VMs report a last-level cache of hundreds of MB)
+  const std::size_t bytes_per_array = std::clamp<std::size_t>(llc, 16u << 20, 64u << 20);
+  const std::size_t n = bytes_per_array / sizeof(double);
   const int threads = local_cpus();
   std::unique_ptr<double[]> a(new double[n]), b(new double[n]), c(new double[n]);
   auto triad = [&](double scalar) {
@@ -128,7 +145,8 @@ HardwareSpec detect_host_spec() {
   HardwareSpec s = theoretical_host_spec(parse_cpuinfo(text.str(), local_cpus(), khz));
   s.memory_bandwidth_bytes_per_second = measure_triad_bandwidth();
   s.sources["memory_bandwidth_bytes_per_second"] =
-      "measured: STREAM-style triad, 3 x 16 MiB arrays, one thread per CPU, best of 5, 24 bytes per element";
+      "measured: STREAM-style triad, 3 arrays each as large as the last-level cache (16 to 64 MiB), one "
+      "thread per CPU, best of 5, 24 bytes per element";
   return s;
 }
 

@@ -63,7 +63,7 @@ std::vector<TensorDesc> graph_inputs(const Analysis& a) {
 }
 
 void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareSpec& hw, PreparedModel& model,
-                   double faults) {
+                   double faults, const ProfileOptions& options) {
   EnvironmentFacts env = detect_environment();
   check_blas(env, loaded_blas_library());
   check_page_faults(env, faults);
@@ -93,6 +93,14 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   c["synchronisation"] = "none needed: LibTorch CPU ops return when their results are written";
   c["clock"] = fmt::format("std::chrono::steady_clock, resolution {:.3g} s", run.timing.clock_resolution_seconds);
   c["page_faults_per_iteration"] = fmt::format("{:.1f}", faults);
+  c["model_sizes"] = fmt::format("seq {}, width {}, depth {}", request.seq, request.width, request.depth);
+  const TimingOptions& o = options.timing;
+  c["timing_options"] = fmt::format(
+      "warm-up >= {} runs and >= {} s; {}..{} samples; stop at 95% CI <= {} of the median or after {} s; "
+      "CV limit {}; clock-tick floor {}",
+      o.warmup_iterations, o.warmup_seconds, o.min_samples, o.max_samples, o.target_relative_ci, o.budget_seconds,
+      o.max_cv, o.min_clock_ticks);
+  c["layer_profiled_passes"] = std::to_string(options.layer_runs);
   run.warnings = env.warnings;
 }
 
@@ -114,7 +122,10 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
     run.samples_per_second = static_cast<double>(request.batch) / t;
     run.achieved_flops_per_second = static_cast<double>(run.analysis.totals.flops) / t;
     const double faults = page_faults_per_iteration([&] { model->run(); model->synchronize(); }, 5);
+    fill_contract(run, request, hw, *model, faults, options);
     if (options.layer_runs > 0) {
+      // per-layer times are extra: when they cannot be had, the run keeps its timing
+      try {
       const LayerTiming lt = model->profile_layers(options.layer_runs);
       if (!lt.wall_seconds.empty()) {
         run.layers = measure_layers(run.analysis, lt);
@@ -126,8 +137,11 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
         run.profiling_overhead =
             run.profiled_pass_seconds / (lt.plain_wall_seconds.empty() ? t : median(lt.plain_wall_seconds)) - 1;
       }
+      } catch (const Error& e) {
+        run.layers.clear();
+        run.warnings.push_back(std::string("no per-layer times: ") + e.what());
+      }
     }
-    fill_contract(run, request, hw, *model, faults);
   } catch (const std::exception& e) {
     run.failed = true;
     run.error = e.what();
@@ -149,6 +163,10 @@ std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("backend '{}' has no mode '{}' (modes: {})", backend.name(), m, fmt::join(known, ", ")));
     }
+  }
+  validate(options.timing);
+  if (options.layer_runs < 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be >= 0 (got {})", options.layer_runs));
   }
   if (options.batches.empty()) throw Error(ErrorCode::kInvalidArgument, "no batch sizes to profile");
   for (std::int64_t b : options.batches) {

@@ -21,17 +21,24 @@ double relative_width(const SampleSummary& s) {
   return s.median > 0 ? (s.ci95_median.high - s.ci95_median.low) / s.median : 0.0;
 }
 
+}  // namespace
+
 void validate(const TimingOptions& o) {
-  if (o.warmup_iterations < 0 || o.warmup_seconds < 0 || o.min_samples < 1 ||
-      o.max_samples < o.min_samples || !(o.target_relative_ci > 0) || !(o.budget_seconds > 0)) {
+  if (o.warmup_iterations < 0 || !(o.warmup_seconds >= 0)) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("timing options: need warm-up >= 0, 1 <= min_samples ({}) <= max_samples ({}), "
-                            "target CI > 0 ({}) and budget > 0 ({})",
-                            o.min_samples, o.max_samples, o.target_relative_ci, o.budget_seconds));
+                fmt::format("--warmup ({}) and --warmup-seconds ({}) must be >= 0", o.warmup_iterations, o.warmup_seconds));
+  }
+  if (o.min_samples < 1 || o.max_samples < o.min_samples) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("need 1 <= min_samples ({}) <= max_samples ({})", o.min_samples, o.max_samples));
+  }
+  if (!(o.target_relative_ci > 0)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--target-ci must be > 0 (got {})", o.target_relative_ci));
+  }
+  if (!(o.budget_seconds > 0)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--budget must be > 0 seconds (got {})", o.budget_seconds));
   }
 }
-
-}  // namespace
 
 std::string_view verdict_name(Verdict verdict) { return verdict == Verdict::kOk ? "ok" : "mistrusted"; }
 

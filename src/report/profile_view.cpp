@@ -139,7 +139,8 @@ nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareS
       run["layers"].push_back({{"event", l.event}, {"name", l.name}, {"ops", records}, {"flops", l.flops},
                                {"bytes", l.bytes}, {"lower_bound_seconds", l.lower_bound_seconds},
                                {"measured_seconds", l.measured_seconds}, {"efficiency", l.efficiency},
-                               {"bound", l.bound ? json(std::string(bound_name(*l.bound))) : json(nullptr)}});
+                               {"bound", l.bound ? json(std::string(bound_name(*l.bound))) : json(nullptr)},
+                               {"modeled", l.modeled}});
     }
     run["profiled_passes"] = r.profiled_passes;
     run["profiled_pass_seconds"] = r.profiled_pass_seconds;

@@ -31,6 +31,18 @@ TEST(HostSpecTest, CpufreqMaxWinsOverCurrentClockAndArmUsesNeon) {
   EXPECT_FALSE(s.peak_flops_per_second.count(DType::kBf16));
 }
 
+TEST(HostSpecTest, SmtSiblingsShareTheirCoresPipes) {
+  // 4 logical CPUs, 2 cores with 2 threads each
+  std::string text;
+  for (int cpu = 0; cpu < 4; ++cpu) {
+    text += "processor\t: " + std::to_string(cpu) + "\nphysical id\t: 0\ncore id\t\t: " + std::to_string(cpu / 2) +
+            "\ncpu MHz\t\t: 2000\nflags\t\t: fma avx2\n\n";
+  }
+  const CpuDescription cpu = parse_cpuinfo(text, 4, 0);
+  EXPECT_EQ(cpu.logical_cpus, 2);
+  EXPECT_DOUBLE_EQ(theoretical_host_spec(cpu).peak_flops_per_second.at(DType::kFp32), 2 * 2 * 8 * 2 * 2.0e9);
+}
+
 TEST(HostSpecTest, TriadBandwidthIsPlausible) {
   const double bw = measure_triad_bandwidth();
   EXPECT_GT(bw, 1e9);    // any machine that runs this moves more than 1 GB/s

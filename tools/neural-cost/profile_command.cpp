@@ -78,10 +78,17 @@ void run_profile(const ProfileArgs& args) {
   base.threads = args.threads;
   for (const std::string& s : args.input_shapes) base.input_shapes.push_back(parse_shape(s));
   const std::vector<std::string> models = args.models.empty() ? reference_model_names() : args.models;
+  const auto& reference = reference_model_names();
   std::vector<ProfileRun> runs;
   for (const std::string& model : models) {
     base.model = model;
-    for (ProfileRun& r : profile(backend, base, hardware, options)) runs.push_back(std::move(r));
+    ProfileOptions these = options;
+    if (std::find(reference.begin(), reference.end(), model) == reference.end()) {
+      // a model file's batch is the first dimension of its first input; --batch sizes the
+      // reference networks only
+      these.batches = {base.input_shapes.empty() || base.input_shapes[0].empty() ? 1 : base.input_shapes[0][0]};
+    }
+    for (ProfileRun& r : profile(backend, base, hardware, these)) runs.push_back(std::move(r));
   }
   const Format format = *parse_format(args.format);
   emit(args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
@@ -112,7 +119,10 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--input-shape", args->input_shapes, "Input shape of a model file, e.g. 32x3x32x32 (once per input)");
   cmd->add_option("--backend", args->backend, "Backend: libtorch")->capture_default_str();
   cmd->add_option("--mode", args->modes, "Modes, comma-separated: eager, compiled")->delimiter(',')->capture_default_str();
-  cmd->add_option("--batch", args->batches, "Batch sizes, comma-separated (reference networks)")->delimiter(',')
+  cmd->add_option("--batch", args->batches,
+                  "Batch sizes of the reference networks, comma-separated (a model file's batch is the first "
+                  "dimension of its first --input-shape)")
+      ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer)")->capture_default_str();
   cmd->add_option("--width", args->width, "Hidden width d")->capture_default_str();

@@ -13,7 +13,7 @@ namespace neuralcost {
 
 struct CpuDescription {
   std::string model = "unknown";
-  int logical_cpus = 1;
+  int logical_cpus = 1;             ///< CPUs counted for the peak: cores when SMT siblings are known
   double ghz = 0;                   ///< base or current clock from sysfs or /proc/cpuinfo
   std::string ghz_source;
   std::vector<std::string> flags;   ///< from /proc/cpuinfo
@@ -26,8 +26,9 @@ CpuDescription parse_cpuinfo(const std::string& cpuinfo, int logical_cpus, doubl
 /// vector width the flags show, which the notes state.
 HardwareSpec theoretical_host_spec(const CpuDescription& cpu);
 
-/// Best-of-5 STREAM-style triad a[i] = b[i] + s*c[i] over 3 x 16 MiB arrays on every CPU this
-/// process may use, counting 24 bytes per element (no write-allocate traffic).
+/// Best-of-5 STREAM-style triad a[i] = b[i] + s*c[i] over 3 arrays each the size of the
+/// last-level cache (at least 16 MiB) on every CPU this process may use, counting 24 bytes per
+/// element (no write-allocate traffic).
 double measure_triad_bandwidth();
 
 /// This machine: theoretical_host_spec of the local CPU plus the measured triad bandwidth.

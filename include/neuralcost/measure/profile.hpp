@@ -46,7 +46,9 @@ struct ProfileRun {
   std::string error;              ///< why the run failed
   Analysis analysis;              ///< of the ops that actually ran
   TimingResult timing;
-  double efficiency = 0;          ///< analysis lower bound / median time, 0-1 (above 1 is mistrusted)
+  /// analysis lower bound / median time. Above 1 means the run beat the unfused bound (the
+  /// framework fused or reused data in cache); only beating the fused bound is mistrusted.
+  double efficiency = 0;
   double fused_efficiency = 0;    ///< fused lower bound / median time
   double samples_per_second = 0;
   double achieved_flops_per_second = 0;

@@ -15,7 +15,7 @@ namespace neuralcost {
 struct TimingOptions {
   int warmup_iterations = 5;       ///< at least this many untimed runs...
   double warmup_seconds = 0.2;     ///< ...and at least this long
-  int min_samples = 10;
+  int min_samples = 20;  ///< fewer make the bootstrap interval of the median too narrow
   int max_samples = 100000;
   /// Stop once (ci95 high - low) / median is at most this.
   double target_relative_ci = 0.02;
@@ -46,6 +46,9 @@ struct TimedCallable {
   std::function<void()> run;          ///< one unit of work (e.g. one forward pass)
   std::function<void()> synchronize;  ///< waits until that work is done (no-op on the CPU)
 };
+
+/// Throws kInvalidArgument naming the option when `options` cannot work.
+void validate(const TimingOptions& options);
 
 /// Smallest step of std::chrono::steady_clock seen over repeated reads, in seconds.
 double steady_clock_resolution_seconds();

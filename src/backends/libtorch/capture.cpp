@@ -56,7 +56,6 @@ class Namer {
       // the address was reused by a tensor that no observed call produced
       known_.erase(it);
       it = known_.end();
-      ++unseen_producers_;
     }
     if (it == known_.end()) {
       // neither a model input nor produced by a call: a weight or a frozen constant
@@ -82,9 +81,6 @@ class Namer {
     return describe(t);
   }
 
-  /// Tensors consumed whose producer the observer never saw (a stale address).
-  int unseen_producers() const { return unseen_producers_; }
-
  private:
   /// What must still hold for a remembered address to be the same tensor.
   struct Key {
@@ -101,7 +97,6 @@ class Namer {
     Key key;
     bool matches(const at::Tensor& t) const { return key == key_of(t); }
   };
-  int unseen_producers_ = 0;
   std::unordered_map<const void*, Entry> known_;
   const ParameterNames& param_names_;
   int constants_ = 0;

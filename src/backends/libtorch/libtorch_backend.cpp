@@ -27,9 +27,9 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 class TorchModel final : public PreparedModel {
  public:
   TorchModel(std::string name, std::function<at::Tensor(const std::vector<at::Tensor>&)> forward,
-             std::vector<at::Tensor> inputs, ParameterNames names, std::string origin)
+             std::vector<at::Tensor> inputs, ParameterNames names, std::string origin, bool compiled)
       : name_(std::move(name)), forward_(std::move(forward)), inputs_(std::move(inputs)),
-        names_(std::move(names)), origin_(std::move(origin)) {}
+        names_(std::move(names)), origin_(std::move(origin)), compiled_(compiled) {}
 
   void run() override {
     torch::NoGradGuard no_grad;
@@ -46,12 +46,11 @@ class TorchModel final : public PreparedModel {
   LayerTiming profile_layers(int runs) override {
     torch::NoGradGuard no_grad;
     warm_up();
-    std::set<std::string> names;
-    for (const auto& call : libtorch::capture_calls([this] { output_ = forward_(inputs_); }, inputs_, names_)) {
-      names.insert(call.name);
-    }
-    const char* legacy = std::getenv("NEURALCOST_LEGACY_PROFILER");
-    if (legacy != nullptr && std::string(legacy) == "1") {
+    if (legacy_profiler()) {
+      std::set<std::string> names;  // the legacy profiler's ranges include non-operators
+      for (const auto& call : libtorch::capture_calls([this] { output_ = forward_(inputs_); }, inputs_, names_)) {
+        names.insert(call.name);
+      }
       return libtorch::profile_calls([this] { output_ = forward_(inputs_); }, runs, names);
     }
     return libtorch::time_calls([this] { output_ = forward_(inputs_); }, runs);
@@ -68,7 +67,9 @@ class TorchModel final : public PreparedModel {
       env["openblas_threads"] = std::to_string(f());
     }
     env["model_origin"] = origin_;
-    if (origin_.find("TorchScript") != std::string::npos) {
+    env["layer_timer"] = legacy_profiler() ? "legacy autograd profiler (NEURALCOST_LEGACY_PROFILER=1)"
+                                           : "RecordFunction timestamps on top-level operators";
+    if (compiled_) {
       env["compile_pipeline"] = "torch::jit::freeze + OptimizeFrozenGraph (optimize_for_inference without MKLDNN layout conversion)";
     }
     const std::string config = at::show_config();
@@ -86,12 +87,17 @@ class TorchModel final : public PreparedModel {
     for (int i = 0; i < kSettleRuns; ++i) output_ = forward_(inputs_);
   }
   static constexpr int kSettleRuns = 3;
+  static bool legacy_profiler() {
+    const char* v = std::getenv("NEURALCOST_LEGACY_PROFILER");
+    return v != nullptr && std::string(v) == "1";
+  }
 
   std::string name_;
   std::function<at::Tensor(const std::vector<at::Tensor>&)> forward_;
   std::vector<at::Tensor> inputs_;
   ParameterNames names_;
   std::string origin_;
+  bool compiled_;
   at::Tensor output_;
 };
 
@@ -133,12 +139,13 @@ std::unique_ptr<PreparedModel> prepare_reference(const ModelRequest& request, co
   if (mode == "eager") {
     return std::make_unique<TorchModel>(
         name, [net](const std::vector<at::Tensor>& in) { return net->forward(in[0]); }, std::move(inputs),
-        names_of(*net), "torch::nn module");
+        names_of(*net), "torch::nn module", false);
   }
   auto compiled = std::make_shared<torch::jit::Module>(compile(libtorch::script_reference_net(*net)));
   return std::make_unique<TorchModel>(
       name, [compiled, net](const std::vector<at::Tensor>& in) { return run_script(*compiled, in); },
-      std::move(inputs), names_of(*net), "TorchScript (scripted from the torch::nn module), frozen and optimized");
+      std::move(inputs), names_of(*net), "TorchScript (scripted from the torch::nn module), frozen and optimized",
+      true);
 }
 
 std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const std::string& mode) {
@@ -170,11 +177,12 @@ std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const s
   }
   std::vector<at::Tensor> inputs;
   torch::manual_seed(1);
-  for (const Shape& s : request.input_shapes) inputs.push_back(torch::randn(s));
+  const auto dtype = request.dtype == DType::kFp64 ? torch::kFloat64 : torch::kFloat32;
+  for (const Shape& s : request.input_shapes) inputs.push_back(torch::randn(s, torch::TensorOptions().dtype(dtype)));
   auto model = std::make_unique<TorchModel>(
       fmt::format("{} ({}, libtorch)", std::filesystem::path(path).filename().string(), mode),
       [module](const std::vector<at::Tensor>& in) { return run_script(*module, in); }, std::move(inputs),
-      std::move(names), fmt::format("TorchScript file {}", path));
+      std::move(names), fmt::format("TorchScript file {}", path), mode == "compiled");
   try {
     model->run();  // fails here, with the framework's reason, when the input shapes are wrong
   } catch (const std::exception& e) {
