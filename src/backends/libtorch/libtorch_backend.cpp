@@ -62,9 +62,17 @@ class TorchModel final : public PreparedModel {
     env["intra_op_threads"] = std::to_string(at::get_num_threads());
     env["inter_op_threads"] = std::to_string(at::get_num_interop_threads());
     env["mkldnn"] = at::hasMKLDNN() ? "yes" : "no";
-    using GetThreads = int (*)();
-    if (auto f = reinterpret_cast<GetThreads>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) {
+    using GetInt = int (*)();
+    using GetText = char* (*)();
+    if (auto f = reinterpret_cast<GetInt>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) {
       env["openblas_threads"] = std::to_string(f());
+    }
+    if (auto f = reinterpret_cast<GetText>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) env["openblas_config"] = f();
+    // the kernel set OpenBLAS chose (OPENBLAS_CORETYPE overrides it)
+    if (auto f = reinterpret_cast<GetText>(dlsym(RTLD_DEFAULT, "openblas_get_corename"))) env["openblas_core"] = f();
+    // LibTorch's intra-op pool is OpenMP's
+    if (auto f = reinterpret_cast<GetInt>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"))) {
+      env["openmp_threads"] = std::to_string(f());
     }
     env["model_origin"] = origin_;
     env["layer_timer"] = legacy_profiler() ? "legacy autograd profiler (NEURALCOST_LEGACY_PROFILER=1)"
