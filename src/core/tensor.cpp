@@ -4,6 +4,7 @@
 #include <optional>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"

@@ -8,6 +8,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "hardware/embedded_specs.hpp"
 #include "neuralcost/hardware/host.hpp"

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/measure/statistics.hpp"

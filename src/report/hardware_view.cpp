@@ -1,5 +1,6 @@
 // Views of the hardware database: a list of parts and one part with its sources.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "neuralcost/report/views.hpp"
 #include "report/si_format.hpp"
