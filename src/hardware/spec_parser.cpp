@@ -1,6 +1,7 @@
 // Reads hardware spec JSON. Every value is checked before use and every error names the
 // file and the field ("spec.json: field 'peak_flops_per_second.fp32' must be a positive number").
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -15,6 +16,12 @@ namespace neuralcost {
 namespace {
 
 using nlohmann::json;
+
+// Plausible ranges: from a microcontroller to far beyond any chip of this decade.
+constexpr double kMinRate = 1e6, kMaxRate = 1e20;         // FLOP/s
+constexpr double kMinBandwidth = 1e6, kMaxBandwidth = 1e16;  // bytes/s
+constexpr double kMinSize = 1, kMaxSize = 1e16;           // bytes
+
 
 class Reader {
  public:
@@ -35,11 +42,24 @@ class Reader {
     return it->get<std::string>();
   }
 
-  double positive(const json& value, const std::string& field) const {
-    if (!value.is_number()) fail(field, fmt::format("must be a positive number (got {})", value.dump()));
+  /// A number within [low, high]: the plausible range of the quantity, so that a typo of
+  /// a few orders of magnitude cannot turn into infinities in the analysis.
+  double in_range(const json& value, const std::string& field, double low, double high) const {
+    if (!value.is_number()) fail(field, fmt::format("must be a positive number (got {})", describe(value)));
     const double v = value.get<double>();
-    if (!std::isfinite(v) || v <= 0) fail(field, fmt::format("must be a positive number (got {})", value.dump()));
+    if (!std::isfinite(v) || v <= 0) fail(field, fmt::format("must be a positive number (got {})", describe(value)));
+    if (v < low || v > high) fail(field, fmt::format("is {:g}, outside the plausible range {:g} to {:g}", v, low, high));
     return v;
+  }
+
+  /// A short description of a JSON value for a message (never dumps a whole nested tree).
+  static std::string describe(const json& value) {
+    if (value.is_number() || value.is_boolean() || value.is_null()) return value.dump();
+    if (value.is_string()) {
+      const std::string s = value.get<std::string>();
+      return "\"" + (s.size() > 40 ? s.substr(0, 40) + "..." : s) + "\"";
+    }
+    return value.is_array() ? "a list" : "an object";
   }
 
   std::map<DType, double> rates(const json& obj, const std::string& field) const {
@@ -52,7 +72,7 @@ class Reader {
           dtype_name(*dtype) != key) {
         fail(field + "." + key, "is not a dtype (use fp64, fp32, tf32, fp16, bf16, int8, fp8)");
       }
-      out[*dtype] = positive(value, field + "." + key);
+      out[*dtype] = in_range(value, field + "." + key, kMinRate, kMaxRate);
     }
     return out;
   }
@@ -76,6 +96,8 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
     throw Error(ErrorCode::kDataLoss,
                 fmt::format("{}: malformed JSON at byte {}: {}", origin, e.byte,
                             std::string(e.what()).substr(std::string(e.what()).find(':') + 2)));
+  } catch (const json::exception& e) {  // e.g. a number too large for a double
+    throw Error(ErrorCode::kDataLoss, fmt::format("{}: unreadable JSON: {}", origin, e.what()));
   }
   Reader r(origin);
   if (!doc.is_object()) {
@@ -85,7 +107,7 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
     if (!kKnownFields.count(key)) r.fail(key, "is not a hardware spec field (see docs/hardware.md)");
   }
   if (doc.contains("schema_version") && doc["schema_version"] != 1) {
-    r.fail("schema_version", fmt::format("must be 1 (got {})", doc["schema_version"].dump()));
+    r.fail("schema_version", fmt::format("must be 1 (got {})", Reader::describe(doc["schema_version"])));
   }
   if (doc.contains("origin") && !doc["origin"].is_string()) r.fail("origin", "must be a string");
   HardwareSpec s;
@@ -109,9 +131,9 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
   }
   if (!doc.contains("memory_bandwidth_bytes_per_second")) r.fail("memory_bandwidth_bytes_per_second", "is missing");
   s.memory_bandwidth_bytes_per_second =
-      r.positive(doc["memory_bandwidth_bytes_per_second"], "memory_bandwidth_bytes_per_second");
+      r.in_range(doc["memory_bandwidth_bytes_per_second"], "memory_bandwidth_bytes_per_second", kMinBandwidth, kMaxBandwidth);
   if (doc.contains("memory_capacity_bytes")) {
-    s.memory_capacity_bytes = r.positive(doc["memory_capacity_bytes"], "memory_capacity_bytes");
+    s.memory_capacity_bytes = r.in_range(doc["memory_capacity_bytes"], "memory_capacity_bytes", kMinSize, kMaxSize);
   }
   if (doc.contains("caches")) {
     if (!doc["caches"].is_array()) r.fail("caches", "must be a list");
@@ -127,10 +149,10 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
       CacheLevel level;
       level.name = r.text(c, "name", true);
       if (!c.contains("size_bytes")) r.fail(field + ".size_bytes", "is missing");
-      level.size_bytes = r.positive(c["size_bytes"], field + ".size_bytes");
+      level.size_bytes = r.in_range(c["size_bytes"], field + ".size_bytes", kMinSize, kMaxSize);
       if (c.contains("bandwidth_bytes_per_second")) {
         level.bandwidth_bytes_per_second =
-            r.positive(c["bandwidth_bytes_per_second"], field + ".bandwidth_bytes_per_second");
+            r.in_range(c["bandwidth_bytes_per_second"], field + ".bandwidth_bytes_per_second", kMinBandwidth, kMaxBandwidth);
       }
       s.caches.push_back(level);
     }
@@ -154,6 +176,13 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
 }
 
 HardwareSpec load_hardware_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("hardware spec '{}' is not a regular file", path));
+  }
+  if (std::filesystem::is_regular_file(path, ec) && std::filesystem::file_size(path, ec) > (1u << 20)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("hardware spec '{}' is larger than 1 MiB", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     throw Error(ErrorCode::kNotFound, fmt::format("cannot open hardware spec file '{}'", path));

@@ -121,22 +121,39 @@ TEST(HardwareSpecTest, BadFilesNameTheFileAndField) {
             "spec.json: field 'memory_bandwidth_bytes_per_second' is missing");
   EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": -3})"),
             "spec.json: field 'memory_bandwidth_bytes_per_second' must be a positive number (got -3)");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": "fast"}, "memory_bandwidth_bytes_per_second": 1})"),
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": "fast"}, "memory_bandwidth_bytes_per_second": 1e11})"),
             "spec.json: field 'peak_flops_per_second.fp32' must be a positive number (got \"fast\")");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp4": 1e15}, "memory_bandwidth_bytes_per_second": 1})"),
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp4": 1e15}, "memory_bandwidth_bytes_per_second": 1e11})"),
             "spec.json: field 'peak_flops_per_second.fp4' is not a dtype (use fp64, fp32, tf32, fp16, bf16, int8, fp8)");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {}, "memory_bandwidth_bytes_per_second": 1})"),
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {}, "memory_bandwidth_bytes_per_second": 1e11})"),
             "spec.json: field 'peak_flops_per_second' must give at least one dtype");
   EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1}, "memory_bandwith": 1})"),
             "spec.json: field 'memory_bandwith' is not a hardware spec field (see docs/hardware.md)");
-  EXPECT_EQ(error_of(R"({"id": "x", "schema_version": 2, "peak_flops_per_second": {"fp32": 1}, "memory_bandwidth_bytes_per_second": 1})"),
+  EXPECT_EQ(error_of(R"({"id": "x", "schema_version": 2, "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11})"),
             "spec.json: field 'schema_version' must be 1 (got 2)");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1}, "memory_bandwidth_bytes_per_second": 1, "caches": [{"name": "L2"}]})"),
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11, "caches": [{"name": "L2"}]})"),
             "spec.json: field 'caches[0].size_bytes' is missing");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1}, "memory_bandwidth_bytes_per_second": 1, "caches": [{"name": "L2", "size_bytes": 1, "sise": 2}]})"),
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11, "caches": [{"name": "L2", "size_bytes": 1, "sise": 2}]})"),
             "spec.json: field 'caches[0].sise' is not a cache field (name, size_bytes, bandwidth_bytes_per_second)");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1}, "memory_bandwidth_bytes_per_second": 1, "origin": 3})"),
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11, "origin": 3})"),
             "spec.json: field 'origin' must be a string");
+}
+
+TEST(HardwareSpecTest, ImplausibleAndHostileValuesAreRejectedNotPropagated) {
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e308}, "memory_bandwidth_bytes_per_second": 1e11})"),
+            "spec.json: field 'peak_flops_per_second.fp32' is 1e+308, outside the plausible range 1e+06 to 1e+20");
+  EXPECT_THAT(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e999}, "memory_bandwidth_bytes_per_second": 1e11})"),
+              HasSubstr("spec.json: "));
+  // a deeply nested value is named by its type, never serialised into the message
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": )" + deep + R"(}, "memory_bandwidth_bytes_per_second": 1e11})"),
+            "spec.json: field 'peak_flops_per_second.fp32' must be a positive number (got a list)");
+  try {
+    load_hardware_file(::testing::TempDir());
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is not a regular file"));
+  }
 }
 
 TEST(HardwareSpecTest, ResolveLoadsFilesAndFillsMissingSources) {
