@@ -56,23 +56,26 @@ ConvGeometry conv_geometry(const OpRecord& op, const Shape& x, const Shape& w) {
                   fmt::format("spatial dim {}: stride ({}) and dilation ({}) must be >= 1", d,
                               g.stride[d], g.dilation[d]));
     }
+    bounded(g.stride[d], 1, fmt::format("attribute 'stride' in spatial dim {}", d));
+    bounded(g.dilation[d], 1, fmt::format("attribute 'dilation' in spatial dim {}", d));
+    bounded(g.kernel[d], 1, fmt::format("the weight's kernel size in spatial dim {}", d));
   }
   return g;
 }
 
 std::int64_t groups_of(const OpRecord& op) {
-  const std::int64_t groups = op.attributes.get_int("groups", 1);
-  if (groups < 1) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'groups' must be >= 1, got {}", groups));
-  }
-  return groups;
+  return bounded(op.attributes.get_int("groups", 1), 1, "attribute 'groups'");
 }
 
-void check_spatial(const Shape& y, std::size_t d, std::int64_t expected, const char* formula) {
-  if (y[d + 2] != expected) {
+void check_spatial(const Shape& y, std::size_t d, Wide expected, const char* formula) {
+  if (expected < 1) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("output spatial dim {} is {}, expected {} ({})", d, y[d + 2], expected,
-                            formula));
+                fmt::format("spatial dim {}: the kernel does not fit the (padded) input ({})", d, formula));
+  }
+  if (static_cast<Wide>(y[d + 2]) != expected) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output spatial dim {} is {}, expected {} ({})", d, y[d + 2],
+                            static_cast<long long>(expected), formula));
   }
 }
 
@@ -136,7 +139,7 @@ void cost_conv(const OpRecord& op, OpCost& cost) {
   const Shape& w = parameter(op, 0, "weight").shape;
   const ConvGeometry g = conv_geometry(op, x, w);
   const std::int64_t groups = groups_of(op);
-  if (w[1] * groups != x[1] || w[0] % groups != 0) {
+  if (static_cast<Wide>(w[1]) * groups != x[1] || w[0] % groups != 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("weight {} with {} groups does not fit {} input channels",
                             shape_string(w), groups, x[1]));
@@ -149,8 +152,9 @@ void cost_conv(const OpRecord& op, OpCost& cost) {
   }
   std::uint64_t out_positions = 1, taps = 1;
   for (std::size_t d = 0; d < g.spatial_rank; ++d) {
-    const std::int64_t span = g.dilation[d] * (g.kernel[d] - 1) + 1;
-    check_spatial(y, d, (x[d + 2] + g.pad_total[d] - span) / g.stride[d] + 1,
+    const Wide span = static_cast<Wide>(g.dilation[d]) * (g.kernel[d] - 1) + 1;
+    const Wide room = static_cast<Wide>(x[d + 2]) + g.pad_total[d] - span;
+    check_spatial(y, d, room < 0 ? 0 : room / g.stride[d] + 1,
                   "floor((in + padding - dilation*(kernel-1) - 1) / stride) + 1");
     out_positions = product({out_positions, dim(y[d + 2])});
     taps = product({taps, dim(g.kernel[d])});
@@ -170,17 +174,20 @@ void cost_conv_transpose(const OpRecord& op, OpCost& cost) {
                             shape_string(w), groups, x[1]));
   }
   const auto output_padding = op.attributes.get_ints("output_padding", g.spatial_rank, 0);
+  for (std::size_t d = 0; d < g.spatial_rank; ++d) {
+    bounded(output_padding[d], 0, fmt::format("attribute 'output_padding' in spatial dim {}", d));
+  }
   const Shape& y = output(op, 0, "y").shape;
   require_rank(y, x.size(), x.size(), "output");
-  if (y[0] != x[0] || y[1] != w[1] * groups) {
+  if (y[0] != x[0] || static_cast<Wide>(y[1]) != static_cast<Wide>(w[1]) * groups) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("output {} must be {}x{}x...", shape_string(y), x[0], w[1] * groups));
+                fmt::format("output {} must have {} x {} channels", shape_string(y), w[1], groups));
   }
   std::uint64_t in_positions = 1, out_positions = 1, taps = 1;
   for (std::size_t d = 0; d < g.spatial_rank; ++d) {
     check_spatial(y, d,
-                  (x[d + 2] - 1) * g.stride[d] - g.pad_total[d] +
-                      g.dilation[d] * (g.kernel[d] - 1) + output_padding[d] + 1,
+                  static_cast<Wide>(x[d + 2] - 1) * g.stride[d] - g.pad_total[d] +
+                      static_cast<Wide>(g.dilation[d]) * (g.kernel[d] - 1) + output_padding[d] + 1,
                   "(in-1)*stride - padding + dilation*(kernel-1) + output_padding + 1");
     in_positions = product({in_positions, dim(x[d + 2])});
     out_positions = product({out_positions, dim(y[d + 2])});

@@ -69,19 +69,26 @@ void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank
   }
 }
 
+std::int64_t bounded(std::int64_t value, std::int64_t low, const std::string& what) {
+  constexpr std::int64_t kHigh = std::int64_t{1} << 40;
+  if (value < low || value > kHigh) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{} is {}, outside {} to 2^40", what, value, low));
+  }
+  return value;
+}
+
 std::vector<std::int64_t> total_padding(const OpRecord& op, std::size_t rank) {
   std::vector<std::int64_t> total;
   const auto it = op.attributes.all().find("padding");
   const auto* list = it == op.attributes.all().end() ? nullptr : std::get_if<std::vector<std::int64_t>>(&it->second);
+  const auto side = [](std::int64_t p, std::size_t d) {
+    return bounded(p, 0, fmt::format("attribute 'padding' in spatial dim {}", d));
+  };
   if (list != nullptr && list->size() == 2 * rank) {
-    for (std::size_t d = 0; d < rank; ++d) total.push_back((*list)[d] + (*list)[d + rank]);
+    for (std::size_t d = 0; d < rank; ++d) total.push_back(side((*list)[d], d) + side((*list)[d + rank], d));
   } else {
-    for (std::int64_t p : op.attributes.get_ints("padding", rank, 0)) total.push_back(2 * p);
-  }
-  for (std::size_t d = 0; d < rank; ++d) {
-    if (total[d] < 0) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'padding' is negative in spatial dim {}", d));
-    }
+    const auto each = op.attributes.get_ints("padding", rank, 0);
+    for (std::size_t d = 0; d < rank; ++d) total.push_back(2 * side(each[d], d));
   }
   return total;
 }

@@ -30,6 +30,13 @@ const ParameterDesc& parameter(const OpRecord& op, std::size_t i, const char* ro
 /// Throws kInvalidArgument unless min_rank <= rank <= max_rank.
 void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank,
                   const std::string& what);
+/// Exact intermediate arithmetic for shape formulas on int64 dimensions and attributes.
+__extension__ using Wide = __int128;
+
+/// A geometric attribute value (stride, dilation, kernel, padding, groups) within
+/// [low, 2^40]: large enough for any real network, small enough that no formula overflows.
+std::int64_t bounded(std::int64_t value, std::int64_t low, const std::string& what);
+
 /// Padding summed over both sides per spatial dim, from attribute `padding`: one value per
 /// dim (applied to both sides) or begins then ends (ONNX "pads"). Negative padding throws.
 std::vector<std::int64_t> total_padding(const OpRecord& op, std::size_t rank);

@@ -1,6 +1,8 @@
 // Pooling and reductions. A window of k elements costs k - 1 comparisons (max/min) or
 // k - 1 adds + 1 divide (average); padded positions count as window elements, as the
 // kernels compute over them. Adaptive windows are summed exactly, dimension by dimension.
+#include <numeric>
+
 #include <fmt/format.h>
 
 #include "cost/op_families.hpp"
@@ -13,15 +15,12 @@ bool is_max(OpKind kind) {
   return kind == OpKind::kMaxPool || kind == OpKind::kAdaptiveMaxPool || kind == OpKind::kGlobalMaxPool;
 }
 
-/// Sum over output positions of the adaptive window length along one dimension.
+/// Sum over the `out` adaptive windows of their length along one dimension, where window i
+/// spans [floor(i*in/out), ceil((i+1)*in/out)). In closed form: in + out - gcd(in, out)
+/// (the floors and ceilings differ exactly where out does not divide i*in).
 std::uint64_t adaptive_window_sum(std::int64_t in, std::int64_t out) {
-  std::uint64_t sum = 0;
-  for (std::int64_t i = 0; i < out; ++i) {
-    const std::int64_t start = (i * in) / out;
-    const std::int64_t end = ((i + 1) * in + out - 1) / out;
-    sum += static_cast<std::uint64_t>(end - start);
-  }
-  return sum;
+  return static_cast<std::uint64_t>(in) + static_cast<std::uint64_t>(out) -
+         static_cast<std::uint64_t>(std::gcd(in, out));
 }
 
 }  // namespace
@@ -70,12 +69,19 @@ void cost_pool(const OpRecord& op, OpCost& cost) {
           throw Error(ErrorCode::kInvalidArgument,
                       fmt::format("spatial dim {}: stride ({}) and dilation ({}) must be >= 1", d, s, dilation[d]));
         }
-        const std::int64_t span = dilation[d] * (kernel[d] - 1) + 1;
-        const std::int64_t room = x[d + 2] + padding[d] - span;
-        const std::int64_t expected = (ceil_mode ? (room + s - 1) / s : room / s) + 1;
-        if (y[d + 2] != expected && !(ceil_mode && y[d + 2] == expected - 1)) {
+        bounded(kernel[d], 1, fmt::format("attribute 'kernel' in spatial dim {}", d));
+        bounded(s, 1, fmt::format("attribute 'stride' in spatial dim {}", d));
+        bounded(dilation[d], 1, fmt::format("attribute 'dilation' in spatial dim {}", d));
+        const Wide span = static_cast<Wide>(dilation[d]) * (kernel[d] - 1) + 1;
+        const Wide room = static_cast<Wide>(x[d + 2]) + padding[d] - span;
+        if (room < 0) {
           throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("output spatial dim {} is {}, expected {}", d, y[d + 2], expected));
+                      fmt::format("spatial dim {}: the window does not fit the (padded) input", d));
+        }
+        const Wide expected = (ceil_mode ? (room + s - 1) / s : room / s) + 1;
+        if (static_cast<Wide>(y[d + 2]) != expected && !(ceil_mode && static_cast<Wide>(y[d + 2]) == expected - 1)) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("output spatial dim {} is {}, expected {}", d, y[d + 2], static_cast<long long>(expected)));
         }
         taps = product({taps, dim(kernel[d])});
       }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "cost/op_families.hpp"
+#include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost::cost {
@@ -52,15 +53,21 @@ void cost_recurrent(const OpRecord& op, OpCost& cost) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("hidden_size ({}) and num_layers ({}) must be >= 1", hidden, layers));
   }
+  bounded(layers, 1, "attribute 'num_layers'");
+  bounded(hidden, 1, "attribute 'hidden_size'");
   const Cell cell = cell_of(op);
   const std::uint64_t h = dim(hidden), gh = product({cell.gates, h});
   // The parameter list must hold exactly the weights these attributes imply.
-  std::uint64_t expected = 0, held = 0;
-  for (std::int64_t l = 0; l < layers; ++l) {
-    const std::uint64_t in = l == 0 ? dim(width) : product({dirs, h});
-    expected += product({dirs, gh, in + h + (bias ? 2 : 0)});
-  }
-  for (const ParameterDesc& p : op.parameters) held += p.elements();
+  // layer 0 reads the input width, the others dirs x hidden: two kinds of layer, not a loop
+  // over a user-given count
+  const auto layer_params = [&](std::uint64_t in) {
+    return product({dirs, gh, checked_add(checked_add(in, h, "parameter count"), bias ? 2 : 0, "parameter count")});
+  };
+  const std::uint64_t later = static_cast<std::uint64_t>(layers - 1);
+  const std::uint64_t expected = checked_add(layer_params(dim(width)), product({later, layer_params(product({dirs, h}))}),
+                                             "parameter count");
+  std::uint64_t held = 0;
+  for (const ParameterDesc& p : op.parameters) held = checked_add(held, p.elements(), "parameter count");
   if (held != expected) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("parameters hold {} elements, expected {} for input width {}, "
@@ -75,13 +82,12 @@ void cost_recurrent(const OpRecord& op, OpCost& cost) {
                 fmt::format("output {} must be {}", shape_string(y), shape_string(expected_y)));
   }
   const std::uint64_t cells = product({dim(batch), dim(steps), dirs});  // per layer
-  for (std::int64_t l = 0; l < layers; ++l) {
-    const std::uint64_t in = l == 0 ? dim(width) : product({dirs, h});
-    add_contraction(cost, product({cells, 2, gh, in + h}));
-    if (bias) add_flops(cost, product({cells, 2, gh}));
-    add_flops(cost, product({cells, cell.gate_flops, h}));
-    add_transcendentals(cost, product({cells, cell.gate_transcendentals, h}));
-  }
+  const std::uint64_t all = static_cast<std::uint64_t>(layers);
+  add_contraction(cost, product({cells, 2, gh, checked_add(dim(width), h, "FLOP count")}));
+  add_contraction(cost, product({later, cells, 2, gh, checked_add(product({dirs, h}), h, "FLOP count")}));
+  if (bias) add_flops(cost, product({all, cells, 2, gh}));
+  add_flops(cost, product({all, cells, cell.gate_flops, h}));
+  add_transcendentals(cost, product({all, cells, cell.gate_transcendentals, h}));
 }
 
 }  // namespace neuralcost::cost

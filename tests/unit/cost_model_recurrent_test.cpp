@@ -1,4 +1,6 @@
 // Cost model for RNN, GRU and LSTM: per-step counts times steps, layers and directions.
+#include <limits>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -88,6 +90,15 @@ TEST(RecurrentCostTest, ParameterListMustMatchAttributes) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), ::testing::HasSubstr("parameters hold 1120 elements, expected 1152"));
   }
+}
+
+TEST(RecurrentCostTest, AbsurdLayerCountsFailAtOnce) {
+  OpRecord r = recurrent(OpKind::kRnn, 1, 4, 8, 8, 1, false);
+  r.attributes.set("num_layers", I{1} << 62);
+  EXPECT_THROW(cost_of(r), Error);  // no loop over 2^62 layers
+  r = recurrent(OpKind::kRnn, 1, 4, 8, 8, 1, false);
+  r.attributes.set("hidden_size", std::numeric_limits<I>::max());
+  EXPECT_THROW(cost_of(r), Error);
 }
 
 TEST(RecurrentCostTest, ProjectionsAreUnmodeled) {

@@ -342,6 +342,30 @@ TEST(CostModelTest, OverflowIsCaughtNotWrapped) {
   }
 }
 
+TEST(CostModelTest, HostileGeometryIsRejectedOrCountedExactly) {
+  // adaptive windows in closed form: 2^33 inputs into 2^31+1 windows, no loop, no overflow
+  const I in = I{1} << 33, out = (I{1} << 31) + 1;
+  EXPECT_EQ(cost_of(op("ad", OpKind::kAdaptiveAvgPool, {t("x", {1, 1, in})}, {t("y", {1, 1, out})})).flops,
+            10737418240u);
+  // a kernel larger than the padded input
+  OpRecord big = op("c", OpKind::kConv, {t("x", {1, 1, 3})}, {t("y", {1, 1, 1})}, {p("w", {1, 1, 4})});
+  big.attributes.set("stride", I{2});
+  EXPECT_THROW(cost_of(big), Error);
+  OpRecord pool = op("mp", OpKind::kMaxPool, {t("x", {1, 1, 3})}, {t("y", {1, 1, 1})});
+  pool.attributes.set("kernel", I{4});
+  EXPECT_THROW(cost_of(pool), Error);
+  // negative padding on one side, absurd groups and strides
+  OpRecord pads = op("c", OpKind::kConv, {t("x", {1, 1, 8})}, {t("y", {1, 1, 6})}, {p("w", {1, 1, 3})});
+  pads.attributes.set("padding", V{-3, 3});
+  EXPECT_THROW(cost_of(pads), Error);
+  OpRecord groups = op("c", OpKind::kConv, {t("x", {1, 4, 8})}, {t("y", {1, 4, 6})}, {p("w", {4, 4, 3})});
+  groups.attributes.set("groups", I{1} << 62);
+  EXPECT_THROW(cost_of(groups), Error);
+  OpRecord stride = op("c", OpKind::kConvTranspose, {t("x", {1, 1, 8})}, {t("y", {1, 1, 6})}, {p("w", {1, 1, 3})});
+  stride.attributes.set("stride", I{1} << 62);
+  EXPECT_THROW(cost_of(stride), Error);
+}
+
 TEST(CostModelTest, MissingOperandsNameTheOpAndRole) {
   try {
     cost_of(op("fc", OpKind::kLinear, {t("x", {2, 8})}, {t("y", {2, 4})}));
