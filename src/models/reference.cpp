@@ -13,6 +13,7 @@ namespace {
 using detail::GraphBuilder;
 
 constexpr std::int64_t kMaxOption = std::int64_t{1} << 40;  // keeps shape arithmetic in int64
+constexpr std::int64_t kMaxDepth = 10000;  // each layer is a handful of op records in memory
 
 void require_range(const char* option, std::int64_t value) {
   if (value < 1) {
@@ -106,6 +107,9 @@ OpGraph build_reference_model(const ReferenceOptions& o) {
   require_range("seq", o.seq);
   require_range("width", o.width);
   require_range("depth", o.depth);
+  if (o.depth > kMaxDepth) {
+    throw Error(ErrorCode::kOutOfRange, fmt::format("--depth {} is too deep (at most {})", o.depth, kMaxDepth));
+  }
   require_range("classes", o.classes);
   if (o.model == "ff") return build_ff(o);
   if (o.model == "cnn") return build_cnn(o);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include <fmt/format.h>
 
@@ -13,7 +14,22 @@
 
 namespace neuralcost {
 
-void write_file_atomically(const std::string& path, const std::string& content) {
+void write_file_atomically(const std::string& requested, const std::string& content) {
+  std::error_code ec;
+  const std::filesystem::file_status status = std::filesystem::status(requested, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    // a device or a pipe (/dev/stdout, a FIFO): nothing to replace, write it in place
+    std::FILE* f = std::fopen(requested.c_str(), "wb");
+    const bool ok = f != nullptr && std::fwrite(content.data(), 1, content.size(), f) == content.size();
+    if (f == nullptr || std::fclose(f) != 0 || !ok) {
+      throw Error(ErrorCode::kDataLoss, fmt::format("cannot write '{}': {}", requested, std::strerror(errno)));
+    }
+    return;
+  }
+  // replace the file a symlink points to, not the link
+  const std::string path = std::filesystem::is_symlink(requested, ec)
+                               ? std::filesystem::weakly_canonical(requested, ec).string()
+                               : requested;
   const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
   std::FILE* f = std::fopen(tmp.c_str(), "wb");
   if (f == nullptr) {

@@ -22,11 +22,11 @@ void expect_error(const std::string& args, const std::string& message) {
   EXPECT_TRUE(r.out.empty()) << args;
 }
 
-/// Argument-syntax errors come from CLI11: non-zero (and no crash), naming the option.
+/// Argument-syntax errors (found by CLI11): exit 1, an "error:" line naming the option.
 void expect_usage_error(const std::string& args, const std::string& fragment) {
   const CliResult r = run_cli(args);
-  EXPECT_NE(r.exit_code, 0) << args;
-  EXPECT_LT(r.exit_code, 128) << args;
+  EXPECT_EQ(r.exit_code, 1) << args;
+  EXPECT_THAT(r.err, ::testing::StartsWith("error: ")) << args;
   EXPECT_THAT(r.err, HasSubstr(fragment)) << args;
 }
 
@@ -128,6 +128,14 @@ TEST(CliErrorsTest, UnwritableOutput) {
 }
 
 TEST(CliErrorsTest, MissingSubcommand) { expect_usage_error("", "subcommand"); }
+
+TEST(CliErrorsTest, AbsurdDepthIsAnErrorNotAnOutOfMemory) {
+  expect_error("analyze --model ff --depth 100000000", "--depth 100000000 is too deep (at most 10000)");
+}
+
+TEST(CliErrorsTest, DirectoryAsHardwareSpec) {
+  expect_error("analyze --model ff --hardware " + kBad, "hardware spec '" + kBad + "' is not a regular file");
+}
 
 }  // namespace
 }  // namespace neuralcost

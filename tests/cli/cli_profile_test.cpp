@@ -91,6 +91,9 @@ TEST(CliProfileTest, BadOptions) {
   r = run_cli("profile --model ff --backend tensorflow" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: unknown backend 'tensorflow'; built in: libtorch\n");
+  r = run_cli("profile --model ff --threads -5" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --threads must be 0 (library default) to 4096 (got -5)\n");
   r = run_cli("profile --model ff --mode jit" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: backend 'libtorch' has no mode 'jit' (modes: eager, compiled)\n");

@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -108,6 +109,21 @@ TEST(CliTest, OutputFileIsWrittenWhole) {
   for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir())) {
     EXPECT_THAT(e.path().filename().string(), ::testing::Not(HasSubstr("nc_result.json.tmp")));
   }
+}
+
+TEST(CliTest, OutputThroughASymlinkReplacesItsTargetAndDevicesAreWrittenInPlace) {
+  const std::string dir = ::testing::TempDir() + "/nc_link_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/target.json") << "old";
+  std::filesystem::create_symlink(dir + "/target.json", dir + "/link.json");
+  CliResult r = run_cli("analyze --model ff --format json -o " + dir + "/link.json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(std::filesystem::is_symlink(dir + "/link.json"));
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir + "/target.json"))["model"]["name"], "ff");
+  r = run_cli("analyze --model ff --format csv -o /dev/stdout");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::StartsWith("name,kind,"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 // neural-cost: counts what a network asks of the machine and places it on the hardware's
 // roofline. Argument parsing and printing only; the work is in the neuralcost library.
+#include <new>
+
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -38,8 +40,20 @@ int main(int argc, char** argv) {
   neuralcost::cli::add_profile_command(app);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const CLI::CallForHelp& e) {
     return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    // argument syntax: one error line and exit 1, like every other bad input
+    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "note: run with --help for the options\n");
+    return 1;
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "error: out of memory (the model or an input is too large for this machine)\n");
+    return 1;
   } catch (const neuralcost::Error& e) {
     fmt::print(stderr, "error: {}\n", e.what());
     return 1;

@@ -60,6 +60,15 @@ Shape parse_shape(const std::string& text) {
 void run_profile(const ProfileArgs& args) {
   const auto dtype = parse_dtype(args.dtype);
   if (!dtype) throw Error(ErrorCode::kInvalidArgument, fmt::format("--dtype '{}' is not a dtype", args.dtype));
+  if (args.threads < 0 || args.threads > 4096) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--threads must be 0 (library default) to 4096 (got {})", args.threads));
+  }
+  if (!(args.budget > 0 && args.budget <= 3600)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--budget must be more than 0 and at most 3600 seconds (got {})", args.budget));
+  }
+  if (args.layer_runs > 100000) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be at most 100000 (got {})", args.layer_runs));
+  }
   const Backend& backend = backend_named(args.backend);
   const HardwareSpec hardware = resolve_hardware(args.hardware);
   ProfileOptions options;
