@@ -130,6 +130,11 @@ void cost_linear(const OpRecord& op, OpCost& cost) {
                 fmt::format("output '{}' {} must end in {}", y.name, shape_string(y.shape), out));
   }
   const std::uint64_t rows = in == 0 ? 0 : x.elements() / dim(in);
+  if (y.elements() != product({rows, dim(out)})) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output '{}' {} does not hold the {} rows of input {}", y.name, shape_string(y.shape), rows,
+                            shape_string(x.shape)));
+  }
   add_contraction(cost, product({2, rows, dim(in), dim(out)}));
   add_bias(op, cost, 1, product({rows, dim(out)}));
 }

@@ -57,6 +57,7 @@ TEST(CostModelTest, LinearAddsOneFlopPerOutputForBias) {
   const OpCost nobias = cost_of(op("fc", OpKind::kLinear, {t("x", {32, 784})}, {t("y", {32, 128})},
                                    {p("w", {128, 784})}));
   EXPECT_EQ(nobias.flops, 2u * 32 * 784 * 128);
+  EXPECT_THROW(cost_of(op("fc", OpKind::kLinear, {t("x", {5, 4})}, {t("y", {7, 3})}, {p("w", {3, 4})})), Error);
 }
 
 TEST(CostModelTest, Conv2dMatchesReferenceDocument) {
