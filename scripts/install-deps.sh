@@ -5,12 +5,14 @@
 #   GoogleTest 1.12.1, google-benchmark 1.7.1, python3-jsonschema 4.10 (schema tests),
 #   libtorch-dev 1.13.1 (the LibTorch backend) with OpenBLAS (libopenblas0-pthread) as the BLAS
 #   that LibTorch's generic libblas.so.3 resolves to: without it Debian falls back to the
-#   unoptimised reference BLAS, and every measured matmul would be meaningless.
+#   unoptimised reference BLAS, and every measured matmul would be meaningless;
+#   libonnx-dev 1.12 (the ONNX importer), libonnx-testdata (its corpus test) and python3-onnx
+#   (to generate test fixtures).
 set -euo pipefail
 
 packages=(cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 python3-jsonschema
-          libtorch-dev libopenblas0-pthread)
+          libtorch-dev libopenblas0-pthread libonnx-dev libonnx-testdata python3-onnx)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

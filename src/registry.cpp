@@ -7,13 +7,24 @@
 #ifdef NEURALCOST_WITH_LIBTORCH
 #include "backends/libtorch/libtorch_backend.hpp"
 #endif
+#ifdef NEURALCOST_WITH_ONNX
+#include "importers/onnx/onnx_importer.hpp"
+#endif
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost {
 
 const std::vector<const Importer*>& importers() {
   static const ReferenceImporter reference;
-  static const std::vector<const Importer*> all = {&reference};
+#ifdef NEURALCOST_WITH_ONNX
+  static const OnnxImporter onnx;
+#endif
+  static const std::vector<const Importer*> all = {
+      &reference,
+#ifdef NEURALCOST_WITH_ONNX
+      &onnx,
+#endif
+  };
   return all;
 }
 

@@ -26,6 +26,9 @@ struct ModelRequest {
   std::int64_t depth = 2;
   DType dtype = DType::kFp32;
   std::vector<Shape> input_shapes;  ///< for model files: one shape per input
+  std::map<std::string, Shape> named_inputs;    ///< for model files: input name -> shape
+  std::map<std::string, std::int64_t> dims;     ///< symbolic dimension name -> value
+  bool structure_only = false;      ///< do not touch weight payloads (external data files)
   int threads = 0;                  ///< intra-op threads for backends; 0 = the library's default
 };
 

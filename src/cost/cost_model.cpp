@@ -163,8 +163,11 @@ void dispatch(const OpRecord& op, OpCost& c) {
     case OpKind::kEmbedding: return cost_embedding(op, c);
     case OpKind::kCustom: return cost_custom(op, c);
     case OpKind::kUnknown:
-      return unmodeled(c, fmt::format("op type '{}' is not modeled",
-                                      op.source_type.empty() ? "unknown" : op.source_type));
+      // an importer may say why (shapes not inferred, an unsupported attribute)
+      return unmodeled(c, op.attributes.has("reason")
+                              ? op.attributes.get_string("reason", "")
+                              : fmt::format("op type '{}' is not modeled",
+                                            op.source_type.empty() ? "unknown" : op.source_type));
   }
   unmodeled(c, "op kind not modeled");
 }

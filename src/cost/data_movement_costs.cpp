@@ -48,7 +48,12 @@ void cost_custom(const OpRecord& op, OpCost& cost) {
                 fmt::format("attributes 'flops' ({}) and 'transcendentals' ({}) must satisfy "
                             "0 <= transcendentals <= flops", flops, transcendentals));
   }
-  add_flops(cost, static_cast<std::uint64_t>(flops));
+  // an importer that computed a contraction (e.g. ONNX Einsum) says so
+  if (op.attributes.get_bool("contraction", false)) {
+    add_contraction(cost, static_cast<std::uint64_t>(flops));
+  } else {
+    add_flops(cost, static_cast<std::uint64_t>(flops));
+  }
   add_transcendentals(cost, static_cast<std::uint64_t>(transcendentals));
 }
 

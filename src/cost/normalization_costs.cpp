@@ -48,7 +48,12 @@ std::int64_t trailing_dims(const OpRecord& op) {
 void cost_softmax(const OpRecord& op, OpCost& cost) {
   const TensorDesc& x = input(op, 0, "x");
   require_rank(x.shape, 1, 64, "input");
-  const std::uint64_t n = dim(x.shape[normalized_axis(op, x.shape.size())]);
+  const std::size_t axis = normalized_axis(op, x.shape.size());
+  std::uint64_t n = dim(x.shape[axis]);
+  if (op.attributes.get_bool("coerce_2d", false)) {
+    // ONNX before opset 13: one row per index of the dims before axis, over all dims from it
+    for (std::size_t d = axis + 1; d < x.shape.size(); ++d) n = product({n, dim(x.shape[d])});
+  }
   if (n == 0) return;
   const std::uint64_t rows = x.elements() / n;
   add_flops(cost, product({rows, product({5, n}) - 2}));

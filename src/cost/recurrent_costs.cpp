@@ -75,8 +75,11 @@ void cost_recurrent(const OpRecord& op, OpCost& cost) {
                             held, expected, width, hidden, layers, dirs, bias ? ", biases" : ""));
   }
   const Shape& y = output(op, 0, "output sequence").shape;
-  const Shape expected_y = batch_first ? Shape{batch, steps, static_cast<std::int64_t>(dirs) * hidden}
-                                       : Shape{steps, batch, static_cast<std::int64_t>(dirs) * hidden};
+  const auto d = static_cast<std::int64_t>(dirs);
+  // PyTorch: [T, B, dirs*H] (or batch first); ONNX: [T, dirs, B, H] (layout 0) or [B, T, dirs, H]
+  const bool onnx = op.attributes.get_string("output_layout", "") == "onnx";
+  const Shape expected_y = onnx ? (batch_first ? Shape{batch, steps, d, hidden} : Shape{steps, d, batch, hidden})
+                                : (batch_first ? Shape{batch, steps, d * hidden} : Shape{steps, batch, d * hidden});
   if (y != expected_y) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("output {} must be {}", shape_string(y), shape_string(expected_y)));

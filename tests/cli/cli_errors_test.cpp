@@ -33,7 +33,7 @@ void expect_usage_error(const std::string& args, const std::string& fragment) {
 TEST(CliErrorsTest, UnknownModel) {
   expect_error("analyze --model resnet",
                "unknown model 'resnet'; accepted: reference (built-in reference networks: ff, cnn, rnn, lstm, "
-               "transformer)");
+               "transformer); onnx (ONNX files (*.onnx), via the ONNX library)");
 }
 
 TEST(CliErrorsTest, UnknownHardwareListsNearestIds) {

@@ -23,7 +23,33 @@ struct AnalyzeArgs {
   std::string hardware = "h100-sxm";
   std::string format = "table";
   std::string output;
+  std::vector<std::string> inputs;  // NAME=SHAPE
+  std::vector<std::string> dims;    // NAME=VALUE
+  bool structure_only = false;
 };
+
+/// Splits "NAME=VALUE" at the last '=' (input names may contain '=' only before it).
+std::pair<std::string, std::string> binding(const std::string& text, const char* option) {
+  const auto eq = text.rfind('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{} '{}' must look like NAME=VALUE", option, text));
+  }
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+std::int64_t positive_int(const std::string& text, const std::string& what) {
+  std::size_t used = 0;
+  long long v = -1;
+  try {
+    v = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || v < 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is not a positive integer", what, text));
+  }
+  return v;
+}
 
 void run_analyze(const AnalyzeArgs& args) {
   const auto dtype = parse_dtype(args.dtype);
@@ -41,6 +67,22 @@ void run_analyze(const AnalyzeArgs& args) {
   request.width = args.width;
   request.depth = args.depth;
   request.dtype = *dtype;
+  request.structure_only = args.structure_only;
+  for (const std::string& b : args.inputs) {
+    const auto [name, shape_text] = binding(b, "--input");
+    Shape shape;
+    std::size_t start = 0;
+    while (start <= shape_text.size()) {
+      const std::size_t end = std::min(shape_text.find('x', start), shape_text.size());
+      shape.push_back(positive_int(shape_text.substr(start, end - start), "--input " + b));
+      start = end + 1;
+    }
+    request.named_inputs[name] = shape;
+  }
+  for (const std::string& b : args.dims) {
+    const auto [name, value] = binding(b, "--dim");
+    request.dims[name] = positive_int(value, "--dim " + b);
+  }
   const AnalysisOptions options{args.batch};
   if (args.model.empty()) {
     std::vector<Analysis> all;
@@ -51,7 +93,16 @@ void run_analyze(const AnalyzeArgs& args) {
     emit(render_summary(all, format), args.output);
     return;
   }
-  const Analysis analysis = analyze(importer_for(request).import(request), hardware, options);
+  const Importer& importer = importer_for(request);
+  const OpGraph graph = importer.import(request);
+  Analysis analysis;
+  try {
+    analysis = analyze(graph, hardware, options);
+  } catch (const Error& e) {
+    // importers name the file in their own errors; the analysis names the op, so add the file
+    if (importer.name() == "reference") throw;
+    throw Error(e.code(), fmt::format("{}: {}", args.model, e.what()));
+  }
   emit(render_analysis(analysis, format), args.output);
   if (!analysis.complete() && format != Format::kTable && format != Format::kMarkdown) {
     fmt::print(stderr, "warning: {} op(s) not modeled; totals are incomplete (see \"unmodeled\")\n",
@@ -68,7 +119,11 @@ void add_analyze_command(CLI::App& app) {
       "Per-layer FLOPs, bytes, arithmetic intensity, limiting roof and lower-bound time.\n"
       "Without a model: a summary of the five reference networks.");
   cmd->add_option("model,--model", args->model,
-                  "Model: ff, cnn, rnn, lstm or transformer (omit for all five)");
+                  "Model: ff, cnn, rnn, lstm, transformer, or an ONNX file (omit for all five networks)");
+  cmd->add_option("--input", args->inputs, "ONNX: shape of a graph input, NAME=1x3x224x224 (repeatable)");
+  cmd->add_option("--dim", args->dims, "ONNX: value of a symbolic dimension, NAME=32 (repeatable)");
+  cmd->add_flag("--structure-only", args->structure_only,
+                "ONNX: do not check or read external weight files (shapes only)");
   cmd->add_option("--batch", args->batch, "Samples per forward pass")->capture_default_str();
   cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer)")->capture_default_str();
   cmd->add_option("--width", args->width, "Hidden width d (cnn: channels of the last stage)")

@@ -1,0 +1,538 @@
+// ONNX nodes to op records. Attribute names and defaults follow the ONNX operator specs
+// (https://onnx.ai/onnx/operators/); shapes come from shape inference.
+#include <functional>
+#include <numeric>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "importers/onnx/onnx_graph.hpp"
+
+namespace neuralcost::onnx_import {
+namespace {
+
+using Ints = std::vector<std::int64_t>;
+
+const onnx::AttributeProto* attr(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+std::int64_t attr_int(const onnx::NodeProto& n, const std::string& name, std::int64_t fallback) {
+  const auto* a = attr(n, name);
+  return a && a->has_i() ? a->i() : fallback;
+}
+Ints attr_ints(const onnx::NodeProto& n, const std::string& name) {
+  const auto* a = attr(n, name);
+  return a ? Ints(a->ints().begin(), a->ints().end()) : Ints{};
+}
+std::string attr_string(const onnx::NodeProto& n, const std::string& name, const std::string& fallback) {
+  const auto* a = attr(n, name);
+  return a && a->has_s() ? a->s() : fallback;
+}
+
+/// Builds the record of a node: initializers become parameters, values with known shapes
+/// tensors; a value whose shape is unknown makes the record unmodeled with the reason.
+class Builder {
+ public:
+  Builder(const onnx::NodeProto& node, const ModelContext& ctx) : node_(node), ctx_(ctx) {}
+
+  /// A record of `kind` from the inputs at `inputs` (all when empty), in that order. With
+  /// `ordered` (products), only trailing initializers become parameters, so that operands
+  /// keep their order (inputs first, then parameters, as the cost model reads them).
+  OpRecord make(OpKind kind, const std::vector<int>& inputs = {}, bool all_outputs = false, bool ordered = false) {
+    OpRecord r;
+    r.kind = kind;
+    r.source_type = node_.op_type();
+    std::vector<int> order = inputs;
+    if (order.empty()) {
+      for (int i = 0; i < node_.input_size(); ++i) order.push_back(i);
+    }
+    std::vector<std::string> names;
+    for (int i : order) {
+      if (i < node_.input_size() && !node_.input(i).empty()) names.push_back(node_.input(i));
+    }
+    std::size_t first_param = names.size();
+    while (ordered && first_param > 0 && ctx_.initializers.count(names[first_param - 1])) --first_param;
+    for (std::size_t i = 0; i < names.size(); ++i) add_operand(r, names[i], ordered && i < first_param);
+    for (int i = 0; i < node_.output_size() && (all_outputs || i == 0); ++i) {
+      if (node_.output(i).empty()) continue;
+      const auto v = find(node_.output(i));
+      if (!v) continue;
+      r.outputs.push_back({node_.output(i), *v->shape, v->dtype});
+    }
+    if (!missing_.empty()) return unknown(fmt::format("shape of '{}' could not be inferred ({})", missing_, missing_why_));
+    if (r.outputs.empty()) return unknown("no output shape");
+    return r;
+  }
+
+  OpRecord unknown(const std::string& reason) const {
+    OpRecord r;
+    r.kind = OpKind::kUnknown;
+    r.source_type = node_.op_type();
+    r.attributes.set("reason", reason);
+    // keep what is known, so its bytes still count and edges stay connected
+    for (const auto& name : node_.input()) {
+      const auto it = ctx_.values.find(name);
+      if (name.empty() || it == ctx_.values.end() || !it->second.shape) continue;
+      if (ctx_.initializers.count(name)) {
+        r.parameters.push_back({name, *it->second.shape, it->second.dtype, true});
+      } else {
+        r.inputs.push_back({name, *it->second.shape, it->second.dtype});
+      }
+    }
+    for (const auto& name : node_.output()) {
+      const auto it = ctx_.values.find(name);
+      if (!name.empty() && it != ctx_.values.end() && it->second.shape) {
+        r.outputs.push_back({name, *it->second.shape, it->second.dtype});
+      }
+    }
+    return r;
+  }
+
+  const ValueInfo* find(const std::string& name) {
+    const auto it = ctx_.values.find(name);
+    if (it == ctx_.values.end() || !it->second.shape) {
+      if (missing_.empty()) {
+        missing_ = name;
+        missing_why_ = it == ctx_.values.end() ? "no type information" : "symbolic dimension '" + it->second.unknown_dim +
+                                                                              "': bind it with --dim or --input";
+      }
+      return nullptr;
+    }
+    return &it->second;
+  }
+
+  const Shape* shape_of(int input) {
+    if (input >= node_.input_size() || node_.input(input).empty()) return nullptr;
+    const auto* v = find(node_.input(input));
+    return v ? &*v->shape : nullptr;
+  }
+
+ private:
+  void add_operand(OpRecord& r, const std::string& name, bool force_input) {
+    const auto* v = find(name);
+    if (!v) return;
+    if (ctx_.initializers.count(name) && !force_input) {
+      r.parameters.push_back({name, *v->shape, v->dtype, true});
+    } else {
+      r.inputs.push_back({name, *v->shape, v->dtype});
+    }
+  }
+
+  const onnx::NodeProto& node_;
+  const ModelContext& ctx_;
+  std::string missing_, missing_why_;
+};
+
+using Mapper = std::function<std::vector<OpRecord>(const onnx::NodeProto&, const ModelContext&)>;
+
+std::vector<OpRecord> one(OpRecord r) { return {std::move(r)}; }
+
+Mapper simple(OpKind kind, std::string function = "") {
+  return [kind, function](const onnx::NodeProto& n, const ModelContext& c) {
+    Builder b(n, c);
+    OpRecord r = b.make(kind);
+    if (!function.empty() && r.kind != OpKind::kUnknown) r.attributes.set("function", function);
+    return one(std::move(r));
+  };
+}
+
+Mapper view(OpKind kind = OpKind::kReshape) {
+  return [kind](const onnx::NodeProto& n, const ModelContext& c) {
+    Builder b(n, c);
+    OpRecord r = b.make(kind, {0});
+    if (r.kind != OpKind::kUnknown) r.parameters.clear();
+    return one(std::move(r));
+  };
+}
+
+/// Spatial padding: explicit pads, or auto_pad SAME_* / VALID from the inferred output size.
+void set_padding(OpRecord& r, const onnx::NodeProto& n, const Shape& x, const Shape& y, const Ints& kernel,
+                 const Ints& strides, const Ints& dilations) {
+  const std::size_t rank = kernel.size();
+  const std::string auto_pad = attr_string(n, "auto_pad", "NOTSET");
+  Ints pads = attr_ints(n, "pads");
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    pads.assign(2 * rank, 0);
+    for (std::size_t d = 0; d < rank && d + 2 < x.size() && d + 2 < y.size(); ++d) {
+      const std::int64_t span = dilations[d] * (kernel[d] - 1) + 1;
+      const std::int64_t total = std::max<std::int64_t>(0, (y[d + 2] - 1) * strides[d] + span - x[d + 2]);
+      pads[auto_pad == "SAME_UPPER" ? d : d + rank] = total / 2;
+      pads[auto_pad == "SAME_UPPER" ? d + rank : d] = total - total / 2;
+    }
+  }
+  if (pads.empty()) pads.assign(2 * rank, 0);
+  r.attributes.set("padding", pads);
+}
+
+Mapper conv(bool transposed) {
+  return [transposed](const onnx::NodeProto& n, const ModelContext& c) {
+    Builder b(n, c);
+    OpRecord r = b.make(transposed ? OpKind::kConvTranspose : OpKind::kConv, {0, 1, 2}, false, true);
+    if (r.kind == OpKind::kUnknown) return one(std::move(r));
+    // a weight fed as a graph input (as in ONNX's own node tests) is still the weight
+    while (r.parameters.empty() && r.inputs.size() >= 2) {
+      const TensorDesc w = r.inputs.back();
+      r.inputs.pop_back();
+      r.parameters.insert(r.parameters.begin(), {w.name, w.shape, w.dtype, true});
+    }
+    if (r.parameters.empty()) return one(b.unknown("a convolution without a weight operand"));
+    const Shape& x = r.inputs.at(0).shape;
+    const Shape& w = r.parameters.at(0).shape;
+    const std::size_t rank = x.size() >= 2 ? x.size() - 2 : 0;
+    Ints kernel(w.begin() + std::min<std::size_t>(2, w.size()), w.end());
+    Ints strides = attr_ints(n, "strides"), dilations = attr_ints(n, "dilations");
+    if (strides.empty()) strides.assign(rank, 1);
+    if (dilations.empty()) dilations.assign(rank, 1);
+    r.attributes.set("stride", strides);
+    r.attributes.set("dilation", dilations);
+    r.attributes.set("groups", attr_int(n, "group", 1));
+    if (transposed) {
+      const Ints op = attr_ints(n, "output_padding");
+      r.attributes.set("output_padding", op.empty() ? Ints(rank, 0) : op);
+    }
+    if (kernel.size() == rank && strides.size() == rank && dilations.size() == rank) {
+      const std::string auto_pad = attr_string(n, "auto_pad", "NOTSET");
+      if (transposed && (auto_pad != "NOTSET" || attr(n, "output_shape") != nullptr)) {
+        // the total padding follows from the inferred output size:
+        // out = (in-1)*stride + dilation*(k-1) + 1 + output_padding - pads
+        Ints op = attr_ints(n, "output_padding");
+        op.resize(rank, 0);
+        Ints pads(2 * rank, 0);
+        const Shape& y = r.outputs[0].shape;
+        for (std::size_t d = 0; d < rank && d + 2 < x.size() && d + 2 < y.size(); ++d) {
+          const std::int64_t total =
+              (x[d + 2] - 1) * strides[d] + dilations[d] * (kernel[d] - 1) + 1 + op[d] - y[d + 2];
+          if (total < 0) {
+            op[d] -= total;  // an output_shape beyond the natural size extends the output
+          } else {
+            pads[d] = total / 2;
+            pads[d + rank] = total - total / 2;
+          }
+        }
+        r.attributes.set("padding", pads);
+        r.attributes.set("output_padding", op);
+      } else {
+        set_padding(r, n, x, r.outputs[0].shape, kernel, strides, dilations);
+      }
+    }
+    return one(std::move(r));
+  };
+}
+
+Mapper pool(OpKind kind) {
+  return [kind](const onnx::NodeProto& n, const ModelContext& c) {
+    Builder b(n, c);
+    OpRecord r = b.make(kind, {0});
+    if (r.kind == OpKind::kUnknown) return one(std::move(r));
+    const Shape& x = r.inputs.at(0).shape;
+    const std::size_t rank = x.size() >= 2 ? x.size() - 2 : 0;
+    const Ints kernel = attr_ints(n, "kernel_shape");
+    Ints strides = attr_ints(n, "strides"), dilations = attr_ints(n, "dilations");
+    if (strides.empty()) strides.assign(rank, 1);
+    if (dilations.empty()) dilations.assign(rank, 1);
+    r.attributes.set("kernel", kernel);
+    r.attributes.set("stride", strides);
+    r.attributes.set("dilation", dilations);
+    r.attributes.set("ceil_mode", attr_int(n, "ceil_mode", 0) != 0);
+    if (kernel.size() == rank) set_padding(r, n, x, r.outputs[0].shape, kernel, strides, dilations);
+    return one(std::move(r));
+  };
+}
+
+Mapper reduce(std::string function) {
+  return [function](const onnx::NodeProto& n, const ModelContext& c) {
+    Builder b(n, c);
+    OpRecord r = b.make(OpKind::kReduction, {0});  // input 1 (axes, opset 18) is metadata
+    if (r.kind != OpKind::kUnknown) {
+      r.parameters.clear();
+      r.attributes.set("function", function);
+    }
+    return one(std::move(r));
+  };
+}
+
+/// Sum, Max, Min, Mean over k inputs: k - 1 operations per output element (+1 divide for Mean).
+Mapper variadic(std::string function) {
+  return [function](const onnx::NodeProto& n, const ModelContext& c) {
+    Builder b(n, c);
+    OpRecord r = b.make(OpKind::kBinary);
+    if (r.kind == OpKind::kUnknown) return one(std::move(r));
+    const std::size_t k = r.inputs.size() + r.parameters.size();
+    if (k == 2 && function != "mean") {
+      r.attributes.set("function", function);
+      return one(std::move(r));
+    }
+    std::int64_t out = 1;
+    for (std::int64_t d : r.outputs[0].shape) out *= d;
+    r.kind = OpKind::kCustom;
+    r.attributes.set("flops", out * static_cast<std::int64_t>(k - 1 + (function == "mean" ? 1 : 0)));
+    return one(std::move(r));
+  };
+}
+
+std::vector<OpRecord> gemm(const onnx::NodeProto& n, const ModelContext& c) {
+  Builder b(n, c);
+  const bool ta = attr_int(n, "transA", 0) != 0, tb = attr_int(n, "transB", 0) != 0;
+  const bool weight = c.initializers.count(n.input_size() > 1 ? n.input(1) : "");
+  if (!ta && tb && weight) {
+    OpRecord r = b.make(OpKind::kLinear, {0, 1, 2}, false, true);  // y = x W^T + C, W [out, in]
+    if (r.kind != OpKind::kUnknown && r.parameters.size() == 2 && r.parameters[1].shape.size() != 1) {
+      // C of another shape than [out]: the bias add still costs one FLOP per output
+    }
+    return one(std::move(r));
+  }
+  OpRecord r = b.make(OpKind::kMatMul, {0, 1, 2}, false, true);
+  if (r.kind != OpKind::kUnknown) {
+    r.attributes.set("transpose_a", ta);
+    r.attributes.set("transpose_b", tb);
+  }
+  return one(std::move(r));
+}
+
+std::vector<OpRecord> recurrent(const onnx::NodeProto& n, const ModelContext& c) {
+  // X [T,B,I] (layout 0) or [B,T,I] (layout 1), W, R, B, sequence_lens, initial_h[, initial_c, P]
+  const std::string& type = n.op_type();
+  Builder b(n, c);
+  if (type == "LSTM" && n.input_size() > 7 && !n.input(7).empty()) {
+    return one(b.unknown("LSTM peepholes (input P) are not modeled"));
+  }
+  OpRecord r = b.make(type == "LSTM" ? OpKind::kLstm : type == "GRU" ? OpKind::kGru : OpKind::kRnn, {0, 1, 2, 3});
+  if (r.kind == OpKind::kUnknown) return one(std::move(r));
+  const std::string direction = attr_string(n, "direction", "forward");
+  r.attributes.set("hidden_size", attr_int(n, "hidden_size", 0));
+  r.attributes.set("bidirectional", direction == "bidirectional");
+  r.attributes.set("batch_first", attr_int(n, "layout", 0) == 1);
+  r.attributes.set("bias", n.input_size() > 3 && !n.input(3).empty());
+  r.attributes.set("output_layout", std::string("onnx"));
+  if (type == "RNN") {
+    const auto* a = attr(n, "activations");
+    if (a && a->strings_size() > 0 && a->strings(0) == "Relu") r.attributes.set("nonlinearity", std::string("relu"));
+  }
+  // W and R may be graph inputs rather than initializers: they are still the weights
+  for (auto it = r.inputs.begin() + 1; it != r.inputs.end();) {
+    r.parameters.push_back({it->name, it->shape, it->dtype, true});
+    it = r.inputs.erase(it);
+  }
+  return one(std::move(r));
+}
+
+std::vector<OpRecord> gather(const onnx::NodeProto& n, const ModelContext& c) {
+  Builder b(n, c);
+  const bool table = c.initializers.count(n.input_size() > 0 ? n.input(0) : "") && attr_int(n, "axis", 0) == 0;
+  OpRecord r = b.make(OpKind::kEmbedding, table ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, false, true);
+  if (r.kind == OpKind::kUnknown) return one(std::move(r));
+  if (table && !r.parameters.empty() && r.parameters[0].shape.size() != 2) {
+    return one(b.unknown("Gather from a weight of rank other than 2 is not mapped"));
+  }
+  if (!table) {
+    for (const ParameterDesc& p : r.parameters) r.inputs.push_back({p.id, p.shape, p.dtype});
+    r.parameters.clear();
+  }
+  return one(std::move(r));
+}
+
+/// Einsum with one or two operands: every index of the equation is looped over once; with
+/// a summed index each step is a multiply-accumulate (2 FLOPs), otherwise a multiply.
+std::vector<OpRecord> einsum(const onnx::NodeProto& n, const ModelContext& c) {
+  Builder b(n, c);
+  OpRecord r = b.make(OpKind::kCustom);
+  if (r.kind == OpKind::kUnknown) return one(std::move(r));
+  std::string eq = attr_string(n, "equation", "");
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  const auto arrow = eq.find("->");
+  const std::size_t operands = r.inputs.size() + r.parameters.size();
+  if (arrow == std::string::npos || eq.find("...") != std::string::npos || operands < 1 || operands > 2) {
+    return one(b.unknown("Einsum without '->', with '...' or with more than two operands is not mapped"));
+  }
+  std::vector<Shape> shapes;
+  for (const TensorDesc& t : r.inputs) shapes.push_back(t.shape);
+  for (const ParameterDesc& p : r.parameters) shapes.push_back(p.shape);
+  std::map<char, std::int64_t> size;
+  std::stringstream terms(eq.substr(0, arrow));
+  std::string term;
+  for (std::size_t i = 0; std::getline(terms, term, ','); ++i) {
+    if (i >= shapes.size() || term.size() != shapes[i].size()) {
+      return one(b.unknown("Einsum subscripts do not match the operand ranks"));
+    }
+    for (std::size_t k = 0; k < term.size(); ++k) size[term[k]] = shapes[i][k];
+  }
+  const std::string out = eq.substr(arrow + 2);
+  bool summed = false;
+  std::uint64_t loop = 1;
+  for (const auto& [index, extent] : size) {
+    loop *= static_cast<std::uint64_t>(extent);
+    summed = summed || out.find(index) == std::string::npos;
+  }
+  const std::uint64_t flops = operands == 2 ? loop * (summed ? 2 : 1) : (summed ? loop : 0);
+  r.attributes.set("flops", static_cast<std::int64_t>(flops));
+  r.attributes.set("contraction", operands == 2 && summed);
+  return one(std::move(r));
+}
+
+const std::map<std::string, Mapper>& mappers() {
+  static const std::map<std::string, Mapper> table = [] {
+    std::map<std::string, Mapper> m;
+    m["Conv"] = conv(false);
+    m["ConvTranspose"] = conv(true);
+    m["Gemm"] = gemm;
+    m["MatMul"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      return one(Builder(n, c).make(OpKind::kMatMul, {0, 1}, false, true));
+    };
+    m["MatMulInteger"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      OpRecord r = Builder(n, c).make(OpKind::kMatMul, {0, 1}, false, true);
+      if (r.kind != OpKind::kUnknown) r.compute_dtype = DType::kInt8;
+      return one(std::move(r));
+    };
+    m["QLinearMatMul"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      // a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale, y_zero_point
+      OpRecord r = Builder(n, c).make(OpKind::kMatMul, {0, 3}, false, true);
+      if (r.kind != OpKind::kUnknown) r.compute_dtype = DType::kInt8;
+      return one(std::move(r));
+    };
+    m["QLinearConv"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      // x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B
+      onnx::NodeProto plain = n;
+      plain.clear_input();
+      for (int i : {0, 3, 8}) plain.add_input(i < n.input_size() ? n.input(i) : "");
+      auto records = conv(false)(plain, c);
+      for (OpRecord& r : records) {
+        r.source_type = "QLinearConv";
+        if (r.kind != OpKind::kUnknown) r.compute_dtype = DType::kInt8;
+      }
+      return records;
+    };
+    m["BatchNormalization"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      OpRecord r = Builder(n, c).make(OpKind::kBatchNorm, {0, 1, 2, 3, 4});
+      if (r.kind == OpKind::kUnknown) return one(std::move(r));
+      for (std::size_t i = 2; i < r.parameters.size(); ++i) r.parameters[i].trainable = false;  // mean, var
+      r.attributes.set("training", attr_int(n, "training_mode", 0) != 0);
+      return one(std::move(r));
+    };
+    m["LayerNormalization"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      Builder b(n, c);
+      OpRecord r = b.make(OpKind::kLayerNorm, {0, 1, 2});
+      if (r.kind == OpKind::kUnknown) return one(std::move(r));
+      const auto rank = static_cast<std::int64_t>(r.inputs.at(0).shape.size());
+      std::int64_t axis = attr_int(n, "axis", -1);
+      if (axis < 0) axis += rank;
+      r.attributes.set("normalized_dims", rank - axis);
+      return one(std::move(r));
+    };
+    m["InstanceNormalization"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      // per (sample, channel) over the spatial dims: a layer norm over rank - 2 dims
+      OpRecord r = Builder(n, c).make(OpKind::kLayerNorm, {0, 1, 2});
+      if (r.kind != OpKind::kUnknown) r.attributes.set("normalized_dims", static_cast<std::int64_t>(r.inputs.at(0).shape.size()) - 2);
+      return one(std::move(r));
+    };
+    const std::map<std::string, std::string> activations = {
+        {"Relu", "relu"}, {"LeakyRelu", "leaky_relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"},
+        {"HardSwish", "hardswish"}, {"HardSigmoid", "hardsigmoid"}, {"Elu", "elu"}, {"Selu", "selu"},
+        {"Celu", "celu"}, {"Softplus", "softplus"}, {"Softsign", "softsign"}, {"Mish", "mish"},
+        {"PRelu", "prelu"}};
+    for (const auto& [op, f] : activations) m[op] = simple(OpKind::kActivation, f);
+    m["Gelu"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      OpRecord r = Builder(n, c).make(OpKind::kActivation);
+      if (r.kind != OpKind::kUnknown) {
+        r.attributes.set("function", std::string(attr_string(n, "approximate", "none") == "tanh" ? "gelu_tanh" : "gelu"));
+      }
+      return one(std::move(r));
+    };
+    const std::map<std::string, std::string> unary = {
+        {"Sqrt", "sqrt"}, {"Exp", "exp"}, {"Log", "log"}, {"Neg", "neg"}, {"Abs", "abs"},
+        {"Reciprocal", "reciprocal"}, {"Erf", "erf"}, {"Sin", "sin"}, {"Cos", "cos"}, {"Tan", "tan"},
+        {"Floor", "floor"}, {"Ceil", "ceil"}, {"Round", "round"}, {"Sign", "sign"}, {"Not", "not"},
+        {"Cast", "cast"}, {"Clip", "clip"}};
+    for (const auto& [op, f] : unary) m[op] = simple(OpKind::kUnary, f);
+    const std::map<std::string, std::string> binary = {
+        {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"}, {"Mod", "mod"},
+        {"Equal", "equal"}, {"Less", "less"}, {"Greater", "greater"}, {"LessOrEqual", "less"},
+        {"GreaterOrEqual", "greater"}, {"And", "and"}, {"Or", "or"}, {"Xor", "xor"}, {"Where", "where"}};
+    for (const auto& [op, f] : binary) m[op] = simple(OpKind::kBinary, f);
+    m["Sum"] = variadic("add");
+    m["Max"] = variadic("max");
+    m["Min"] = variadic("min");
+    m["Mean"] = variadic("mean");
+    m["Softmax"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      OpRecord r = Builder(n, c).make(OpKind::kSoftmax, {0});
+      if (r.kind == OpKind::kUnknown) return one(std::move(r));
+      // before opset 13, softmax flattened everything from axis (default 1) into one row
+      const bool coerce = c.opset < 13;
+      r.attributes.set("axis", attr_int(n, "axis", coerce ? 1 : -1));
+      r.attributes.set("coerce_2d", coerce);
+      return one(std::move(r));
+    };
+    m["LSTM"] = recurrent;
+    m["GRU"] = recurrent;
+    m["RNN"] = recurrent;
+    m["MaxPool"] = pool(OpKind::kMaxPool);
+    m["AveragePool"] = pool(OpKind::kAvgPool);
+    m["GlobalMaxPool"] = simple(OpKind::kGlobalMaxPool);
+    m["GlobalAveragePool"] = simple(OpKind::kGlobalAvgPool);
+    const std::map<std::string, std::string> reductions = {
+        {"ReduceMean", "mean"}, {"ReduceSum", "sum"}, {"ReduceMax", "max"}, {"ReduceMin", "min"},
+        {"ReduceProd", "prod"}, {"ReduceL2", "l2"}, {"ReduceSumSquare", "sum_square"}};
+    for (const auto& [op, f] : reductions) m[op] = reduce(f);
+    for (const char* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Shape", "Size"}) {
+      m[v] = view();
+    }
+    m["Transpose"] = view(OpKind::kTranspose);  // materializes (the default)
+    m["Slice"] = view(OpKind::kSlice);
+    m["Pad"] = view(OpKind::kPad);
+    m["Expand"] = view(OpKind::kPad);  // writes its whole output from a smaller input
+    m["Tile"] = view(OpKind::kPad);
+    m["Concat"] = simple(OpKind::kConcat);
+    m["Split"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      OpRecord r = Builder(n, c).make(OpKind::kSplit, {0}, true);
+      r.parameters.clear();
+      return one(std::move(r));
+    };
+    m["Gather"] = gather;
+    m["CastLike"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      OpRecord r = Builder(n, c).make(OpKind::kUnary, {0});
+      if (r.kind != OpKind::kUnknown) r.attributes.set("function", std::string("cast"));
+      return one(std::move(r));
+    };
+    // constants live in the model file: producing one reads and writes nothing at run time
+    m["Constant"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      OpRecord r = Builder(n, c).make(OpKind::kReshape, {});
+      if (r.kind != OpKind::kUnknown) r.attributes.set("materializes", false);
+      return one(std::move(r));
+    };
+    m["ConstantOfShape"] = [](const onnx::NodeProto& n, const ModelContext& c) {  // writes its output
+      OpRecord r = Builder(n, c).make(OpKind::kCustom, {});
+      if (r.kind != OpKind::kUnknown) {
+        r.inputs.clear();
+        r.attributes.set("flops", std::int64_t{0});
+      }
+      return one(std::move(r));
+    };
+    m["Einsum"] = einsum;
+    return m;
+  }();
+  return table;
+}
+
+}  // namespace
+
+std::vector<OpRecord> map_node(const onnx::NodeProto& node, std::size_t index, const ModelContext& context) {
+  std::vector<OpRecord> records;
+  const bool standard = node.domain().empty() || node.domain() == "ai.onnx";
+  const auto it = standard ? mappers().find(node.op_type()) : mappers().end();
+  if (it != mappers().end()) {
+    records = it->second(node, context);
+  } else {
+    records = {Builder(node, context).unknown(
+        fmt::format("op type '{}{}' is not modeled", standard ? "" : node.domain() + ".", node.op_type()))};
+  }
+  const std::string base = node.name().empty() ? fmt::format("{}_{}", node.op_type(), index) : node.name();
+  for (std::size_t k = 0; k < records.size(); ++k) {
+    records[k].name = records.size() == 1 ? base : fmt::format("{}.{}", base, k);
+  }
+  return records;
+}
+
+}  // namespace neuralcost::onnx_import

@@ -1,0 +1,94 @@
+"""Writes the ONNX test fixtures into OUT_DIR, built with Debian's python3-onnx (onnx.helper):
+small good models with hand-countable FLOPs, and one malformed file per failure class.
+
+Usage: /usr/bin/python3 make_fixtures.py OUT_DIR
+"""
+import os
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+
+
+def save(model, name):
+    onnx.checker.check_model(model)
+    onnx.save(model, os.path.join(out, name))
+
+
+def init(name, shape):
+    return numpy_helper.from_array(np.zeros(shape, dtype=np.float32), name)
+
+
+# small_cnn: N x 3 x 8 x 8 -> Conv(4, 3x3, pad 1) -> Relu -> MaxPool 2 -> Flatten -> Gemm(64 -> 10)
+# contraction FLOPs per sample: conv 2*4*64*3*9 = 13,824; gemm 2*64*10 = 1,280
+nodes = [
+    helper.make_node("Conv", ["x", "w", "b"], ["c"], name="conv", pads=[1, 1, 1, 1], kernel_shape=[3, 3]),
+    helper.make_node("Relu", ["c"], ["r"], name="relu"),
+    helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+    helper.make_node("Flatten", ["p"], ["f"], name="flatten"),
+    helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["y"], name="fc", transB=1),
+]
+graph = helper.make_graph(
+    nodes, "small_cnn",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, 8, 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 10])],
+    [init("w", [4, 3, 3, 3]), init("b", [4]), init("fc_w", [10, 64]), init("fc_b", [10])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "small_cnn.onnx")
+
+# shared_weight: y = (x @ W) @ W with one initializer W [16, 16] used twice (counted once)
+graph = helper.make_graph(
+    [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm1"), helper.make_node("MatMul", ["h", "W"], ["y"], name="mm2")],
+    "shared_weight",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 16])],
+    [init("W", [16, 16])])
+shared = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+save(shared, "shared_weight.onnx")
+
+# external: the same model with W stored in external.bin
+external = onnx.ModelProto()
+external.CopyFrom(shared)
+onnx.save(external, os.path.join(out, "external.onnx"), save_as_external_data=True, all_tensors_to_one_file=True,
+          location="external.bin", size_threshold=0)
+# missing_external: points at a file that does not exist
+missing = onnx.load(os.path.join(out, "external.onnx"), load_external_data=False)
+for t in missing.graph.initializer:
+    for kv in t.external_data:
+        if kv.key == "location":
+            kv.value = "nowhere.bin"
+onnx.save(missing, os.path.join(out, "missing_external.onnx"))
+
+# newer_opset: asks for an opset far beyond any ONNX release
+newer = onnx.ModelProto()
+newer.CopyFrom(shared)
+newer.opset_import[0].version = 99
+onnx.save(newer, os.path.join(out, "newer_opset.onnx"))
+
+# negative_dim: an input with dimension -3
+neg = onnx.ModelProto()
+neg.CopyFrom(shared)
+neg.graph.input[0].type.tensor_type.shape.dim[0].dim_value = -3
+onnx.save(neg, os.path.join(out, "negative_dim.onnx"))
+
+# cyclic: two nodes that consume each other's outputs
+graph = helper.make_graph(
+    [helper.make_node("Relu", ["b"], ["a"], name="first"), helper.make_node("Relu", ["a"], ["b"], name="second")],
+    "cyclic", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+    [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4])])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out, "cyclic.onnx"))
+
+# not_a_model: a valid protobuf of another message (a tensor)
+with open(os.path.join(out, "not_a_model.onnx"), "wb") as f:
+    f.write(init("t", [2, 2]).SerializeToString())
+# random: bytes that are not a protobuf
+with open(os.path.join(out, "random.onnx"), "wb") as f:
+    f.write(np.random.default_rng(7).integers(0, 256, 4096, dtype=np.uint8).tobytes())
+# truncated: the first half of a good model
+data = open(os.path.join(out, "small_cnn.onnx"), "rb").read()
+with open(os.path.join(out, "truncated.onnx"), "wb") as f:
+    f.write(data[: len(data) // 2])
+print(f"fixtures written to {out}")

@@ -1,0 +1,132 @@
+// The ONNX importer: counts on generated fixtures, bindings, one malformed file per failure
+// class (through the CLI: one error line naming the file, exit 1), and ONNX's own node-test
+// corpus (every model loads, none crashes; the op-type coverage is printed).
+#include <filesystem>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_run.hpp"
+#include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/registry.hpp"
+
+namespace neuralcost {
+namespace {
+
+using namespace neuralcost::testing;
+using ::testing::HasSubstr;
+
+const std::string kFixtures = NEURALCOST_ONNX_FIXTURES;
+
+nlohmann::json analyze_json(const std::string& args) {
+  const CliResult r = run_cli("analyze " + args + " --format json");
+  EXPECT_EQ(r.exit_code, 0) << args << "\n" << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+TEST(OnnxImportTest, SmallCnnCountsMatchAHandCount) {
+  // conv 2*4*64*3*9 = 13,824 and gemm 2*64*10 = 1,280 contraction FLOPs per sample
+  const auto j = analyze_json(kFixtures + "/small_cnn.onnx --dim N=2");
+  EXPECT_EQ(j["totals"]["contraction_flops"], 2 * (13824 + 1280));
+  EXPECT_EQ(j["totals"]["parameter_count"], 4 * 27 + 4 + 640 + 10);
+  EXPECT_TRUE(j["unmodeled"].empty());
+  EXPECT_EQ(j["ops"].size(), 5u);
+  // the same through --input instead of --dim
+  EXPECT_EQ(analyze_json(kFixtures + "/small_cnn.onnx --input x=2x3x8x8")["totals"]["contraction_flops"], 2 * (13824 + 1280));
+}
+
+TEST(OnnxImportTest, UnboundSymbolicDimensionsAreUnmodeledWithTheFix) {
+  const CliResult r = run_cli("analyze " + kFixtures + "/small_cnn.onnx --format json");
+  EXPECT_EQ(r.exit_code, 0);
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_FALSE(j["unmodeled"].empty());
+  EXPECT_THAT(j["unmodeled"][0]["reason"].get<std::string>(), HasSubstr("symbolic dimension 'N': bind it with --dim"));
+  EXPECT_FALSE(j["totals"]["complete"].get<bool>());
+}
+
+TEST(OnnxImportTest, AnInitializerUsedTwiceIsOneParameter) {
+  const auto j = analyze_json(kFixtures + "/shared_weight.onnx");
+  EXPECT_EQ(j["totals"]["parameter_count"], 256);
+  EXPECT_EQ(j["totals"]["contraction_flops"], 2 * 2 * 4 * 16 * 16);
+}
+
+TEST(OnnxImportTest, ExternalDataIsCheckedOrSkipped) {
+  EXPECT_EQ(analyze_json(kFixtures + "/external.onnx")["totals"]["parameter_count"], 256);
+  const CliResult missing = run_cli("analyze " + kFixtures + "/missing_external.onnx");
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_EQ(missing.err, "error: " + kFixtures + "/missing_external.onnx: initializer 'W': external data file '" +
+                             kFixtures + "/nowhere.bin' is missing\n");
+  // only the structure: the payload is never needed for counting
+  EXPECT_EQ(analyze_json(kFixtures + "/missing_external.onnx --structure-only")["totals"]["parameter_count"], 256);
+}
+
+TEST(OnnxImportTest, MalformedFilesGiveOneErrorLineNamingTheFile) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"truncated", "not an ONNX model (the protobuf does not parse)"},
+      {"random", "not an ONNX model (the protobuf does not parse)"},
+      {"not_a_model", "not an ONNX model"},
+      {"cyclic", "the ONNX checker rejects it: Nodes in a graph must be topologically sorted"},
+      {"negative_dim", "input 'x' has a negative dimension (-3)"},
+      {"newer_opset", "field 'opset_import' asks for opset 99, newer than this ONNX library knows"},
+      {"does_not_exist", "cannot open ONNX file"},
+  };
+  for (const auto& [name, message] : cases) {
+    const CliResult r = run_cli("analyze " + kFixtures + "/" + name + ".onnx");
+    EXPECT_EQ(r.exit_code, 1) << name;
+    EXPECT_THAT(r.err, ::testing::StartsWith("error: ")) << name;
+    EXPECT_THAT(r.err, HasSubstr(message)) << name;
+    EXPECT_THAT(r.err, HasSubstr(name + ".onnx")) << name;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << name << ": " << r.err;
+  }
+}
+
+TEST(OnnxImportTest, BadBindingsAreErrors) {
+  CliResult r = run_cli("analyze " + kFixtures + "/small_cnn.onnx --input nope=1x3x8x8");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--input 'nope' is not an input of the graph"));
+  r = run_cli("analyze " + kFixtures + "/small_cnn.onnx --dim N=zero");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("'zero' is not a positive integer"));
+}
+
+TEST(OnnxCorpusTest, EveryNodeTestModelLoadsWithoutACrash) {
+  const std::filesystem::path corpus = "/usr/share/libonnx-testdata/data/node";
+  if (!std::filesystem::exists(corpus)) GTEST_SKIP() << "libonnx-testdata is not installed";
+  const HardwareSpec& hw = HardwareDatabase::builtin().get("h100-sxm");
+  std::size_t models = 0, complete = 0, partial = 0, rejected = 0;
+  std::map<std::string, std::size_t> modeled, unmodeled;
+  for (const auto& entry : std::filesystem::directory_iterator(corpus)) {
+    const auto file = entry.path() / "model.onnx";
+    if (!std::filesystem::exists(file)) continue;
+    ++models;
+    ModelRequest request;
+    request.model = file.string();
+    try {
+      const Analysis a = analyze(importer_for(request).import(request), hw);
+      (a.complete() ? complete : partial) += 1;
+      for (const OpRoofline& r : a.ops) {
+        (r.cost.modeled ? modeled : unmodeled)[a.op_records[r.op_index].source_type] += 1;
+      }
+    } catch (const Error& e) {
+      ++rejected;  // a clear, named rejection is an acceptable outcome; a crash is not
+      EXPECT_THAT(e.what(), HasSubstr(file.string())) << e.what();
+    }
+  }
+  EXPECT_GT(models, 900u);
+  std::size_t both = 0;
+  for (const auto& [type, n] : modeled) both += unmodeled.count(type);
+  std::printf("ONNX node corpus: %zu models: %zu fully analysed, %zu with unmodeled ops, %zu rejected\n", models,
+              complete, partial, rejected);
+  std::printf("op types modeled: %zu; op types unmodeled: %zu (%zu seen both ways)\n", modeled.size(),
+              unmodeled.size(), both);
+  std::string list;
+  for (const auto& [type, n] : unmodeled) list += type + " ";
+  std::printf("unmodeled op types: %s\n", list.c_str());
+  EXPECT_GT(complete, models / 2);
+}
+
+}  // namespace
+}  // namespace neuralcost
