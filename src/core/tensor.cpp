@@ -40,6 +40,29 @@ std::string shape_string(const Shape& shape) {
   return fmt::format("{}", fmt::join(shape, "x"));
 }
 
+Shape parse_shape(const std::string& text, const std::string& what) {
+  Shape shape;
+  std::size_t start = 0;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('x', start), text.size());
+    const std::string part = text.substr(start, end - start);
+    std::size_t used = 0;
+    long long d = -1;
+    try {
+      d = std::stoll(part, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (part.empty() || used != part.size() || d < 1) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: dimensions must be positive integers joined by 'x' (e.g. 32x3x32x32)", what));
+    }
+    shape.push_back(d);
+    start = end + 1;
+  }
+  return shape;
+}
+
 std::uint64_t TensorDesc::elements() const {
   if (auto n = try_count(shape, 1)) return *n;
   return element_count(shape, "tensor '" + name + "'");  // throws the detailed error

@@ -70,13 +70,7 @@ void run_analyze(const AnalyzeArgs& args) {
   request.structure_only = args.structure_only;
   for (const std::string& b : args.inputs) {
     const auto [name, shape_text] = binding(b, "--input");
-    Shape shape;
-    std::size_t start = 0;
-    while (start <= shape_text.size()) {
-      const std::size_t end = std::min(shape_text.find('x', start), shape_text.size());
-      shape.push_back(positive_int(shape_text.substr(start, end - start), "--input " + b));
-      start = end + 1;
-    }
+    const Shape shape = parse_shape(shape_text, fmt::format("--input '{}'", b));
     request.named_inputs[name] = shape;
   }
   for (const std::string& b : args.dims) {

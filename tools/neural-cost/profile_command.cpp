@@ -34,29 +34,6 @@ struct ProfileArgs {
   bool summary_only = false;
 };
 
-Shape parse_shape(const std::string& text) {
-  Shape shape;
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    const std::size_t end = std::min(text.find('x', start), text.size());
-    const std::string part = text.substr(start, end - start);
-    std::size_t used = 0;
-    long long d = -1;
-    try {
-      d = std::stoll(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (part.empty() || used != part.size() || d < 1) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("--input-shape '{}': dimensions must be positive integers joined by 'x' (e.g. 32x3x32x32)", text));
-    }
-    shape.push_back(d);
-    start = end + 1;
-  }
-  return shape;
-}
-
 void run_profile(const ProfileArgs& args) {
   const auto dtype = parse_dtype(args.dtype);
   if (!dtype) throw Error(ErrorCode::kInvalidArgument, fmt::format("--dtype '{}' is not a dtype", args.dtype));
@@ -85,7 +62,9 @@ void run_profile(const ProfileArgs& args) {
   base.depth = args.depth;
   base.dtype = *dtype;
   base.threads = args.threads;
-  for (const std::string& s : args.input_shapes) base.input_shapes.push_back(parse_shape(s));
+  for (const std::string& s : args.input_shapes) {
+    base.input_shapes.push_back(parse_shape(s, fmt::format("--input-shape '{}'", s)));
+  }
   const std::vector<std::string> models = args.models.empty() ? reference_model_names() : args.models;
   const auto& reference = reference_model_names();
   std::vector<ProfileRun> runs;

@@ -16,6 +16,9 @@ using Shape = std::vector<std::int64_t>;
 std::uint64_t element_count(const Shape& shape, const std::string& what);
 /// "32x128x4" (a scalar prints as "scalar").
 std::string shape_string(const Shape& shape);
+/// Parses "32x3x224x224": positive integers joined by 'x'. Throws kInvalidArgument naming
+/// `what` (e.g. "--input-shape '4x-2'") otherwise.
+Shape parse_shape(const std::string& text, const std::string& what);
 
 /// An activation tensor flowing between ops. Two descriptions with the same name are the
 /// same tensor: the graph checks that their shapes and dtypes agree.
