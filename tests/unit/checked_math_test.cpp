@@ -38,6 +38,14 @@ TEST(TensorTest, ElementCountRejectsNegativeDimensions) {
   EXPECT_EQ(TensorDesc({"t", {4, 4}, DType::kBf16}).bytes(), 32u);
 }
 
+TEST(TensorTest, ParsesShapesAndNamesBadOnes) {
+  EXPECT_EQ(parse_shape("32x3x224x224", "s"), (Shape{32, 3, 224, 224}));
+  EXPECT_EQ(parse_shape("7", "s"), (Shape{7}));
+  for (const char* bad : {"", "4x", "x4", "4x-2", "4xx2", "4x2.5", "0x3", "99999999999999999999"}) {
+    EXPECT_THROW(parse_shape(bad, "--input-shape"), Error) << bad;
+  }
+}
+
 TEST(DTypeTest, NamesRoundTripAndSizesAreStorageSizes) {
   for (DType d : compute_dtypes()) EXPECT_EQ(parse_dtype(dtype_name(d)), d);
   EXPECT_EQ(dtype_bytes(DType::kTf32), 4u);
