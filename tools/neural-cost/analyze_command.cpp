@@ -38,17 +38,12 @@ std::pair<std::string, std::string> binding(const std::string& text, const char*
 }
 
 std::int64_t positive_int(const std::string& text, const std::string& what) {
-  std::size_t used = 0;
-  long long v = -1;
   try {
-    v = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
+    const Shape one = parse_shape(text, what);  // the library's parser: one positive dimension
+    if (one.size() == 1) return one.front();
+  } catch (const Error&) {
   }
-  if (used != text.size() || v < 1) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is not a positive integer", what, text));
-  }
-  return v;
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is not a positive integer", what, text));
 }
 
 void run_analyze(const AnalyzeArgs& args) {
