@@ -4,6 +4,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,12 +21,37 @@ struct ValueInfo {
   DType dtype = DType::kFp32;
 };
 
+/// A value known before the model runs: an initializer, or computed only from initializers
+/// and Constant nodes (PyTorch's exporter feeds weights through Identity, Unsqueeze, Slice...).
+/// Runtimes fold these at load time, so ops read them as weights.
+struct ConstantValue {
+  std::string id;  ///< parameter identity: the initializer it views (same elements), else itself
+  bool trainable;  ///< derived from an initializer (not only from Constant nodes)
+};
+
 struct ModelContext {
   std::string file;                          ///< for messages
   std::int64_t opset = 0;                    ///< default-domain opset
   std::map<std::string, ValueInfo> values;   ///< every value with a known type
-  std::map<std::string, const onnx::TensorProto*> initializers;
+  std::map<std::string, ConstantValue> constants;
+  std::set<std::string> graph_outputs;
+
+  const ConstantValue* constant(const std::string& name) const {
+    const auto it = constants.find(name);
+    return it == constants.end() ? nullptr : &it->second;
+  }
+  /// A node all of whose outputs are constants is folded away (unless it makes a graph output).
+  bool folded(const onnx::NodeProto& node) const;
 };
+
+/// Marks the initializers, the `shape_values` (known once the input shapes are bound) and
+/// every value computed only from these.
+void find_constants(const onnx::GraphProto& graph, const std::set<std::string>& shape_values, ModelContext& context);
+
+/// ONNX shape inference, completed by folding the integer shape arithmetic exporters write
+/// (see onnx_shape_folding.cpp). Returns the values it folded (shape arithmetic a runtime
+/// evaluates once, at load time). Throws with the file named when ONNX rejects the model.
+std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, const std::string& path);
 
 /// Maps one node to its records (usually one). Records it cannot cost are kUnknown with an
 /// attribute "reason".

@@ -34,6 +34,46 @@ std::optional<DType> dtype_of(int t) {
   }
 }
 
+bool ModelContext::folded(const onnx::NodeProto& node) const {
+  bool any = false;
+  for (const auto& o : node.output()) {
+    if (o.empty()) continue;
+    if (!constants.count(o) || graph_outputs.count(o)) return false;
+    any = true;
+  }
+  return any;
+}
+
+void find_constants(const onnx::GraphProto& graph, const std::set<std::string>& shape_values, ModelContext& ctx) {
+  for (const auto& t : graph.initializer()) ctx.constants[t.name()] = {t.name(), true};
+  // views keep the elements of the weight they view: the weight is counted once through them
+  static const std::set<std::string> views = {"Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Transpose"};
+  static const std::set<std::string> random = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                               "RandomUniformLike", "Multinomial", "Bernoulli"};
+  for (const auto& node : graph.node()) {
+    const bool standard = node.domain().empty() || node.domain() == "ai.onnx";
+    if (!standard || random.count(node.op_type())) continue;
+    for (const auto& o : node.output()) {
+      if (shape_values.count(o)) ctx.constants[o] = {o, false};
+    }
+    bool constant = true, trainable = false;
+    for (const auto& a : node.attribute()) constant = constant && !a.has_g() && a.graphs_size() == 0;
+    for (const auto& i : node.input()) {
+      if (i.empty()) continue;
+      const auto* k = ctx.constant(i);
+      constant = constant && k != nullptr;
+      trainable = trainable || (k && k->trainable);
+    }
+    if (!constant) continue;
+    const auto* source = node.input_size() > 0 ? ctx.constant(node.input(0)) : nullptr;
+    for (const auto& o : node.output()) {
+      if (o.empty() || ctx.constants.count(o)) continue;
+      const bool view = views.count(node.op_type()) && source && source->trainable;
+      ctx.constants[o] = {view ? source->id : o, trainable};
+    }
+  }
+}
+
 }  // namespace onnx_import
 
 namespace {
@@ -200,16 +240,11 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
     }
   }
   bind_inputs(*model.mutable_graph(), request, path);
-  try {
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(false, 0, true));
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: shape inference failed: {}", path, one_line(what)));
-  }
+  const std::set<std::string> shape_values = onnx_import::infer_shapes(model, ctx.opset, path);
   const onnx::GraphProto& graph = model.graph();
+  onnx_import::find_constants(graph, shape_values, ctx);
+  for (const auto& out : graph.output()) ctx.graph_outputs.insert(out.name());
   for (const auto& t : graph.initializer()) {
-    ctx.initializers[t.name()] = &t;
     ValueInfo v;
     v.dtype = onnx_import::dtype_of(t.data_type()).value_or(DType::kFp32);
     v.shape = Shape(t.dims().begin(), t.dims().end());
@@ -217,7 +252,8 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
   }
   for (const auto* list : {&graph.input(), &graph.value_info(), &graph.output()}) {
     for (const auto& vi : *list) {
-      if (!ctx.initializers.count(vi.name())) ctx.values[vi.name()] = info_of(vi.type());
+      const auto it = ctx.values.find(vi.name());
+      if (it == ctx.values.end() || !it->second.shape) ctx.values[vi.name()] = info_of(vi.type());
     }
   }
   OpGraph g(std::filesystem::path(path).filename().string());

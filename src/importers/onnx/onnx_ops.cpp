@@ -55,7 +55,7 @@ class Builder {
       if (i < node_.input_size() && !node_.input(i).empty()) names.push_back(node_.input(i));
     }
     std::size_t first_param = names.size();
-    while (ordered && first_param > 0 && ctx_.initializers.count(names[first_param - 1])) --first_param;
+    while (ordered && first_param > 0 && ctx_.constant(names[first_param - 1])) --first_param;
     for (std::size_t i = 0; i < names.size(); ++i) add_operand(r, names[i], ordered && i < first_param);
     for (int i = 0; i < node_.output_size() && (all_outputs || i == 0); ++i) {
       if (node_.output(i).empty()) continue;
@@ -77,8 +77,8 @@ class Builder {
     for (const auto& name : node_.input()) {
       const auto it = ctx_.values.find(name);
       if (name.empty() || it == ctx_.values.end() || !it->second.shape) continue;
-      if (ctx_.initializers.count(name)) {
-        r.parameters.push_back({name, *it->second.shape, it->second.dtype, true});
+      if (const auto* k = ctx_.constant(name)) {
+        r.parameters.push_back({k->id, *it->second.shape, it->second.dtype, k->trainable});
       } else {
         r.inputs.push_back({name, *it->second.shape, it->second.dtype});
       }
@@ -115,8 +115,9 @@ class Builder {
   void add_operand(OpRecord& r, const std::string& name, bool force_input) {
     const auto* v = find(name);
     if (!v) return;
-    if (ctx_.initializers.count(name) && !force_input) {
-      r.parameters.push_back({name, *v->shape, v->dtype, true});
+    const auto* k = ctx_.constant(name);
+    if (k && !force_input) {
+      r.parameters.push_back({k->id, *v->shape, v->dtype, k->trainable});
     } else {
       r.inputs.push_back({name, *v->shape, v->dtype});
     }
@@ -277,7 +278,7 @@ Mapper variadic(std::string function) {
 std::vector<OpRecord> gemm(const onnx::NodeProto& n, const ModelContext& c) {
   Builder b(n, c);
   const bool ta = attr_int(n, "transA", 0) != 0, tb = attr_int(n, "transB", 0) != 0;
-  const bool weight = c.initializers.count(n.input_size() > 1 ? n.input(1) : "");
+  const bool weight = c.constant(n.input_size() > 1 ? n.input(1) : "");
   if (!ta && tb && weight) {
     OpRecord r = b.make(OpKind::kLinear, {0, 1, 2}, false, true);  // y = x W^T + C, W [out, in]
     if (r.kind != OpKind::kUnknown && r.parameters.size() == 2 && r.parameters[1].shape.size() != 1) {
@@ -322,7 +323,7 @@ std::vector<OpRecord> recurrent(const onnx::NodeProto& n, const ModelContext& c)
 
 std::vector<OpRecord> gather(const onnx::NodeProto& n, const ModelContext& c) {
   Builder b(n, c);
-  const bool table = c.initializers.count(n.input_size() > 0 ? n.input(0) : "") && attr_int(n, "axis", 0) == 0;
+  const bool table = c.constant(n.input_size() > 0 ? n.input(0) : "") && attr_int(n, "axis", 0) == 0;
   OpRecord r = b.make(OpKind::kEmbedding, table ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, false, true);
   if (r.kind == OpKind::kUnknown) return one(std::move(r));
   if (table && !r.parameters.empty() && r.parameters[0].shape.size() != 2) {
@@ -520,6 +521,7 @@ const std::map<std::string, Mapper>& mappers() {
 
 std::vector<OpRecord> map_node(const onnx::NodeProto& node, std::size_t index, const ModelContext& context) {
   std::vector<OpRecord> records;
+  if (context.folded(node)) return records;
   const bool standard = node.domain().empty() || node.domain() == "ai.onnx";
   const auto it = standard ? mappers().find(node.op_type()) : mappers().end();
   if (it != mappers().end()) {

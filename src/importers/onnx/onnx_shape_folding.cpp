@@ -1,0 +1,389 @@
+// Shape inference for the ONNX importer: ONNX's own pass, then, where it left values without
+// a shape, a second sweep in node order that folds the small integer tensors exporters compute
+// from shapes (Shape -> Gather -> Div -> Concat -> Reshape, as PyTorch writes attention) and
+// hands them to ONNX's per-op inference as constant input data. ONNX 1.12 propagates such
+// values only through some ops (not Div, not into Slice), so without this a transformer
+// exported with a symbolic batch loses every shape after its first attention block.
+#include <onnx/defs/tensor_proto_util.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <deque>
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <unordered_map>
+
+#include <fmt/format.h>
+
+#include "importers/onnx/onnx_graph.hpp"
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost::onnx_import {
+namespace {
+
+using onnx::TensorProto;
+
+constexpr std::size_t kMaxFoldedElements = 1024;  // shape arithmetic, never weights
+
+/// A small integer tensor (bool as 0/1) with its ONNX element type.
+struct IntTensor {
+  std::vector<std::int64_t> dims;
+  std::vector<std::int64_t> values;
+  int elem_type = TensorProto::INT64;
+};
+
+bool is_integer_type(int t) {
+  switch (t) {
+    case TensorProto::INT64: case TensorProto::INT32: case TensorProto::INT16: case TensorProto::INT8:
+    case TensorProto::UINT8: case TensorProto::UINT16: case TensorProto::UINT32: case TensorProto::BOOL:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::optional<IntTensor> from_proto(const TensorProto& t) {
+  if (!is_integer_type(t.data_type()) || t.data_location() == TensorProto::EXTERNAL) return std::nullopt;
+  IntTensor out{{t.dims().begin(), t.dims().end()}, {}, t.data_type()};
+  std::uint64_t n = 1;
+  for (std::int64_t d : out.dims) {
+    if (d < 0 || (n *= static_cast<std::uint64_t>(d)) > kMaxFoldedElements) return std::nullopt;
+  }
+  try {
+    if (t.data_type() == TensorProto::INT64) {
+      out.values = onnx::ParseData<std::int64_t>(&t);
+    } else if (t.data_type() == TensorProto::INT32) {
+      const auto v = onnx::ParseData<std::int32_t>(&t);
+      out.values.assign(v.begin(), v.end());
+    } else if (!t.has_raw_data()) {  // the small types keep their values in int32_data
+      out.values.assign(t.int32_data().begin(), t.int32_data().end());
+    } else {
+      return std::nullopt;
+    }
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (out.values.size() != n) return std::nullopt;
+  return out;
+}
+
+TensorProto to_proto(const IntTensor& t, const std::string& name) {
+  TensorProto p;
+  p.set_name(name);
+  p.set_data_type(t.elem_type == TensorProto::INT64 ? TensorProto::INT64 : t.elem_type);
+  for (std::int64_t d : t.dims) p.add_dims(d);
+  for (std::int64_t v : t.values) {
+    if (p.data_type() == TensorProto::INT64) {
+      p.add_int64_data(v);
+    } else {
+      p.add_int32_data(static_cast<std::int32_t>(v));
+    }
+  }
+  return p;
+}
+
+std::optional<std::vector<std::int64_t>> static_shape(const onnx::TypeProto* type) {
+  if (!type || !type->has_tensor_type() || !type->tensor_type().has_shape()) return std::nullopt;
+  std::vector<std::int64_t> dims;
+  for (const auto& d : type->tensor_type().shape().dim()) {
+    if (!d.has_dim_value()) return std::nullopt;
+    dims.push_back(d.dim_value());
+  }
+  return dims;
+}
+
+std::int64_t attr_i(const onnx::NodeProto& n, const std::string& name, std::int64_t fallback) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name) return a.i();
+  }
+  return fallback;
+}
+
+std::optional<std::vector<std::int64_t>> attr_is(const onnx::NodeProto& n, const std::string& name) {
+  for (const auto& a : n.attribute()) {
+    if (a.name() == name) return std::vector<std::int64_t>(a.ints().begin(), a.ints().end());
+  }
+  return std::nullopt;
+}
+
+/// Elementwise over a scalar and a vector or two vectors of one length; nullopt when the
+/// function refuses (division by zero, overflow) or the shapes need general broadcasting.
+std::optional<IntTensor> elementwise(const std::vector<const IntTensor*>& in, int out_type,
+                                     const std::function<std::optional<std::int64_t>(const std::vector<std::int64_t>&)>& f) {
+  const IntTensor* widest = in[0];
+  for (const IntTensor* t : in) {
+    if (t->dims.size() > 1) return std::nullopt;
+    if (t->values.size() > widest->values.size()) widest = t;
+  }
+  for (const IntTensor* t : in) {
+    if (t->values.size() != 1 && t->values.size() != widest->values.size()) return std::nullopt;
+  }
+  IntTensor out{widest->dims, {}, out_type};
+  for (std::size_t i = 0; i < widest->values.size(); ++i) {
+    std::vector<std::int64_t> args;
+    for (const IntTensor* t : in) args.push_back(t->values[t->values.size() == 1 ? 0 : i]);
+    const auto v = f(args);
+    if (!v) return std::nullopt;
+    out.values.push_back(*v);
+  }
+  return out;
+}
+
+std::optional<std::int64_t> arith(const std::string& op, std::int64_t a, std::int64_t b) {
+  std::int64_t r = 0;
+  if (op == "Add") return __builtin_add_overflow(a, b, &r) ? std::nullopt : std::optional(r);
+  if (op == "Sub") return __builtin_sub_overflow(a, b, &r) ? std::nullopt : std::optional(r);
+  if (op == "Mul") return __builtin_mul_overflow(a, b, &r) ? std::nullopt : std::optional(r);
+  if (op == "Div") return b == 0 || (a == INT64_MIN && b == -1) ? std::nullopt : std::optional(a / b);
+  if (op == "Mod") return b == 0 || (a == INT64_MIN && b == -1) ? std::nullopt : std::optional(a % b);
+  if (op == "Max") return std::max(a, b);
+  if (op == "Min") return std::min(a, b);
+  if (op == "Equal") return std::int64_t{a == b};
+  if (op == "Less") return std::int64_t{a < b};
+  if (op == "Greater") return std::int64_t{a > b};
+  if (op == "And") return std::int64_t{a && b};
+  if (op == "Or") return std::int64_t{a || b};
+  return std::nullopt;
+}
+
+/// Python-style slice bounds of one axis, clamped as ONNX's Slice does.
+std::optional<IntTensor> slice_1d(const IntTensor& data, std::int64_t start, std::int64_t end, std::int64_t step) {
+  const auto n = static_cast<std::int64_t>(data.values.size());
+  if (step == 0 || data.dims.size() != 1) return std::nullopt;
+  auto clamp = [&](std::int64_t v, std::int64_t lo, std::int64_t hi) {
+    if (v < 0) v = v <= INT64_MIN + n ? lo : v + n;
+    return std::clamp(v, lo, hi);
+  };
+  start = step > 0 ? clamp(start, 0, n) : clamp(start, -1, n - 1);
+  end = step > 0 ? clamp(end, 0, n) : clamp(end, -1, n - 1);
+  IntTensor out{{0}, {}, data.elem_type};
+  for (std::int64_t i = start; step > 0 ? i < end : i > end; i += step) out.values.push_back(data.values[i]);
+  out.dims[0] = static_cast<std::int64_t>(out.values.size());
+  return out;
+}
+
+/// The value of a node's first output, when every input it reads is known.
+std::optional<IntTensor> evaluate(const onnx::NodeProto& n, std::int64_t opset,
+                                  const std::vector<const IntTensor*>& in, const std::vector<const onnx::TypeProto*>& types,
+                                  const onnx::TypeProto* out_type) {
+  const std::string& op = n.op_type();
+  auto known = [&](std::size_t i) { return i < in.size() && in[i] != nullptr; };
+  if (op == "Constant") {
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "value" && a.has_t()) return from_proto(a.t());
+      if (a.name() == "value_int") return IntTensor{{}, {a.i()}};
+      if (a.name() == "value_ints" && static_cast<std::size_t>(a.ints_size()) <= kMaxFoldedElements) {
+        return IntTensor{{a.ints_size()}, {a.ints().begin(), a.ints().end()}};
+      }
+    }
+    return std::nullopt;
+  }
+  if (op == "Shape" || op == "Size") {
+    const auto shape = static_shape(types.empty() ? nullptr : types[0]);
+    if (!shape) return std::nullopt;
+    if (op == "Size") {
+      std::int64_t size = 1;
+      for (std::int64_t d : *shape) {
+        if (__builtin_mul_overflow(size, d, &size)) return std::nullopt;
+      }
+      return IntTensor{{}, {size}};
+    }
+    return slice_1d(IntTensor{{static_cast<std::int64_t>(shape->size())}, *shape},
+                    opset >= 15 ? attr_i(n, "start", 0) : 0, opset >= 15 ? attr_i(n, "end", INT64_MAX) : INT64_MAX, 1);
+  }
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    if (!n.input(static_cast<int>(i)).empty() && !known(i)) return std::nullopt;
+  }
+  if (in.empty() || !known(0)) return std::nullopt;
+  const IntTensor& x = *in[0];
+  // ops that keep the values and change only the dims: take the dims ONNX inferred
+  if (op == "Identity" || op == "Reshape" || op == "Unsqueeze" || op == "Squeeze" || op == "Flatten" || op == "Cast") {
+    const auto dims = static_shape(out_type);
+    if (!dims) return std::nullopt;
+    IntTensor out{*dims, x.values, x.elem_type};
+    if (op == "Cast") {
+      out.elem_type = static_cast<int>(attr_i(n, "to", 0));
+      if (!is_integer_type(out.elem_type)) return std::nullopt;
+      if (out.elem_type == TensorProto::BOOL) {
+        for (auto& v : out.values) v = v != 0;
+      }
+    }
+    return out;
+  }
+  if (op == "Gather") {
+    if (!known(1) || x.dims.size() != 1 || attr_i(n, "axis", 0) != 0) return std::nullopt;
+    IntTensor out{in[1]->dims, {}, x.elem_type};
+    const auto size = static_cast<std::int64_t>(x.values.size());
+    for (std::int64_t i : in[1]->values) {
+      if (i < -size || i >= size) return std::nullopt;
+      out.values.push_back(x.values[i < 0 ? i + size : i]);
+    }
+    return out;
+  }
+  if (op == "Concat") {
+    IntTensor out{{0}, {}, x.elem_type};
+    for (const IntTensor* t : in) {
+      if (t->dims.size() != 1) return std::nullopt;
+      out.values.insert(out.values.end(), t->values.begin(), t->values.end());
+    }
+    out.dims[0] = static_cast<std::int64_t>(out.values.size());
+    return out;
+  }
+  if (op == "Slice") {
+    std::vector<std::int64_t> starts, ends, axes, steps;
+    if (opset < 10) {
+      starts = attr_is(n, "starts").value_or(starts);
+      ends = attr_is(n, "ends").value_or(ends);
+      axes = attr_is(n, "axes").value_or(axes);
+    } else {
+      if (!known(1) || !known(2)) return std::nullopt;
+      starts = in[1]->values;
+      ends = in[2]->values;
+      if (known(3)) axes = in[3]->values;
+      if (known(4)) steps = in[4]->values;
+    }
+    if (starts.size() != 1 || ends.size() != 1 || (!axes.empty() && axes != std::vector<std::int64_t>{0} &&
+                                                   axes != std::vector<std::int64_t>{-1})) {
+      return std::nullopt;
+    }
+    return slice_1d(x, starts[0], ends[0], steps.empty() ? 1 : steps[0]);
+  }
+  if (op == "Neg" || op == "Abs") {
+    return elementwise(in, x.elem_type, [&](const std::vector<std::int64_t>& a) -> std::optional<std::int64_t> {
+      if (a[0] == INT64_MIN) return std::nullopt;
+      return op == "Neg" ? -a[0] : std::abs(a[0]);
+    });
+  }
+  if (op == "Where") {
+    if (in.size() != 3) return std::nullopt;
+    return elementwise(in, in[1]->elem_type, [](const std::vector<std::int64_t>& a) { return a[0] ? a[1] : a[2]; });
+  }
+  if (op == "ConstantOfShape") {
+    std::uint64_t count = 1;
+    for (std::int64_t d : x.values) {
+      if (d < 0 || (count *= static_cast<std::uint64_t>(d)) > kMaxFoldedElements) return std::nullopt;
+    }
+    IntTensor fill{{}, {0}, TensorProto::FLOAT};
+    for (const auto& a : n.attribute()) {
+      if (a.name() == "value" && a.has_t()) {
+        const auto v = from_proto(a.t());
+        if (!v || v->values.size() != 1) return std::nullopt;
+        fill = *v;
+      }
+    }
+    if (!is_integer_type(fill.elem_type)) return std::nullopt;
+    return IntTensor{x.values, std::vector<std::int64_t>(count, fill.values[0]), fill.elem_type};
+  }
+  if (op == "Range") {
+    if (in.size() != 3 || x.values.size() != 1 || in[1]->values.size() != 1 || in[2]->values.size() != 1) return std::nullopt;
+    const std::int64_t start = x.values[0], limit = in[1]->values[0], delta = in[2]->values[0];
+    if (delta == 0) return std::nullopt;
+    IntTensor out{{0}, {}, x.elem_type};
+    for (std::int64_t v = start; delta > 0 ? v < limit : v > limit; v += delta) {
+      if (out.values.size() >= kMaxFoldedElements) return std::nullopt;
+      out.values.push_back(v);
+    }
+    out.dims[0] = static_cast<std::int64_t>(out.values.size());
+    return out;
+  }
+  if (in.size() == 2 && arith(op, 1, 1)) {
+    const bool logical = op == "Equal" || op == "Less" || op == "Greater" || op == "And" || op == "Or";
+    return elementwise(in, logical ? TensorProto::BOOL : x.elem_type,
+                       [&](const std::vector<std::int64_t>& a) { return arith(op, a[0], a[1]); });
+  }
+  return std::nullopt;
+}
+
+bool fully_static(const onnx::TypeProto* t) { return static_shape(t).has_value(); }
+
+}  // namespace
+
+std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, const std::string& path) {
+  try {
+    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
+                                       onnx::ShapeInferenceOptions(false, 0, true));
+  } catch (const std::exception& e) {
+    std::string what = e.what();
+    std::replace(what.begin(), what.end(), '\n', ' ');
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: shape inference failed: {}", path, what.substr(0, 300)));
+  }
+  onnx::GraphProto& g = *model.mutable_graph();
+  std::unordered_map<std::string, onnx::TypeProto*> types;
+  std::deque<onnx::TypeProto> owned;  // types of initializers and of values the sweep improves
+  for (auto* list : {g.mutable_input(), g.mutable_value_info(), g.mutable_output()}) {
+    for (auto& vi : *list) types[vi.name()] = vi.mutable_type();
+  }
+  std::unordered_map<std::string, const TensorProto*> data;
+  std::unordered_map<std::string, IntTensor> values;
+  std::deque<TensorProto> folded;
+  for (const auto& t : g.initializer()) {
+    data[t.name()] = &t;
+    if (auto v = from_proto(t)) values[t.name()] = std::move(*v);
+    if (!types.count(t.name())) {
+      owned.emplace_back();
+      owned.back().mutable_tensor_type()->set_elem_type(t.data_type());
+      for (std::int64_t d : t.dims()) owned.back().mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+      types[t.name()] = &owned.back();
+    }
+  }
+  bool incomplete = false;
+  for (const auto& node : g.node()) {
+    for (const auto& o : node.output()) incomplete = incomplete || (!o.empty() && !fully_static(types.count(o) ? types[o] : nullptr));
+  }
+  std::set<std::string> shape_values;
+  std::unordered_map<std::string, onnx::TensorShapeProto> shape_data;
+  const std::unordered_map<std::string, const onnx::SparseTensorProto*> no_sparse;
+  std::set<std::string> improved;
+  for (auto& node : *g.mutable_node()) {
+    const bool standard = node.domain().empty() || node.domain() == "ai.onnx";
+    bool outputs_known = true;
+    for (const auto& o : node.output()) outputs_known = outputs_known && (o.empty() || fully_static(types.count(o) ? types[o] : nullptr));
+    const auto* schema = standard ? onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset)) : nullptr;
+    if (incomplete && !outputs_known && schema && schema->has_type_and_shape_inference_function()) {
+      try {
+        onnx::shape_inference::InferenceContextImpl ctx(node, types, data, no_sparse, &shape_data, nullptr);
+        schema->GetTypeAndShapeInferenceFunction()(ctx);
+        for (int i = 0; i < node.output_size(); ++i) {
+          const std::string& o = node.output(i);
+          if (o.empty() || !fully_static(&ctx.allOutputTypes_[i])) continue;
+          owned.push_back(ctx.allOutputTypes_[i]);
+          types[o] = &owned.back();
+          improved.insert(o);
+        }
+      } catch (const std::exception&) {
+        // ONNX's own pass already reported what it could; this node keeps that
+      }
+    }
+    if (node.output_size() == 0 || node.output(0).empty()) continue;
+    std::vector<const IntTensor*> in;
+    std::vector<const onnx::TypeProto*> in_types;
+    for (const auto& name : node.input()) {
+      const auto it = values.find(name);
+      in.push_back(it == values.end() ? nullptr : &it->second);
+      in_types.push_back(types.count(name) ? types[name] : nullptr);
+    }
+    const std::string& out = node.output(0);
+    if (!standard) continue;
+    if (auto v = evaluate(node, opset, in, in_types, types.count(out) ? types[out] : nullptr)) {
+      shape_values.insert(out);
+      folded.push_back(to_proto(*v, out));
+      data[out] = &folded.back();
+      values[out] = std::move(*v);
+    }
+  }
+  // what the sweep learned goes back into the model as value_info
+  for (auto& vi : *g.mutable_value_info()) {
+    if (improved.erase(vi.name())) *vi.mutable_type() = *types[vi.name()];
+  }
+  for (auto& vi : *g.mutable_output()) {
+    if (improved.erase(vi.name())) *vi.mutable_type() = *types[vi.name()];
+  }
+  for (const auto& name : improved) {
+    auto* vi = g.add_value_info();
+    vi->set_name(name);
+    *vi->mutable_type() = *types[name];
+  }
+  return shape_values;
+}
+
+}  // namespace neuralcost::onnx_import
