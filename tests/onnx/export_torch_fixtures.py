@@ -110,7 +110,7 @@ def encoder(width, heads, layers, seq):
 if "--bench" in sys.argv:
     torch.manual_seed(0)
     resnet50 = distinct_weights(torchvision.models.resnet50(weights=None).eval())
-    big_encoder, big_example = encoder(256, 8, 7, 128)
+    big_encoder, big_example = encoder(256, 8, 8, 128)
     for suffix, external in (("", False), ("_external", True)):
         export(resnet50, torch.randn(1, 3, 224, 224), "resnet50" + suffix, 13, external)
         export(big_encoder, big_example, "transformer_1k" + suffix, 13, external)

@@ -27,10 +27,11 @@ const nlohmann::json& expected() {
   return j;
 }
 
-Analysis analyze_fixture(const std::string& name) {
+Analysis analyze_fixture(const std::string& name, bool structure_only = false) {
   ModelRequest request;
   request.model = kFixtures + "/" + name + ".onnx";
   request.dims["batch"] = kBatch;
+  request.structure_only = structure_only;
   return analyze(importer_for(request).import(request), HardwareDatabase::builtin().get("h100-sxm"));
 }
 
@@ -52,6 +53,16 @@ TEST_P(TorchExportTest, CountsMatchThePyTorchModule) {
   std::printf("%-22s opset %2d: %4zu ops, %.6g contraction FLOPs/sample, %llu parameters\n", GetParam().c_str(),
               e.at("opset").get<int>(), a.ops.size(), static_cast<double>(a.totals.contraction_flops) / kBatch,
               static_cast<unsigned long long>(a.totals.parameter_count));
+}
+
+TEST_P(TorchExportTest, StructureOnlyCountsTheSameWithoutReadingWeights) {
+  const Analysis full = analyze_fixture(GetParam());
+  const Analysis structure = analyze_fixture(GetParam(), true);
+  EXPECT_EQ(structure.totals.flops, full.totals.flops);
+  EXPECT_EQ(structure.totals.parameter_count, full.totals.parameter_count);
+  EXPECT_EQ(structure.totals.parameter_bytes, full.totals.parameter_bytes);
+  EXPECT_EQ(structure.totals.bytes_read, full.totals.bytes_read);
+  EXPECT_EQ(structure.ops.size(), full.ops.size());
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TorchExportTest,

@@ -44,6 +44,11 @@ struct ModelContext {
   bool folded(const onnx::NodeProto& node) const;
 };
 
+/// Reads an .onnx file. With structure_only, initializers over 64 KiB keep their name, type
+/// and dims but not their data (never read from the file), and external data is not opened.
+/// Throws kNotFound / kDataLoss naming the file.
+onnx::ModelProto read_model(const std::string& path, bool structure_only);
+
 /// Marks the initializers, the `shape_values` (known once the input shapes are bound) and
 /// every value computed only from these.
 void find_constants(const onnx::GraphProto& graph, const std::set<std::string>& shape_values, ModelContext& context);

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <set>
 #include <sstream>
 
@@ -86,30 +85,6 @@ std::string one_line(std::string text) {
 
 using onnx_import::ModelContext;
 using onnx_import::ValueInfo;
-
-constexpr std::uintmax_t kMaxFileBytes = std::uintmax_t{2} << 30;  // protobuf's own limit
-
-onnx::ModelProto read_model(const std::string& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) {
-    throw Error(ErrorCode::kNotFound, fmt::format("cannot open ONNX file '{}'", path));
-  }
-  const auto size = std::filesystem::file_size(path, ec);
-  if (ec || size > kMaxFileBytes) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: larger than 2 GiB (store weights as external data)", path));
-  }
-  std::ifstream in(path, std::ios::binary);
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  onnx::ModelProto model;
-  if (!model.ParseFromString(bytes)) {
-    throw Error(ErrorCode::kDataLoss, fmt::format("{}: not an ONNX model (the protobuf does not parse)", path));
-  }
-  if (!model.has_graph() || model.ir_version() <= 0) {
-    throw Error(ErrorCode::kDataLoss,
-                fmt::format("{}: not an ONNX model (field '{}' is missing)", path, model.has_graph() ? "ir_version" : "graph"));
-  }
-  return model;
-}
 
 std::int64_t default_opset(const onnx::ModelProto& model, const std::string& path) {
   std::int64_t opset = 0;
@@ -218,26 +193,26 @@ bool OnnxImporter::accepts(const ModelRequest& request) const {
 
 OpGraph OnnxImporter::import(const ModelRequest& request) const {
   const std::string& path = request.model;
-  onnx::ModelProto model = read_model(path);
+  onnx::ModelProto model = onnx_import::read_model(path, request.structure_only);
   ModelContext ctx;
   ctx.file = path;
   ctx.opset = default_opset(model, path);
   if (!request.structure_only) check_external_data(model.graph(), path);
   try {
-    // the checker resolves external data relative to the model file; structure-only skips it
-    if (request.structure_only || model.graph().initializer().empty()) {
-      onnx::checker::check_model(model);
-    } else {
+    // the checker finds external data files relative to the model file, so it reads the file
+    // again; without external data (or with structure_only, which dropped it) it checks the
+    // model already in memory
+    const auto& inits = model.graph().initializer();
+    const bool external = std::any_of(inits.begin(), inits.end(), [](const onnx::TensorProto& t) {
+      return t.data_location() == onnx::TensorProto::EXTERNAL;
+    });
+    if (external) {
       onnx::checker::check_model(path);
+    } else {
+      onnx::checker::check_model(model);
     }
   } catch (const std::exception& e) {
-    const std::string what = e.what();
-    // structure only: the checker's complaints about external data files do not matter
-    const bool about_external_data =
-        what.find("external") != std::string::npos || what.find("should be stored in") != std::string::npos;
-    if (!(request.structure_only && about_external_data)) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: the ONNX checker rejects it: {}", path, one_line(what)));
-    }
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: the ONNX checker rejects it: {}", path, one_line(e.what())));
   }
   bind_inputs(*model.mutable_graph(), request, path);
   const std::set<std::string> shape_values = onnx_import::infer_shapes(model, ctx.opset, path);
