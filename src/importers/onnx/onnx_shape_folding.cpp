@@ -1,15 +1,18 @@
-// Shape inference for the ONNX importer: ONNX's own pass, then, where it left values without
-// a shape, a second sweep in node order that folds the small integer tensors exporters compute
-// from shapes (Shape -> Gather -> Div -> Concat -> Reshape, as PyTorch writes attention) and
-// hands them to ONNX's per-op inference as constant input data. ONNX 1.12 propagates such
-// values only through some ops (not Div, not into Slice), so without this a transformer
-// exported with a symbolic batch loses every shape after its first attention block.
+// Shape inference for the ONNX importer: one sweep in node order that calls ONNX's per-op
+// inference functions, folds the small integer tensors exporters compute from shapes
+// (Shape -> Gather -> Div -> Concat -> Reshape, as PyTorch writes attention) and hands them to
+// the next ops as constant input data. ONNX 1.12's own InferShapes propagates such values only
+// through some ops (not Div, not into Slice): with it a transformer exported with a symbolic
+// batch lost every shape after its first attention block. Driving the ops one by one also
+// lets the importer reject, before ONNX reads them, the inputs on which ONNX 1.12's inference
+// crashes (zero strides, conv ranks that disagree: found by tests/fuzz).
 #include <onnx/defs/tensor_proto_util.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <deque>
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -296,20 +299,66 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, std::int64_t opset,
 
 bool fully_static(const onnx::TypeProto* t) { return static_shape(t).has_value(); }
 
+/// ONNX 1.12's checker accepts, and its shape inference then divides by, a zero stride,
+/// dilation or group (found by tests/fuzz): reject those first, in subgraphs too.
+void reject_what_inference_divides_by(const onnx::GraphProto& graph, const std::string& path) {
+  static const std::set<std::string> positive = {"strides", "dilations", "kernel_shape", "group", "blocksize"};
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const auto& node = graph.node(i);
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) reject_what_inference_divides_by(a.g(), path);
+      for (const auto& g : a.graphs()) reject_what_inference_divides_by(g, path);
+      if (!positive.count(a.name())) continue;
+      std::vector<std::int64_t> values(a.ints().begin(), a.ints().end());
+      if (a.type() == onnx::AttributeProto::INT) values.push_back(a.i());
+      for (std::int64_t v : values) {
+        if (v <= 0) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("{}: node '{}' ({}): attribute '{}' has {}; it must be positive", path,
+                                  node.name().empty() ? fmt::format("#{}", i) : node.name(), node.op_type(), a.name(), v));
+        }
+      }
+    }
+  }
+}
+
+/// Conv-family inference in ONNX 1.12 reads the weight's spatial dims at the input's indices:
+/// an input of another rank than the weight is an out-of-bounds read (found by tests/fuzz).
+void reject_rank_mismatch(const onnx::NodeProto& node, const std::unordered_map<std::string, onnx::TypeProto*>& types,
+                          std::size_t index, const std::string& path) {
+  static const std::map<std::string, std::pair<int, int>> operands = {
+      {"Conv", {0, 1}}, {"ConvInteger", {0, 1}}, {"ConvTranspose", {0, 1}}, {"QLinearConv", {0, 3}}};
+  const auto it = operands.find(node.op_type());
+  if (it == operands.end() || node.input_size() <= it->second.second) return;
+  auto rank = [&](int i) -> int {
+    const auto t = types.find(node.input(i));
+    if (t == types.end() || !t->second->has_tensor_type() || !t->second->tensor_type().has_shape()) return -1;
+    return t->second->tensor_type().shape().dim_size();
+  };
+  const int x = rank(it->second.first), w = rank(it->second.second);
+  if (x >= 0 && w >= 0 && (x != w || x < 3)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: node '{}' ({}): input '{}' has rank {} but weight '{}' has rank {} (both must be "
+                            "N x C x spatial...)", path, node.name().empty() ? fmt::format("#{}", index) : node.name(),
+                            node.op_type(), node.input(it->second.first), x, node.input(it->second.second), w));
+  }
+}
+
+/// Keeps the better of what the model declared and what inference found for a value.
+bool better(const onnx::TypeProto& inferred, const onnx::TypeProto* declared) {
+  if (fully_static(&inferred)) return true;
+  if (!declared || fully_static(declared)) return false;
+  const bool has = inferred.has_tensor_type() && inferred.tensor_type().has_shape();
+  return has && !(declared->has_tensor_type() && declared->tensor_type().has_shape());
+}
+
 }  // namespace
 
 std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, const std::string& path) {
-  try {
-    onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(),
-                                       onnx::ShapeInferenceOptions(false, 0, true));
-  } catch (const std::exception& e) {
-    std::string what = e.what();
-    std::replace(what.begin(), what.end(), '\n', ' ');
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: shape inference failed: {}", path, what.substr(0, 300)));
-  }
+  reject_what_inference_divides_by(model.graph(), path);
   onnx::GraphProto& g = *model.mutable_graph();
   std::unordered_map<std::string, onnx::TypeProto*> types;
-  std::deque<onnx::TypeProto> owned;  // types of initializers and of values the sweep improves
+  std::deque<onnx::TypeProto> owned;  // types of initializers and of values inference finds
   for (auto* list : {g.mutable_input(), g.mutable_value_info(), g.mutable_output()}) {
     for (auto& vi : *list) types[vi.name()] = vi.mutable_type();
   }
@@ -326,59 +375,68 @@ std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, 
       types[t.name()] = &owned.back();
     }
   }
-  bool incomplete = false;
-  for (const auto& node : g.node()) {
-    for (const auto& o : node.output()) incomplete = incomplete || (!o.empty() && !fully_static(types.count(o) ? types[o] : nullptr));
-  }
-  std::set<std::string> shape_values;
+  std::unordered_map<std::string, int> opsets;
+  for (const auto& o : model.opset_import()) opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
+  onnx::shape_inference::SymbolTableImpl symbols;
+  symbols.addFromGraph(g);
   std::unordered_map<std::string, onnx::TensorShapeProto> shape_data;
+  onnx::shape_inference::GraphInferenceContext subgraphs(types, opsets, &symbols, {}, onnx::OpSchemaRegistry::Instance(),
+                                                         &shape_data, static_cast<int>(model.ir_version()));
   const std::unordered_map<std::string, const onnx::SparseTensorProto*> no_sparse;
-  std::set<std::string> improved;
-  for (auto& node : *g.mutable_node()) {
+  std::set<std::string> shape_values, inferred;
+  for (int index = 0; index < g.node_size(); ++index) {
+    auto& node = *g.mutable_node(index);
     const bool standard = node.domain().empty() || node.domain() == "ai.onnx";
-    bool outputs_known = true;
-    for (const auto& o : node.output()) outputs_known = outputs_known && (o.empty() || fully_static(types.count(o) ? types[o] : nullptr));
     const auto* schema = standard ? onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset)) : nullptr;
-    if (incomplete && !outputs_known && schema && schema->has_type_and_shape_inference_function()) {
-      try {
-        onnx::shape_inference::InferenceContextImpl ctx(node, types, data, no_sparse, &shape_data, nullptr);
+    if (schema) reject_rank_mismatch(node, types, static_cast<std::size_t>(index), path);
+    try {
+      onnx::shape_inference::InferenceContextImpl ctx(node, types, data, no_sparse, &shape_data, &subgraphs);
+      if (schema && schema->has_type_and_shape_inference_function()) {
         schema->GetTypeAndShapeInferenceFunction()(ctx);
-        for (int i = 0; i < node.output_size(); ++i) {
-          const std::string& o = node.output(i);
-          if (o.empty() || !fully_static(&ctx.allOutputTypes_[i])) continue;
-          owned.push_back(ctx.allOutputTypes_[i]);
-          types[o] = &owned.back();
-          improved.insert(o);
-        }
-      } catch (const std::exception&) {
-        // ONNX's own pass already reported what it could; this node keeps that
+      } else if (schema && schema->HasFunction()) {
+        onnx::shape_inference::InferShapeForFunctionNode(*schema->GetFunction(), onnx::OpSchemaRegistry::Instance(), ctx,
+                                                         {}, {}, &symbols, &shape_data);
       }
+      for (int i = 0; i < node.output_size(); ++i) {
+        const std::string& o = node.output(i);
+        const auto known = types.find(o);
+        if (o.empty() || !better(ctx.allOutputTypes_[i], known == types.end() ? nullptr : known->second)) continue;
+        owned.push_back(ctx.allOutputTypes_[i]);
+        types[o] = &owned.back();
+        inferred.insert(o);
+      }
+      if (schema && schema->has_data_propagation_function()) {
+        onnx::shape_inference::DataPropagationContextImpl propagation(node, types, data, shape_data);
+        schema->GetDataPropagationFunction()(propagation);
+      }
+    } catch (const std::exception&) {
+      // as ONNX's own non-strict pass: this node's outputs stay unknown and are reported unmodeled
     }
-    if (node.output_size() == 0 || node.output(0).empty()) continue;
+    if (!standard || node.output_size() == 0 || node.output(0).empty()) continue;
     std::vector<const IntTensor*> in;
     std::vector<const onnx::TypeProto*> in_types;
     for (const auto& name : node.input()) {
       const auto it = values.find(name);
       in.push_back(it == values.end() ? nullptr : &it->second);
-      in_types.push_back(types.count(name) ? types[name] : nullptr);
+      const auto t = types.find(name);
+      in_types.push_back(t == types.end() ? nullptr : t->second);
     }
     const std::string& out = node.output(0);
-    if (!standard) continue;
-    if (auto v = evaluate(node, opset, in, in_types, types.count(out) ? types[out] : nullptr)) {
+    const auto out_type = types.find(out);
+    if (auto v = evaluate(node, opset, in, in_types, out_type == types.end() ? nullptr : out_type->second)) {
       shape_values.insert(out);
       folded.push_back(to_proto(*v, out));
       data[out] = &folded.back();
       values[out] = std::move(*v);
     }
   }
-  // what the sweep learned goes back into the model as value_info
-  for (auto& vi : *g.mutable_value_info()) {
-    if (improved.erase(vi.name())) *vi.mutable_type() = *types[vi.name()];
+  // what inference found goes into the model as value_info (or onto the graph outputs)
+  for (auto* list : {g.mutable_value_info(), g.mutable_output()}) {
+    for (auto& vi : *list) {
+      if (inferred.erase(vi.name())) *vi.mutable_type() = *types[vi.name()];
+    }
   }
-  for (auto& vi : *g.mutable_output()) {
-    if (improved.erase(vi.name())) *vi.mutable_type() = *types[vi.name()];
-  }
-  for (const auto& name : improved) {
+  for (const auto& name : inferred) {
     auto* vi = g.add_value_info();
     vi->set_name(name);
     *vi->mutable_type() = *types[name];

@@ -1,0 +1,36 @@
+// libFuzzer target for the ONNX importer: any byte string, read as an .onnx file in full and
+// structure-only mode, must end in an analysis or a neuralcost::Error. Anything else (another
+// exception escaping, a sanitizer report, a hang) is a bug. Built by tests/fuzz/run_fuzz.sh
+// with clang, -fsanitize=fuzzer,address,undefined.
+#include <unistd.h>
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+
+#include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/registry.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  static const std::string path = "/tmp/neuralcost_fuzz_" + std::to_string(::getpid()) + ".onnx";
+  {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
+  }
+  static const neuralcost::HardwareSpec& hw = neuralcost::HardwareDatabase::builtin().get("h100-sxm");
+  for (const bool structure_only : {false, true}) {
+    neuralcost::ModelRequest request;
+    request.model = path;
+    request.structure_only = structure_only;
+    request.dims["N"] = 2;  // the fixtures' symbolic batch
+    request.dims["batch"] = 2;
+    try {
+      neuralcost::analyze(neuralcost::importer_for(request).import(request), hw);
+    } catch (const neuralcost::Error&) {
+      // a clear rejection is the expected outcome for most inputs
+    }
+  }
+  return 0;
+}
