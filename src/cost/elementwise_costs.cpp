@@ -25,12 +25,16 @@ const std::map<std::string, PerElement>& table(OpKind kind) {
       {"square", {1, 0}},   {"reciprocal", {1, 0}}, {"not", {1, 0}}, {"clip", {2, 0}},
       {"exp", {1, 1}},      {"log", {1, 1}},    {"sqrt", {1, 1}},    {"rsqrt", {1, 1}},
       {"sin", {1, 1}},      {"cos", {1, 1}},    {"tan", {1, 1}},     {"erf", {1, 1}},
-      {"tanh", {1, 1}},     {"cast", {0, 0}},
+      {"tanh", {1, 1}},     {"cast", {0, 0}},   {"asin", {1, 1}},    {"acos", {1, 1}},
+      {"atan", {1, 1}},     {"sinh", {1, 1}},   {"cosh", {1, 1}},    {"asinh", {1, 1}},
+      {"acosh", {1, 1}},    {"atanh", {1, 1}},  {"isinf", {1, 0}},   {"isnan", {1, 0}},
+      {"quantize", {4, 0}}, {"dequantize", {2, 0}},
   };
   static const std::map<std::string, PerElement> binary = {
       {"add", {1, 0}}, {"sub", {1, 0}}, {"mul", {1, 0}}, {"div", {1, 0}}, {"max", {1, 0}},
       {"min", {1, 0}}, {"mod", {1, 0}}, {"pow", {1, 1}}, {"equal", {1, 0}}, {"less", {1, 0}},
       {"greater", {1, 0}}, {"and", {1, 0}}, {"or", {1, 0}}, {"xor", {1, 0}}, {"where", {1, 0}},
+      {"bitshift", {1, 0}},
   };
   static const std::map<std::string, PerElement> activation = {
       {"relu", {1, 0}},        {"relu6", {2, 0}},     {"leaky_relu", {2, 0}},
@@ -39,6 +43,7 @@ const std::map<std::string, PerElement>& table(OpKind kind) {
       {"tanh", {1, 1}},        {"silu", {5, 1}},      {"gelu", {5, 1}},
       {"gelu_tanh", {9, 1}},   {"softplus", {3, 2}},  {"mish", {5, 3}},
       {"hardsigmoid", {4, 0}}, {"hardswish", {5, 0}}, {"softsign", {3, 0}},
+      {"thresholded_relu", {1, 0}}, {"shrink", {2, 0}},
   };
   switch (kind) {
     case OpKind::kUnary: return unary;

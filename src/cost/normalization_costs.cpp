@@ -58,6 +58,11 @@ void cost_softmax(const OpRecord& op, OpCost& cost) {
   const std::uint64_t rows = x.elements() / n;
   add_flops(cost, product({rows, product({5, n}) - 2}));
   add_transcendentals(cost, x.elements());
+  if (op.attributes.get_bool("log", false)) {
+    // log-softmax: x - max - log(sum): its n subtractions replace the n divides, plus one log per row
+    add_flops(cost, rows);
+    add_transcendentals(cost, rows);
+  }
 }
 
 void cost_layer_norm(const OpRecord& op, OpCost& cost) {

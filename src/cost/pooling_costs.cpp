@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cost/op_families.hpp"
+#include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost::cost {
@@ -108,6 +109,14 @@ void cost_reduction(const OpRecord& op, OpCost& cost) {
     add_flops(cost, product({out, r - (r > 0 ? 1 : 0)}));
   } else if (function == "mean") {
     add_flops(cost, product({out, r}));
+  } else if (function == "l1") {
+    add_flops(cost, product({out, product({2, r}) - (r > 0 ? 1 : 0)}));  // abs + add
+  } else if (function == "log_sum") {
+    add_flops(cost, product({out, r}));  // r - 1 adds + 1 log
+    add_transcendentals(cost, out);
+  } else if (function == "log_sum_exp") {
+    add_flops(cost, product({out, product({2, r})}));  // r exps, r - 1 adds, 1 log
+    add_transcendentals(cost, checked_add(product({out, r}), out, "transcendental count"));
   } else if (function == "l2" || function == "sum_square") {
     add_flops(cost, product({out, product({2, r}) - (r > 0 ? 1 : 0)}));  // square + add (+ sqrt for l2)
     if (function == "l2") {

@@ -154,6 +154,18 @@ TEST(CostModelTest, ActivationsUseTheDocumentedTable) {
   EXPECT_EQ(act("silu").flops, 500u);
   EXPECT_EQ(act("tanh").flops, 100u);
   EXPECT_EQ(act("relu").bytes(), 800u);
+  EXPECT_EQ(act("thresholded_relu").flops, 100u);
+  EXPECT_EQ(act("shrink").flops, 200u);
+  auto unary = [](const std::string& f) {
+    return cost_of(with(op("u", OpKind::kUnary, {t("x", {10})}, {t("y", {10})}), "function", f));
+  };
+  for (const char* f : {"asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh"}) {
+    EXPECT_EQ(unary(f).flops, 10u) << f;
+    EXPECT_EQ(unary(f).transcendentals, 10u) << f;
+  }
+  EXPECT_EQ(unary("isnan").transcendentals, 0u);
+  EXPECT_EQ(unary("quantize").flops, 40u);
+  EXPECT_EQ(unary("dequantize").flops, 20u);
 }
 
 TEST(CostModelTest, UnknownFunctionIsUnmodeledNotZero) {
@@ -200,6 +212,10 @@ TEST(CostModelTest, SoftmaxIsFiveNMinusTwoPerRow) {
   EXPECT_EQ(c.transcendentals, 21u);
   const OpCost axis0 = cost_of(with(op("sm", OpKind::kSoftmax, {t("x", {3, 7})}, {t("y", {3, 7})}), "axis", I{0}));
   EXPECT_EQ(axis0.flops, 7u * (5 * 3 - 2));
+  // log-softmax: one log per row more
+  const OpCost log = cost_of(with(op("ls", OpKind::kSoftmax, {t("x", {3, 7})}, {t("y", {3, 7})}), "log", true));
+  EXPECT_EQ(log.flops, 3u * (5 * 7 - 1));
+  EXPECT_EQ(log.transcendentals, 21u + 3u);
 }
 
 TEST(CostModelTest, NormalisationCounts) {
@@ -280,6 +296,14 @@ TEST(CostModelTest, ReductionsCountElementsMinusOutputs) {
   const OpCost mean = cost_of(with(op("m", OpKind::kReduction, {t("x", {4, 32, 128})}, {t("y", {4, 128})}),
                                    "function", std::string("mean")));
   EXPECT_EQ(mean.flops, 4u * 128 * 32);
+  auto reduce = [](const std::string& f) {
+    return cost_of(with(op("r", OpKind::kReduction, {t("x", {4, 32})}, {t("y", {4})}), "function", f));
+  };
+  EXPECT_EQ(reduce("l1").flops, 4u * (2 * 32 - 1));
+  EXPECT_EQ(reduce("log_sum").flops, 4u * 32);
+  EXPECT_EQ(reduce("log_sum").transcendentals, 4u);
+  EXPECT_EQ(reduce("log_sum_exp").flops, 4u * 64);
+  EXPECT_EQ(reduce("log_sum_exp").transcendentals, 4u * 33);
 }
 
 TEST(CostModelTest, ViewsMoveNoBytesAndCopiesDo) {

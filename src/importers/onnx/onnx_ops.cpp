@@ -275,6 +275,19 @@ Mapper variadic(std::string function) {
   };
 }
 
+Mapper softmax(bool log) {
+  return [log](const onnx::NodeProto& n, const ModelContext& c) {
+    OpRecord r = Builder(n, c).make(OpKind::kSoftmax, {0});
+    if (r.kind == OpKind::kUnknown) return one(std::move(r));
+    // before opset 13, softmax flattened everything from axis (default 1) into one row
+    const bool coerce = c.opset < 13;
+    r.attributes.set("axis", attr_int(n, "axis", coerce ? 1 : -1));
+    r.attributes.set("coerce_2d", coerce);
+    r.attributes.set("log", log);
+    return one(std::move(r));
+  };
+}
+
 std::vector<OpRecord> gemm(const onnx::NodeProto& n, const ModelContext& c) {
   Builder b(n, c);
   const bool ta = attr_int(n, "transA", 0) != 0, tb = attr_int(n, "transB", 0) != 0;
@@ -321,17 +334,23 @@ std::vector<OpRecord> recurrent(const onnx::NodeProto& n, const ModelContext& c)
   return one(std::move(r));
 }
 
-std::vector<OpRecord> gather(const onnx::NodeProto& n, const ModelContext& c) {
-  Builder b(n, c);
-  const bool table = c.constant(n.input_size() > 0 ? n.input(0) : "") && attr_int(n, "axis", 0) == 0;
-  OpRecord r = b.make(OpKind::kEmbedding, table ? std::vector<int>{1, 0} : std::vector<int>{0, 1}, false, true);
+/// Gather from an activation (or GatherElements / GatherND): reads what it gathers and the indices.
+std::vector<OpRecord> gather_values(const onnx::NodeProto& n, const ModelContext& c) {
+  OpRecord r = Builder(n, c).make(OpKind::kEmbedding, {0, 1}, false, true);
   if (r.kind == OpKind::kUnknown) return one(std::move(r));
-  if (table && !r.parameters.empty() && r.parameters[0].shape.size() != 2) {
+  for (const ParameterDesc& p : r.parameters) r.inputs.push_back({p.id, p.shape, p.dtype});
+  r.parameters.clear();
+  return one(std::move(r));
+}
+
+std::vector<OpRecord> gather(const onnx::NodeProto& n, const ModelContext& c) {
+  const bool table = c.constant(n.input_size() > 0 ? n.input(0) : "") && attr_int(n, "axis", 0) == 0;
+  if (!table) return gather_values(n, c);
+  Builder b(n, c);
+  OpRecord r = b.make(OpKind::kEmbedding, {1, 0}, false, true);
+  if (r.kind == OpKind::kUnknown) return one(std::move(r));
+  if (r.parameters.empty() || r.parameters[0].shape.size() != 2) {
     return one(b.unknown("Gather from a weight of rank other than 2 is not mapped"));
-  }
-  if (!table) {
-    for (const ParameterDesc& p : r.parameters) r.inputs.push_back({p.id, p.shape, p.dtype});
-    r.parameters.clear();
   }
   return one(std::move(r));
 }
@@ -406,6 +425,18 @@ const std::map<std::string, Mapper>& mappers() {
       }
       return records;
     };
+    m["ConvInteger"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      // x, w, x_zero_point, w_zero_point
+      onnx::NodeProto plain = n;
+      plain.clear_input();
+      for (int i : {0, 1}) plain.add_input(i < n.input_size() ? n.input(i) : "");
+      auto records = conv(false)(plain, c);
+      for (OpRecord& r : records) {
+        r.source_type = "ConvInteger";
+        if (r.kind != OpKind::kUnknown) r.compute_dtype = DType::kInt8;
+      }
+      return records;
+    };
     m["BatchNormalization"] = [](const onnx::NodeProto& n, const ModelContext& c) {
       OpRecord r = Builder(n, c).make(OpKind::kBatchNorm, {0, 1, 2, 3, 4});
       if (r.kind == OpKind::kUnknown) return one(std::move(r));
@@ -433,7 +464,7 @@ const std::map<std::string, Mapper>& mappers() {
         {"Relu", "relu"}, {"LeakyRelu", "leaky_relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"},
         {"HardSwish", "hardswish"}, {"HardSigmoid", "hardsigmoid"}, {"Elu", "elu"}, {"Selu", "selu"},
         {"Celu", "celu"}, {"Softplus", "softplus"}, {"Softsign", "softsign"}, {"Mish", "mish"},
-        {"PRelu", "prelu"}};
+        {"PRelu", "prelu"}, {"ThresholdedRelu", "thresholded_relu"}, {"Shrink", "shrink"}};
     for (const auto& [op, f] : activations) m[op] = simple(OpKind::kActivation, f);
     m["Gelu"] = [](const onnx::NodeProto& n, const ModelContext& c) {
       OpRecord r = Builder(n, c).make(OpKind::kActivation);
@@ -446,26 +477,22 @@ const std::map<std::string, Mapper>& mappers() {
         {"Sqrt", "sqrt"}, {"Exp", "exp"}, {"Log", "log"}, {"Neg", "neg"}, {"Abs", "abs"},
         {"Reciprocal", "reciprocal"}, {"Erf", "erf"}, {"Sin", "sin"}, {"Cos", "cos"}, {"Tan", "tan"},
         {"Floor", "floor"}, {"Ceil", "ceil"}, {"Round", "round"}, {"Sign", "sign"}, {"Not", "not"},
-        {"Cast", "cast"}, {"Clip", "clip"}};
+        {"Cast", "cast"}, {"Clip", "clip"}, {"Asin", "asin"}, {"Acos", "acos"}, {"Atan", "atan"},
+        {"Sinh", "sinh"}, {"Cosh", "cosh"}, {"Asinh", "asinh"}, {"Acosh", "acosh"}, {"Atanh", "atanh"},
+        {"IsInf", "isinf"}, {"IsNaN", "isnan"}};
     for (const auto& [op, f] : unary) m[op] = simple(OpKind::kUnary, f);
     const std::map<std::string, std::string> binary = {
         {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"}, {"Mod", "mod"},
         {"Equal", "equal"}, {"Less", "less"}, {"Greater", "greater"}, {"LessOrEqual", "less"},
-        {"GreaterOrEqual", "greater"}, {"And", "and"}, {"Or", "or"}, {"Xor", "xor"}, {"Where", "where"}};
+        {"GreaterOrEqual", "greater"}, {"And", "and"}, {"Or", "or"}, {"Xor", "xor"}, {"Where", "where"},
+        {"BitShift", "bitshift"}};
     for (const auto& [op, f] : binary) m[op] = simple(OpKind::kBinary, f);
     m["Sum"] = variadic("add");
     m["Max"] = variadic("max");
     m["Min"] = variadic("min");
     m["Mean"] = variadic("mean");
-    m["Softmax"] = [](const onnx::NodeProto& n, const ModelContext& c) {
-      OpRecord r = Builder(n, c).make(OpKind::kSoftmax, {0});
-      if (r.kind == OpKind::kUnknown) return one(std::move(r));
-      // before opset 13, softmax flattened everything from axis (default 1) into one row
-      const bool coerce = c.opset < 13;
-      r.attributes.set("axis", attr_int(n, "axis", coerce ? 1 : -1));
-      r.attributes.set("coerce_2d", coerce);
-      return one(std::move(r));
-    };
+    m["Softmax"] = softmax(false);
+    m["LogSoftmax"] = softmax(true);
     m["LSTM"] = recurrent;
     m["GRU"] = recurrent;
     m["RNN"] = recurrent;
@@ -475,7 +502,8 @@ const std::map<std::string, Mapper>& mappers() {
     m["GlobalAveragePool"] = simple(OpKind::kGlobalAvgPool);
     const std::map<std::string, std::string> reductions = {
         {"ReduceMean", "mean"}, {"ReduceSum", "sum"}, {"ReduceMax", "max"}, {"ReduceMin", "min"},
-        {"ReduceProd", "prod"}, {"ReduceL2", "l2"}, {"ReduceSumSquare", "sum_square"}};
+        {"ReduceProd", "prod"}, {"ReduceL2", "l2"}, {"ReduceSumSquare", "sum_square"}, {"ReduceL1", "l1"},
+        {"ReduceLogSum", "log_sum"}, {"ReduceLogSumExp", "log_sum_exp"}, {"ArgMax", "max"}, {"ArgMin", "min"}};
     for (const auto& [op, f] : reductions) m[op] = reduce(f);
     for (const char* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Shape", "Size"}) {
       m[v] = view();
@@ -492,6 +520,19 @@ const std::map<std::string, Mapper>& mappers() {
       return one(std::move(r));
     };
     m["Gather"] = gather;
+    m["GatherElements"] = gather_values;
+    m["GatherND"] = gather_values;
+    m["DepthToSpace"] = view(OpKind::kTranspose);
+    m["SpaceToDepth"] = view(OpKind::kTranspose);
+    m["Trilu"] = view(OpKind::kPad);  // a masked copy
+    for (const auto& [op, f] : std::map<std::string, std::string>{{"QuantizeLinear", "quantize"},
+                                                                  {"DequantizeLinear", "dequantize"}}) {
+      m[op] = [f = f](const onnx::NodeProto& n, const ModelContext& c) {
+        OpRecord r = Builder(n, c).make(OpKind::kUnary, {0});  // scale and zero point: per tensor or axis
+        if (r.kind != OpKind::kUnknown) r.attributes.set("function", f);
+        return one(std::move(r));
+      };
+    }
     m["CastLike"] = [](const onnx::NodeProto& n, const ModelContext& c) {
       OpRecord r = Builder(n, c).make(OpKind::kUnary, {0});
       if (r.kind != OpKind::kUnknown) r.attributes.set("function", std::string("cast"));
