@@ -1,6 +1,6 @@
 """Validates the CLI's JSON against the documented schemas in docs/schema/.
 
-Usage: check_schemas.py NEURAL_COST_BINARY SOURCE_DIR
+Usage: check_schemas.py NEURAL_COST_BINARY SOURCE_DIR [MODEL.onnx ...]
 Runs with Debian's /usr/bin/python3 and python3-jsonschema (installed by scripts/install-deps.sh).
 """
 import glob
@@ -10,7 +10,7 @@ import sys
 
 import jsonschema
 
-binary, source = sys.argv[1], sys.argv[2]
+binary, source, onnx_models = sys.argv[1], sys.argv[2], sys.argv[3:]
 analysis_schema = json.load(open(f"{source}/docs/schema/analysis.schema.json"))
 hardware_schema = json.load(open(f"{source}/docs/schema/hardware.schema.json"))
 profile_schema = json.load(open(f"{source}/docs/schema/profile.schema.json"))
@@ -53,6 +53,13 @@ for model in ["ff", "cnn", "rnn", "lstm", "transformer"]:
     check(cli("analyze", "--model", model, "--format", "json"), analysis_schema, f"analyze {model}")
 for i, analysis in enumerate(cli("analyze", "--format", "json")["analyses"]):
     check(analysis, analysis_schema, f"summary analysis {i}")
+# ONNX files: bound (complete) and with their symbolic dimensions unbound (unmodeled ops)
+for path in onnx_models:
+    bound = cli("analyze", path, "--dim", "N=2", "--dim", "batch=2", "--format", "json")
+    check(bound, analysis_schema, f"analyze {path}")
+    unbound = cli("analyze", path, "--format", "json")
+    check(unbound, analysis_schema, f"analyze {path} (unbound)")
+    expect(bound["totals"]["complete"], f"{path}: complete once bound")
 for path in sorted(glob.glob(f"{source}/data/hardware/*.json")):
     check(json.load(open(path)), hardware_schema, path)
 for spec in cli("hardware", "list", "--format", "json"):
