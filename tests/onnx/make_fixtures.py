@@ -81,6 +81,24 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4])])
 onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out, "cyclic.onnx"))
 
+# scalar_layernorm: a scalar fed to LayerNormalization. The checker accepts it; ONNX 1.12's shape
+# inference then reads out of bounds (found by tests/fuzz): the importer must survive it
+graph = helper.make_graph(
+    [helper.make_node("LayerNormalization", ["x", "w", "b"], ["y", "mean", "inv_std"], name="norm")],
+    "scalar_layernorm",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, []),
+     helper.make_tensor_value_info("w", TensorProto.FLOAT, [3, 4, 5]),
+     helper.make_tensor_value_info("b", TensorProto.FLOAT, [3, 4, 5])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4, 5])])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), os.path.join(out, "scalar_layernorm.onnx"))
+
+# zero_stride: MaxPool with a zero stride (ONNX 1.12's inference divides by it)
+graph = helper.make_graph(
+    [helper.make_node("MaxPool", ["x"], ["y"], name="pool", kernel_shape=[2, 2], strides=[0, 2])], "zero_stride",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 5, 5])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out, "zero_stride.onnx"))
+
 # not_a_model: a valid protobuf of another message (a tensor)
 with open(os.path.join(out, "not_a_model.onnx"), "wb") as f:
     f.write(init("t", [2, 2]).SerializeToString())

@@ -2,6 +2,7 @@
 // (value shapes and initializers by name), and the node-to-record mapping.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -43,6 +44,12 @@ struct ModelContext {
   /// A node all of whose outputs are constants is folded away (unless it makes a graph output).
   bool folded(const onnx::NodeProto& node) const;
 };
+
+/// Runs `work` in a forked child process, so that a crash inside the ONNX library cannot take
+/// the caller down; returns what `work` returned, rethrows its Error, and otherwise throws
+/// kInvalidArgument with on_crash(the last `progress` the work reported, "crashed (Segmentation fault)").
+std::string run_isolated(const std::function<std::string(std::int64_t& progress)>& work,
+                         const std::function<std::string(std::int64_t progress, const std::string& how)>& on_crash);
 
 /// Reads an .onnx file. With structure_only, initializers over 64 KiB keep their name, type
 /// and dims but not their data (never read from the file), and external data is not opened.

@@ -352,10 +352,9 @@ bool better(const onnx::TypeProto& inferred, const onnx::TypeProto* declared) {
   return has && !(declared->has_tensor_type() && declared->tensor_type().has_shape());
 }
 
-}  // namespace
-
-std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, const std::string& path) {
-  reject_what_inference_divides_by(model.graph(), path);
+/// The inference sweep (see the file comment); updates the model's value_info and outputs and
+/// returns the folded values. `progress` is set to each node's index before ONNX reads it.
+std::set<std::string> sweep(onnx::ModelProto& model, std::int64_t opset, const std::string& path, std::int64_t& progress) {
   onnx::GraphProto& g = *model.mutable_graph();
   std::unordered_map<std::string, onnx::TypeProto*> types;
   std::deque<onnx::TypeProto> owned;  // types of initializers and of values inference finds
@@ -385,6 +384,7 @@ std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, 
   const std::unordered_map<std::string, const onnx::SparseTensorProto*> no_sparse;
   std::set<std::string> shape_values, inferred;
   for (int index = 0; index < g.node_size(); ++index) {
+    progress = index;
     auto& node = *g.mutable_node(index);
     const bool standard = node.domain().empty() || node.domain() == "ai.onnx";
     const auto* schema = standard ? onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(opset)) : nullptr;
@@ -442,6 +442,38 @@ std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, 
     *vi->mutable_type() = *types[name];
   }
   return shape_values;
+}
+
+}  // namespace
+
+std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, const std::string& path) {
+  reject_what_inference_divides_by(model.graph(), path);
+  // the child sends back the inferred value_info and outputs, and the folded values' names
+  // (as the inputs of a GraphProto: internal transport only)
+  const std::string reply = run_isolated(
+      [&](std::int64_t& progress) {
+        const std::set<std::string> folded = sweep(model, opset, path, progress);
+        onnx::GraphProto result;
+        *result.mutable_value_info() = model.graph().value_info();
+        *result.mutable_output() = model.graph().output();
+        for (const auto& name : folded) result.add_input()->set_name(name);
+        return result.SerializeAsString();
+      },
+      [&](std::int64_t at, const std::string& how) {
+        const bool node = at >= 0 && at < model.graph().node_size();
+        const auto& n = node ? model.graph().node(static_cast<int>(at)) : onnx::NodeProto();
+        return fmt::format("{}: ONNX shape inference {} at node '{}' ({}): the node's inputs or attributes are "
+                           "malformed", path, how, n.name().empty() ? fmt::format("#{}", at) : n.name(), n.op_type());
+      });
+  onnx::GraphProto result;
+  if (!result.ParseFromString(reply) || result.output_size() != model.graph().output_size()) {
+    throw Error(ErrorCode::kInternal, fmt::format("{}: shape inference returned an unreadable result", path));
+  }
+  model.mutable_graph()->mutable_value_info()->Swap(result.mutable_value_info());
+  model.mutable_graph()->mutable_output()->Swap(result.mutable_output());
+  std::set<std::string> folded;
+  for (const auto& vi : result.input()) folded.insert(vi.name());
+  return folded;
 }
 
 }  // namespace neuralcost::onnx_import
