@@ -3,10 +3,8 @@
 
 #include <fmt/format.h>
 
+#include "backends/plugin_backend.hpp"
 #include "importers/reference/reference_importer.hpp"
-#ifdef NEURALCOST_WITH_LIBTORCH
-#include "backends/libtorch/libtorch_backend.hpp"
-#endif
 #ifdef NEURALCOST_WITH_ONNX
 #include "importers/onnx/onnx_importer.hpp"
 #endif
@@ -29,9 +27,14 @@ const std::vector<const Importer*>& importers() {
 }
 
 const std::vector<const Backend*>& backends() {
+  // backends in plugins are loaded when first used (src/backends/plugin_backend.hpp)
+#ifdef NEURALCOST_WITH_LIBTORCH
+  static const PluginBackend libtorch("libtorch", "LibTorch: torch::nn (eager) and frozen TorchScript (compiled)",
+                                      "neuralcost_libtorch.so", "neuralcost_libtorch_backend");
+#endif
   static const std::vector<const Backend*> all = {
 #ifdef NEURALCOST_WITH_LIBTORCH
-      &libtorch_backend(),
+      &libtorch,
 #endif
   };
   return all;

@@ -1,0 +1,7 @@
+// The entry point of the LibTorch plugin (neuralcost_libtorch.so), which the registry loads
+// on first use through PluginBackend.
+#include "backends/libtorch/libtorch_backend.hpp"
+
+extern "C" __attribute__((visibility("default"))) const neuralcost::Backend* neuralcost_libtorch_backend() {
+  return &neuralcost::libtorch_backend();
+}

@@ -1,0 +1,40 @@
+// A backend that lives in a plugin (a shared object loaded on first use), so that linking
+// neural-cost does not load its framework. LibTorch alone takes 0.5 s and 160 MB to load and
+// initialise: every command (analyze, hardware, --help) paid for it before it became a plugin.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+#include "neuralcost/registry.hpp"
+
+namespace neuralcost {
+
+/// Forwards to the Backend that `symbol` (an extern "C" function returning const Backend*)
+/// returns in plugin `file` (e.g. "neuralcost_libtorch.so"), searched in $NEURALCOST_PLUGIN_DIR
+/// or else in the "neuralcost" folder beside the library. When loading fails, the backend is
+/// unavailable and unavailable_reason() says why (the loader's message).
+class PluginBackend : public Backend {
+ public:
+  PluginBackend(std::string name, std::string description, std::string file, std::string symbol);
+
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  std::optional<std::string> unavailable_reason() const override;
+  std::vector<std::string> modes() const override;
+  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode) const override;
+
+  /// The folder plugins are loaded from.
+  static std::string plugin_directory();
+
+ private:
+  /// The loaded backend, or nullptr with error_ set.
+  const Backend* load() const;
+
+  std::string name_, description_, file_, symbol_;
+  mutable std::once_flag once_;
+  mutable const Backend* loaded_ = nullptr;
+  mutable std::string error_;
+};
+
+}  // namespace neuralcost
