@@ -93,6 +93,9 @@ TEST(OnnxImportTest, BadBindingsAreErrors) {
   r = run_cli("analyze " + kFixtures + "/small_cnn.onnx --dim N=zero");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("'zero' is not a positive integer"));
+  r = run_cli("analyze " + kFixtures + "/small_cnn.onnx --dim batch=2");  // a typo for N
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--dim 'batch' is not a symbolic dimension of the graph inputs (they have: N)"));
 }
 
 TEST(OnnxCorpusTest, EveryNodeTestModelLoadsWithoutACrash) {

@@ -133,9 +133,13 @@ void bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, const std
   for (const auto& t : graph.initializer()) initializers.push_back(t.name());
   std::map<std::string, bool> used;
   for (const auto& [name, shape] : request.named_inputs) used[name] = false;
+  std::set<std::string> symbols;  // the symbolic dimensions of the graph inputs
   for (auto& input : *graph.mutable_input()) {
     if (std::find(initializers.begin(), initializers.end(), input.name()) != initializers.end()) continue;
     auto* tensor = input.mutable_type()->mutable_tensor_type();
+    for (const auto& d : tensor->shape().dim()) {
+      if (d.has_dim_param()) symbols.insert(d.dim_param());
+    }
     auto named = request.named_inputs.find(input.name());
     if (named != request.named_inputs.end()) {
       used[input.name()] = true;
@@ -156,6 +160,14 @@ void bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, const std
   for (const auto& [name, was_used] : used) {
     if (!was_used) {
       throw Error(ErrorCode::kNotFound, fmt::format("{}: --input '{}' is not an input of the graph", path, name));
+    }
+  }
+  for (const auto& [name, value] : request.dims) {
+    if (!symbols.count(name)) {
+      std::string known;
+      for (const auto& s : symbols) known += (known.empty() ? "" : ", ") + s;
+      throw Error(ErrorCode::kNotFound, fmt::format("{}: --dim '{}' is not a symbolic dimension of the graph inputs "
+                                                    "({})", path, name, known.empty() ? "they have none" : "they have: " + known));
     }
   }
 }
