@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "hardware/embedded_specs.hpp"
+#include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/hardware/host.hpp"
 #include "neuralcost/core/error.hpp"
 
@@ -108,7 +109,21 @@ const HardwareSpec& HardwareDatabase::get(std::string_view id_or_alias) const {
 }
 
 HardwareSpec resolve_hardware(const std::string& id_or_path) {
-  if (id_or_path == "host") return detect_host_spec();
+  if (id_or_path == "host" || id_or_path == "host-spec") {
+    // host: the measured ceilings; host-spec: the theoretical peaks, with the measured DRAM
+    // bandwidth (no file gives a theoretical one). Both use the cached calibration, or make one.
+    const HostDescription host = describe_host();
+    std::string status;
+    const Calibration c = cached_calibration(host, false, status);
+    HardwareSpec s = id_or_path == "host" ? calibrated_spec(host, c) : theoretical_host_spec(host);
+    if (id_or_path == "host-spec") {
+      const HardwareSpec measured = calibrated_spec(host, c);
+      s.memory_bandwidth_bytes_per_second = measured.memory_bandwidth_bytes_per_second;
+      s.sources["memory_bandwidth_bytes_per_second"] = measured.sources.at("memory_bandwidth_bytes_per_second");
+    }
+    s.notes.insert(s.notes.begin(), "Calibration: " + status);
+    return s;
+  }
   const bool looks_like_file = id_or_path.size() > 5 &&
                                id_or_path.compare(id_or_path.size() - 5, 5, ".json") == 0;
   std::error_code ec;

@@ -1,153 +1,180 @@
-// The provisional host spec (see host.hpp).
+// Host detection (see host.hpp): /proc/cpuinfo, /proc/meminfo and sysfs, read under a root so
+// that tests can feed canned trees (this VM's, an ARM server's).
 #include "neuralcost/hardware/host.hpp"
 
 #include <sched.h>
 
 #include <algorithm>
-#include <chrono>
+#include <filesystem>
 #include <fstream>
-#include <memory>
 #include <set>
 #include <sstream>
-#include <thread>
 
 #include <fmt/format.h>
 
 namespace neuralcost {
 namespace {
 
-bool has(const CpuDescription& cpu, const std::string& flag) {
-  return std::find(cpu.flags.begin(), cpu.flags.end(), flag) != cpu.flags.end();
+namespace fs = std::filesystem;
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string s = text.str();
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
 }
 
-int local_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return CPU_COUNT(&set);
-  return std::max(1u, std::thread::hardware_concurrency());
+/// Counts the CPUs in a sysfs list such as "0-3,8,10-11".
+int count_cpu_list(const std::string& list) {
+  int count = 0;
+  std::stringstream in(list);
+  for (std::string part; std::getline(in, part, ',');) {
+    if (part.empty()) continue;
+    const auto dash = part.find('-');
+    if (dash == std::string::npos) {
+      ++count;
+    } else {
+      count += std::max(0, std::atoi(part.c_str() + dash + 1) - std::atoi(part.c_str()) + 1);
+    }
+  }
+  return count;
 }
 
-}  // namespace
+/// "32K", "1024K", "32M" (sysfs cache sizes) in bytes.
+std::uint64_t parse_size(const std::string& text) {
+  const std::uint64_t value = std::strtoull(text.c_str(), nullptr, 10);
+  switch (text.empty() ? ' ' : text.back()) {
+    case 'K': return value << 10;
+    case 'M': return value << 20;
+    case 'G': return value << 30;
+    default: return value;
+  }
+}
 
-CpuDescription parse_cpuinfo(const std::string& cpuinfo, int logical_cpus, double cpufreq_max_khz) {
-  CpuDescription cpu;
-  cpu.logical_cpus = std::max(1, logical_cpus);
-  std::istringstream in(cpuinfo);
-  double mhz = 0;
-  std::string physical;
-  std::set<std::string> cores;  // (package, core) pairs: SMT siblings share a core's pipes
+void parse_cpuinfo(const std::string& text, HostDescription& host, double& mhz, int& processors) {
+  std::istringstream in(text);
+  std::string physical = "0";
+  std::set<std::string> cores, sockets;
   for (std::string line; std::getline(in, line);) {
     const auto colon = line.find(':');
     if (colon == std::string::npos) continue;
     std::string key = line.substr(0, colon);
     key.erase(key.find_last_not_of(" \t") + 1);
     const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
-    if (key == "model name" && cpu.model == "unknown") cpu.model = value;
-    if (key == "physical id") physical = value;
+    if (key == "processor") ++processors;
+    if (key == "model name" && host.model == "unknown") host.model = value;
+    if (key == "vendor_id" && host.vendor.empty()) host.vendor = value;
+    if (key == "CPU implementer" && host.vendor.empty()) host.vendor = "ARM implementer " + value;
+    if (key == "CPU part" && host.cpu_part.empty()) host.cpu_part = value;
+    if (key == "cpu family" && host.family < 0) host.family = std::atoi(value.c_str());
+    if (key == "model" && host.model_number < 0) host.model_number = std::atoi(value.c_str());
+    if (key == "physical id") {
+      physical = value;
+      sockets.insert(value);
+    }
     if (key == "core id") cores.insert(physical + ":" + value);
     if (key == "cpu MHz" && mhz == 0) mhz = std::atof(value.c_str());
-    if ((key == "flags" || key == "Features") && cpu.flags.empty()) {
+    if ((key == "flags" || key == "Features") && host.flags.empty()) {
       std::istringstream words(value);
-      for (std::string w; words >> w;) cpu.flags.push_back(w);
+      for (std::string w; words >> w;) host.flags.push_back(w);
     }
   }
-  // count cores, not SMT threads, when cpuinfo says which threads share a core (capped at the
-  // CPUs this process may use)
-  if (!cores.empty()) cpu.logical_cpus = std::min(cpu.logical_cpus, static_cast<int>(cores.size()));
-  if (cpufreq_max_khz > 0) {
-    cpu.ghz = cpufreq_max_khz / 1e6;
-    cpu.ghz_source = "cpufreq cpuinfo_max_freq";
+  host.sockets = std::max<int>(1, static_cast<int>(sockets.size()));
+  host.cores = cores.empty() ? 0 : static_cast<int>(cores.size());
+  if (host.model == "unknown" && !host.cpu_part.empty()) host.model = "ARM CPU part " + host.cpu_part;
+}
+
+int affinity_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 0;
+}
+
+}  // namespace
+
+bool HostDescription::has(const std::string& flag) const {
+  return std::find(flags.begin(), flags.end(), flag) != flags.end();
+}
+
+HostDescription describe_host(const std::string& root) {
+  const fs::path base = root.empty() ? fs::path("/") : fs::path(root);
+  const bool live = fs::equivalent(base, "/");
+  HostDescription host;
+  double mhz = 0;
+  int processors = 0;
+  parse_cpuinfo(read_text(base / "proc/cpuinfo"), host, mhz, processors);
+  const std::string arch = read_text(base / "proc/sys/kernel/arch");
+  host.architecture = !arch.empty() ? arch : host.has("asimd") ? "aarch64" : "x86_64";
+  host.logical_cpus = std::max(1, live ? affinity_cpus() : processors);
+  // SMT: cores counted from (package, core) pairs, capped at the CPUs this process may use
+  if (host.cores <= 0) host.cores = std::max(1, processors);
+  host.threads_per_core = std::max(1, processors / std::max(1, host.cores));
+  host.cores = std::max(1, std::min(host.cores, host.logical_cpus));
+  static const char* extensions[] = {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni",
+                                     "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
+                                     "asimd", "asimdhp", "asimddp", "bf16", "i8mm", "sve", "sve2"};
+  for (const char* e : extensions) {
+    if (host.has(e)) host.isa.push_back(e);
+  }
+  // clock: cpufreq's maximum when readable, else what cpuinfo reports (a VM often shows only the TSC)
+  const fs::path cpu0 = base / "sys/devices/system/cpu/cpu0";
+  const double max_khz = std::atof(read_text(cpu0 / "cpufreq/cpuinfo_max_freq").c_str());
+  if (max_khz > 0) {
+    host.ghz = max_khz / 1e6;
+    host.ghz_source = "cpufreq cpuinfo_max_freq";
   } else if (mhz > 0) {
-    cpu.ghz = mhz / 1e3;
-    cpu.ghz_source = "/proc/cpuinfo 'cpu MHz' (no cpufreq: the reported, not the boost, clock)";
+    host.ghz = mhz / 1e3;
+    host.ghz_source = "/proc/cpuinfo 'cpu MHz' (no cpufreq: the reported clock, not the boost clock)";
+  } else {
+    host.notes.push_back("no clock is readable (no cpufreq, no 'cpu MHz'): calibration measures it");
   }
-  return cpu;
-}
-
-HardwareSpec theoretical_host_spec(const CpuDescription& cpu) {
-  HardwareSpec s;
-  s.id = "host";
-  s.name = fmt::format("this machine: {} ({} CPUs)", cpu.model, cpu.logical_cpus);
-  s.vendor = "host";
-  s.device_type = "cpu";
-  s.origin = "detected";
-  const int lanes32 = has(cpu, "avx512f") ? 16 : has(cpu, "avx2") || has(cpu, "asimd") ? 8 : 4;
-  const int pipes = 2;
-  const int flops_per_lane = has(cpu, "fma") || has(cpu, "asimd") || has(cpu, "avx512f") ? 2 : 1;
-  const double ghz = cpu.ghz > 0 ? cpu.ghz : 1.0;
-  const double fp32 = cpu.logical_cpus * pipes * lanes32 * flops_per_lane * ghz * 1e9;
-  const std::string derivation = fmt::format(
-      "derived: {} CPUs x {} vector pipes (assumed) x {} fp32 lanes x {} FLOP x {:.3f} GHz ({})", cpu.logical_cpus,
-      pipes, lanes32, flops_per_lane, ghz, cpu.ghz > 0 ? cpu.ghz_source : "clock unknown: 1 GHz assumed");
-  s.peak_flops_per_second[DType::kFp32] = fp32;
-  s.sources["peak_flops_per_second.fp32"] = derivation;
-  s.peak_flops_per_second[DType::kFp64] = fp32 / 2;
-  s.sources["peak_flops_per_second.fp64"] = "half the fp32 rate (half the lanes)";
-  if (has(cpu, "avx512_bf16") || has(cpu, "amx_bf16")) {
-    s.peak_flops_per_second[DType::kBf16] = 2 * fp32;
-    s.sources["peak_flops_per_second.bf16"] = "twice the fp32 rate (avx512_bf16 dot products; AMX not counted)";
-  }
-  if (has(cpu, "avx512_vnni") || has(cpu, "avx_vnni")) {
-    s.peak_flops_per_second[DType::kInt8] = 4 * fp32;
-    s.sources["peak_flops_per_second.int8"] = "four times the fp32 rate (VNNI int8 dot products)";
-  }
-  s.notes = {"Provisional host spec: peaks are theoretical (two full-width FMA pipes per CPU assumed; "
-             "cores that split wide vectors run at half), not measured.",
-             "Turbo clocks are not known without cpufreq; a run faster than this roof is flagged, not hidden."};
-  if (has(cpu, "hypervisor")) s.notes.push_back("Runs in a virtual machine: other guests share the memory bus.");
-  return s;
-}
-
-double measure_triad_bandwidth() {
-  // each array at least as large as the last-level cache, so the triad streams from memory
-  std::size_t llc = 0;
-  std::ifstream l3("/sys/devices/system/cpu/cpu0/cache/index3/size");
-  std::string size_text;
-  if (l3 >> size_text && !size_text.empty()) {
-    llc = std::strtoull(size_text.c_str(), nullptr, 10) * (size_text.back() == 'M' ? 1u << 20 : 1u << 10);
-  }
-  // (capped at 64 MiB: some VMs report a last-level cache of hundreds of MB)
-  const std::size_t bytes_per_array = std::clamp<std::size_t>(llc, 16u << 20, 64u << 20);
-  const std::size_t n = bytes_per_array / sizeof(double);
-  const int threads = local_cpus();
-  std::unique_ptr<double[]> a(new double[n]), b(new double[n]), c(new double[n]);
-  auto triad = [&](double scalar) {
-    std::vector<std::thread> pool;
-    for (int t = 0; t < threads; ++t) {
-      pool.emplace_back([&, t] {
-        const std::size_t begin = n * t / threads, end = n * (t + 1) / threads;
-        for (std::size_t i = begin; i < end; ++i) a[i] = b[i] + scalar * c[i];
-      });
+  // caches of cpu0, smallest first
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(cpu0 / "cache", ec)) {
+    if (entry.path().filename().string().rfind("index", 0) != 0) continue;
+    HostCache c;
+    c.type = read_text(entry.path() / "type");
+    if (c.type == "Instruction") continue;
+    c.level = std::atoi(read_text(entry.path() / "level").c_str());
+    c.size_bytes = parse_size(read_text(entry.path() / "size"));
+    c.shared_by_cpus = std::max(1, count_cpu_list(read_text(entry.path() / "shared_cpu_list")));
+    c.instances = std::max(1, (std::max(processors, host.logical_cpus) + c.shared_by_cpus - 1) / c.shared_by_cpus);
+    if (c.size_bytes == 0) continue;
+    // no real cache gives each CPU sharing it more than 16 MiB (3D V-Cache: 12 MiB per core);
+    // a VM that passes the host's whole L3 through does
+    const std::uint64_t per_cpu = c.size_bytes / static_cast<std::uint64_t>(c.shared_by_cpus);
+    const std::uint64_t limit = c.level == 1 ? (1u << 20) : c.level == 2 ? (64u << 20) : (16u << 20);
+    if (per_cpu > limit) {
+      c.plausible = false;
+      host.notes.push_back(fmt::format(
+          "L{} reports {} MiB shared by {} CPU(s), more than any real cache gives a CPU; calibration measures "
+          "where bandwidth falls to memory speed instead", c.level, c.size_bytes >> 20, c.shared_by_cpus));
     }
-    for (auto& th : pool) th.join();
-  };
-  std::fill(b.get(), b.get() + n, 1.0);  // first touch outside the timed runs
-  std::fill(c.get(), c.get() + n, 2.0);
-  std::fill(a.get(), a.get() + n, 0.0);
-  double best = 1e30;
-  for (int rep = 0; rep < 5; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    triad(3.0);
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    host.caches.push_back(c);
   }
-  volatile double sink = a[n / 2];
-  (void)sink;
-  return 3.0 * sizeof(double) * static_cast<double>(n) / best;
-}
-
-HardwareSpec detect_host_spec() {
-  std::ifstream in("/proc/cpuinfo");
-  std::stringstream text;
-  text << in.rdbuf();
-  double khz = 0;
-  std::ifstream freq("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq");
-  if (freq) freq >> khz;
-  HardwareSpec s = theoretical_host_spec(parse_cpuinfo(text.str(), local_cpus(), khz));
-  s.memory_bandwidth_bytes_per_second = measure_triad_bandwidth();
-  s.sources["memory_bandwidth_bytes_per_second"] =
-      "measured: STREAM-style triad, 3 arrays each as large as the last-level cache (16 to 64 MiB), one "
-      "thread per CPU, best of 5, 24 bytes per element";
-  return s;
+  std::sort(host.caches.begin(), host.caches.end(),
+            [](const HostCache& a, const HostCache& b) { return a.level < b.level; });
+  // memory and NUMA
+  std::istringstream meminfo(read_text(base / "proc/meminfo"));
+  for (std::string key; meminfo >> key;) {
+    std::uint64_t kb = 0;
+    meminfo >> kb;
+    if (key == "MemTotal:") host.memory_bytes = kb << 10;
+    meminfo.ignore(1 << 20, '\n');
+  }
+  const std::string nodes = read_text(base / "sys/devices/system/node/online");
+  host.numa_nodes = std::max(1, count_cpu_list(nodes));
+  // virtual machine: the hypervisor CPUID bit, and its name where sysfs gives it
+  host.virtualized = host.has("hypervisor");
+  host.hypervisor = read_text(base / "sys/hypervisor/type");
+  if (host.hypervisor.empty()) host.hypervisor = read_text(base / "sys/class/dmi/id/sys_vendor");
+  if (host.hypervisor == "QEMU" || host.hypervisor == "KVM" || host.hypervisor == "xen" ||
+      host.hypervisor == "Microsoft Corporation" || host.hypervisor == "Amazon EC2") {
+    host.virtualized = true;
+  }
+  return host;
 }
 
 }  // namespace neuralcost

@@ -30,7 +30,8 @@ class HardwareDatabase {
   std::vector<HardwareSpec> specs_;
 };
 
-/// Resolves a --hardware argument: "host" is this machine (detect_host_spec), a path to an
+/// Resolves a --hardware argument: "host" is this machine as calibrated (calibration.hpp),
+/// "host-spec" its theoretical peaks (host.hpp), a path to an
 /// existing file (or anything ending in .json) is loaded as a spec file, otherwise it must be
 /// a built-in id or alias.
 HardwareSpec resolve_hardware(const std::string& id_or_path);

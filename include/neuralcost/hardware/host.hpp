@@ -1,9 +1,10 @@
-// A provisional spec of the machine this runs on (`--hardware host`): theoretical peaks from the
-// CPU's instruction set, core count and clock, and a quick measured memory bandwidth. Every
-// assumption is written into the spec's sources and notes. Calibrated ceilings (cache levels,
-// measured FMA and GEMM peaks, a cache file) replace it later.
+// The machine this runs on: what Linux says about it (/proc/cpuinfo, /proc/meminfo, sysfs),
+// checked for values that cannot be true, and its theoretical peaks from the instruction set,
+// FMA units and clock, with every assumption written into the spec's sources and notes.
+// Measured ceilings come from calibration.hpp.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -11,27 +12,49 @@
 
 namespace neuralcost {
 
-struct CpuDescription {
-  std::string model = "unknown";
-  int logical_cpus = 1;             ///< CPUs counted for the peak: cores when SMT siblings are known
-  double ghz = 0;                   ///< base or current clock from sysfs or /proc/cpuinfo
-  std::string ghz_source;
-  std::vector<std::string> flags;   ///< from /proc/cpuinfo
+struct HostCache {
+  int level = 0;
+  std::string type;                ///< Data, Unified (instruction caches are left out)
+  std::uint64_t size_bytes = 0;    ///< one instance
+  int shared_by_cpus = 1;          ///< logical CPUs sharing one instance
+  int instances = 1;
+  bool plausible = true;           ///< false when the size cannot be true (see notes)
 };
 
-/// Parses /proc/cpuinfo text (and an optional cpufreq max in kHz, 0 when absent).
-CpuDescription parse_cpuinfo(const std::string& cpuinfo, int logical_cpus, double cpufreq_max_khz);
+struct HostDescription {
+  std::string architecture;        ///< x86_64, aarch64, ...
+  std::string vendor;              ///< AuthenticAMD, GenuineIntel, ARM implementer 0x41, ...
+  std::string model = "unknown";   ///< model name
+  int family = -1, model_number = -1;  ///< x86 CPUID family and model
+  std::string cpu_part;            ///< ARM "CPU part" (0xd40 = Neoverse V1, ...)
+  int logical_cpus = 1;            ///< CPUs this process may run on
+  int cores = 1;                   ///< physical cores among them (SMT siblings counted once)
+  int threads_per_core = 1;
+  int sockets = 1;
+  std::vector<std::string> flags;  ///< /proc/cpuinfo flags (x86) or Features (ARM)
+  std::vector<std::string> isa;    ///< the extensions that change peaks: avx2, avx512f, avx512_bf16, amx_tile, sve, ...
+  double ghz = 0;                  ///< the clock the peaks use (see ghz_source)
+  std::string ghz_source;
+  std::vector<HostCache> caches;   ///< data and unified caches, smallest first
+  std::uint64_t memory_bytes = 0;
+  int numa_nodes = 1;
+  bool virtualized = false;
+  std::string hypervisor;          ///< when known
+  std::vector<std::string> notes;  ///< values distrusted or missing, and why
 
-/// Theoretical peaks of `cpu` (no bandwidth). Assumes two FMA pipes per core at the widest
-/// vector width the flags show, which the notes state.
-HardwareSpec theoretical_host_spec(const CpuDescription& cpu);
+  bool has(const std::string& flag) const;
+};
 
-/// Best-of-5 STREAM-style triad a[i] = b[i] + s*c[i] over 3 arrays each the size of the
-/// last-level cache (at least 16 MiB) on every CPU this process may use, counting 24 bytes per
-/// element (no write-allocate traffic).
-double measure_triad_bandwidth();
+/// Reads the description from the files under `root` ("/" for this machine; tests pass a
+/// canned tree with proc/cpuinfo, proc/meminfo and sys/devices/system/...). For this machine
+/// the CPU count is the process's affinity mask; for a canned tree, the processors listed.
+HostDescription describe_host(const std::string& root = "/");
 
-/// This machine: theoretical_host_spec of the local CPU plus the measured triad bandwidth.
-HardwareSpec detect_host_spec();
+/// FP32 FLOPs per cycle per core from the microarchitecture (FMA units x vector lanes x 2),
+/// and the assumption behind it in `why`.
+int fp32_flops_per_cycle(const HostDescription& host, std::string& why);
+
+/// Theoretical peaks (no bandwidth) at `host.ghz`, every factor named in the sources.
+HardwareSpec theoretical_host_spec(const HostDescription& host);
 
 }  // namespace neuralcost

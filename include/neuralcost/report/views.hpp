@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/hardware/calibration.hpp"
+#include "neuralcost/hardware/host.hpp"
 
 namespace neuralcost {
 
@@ -32,6 +34,10 @@ std::string render_summary(const std::vector<Analysis>& analyses, Format format)
 std::string render_hardware_list(const std::vector<HardwareSpec>& specs, Format format);
 /// One spec with the source of every number. Its JSON is a valid hardware spec file.
 std::string render_hardware(const HardwareSpec& spec, Format format);
+/// What host detection found (`neural-cost hardware detect`).
+std::string render_host(const HostDescription& host, Format format);
+/// What calibration measured (`neural-cost hardware calibrate`); its JSON is the cache file.
+std::string render_calibration(const Calibration& calibration, Format format);
 
 nlohmann::json analysis_json(const Analysis& analysis);
 nlohmann::json hardware_json(const HardwareSpec& spec);

@@ -1,0 +1,166 @@
+// The calibration's JSON form (the cache file and `hardware calibrate --format json` print the
+// same document) and the per-user cache (see calibration.hpp).
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/calibration.hpp"
+#include "neuralcost/report/output_file.hpp"
+
+namespace neuralcost {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+json rate_json(const RateMeasurement& m) {
+  json j = {{"best", m.best}, {"median", m.median}, {"spread", m.spread}, {"runs", m.runs}};
+  if (!m.kernel.empty()) j["kernel"] = m.kernel;
+  return j;
+}
+
+RateMeasurement rate_from(const json& j) {
+  return {j.at("best").get<double>(), j.at("median").get<double>(), j.at("spread").get<double>(),
+          j.at("runs").get<int>(), j.value("kernel", std::string())};
+}
+
+}  // namespace
+
+std::string calibration_to_json(const Calibration& c) {
+  json j;
+  j["fingerprint"] = c.fingerprint;
+  j["created"] = c.created;
+  j["tool_version"] = c.tool_version;
+  j["quick"] = c.quick;
+  j["seconds"] = c.seconds;
+  j["threads"] = c.threads;
+  j["kernel_isa"] = c.kernel_isa;
+  j["clock_ghz"] = c.clock_ghz;
+  j["levels"] = json::array();
+  for (const BandwidthLevel& l : c.levels) {
+    j["levels"].push_back({{"name", l.name},
+                           {"size_bytes", l.size_bytes},
+                           {"working_set_bytes", l.working_set_bytes},
+                           {"bandwidth_bytes_per_second", l.triad.best},
+                           {"read", rate_json(l.read)},
+                           {"copy", rate_json(l.copy)},
+                           {"triad", rate_json(l.triad)}});
+  }
+  j["stream_triad"] = rate_json(c.stream_triad);
+  j["peak_flops_per_second"] = json::object();
+  for (const auto& [dtype, m] : c.fma) j["peak_flops_per_second"][dtype] = m.best;
+  j["fma"] = json::object();
+  for (const auto& [dtype, m] : c.fma) j["fma"][dtype] = rate_json(m);
+  j["theoretical_flops_per_second"] = c.theoretical_flops;
+  j["gemm"] = json::array();
+  for (const GemmCeiling& g : c.gemm) {
+    j["gemm"].push_back({{"library", g.library}, {"dtype", g.dtype}, {"n", g.n},
+                         {"flops_per_second", rate_json(g.flops_per_second)}});
+  }
+  j["environment"] = c.environment;
+  j["warnings"] = c.warnings;
+  return j.dump(2) + "\n";
+}
+
+Calibration parse_calibration(std::string_view text, const std::string& origin) {
+  Calibration c;
+  std::string field = "(document)";
+  try {
+    const json j = json::parse(text);
+    auto at = [&](const char* name) -> const json& {
+      field = name;
+      return j.at(name);
+    };
+    c.fingerprint = at("fingerprint").get<std::string>();
+    c.created = at("created").get<std::string>();
+    c.tool_version = at("tool_version").get<std::string>();
+    c.quick = at("quick").get<bool>();
+    c.seconds = at("seconds").get<double>();
+    c.threads = at("threads").get<int>();
+    c.kernel_isa = at("kernel_isa").get<std::string>();
+    c.clock_ghz = at("clock_ghz").get<double>();
+    for (const json& l : at("levels")) {
+      BandwidthLevel level;
+      level.name = l.at("name").get<std::string>();
+      level.size_bytes = l.at("size_bytes").get<double>();
+      level.working_set_bytes = l.at("working_set_bytes").get<double>();
+      level.read = rate_from(l.at("read"));
+      level.copy = rate_from(l.at("copy"));
+      level.triad = rate_from(l.at("triad"));
+      if (!(level.triad.best > 0)) throw std::runtime_error("a level without a positive triad bandwidth");
+      c.levels.push_back(level);
+    }
+    if (c.levels.empty() || c.levels.back().name != "DRAM") throw std::runtime_error("the last level is not DRAM");
+    c.stream_triad = rate_from(at("stream_triad"));
+    for (const auto& [dtype, m] : at("fma").items()) c.fma[dtype] = rate_from(m);
+    if (!c.fma.count("fp32") || !(c.fma.at("fp32").best > 0)) throw std::runtime_error("no positive fp32 peak");
+    c.theoretical_flops = at("theoretical_flops_per_second").get<std::map<std::string, double>>();
+    for (const json& g : at("gemm")) {
+      c.gemm.push_back({g.at("library").get<std::string>(), g.at("dtype").get<std::string>(), g.at("n").get<int>(),
+                        rate_from(g.at("flops_per_second"))});
+    }
+    c.environment = at("environment").get<std::map<std::string, std::string>>();
+    c.warnings = at("warnings").get<std::vector<std::string>>();
+  } catch (const std::exception& e) {
+    throw Error(ErrorCode::kDataLoss, fmt::format("{}: not a calibration (field '{}': {})", origin, field, e.what()));
+  }
+  return c;
+}
+
+std::string calibration_cache_path() {
+  namespace fs = std::filesystem;
+  fs::path dir;
+  if (const char* d = std::getenv("NEURALCOST_CACHE_DIR"); d && *d) {
+    dir = d;
+  } else if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    dir = fs::path(x) / "neural-cost";
+  } else if (const char* h = std::getenv("HOME"); h && *h) {
+    dir = fs::path(h) / ".cache" / "neural-cost";
+  } else {
+    dir = fs::temp_directory_path() / "neural-cost";
+  }
+  return (dir / "host-calibration.json").string();
+}
+
+void save_calibration(const Calibration& c) {
+  const std::string path = calibration_cache_path();
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  write_file_atomically(path, calibration_to_json(c));
+}
+
+Calibration cached_calibration(const HostDescription& host, bool full, std::string& status) {
+  const std::string path = calibration_cache_path();
+  const std::string fingerprint = host_fingerprint(host);
+  std::string why;
+  std::ifstream in(path);
+  if (in) {
+    std::stringstream text;
+    text << in.rdbuf();
+    try {
+      Calibration c = parse_calibration(text.str(), path);
+      if (c.fingerprint == fingerprint && (!full || !c.quick)) {
+        status = fmt::format("calibration of {} from {}", c.created, path);
+        return c;
+      }
+      why = c.fingerprint != fingerprint
+                ? fmt::format("{} was measured on another CPU ({}); recalibrating", path, c.fingerprint)
+                : fmt::format("{} holds a quick calibration and a full one was asked for; recalibrating", path);
+    } catch (const Error& e) {
+      why = fmt::format("{}; recalibrating", e.what());
+    }
+  }
+  CalibrationOptions options;
+  options.quick = !full;
+  Calibration c = calibrate(host, options);
+  save_calibration(c);
+  status = fmt::format("{}{} calibration measured now ({:.1f} s) and saved to {}", why.empty() ? "" : why + ". ",
+                       full ? "full" : "quick", c.seconds, path);
+  return c;
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,324 @@
+// The calibration kernels (see calibration_kernels.hpp). Each x86 variant is compiled for its
+// instruction set with a target attribute and called only when the CPU reports it.
+#include "hardware/calibration_kernels.hpp"
+
+// GCC 12 reports its own AVX-512 headers (_mm512_undefined_*) as using uninitialised values
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#elif defined(__aarch64__)
+#include <arm_neon.h>
+#endif
+
+namespace neuralcost::calibration {
+namespace {
+
+#if defined(__x86_64__)
+bool avx512() { return __builtin_cpu_supports("avx512f"); }
+bool avx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
+bool avx512bf16() {
+  // GCC 12's __builtin_cpu_supports has no avx512bf16: CPUID leaf 7, sub-leaf 1, EAX bit 5
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  __asm__("cpuid" : "=a"(a), "=b"(b), "=c"(c), "=d"(d) : "a"(7), "c"(1));
+  return avx512() && (a & (1u << 5)) != 0;
+}
+
+// reads use 8 accumulators: enough independent adds (3-cycle latency) for two loads a cycle
+__attribute__((target("avx512f"))) float read512(const float* a, std::size_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  for (std::size_t i = 0; i < n; i += 128) {
+    s0 = _mm512_add_ps(s0, _mm512_load_ps(a + i));
+    s1 = _mm512_add_ps(s1, _mm512_load_ps(a + i + 16));
+    s2 = _mm512_add_ps(s2, _mm512_load_ps(a + i + 32));
+    s3 = _mm512_add_ps(s3, _mm512_load_ps(a + i + 48));
+    s4 = _mm512_add_ps(s4, _mm512_load_ps(a + i + 64));
+    s5 = _mm512_add_ps(s5, _mm512_load_ps(a + i + 80));
+    s6 = _mm512_add_ps(s6, _mm512_load_ps(a + i + 96));
+    s7 = _mm512_add_ps(s7, _mm512_load_ps(a + i + 112));
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)),
+                                            _mm512_add_ps(_mm512_add_ps(s4, s5), _mm512_add_ps(s6, s7))));
+}
+__attribute__((target("avx512f"))) void copy512(float* d, const float* s, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 64) {
+    _mm512_store_ps(d + i, _mm512_load_ps(s + i));
+    _mm512_store_ps(d + i + 16, _mm512_load_ps(s + i + 16));
+    _mm512_store_ps(d + i + 32, _mm512_load_ps(s + i + 32));
+    _mm512_store_ps(d + i + 48, _mm512_load_ps(s + i + 48));
+  }
+}
+__attribute__((target("avx512f"))) void triad512(float* a, const float* b, const float* c, float s, std::size_t n) {
+  const __m512 k = _mm512_set1_ps(s);
+  for (std::size_t i = 0; i < n; i += 32) {
+    _mm512_store_ps(a + i, _mm512_fmadd_ps(k, _mm512_load_ps(c + i), _mm512_load_ps(b + i)));
+    _mm512_store_ps(a + i + 16, _mm512_fmadd_ps(k, _mm512_load_ps(c + i + 16), _mm512_load_ps(b + i + 16)));
+  }
+}
+__attribute__((target("avx2,fma"))) float read256(const float* a, std::size_t n) {
+  __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  for (std::size_t i = 0; i < n; i += 64) {
+    s0 = _mm256_add_ps(s0, _mm256_load_ps(a + i));
+    s1 = _mm256_add_ps(s1, _mm256_load_ps(a + i + 8));
+    s2 = _mm256_add_ps(s2, _mm256_load_ps(a + i + 16));
+    s3 = _mm256_add_ps(s3, _mm256_load_ps(a + i + 24));
+    s4 = _mm256_add_ps(s4, _mm256_load_ps(a + i + 32));
+    s5 = _mm256_add_ps(s5, _mm256_load_ps(a + i + 40));
+    s6 = _mm256_add_ps(s6, _mm256_load_ps(a + i + 48));
+    s7 = _mm256_add_ps(s7, _mm256_load_ps(a + i + 56));
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(s0, s1), _mm256_add_ps(s2, s3)),
+                                       _mm256_add_ps(_mm256_add_ps(s4, s5), _mm256_add_ps(s6, s7))));
+  float sum = 0;
+  for (float v : lanes) sum += v;
+  return sum;
+}
+__attribute__((target("avx2,fma"))) void copy256(float* d, const float* s, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 32) {
+    _mm256_store_ps(d + i, _mm256_load_ps(s + i));
+    _mm256_store_ps(d + i + 8, _mm256_load_ps(s + i + 8));
+    _mm256_store_ps(d + i + 16, _mm256_load_ps(s + i + 16));
+    _mm256_store_ps(d + i + 24, _mm256_load_ps(s + i + 24));
+  }
+}
+__attribute__((target("avx2,fma"))) void triad256(float* a, const float* b, const float* c, float s, std::size_t n) {
+  const __m256 k = _mm256_set1_ps(s);
+  for (std::size_t i = 0; i < n; i += 16) {
+    _mm256_store_ps(a + i, _mm256_fmadd_ps(k, _mm256_load_ps(c + i), _mm256_load_ps(b + i)));
+    _mm256_store_ps(a + i + 8, _mm256_fmadd_ps(k, _mm256_load_ps(c + i + 8), _mm256_load_ps(b + i + 8)));
+  }
+}
+
+// SSE (128-bit, in every x86-64): on the reference VM the fastest width from DRAM
+float read128(const float* a, std::size_t n) {
+  __m128 s0 = _mm_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
+  for (std::size_t i = 0; i < n; i += 32) {
+    s0 = _mm_add_ps(s0, _mm_load_ps(a + i));
+    s1 = _mm_add_ps(s1, _mm_load_ps(a + i + 4));
+    s2 = _mm_add_ps(s2, _mm_load_ps(a + i + 8));
+    s3 = _mm_add_ps(s3, _mm_load_ps(a + i + 12));
+    s4 = _mm_add_ps(s4, _mm_load_ps(a + i + 16));
+    s5 = _mm_add_ps(s5, _mm_load_ps(a + i + 20));
+    s6 = _mm_add_ps(s6, _mm_load_ps(a + i + 24));
+    s7 = _mm_add_ps(s7, _mm_load_ps(a + i + 28));
+  }
+  alignas(16) float lanes[4];
+  _mm_store_ps(lanes, _mm_add_ps(_mm_add_ps(_mm_add_ps(s0, s1), _mm_add_ps(s2, s3)),
+                                 _mm_add_ps(_mm_add_ps(s4, s5), _mm_add_ps(s6, s7))));
+  return lanes[0] + lanes[1] + lanes[2] + lanes[3];
+}
+void copy128(float* d, const float* s, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 16) {
+    _mm_store_ps(d + i, _mm_load_ps(s + i));
+    _mm_store_ps(d + i + 4, _mm_load_ps(s + i + 4));
+    _mm_store_ps(d + i + 8, _mm_load_ps(s + i + 8));
+    _mm_store_ps(d + i + 12, _mm_load_ps(s + i + 12));
+  }
+}
+void triad128(float* a, const float* b, const float* c, float s, std::size_t n) {
+  const __m128 k = _mm_set1_ps(s);
+  for (std::size_t i = 0; i < n; i += 16) {
+    _mm_store_ps(a + i, _mm_add_ps(_mm_mul_ps(k, _mm_load_ps(c + i)), _mm_load_ps(b + i)));
+    _mm_store_ps(a + i + 4, _mm_add_ps(_mm_mul_ps(k, _mm_load_ps(c + i + 4)), _mm_load_ps(b + i + 4)));
+    _mm_store_ps(a + i + 8, _mm_add_ps(_mm_mul_ps(k, _mm_load_ps(c + i + 8)), _mm_load_ps(b + i + 8)));
+    _mm_store_ps(a + i + 12, _mm_add_ps(_mm_mul_ps(k, _mm_load_ps(c + i + 12)), _mm_load_ps(b + i + 12)));
+  }
+}
+
+// 12 independent accumulators cover the FMA latency (4 cycles) of two pipes with room to spare.
+// A macro, not a template: the body must be compiled inside each function's target attribute.
+// Each accumulator starts from its own value (init(k)): identical chains would be merged into
+// one by the compiler.
+#define NC_BURST(V, init, x, y, op, iterations)                                                          \
+  V a0 = init(0), a1 = init(1), a2 = init(2), a3 = init(3), a4 = init(4), a5 = init(5), a6 = init(6),     \
+    a7 = init(7), a8 = init(8), a9 = init(9), a10 = init(10), a11 = init(11);                            \
+  for (std::uint64_t i = 0; i < (iterations); ++i) {                                                     \
+    a0 = op(a0, x, y); a1 = op(a1, x, y); a2 = op(a2, x, y); a3 = op(a3, x, y);                          \
+    a4 = op(a4, x, y); a5 = op(a5, x, y); a6 = op(a6, x, y); a7 = op(a7, x, y);                          \
+    a8 = op(a8, x, y); a9 = op(a9, x, y); a10 = op(a10, x, y); a11 = op(a11, x, y);                      \
+  }
+
+volatile float sink_f;
+volatile double sink_d;
+
+__attribute__((target("avx512f"))) void fma512_fp32(std::uint64_t it) {
+  const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-7f);
+  #define NC_INIT(k) _mm512_set1_ps(0.01f * (k))
+  NC_BURST(__m512, NC_INIT, x, y, _mm512_fmadd_ps, it)
+#undef NC_INIT
+  sink_f = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+           _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
+                         _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)))));
+}
+__attribute__((target("avx512f"))) void fma512_fp64(std::uint64_t it) {
+  const __m512d x = _mm512_set1_pd(0.999), y = _mm512_set1_pd(1e-7);
+  #define NC_INIT(k) _mm512_set1_pd(0.01 * (k))
+  NC_BURST(__m512d, NC_INIT, x, y, _mm512_fmadd_pd, it)
+#undef NC_INIT
+  sink_d = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)),
+           _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(a4, a5), _mm512_add_pd(a6, a7)),
+                         _mm512_add_pd(_mm512_add_pd(a8, a9), _mm512_add_pd(a10, a11)))));
+}
+__attribute__((target("avx512f,avx512bf16"))) void dp512_bf16(std::uint64_t it) {
+  const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
+  #define NC_INIT(k) _mm512_set1_ps(0.01f * (k))
+  NC_BURST(__m512, NC_INIT, x, x, _mm512_dpbf16_ps, it)
+#undef NC_INIT
+  sink_f = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+           _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
+                         _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)))));
+}
+__attribute__((target("avx2,fma"))) void fma256_fp32(std::uint64_t it) {
+  const __m256 x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-7f);
+  #define NC_INIT(k) _mm256_set1_ps(0.01f * (k))
+  NC_BURST(__m256, NC_INIT, x, y, _mm256_fmadd_ps, it)
+#undef NC_INIT
+  const __m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                   _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)),
+                                 _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11))));
+  sink_f = _mm256_cvtss_f32(t);
+}
+__attribute__((target("avx2,fma"))) void fma256_fp64(std::uint64_t it) {
+  const __m256d x = _mm256_set1_pd(0.999), y = _mm256_set1_pd(1e-7);
+  #define NC_INIT(k) _mm256_set1_pd(0.01 * (k))
+  NC_BURST(__m256d, NC_INIT, x, y, _mm256_fmadd_pd, it)
+#undef NC_INIT
+  const __m256d t = _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)),
+                    _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(a4, a5), _mm256_add_pd(a6, a7)),
+                                  _mm256_add_pd(_mm256_add_pd(a8, a9), _mm256_add_pd(a10, a11))));
+  sink_d = _mm256_cvtsd_f64(t);
+}
+#elif defined(__aarch64__)
+#define NC_BURST(V, init, x, y, op, iterations)                                                          \
+  V a0 = init(0), a1 = init(1), a2 = init(2), a3 = init(3), a4 = init(4), a5 = init(5), a6 = init(6),     \
+    a7 = init(7), a8 = init(8), a9 = init(9), a10 = init(10), a11 = init(11);                            \
+  for (std::uint64_t i = 0; i < (iterations); ++i) {                                                     \
+    a0 = op(a0, x, y); a1 = op(a1, x, y); a2 = op(a2, x, y); a3 = op(a3, x, y);                          \
+    a4 = op(a4, x, y); a5 = op(a5, x, y); a6 = op(a6, x, y); a7 = op(a7, x, y);                          \
+    a8 = op(a8, x, y); a9 = op(a9, x, y); a10 = op(a10, x, y); a11 = op(a11, x, y);                      \
+  }
+volatile float sink_f;
+volatile double sink_d;
+#endif
+
+}  // namespace
+
+std::string kernel_isa() {
+#if defined(__x86_64__)
+  return avx512() ? "avx512" : avx2() ? "avx2" : "scalar";
+#elif defined(__aarch64__)
+  return "neon";
+#else
+  return "scalar";
+#endif
+}
+
+std::vector<std::string> bandwidth_widths() {
+  std::vector<std::string> widths;
+#if defined(__x86_64__)
+  if (avx512()) widths.push_back("avx512");
+  if (avx2()) widths.push_back("avx2");
+  widths.push_back("sse");
+#endif
+  widths.push_back("scalar");
+  return widths;
+}
+
+// the scalar kernels are kept scalar: vectorised by the compiler they would be another width
+__attribute__((optimize("no-tree-vectorize"))) float read_pass(const float* a, std::size_t n, const std::string& width) {
+#if defined(__x86_64__)
+  if (width == "avx512") return read512(a, n);
+  if (width == "avx2") return read256(a, n);
+  if (width == "sse") return read128(a, n);
+#endif
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  for (std::size_t i = 0; i < n; i += 4) {
+    s0 += a[i];
+    s1 += a[i + 1];
+    s2 += a[i + 2];
+    s3 += a[i + 3];
+  }
+  return s0 + s1 + s2 + s3;
+}
+
+__attribute__((optimize("no-tree-vectorize"))) void copy_pass(float* dst, const float* src, std::size_t n,
+                                                              const std::string& width) {
+#if defined(__x86_64__)
+  if (width == "avx512") return copy512(dst, src, n);
+  if (width == "avx2") return copy256(dst, src, n);
+  if (width == "sse") return copy128(dst, src, n);
+#endif
+  for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
+__attribute__((optimize("no-tree-vectorize"))) void triad_pass(float* a, const float* b, const float* c, float s,
+                                                               std::size_t n, const std::string& width) {
+#if defined(__x86_64__)
+  if (width == "avx512") return triad512(a, b, c, s, n);
+  if (width == "avx2") return triad256(a, b, c, s, n);
+  if (width == "sse") return triad128(a, b, c, s, n);
+#endif
+  for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+}
+
+void stream_triad(double* a, const double* b, const double* c, double s, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+}
+
+double fma_burst(const std::string& dtype, std::uint64_t iterations) {
+  const double n = static_cast<double>(iterations) * 12;
+#if defined(__x86_64__)
+  if (avx512()) {
+    if (dtype == "fp32") return fma512_fp32(iterations), n * 16 * 2;
+    if (dtype == "fp64") return fma512_fp64(iterations), n * 8 * 2;
+    if (dtype == "bf16" && avx512bf16()) return dp512_bf16(iterations), n * 16 * 4;
+    return 0;
+  }
+  if (avx2()) {
+    if (dtype == "fp32") return fma256_fp32(iterations), n * 8 * 2;
+    if (dtype == "fp64") return fma256_fp64(iterations), n * 4 * 2;
+    return 0;
+  }
+#elif defined(__aarch64__)
+  if (dtype == "fp32") {
+    const float32x4_t x = vdupq_n_f32(0.999f), y = vdupq_n_f32(1e-7f);
+    #define NC_INIT(k) vdupq_n_f32(0.01f * (k))
+    NC_BURST(float32x4_t, NC_INIT, x, y, vfmaq_f32, iterations)
+#undef NC_INIT
+    sink_f = vaddvq_f32(vaddq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)), vaddq_f32(vaddq_f32(a4, a5),
+             vaddq_f32(vaddq_f32(a6, a7), vaddq_f32(vaddq_f32(a8, a9), vaddq_f32(a10, a11))))));
+    return n * 4 * 2;
+  }
+  if (dtype == "fp64") {
+    const float64x2_t x = vdupq_n_f64(0.999), y = vdupq_n_f64(1e-7);
+    #define NC_INIT(k) vdupq_n_f64(0.01 * (k))
+    NC_BURST(float64x2_t, NC_INIT, x, y, vfmaq_f64, iterations)
+#undef NC_INIT
+    sink_d = vaddvq_f64(vaddq_f64(vaddq_f64(vaddq_f64(a0, a1), vaddq_f64(a2, a3)), vaddq_f64(vaddq_f64(a4, a5),
+             vaddq_f64(vaddq_f64(a6, a7), vaddq_f64(vaddq_f64(a8, a9), vaddq_f64(a10, a11))))));
+    return n * 2 * 2;
+  }
+#endif
+  (void)n;
+  return 0;
+}
+
+void add_chain(std::uint64_t iterations) {
+  std::uint64_t x = 0;
+  for (std::uint64_t i = 0; i < iterations; ++i) {
+#if defined(__x86_64__)
+    __asm__ volatile("add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\t"
+                     "add $1, %0\n\tadd $1, %0\n\tadd $1, %0\n\tadd $1, %0" : "+r"(x));
+#elif defined(__aarch64__)
+    __asm__ volatile("add %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\t"
+                     "add %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1\n\tadd %0, %0, #1" : "+r"(x));
+#else
+    x += 8;
+#endif
+  }
+  sink_d = static_cast<double>(x);
+}
+
+}  // namespace neuralcost::calibration

@@ -1,0 +1,99 @@
+// Theoretical peaks of the host (see host.hpp): FMA units x vector lanes x 2 FLOPs x cores x
+// clock. The FMA units are not in any file Linux exposes, so they come from the
+// microarchitecture (CPUID family/model, ARM CPU part), and the sources say which row was used.
+#include <fmt/format.h>
+
+#include "neuralcost/hardware/host.hpp"
+
+namespace neuralcost {
+
+int fp32_flops_per_cycle(const HostDescription& h, std::string& why) {
+  const bool amd = h.vendor == "AuthenticAMD", intel = h.vendor == "GenuineIntel";
+  if (amd && h.family == 0x1A) {
+    why = "AMD Zen 5 (family 1Ah): 2 x 512-bit FMA pipes (mobile parts have 256-bit ones: half)";
+    return 64;
+  }
+  if (amd && h.family == 0x19) {
+    why = h.has("avx512f") ? "AMD Zen 4 (family 19h with AVX-512): 2 x 256-bit FMA pipes; a 512-bit FMA takes both"
+                           : "AMD Zen 3 (family 19h): 2 x 256-bit FMA pipes";
+    return 32;
+  }
+  if (amd && h.family == 0x17) {
+    const bool zen2 = h.model_number >= 0x30;
+    why = zen2 ? "AMD Zen 2 (family 17h, model >= 30h): 2 x 256-bit FMA pipes"
+               : "AMD Zen 1 (family 17h): 2 x 128-bit FMA pipes";
+    return zen2 ? 32 : 16;
+  }
+  if (h.has("avx512f")) {
+    why = fmt::format("{}AVX-512: 2 x 512-bit FMA units assumed (some Xeon Silver/Bronze parts have one: half)",
+                      intel ? "Intel with " : "");
+    return 64;
+  }
+  if (h.has("avx2") && h.has("fma")) {
+    why = "AVX2 with FMA: 2 x 256-bit FMA units assumed";
+    return 32;
+  }
+  if (h.has("asimd")) {
+    // Neoverse V1 (0xd40) and V2 (0xd4f), Apple cores: 4 x 128-bit FMA; N1 (0xd0c), N2 (0xd49): 2
+    if (h.cpu_part == "0xd40" || h.cpu_part == "0xd4f") {
+      why = fmt::format("ARM Neoverse V1/V2 (CPU part {}): 4 x 128-bit FMA pipes", h.cpu_part);
+      return 32;
+    }
+    why = fmt::format("ARM NEON (CPU part {}): 2 x 128-bit FMA pipes assumed", h.cpu_part.empty() ? "unknown" : h.cpu_part);
+    return 16;
+  }
+  why = "no FMA or wide vectors detected: 2 x 128-bit add and multiply pipes assumed";
+  return 8;
+}
+
+HardwareSpec theoretical_host_spec(const HostDescription& h) {
+  HardwareSpec s;
+  s.id = "host-spec";
+  s.name = fmt::format("this machine (theoretical): {} ({} cores)", h.model, h.cores);
+  s.vendor = "host";
+  s.device_type = "cpu";
+  s.origin = "detected";
+  std::string why;
+  const int per_cycle = fp32_flops_per_cycle(h, why);
+  const double ghz = h.ghz > 0 ? h.ghz : 1.0;
+  const double fp32 = h.cores * per_cycle * ghz * 1e9;
+  s.peak_flops_per_second[DType::kFp32] = fp32;
+  s.sources["peak_flops_per_second.fp32"] =
+      fmt::format("derived: {} cores x {} FP32 FLOP/cycle ({}) x {:.3f} GHz ({})", h.cores, per_cycle, why, ghz,
+                  h.ghz > 0 ? h.ghz_source : "clock unknown: 1 GHz assumed");
+  s.peak_flops_per_second[DType::kFp64] = fp32 / 2;
+  s.sources["peak_flops_per_second.fp64"] = "half the FP32 rate (half the lanes)";
+  if (h.has("avx512_bf16") || h.has("amx_bf16") || h.has("bf16")) {
+    s.peak_flops_per_second[DType::kBf16] = 2 * fp32;
+    s.sources["peak_flops_per_second.bf16"] =
+        "twice the FP32 rate (BF16 dot-product instructions: 2 products per FP32 lane; AMX tiles not counted)";
+  }
+  if (h.has("avx512_vnni") || h.has("avx_vnni") || h.has("asimddp")) {
+    s.peak_flops_per_second[DType::kInt8] = 4 * fp32;
+    s.sources["peak_flops_per_second.int8"] = "four times the FP32 rate (int8 dot products: 4 per 32-bit lane)";
+  }
+  if (h.memory_bytes > 0) {
+    s.memory_capacity_bytes = static_cast<double>(h.memory_bytes);
+    s.sources["memory_capacity_bytes"] = "/proc/meminfo MemTotal";
+  }
+  for (const HostCache& c : h.caches) {
+    if (!c.plausible) continue;
+    CacheLevel level;
+    level.name = fmt::format("L{}", c.level);
+    level.size_bytes = static_cast<double>(c.size_bytes) * c.instances;
+    s.caches.push_back(level);
+    s.sources["caches." + level.name + ".size_bytes"] =
+        fmt::format("sysfs: {} instance(s) of {} KiB, each shared by {} CPU(s)", c.instances, c.size_bytes >> 10,
+                    c.shared_by_cpus);
+  }
+  s.notes = {"Theoretical: the peaks assume every core issues full-width FMAs every cycle at the clock "
+             "above. `neural-cost hardware calibrate` measures what this machine reaches (--hardware host)."};
+  if (h.virtualized) {
+    s.notes.push_back(fmt::format("Runs in a virtual machine{}: other guests share the cores' caches and the "
+                                  "memory bus.", h.hypervisor.empty() ? "" : " (" + h.hypervisor + ")"));
+  }
+  for (const std::string& n : h.notes) s.notes.push_back(n);
+  return s;
+}
+
+}  // namespace neuralcost
