@@ -86,8 +86,8 @@ std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline
         if (!internal(t.name) && written.insert(t.name).second) group.bytes_written += t.bytes();
       }
     }
-    const double memory_seconds = static_cast<double>(group.bytes_read + group.bytes_written) /
-                                  hardware.memory_bandwidth_bytes_per_second;
+    const double group_bytes = static_cast<double>(group.bytes_read + group.bytes_written);
+    const double memory_seconds = group_bytes / hardware.bandwidth_for(group_bytes);
     group.lower_bound_seconds = std::max(compute_seconds, memory_seconds);
     group.bound = compute_seconds > memory_seconds ? Bound::kCompute : Bound::kMemory;
   }

@@ -32,7 +32,9 @@ OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec
   r.op_index = index;
   r.cost = cost_of(op);
   r.compute_dtype = op.effective_compute_dtype();
-  const double bw = hw.memory_bandwidth_bytes_per_second;
+  r.dram_seconds = static_cast<double>(r.cost.bytes()) / hw.memory_bandwidth_bytes_per_second;
+  // cache-aware: the op's operands come from the smallest level that holds them all
+  const double bw = hw.bandwidth_for(static_cast<double>(r.cost.bytes()), &r.memory_level);
   r.memory_seconds = static_cast<double>(r.cost.bytes()) / bw;
   if (r.cost.flops > 0) {
     const bool matrix = uses_matrix_units(op.kind);
@@ -89,6 +91,7 @@ Analysis analyze(const OpGraph& graph, const HardwareSpec& hardware, const Analy
     t.compute_seconds += r.compute_seconds;
     t.memory_seconds += r.memory_seconds;
     t.lower_bound_seconds += r.lower_bound_seconds;
+    t.dram_lower_bound_seconds += std::max(r.compute_seconds, r.dram_seconds);
     if (r.bound == Bound::kCompute) compute_bound_time += r.lower_bound_seconds;
     flops_by_dtype[r.compute_dtype] += r.cost.flops;
     if (!r.cost.modeled) a.unmodeled.push_back({i, r.cost.unmodeled_reason, 0, 0});

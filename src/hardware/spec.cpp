@@ -28,4 +28,16 @@ double HardwareSpec::ridge_point(DType dtype) const {
   return flops_per_second(dtype, true) / memory_bandwidth_bytes_per_second;
 }
 
+double HardwareSpec::bandwidth_for(double bytes, std::string* level) const {
+  for (const CacheLevel& c : caches) {
+    if (c.bandwidth_bytes_per_second && *c.bandwidth_bytes_per_second > memory_bandwidth_bytes_per_second &&
+        bytes <= c.size_bytes) {
+      if (level) *level = c.name;
+      return *c.bandwidth_bytes_per_second;
+    }
+  }
+  if (level) *level = "DRAM";
+  return memory_bandwidth_bytes_per_second;
+}
+
 }  // namespace neuralcost

@@ -49,6 +49,10 @@ std::string totals_text(const Analysis& a) {
       report::si(t.lower_bound_seconds, "s"), bound_name(t.bound),
       report::si(t.fused_lower_bound_seconds, "s"),
       report::si(static_cast<double>(t.fused_bytes_read + t.fused_bytes_written), "B"));
+  if (t.dram_lower_bound_seconds > t.lower_bound_seconds * 1.0001) {
+    out += fmt::format("cache-aware: ops whose working set fits a cache level are timed at its bandwidth; with every "
+                       "byte from DRAM the unfused bound is {}\n", report::si(t.dram_lower_bound_seconds, "s"));
+  }
   if (a.batch > 0 && t.lower_bound_seconds > 0) {
     out += fmt::format("best case: {} samples/s unfused, {} fused\n",
                        report::si(static_cast<double>(a.batch) / t.lower_bound_seconds, ""),
@@ -98,7 +102,10 @@ std::string render_analysis(const Analysis& a, Format format) {
                       ok && !view ? Cell{report::fixed1(r.cost.arithmetic_intensity()),
                                          fmt::format("{}", r.cost.arithmetic_intensity())}
                                   : text(view ? "-" : "?"),
-                      text(!ok ? "unmodeled" : view ? "-" : std::string(bound_name(*r.bound))),
+                      text(!ok     ? "unmodeled"
+                           : view  ? "-"
+                           : *r.bound == Bound::kMemory && r.memory_level != "DRAM" ? "memory " + r.memory_level
+                                                                                    : std::string(bound_name(*r.bound))),
                       num(r.lower_bound_seconds, "s"),
                       Cell{report::percent(r.share), fmt::format("{}", r.share)}});
   }

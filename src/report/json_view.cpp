@@ -65,6 +65,8 @@ json analysis_json(const Analysis& a) {
            {"bytes_written", r.cost.bytes_written},
            {"parameter_bytes", r.cost.parameter_bytes},
            {"memory_seconds", r.memory_seconds},
+           {"memory_level", r.memory_level},
+           {"dram_seconds", r.dram_seconds},
            {"lower_bound_seconds", r.lower_bound_seconds},
            {"share", r.share},
            {"fusion_group", group_of[r.op_index]}};
@@ -111,6 +113,7 @@ json analysis_json(const Analysis& a) {
               {"compute_seconds", t.compute_seconds},
               {"memory_seconds", t.memory_seconds},
               {"lower_bound_seconds", t.lower_bound_seconds},
+              {"dram_lower_bound_seconds", t.dram_lower_bound_seconds},
               {"bound", std::string(bound_name(t.bound))},
               {"fused",
                {{"bytes_read", t.fused_bytes_read},

@@ -192,3 +192,41 @@ TEST(RooflineTest, TiedWeightsCountOnceInTotals) {
 
 }  // namespace
 }  // namespace neuralcost
+
+namespace neuralcost {
+namespace {
+
+using namespace neuralcost::testing;
+
+TEST(RooflineTest, CacheAwareRooflineTimesSmallWorkingSetsAtTheirLevel) {
+  HardwareSpec h = toy_hardware();
+  h.caches = {{"L1", 64 << 10, 1e12}, {"L2", 2 << 20, 4e11}, {"L3", 32 << 20, std::nullopt}};
+  // relu over rows x 1024 floats reads and writes 8 KiB per row
+  auto relu = [](std::int64_t rows) {
+    OpGraph g("relu");
+    g.add(with(op("relu", OpKind::kActivation, {t("x", {rows, 1024})}, {t("y", {rows, 1024})}), "function",
+               std::string("relu")));
+    g.finalize();
+    return g;
+  };
+  const Analysis small = analyze(relu(4), h);  // 32 KiB: L1
+  EXPECT_EQ(small.ops[0].memory_level, "L1");
+  EXPECT_DOUBLE_EQ(small.ops[0].memory_seconds, 32768.0 / 1e12);
+  EXPECT_DOUBLE_EQ(small.ops[0].dram_seconds, 32768.0 / 1e11);
+  EXPECT_DOUBLE_EQ(small.totals.dram_lower_bound_seconds, 32768.0 / 1e11);
+  EXPECT_LT(small.totals.lower_bound_seconds, small.totals.dram_lower_bound_seconds);
+  const Analysis medium = analyze(relu(64), h);  // 512 KiB: L2
+  EXPECT_EQ(medium.ops[0].memory_level, "L2");
+  EXPECT_DOUBLE_EQ(medium.ops[0].memory_seconds, 524288.0 / 4e11);
+  // 8 MiB fits L3, which has no measured bandwidth: DRAM
+  const Analysis large = analyze(relu(1024), h);
+  EXPECT_EQ(large.ops[0].memory_level, "DRAM");
+  EXPECT_DOUBLE_EQ(large.ops[0].memory_seconds, large.ops[0].dram_seconds);
+  // without cache bandwidths (every built-in spec) nothing changes
+  const Analysis plain = analyze(relu(4), toy_hardware());
+  EXPECT_EQ(plain.ops[0].memory_level, "DRAM");
+  EXPECT_DOUBLE_EQ(plain.totals.lower_bound_seconds, plain.totals.dram_lower_bound_seconds);
+}
+
+}  // namespace
+}  // namespace neuralcost

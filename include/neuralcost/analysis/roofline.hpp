@@ -25,8 +25,13 @@ struct OpRoofline {
   DType compute_dtype = DType::kFp32;
   double peak_flops_per_second = 0;  ///< the compute roof used for this op
   double compute_seconds = 0;        ///< flops / peak
-  double memory_seconds = 0;         ///< bytes / memory bandwidth
-  double lower_bound_seconds = 0;    ///< max of the two
+  /// Cache-aware roofline: bytes / the bandwidth of `memory_level`, the smallest level with a
+  /// measured bandwidth that holds the op's working set (its bytes read and written); "DRAM"
+  /// when none does or the spec gives no cache bandwidths.
+  double memory_seconds = 0;
+  std::string memory_level = "DRAM";
+  double dram_seconds = 0;           ///< bytes / DRAM bandwidth, whatever level was used
+  double lower_bound_seconds = 0;    ///< max(compute_seconds, memory_seconds)
   /// Which roof limits the op; empty for an unmodeled op (its FLOPs are unknown).
   std::optional<Bound> bound;
   double attainable_flops_per_second = 0;  ///< min(peak, intensity x bandwidth)
@@ -66,6 +71,7 @@ struct ModelTotals {
   double compute_seconds = 0;          ///< sum of per-op compute times
   double memory_seconds = 0;           ///< sum of per-op memory times
   double lower_bound_seconds = 0;      ///< sum of per-op lower bounds (ops run one after another)
+  double dram_lower_bound_seconds = 0; ///< the same with every byte from DRAM (equal without cache levels)
   Bound bound = Bound::kMemory;        ///< the roof behind most of lower_bound_seconds
   std::uint64_t fused_bytes_read = 0;
   std::uint64_t fused_bytes_written = 0;

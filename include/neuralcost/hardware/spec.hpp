@@ -43,6 +43,9 @@ struct HardwareSpec {
   double flops_per_second(DType dtype, bool contraction) const;
   /// Ridge point in FLOPs per byte: peak / bandwidth for `dtype` (kNotFound when absent).
   double ridge_point(DType dtype) const;
+  /// Cache-aware roofline: the bandwidth for a working set of `bytes`, from the smallest cache
+  /// level with a known bandwidth (above DRAM's) that holds it, else DRAM; `level` gets its name.
+  double bandwidth_for(double bytes, std::string* level = nullptr) const;
 };
 
 /// Parses a spec from JSON text. `origin` names the file in every error, e.g.
