@@ -112,16 +112,15 @@ BandwidthLevel measure_level(const std::string& name, double size, std::size_t b
   // enough passes that one run moves 256 MiB per thread (at least one pass): a run of a cache
   // level then lasts about a millisecond, long against the barrier and the clock
   const std::size_t passes = std::max<std::size_t>(1, (256u << 20) / (n * sizeof(float)));
-  const int runs = quick ? 4 : 12;
+  const int runs = quick ? 6 : 12;
   const double moved = static_cast<double>(passes * n * sizeof(float)) * threads;
   std::vector<float> sums(static_cast<std::size_t>(threads));
   // every kernel in every width; the fastest width sets the level's figure
-  auto fastest = [&](const std::function<void(int, const std::string&)>& pass) {
+  auto fastest = [&](const auto& make_run) {
     RateMeasurement best;
     for (const std::string& width : calibration::bandwidth_widths()) {
-      std::vector<double> seconds = timed_runs(threads, runs + 1, [&](int t) {
-        for (std::size_t p = 0; p < passes; ++p) pass(t, width);
-      });
+      const auto run = make_run(width);  // resolved once: no dispatch inside the timed loop
+      std::vector<double> seconds = timed_runs(threads, runs + 1, [&](int t) { run(t); });
       seconds.erase(seconds.begin());  // the first run warms caches, TLB and clock
       RateMeasurement m = rates(moved, seconds);
       m.kernel = width;
@@ -129,16 +128,25 @@ BandwidthLevel measure_level(const std::string& name, double size, std::size_t b
     }
     return best;
   };
-  level.read = fastest([&](int t, const std::string& w) {
-    sums[static_cast<std::size_t>(t)] += calibration::read_pass(buffers.per_thread[static_cast<std::size_t>(t)].get(), n, w);
+  level.read = fastest([&](const std::string& w) {
+    return [&, pass = calibration::read_pass(w)](int t) {
+      const float* a = buffers.per_thread[static_cast<std::size_t>(t)].get();
+      float sum = 0;
+      for (std::size_t p = 0; p < passes; ++p) sum += pass(a, n);
+      sums[static_cast<std::size_t>(t)] += sum;
+    };
   });
-  level.copy = fastest([&](int t, const std::string& w) {
-    float* a = buffers.per_thread[static_cast<std::size_t>(t)].get();
-    calibration::copy_pass(a, a + n / 2, n / 2, w);
+  level.copy = fastest([&](const std::string& w) {
+    return [&, pass = calibration::copy_pass(w)](int t) {
+      float* a = buffers.per_thread[static_cast<std::size_t>(t)].get();
+      for (std::size_t p = 0; p < passes; ++p) pass(a, a + n / 2, n / 2);
+    };
   });
-  level.triad = fastest([&](int t, const std::string& w) {
-    float* a = buffers.per_thread[static_cast<std::size_t>(t)].get();
-    calibration::triad_pass(a, a + n / 3, a + 2 * n / 3, 0.5f, n / 3, w);
+  level.triad = fastest([&](const std::string& w) {
+    return [&, pass = calibration::triad_pass(w)](int t) {
+      float* a = buffers.per_thread[static_cast<std::size_t>(t)].get();
+      for (std::size_t p = 0; p < passes; ++p) pass(a, a + n / 3, a + 2 * n / 3, 0.5f, n / 3);
+    };
   });
   volatile float keep = sums[0];
   (void)keep;

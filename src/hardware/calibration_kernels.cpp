@@ -227,12 +227,7 @@ std::vector<std::string> bandwidth_widths() {
 }
 
 // the scalar kernels are kept scalar: vectorised by the compiler they would be another width
-__attribute__((optimize("no-tree-vectorize"))) float read_pass(const float* a, std::size_t n, const std::string& width) {
-#if defined(__x86_64__)
-  if (width == "avx512") return read512(a, n);
-  if (width == "avx2") return read256(a, n);
-  if (width == "sse") return read128(a, n);
-#endif
+__attribute__((optimize("no-tree-vectorize"))) float read_scalar(const float* a, std::size_t n) {
   float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   for (std::size_t i = 0; i < n; i += 4) {
     s0 += a[i];
@@ -242,25 +237,39 @@ __attribute__((optimize("no-tree-vectorize"))) float read_pass(const float* a, s
   }
   return s0 + s1 + s2 + s3;
 }
-
-__attribute__((optimize("no-tree-vectorize"))) void copy_pass(float* dst, const float* src, std::size_t n,
-                                                              const std::string& width) {
-#if defined(__x86_64__)
-  if (width == "avx512") return copy512(dst, src, n);
-  if (width == "avx2") return copy256(dst, src, n);
-  if (width == "sse") return copy128(dst, src, n);
-#endif
+__attribute__((optimize("no-tree-vectorize"))) void copy_scalar(float* dst, const float* src, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) dst[i] = src[i];
 }
-
-__attribute__((optimize("no-tree-vectorize"))) void triad_pass(float* a, const float* b, const float* c, float s,
-                                                               std::size_t n, const std::string& width) {
-#if defined(__x86_64__)
-  if (width == "avx512") return triad512(a, b, c, s, n);
-  if (width == "avx2") return triad256(a, b, c, s, n);
-  if (width == "sse") return triad128(a, b, c, s, n);
-#endif
+__attribute__((optimize("no-tree-vectorize"))) void triad_scalar(float* a, const float* b, const float* c, float s,
+                                                                 std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+}
+
+ReadPass read_pass(const std::string& width) {
+#if defined(__x86_64__)
+  if (width == "avx512") return read512;
+  if (width == "avx2") return read256;
+  if (width == "sse") return read128;
+#endif
+  return read_scalar;
+}
+
+CopyPass copy_pass(const std::string& width) {
+#if defined(__x86_64__)
+  if (width == "avx512") return copy512;
+  if (width == "avx2") return copy256;
+  if (width == "sse") return copy128;
+#endif
+  return copy_scalar;
+}
+
+TriadPass triad_pass(const std::string& width) {
+#if defined(__x86_64__)
+  if (width == "avx512") return triad512;
+  if (width == "avx2") return triad256;
+  if (width == "sse") return triad128;
+#endif
+  return triad_scalar;
 }
 
 void stream_triad(double* a, const double* b, const double* c, double s, std::size_t n) {

@@ -19,10 +19,12 @@ std::vector<std::string> bandwidth_widths();
 
 // Bandwidth kernels over float arrays of n elements (64-byte aligned; n a multiple of 128 for
 // read_pass, of 64 for copy_pass and of 32 for triad_pass), in one of bandwidth_widths().
-float read_pass(const float* a, std::size_t n, const std::string& width);         ///< reads n floats
-void copy_pass(float* dst, const float* src, std::size_t n, const std::string& width);  ///< reads n, writes n
-void triad_pass(float* a, const float* b, const float* c, float s, std::size_t n,
-                const std::string& width);  ///< a = b + s*c
+using ReadPass = float (*)(const float* a, std::size_t n);                              ///< reads n floats
+using CopyPass = void (*)(float* dst, const float* src, std::size_t n);                    ///< reads n, writes n
+using TriadPass = void (*)(float* a, const float* b, const float* c, float s, std::size_t n);  ///< a = b + s*c
+ReadPass read_pass(const std::string& width);
+CopyPass copy_pass(const std::string& width);
+TriadPass triad_pass(const std::string& width);
 /// The plain STREAM triad, a[i] = b[i] + s*c[i] over doubles, as the compiler makes it: the
 /// reference the tuned kernels are held to.
 void stream_triad(double* a, const double* b, const double* c, double s, std::size_t n);

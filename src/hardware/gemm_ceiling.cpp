@@ -82,7 +82,7 @@ std::string onednn_name() {
 }  // namespace
 
 std::vector<GemmCeiling> measure_gemm(int threads, bool quick) {
-  const int n = quick ? 1024 : 2048;
+  const int n = quick ? 1536 : 2048;
   const int runs = quick ? 2 : 5;
   const auto elements = static_cast<std::size_t>(n) * n;
   std::vector<GemmCeiling> out;

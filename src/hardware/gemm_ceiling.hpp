@@ -10,7 +10,7 @@
 
 namespace neuralcost {
 
-/// OpenBLAS sgemm and dgemm, oneDNN sgemm, at n = 2048 (1024 when quick) on `threads` threads.
+/// OpenBLAS sgemm and dgemm, oneDNN sgemm, at n = 2048 (1536 when quick) on `threads` threads.
 std::vector<GemmCeiling> measure_gemm(int threads, bool quick);
 
 /// The libraries' versions and the kernels they chose (OpenBLAS core name, oneDNN ISA).
