@@ -204,13 +204,14 @@ Calibration calibrate(const HostDescription& host, const CalibrationOptions& opt
   c.kernel_isa = calibration::kernel_isa();
   c.clock_ghz = measure_clock_ghz(c.threads);
 
-  // buffers: STREAM's rule (each triad array 4x all last-level caches), at least 192 MiB in all,
-  // at most an eighth of memory
+  // buffers: STREAM's rule (each triad array 4x all last-level caches), at least 384 MiB in all
+  // (the rule for a 32 MiB cache, when the last level's size is not believed), at most an eighth
+  // of memory
   double llc = 0;
   for (const HostCache& cache : host.caches) {
     if (cache.plausible) llc = std::max(llc, static_cast<double>(cache.size_bytes) * cache.instances);
   }
-  double dram_total = std::max(12 * llc, 192.0 * (1 << 20));
+  double dram_total = std::max(12 * llc, 384.0 * (1 << 20));
   if (host.memory_bytes > 0) dram_total = std::min(dram_total, static_cast<double>(host.memory_bytes) / 8);
   const auto dram_per_thread = static_cast<std::size_t>(dram_total / c.threads);
   Buffers buffers = allocate(c.threads, dram_per_thread);
@@ -225,6 +226,36 @@ Calibration calibrate(const HostDescription& host, const CalibrationOptions& opt
   }
   c.levels.push_back(measure_level("DRAM", static_cast<double>(host.memory_bytes), dram_per_thread, buffers, c.threads,
                                    options.quick));
+  // a cache whose reported size cannot be true (a VM passing the host's L3 through): find where
+  // bandwidth really falls to DRAM speed, doubling the working set from the last plausible level
+  for (const HostCache& cache : host.caches) {
+    if (cache.plausible) continue;
+    const double dram = c.levels.back().triad.best;
+    double last_fast = 0;
+    BandwidthLevel found;
+    std::size_t start = 1u << 20;
+    for (const BandwidthLevel& l : c.levels) {
+      if (l.name != "DRAM") start = std::max(start, static_cast<std::size_t>(l.working_set_bytes / c.threads) * 2);
+    }
+    for (std::size_t bytes = start; bytes <= dram_per_thread / 2; bytes *= 2) {
+      BandwidthLevel probe = measure_level(fmt::format("L{}", cache.level), 0, bytes, buffers, c.threads, true);
+      if (probe.triad.best < 1.5 * dram) break;
+      last_fast = probe.working_set_bytes;
+      found = probe;
+    }
+    if (last_fast > 0) {
+      found.size_bytes = last_fast;
+      c.warnings.push_back(fmt::format(
+          "L{} reports {} MiB; bandwidth stays above 1.5x DRAM's up to a {:.0f} MiB working set (and falls below it "
+          "at twice that), so the level is taken as {:.0f} MiB", cache.level,
+          (cache.size_bytes * static_cast<std::uint64_t>(cache.instances)) >> 20, last_fast / (1 << 20),
+          found.size_bytes / (1 << 20)));
+      c.levels.insert(c.levels.end() - 1, found);
+    } else {
+      c.warnings.push_back(fmt::format("L{}'s reported size is implausible and no working set above the last cache "
+                                       "ran faster than DRAM: the level is left out", cache.level));
+    }
+  }
   // the plain STREAM triad over the same bytes, as doubles, for comparison
   {
     const std::size_t n = buffers.floats / 2 / 3 / 8 * 8;

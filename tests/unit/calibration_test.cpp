@@ -85,6 +85,24 @@ TEST(CalibrationTest, JsonRoundTripsAndBadJsonNamesTheField) {
   }
 }
 
+TEST(CalibrationTest, ACacheSizeThatCannotBeTrueIsMeasuredInstead) {
+  // this VM's description with the 508 MB L3 such VMs report, calibrated on the real machine
+  const HostDescription vm = describe_host(std::string(NEURALCOST_TEST_INPUTS) + "/hosts/zen4_vm");
+  CalibrationOptions options;
+  options.quick = true;
+  const Calibration c = calibrate(vm, options);
+  EXPECT_LT(c.seconds, 10.0);
+  for (const BandwidthLevel& l : c.levels) {
+    if (l.name != "DRAM") EXPECT_LT(l.size_bytes, 256.0 * (1 << 20)) << l.name;  // never the reported 508 MiB
+  }
+  bool explained = false;
+  for (const std::string& w : c.warnings) {
+    explained = explained || w.find("L3 reports 508 MiB; bandwidth stays above") != std::string::npos ||
+                w.find("L3's reported size is implausible") != std::string::npos;
+  }
+  EXPECT_TRUE(explained);
+}
+
 class CalibrationCacheTest : public ::testing::Test {
  protected:
   void SetUp() override {
