@@ -14,6 +14,7 @@ binary, source, onnx_models = sys.argv[1], sys.argv[2], sys.argv[3:]
 analysis_schema = json.load(open(f"{source}/docs/schema/analysis.schema.json"))
 hardware_schema = json.load(open(f"{source}/docs/schema/hardware.schema.json"))
 profile_schema = json.load(open(f"{source}/docs/schema/profile.schema.json"))
+calibration_schema = json.load(open(f"{source}/docs/schema/calibration.schema.json"))
 checked = 0
 failed = 0
 
@@ -65,6 +66,27 @@ for path in sorted(glob.glob(f"{source}/data/hardware/*.json")):
     check(json.load(open(path)), hardware_schema, path)
 for spec in cli("hardware", "list", "--format", "json"):
     check(spec, hardware_schema, f"hardware list: {spec['id']}")
+
+# this machine: a quick calibration (into a scratch cache), then host and host-spec as specs
+import os
+import tempfile
+with tempfile.TemporaryDirectory() as cache:
+    os.environ["NEURALCOST_CACHE_DIR"] = cache
+    calibration = cli("hardware", "calibrate", "--quick", "--format", "json")
+    check(calibration, calibration_schema, "hardware calibrate --quick")
+    expect(calibration["levels"][-1]["name"] == "DRAM", "calibration: the last level is DRAM")
+    check(json.load(open(f"{cache}/host-calibration.json")), calibration_schema, "the cache file")
+    for host in ["host", "host-spec"]:
+        spec = cli("hardware", "show", host, "--format", "json")
+        check(spec, hardware_schema, f"hardware show {host}")
+        # the printed spec is a valid spec file
+        path = f"{cache}/{host}.json"
+        json.dump(spec, open(path, "w"))
+        check(cli("hardware", "show", path, "--format", "json"), hardware_schema, f"{host} spec re-read from a file")
+    check(cli("analyze", "--model", "cnn", "--hardware", "host", "--format", "json"), analysis_schema, "analyze on host")
+    detected = cli("hardware", "detect", "--format", "json")
+    expect(detected["logical_cpus"] >= 1 and detected["cores"] >= 1, "hardware detect: CPUs and cores")
+    del os.environ["NEURALCOST_CACHE_DIR"]
 
 # neural-cost profile: short runs, then a run list with a failed run (exit code 1, JSON still
 # printed). Skipped when the binary has no profiling backend (built without LibTorch).
