@@ -81,6 +81,17 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("a", TensorProto.FLOAT, [4])])
 onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out, "cyclic.onnx"))
 
+# resize_linear: x [1, 1, 4, 4] -> bilinear x2 -> [1, 1, 8, 8], scales from a Constant node
+# (floats: the shape sweep must hand them to ONNX's inference). 2 resized dims: 3 + 2*3 = 9
+# FLOPs per output element, 64 * 9 = 576
+graph = helper.make_graph(
+    [helper.make_node("Constant", [], ["scales"], name="scales",
+                      value=numpy_helper.from_array(np.array([1, 1, 2, 2], dtype=np.float32))),
+     helper.make_node("Resize", ["x", "", "scales"], ["y"], name="up", mode="linear")],
+    "resize_linear", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 1, 4, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 8, 8])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "resize_linear.onnx")
+
 # scalar_layernorm: a scalar fed to LayerNormalization. The checker accepts it; ONNX 1.12's shape
 # inference then reads out of bounds (found by tests/fuzz): the importer must survive it
 graph = helper.make_graph(

@@ -47,6 +47,15 @@ TEST(OnnxImportTest, UnboundSymbolicDimensionsAreUnmodeledWithTheFix) {
   EXPECT_FALSE(j["totals"]["complete"].get<bool>());
 }
 
+TEST(OnnxImportTest, ResizeCountsItsInterpolations) {
+  const auto j = analyze_json(kFixtures + "/resize_linear.onnx");
+  EXPECT_TRUE(j["unmodeled"].empty());
+  ASSERT_EQ(j["ops"].size(), 1u);  // the Constant is folded away
+  EXPECT_EQ(j["ops"][0]["flops"], 64 * 9);
+  EXPECT_EQ(j["ops"][0]["bytes_read"], 16 * 4);
+  EXPECT_EQ(j["ops"][0]["bytes_written"], 64 * 4);
+}
+
 TEST(OnnxImportTest, AnInitializerUsedTwiceIsOneParameter) {
   const auto j = analyze_json(kFixtures + "/shared_weight.onnx");
   EXPECT_EQ(j["totals"]["parameter_count"], 256);

@@ -355,6 +355,42 @@ std::vector<OpRecord> gather(const onnx::NodeProto& n, const ModelContext& c) {
   return one(std::move(r));
 }
 
+/// Resize / Upsample: nearest copies (reads at most what it writes); linear and cubic
+/// interpolate along every axis whose size changes, separably (docs/counting.md).
+std::vector<OpRecord> resize(const onnx::NodeProto& n, const ModelContext& c) {
+  Builder b(n, c);
+  const std::string mode = attr_string(n, "mode", "nearest");
+  if (mode == "nearest") {
+    OpRecord r = b.make(OpKind::kPad, {0});  // upsampling writes its whole output from the input
+    if (r.kind == OpKind::kUnknown) return one(std::move(r));
+    r.parameters.clear();
+    std::int64_t in = 1, out = 1;
+    for (std::int64_t d : r.inputs.at(0).shape) in *= d;
+    for (std::int64_t d : r.outputs.at(0).shape) out *= d;
+    if (out < in) r.kind = OpKind::kSlice;  // downsampling reads only the elements it keeps
+    return one(std::move(r));
+  }
+  if (mode != "linear" && mode != "cubic") return one(b.unknown("Resize mode '" + mode + "' is not modeled"));
+  OpRecord r = b.make(OpKind::kCustom, {0});
+  if (r.kind == OpKind::kUnknown) return one(std::move(r));
+  r.parameters.clear();
+  const Shape& x = r.inputs.at(0).shape;
+  const Shape& y = r.outputs.at(0).shape;
+  if (x.size() != y.size()) return one(b.unknown("Resize output rank differs from its input's"));
+  std::int64_t out = 1, per_element = 0, taps = 1;
+  for (std::size_t d = 0; d < y.size(); ++d) out *= y[d];
+  for (std::size_t d = 0; d < y.size(); ++d) {
+    if (x[d] == y[d]) continue;
+    // one 1-D interpolation per tap of the dims already done: linear 3 FLOPs (a + t(b - a)),
+    // cubic 7 (4 multiplies, 3 adds)
+    per_element += taps * (mode == "linear" ? 3 : 7);
+    taps *= mode == "linear" ? 2 : 4;
+  }
+  r.attributes.set("flops", out * per_element);
+  r.attributes.set("function", "resize_" + mode);
+  return one(std::move(r));
+}
+
 /// Einsum with one or two operands: every index of the equation is looped over once; with
 /// a summed index each step is a multiply-accumulate (2 FLOPs), otherwise a multiply.
 std::vector<OpRecord> einsum(const onnx::NodeProto& n, const ModelContext& c) {
@@ -553,6 +589,8 @@ const std::map<std::string, Mapper>& mappers() {
       return one(std::move(r));
     };
     m["Einsum"] = einsum;
+    m["Resize"] = resize;
+    m["Upsample"] = resize;
     return m;
   }();
   return table;

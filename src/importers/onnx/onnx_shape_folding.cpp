@@ -423,6 +423,10 @@ std::set<std::string> sweep(onnx::ModelProto& model, std::int64_t opset, const s
     }
     const std::string& out = node.output(0);
     const auto out_type = types.find(out);
+    if (node.op_type() == "Constant" && node.attribute_size() == 1 && node.attribute(0).has_t() &&
+        node.attribute(0).name() == "value" && !data.count(out)) {
+      data[out] = &node.attribute(0).t();  // any dtype: Resize reads its float scales this way
+    }
     if (auto v = evaluate(node, opset, in, in_types, out_type == types.end() ? nullptr : out_type->second)) {
       shape_values.insert(out);
       folded.push_back(to_proto(*v, out));
