@@ -46,9 +46,12 @@ std::vector<double> timed_runs(int threads, int runs, const std::function<void(i
   const std::vector<int> cpus = allowed_cpus();
   std::vector<double> seconds(static_cast<std::size_t>(runs));
   Clock::time_point start;
+  int team = 0;
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num();
+#pragma omp master
+    team = omp_get_num_threads();
     cpu_set_t saved, pinned;
     const bool pin = sched_getaffinity(0, sizeof(saved), &saved) == 0;
     if (pin) {
@@ -67,6 +70,12 @@ std::vector<double> timed_runs(int threads, int runs, const std::function<void(i
       seconds[static_cast<std::size_t>(r)] = std::chrono::duration<double>(Clock::now() - start).count();
     }
     if (pin) sched_setaffinity(0, sizeof(saved), &saved);
+  }
+  if (team != threads) {
+    // every figure assumes `threads` threads moved or computed; fewer would undercount nothing
+    // but overstate the rate
+    throw Error(ErrorCode::kInternal, fmt::format("calibration: OpenMP ran {} threads where {} were asked for "
+                                                  "(OMP_DYNAMIC or OMP_THREAD_LIMIT?)", team, threads));
   }
   return seconds;
 }
@@ -201,6 +210,10 @@ Calibration calibrate(const HostDescription& host, const CalibrationOptions& opt
   c.tool_version = std::string(kVersion);
   c.quick = options.quick;
   c.threads = options.threads > 0 ? options.threads : static_cast<int>(allowed_cpus().size());
+  if (c.threads > static_cast<int>(allowed_cpus().size())) {
+    c.warnings.push_back(fmt::format("{} threads on {} CPUs: threads share CPUs, so per-CPU ceilings are not "
+                                     "what this measures", c.threads, allowed_cpus().size()));
+  }
   c.kernel_isa = calibration::kernel_isa();
   c.clock_ghz = measure_clock_ghz(c.threads);
 

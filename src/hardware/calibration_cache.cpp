@@ -143,12 +143,15 @@ Calibration cached_calibration(const HostDescription& host, bool full, std::stri
     text << in.rdbuf();
     try {
       Calibration c = parse_calibration(text.str(), path);
-      if (c.fingerprint == fingerprint && (!full || !c.quick)) {
+      if (c.fingerprint == fingerprint && c.threads == host.logical_cpus && (!full || !c.quick)) {
         status = fmt::format("calibration of {} from {}", c.created, path);
         return c;
       }
       why = c.fingerprint != fingerprint
                 ? fmt::format("{} was measured on another CPU ({}); recalibrating", path, c.fingerprint)
+            : c.threads != host.logical_cpus
+                ? fmt::format("{} was measured with {} threads, not one per CPU ({}); recalibrating", path,
+                              c.threads, host.logical_cpus)
                 : fmt::format("{} holds a quick calibration and a full one was asked for; recalibrating", path);
     } catch (const Error& e) {
       why = fmt::format("{}; recalibrating", e.what());

@@ -143,6 +143,16 @@ TEST_F(CalibrationCacheTest, AnotherCpusCalibrationIsStaleAndReplaced) {
   EXPECT_THAT(again, HasSubstr("from"));
 }
 
+TEST_F(CalibrationCacheTest, ACalibrationWithOtherThreadsIsNotTheHostsCeiling) {
+  Calibration c = quick_calibration();
+  c.threads = describe_host().logical_cpus + 1;
+  save_calibration(c);
+  std::string status;
+  const Calibration fresh = cached_calibration(describe_host(), false, status);
+  EXPECT_THAT(status, HasSubstr("threads, not one per CPU"));
+  EXPECT_EQ(fresh.threads, describe_host().logical_cpus);
+}
+
 TEST_F(CalibrationCacheTest, ACorruptCacheIsReportedAndReplaced) {
   std::ofstream(dir_ / "host-calibration.json") << "{ \"fingerprint\": tru";
   std::string status;

@@ -79,9 +79,9 @@ Calibration parse_calibration(std::string_view json_text, const std::string& ori
 /// "/host-calibration.json".
 std::string calibration_cache_path();
 
-/// The calibration `--hardware host` uses: the cache file when it belongs to this CPU; else a
-/// new calibration (quick unless `full`), saved atomically. `status` says which, and why a
-/// cached file was not used (another CPU, corrupt).
+/// The calibration `--hardware host` uses: the cache file when it belongs to this CPU and used
+/// one thread per CPU; else a new calibration (quick unless `full`), saved atomically. `status`
+/// says which, and why a cached file was not used (another CPU, other threads, corrupt).
 Calibration cached_calibration(const HostDescription& host, bool full, std::string& status);
 
 /// Saves a calibration to calibration_cache_path() (atomically; creates the folder).
