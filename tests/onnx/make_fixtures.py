@@ -92,6 +92,16 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 8, 8])])
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "resize_linear.onnx")
 
+# lrn_mvn: LRN (size 3 over 5 channels, 2x2) then MeanVarianceNormalization (axes 0, 2, 3).
+# LRN windows per channel 2, 3, 3, 3, 2: per position sum(2w - 1 + 4) = 41; 4 positions: 164
+# FLOPs, 20 pows. MVN over 1*2*2 = 4 elements per channel, 5 rows: 5 * (5*4 + 2) = 110 FLOPs
+graph = helper.make_graph(
+    [helper.make_node("LRN", ["x"], ["l"], name="lrn", size=3, alpha=1e-4, beta=0.75),
+     helper.make_node("MeanVarianceNormalization", ["l"], ["y"], name="mvn")],
+    "lrn_mvn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 2, 2])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 2, 2])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "lrn_mvn.onnx")
+
 # scalar_layernorm: a scalar fed to LayerNormalization. The checker accepts it; ONNX 1.12's shape
 # inference then reads out of bounds (found by tests/fuzz): the importer must survive it
 graph = helper.make_graph(

@@ -56,6 +56,16 @@ TEST(OnnxImportTest, ResizeCountsItsInterpolations) {
   EXPECT_EQ(j["ops"][0]["bytes_written"], 64 * 4);
 }
 
+TEST(OnnxImportTest, LrnAndMeanVarianceNormalizationMatchAHandCount) {
+  const auto j = analyze_json(kFixtures + "/lrn_mvn.onnx");
+  EXPECT_TRUE(j["unmodeled"].empty());
+  ASSERT_EQ(j["ops"].size(), 2u);
+  EXPECT_EQ(j["ops"][0]["flops"], 164);
+  EXPECT_EQ(j["ops"][0]["transcendentals"], 20);
+  EXPECT_EQ(j["ops"][1]["flops"], 110);
+  EXPECT_EQ(j["ops"][1]["transcendentals"], 5);
+}
+
 TEST(OnnxImportTest, AnInitializerUsedTwiceIsOneParameter) {
   const auto j = analyze_json(kFixtures + "/shared_weight.onnx");
   EXPECT_EQ(j["totals"]["parameter_count"], 256);

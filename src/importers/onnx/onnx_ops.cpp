@@ -355,6 +355,47 @@ std::vector<OpRecord> gather(const onnx::NodeProto& n, const ModelContext& c) {
   return one(std::move(r));
 }
 
+std::int64_t elements(const Shape& shape) {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+/// A custom record of `flops` over the inputs at `inputs` (all when empty), writing its outputs.
+Mapper counted(std::vector<int> inputs, std::function<std::int64_t(const OpRecord&, const onnx::NodeProto&)> flops) {
+  return [inputs, flops](const onnx::NodeProto& n, const ModelContext& c) {
+    Builder b(n, c);
+    OpRecord r = b.make(OpKind::kCustom, inputs);
+    if (r.kind == OpKind::kUnknown) return one(std::move(r));
+    for (const ParameterDesc& p : r.parameters) r.inputs.push_back({p.id, p.shape, p.dtype});
+    r.parameters.clear();
+    r.attributes.set("flops", flops(r, n));
+    return one(std::move(r));
+  };
+}
+
+/// LRN: each element is divided by (bias + alpha/size * the sum of squares over a window of
+/// `size` channels, clipped at the edges)^beta: per element 2w - 1 (squares, adds) + 3 (scale,
+/// bias, divide) + 1 pow, w the clipped window.
+std::vector<OpRecord> lrn(const onnx::NodeProto& n, const ModelContext& c) {
+  Builder b(n, c);
+  OpRecord r = b.make(OpKind::kCustom, {0});
+  if (r.kind == OpKind::kUnknown) return one(std::move(r));
+  const Shape& x = r.inputs.at(0).shape;
+  const std::int64_t size = attr_int(n, "size", 0);
+  if (x.size() < 2 || size < 1) return one(b.unknown("LRN needs an input of rank >= 2 and a positive 'size'"));
+  const std::int64_t channels = x[1], below = (size - 1) / 2, above = size - 1 - below;
+  std::int64_t per_position = 0;
+  for (std::int64_t ch = 0; ch < channels; ++ch) {
+    const std::int64_t w = std::min(channels - 1, ch + above) - std::max<std::int64_t>(0, ch - below) + 1;
+    per_position += 2 * w - 1 + 3 + 1;
+  }
+  const std::int64_t positions = channels > 0 ? elements(x) / channels : 0;
+  r.attributes.set("flops", positions * per_position);
+  r.attributes.set("transcendentals", elements(x));
+  return one(std::move(r));
+}
+
 /// Resize / Upsample: nearest copies (reads at most what it writes); linear and cubic
 /// interpolate along every axis whose size changes, separably (docs/counting.md).
 std::vector<OpRecord> resize(const onnx::NodeProto& n, const ModelContext& c) {
@@ -589,6 +630,44 @@ const std::map<std::string, Mapper>& mappers() {
       return one(std::move(r));
     };
     m["Einsum"] = einsum;
+    m["LRN"] = lrn;
+    // MeanVarianceNormalization: a layer norm without affine over `axes` (default N, H, W)
+    m["MeanVarianceNormalization"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      Builder b(n, c);
+      OpRecord r = b.make(OpKind::kCustom, {0});
+      if (r.kind == OpKind::kUnknown) return one(std::move(r));
+      const Shape& x = r.inputs.at(0).shape;
+      Ints axes = attr_ints(n, "axes");
+      if (axes.empty()) axes = {0, 2, 3};
+      std::int64_t span = 1;
+      for (std::int64_t a : axes) {
+        if (a < 0) a += static_cast<std::int64_t>(x.size());
+        if (a < 0 || a >= static_cast<std::int64_t>(x.size())) return one(b.unknown("'axes' outside the input's rank"));
+        span *= x[static_cast<std::size_t>(a)];
+      }
+      const std::int64_t rows = span > 0 ? elements(x) / span : 0;
+      r.attributes.set("flops", rows * (5 * span + 2));  // as layer_norm without affine
+      r.attributes.set("transcendentals", rows);
+      return one(std::move(r));
+    };
+    // scatters copy the data and write the updates; with a reduction, one FLOP per update
+    for (const char* op : {"Scatter", "ScatterElements", "ScatterND"}) {
+      m[op] = counted({0, 1, 2}, [](const OpRecord& r, const onnx::NodeProto& n) -> std::int64_t {
+        return attr_string(n, "reduction", "none") == "none" || r.inputs.size() < 3 ? 0 : elements(r.inputs[2].shape);
+      });
+    }
+    m["OneHot"] = counted({0}, [](const OpRecord&, const onnx::NodeProto&) { return std::int64_t{0}; });
+    m["EyeLike"] = counted({}, [](const OpRecord&, const onnx::NodeProto&) { return std::int64_t{0}; });
+    // Range: start + i * delta, one multiply-add per element
+    m["Range"] = counted({}, [](const OpRecord& r, const onnx::NodeProto&) { return 2 * elements(r.outputs[0].shape); });
+    // Hardmax: the maximum of each row (n - 1 comparisons), then a one-hot row
+    m["Hardmax"] = counted({0}, [](const OpRecord& r, const onnx::NodeProto& n) -> std::int64_t {
+      const Shape& x = r.inputs.at(0).shape;
+      std::int64_t axis = attr_int(n, "axis", -1);
+      if (axis < 0) axis += static_cast<std::int64_t>(x.size());
+      const std::int64_t len = axis >= 0 && axis < static_cast<std::int64_t>(x.size()) ? x[static_cast<std::size_t>(axis)] : 1;
+      return len > 0 ? elements(x) / len * (len - 1) : 0;
+    });
     m["Resize"] = resize;
     m["Upsample"] = resize;
     return m;
