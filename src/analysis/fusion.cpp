@@ -82,6 +82,12 @@ std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline
           if (params.insert(p.id).second) group.bytes_read += p.bytes();
         }
       }
+      if (anchored && i == first && op.attributes.has("bytes_written")) {
+        // an op that stands for many (a loop body) writes what its cost says
+        group.bytes_written += cost.bytes_written;
+        for (const TensorDesc& t : op.outputs) written.insert(t.name);
+        continue;
+      }
       for (const TensorDesc& t : op.outputs) {
         if (!internal(t.name) && written.insert(t.name).second) group.bytes_written += t.bytes();
       }

@@ -31,6 +31,10 @@ OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec
   OpRoofline r;
   r.op_index = index;
   r.cost = cost_of(op);
+  // an importer's own approximation (e.g. a loop counted at its maximum trip count)
+  if (op.attributes.has("approximation")) {
+    approximations.push_back("op '" + op.name + "': " + op.attributes.get_string("approximation", ""));
+  }
   r.compute_dtype = op.effective_compute_dtype();
   r.dram_seconds = static_cast<double>(r.cost.bytes()) / hw.memory_bandwidth_bytes_per_second;
   // cache-aware: the op's operands come from the smallest level that holds them all

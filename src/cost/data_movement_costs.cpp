@@ -48,13 +48,25 @@ void cost_custom(const OpRecord& op, OpCost& cost) {
                 fmt::format("attributes 'flops' ({}) and 'transcendentals' ({}) must satisfy "
                             "0 <= transcendentals <= flops", flops, transcendentals));
   }
-  // an importer that computed a contraction (e.g. ONNX Einsum) says so
-  if (op.attributes.get_bool("contraction", false)) {
-    add_contraction(cost, static_cast<std::uint64_t>(flops));
-  } else {
-    add_flops(cost, static_cast<std::uint64_t>(flops));
+  // an importer that computed a contraction (e.g. ONNX Einsum) says so, for all of its FLOPs
+  // ("contraction") or some ("contraction_flops", e.g. a loop body)
+  const std::int64_t contraction = op.attributes.get_bool("contraction", false)
+                                       ? flops
+                                       : op.attributes.get_int("contraction_flops", 0);
+  if (contraction < 0 || contraction > flops) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'contraction_flops' ({}) must be between 0 and 'flops' ({})", contraction, flops));
   }
+  add_contraction(cost, static_cast<std::uint64_t>(contraction));
+  add_flops(cost, static_cast<std::uint64_t>(flops - contraction));
   add_transcendentals(cost, static_cast<std::uint64_t>(transcendentals));
+  // an op that stands for many (a loop body run n times) gives its own traffic
+  for (const char* key : {"bytes_read", "bytes_written"}) {
+    if (!op.attributes.has(key)) continue;
+    const std::int64_t bytes = op.attributes.get_int(key);
+    if (bytes < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute '{}' is negative ({})", key, bytes));
+    (std::string(key) == "bytes_read" ? cost.bytes_read : cost.bytes_written) = static_cast<std::uint64_t>(bytes);
+  }
 }
 
 }  // namespace neuralcost::cost

@@ -102,6 +102,42 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 5, 2, 2])])
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "lrn_mvn.onnx")
 
+# scan_rnn: an RNN as Scan over 5 steps: h = tanh(x_t W + h U), W and U [4, 4] outside the body.
+# Per step: 2 matmuls 2*1*4*4 = 64 contraction FLOPs, add 4, tanh 4: 72; 5 steps: 360 FLOPs, 320 in
+# contractions, 20 transcendentals; 32 parameters (counted once, not per step)
+body = helper.make_graph(
+    [helper.make_node("MatMul", ["x_t", "W"], ["a"]), helper.make_node("MatMul", ["h_in", "U"], ["b"]),
+     helper.make_node("Add", ["a", "b"], ["c"]), helper.make_node("Tanh", ["c"], ["h_out"]),
+     helper.make_node("Identity", ["h_out"], ["y_t"])],
+    "step", [helper.make_tensor_value_info("h_in", TensorProto.FLOAT, [1, 4]),
+             helper.make_tensor_value_info("x_t", TensorProto.FLOAT, [1, 4])],
+    [helper.make_tensor_value_info("h_out", TensorProto.FLOAT, [1, 4]),
+     helper.make_tensor_value_info("y_t", TensorProto.FLOAT, [1, 4])])
+graph = helper.make_graph(
+    [helper.make_node("Scan", ["h0", "x"], ["h", "y"], name="rnn", body=body, num_scan_inputs=1)],
+    "scan_rnn", [helper.make_tensor_value_info("h0", TensorProto.FLOAT, [1, 4]),
+                 helper.make_tensor_value_info("x", TensorProto.FLOAT, [5, 1, 4])],
+    [helper.make_tensor_value_info("h", TensorProto.FLOAT, [1, 4]),
+     helper.make_tensor_value_info("y", TensorProto.FLOAT, [5, 1, 4])],
+    [init("W", [4, 4]), init("U", [4, 4])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "scan_rnn.onnx")
+
+# loop_const: Loop with M = 3 (a Constant) and a condition: v = v W2 three times, 32 FLOPs each
+body = helper.make_graph(
+    [helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("MatMul", ["v_in", "W2"], ["v_out"])],
+    "iteration", [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+                  helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                  helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [1, 4])],
+    [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+     helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [1, 4])])
+graph = helper.make_graph(
+    [helper.make_node("Constant", [], ["M"], value=numpy_helper.from_array(np.array(3, dtype=np.int64))),
+     helper.make_node("Constant", [], ["go"], value=numpy_helper.from_array(np.array(True))),
+     helper.make_node("Loop", ["M", "go", "v0"], ["v"], name="repeat", body=body)],
+    "loop_const", [helper.make_tensor_value_info("v0", TensorProto.FLOAT, [1, 4])],
+    [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 4])], [init("W2", [4, 4])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "loop_const.onnx")
+
 # scalar_layernorm: a scalar fed to LayerNormalization. The checker accepts it; ONNX 1.12's shape
 # inference then reads out of bounds (found by tests/fuzz): the importer must survive it
 graph = helper.make_graph(

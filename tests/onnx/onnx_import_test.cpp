@@ -66,6 +66,26 @@ TEST(OnnxImportTest, LrnAndMeanVarianceNormalizationMatchAHandCount) {
   EXPECT_EQ(j["ops"][1]["transcendentals"], 5);
 }
 
+TEST(OnnxImportTest, ScanCountsItsBodyOncePerStep) {
+  const auto j = analyze_json(kFixtures + "/scan_rnn.onnx");
+  EXPECT_TRUE(j["unmodeled"].empty());
+  ASSERT_EQ(j["ops"].size(), 1u);
+  EXPECT_EQ(j["totals"]["flops"], 360);
+  EXPECT_EQ(j["totals"]["contraction_flops"], 320);
+  EXPECT_EQ(j["totals"]["transcendentals"], 20);
+  EXPECT_EQ(j["totals"]["parameter_count"], 32);  // W and U once, not once per step
+}
+
+TEST(OnnxImportTest, LoopWithAKnownTripCountIsCountedAndSaysItIsAnUpperBound) {
+  const auto j = analyze_json(kFixtures + "/loop_const.onnx");
+  EXPECT_TRUE(j["unmodeled"].empty());
+  EXPECT_EQ(j["totals"]["flops"], 3 * 32);
+  EXPECT_EQ(j["totals"]["parameter_count"], 16);
+  ASSERT_EQ(j["approximations"].size(), 1u);
+  EXPECT_THAT(j["approximations"][0].get<std::string>(),
+              HasSubstr("Loop counted at its trip count M = 3; its condition may end it sooner"));
+}
+
 TEST(OnnxImportTest, AnInitializerUsedTwiceIsOneParameter) {
   const auto j = analyze_json(kFixtures + "/shared_weight.onnx");
   EXPECT_EQ(j["totals"]["parameter_count"], 256);

@@ -35,7 +35,9 @@ struct ModelContext {
   std::int64_t opset = 0;                    ///< default-domain opset
   std::map<std::string, ValueInfo> values;   ///< every value with a known type
   std::map<std::string, ConstantValue> constants;
+  std::map<std::string, std::vector<std::int64_t>> int_values;  ///< small integer values known statically
   std::set<std::string> graph_outputs;
+  int depth = 0;  ///< subgraph nesting (Loop and Scan bodies)
 
   const ConstantValue* constant(const std::string& name) const {
     const auto it = constants.find(name);
@@ -56,14 +58,23 @@ std::string run_isolated(const std::function<std::string(std::int64_t& progress)
 /// Throws kNotFound / kDataLoss naming the file.
 onnx::ModelProto read_model(const std::string& path, bool structure_only);
 
+/// The values of a graph (initializers, inputs, value_info, outputs) with their types, and the
+/// small integer initializers' contents.
+void add_values(const onnx::GraphProto& graph, ModelContext& context);
+ValueInfo info_of(const onnx::TypeProto& type);
+/// The contents of a small (<= 1,024 elements) integer tensor stored in the file.
+std::optional<std::vector<std::int64_t>> small_int_values(const onnx::TensorProto& tensor);
+
 /// Marks the initializers, the `shape_values` (known once the input shapes are bound) and
 /// every value computed only from these.
 void find_constants(const onnx::GraphProto& graph, const std::set<std::string>& shape_values, ModelContext& context);
 
 /// ONNX shape inference, completed by folding the integer shape arithmetic exporters write
-/// (see onnx_shape_folding.cpp). Returns the values it folded (shape arithmetic a runtime
-/// evaluates once, at load time). Throws with the file named when ONNX rejects the model.
-std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, const std::string& path);
+/// (see onnx_shape_folding.cpp); subgraphs (Loop, Scan, If bodies) get their shapes too.
+/// Returns the values it folded, by name (shape arithmetic a runtime evaluates once, at load
+/// time). Throws with the file named when ONNX rejects the model.
+std::map<std::string, std::vector<std::int64_t>> infer_shapes(onnx::ModelProto& model, std::int64_t opset,
+                                                              const std::string& path);
 
 /// Maps one node to its records (usually one). Records it cannot cost are kUnknown with an
 /// attribute "reason".

@@ -17,6 +17,7 @@
 
 namespace neuralcost {
 namespace onnx_import {
+ValueInfo info_of(const onnx::TypeProto& type);
 
 std::optional<DType> dtype_of(int t) {
   using T = onnx::TensorProto;
@@ -30,6 +31,22 @@ std::optional<DType> dtype_of(int t) {
     case T::INT64: case T::UINT64: return DType::kInt64;
     case T::BOOL: return DType::kBool;
     default: return std::nullopt;
+  }
+}
+
+void add_values(const onnx::GraphProto& graph, ModelContext& ctx) {
+  for (const auto& t : graph.initializer()) {
+    ValueInfo v;
+    v.dtype = dtype_of(t.data_type()).value_or(DType::kFp32);
+    v.shape = Shape(t.dims().begin(), t.dims().end());
+    ctx.values[t.name()] = v;
+    if (auto ints = small_int_values(t)) ctx.int_values[t.name()] = *ints;
+  }
+  for (const auto* list : {&graph.input(), &graph.value_info(), &graph.output()}) {
+    for (const auto& vi : *list) {
+      const auto it = ctx.values.find(vi.name());
+      if (it == ctx.values.end() || !it->second.shape) ctx.values[vi.name()] = info_of(vi.type());
+    }
   }
 }
 
@@ -172,7 +189,9 @@ void bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, const std
   }
 }
 
-ValueInfo info_of(const onnx::TypeProto& type) {
+}  // namespace
+
+ValueInfo onnx_import::info_of(const onnx::TypeProto& type) {
   ValueInfo v;
   if (!type.has_tensor_type()) {
     v.unknown_dim = "(not a tensor)";
@@ -195,8 +214,6 @@ ValueInfo info_of(const onnx::TypeProto& type) {
   v.shape = shape;
   return v;
 }
-
-}  // namespace
 
 bool OnnxImporter::accepts(const ModelRequest& request) const {
   const std::string& m = request.model;
@@ -227,22 +244,13 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: the ONNX checker rejects it: {}", path, one_line(e.what())));
   }
   bind_inputs(*model.mutable_graph(), request, path);
-  const std::set<std::string> shape_values = onnx_import::infer_shapes(model, ctx.opset, path);
+  ctx.int_values = onnx_import::infer_shapes(model, ctx.opset, path);
+  std::set<std::string> shape_values;
+  for (const auto& [name, v] : ctx.int_values) shape_values.insert(name);
   const onnx::GraphProto& graph = model.graph();
   onnx_import::find_constants(graph, shape_values, ctx);
   for (const auto& out : graph.output()) ctx.graph_outputs.insert(out.name());
-  for (const auto& t : graph.initializer()) {
-    ValueInfo v;
-    v.dtype = onnx_import::dtype_of(t.data_type()).value_or(DType::kFp32);
-    v.shape = Shape(t.dims().begin(), t.dims().end());
-    ctx.values[t.name()] = v;
-  }
-  for (const auto* list : {&graph.input(), &graph.value_info(), &graph.output()}) {
-    for (const auto& vi : *list) {
-      const auto it = ctx.values.find(vi.name());
-      if (it == ctx.values.end() || !it->second.shape) ctx.values[vi.name()] = info_of(vi.type());
-    }
-  }
+  onnx_import::add_values(graph, ctx);
   OpGraph g(std::filesystem::path(path).filename().string());
   std::set<std::string> names;
   for (int i = 0; i < graph.node_size(); ++i) {

@@ -1,6 +1,7 @@
 // ONNX nodes to op records. Attribute names and defaults follow the ONNX operator specs
 // (https://onnx.ai/onnx/operators/); shapes come from shape inference.
 #include <functional>
+#include <limits>
 #include <numeric>
 #include <set>
 #include <sstream>
@@ -8,6 +9,8 @@
 #include <fmt/format.h>
 
 #include "importers/onnx/onnx_graph.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/cost/cost_model.hpp"
 
 namespace neuralcost::onnx_import {
 namespace {
@@ -432,6 +435,100 @@ std::vector<OpRecord> resize(const onnx::NodeProto& n, const ModelContext& c) {
   return one(std::move(r));
 }
 
+const onnx::GraphProto* graph_attribute(const onnx::NodeProto& n, const std::string& name) {
+  const auto* a = attr(n, name);
+  return a && a->has_g() ? &a->g() : nullptr;
+}
+
+constexpr int kMaxSubgraphDepth = 8;
+
+/// A Loop or Scan: its body's ops are mapped and costed by the cost model, and the node becomes
+/// one custom record with `iterations` times the body's FLOPs and bytes (each op of the body
+/// reading its inputs and writing its outputs on every iteration, as unfused ops do).
+std::vector<OpRecord> repeated(const onnx::NodeProto& n, const ModelContext& c, const onnx::GraphProto& body,
+                               std::int64_t iterations, const std::string& approximation) {
+  Builder b(n, c);
+  if (c.depth >= kMaxSubgraphDepth) return one(b.unknown(fmt::format("subgraphs nested deeper than {}", kMaxSubgraphDepth)));
+  OpRecord r = b.make(OpKind::kCustom, {}, true);
+  if (r.kind == OpKind::kUnknown) return one(std::move(r));
+  ModelContext inner = c;  // the outer graph's values stay visible to the body (ONNX scoping)
+  inner.depth = c.depth + 1;
+  inner.graph_outputs.clear();
+  for (const auto& o : body.output()) inner.graph_outputs.insert(o.name());
+  add_values(body, inner);
+  find_constants(body, {}, inner);
+  using Wide = __int128;
+  Wide flops = 0, contraction = 0, transcendentals = 0, read = 0, written = 0;
+  r.parameters.clear();
+  for (int i = 0; i < body.node_size(); ++i) {
+    for (const OpRecord& op : map_node(body.node(i), static_cast<std::size_t>(i), inner)) {
+      const std::string which = fmt::format("body op '{}' ({})", op.name, op.source_type);
+      if (op.kind == OpKind::kUnknown) {
+        return one(b.unknown(fmt::format("{}: {}", which, op.attributes.get_string("reason", "not modeled"))));
+      }
+      OpCost cost;
+      try {
+        cost = cost_of(op);
+      } catch (const Error& e) {
+        return one(b.unknown(fmt::format("{}: {}", which, e.what())));
+      }
+      if (!cost.modeled) return one(b.unknown(fmt::format("{}: {}", which, cost.unmodeled_reason)));
+      flops += cost.flops;
+      contraction += cost.contraction_flops;
+      transcendentals += cost.transcendentals;
+      read += cost.bytes_read;
+      written += cost.bytes_written;
+      for (const ParameterDesc& p : op.parameters) r.parameters.push_back(p);
+    }
+  }
+  const Wide limit = std::numeric_limits<std::int64_t>::max();
+  const Wide n_it = iterations;
+  if (flops * n_it > limit || read * n_it > limit || written * n_it > limit) {
+    return one(b.unknown(fmt::format("{} iterations of the body overflow 64-bit counts", iterations)));
+  }
+  r.attributes.set("flops", static_cast<std::int64_t>(flops * n_it));
+  r.attributes.set("contraction_flops", static_cast<std::int64_t>(contraction * n_it));
+  r.attributes.set("transcendentals", static_cast<std::int64_t>(transcendentals * n_it));
+  r.attributes.set("bytes_read", static_cast<std::int64_t>(read * n_it));
+  r.attributes.set("bytes_written", static_cast<std::int64_t>(written * n_it));
+  r.attributes.set("iterations", iterations);
+  if (!approximation.empty()) r.attributes.set("approximation", approximation);
+  return one(std::move(r));
+}
+
+std::vector<OpRecord> scan(const onnx::NodeProto& n, const ModelContext& c) {
+  Builder b(n, c);
+  const auto* body = graph_attribute(n, "body");
+  if (!body) return one(b.unknown("Scan without a body"));
+  if (c.opset < 9) return one(b.unknown("Scan before opset 9 (with a batch dimension) is not modeled"));
+  const std::int64_t m = attr_int(n, "num_scan_inputs", 0);
+  if (m < 1 || m > n.input_size()) return one(b.unknown("Scan needs num_scan_inputs between 1 and its inputs"));
+  const int first = n.input_size() - static_cast<int>(m);
+  const Shape* x = b.shape_of(first);
+  if (!x) return one(b.make(OpKind::kCustom));  // unknown, naming the missing shape
+  const Ints axes = attr_ints(n, "scan_input_axes");
+  std::int64_t axis = axes.empty() ? 0 : axes[0];
+  if (axis < 0) axis += static_cast<std::int64_t>(x->size());
+  if (axis < 0 || axis >= static_cast<std::int64_t>(x->size())) return one(b.unknown("scan axis outside the input's rank"));
+  return repeated(n, c, *body, (*x)[static_cast<std::size_t>(axis)], "");
+}
+
+std::vector<OpRecord> loop(const onnx::NodeProto& n, const ModelContext& c) {
+  Builder b(n, c);
+  const auto* body = graph_attribute(n, "body");
+  if (!body) return one(b.unknown("Loop without a body"));
+  const std::string trips = n.input_size() > 0 ? n.input(0) : "";
+  const auto known = trips.empty() ? c.int_values.end() : c.int_values.find(trips);
+  if (known == c.int_values.end() || known->second.size() != 1 || known->second[0] < 0) {
+    return one(b.unknown("Loop's trip count M is not known before it runs (a while loop): its iterations cannot be counted"));
+  }
+  const bool condition = n.input_size() > 1 && !n.input(1).empty();
+  return repeated(n, c, *body, known->second[0],
+                  condition ? fmt::format("Loop counted at its trip count M = {}; its condition may end it sooner",
+                                          known->second[0])
+                            : "");
+}
+
 /// Einsum with one or two operands: every index of the equation is looped over once; with
 /// a summed index each step is a multiply-accumulate (2 FLOPs), otherwise a multiply.
 std::vector<OpRecord> einsum(const onnx::NodeProto& n, const ModelContext& c) {
@@ -670,6 +767,11 @@ const std::map<std::string, Mapper>& mappers() {
     });
     m["Resize"] = resize;
     m["Upsample"] = resize;
+    m["Scan"] = scan;
+    m["Loop"] = loop;
+    m["If"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      return one(Builder(n, c).unknown("If: which branch runs is decided at run time; neither is counted"));
+    };
     return m;
   }();
   return table;

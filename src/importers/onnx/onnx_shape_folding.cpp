@@ -354,7 +354,8 @@ bool better(const onnx::TypeProto& inferred, const onnx::TypeProto* declared) {
 
 /// The inference sweep (see the file comment); updates the model's value_info and outputs and
 /// returns the folded values. `progress` is set to each node's index before ONNX reads it.
-std::set<std::string> sweep(onnx::ModelProto& model, std::int64_t opset, const std::string& path, std::int64_t& progress) {
+std::vector<TensorProto> sweep(onnx::ModelProto& model, std::int64_t opset, const std::string& path,
+                               std::int64_t& progress) {
   onnx::GraphProto& g = *model.mutable_graph();
   std::unordered_map<std::string, onnx::TypeProto*> types;
   std::deque<onnx::TypeProto> owned;  // types of initializers and of values inference finds
@@ -382,7 +383,7 @@ std::set<std::string> sweep(onnx::ModelProto& model, std::int64_t opset, const s
   onnx::shape_inference::GraphInferenceContext subgraphs(types, opsets, &symbols, {}, onnx::OpSchemaRegistry::Instance(),
                                                          &shape_data, static_cast<int>(model.ir_version()));
   const std::unordered_map<std::string, const onnx::SparseTensorProto*> no_sparse;
-  std::set<std::string> shape_values, inferred;
+  std::set<std::string> inferred;
   for (int index = 0; index < g.node_size(); ++index) {
     progress = index;
     auto& node = *g.mutable_node(index);
@@ -428,7 +429,6 @@ std::set<std::string> sweep(onnx::ModelProto& model, std::int64_t opset, const s
       data[out] = &node.attribute(0).t();  // any dtype: Resize reads its float scales this way
     }
     if (auto v = evaluate(node, opset, in, in_types, out_type == types.end() ? nullptr : out_type->second)) {
-      shape_values.insert(out);
       folded.push_back(to_proto(*v, out));
       data[out] = &folded.back();
       values[out] = std::move(*v);
@@ -445,22 +445,33 @@ std::set<std::string> sweep(onnx::ModelProto& model, std::int64_t opset, const s
     vi->set_name(name);
     *vi->mutable_type() = *types[name];
   }
-  return shape_values;
+  return {folded.begin(), folded.end()};
 }
 
 }  // namespace
 
-std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, const std::string& path) {
+std::map<std::string, std::vector<std::int64_t>> infer_shapes(onnx::ModelProto& model, std::int64_t opset,
+                                                              const std::string& path) {
   reject_what_inference_divides_by(model.graph(), path);
-  // the child sends back the inferred value_info and outputs, and the folded values' names
-  // (as the inputs of a GraphProto: internal transport only)
+  // the child sends back, in a GraphProto used only as transport: the inferred value_info and
+  // outputs, the folded values (as initializers), and the nodes whose subgraphs inference
+  // filled in (doc_string: the node's index)
   const std::string reply = run_isolated(
       [&](std::int64_t& progress) {
-        const std::set<std::string> folded = sweep(model, opset, path, progress);
+        const std::vector<TensorProto> folded = sweep(model, opset, path, progress);
         onnx::GraphProto result;
         *result.mutable_value_info() = model.graph().value_info();
         *result.mutable_output() = model.graph().output();
-        for (const auto& name : folded) result.add_input()->set_name(name);
+        for (const TensorProto& t : folded) *result.add_initializer() = t;
+        for (int i = 0; i < model.graph().node_size(); ++i) {
+          const auto& node = model.graph().node(i);
+          const bool subgraphs = std::any_of(node.attribute().begin(), node.attribute().end(),
+                                             [](const onnx::AttributeProto& a) { return a.has_g() || a.graphs_size(); });
+          if (!subgraphs) continue;
+          onnx::NodeProto* copy = result.add_node();
+          *copy->mutable_attribute() = node.attribute();
+          copy->set_doc_string(std::to_string(i));
+        }
         return result.SerializeAsString();
       },
       [&](std::int64_t at, const std::string& how) {
@@ -473,11 +484,23 @@ std::set<std::string> infer_shapes(onnx::ModelProto& model, std::int64_t opset, 
   if (!result.ParseFromString(reply) || result.output_size() != model.graph().output_size()) {
     throw Error(ErrorCode::kInternal, fmt::format("{}: shape inference returned an unreadable result", path));
   }
-  model.mutable_graph()->mutable_value_info()->Swap(result.mutable_value_info());
-  model.mutable_graph()->mutable_output()->Swap(result.mutable_output());
-  std::set<std::string> folded;
-  for (const auto& vi : result.input()) folded.insert(vi.name());
+  onnx::GraphProto& g = *model.mutable_graph();
+  g.mutable_value_info()->Swap(result.mutable_value_info());
+  g.mutable_output()->Swap(result.mutable_output());
+  for (const auto& node : result.node()) {
+    const int index = std::atoi(node.doc_string().c_str());
+    if (index >= 0 && index < g.node_size()) *g.mutable_node(index)->mutable_attribute() = node.attribute();
+  }
+  std::map<std::string, std::vector<std::int64_t>> folded;
+  for (const auto& t : result.initializer()) {
+    if (auto v = from_proto(t)) folded[t.name()] = v->values;
+  }
   return folded;
+}
+
+std::optional<std::vector<std::int64_t>> small_int_values(const onnx::TensorProto& tensor) {
+  auto v = from_proto(tensor);
+  return v ? std::optional(v->values) : std::nullopt;
 }
 
 }  // namespace neuralcost::onnx_import
