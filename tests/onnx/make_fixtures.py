@@ -138,6 +138,14 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("v", TensorProto.FLOAT, [1, 4])], [init("W2", [4, 4])])
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "loop_const.onnx")
 
+# cumsum: x [3, 4] summed along axis 1 (a Constant): 3 rows x 3 adds = 9 FLOPs
+graph = helper.make_graph(
+    [helper.make_node("Constant", [], ["axis"], value=numpy_helper.from_array(np.array(1, dtype=np.int64))),
+     helper.make_node("CumSum", ["x", "axis"], ["y"], name="cumsum")],
+    "cumsum", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "cumsum.onnx")
+
 # scalar_layernorm: a scalar fed to LayerNormalization. The checker accepts it; ONNX 1.12's shape
 # inference then reads out of bounds (found by tests/fuzz): the importer must survive it
 graph = helper.make_graph(

@@ -66,6 +66,12 @@ TEST(OnnxImportTest, LrnAndMeanVarianceNormalizationMatchAHandCount) {
   EXPECT_EQ(j["ops"][1]["transcendentals"], 5);
 }
 
+TEST(OnnxImportTest, CumSumUsesItsFoldedAxis) {
+  const auto j = analyze_json(kFixtures + "/cumsum.onnx");
+  EXPECT_TRUE(j["unmodeled"].empty());
+  EXPECT_EQ(j["totals"]["flops"], 9);
+}
+
 TEST(OnnxImportTest, ScanCountsItsBodyOncePerStep) {
   const auto j = analyze_json(kFixtures + "/scan_rnn.onnx");
   EXPECT_TRUE(j["unmodeled"].empty());

@@ -767,6 +767,22 @@ const std::map<std::string, Mapper>& mappers() {
     });
     m["Resize"] = resize;
     m["Upsample"] = resize;
+    // CumSum: n - 1 adds per row of n along its axis (an input, which must be known)
+    m["CumSum"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      Builder b(n, c);
+      OpRecord r = b.make(OpKind::kCustom, {0});
+      if (r.kind == OpKind::kUnknown) return one(std::move(r));
+      const auto axis = n.input_size() > 1 ? c.int_values.find(n.input(1)) : c.int_values.end();
+      const Shape& x = r.inputs.at(0).shape;
+      if (axis == c.int_values.end() || axis->second.size() != 1) return one(b.unknown("CumSum's axis is not known statically"));
+      std::int64_t a = axis->second[0];
+      if (a < 0) a += static_cast<std::int64_t>(x.size());
+      if (a < 0 || a >= static_cast<std::int64_t>(x.size())) return one(b.unknown("CumSum's axis is outside its input's rank"));
+      const std::int64_t len = x[static_cast<std::size_t>(a)];
+      r.parameters.clear();
+      r.attributes.set("flops", len > 0 ? elements(x) / len * (len - 1) : 0);
+      return one(std::move(r));
+    };
     m["Scan"] = scan;
     m["Loop"] = loop;
     m["If"] = [](const onnx::NodeProto& n, const ModelContext& c) {
