@@ -245,32 +245,27 @@ __attribute__((optimize("no-tree-vectorize"))) void triad_scalar(float* a, const
   for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
 }
 
-ReadPass read_pass(const std::string& width) {
+/// The kernel of `width` among one per width (scalar when the width is not built here).
+template <typename Kernel>
+Kernel pick(const std::string& width, [[maybe_unused]] Kernel w512, [[maybe_unused]] Kernel w256,
+            [[maybe_unused]] Kernel w128, Kernel scalar) {
 #if defined(__x86_64__)
-  if (width == "avx512") return read512;
-  if (width == "avx2") return read256;
-  if (width == "sse") return read128;
+  if (width == "avx512") return w512;
+  if (width == "avx2") return w256;
+  if (width == "sse") return w128;
 #endif
-  return read_scalar;
+  return scalar;
 }
 
-CopyPass copy_pass(const std::string& width) {
 #if defined(__x86_64__)
-  if (width == "avx512") return copy512;
-  if (width == "avx2") return copy256;
-  if (width == "sse") return copy128;
+ReadPass read_pass(const std::string& w) { return pick<ReadPass>(w, read512, read256, read128, read_scalar); }
+CopyPass copy_pass(const std::string& w) { return pick<CopyPass>(w, copy512, copy256, copy128, copy_scalar); }
+TriadPass triad_pass(const std::string& w) { return pick<TriadPass>(w, triad512, triad256, triad128, triad_scalar); }
+#else
+ReadPass read_pass(const std::string&) { return read_scalar; }
+CopyPass copy_pass(const std::string&) { return copy_scalar; }
+TriadPass triad_pass(const std::string&) { return triad_scalar; }
 #endif
-  return copy_scalar;
-}
-
-TriadPass triad_pass(const std::string& width) {
-#if defined(__x86_64__)
-  if (width == "avx512") return triad512;
-  if (width == "avx2") return triad256;
-  if (width == "sse") return triad128;
-#endif
-  return triad_scalar;
-}
 
 void stream_triad(double* a, const double* b, const double* c, double s, std::size_t n) {
   for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
