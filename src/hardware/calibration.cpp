@@ -116,7 +116,8 @@ BandwidthLevel measure_level(const std::string& name, double size, std::size_t b
   BandwidthLevel level;
   level.name = name;
   level.size_bytes = size;
-  const std::size_t n = std::max<std::size_t>(384, bytes / sizeof(float) / 384 * 384);
+  // (never past the buffer: on a machine with little memory the DRAM buffer bounds every level)
+  const std::size_t n = std::min(buffers.floats, std::max<std::size_t>(384, bytes / sizeof(float) / 384 * 384));
   level.working_set_bytes = static_cast<double>(n * sizeof(float)) * threads;
   // enough passes that one run moves 256 MiB per thread (at least one pass): a run of a cache
   // level then lasts about a millisecond, long against the barrier and the clock

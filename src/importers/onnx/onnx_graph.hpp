@@ -50,6 +50,7 @@ struct ModelContext {
 /// Runs `work` in a forked child process, so that a crash inside the ONNX library cannot take
 /// the caller down; returns what `work` returned, rethrows its Error, and otherwise throws
 /// kInvalidArgument with on_crash(the last `progress` the work reported, "crashed (Segmentation fault)").
+/// Where fork fails (a sandbox, a process limit), `work` runs in this process instead.
 std::string run_isolated(const std::function<std::string(std::int64_t& progress)>& work,
                          const std::function<std::string(std::int64_t progress, const std::string& how)>& on_crash);
 

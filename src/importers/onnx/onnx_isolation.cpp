@@ -56,10 +56,13 @@ std::string run_isolated(const std::function<std::string(std::int64_t& progress)
   progress = -1;
   const pid_t pid = ::fork();
   if (pid < 0) {
+    // no process to spare (a sandbox that forbids fork, a process limit): run in this process,
+    // without the protection
     ::munmap(shared, sizeof(std::int64_t));
     ::close(fds[0]);
     ::close(fds[1]);
-    throw Error(ErrorCode::kInternal, fmt::format("cannot fork for ONNX shape inference: {}", std::strerror(errno)));
+    std::int64_t inline_progress = -1;
+    return work(inline_progress);
   }
   if (pid == 0) {
     ::close(fds[0]);
