@@ -160,6 +160,18 @@ Calibration cached_calibration(const HostDescription& host, bool full, std::stri
   CalibrationOptions options;
   options.quick = !full;
   Calibration c = calibrate(host, options);
+  // a calibration taken while other work ran would be used until the CPU changes: keep only a
+  // believable one (its FP32 FMA within 15% of the theoretical peak at the measured clock)
+  const auto fma = c.fma.find("fp32");
+  const auto theory = c.theoretical_flops.find("fp32");
+  const double ratio = fma != c.fma.end() && theory != c.theoretical_flops.end() ? fma->second.best / theory->second : 1;
+  if (ratio < 0.85) {
+    status = fmt::format("{}{} calibration measured now ({:.1f} s) but not saved: FP32 FMA reached only {:.0f}% of the "
+                         "theoretical peak (was the machine busy?); the next run calibrates again",
+                         why.empty() ? "" : why + ". ", full ? "full" : "quick", c.seconds, ratio * 100);
+    c.warnings.push_back(status);
+    return c;
+  }
   save_calibration(c);
   status = fmt::format("{}{} calibration measured now ({:.1f} s) and saved to {}", why.empty() ? "" : why + ". ",
                        full ? "full" : "quick", c.seconds, path);
