@@ -54,7 +54,7 @@ void run_analyze(const AnalyzeArgs& args) {
                 fmt::format("--dtype '{}' is not one of fp64, fp32, tf32, fp16, bf16, int8, fp8", args.dtype));
   }
   const Format format = *parse_format(args.format);
-  const HardwareSpec hardware = resolve_hardware(args.hardware);
+  const HardwareSpec hardware = hardware_for(args.hardware);
   ModelRequest request;
   request.model = args.model;
   request.batch = args.batch;

@@ -12,6 +12,8 @@ namespace neuralcost::cli {
 
 /// Prints `text` to stdout, or writes it atomically to `output` when one is given.
 void emit(const std::string& text, const std::string& output);
+/// resolve_hardware, with a note on stderr when `host` had to be calibrated first.
+HardwareSpec hardware_for(const std::string& id_or_path);
 /// Adds --format with table|json|csv|md validation.
 void add_format_option(CLI::App& command, std::string& format);
 

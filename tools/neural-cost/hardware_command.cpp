@@ -26,7 +26,7 @@ void add_hardware_command(CLI::App& app) {
   show->add_option("id", *show_id, "Hardware id or alias, or a spec JSON file")->required();
   add_format_option(*show, *show_format);
   show->callback([show_id, show_format] {
-    emit(render_hardware(resolve_hardware(*show_id), *parse_format(*show_format)), "");
+    emit(render_hardware(hardware_for(*show_id), *parse_format(*show_format)), "");
   });
 
   auto detect_format = std::make_shared<std::string>("table");

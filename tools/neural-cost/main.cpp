@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "neuralcost/hardware/database.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/report/output_file.hpp"
 #include "neuralcost/version.hpp"
@@ -17,6 +18,17 @@ void emit(const std::string& text, const std::string& output) {
   } else {
     write_file_atomically(output, text);
   }
+}
+
+HardwareSpec hardware_for(const std::string& id_or_path) {
+  HardwareSpec spec = resolve_hardware(id_or_path);
+  // a calibration made just now (or measured but not kept) took seconds: say so on stderr
+  for (const std::string& note : spec.notes) {
+    if (note.rfind("Calibration: ", 0) == 0 && note.find("measured now") != std::string::npos) {
+      fmt::print(stderr, "note: {}\n", note.substr(13));
+    }
+  }
+  return spec;
 }
 
 void add_format_option(CLI::App& command, std::string& format) {

@@ -47,7 +47,7 @@ void run_profile(const ProfileArgs& args) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be at most 100000 (got {})", args.layer_runs));
   }
   const Backend& backend = backend_named(args.backend);
-  const HardwareSpec hardware = resolve_hardware(args.hardware);
+  const HardwareSpec hardware = hardware_for(args.hardware);
   ProfileOptions options;
   options.modes = args.modes;
   options.batches = args.batches;
