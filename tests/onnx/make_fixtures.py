@@ -146,6 +146,19 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 4])])
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "cumsum.onnx")
 
+# if_known: If whose condition is a Constant true: the then branch (MatMul x W3, 2*1*4*4 = 32
+# FLOPs) is counted, the else branch (a Relu) is not
+then_branch = helper.make_graph([helper.make_node("MatMul", ["x", "W3"], ["t"])], "then", [],
+                                [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4])])
+else_branch = helper.make_graph([helper.make_node("Relu", ["x"], ["e"])], "else", [],
+                                [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4])])
+graph = helper.make_graph(
+    [helper.make_node("Constant", [], ["yes"], value=numpy_helper.from_array(np.array(True))),
+     helper.make_node("If", ["yes"], ["y"], name="choose", then_branch=then_branch, else_branch=else_branch)],
+    "if_known", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])], [init("W3", [4, 4])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "if_known.onnx")
+
 # scalar_layernorm: a scalar fed to LayerNormalization. The checker accepts it; ONNX 1.12's shape
 # inference then reads out of bounds (found by tests/fuzz): the importer must survive it
 graph = helper.make_graph(

@@ -92,6 +92,13 @@ TEST(OnnxImportTest, LoopWithAKnownTripCountIsCountedAndSaysItIsAnUpperBound) {
               HasSubstr("Loop counted at its trip count M = 3; its condition may end it sooner"));
 }
 
+TEST(OnnxImportTest, AnIfWithAKnownConditionCountsTheBranchTaken) {
+  const auto j = analyze_json(kFixtures + "/if_known.onnx");
+  EXPECT_TRUE(j["unmodeled"].empty());
+  EXPECT_EQ(j["totals"]["flops"], 32);
+  EXPECT_EQ(j["totals"]["parameter_count"], 16);
+}
+
 TEST(OnnxImportTest, AnInitializerUsedTwiceIsOneParameter) {
   const auto j = analyze_json(kFixtures + "/shared_weight.onnx");
   EXPECT_EQ(j["totals"]["parameter_count"], 256);

@@ -785,8 +785,16 @@ const std::map<std::string, Mapper>& mappers() {
     };
     m["Scan"] = scan;
     m["Loop"] = loop;
+    // If: counted when its condition is known before it runs (a constant, or folded from shapes)
     m["If"] = [](const onnx::NodeProto& n, const ModelContext& c) {
-      return one(Builder(n, c).unknown("If: which branch runs is decided at run time; neither is counted"));
+      const auto cond = n.input_size() > 0 ? c.int_values.find(n.input(0)) : c.int_values.end();
+      if (cond == c.int_values.end() || cond->second.size() != 1) {
+        return one(Builder(n, c).unknown("If: which branch runs is decided at run time; neither is counted"));
+      }
+      const char* branch = cond->second[0] ? "then_branch" : "else_branch";
+      const auto* body = graph_attribute(n, branch);
+      if (!body) return one(Builder(n, c).unknown(fmt::format("If without its {}", branch)));
+      return repeated(n, c, *body, 1, "");
     };
     return m;
   }();

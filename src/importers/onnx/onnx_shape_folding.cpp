@@ -61,7 +61,20 @@ std::optional<IntTensor> from_proto(const TensorProto& t) {
     } else if (!t.has_raw_data()) {  // the small types keep their values in int32_data
       out.values.assign(t.int32_data().begin(), t.int32_data().end());
     } else {
-      return std::nullopt;
+      // raw little-endian bytes: 1 per element (bool, int8, uint8), 2 (int16, uint16) or 4 (uint32)
+      const int width = t.data_type() == TensorProto::INT16 || t.data_type() == TensorProto::UINT16 ? 2
+                        : t.data_type() == TensorProto::UINT32                                      ? 4
+                                                                                                    : 1;
+      const std::string& raw = t.raw_data();
+      if (raw.size() != n * static_cast<std::uint64_t>(width)) return std::nullopt;
+      const bool is_signed = t.data_type() == TensorProto::INT8 || t.data_type() == TensorProto::INT16;
+      for (std::size_t i = 0; i < raw.size(); i += static_cast<std::size_t>(width)) {
+        std::uint64_t u = 0;
+        for (int b = 0; b < width; ++b) u |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i + b])) << (8 * b);
+        std::int64_t v = static_cast<std::int64_t>(u);
+        if (is_signed && (u >> (8 * width - 1)) & 1) v -= std::int64_t{1} << (8 * width);
+        out.values.push_back(v);
+      }
     }
   } catch (const std::exception&) {
     return std::nullopt;
