@@ -68,6 +68,20 @@ class Builder {
     }
     if (!missing_.empty()) return unknown(fmt::format("shape of '{}' could not be inferred ({})", missing_, missing_why_));
     if (r.outputs.empty()) return unknown("no output shape");
+    // every count below is a product of dims: bound them (as the cost model bounds attributes)
+    auto absurd = [](const Shape& shape) {
+      return shape.size() > 16 ||
+             std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0 || d > (std::int64_t{1} << 40); });
+    };
+    for (const TensorDesc& t : r.inputs) {
+      if (absurd(t.shape)) return unknown(fmt::format("'{}' has shape {}: a negative or absurd dimension", t.name, shape_string(t.shape)));
+    }
+    for (const TensorDesc& t : r.outputs) {
+      if (absurd(t.shape)) return unknown(fmt::format("'{}' has shape {}: a negative or absurd dimension", t.name, shape_string(t.shape)));
+    }
+    for (const ParameterDesc& p : r.parameters) {
+      if (absurd(p.shape)) return unknown(fmt::format("'{}' has shape {}: a negative or absurd dimension", p.id, shape_string(p.shape)));
+    }
     return r;
   }
 
@@ -135,6 +149,26 @@ using Mapper = std::function<std::vector<OpRecord>(const onnx::NodeProto&, const
 
 std::vector<OpRecord> one(OpRecord r) { return {std::move(r)}; }
 
+/// Counts are computed in 128 bits from dims the Builder bounded (<= 2^40, rank <= 16), and set
+/// only when they fit 64 bits.
+using Wide = __int128;
+
+Wide elements(const Shape& shape) {
+  Wide n = 1;
+  for (std::int64_t d : shape) {
+    n *= d;
+    if (n > (Wide{1} << 80)) return Wide{1} << 80;  // saturated: far past any 64-bit count
+  }
+  return n;
+}
+
+/// Sets integer attribute `key` of a record; false (and nothing set) when it does not fit.
+bool set_count(OpRecord& r, const std::string& key, Wide value) {
+  if (value < 0 || value > std::numeric_limits<std::int64_t>::max()) return false;
+  r.attributes.set(key, static_cast<std::int64_t>(value));
+  return true;
+}
+
 Mapper simple(OpKind kind, std::string function = "") {
   return [kind, function](const onnx::NodeProto& n, const ModelContext& c) {
     Builder b(n, c);
@@ -162,10 +196,11 @@ void set_padding(OpRecord& r, const onnx::NodeProto& n, const Shape& x, const Sh
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     pads.assign(2 * rank, 0);
     for (std::size_t d = 0; d < rank && d + 2 < x.size() && d + 2 < y.size(); ++d) {
-      const std::int64_t span = dilations[d] * (kernel[d] - 1) + 1;
-      const std::int64_t total = std::max<std::int64_t>(0, (y[d + 2] - 1) * strides[d] + span - x[d + 2]);
-      pads[auto_pad == "SAME_UPPER" ? d : d + rank] = total / 2;
-      pads[auto_pad == "SAME_UPPER" ? d + rank : d] = total - total / 2;
+      const Wide span = Wide{dilations[d]} * (kernel[d] - 1) + 1;
+      const Wide total = std::max<Wide>(0, Wide{y[d + 2] - 1} * strides[d] + span - x[d + 2]);
+      if (total > (Wide{1} << 42)) return;  // absurd attributes: the cost model names them
+      pads[auto_pad == "SAME_UPPER" ? d : d + rank] = static_cast<std::int64_t>(total / 2);
+      pads[auto_pad == "SAME_UPPER" ? d + rank : d] = static_cast<std::int64_t>(total - total / 2);
     }
   }
   if (pads.empty()) pads.assign(2 * rank, 0);
@@ -208,8 +243,9 @@ Mapper conv(bool transposed) {
         Ints pads(2 * rank, 0);
         const Shape& y = r.outputs[0].shape;
         for (std::size_t d = 0; d < rank && d + 2 < x.size() && d + 2 < y.size(); ++d) {
-          const std::int64_t total =
-              (x[d + 2] - 1) * strides[d] + dilations[d] * (kernel[d] - 1) + 1 + op[d] - y[d + 2];
+          const Wide wide = Wide{x[d + 2] - 1} * strides[d] + Wide{dilations[d]} * (kernel[d] - 1) + 1 + op[d] - y[d + 2];
+          if (wide > (Wide{1} << 42) || wide < -(Wide{1} << 42)) return one(b.unknown("attributes out of range"));
+          const auto total = static_cast<std::int64_t>(wide);
           if (total < 0) {
             op[d] -= total;  // an output_shape beyond the natural size extends the output
           } else {
@@ -270,10 +306,10 @@ Mapper variadic(std::string function) {
       r.attributes.set("function", function);
       return one(std::move(r));
     }
-    std::int64_t out = 1;
-    for (std::int64_t d : r.outputs[0].shape) out *= d;
     r.kind = OpKind::kCustom;
-    r.attributes.set("flops", out * static_cast<std::int64_t>(k - 1 + (function == "mean" ? 1 : 0)));
+    if (!set_count(r, "flops", elements(r.outputs[0].shape) * static_cast<std::int64_t>(k - 1 + (function == "mean" ? 1 : 0)))) {
+      return one(b.unknown("its FLOP count does not fit 64 bits"));
+    }
     return one(std::move(r));
   };
 }
@@ -358,21 +394,15 @@ std::vector<OpRecord> gather(const onnx::NodeProto& n, const ModelContext& c) {
   return one(std::move(r));
 }
 
-std::int64_t elements(const Shape& shape) {
-  std::int64_t n = 1;
-  for (std::int64_t d : shape) n *= d;
-  return n;
-}
-
 /// A custom record of `flops` over the inputs at `inputs` (all when empty), writing its outputs.
-Mapper counted(std::vector<int> inputs, std::function<std::int64_t(const OpRecord&, const onnx::NodeProto&)> flops) {
+Mapper counted(std::vector<int> inputs, std::function<Wide(const OpRecord&, const onnx::NodeProto&)> flops) {
   return [inputs, flops](const onnx::NodeProto& n, const ModelContext& c) {
     Builder b(n, c);
     OpRecord r = b.make(OpKind::kCustom, inputs);
     if (r.kind == OpKind::kUnknown) return one(std::move(r));
     for (const ParameterDesc& p : r.parameters) r.inputs.push_back({p.id, p.shape, p.dtype});
     r.parameters.clear();
-    r.attributes.set("flops", flops(r, n));
+    if (!set_count(r, "flops", flops(r, n))) return one(b.unknown("its FLOP count does not fit 64 bits"));
     return one(std::move(r));
   };
 }
@@ -387,15 +417,20 @@ std::vector<OpRecord> lrn(const onnx::NodeProto& n, const ModelContext& c) {
   const Shape& x = r.inputs.at(0).shape;
   const std::int64_t size = attr_int(n, "size", 0);
   if (x.size() < 2 || size < 1) return one(b.unknown("LRN needs an input of rank >= 2 and a positive 'size'"));
+  if (size > (std::int64_t{1} << 40)) return one(b.unknown("LRN 'size' out of range"));
   const std::int64_t channels = x[1], below = (size - 1) / 2, above = size - 1 - below;
-  std::int64_t per_position = 0;
-  for (std::int64_t ch = 0; ch < channels; ++ch) {
+  // per channel, the clipped window: sum over channels in closed form would do; C <= 2^40 dims
+  // are bounded, but a loop over 2^40 channels is not, so sum by the three regions
+  Wide per_position = 0;
+  for (std::int64_t ch = 0; ch < std::min<std::int64_t>(channels, 1 << 20); ++ch) {
     const std::int64_t w = std::min(channels - 1, ch + above) - std::max<std::int64_t>(0, ch - below) + 1;
-    per_position += 2 * w - 1 + 3 + 1;
+    per_position += 2 * Wide{w} - 1 + 3 + 1;
   }
-  const std::int64_t positions = channels > 0 ? elements(x) / channels : 0;
-  r.attributes.set("flops", positions * per_position);
-  r.attributes.set("transcendentals", elements(x));
+  if (channels > (1 << 20)) return one(b.unknown("LRN over more than 2^20 channels is not modeled"));
+  const Wide positions = channels > 0 ? elements(x) / channels : 0;
+  if (!set_count(r, "flops", positions * per_position) || !set_count(r, "transcendentals", elements(x))) {
+    return one(b.unknown("its FLOP count does not fit 64 bits"));
+  }
   return one(std::move(r));
 }
 
@@ -408,10 +443,7 @@ std::vector<OpRecord> resize(const onnx::NodeProto& n, const ModelContext& c) {
     OpRecord r = b.make(OpKind::kPad, {0});  // upsampling writes its whole output from the input
     if (r.kind == OpKind::kUnknown) return one(std::move(r));
     r.parameters.clear();
-    std::int64_t in = 1, out = 1;
-    for (std::int64_t d : r.inputs.at(0).shape) in *= d;
-    for (std::int64_t d : r.outputs.at(0).shape) out *= d;
-    if (out < in) r.kind = OpKind::kSlice;  // downsampling reads only the elements it keeps
+    if (elements(r.outputs.at(0).shape) < elements(r.inputs.at(0).shape)) r.kind = OpKind::kSlice;  // downsampling reads only the elements it keeps
     return one(std::move(r));
   }
   if (mode != "linear" && mode != "cubic") return one(b.unknown("Resize mode '" + mode + "' is not modeled"));
@@ -421,8 +453,7 @@ std::vector<OpRecord> resize(const onnx::NodeProto& n, const ModelContext& c) {
   const Shape& x = r.inputs.at(0).shape;
   const Shape& y = r.outputs.at(0).shape;
   if (x.size() != y.size()) return one(b.unknown("Resize output rank differs from its input's"));
-  std::int64_t out = 1, per_element = 0, taps = 1;
-  for (std::size_t d = 0; d < y.size(); ++d) out *= y[d];
+  Wide per_element = 0, taps = 1;
   for (std::size_t d = 0; d < y.size(); ++d) {
     if (x[d] == y[d]) continue;
     // one 1-D interpolation per tap of the dims already done: linear 3 FLOPs (a + t(b - a)),
@@ -430,7 +461,7 @@ std::vector<OpRecord> resize(const onnx::NodeProto& n, const ModelContext& c) {
     per_element += taps * (mode == "linear" ? 3 : 7);
     taps *= mode == "linear" ? 2 : 4;
   }
-  r.attributes.set("flops", out * per_element);
+  if (!set_count(r, "flops", elements(y) * per_element)) return one(b.unknown("its FLOP count does not fit 64 bits"));
   r.attributes.set("function", "resize_" + mode);
   return one(std::move(r));
 }
@@ -449,6 +480,7 @@ std::vector<OpRecord> repeated(const onnx::NodeProto& n, const ModelContext& c, 
                                std::int64_t iterations, const std::string& approximation) {
   Builder b(n, c);
   if (c.depth >= kMaxSubgraphDepth) return one(b.unknown(fmt::format("subgraphs nested deeper than {}", kMaxSubgraphDepth)));
+  if (iterations < 0) return one(b.unknown(fmt::format("{} iterations", iterations)));
   OpRecord r = b.make(OpKind::kCustom, {}, true);
   if (r.kind == OpKind::kUnknown) return one(std::move(r));
   ModelContext inner = c;  // the outer graph's values stay visible to the body (ONNX scoping)
@@ -457,7 +489,6 @@ std::vector<OpRecord> repeated(const onnx::NodeProto& n, const ModelContext& c, 
   for (const auto& o : body.output()) inner.graph_outputs.insert(o.name());
   add_values(body, inner);
   find_constants(body, {}, inner);
-  using Wide = __int128;
   Wide flops = 0, contraction = 0, transcendentals = 0, read = 0, written = 0;
   r.parameters.clear();
   for (int i = 0; i < body.node_size(); ++i) {
@@ -478,6 +509,9 @@ std::vector<OpRecord> repeated(const onnx::NodeProto& n, const ModelContext& c, 
       transcendentals += cost.transcendentals;
       read += cost.bytes_read;
       written += cost.bytes_written;
+      if (flops > (Wide{1} << 63) || read > (Wide{1} << 63) || written > (Wide{1} << 63)) {
+        return one(b.unknown("the body's counts do not fit 64 bits"));
+      }
       for (const ParameterDesc& p : op.parameters) r.parameters.push_back(p);
     }
   }
@@ -556,13 +590,13 @@ std::vector<OpRecord> einsum(const onnx::NodeProto& n, const ModelContext& c) {
   }
   const std::string out = eq.substr(arrow + 2);
   bool summed = false;
-  std::uint64_t loop = 1;
+  Wide loop = 1;
   for (const auto& [index, extent] : size) {
-    loop *= static_cast<std::uint64_t>(extent);
+    loop = std::min(loop * extent, Wide{1} << 80);
     summed = summed || out.find(index) == std::string::npos;
   }
-  const std::uint64_t flops = operands == 2 ? loop * (summed ? 2 : 1) : (summed ? loop : 0);
-  r.attributes.set("flops", static_cast<std::int64_t>(flops));
+  const Wide flops = operands == 2 ? loop * (summed ? 2 : 1) : (summed ? loop : 0);
+  if (!set_count(r, "flops", flops)) return one(b.unknown("its FLOP count does not fit 64 bits"));
   r.attributes.set("contraction", operands == 2 && summed);
   return one(std::move(r));
 }
@@ -736,29 +770,31 @@ const std::map<std::string, Mapper>& mappers() {
       const Shape& x = r.inputs.at(0).shape;
       Ints axes = attr_ints(n, "axes");
       if (axes.empty()) axes = {0, 2, 3};
-      std::int64_t span = 1;
+      Wide span = 1;
       for (std::int64_t a : axes) {
         if (a < 0) a += static_cast<std::int64_t>(x.size());
         if (a < 0 || a >= static_cast<std::int64_t>(x.size())) return one(b.unknown("'axes' outside the input's rank"));
-        span *= x[static_cast<std::size_t>(a)];
+        span = std::min(span * x[static_cast<std::size_t>(a)], Wide{1} << 80);
       }
-      const std::int64_t rows = span > 0 ? elements(x) / span : 0;
-      r.attributes.set("flops", rows * (5 * span + 2));  // as layer_norm without affine
-      r.attributes.set("transcendentals", rows);
+      const Wide rows = span > 0 ? elements(x) / span : 0;
+      // as layer_norm without affine
+      if (!set_count(r, "flops", rows * (5 * span + 2)) || !set_count(r, "transcendentals", rows)) {
+        return one(b.unknown("its FLOP count does not fit 64 bits"));
+      }
       return one(std::move(r));
     };
     // scatters copy the data and write the updates; with a reduction, one FLOP per update
     for (const char* op : {"Scatter", "ScatterElements", "ScatterND"}) {
-      m[op] = counted({0, 1, 2}, [](const OpRecord& r, const onnx::NodeProto& n) -> std::int64_t {
+      m[op] = counted({0, 1, 2}, [](const OpRecord& r, const onnx::NodeProto& n) -> Wide {
         return attr_string(n, "reduction", "none") == "none" || r.inputs.size() < 3 ? 0 : elements(r.inputs[2].shape);
       });
     }
-    m["OneHot"] = counted({0}, [](const OpRecord&, const onnx::NodeProto&) { return std::int64_t{0}; });
-    m["EyeLike"] = counted({}, [](const OpRecord&, const onnx::NodeProto&) { return std::int64_t{0}; });
+    m["OneHot"] = counted({0}, [](const OpRecord&, const onnx::NodeProto&) { return Wide{0}; });
+    m["EyeLike"] = counted({}, [](const OpRecord&, const onnx::NodeProto&) { return Wide{0}; });
     // Range: start + i * delta, one multiply-add per element
     m["Range"] = counted({}, [](const OpRecord& r, const onnx::NodeProto&) { return 2 * elements(r.outputs[0].shape); });
     // Hardmax: the maximum of each row (n - 1 comparisons), then a one-hot row
-    m["Hardmax"] = counted({0}, [](const OpRecord& r, const onnx::NodeProto& n) -> std::int64_t {
+    m["Hardmax"] = counted({0}, [](const OpRecord& r, const onnx::NodeProto& n) -> Wide {
       const Shape& x = r.inputs.at(0).shape;
       std::int64_t axis = attr_int(n, "axis", -1);
       if (axis < 0) axis += static_cast<std::int64_t>(x.size());
@@ -780,7 +816,9 @@ const std::map<std::string, Mapper>& mappers() {
       if (a < 0 || a >= static_cast<std::int64_t>(x.size())) return one(b.unknown("CumSum's axis is outside its input's rank"));
       const std::int64_t len = x[static_cast<std::size_t>(a)];
       r.parameters.clear();
-      r.attributes.set("flops", len > 0 ? elements(x) / len * (len - 1) : 0);
+      if (!set_count(r, "flops", len > 0 ? elements(x) / len * (len - 1) : 0)) {
+        return one(b.unknown("its FLOP count does not fit 64 bits"));
+      }
       return one(std::move(r));
     };
     m["Scan"] = scan;
