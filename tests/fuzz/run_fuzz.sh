@@ -1,12 +1,17 @@
 #!/usr/bin/env bash
 # Builds the ONNX importer's libFuzzer target with clang (ASan + UBSan, LibTorch off) in
-# BUILD_DIR and fuzzes it for SECONDS, seeded with the test fixtures and 60 models of ONNX's
-# node-test corpus. Exit status non-zero when the fuzzer finds a crash, leak or sanitizer
-# report; the reproducer is left in BUILD_DIR/artifacts/.
-# Usage: tests/fuzz/run_fuzz.sh BUILD_DIR SECONDS [SEED_DIR...]
+# BUILD_DIR and fuzzes it, seeded with the test fixtures and 60 models of ONNX's node-test
+# corpus (copied into a fresh corpus folder every time). Exit status non-zero when the fuzzer
+# finds a crash, leak or sanitizer report; the reproducer is left in BUILD_DIR/artifacts/.
+#
+# Usage: tests/fuzz/run_fuzz.sh BUILD_DIR RUNS [SEED_DIR...]     deterministic: RUNS inputs from
+#                                                                 random seed 1 (what CTest runs)
+#        tests/fuzz/run_fuzz.sh BUILD_DIR 300s [SEED_DIR...]     explore for 300 seconds
+# CTest's run is deterministic so that CI judges the code, not the luck of one fuzzing run; run
+# the timed form to look for new bugs (and add what it finds to the fixtures).
 set -euo pipefail
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
-build=$1 seconds=$2
+build=$1 budget=$2
 shift 2
 command -v clang++ >/dev/null || { echo "run_fuzz.sh: clang++ is missing (bash scripts/install-deps.sh)" >&2; exit 1; }
 CC=clang CXX=clang++ cmake -S "$source_dir" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
@@ -14,6 +19,7 @@ CC=clang CXX=clang++ cmake -S "$source_dir" -B "$build" -G Ninja -DCMAKE_BUILD_T
   -DNEURALCOST_BUILD_BENCHMARKS=OFF > "$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
 cmake --build "$build" --target onnx_import_fuzz > "$build.build.log" 2>&1 || { tail -40 "$build.build.log" >&2; exit 1; }
 corpus="$build/corpus"
+rm -rf "$corpus"
 mkdir -p "$corpus" "$build/artifacts"
 for dir in "$@"; do
   find "$dir" -maxdepth 1 -name '*.onnx' -size -64k -exec cp {} "$corpus/" \;
@@ -25,5 +31,10 @@ if [ -d "$testdata" ]; then
   done
 fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-"$build/tests/fuzz/onnx_import_fuzz" "$corpus" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
-  -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/artifacts/" 2>&1 | tail -25
+if [[ "$budget" == *s ]]; then
+  limits=(-max_total_time="${budget%s}")
+else
+  limits=(-runs="$budget" -seed=1 -max_total_time=600)
+fi
+"$build/tests/fuzz/onnx_import_fuzz" "$corpus" "${limits[@]}" -timeout=10 -rss_limit_mb=2048 \
+  -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/artifacts/" 2>&1 | tail -40
