@@ -2,8 +2,6 @@
 // structure-only mode, must end in an analysis or a neuralcost::Error. Anything else (another
 // exception escaping, a sanitizer report, a hang) is a bug. Built by tests/fuzz/run_fuzz.sh
 // with clang, -fsanitize=fuzzer,address,undefined.
-#include <unistd.h>
-
 #include <cstdint>
 #include <fstream>
 #include <string>
@@ -14,7 +12,9 @@
 #include "neuralcost/registry.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  static const std::string path = "/tmp/neuralcost_fuzz_" + std::to_string(::getpid()) + ".onnx";
+  // a fixed name in the working folder: error messages (which name the file) are the same in
+  // every run, which keeps a seeded run reproducible
+  static const std::string path = "neuralcost_fuzz_input.onnx";
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));

@@ -4,11 +4,12 @@
 # corpus (copied into a fresh corpus folder every time). Exit status non-zero when the fuzzer
 # finds a crash, leak or sanitizer report; the reproducer is left in BUILD_DIR/artifacts/.
 #
-# Usage: tests/fuzz/run_fuzz.sh BUILD_DIR RUNS [SEED_DIR...]     deterministic: RUNS inputs from
-#                                                                 random seed 1 (what CTest runs)
+# Usage: tests/fuzz/run_fuzz.sh BUILD_DIR RUNS [SEED_DIR...]     RUNS inputs from random seed 1
+#                                                                 (what CTest runs: about 40 s)
 #        tests/fuzz/run_fuzz.sh BUILD_DIR 300s [SEED_DIR...]     explore for 300 seconds
-# CTest's run is deterministic so that CI judges the code, not the luck of one fuzzing run; run
-# the timed form to look for new bugs (and add what it finds to the fixtures).
+# A seeded run is not fully reproducible (coverage feedback varies between runs), so a CTest
+# run can still meet a new bug: run the timed form to look for them, and add what it finds to
+# the fixtures.
 set -euo pipefail
 source_dir=$(cd "$(dirname "$0")/../.." && pwd)
 build=$1 budget=$2
@@ -17,6 +18,7 @@ command -v clang++ >/dev/null || { echo "run_fuzz.sh: clang++ is missing (bash s
 CC=clang CXX=clang++ cmake -S "$source_dir" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DNEURALCOST_FUZZ=ON -DNEURALCOST_WITH_LIBTORCH=OFF -DNEURALCOST_BUILD_TESTS=OFF \
   -DNEURALCOST_BUILD_BENCHMARKS=OFF > "$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
+build=$(cd "$build" && pwd)
 cmake --build "$build" --target onnx_import_fuzz > "$build.build.log" 2>&1 || { tail -40 "$build.build.log" >&2; exit 1; }
 corpus="$build/corpus"
 rm -rf "$corpus"
@@ -36,5 +38,6 @@ if [[ "$budget" == *s ]]; then
 else
   limits=(-runs="$budget" -seed=1 -max_total_time=600)
 fi
+cd "$build"  # the target writes its input file here
 "$build/tests/fuzz/onnx_import_fuzz" "$corpus" "${limits[@]}" -timeout=10 -rss_limit_mb=2048 \
   -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/artifacts/" 2>&1 | tail -40
