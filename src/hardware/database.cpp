@@ -115,9 +115,9 @@ HardwareSpec resolve_hardware(const std::string& id_or_path) {
     const HostDescription host = describe_host();
     std::string status;
     const Calibration c = cached_calibration(host, false, status);
-    HardwareSpec s = id_or_path == "host" ? calibrated_spec(host, c) : theoretical_host_spec(host);
+    const HardwareSpec measured = calibrated_spec(host, c);
+    HardwareSpec s = id_or_path == "host" ? measured : theoretical_host_spec(host);
     if (id_or_path == "host-spec") {
-      const HardwareSpec measured = calibrated_spec(host, c);
       s.memory_bandwidth_bytes_per_second = measured.memory_bandwidth_bytes_per_second;
       s.sources["memory_bandwidth_bytes_per_second"] = measured.sources.at("memory_bandwidth_bytes_per_second");
     }

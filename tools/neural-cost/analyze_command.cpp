@@ -121,7 +121,8 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--dtype", args->dtype, "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8")
       ->capture_default_str();
   cmd->add_option("--hardware", args->hardware,
-                  "Built-in hardware id or alias (see `hardware list`), or a spec JSON file")
+                  "Built-in hardware id or alias (see `hardware list`), a spec JSON file, host (this machine, "
+                  "calibrated) or host-spec (its theoretical peaks)")
       ->capture_default_str();
   add_format_option(*cmd, args->format);
   cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");

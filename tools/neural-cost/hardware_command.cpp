@@ -23,7 +23,10 @@ void add_hardware_command(CLI::App& app) {
   auto show_id = std::make_shared<std::string>();
   auto show_format = std::make_shared<std::string>("table");
   CLI::App* show = hw->add_subcommand("show", "Show one spec with the source of every number");
-  show->add_option("id", *show_id, "Hardware id or alias, or a spec JSON file")->required();
+  show->add_option("id", *show_id,
+                   "Hardware id or alias, a spec JSON file, host (this machine, calibrated) or host-spec (its "
+                   "theoretical peaks)")
+      ->required();
   add_format_option(*show, *show_format);
   show->callback([show_id, show_format] {
     emit(render_hardware(hardware_for(*show_id), *parse_format(*show_format)), "");

@@ -117,7 +117,9 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "fp32 or fp64")->capture_default_str();
   cmd->add_option("--threads", args->threads, "Intra-op threads (0: the library's default)")->capture_default_str();
-  cmd->add_option("--hardware", args->hardware, "host (this machine, provisional), a built-in id, or a spec JSON file")
+  cmd->add_option("--hardware", args->hardware,
+                  "host (this machine, calibrated: measured on first use and cached), host-spec (its "
+                  "theoretical peaks), a built-in id, or a spec JSON file")
       ->capture_default_str();
   cmd->add_option("--budget", args->budget, "Seconds of sampling per run at most")->capture_default_str();
   cmd->add_option("--target-ci", args->target_ci, "Stop when the 95% CI of the median is this fraction of it")

@@ -263,6 +263,22 @@ Mapper conv(bool transposed) {
   };
 }
 
+/// An integer convolution (QLinearConv, ConvInteger): the plain convolution of the inputs at
+/// `operands` (x, w[, bias]), computed in int8; scales and zero points are metadata.
+Mapper integer_conv(std::string type, std::vector<int> operands) {
+  return [type, operands](const onnx::NodeProto& n, const ModelContext& c) {
+    onnx::NodeProto plain = n;
+    plain.clear_input();
+    for (int i : operands) plain.add_input(i < n.input_size() ? n.input(i) : "");
+    auto records = conv(false)(plain, c);
+    for (OpRecord& r : records) {
+      r.source_type = type;
+      if (r.kind != OpKind::kUnknown) r.compute_dtype = DType::kInt8;
+    }
+    return records;
+  };
+}
+
 Mapper pool(OpKind kind) {
   return [kind](const onnx::NodeProto& n, const ModelContext& c) {
     Builder b(n, c);
@@ -621,30 +637,10 @@ const std::map<std::string, Mapper>& mappers() {
       if (r.kind != OpKind::kUnknown) r.compute_dtype = DType::kInt8;
       return one(std::move(r));
     };
-    m["QLinearConv"] = [](const onnx::NodeProto& n, const ModelContext& c) {
-      // x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B
-      onnx::NodeProto plain = n;
-      plain.clear_input();
-      for (int i : {0, 3, 8}) plain.add_input(i < n.input_size() ? n.input(i) : "");
-      auto records = conv(false)(plain, c);
-      for (OpRecord& r : records) {
-        r.source_type = "QLinearConv";
-        if (r.kind != OpKind::kUnknown) r.compute_dtype = DType::kInt8;
-      }
-      return records;
-    };
-    m["ConvInteger"] = [](const onnx::NodeProto& n, const ModelContext& c) {
-      // x, w, x_zero_point, w_zero_point
-      onnx::NodeProto plain = n;
-      plain.clear_input();
-      for (int i : {0, 1}) plain.add_input(i < n.input_size() ? n.input(i) : "");
-      auto records = conv(false)(plain, c);
-      for (OpRecord& r : records) {
-        r.source_type = "ConvInteger";
-        if (r.kind != OpKind::kUnknown) r.compute_dtype = DType::kInt8;
-      }
-      return records;
-    };
+    // x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale, y_zero_point, B
+    m["QLinearConv"] = integer_conv("QLinearConv", {0, 3, 8});
+    // x, w, x_zero_point, w_zero_point
+    m["ConvInteger"] = integer_conv("ConvInteger", {0, 1});
     m["BatchNormalization"] = [](const onnx::NodeProto& n, const ModelContext& c) {
       OpRecord r = Builder(n, c).make(OpKind::kBatchNorm, {0, 1, 2, 3, 4});
       if (r.kind == OpKind::kUnknown) return one(std::move(r));
