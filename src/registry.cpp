@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "backends/plugin_backend.hpp"
+#include "backends/python_worker/worker_backend.hpp"
 #include "importers/reference/reference_importer.hpp"
 #ifdef NEURALCOST_WITH_ONNX
 #include "importers/onnx/onnx_importer.hpp"
@@ -32,10 +33,19 @@ const std::vector<const Backend*>& backends() {
   static const PluginBackend libtorch("libtorch", "LibTorch: torch::nn (eager) and frozen TorchScript (compiled)",
                                       "neuralcost_libtorch.so", "neuralcost_libtorch_backend");
 #endif
+  // Python frameworks run in worker processes (docs/worker-protocol.md)
+  static const worker::WorkerBackend jax("jax", "jax", "JAX in a Python worker: eager (op by op) and jax.jit",
+                                         {"eager", "jit"}, "jit");
+  static const worker::WorkerBackend tensorflow(
+      "tensorflow", "tensorflow", "TensorFlow in a Python worker: eager, tf.function, tf.function(jit_compile=True)",
+      {"eager", "function", "xla"}, "function");
+  static const worker::WorkerBackend torch("torch", "torch", "PyTorch 2 in a Python worker: eager and torch.compile",
+                                           {"eager", "compile"}, "compile");
   static const std::vector<const Backend*> all = {
 #ifdef NEURALCOST_WITH_LIBTORCH
       &libtorch,
 #endif
+      &jax, &tensorflow, &torch,
   };
   return all;
 }

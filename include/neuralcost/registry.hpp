@@ -30,6 +30,7 @@ struct ModelRequest {
   std::map<std::string, std::int64_t> dims;     ///< symbolic dimension name -> value
   bool structure_only = false;      ///< do not touch weight payloads (external data files)
   int threads = 0;                  ///< intra-op threads for backends; 0 = the library's default
+  double worker_timeout_seconds = 300;  ///< a worker process's deadline per request
 };
 
 /// Per-layer times from a backend's profiler over several runs of one model.
@@ -72,6 +73,16 @@ class PreparedModel {
   }
   /// (optional) Facts that belong in a benchmark contract: versions, thread counts, BLAS.
   virtual std::map<std::string, std::string> environment() const { return {}; }
+  /// (optional) The duration of the last run() by the backend's own clock, when the backend
+  /// times itself (a worker process); empty when this process's clock is the one to use.
+  virtual std::optional<double> last_run_seconds() const { return std::nullopt; }
+  /// Page faults (minor + major) per run() in the process that runs the model, over
+  /// `iterations` runs. By default this process; a worker counts its own.
+  virtual double page_faults_per_run(int iterations);
+  /// (optional) How the run's time is synchronised, for the contract.
+  virtual std::string synchronisation() const {
+    return "none needed: CPU ops return when their results are written";
+  }
 };
 
 class Backend {

@@ -11,6 +11,8 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::kUnimplemented: return "unimplemented";
     case ErrorCode::kDataLoss: return "data loss";
     case ErrorCode::kInternal: return "internal";
+    case ErrorCode::kResourceExhausted: return "resource exhausted";
+    case ErrorCode::kDeadlineExceeded: return "deadline exceeded";
   }
   return "unknown";
 }

@@ -91,8 +91,16 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   c["warmup_iterations"] = std::to_string(run.timing.warmup_iterations);
   c["warmup_seconds"] = fmt::format("{:.3f}", run.timing.warmup_seconds);
   c["samples"] = std::to_string(run.timing.summary.n);
-  c["synchronisation"] = "none needed: LibTorch CPU ops return when their results are written";
-  c["clock"] = fmt::format("std::chrono::steady_clock, resolution {:.3g} s", run.timing.clock_resolution_seconds);
+  c["synchronisation"] = model.synchronisation();
+  if (!run.timing.round_trip_seconds.empty()) {
+    // samples are the worker's own times; this process's clock adds the protocol's round trip
+    const double trip = median(run.timing.round_trip_seconds) - run.timing.summary.median;
+    c["clock"] = "the worker's clock (time.perf_counter_ns around each forward pass)";
+    c["protocol_round_trip"] = fmt::format("median {:.1f} us per sample ({:.2f}% of the median sample)", trip * 1e6,
+                                           100 * trip / run.timing.summary.median);
+  } else {
+    c["clock"] = fmt::format("std::chrono::steady_clock, resolution {:.3g} s", run.timing.clock_resolution_seconds);
+  }
   c["page_faults_per_iteration"] = fmt::format("{:.1f}", faults);
   c["model_sizes"] = fmt::format("seq {}, width {}, depth {}", request.seq, request.width, request.depth);
   const TimingOptions& o = options.timing;
@@ -115,14 +123,16 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
   try {
     std::unique_ptr<PreparedModel> model = backend.prepare(request, mode);
     run.analysis = analyze(model->captured_graph(), hw, {request.batch});
-    run.timing = time_until_stable({[&] { model->run(); }, [&] { model->synchronize(); }}, options.timing);
+    run.timing = time_until_stable(
+        {[&] { model->run(); }, [&] { model->synchronize(); }, [&] { return model->last_run_seconds(); }},
+        options.timing);
     check_against_roofline(run.timing, run.analysis.totals.fused_lower_bound_seconds);
     const double t = run.timing.summary.median;
     run.efficiency = run.analysis.totals.lower_bound_seconds / t;
     run.fused_efficiency = run.analysis.totals.fused_lower_bound_seconds / t;
     run.samples_per_second = static_cast<double>(request.batch) / t;
     run.achieved_flops_per_second = static_cast<double>(run.analysis.totals.flops) / t;
-    const double faults = page_faults_per_iteration([&] { model->run(); model->synchronize(); }, 5);
+    const double faults = model->page_faults_per_run(5);
     fill_contract(run, request, hw, *model, faults, options);
     if (options.layer_runs > 0) {
       // per-layer times are extra: when they cannot be had, the run keeps its timing
@@ -152,6 +162,21 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
 
 }  // namespace
 
+void validate(const ProfileOptions& options) {
+  validate(options.timing);
+  if (options.layer_runs < 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be >= 0 (got {})", options.layer_runs));
+  }
+  if (options.batches.empty()) throw Error(ErrorCode::kInvalidArgument, "no batch sizes to profile");
+  for (std::int64_t b : options.batches) {
+    if (b < 1) throw Error(ErrorCode::kInvalidArgument, fmt::format("--batch must be at least 1 (got {})", b));
+  }
+}
+
+double PreparedModel::page_faults_per_run(int iterations) {
+  return page_faults_per_iteration([&] { run(); synchronize(); }, iterations);
+}
+
 std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base, const HardwareSpec& hardware,
                                 const ProfileOptions& options) {
   if (auto why = backend.unavailable_reason()) {
@@ -165,14 +190,7 @@ std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base
                   fmt::format("backend '{}' has no mode '{}' (modes: {})", backend.name(), m, fmt::join(known, ", ")));
     }
   }
-  validate(options.timing);
-  if (options.layer_runs < 0) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be >= 0 (got {})", options.layer_runs));
-  }
-  if (options.batches.empty()) throw Error(ErrorCode::kInvalidArgument, "no batch sizes to profile");
-  for (std::int64_t b : options.batches) {
-    if (b < 1) throw Error(ErrorCode::kInvalidArgument, fmt::format("--batch must be at least 1 (got {})", b));
-  }
+  validate(options);
   std::vector<ProfileRun> runs;
   for (std::int64_t batch : options.batches) {
     for (const std::string& mode : modes) {

@@ -150,11 +150,14 @@ nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareS
     run["warnings"] = r.warnings;
     j["runs"].push_back(run);
   }
+  if (has_comparison(runs)) j["comparison"] = comparison_json(runs);
   return j;
 }
 
 std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format format) {
-  return report::render_table(summary_table(runs), format);
+  std::string out = report::render_table(summary_table(runs), format);
+  if (has_comparison(runs) && format != Format::kCsv) out += "\n" + render_comparison(runs, format);
+  return out;
 }
 
 std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format) {
@@ -163,7 +166,7 @@ std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSp
   std::string out;
   for (const ProfileRun& r : runs) out += run_block(r, hardware, format);
   out += format == Format::kMarkdown ? "### summary\n\n" : "summary\n";
-  return out + report::render_table(summary_table(runs), format);
+  return out + render_profile_summary(runs, format);
 }
 
 }  // namespace neuralcost

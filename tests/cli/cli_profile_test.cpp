@@ -88,9 +88,12 @@ TEST(CliProfileTest, BadOptions) {
   CliResult r = run_cli("profile --model ff --batch 0" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: --batch must be at least 1 (got 0)\n");
-  r = run_cli("profile --model ff --backend tensorflow" + kQuick);
+  r = run_cli("profile --model ff --backend mxnet" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: unknown backend 'tensorflow'; built in: libtorch\n");
+  EXPECT_EQ(r.err, "error: unknown backend 'mxnet'; built in: libtorch, jax, tensorflow, torch\n");
+  r = run_cli("profile --model ff --backend libtorch,jax --mode jti" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: no backend of --backend has a mode 'jti'\n");
   r = run_cli("profile --model ff --threads -5" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: --threads must be 0 (library default) to 4096 (got -5)\n");

@@ -1,13 +1,13 @@
 // The ATen-call-to-op-record mapping of the LibTorch backend, on hand-written calls: fused
 // transformer ops are decomposed into the records they compute, and nothing is a silent zero.
-#include "backends/libtorch/captured_op.hpp"
+#include "backends/capture/captured_op.hpp"
 
 #include <gtest/gtest.h>
 
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/hardware/database.hpp"
 
-namespace neuralcost::libtorch {
+namespace neuralcost::capture {
 namespace {
 
 using Kind = CapturedValue::Kind;
@@ -96,4 +96,4 @@ TEST(AtenMappingTest, ViewsOfWeightsAreNotOps) {
 }
 
 }  // namespace
-}  // namespace neuralcost::libtorch
+}  // namespace neuralcost::capture

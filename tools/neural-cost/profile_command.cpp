@@ -1,5 +1,6 @@
 // `neural-cost profile`: run models through a backend under the timing contract and compare the
 // measured time with the roofline, per run and per layer.
+#include <algorithm>
 #include <memory>
 
 #include <fmt/format.h>
@@ -17,7 +18,8 @@ namespace {
 struct ProfileArgs {
   std::vector<std::string> models;
   std::vector<std::string> input_shapes;
-  std::string backend = "libtorch";
+  std::vector<std::string> backends = {"libtorch"};
+  double worker_timeout = 300;
   std::vector<std::string> modes = {"eager"};
   std::vector<std::int64_t> batches = {1};
   std::int64_t seq = 32, width = 128, depth = 2;
@@ -34,6 +36,31 @@ struct ProfileArgs {
   bool summary_only = false;
 };
 
+/// profile(), but a backend that cannot run (not available here, no such mode) is recorded as
+/// failed runs so that the other backends of a comparison go on.
+std::vector<ProfileRun> profile_or_record(const Backend& backend, const ModelRequest& base, const HardwareSpec& hw,
+                                          const ProfileOptions& options) {
+  try {
+    return profile(backend, base, hw, options);
+  } catch (const Error& e) {
+    std::vector<ProfileRun> failed;
+    for (std::int64_t batch : options.batches) {
+      for (const std::string& mode : options.modes.empty() ? backend.modes() : options.modes) {
+        ProfileRun r;
+        r.backend = std::string(backend.name());
+        r.mode = mode;
+        r.model = base.model;
+        r.batch = batch;
+        r.failed = true;
+        r.error = e.what();
+        failed.push_back(std::move(r));
+        if (options.modes.empty()) break;
+      }
+    }
+    return failed;
+  }
+}
+
 void run_profile(const ProfileArgs& args) {
   const auto dtype = parse_dtype(args.dtype);
   if (!dtype) throw Error(ErrorCode::kInvalidArgument, fmt::format("--dtype '{}' is not a dtype", args.dtype));
@@ -46,7 +73,22 @@ void run_profile(const ProfileArgs& args) {
   if (args.layer_runs > 100000) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be at most 100000 (got {})", args.layer_runs));
   }
-  const Backend& backend = backend_named(args.backend);
+  if (!(args.worker_timeout > 0 && args.worker_timeout <= 86400)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--worker-timeout must be more than 0 and at most 86400 seconds (got {})", args.worker_timeout));
+  }
+  std::vector<const Backend*> backends;
+  for (const std::string& name : args.backends) backends.push_back(&backend_named(name));
+  // a mode no backend has is a typo, not a failed run
+  for (const std::string& m : args.modes) {
+    const bool known = std::any_of(backends.begin(), backends.end(), [&](const Backend* b) {
+      const auto modes = b->modes();
+      return std::find(modes.begin(), modes.end(), m) != modes.end();
+    });
+    if (!known && backends.size() > 1) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("no backend of --backend has a mode '{}'", m));
+    }
+  }
   const HardwareSpec hardware = hardware_for(args.hardware);
   ProfileOptions options;
   options.modes = args.modes;
@@ -56,12 +98,14 @@ void run_profile(const ProfileArgs& args) {
   options.timing.target_relative_ci = args.target_ci;
   options.timing.warmup_iterations = args.warmup;
   options.timing.warmup_seconds = args.warmup_seconds;
+  validate(options);
   ModelRequest base;
   base.seq = args.seq;
   base.width = args.width;
   base.depth = args.depth;
   base.dtype = *dtype;
   base.threads = args.threads;
+  base.worker_timeout_seconds = args.worker_timeout;
   for (const std::string& s : args.input_shapes) {
     base.input_shapes.push_back(parse_shape(s, fmt::format("--input-shape '{}'", s)));
   }
@@ -76,7 +120,14 @@ void run_profile(const ProfileArgs& args) {
       // reference networks only
       these.batches = {base.input_shapes.empty() || base.input_shapes[0].empty() ? 1 : base.input_shapes[0][0]};
     }
-    for (ProfileRun& r : profile(backend, base, hardware, these)) runs.push_back(std::move(r));
+    for (const Backend* backend : backends) {
+      // one backend: its errors are the command's; several: a backend that cannot run is
+      // recorded as failed runs and the others go on
+      for (ProfileRun& r : backends.size() == 1 ? profile(*backend, base, hardware, these)
+                                                : profile_or_record(*backend, base, hardware, these)) {
+        runs.push_back(std::move(r));
+      }
+    }
   }
   const Format format = *parse_format(args.format);
   emit(args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
@@ -105,8 +156,19 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("model,--model", args->models, "ff, cnn, rnn, lstm, transformer or a TorchScript FILE.pt (comma-separated)")
       ->delimiter(',');
   cmd->add_option("--input-shape", args->input_shapes, "Input shape of a model file, e.g. 32x3x32x32 (once per input)");
-  cmd->add_option("--backend", args->backend, "Backend: libtorch")->capture_default_str();
-  cmd->add_option("--mode", args->modes, "Modes, comma-separated: eager, compiled")->delimiter(',')->capture_default_str();
+  cmd->add_option("--backend", args->backends,
+                  "Backends, comma-separated: libtorch, jax, tensorflow, torch (several: the same runs in each, "
+                  "side by side)")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--mode", args->modes,
+                  "Modes, comma-separated: eager, compiled (every backend's compiled mode), or a backend's own: "
+                  "jax jit; tensorflow function, xla; torch compile")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--worker-timeout", args->worker_timeout,
+                  "Seconds a Python worker may take per request (build and compile included) before it is killed")
+      ->capture_default_str();
   cmd->add_option("--batch", args->batches,
                   "Batch sizes of the reference networks, comma-separated (a model file's batch is the first "
                   "dimension of its first --input-shape)")

@@ -17,6 +17,8 @@ enum class ErrorCode {
   kUnimplemented,    ///< valid input this version cannot handle
   kDataLoss,         ///< a file that exists but cannot be read or parsed
   kInternal,         ///< an invariant of ours broke (a bug, or a framework that behaved unexpectedly)
+  kResourceExhausted,  ///< out of memory (a worker's MemoryError, or killed by the OOM killer)
+  kDeadlineExceeded,   ///< a worker did not answer in time
 };
 
 std::string_view to_string(ErrorCode code);

@@ -62,6 +62,9 @@ struct ProfileRun {
   std::vector<std::string> warnings;            ///< facts that distort this measurement
 };
 
+/// Throws kInvalidArgument naming the option when `options` cannot work with any backend.
+void validate(const ProfileOptions& options);
+
 /// Profiles `base` (model, sizes, threads) on `backend` for every mode and batch of `options`.
 std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base, const HardwareSpec& hardware,
                                 const ProfileOptions& options);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,9 @@ std::string_view verdict_name(Verdict verdict);
 
 struct TimingResult {
   std::vector<double> samples_seconds;
+  /// When the backend times each run itself (a worker process): this process's clock around
+  /// each sample, which adds the protocol's round trip. Empty otherwise.
+  std::vector<double> round_trip_seconds;
   SampleSummary summary;
   int warmup_iterations = 0;         ///< warm-up runs actually made
   double warmup_seconds = 0;
@@ -45,6 +49,10 @@ struct TimingResult {
 struct TimedCallable {
   std::function<void()> run;          ///< one unit of work (e.g. one forward pass)
   std::function<void()> synchronize;  ///< waits until that work is done (no-op on the CPU)
+  /// (optional) The duration of the last run() by the backend's own clock, when it times itself
+  /// (a worker process times the forward pass inside the framework's process, so that the
+  /// protocol's round trip is not part of the sample). Samples are then these durations.
+  std::function<std::optional<double>()> reported_seconds;
 };
 
 /// Throws kInvalidArgument naming the option when `options` cannot work.

@@ -10,10 +10,14 @@
 
 #include <ATen/ATen.h>
 
-#include "backends/libtorch/captured_op.hpp"
+#include "backends/capture/captured_op.hpp"
 #include "neuralcost/registry.hpp"
 
 namespace neuralcost::libtorch {
+
+using capture::CapturedOp;
+using capture::CapturedTensor;
+using capture::CapturedValue;
 
 /// Parameter names by data pointer, so captured weights carry their module names.
 using ParameterNames = std::unordered_map<const void*, std::string>;

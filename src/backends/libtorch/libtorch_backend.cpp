@@ -40,7 +40,7 @@ class TorchModel final : public PreparedModel {
     torch::NoGradGuard no_grad;
     warm_up();
     const auto calls = libtorch::capture_calls([this] { output_ = forward_(inputs_); }, inputs_, names_);
-    return libtorch::graph_from_captured(calls, name_);
+    return capture::graph_from_captured(calls, name_);
   }
 
   LayerTiming profile_layers(int runs) override {

@@ -6,107 +6,10 @@
 
 #include <fmt/format.h>
 
-#include "backends/libtorch/captured_op.hpp"
+#include "backends/capture/captured_records.hpp"
 
-namespace neuralcost::libtorch {
+namespace neuralcost::capture {
 namespace {
-
-using Kind = CapturedValue::Kind;
-
-TensorDesc desc(const CapturedTensor& t) { return {t.name, t.shape, t.dtype}; }
-ParameterDesc param(const CapturedTensor& t) { return {t.name, t.shape, t.dtype, true}; }
-
-const CapturedTensor* tensor_at(const CapturedOp& call, std::size_t i) {
-  if (i >= call.inputs.size() || call.inputs[i].kind != Kind::kTensor) return nullptr;
-  return &call.inputs[i].tensors.front();
-}
-
-std::vector<std::int64_t> ints_at(const CapturedOp& call, std::size_t i) {
-  if (i < call.inputs.size()) {
-    if (call.inputs[i].kind == Kind::kInts) return call.inputs[i].ints;
-    if (call.inputs[i].kind == Kind::kInt) return {call.inputs[i].i};
-  }
-  return {};
-}
-
-std::int64_t int_at(const CapturedOp& call, std::size_t i, std::int64_t fallback) {
-  return i < call.inputs.size() && call.inputs[i].kind == Kind::kInt ? call.inputs[i].i : fallback;
-}
-
-bool bool_at(const CapturedOp& call, std::size_t i, bool fallback) {
-  return i < call.inputs.size() && call.inputs[i].kind == Kind::kBool ? call.inputs[i].b : fallback;
-}
-
-/// A record with the call's tensors: activations as inputs (in argument order), weights and
-/// constants as parameters, every tensor output as an output.
-OpRecord record(const CapturedOp& call, OpKind kind) {
-  OpRecord r;
-  r.kind = kind;
-  r.source_type = call.name;
-  for (const CapturedValue& v : call.inputs) {
-    for (const CapturedTensor& t : v.tensors) {
-      if (t.parameter) {
-        r.parameters.push_back(param(t));
-      } else {
-        r.inputs.push_back(desc(t));
-      }
-    }
-  }
-  for (const CapturedValue& v : call.outputs) {
-    for (const CapturedTensor& t : v.tensors) r.outputs.push_back(desc(t));
-  }
-  return r;
-}
-
-/// Like record(), but only the tensors at `positions`, in that order (operand order matters
-/// for products). Trailing weights become parameters; a weight followed by an activation
-/// stays an input so that the operands keep their order.
-OpRecord record_of(const CapturedOp& call, OpKind kind, std::initializer_list<std::size_t> positions) {
-  std::vector<CapturedTensor> operands;
-  for (std::size_t i : positions) {
-    if (i < call.inputs.size()) {
-      for (const CapturedTensor& t : call.inputs[i].tensors) operands.push_back(t);
-    }
-  }
-  std::size_t first_param = operands.size();
-  while (first_param > 0 && operands[first_param - 1].parameter) --first_param;
-  OpRecord r;
-  r.kind = kind;
-  r.source_type = call.name;
-  for (std::size_t i = 0; i < operands.size(); ++i) {
-    if (i >= first_param) {
-      r.parameters.push_back(param(operands[i]));
-    } else {
-      r.inputs.push_back(desc(operands[i]));
-    }
-  }
-  for (const CapturedValue& v : call.outputs) {
-    for (const CapturedTensor& t : v.tensors) r.outputs.push_back(desc(t));
-  }
-  return r;
-}
-
-using Handler = std::function<std::vector<OpRecord>(const CapturedOp&)>;
-
-std::vector<OpRecord> one(OpRecord r) { return {std::move(r)}; }
-
-Handler function_of(OpKind kind, std::string function) {
-  return [kind, function](const CapturedOp& call) {
-    OpRecord r = record(call, kind);
-    r.attributes.set("function", function);
-    if (kind == OpKind::kBinary && r.inputs.size() + r.parameters.size() < 2) r.attributes.set("scalar_operand", true);
-    return one(std::move(r));
-  };
-}
-
-Handler view() {
-  return [](const CapturedOp& call) -> std::vector<OpRecord> {
-    OpRecord r = record(call, OpKind::kReshape);
-    if (r.inputs.empty() || r.outputs.empty()) return {};  // a view of a weight is still that weight
-    r.parameters.clear();
-    return one(std::move(r));
-  };
-}
 
 Handler conv(std::size_t stride, std::size_t padding, std::size_t dilation, std::size_t groups,
              std::optional<std::size_t> transposed, std::optional<std::size_t> output_padding) {
@@ -186,7 +89,11 @@ struct Decomposer {
   std::vector<OpRecord> records;
   int next = 0;
 
-  TensorDesc fresh(const Shape& shape, DType dtype) { return {fmt::format("{}.t{}", call.name, next++), shape, dtype}; }
+  /// A new edge, named after the call's output so that two calls of one op do not collide.
+  TensorDesc fresh(const Shape& shape, DType dtype) {
+    const bool named = !call.outputs.empty() && !call.outputs[0].tensors.empty();
+    return {fmt::format("{}.t{}", named ? call.outputs[0].tensors[0].name : call.name, next++), shape, dtype};
+  }
   const CapturedTensor* t(std::size_t i) const { return tensor_at(call, i); }
 
   TensorDesc linear(const std::string& part, const TensorDesc& x, const CapturedTensor* w, const CapturedTensor* b) {
@@ -281,8 +188,10 @@ std::vector<OpRecord> native_multi_head_attention(const CapturedOp& call) {
   return d.records;
 }
 
-const std::map<std::string, Handler>& handlers() {
-  static const std::map<std::string, Handler> table = [] {
+}  // namespace
+
+const HandlerTable& aten_handlers() {
+  static const HandlerTable table = [] {
     std::map<std::string, Handler> h;
     for (const char* v : {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view", "aten::flatten",
                           "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::transpose", "aten::permute",
@@ -437,26 +346,4 @@ const std::map<std::string, Handler>& handlers() {
   return table;
 }
 
-}  // namespace
-
-OpGraph graph_from_captured(const std::vector<CapturedOp>& calls, const std::string& graph_name) {
-  OpGraph graph(graph_name);
-  for (std::size_t e = 0; e < calls.size(); ++e) {
-    const CapturedOp& call = calls[e];
-    // TorchScript builtins ("chunk") wrap the ATen op of the same name
-    auto it = handlers().find(call.name);
-    if (it == handlers().end() && call.name.find("::") == std::string::npos) it = handlers().find("aten::" + call.name);
-    std::vector<OpRecord> records = it != handlers().end() ? it->second(call) : one(record(call, OpKind::kUnknown));
-    for (std::size_t k = 0; k < records.size(); ++k) {
-      OpRecord& r = records[k];
-      const std::string base = fmt::format("{}:{}", e, call.name);
-      r.name = records.size() == 1 ? base : fmt::format("{}.{}", base, r.name.empty() ? std::to_string(k) : r.name);
-      r.attributes.set("event", static_cast<std::int64_t>(e));
-      graph.add(std::move(r));
-    }
-  }
-  graph.finalize();
-  return graph;
-}
-
-}  // namespace neuralcost::libtorch
+}  // namespace neuralcost::capture

@@ -1,0 +1,178 @@
+"""The worker's side of the protocol (docs/worker-protocol.md): read one JSON request per line,
+dispatch it to the framework's adapter, write one JSON reply per line. Timing of `run` and `bench`
+is here, the same for every framework; everything framework-specific is in <framework>_adapter.py.
+
+An adapter module has:
+    FRAMEWORK, MODES            names
+    environment() -> dict       versions, devices, threads (strings)
+    build(request) -> model     a prepared model with .name, .parameters, .inputs, .origin,
+                                .environment (dict), .run() (one synchronised forward pass),
+                                .capture() -> (ops, source), .memory() -> dict
+    out_of_memory(exc) -> bool  (optional) whether an exception is the framework's OOM
+"""
+import importlib
+import json
+import os
+import resource
+import sys
+import time
+import traceback
+
+from neuralcost_worker import FRAMEWORKS, PROTOCOL
+
+
+class WorkerError(Exception):
+    """A failed request: `kind` is one of the protocol's error kinds."""
+
+    def __init__(self, kind, message):
+        super().__init__(message)
+        self.kind = kind
+
+
+def tensor(name, shape, dtype, param=False):
+    """An op record's tensor value."""
+    value = {"tensor": str(name), "shape": [int(d) for d in shape], "dtype": str(dtype)}
+    if param:
+        value["param"] = True
+    return value
+
+
+def peak_rss_bytes():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def _one_line(text):
+    lines = [l.strip() for l in str(text).strip().splitlines() if l.strip()]
+    return lines[-1] if lines else ""
+
+
+class Worker:
+    def __init__(self, framework, out):
+        self.framework = framework
+        self.out = out
+        self.adapter = None
+        self.model = None
+
+    def reply(self, obj):
+        self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
+        self.out.flush()
+
+    def require_model(self):
+        if self.model is None:
+            raise WorkerError("invalid_argument", "no model: send 'build' first")
+        return self.model
+
+    def hello(self, req):
+        if req.get("protocol") != PROTOCOL:
+            raise WorkerError("unimplemented", f"this worker speaks protocol {PROTOCOL}, not {req.get('protocol')}")
+        if self.adapter is None:
+            try:
+                self.adapter = importlib.import_module(f"neuralcost_worker.{self.framework}_adapter")
+            except ImportError as e:
+                raise WorkerError("unimplemented",
+                                  f"{self.framework} cannot be imported by {sys.executable}: {_one_line(e)} "
+                                  "(run scripts/python-env.sh to make the project's environment)")
+        env = {k: str(v) for k, v in self.adapter.environment().items()}
+        env["python"] = sys.version.split()[0]
+        env["python_executable"] = sys.executable
+        return {"protocol": PROTOCOL, "framework": self.framework, "modes": list(self.adapter.MODES),
+                "environment": env}
+
+    def build(self, req):
+        if self.adapter is None:
+            raise WorkerError("invalid_argument", "send 'hello' first")
+        if req.get("mode") not in self.adapter.MODES:
+            raise WorkerError("invalid_argument",
+                              f"{self.framework}: unknown mode '{req.get('mode')}' (modes: {', '.join(self.adapter.MODES)})")
+        self.model = None
+        self.model = self.adapter.build(req)
+        m = self.model
+        return {"name": m.name, "parameters": int(m.parameters), "inputs": m.inputs, "origin": m.origin,
+                "environment": {k: str(v) for k, v in getattr(m, "environment", {}).items()}}
+
+    def capture(self, req):
+        ops, source = self.require_model().capture()
+        return {"ops": ops, "source": source}
+
+    def _timed(self, n):
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > 1_000_000:
+            raise WorkerError("invalid_argument", f"'n' must be an integer from 1 to 1000000 (got {n!r})")
+        run = self.require_model().run
+        clock = time.perf_counter_ns
+        seconds = []
+        before = resource.getrusage(resource.RUSAGE_SELF)
+        for _ in range(n):
+            t0 = clock()
+            run()
+            seconds.append((clock() - t0) * 1e-9)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        faults = (after.ru_minflt - before.ru_minflt) + (after.ru_majflt - before.ru_majflt)
+        return {"seconds": seconds, "page_faults": faults}
+
+    def run(self, req):
+        return self._timed(req.get("n", 1))
+
+    def bench(self, req):
+        return self._timed(req.get("n", 1))
+
+    def memory(self, req):
+        telemetry = dict(self.require_model().memory())
+        telemetry["process_peak_rss_bytes"] = peak_rss_bytes()
+        return {"telemetry": telemetry}
+
+    def classify(self, exc):
+        if isinstance(exc, WorkerError):
+            return exc.kind
+        if isinstance(exc, MemoryError):
+            return "out_of_memory"
+        oom = getattr(self.adapter, "out_of_memory", None)
+        if oom is not None and oom(exc):
+            return "out_of_memory"
+        if isinstance(exc, FileNotFoundError):
+            return "not_found"
+        if isinstance(exc, (ValueError, TypeError, KeyError, IndexError)):
+            return "invalid_argument"
+        return "internal"
+
+
+def serve(framework):
+    if framework not in FRAMEWORKS:
+        sys.stderr.write(f"unknown framework '{framework}' (known: {', '.join(FRAMEWORKS)})\n")
+        return 2
+    # the protocol channel is a private copy of stdout; whatever a framework prints goes to stderr
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    worker = Worker(framework, out)
+    handlers = {"hello": worker.hello, "build": worker.build, "capture": worker.capture, "run": worker.run,
+                "bench": worker.bench, "memory": worker.memory}
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+            if not isinstance(req, dict):
+                raise WorkerError("invalid_argument", "a request is a JSON object")
+        except ValueError as e:
+            worker.reply({"ok": False, "kind": "invalid_argument", "error": f"not a JSON request: {e}"})
+            continue
+        cmd = req.get("cmd")
+        if cmd == "quit":
+            worker.reply({"ok": True})
+            return 0
+        handler = handlers.get(cmd)
+        if handler is None:
+            worker.reply({"ok": False, "kind": "invalid_argument",
+                          "error": f"unknown cmd {cmd!r} (known: {', '.join(handlers)}, quit)"})
+            continue
+        try:
+            result = handler(req)
+        except BaseException as e:  # a failed request leaves the worker usable
+            if isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+            kind = worker.classify(e)
+            if kind == "internal":
+                traceback.print_exc(file=sys.stderr)
+            worker.reply({"ok": False, "kind": kind, "error": f"{type(e).__name__}: {_one_line(e)}"})
+            continue
+        result["ok"] = True
+        worker.reply(result)
+    return 0

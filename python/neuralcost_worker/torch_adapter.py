@@ -1,0 +1,196 @@
+"""PyTorch 2 for the worker (docs/worker-protocol.md): the reference networks of
+python/reference_torch.py, run eagerly or through torch.compile (Inductor), and captured as the
+ATen ops they dispatch, which the C++ core maps with the same table as the LibTorch backend."""
+import os
+import sys
+
+_THREADS = int(os.environ.get("NEURALCOST_THREADS", "0") or 0)
+# Inductor compiles in a pool of subprocesses that stay alive and busy after torch.compile
+# returns, stealing CPU from the timed runs (and from the next run's worker): compile here.
+os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+
+import torch  # noqa: E402
+from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import reference_torch  # noqa: E402
+
+from neuralcost_worker.protocol import WorkerError, tensor  # noqa: E402
+
+if _THREADS > 0:
+    torch.set_num_threads(_THREADS)
+
+FRAMEWORK = "torch"
+MODES = ["eager", "compile"]
+_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+
+# ops whose output is a view of their first input: a view of a weight is still that weight
+_VIEWS = {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view", "aten::flatten",
+          "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::transpose", "aten::permute", "aten::expand",
+          "aten::detach", "aten::alias", "aten::select", "aten::slice", "aten::narrow", "aten::chunk",
+          "aten::split", "aten::unbind", "aten::as_strided", "aten::contiguous", "aten::view_as",
+          "aten::unsafe_chunk", "aten::unsafe_split", "aten::split_with_sizes", "aten::unsafe_split_with_sizes"}
+
+
+def environment():
+    env = {"torch_version": torch.__version__, "device": _DEVICE,
+           "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads(),
+           "mkldnn": "yes" if torch.backends.mkldnn.is_available() else "no",
+           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+           "TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "")}
+    if _DEVICE == "cuda":
+        env["cuda_device"] = torch.cuda.get_device_name()
+        env["cuda_version"] = torch.version.cuda
+    return env
+
+
+def out_of_memory(exc):
+    return isinstance(exc, getattr(torch, "OutOfMemoryError", ())) or "out of memory" in str(exc).lower()
+
+
+class _Namer:
+    """Names every tensor of one forward pass: model inputs, weights (by data pointer), edges."""
+
+    def __init__(self, inputs, parameter_names):
+        self.known = {}
+        self.keep = []  # holds tensors so that their ids are not reused during the pass
+        self.params = parameter_names
+        self.next = 0
+        self.consts = 0
+        for i, t in enumerate(inputs):
+            self._remember(t, f"input{i}", False)
+
+    def _remember(self, t, name, param):
+        self.known[id(t)] = (name, param)
+        self.keep.append(t)
+
+    def describe(self, t):
+        if id(t) not in self.known:
+            name = self.params.get(t.data_ptr())
+            if name is None:
+                name = f"const{self.consts}"
+                self.consts += 1
+            self._remember(t, name, True)
+        name, param = self.known[id(t)]
+        value = tensor(name, t.shape, str(t.dtype).replace("torch.", ""), param)
+        if not t.is_contiguous():
+            value["contiguous"] = False
+        return value
+
+    def produce(self, t, op, inputs):
+        first = next((v for v in inputs if isinstance(v, dict) and "tensor" in v), None)
+        if op in _VIEWS and first is not None and first.get("param"):
+            self._remember(t, first["tensor"], True)
+        else:
+            self._remember(t, f"%{self.next}", False)
+            self.next += 1
+        return self.describe(t)
+
+
+class _Recorder(TorchDispatchMode):
+    """Records every ATen op that reaches the dispatcher, with its arguments in schema order."""
+
+    def __init__(self, namer):
+        super().__init__()
+        self.namer = namer
+        self.ops = []
+
+    def value(self, v):
+        if isinstance(v, torch.Tensor):
+            return self.namer.describe(v)
+        if isinstance(v, (list, tuple)):
+            if v and all(isinstance(e, torch.Tensor) for e in v):
+                return {"tensors": [self.namer.describe(e) for e in v]}
+            if all(isinstance(e, int) and not isinstance(e, bool) for e in v):
+                return [int(e) for e in v]
+            return None if not v else str(v)
+        if isinstance(v, (bool, int, str)) or v is None:
+            return v
+        if isinstance(v, float):
+            return float(v)
+        return str(v)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        schema = func._schema
+        values = []
+        for i, a in enumerate(schema.arguments):
+            if not a.kwarg_only and i < len(args):
+                v = args[i]
+            elif a.name in kwargs:
+                v = kwargs[a.name]
+            else:
+                v = a.default_value if a.has_default_value() else None
+            values.append(self.value(v))
+        outs = []
+        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+            if isinstance(o, torch.Tensor):
+                outs.append(self.namer.produce(o, schema.name, values))
+            elif isinstance(o, (list, tuple)) and all(isinstance(e, torch.Tensor) for e in o):
+                outs.append({"tensors": [self.namer.produce(e, schema.name, values) for e in o]})
+            else:
+                outs.append(self.value(o))
+        self.ops.append({"op": schema.name, "in": values, "out": outs})
+        return out
+
+
+class _Model:
+    def __init__(self, request):
+        name = request["model"]
+        if name not in reference_torch.NAMES:
+            if os.path.exists(name):
+                raise WorkerError("unimplemented", f"{name}: model files are not supported by the torch worker yet; "
+                                  "use the libtorch backend for TorchScript files")
+            raise WorkerError("invalid_argument",
+                              f"unknown model '{name}'; built-in models: {', '.join(reference_torch.NAMES)}")
+        dtype = {"fp32": torch.float32, "fp64": torch.float64}.get(request.get("dtype", "fp32"))
+        if dtype is None:
+            raise WorkerError("unimplemented", f"dtype {request.get('dtype')} is not supported (fp32, fp64)")
+        net, x = reference_torch.build(name, int(request["batch"]), int(request.get("seq", 32)),
+                                       int(request.get("width", 128)), int(request.get("depth", 2)))
+        self.net = net.to(device=_DEVICE, dtype=dtype)
+        self.x = x.to(device=_DEVICE, dtype=dtype)
+        self.mode = request["mode"]
+        self.name = f"{name} ({self.mode}, torch)"
+        self.parameters = sum(p.numel() for p in self.net.parameters() if p.requires_grad)
+        self.inputs = [{"name": "input0", "shape": list(self.x.shape), "dtype": str(self.x.dtype).replace("torch.", "")}]
+        self.environment = {}
+        if self.mode == "compile":
+            self.forward = torch.compile(self.net)
+            self.origin = "torch.nn module of python/reference_torch.py, torch.compile (Inductor, default mode)"
+            self.environment["compile_backend"] = "inductor"
+        else:
+            self.forward = self.net
+            self.origin = "torch.nn module of python/reference_torch.py, eager"
+        self.run()  # compiles in compile mode; fails here when the model cannot run
+
+    def run(self):
+        with torch.inference_mode():
+            self.out = self.forward(self.x)
+        if _DEVICE == "cuda":
+            torch.cuda.synchronize()
+
+    def capture(self):
+        names = {}
+        for n, p in self.net.named_parameters():
+            names[p.data_ptr()] = n
+        for n, b in self.net.named_buffers():
+            names[b.data_ptr()] = n
+        recorder = _Recorder(_Namer([self.x], names))
+        with torch.inference_mode(), recorder:
+            self.net(self.x)
+        return recorder.ops, ("ATen ops dispatched by one eager forward pass (TorchDispatchMode); "
+                              "torch.compile runs the same program through Inductor's fused kernels")
+
+    def memory(self):
+        if _DEVICE != "cuda":
+            return {}
+        s = torch.cuda.memory_stats()
+        return {"allocated_bytes": s.get("allocated_bytes.all.current", 0),
+                "peak_allocated_bytes": s.get("allocated_bytes.all.peak", 0),
+                "reserved_bytes": s.get("reserved_bytes.all.current", 0)}
+
+
+def build(request):
+    return _Model(request)

@@ -1,0 +1,168 @@
+// A model in a worker process (see worker_backend.hpp).
+#include "backends/python_worker/worker_backend.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+#include "backends/capture/captured_json.hpp"
+#include "backends/python_worker/worker_process.hpp"
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost::worker {
+namespace {
+
+using json = nlohmann::json;
+using Seconds = std::chrono::duration<double>;
+constexpr int kProtocol = 1;
+constexpr double kHelloSeconds = 120;  // importing a framework on a busy machine
+
+std::string env_or(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+void add_strings(std::map<std::string, std::string>& to, const json& from, const std::string& prefix) {
+  if (!from.is_object()) return;
+  for (const auto& [k, v] : from.items()) to[prefix + k] = v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+class WorkerModel final : public PreparedModel {
+ public:
+  WorkerModel(const std::string& framework, const ModelRequest& request, const std::string& mode)
+      : timeout_(request.worker_timeout_seconds),
+        process_({python_interpreter(), "-m", "neuralcost_worker", framework},
+                 {{"PYTHONPATH", worker_directory()},
+                  {"NEURALCOST_THREADS", std::to_string(request.threads)},
+                  {"PYTHONUNBUFFERED", "1"}},
+                 fmt::format("the {} worker", framework)) {
+    const json hello = process_.request({{"cmd", "hello"}, {"protocol", kProtocol}}, Seconds(std::max(kHelloSeconds, timeout_)));
+    if (hello.value("protocol", -1) != kProtocol || hello.value("framework", std::string()) != framework) {
+      throw Error(ErrorCode::kDataLoss, fmt::format("the {} worker answered hello with protocol {} and framework '{}'; "
+                                                    "expected protocol {} and '{}'",
+                                                    framework, hello.value("protocol", -1),
+                                                    hello.value("framework", std::string()), kProtocol, framework));
+    }
+    add_strings(environment_, hello["environment"], "");
+    json shapes = json::array();
+    for (const Shape& s : request.input_shapes) shapes.push_back(s);
+    const json built = process_.request({{"cmd", "build"},      {"model", request.model},
+                                         {"mode", mode},         {"batch", request.batch},
+                                         {"seq", request.seq},   {"width", request.width},
+                                         {"depth", request.depth}, {"dtype", std::string(dtype_name(request.dtype))},
+                                         {"input_shapes", shapes}},
+                                        Seconds(timeout_));
+    name_ = built.value("name", request.model);
+    add_strings(environment_, built["environment"], "");
+    environment_["model_origin"] = built.value("origin", std::string("unknown"));
+    environment_["framework_mode"] = mode;
+    environment_["worker_parameters"] = std::to_string(built.value("parameters", std::int64_t{-1}));
+    environment_["worker_protocol"] = std::to_string(kProtocol);
+    environment_["worker_command"] = fmt::format("{} -m neuralcost_worker {} (PYTHONPATH={})", python_interpreter(),
+                                                 framework, worker_directory());
+    sync_ = framework == "jax"          ? "jax.block_until_ready on the outputs, inside the worker"
+            : framework == "tensorflow" ? "the result materialised (.numpy()), inside the worker"
+                                        : "torch.cuda.synchronize on a GPU, nothing on the CPU, inside the worker";
+  }
+
+  void run() override {
+    const json reply = process_.request({{"cmd", "run"}, {"n", 1}}, Seconds(timeout_));
+    last_ = seconds_of(reply, 1).front();
+  }
+
+  std::optional<double> last_run_seconds() const override { return last_; }
+
+  double page_faults_per_run(int iterations) override {
+    const json reply = process_.request({{"cmd", "run"}, {"n", iterations}}, Seconds(timeout_));
+    return reply.value("page_faults", 0.0) / iterations;
+  }
+
+  OpGraph captured_graph() override {
+    const json reply = process_.request({{"cmd", "capture"}}, Seconds(timeout_));
+    environment_["capture_source"] = reply.value("source", std::string("unknown"));
+    return capture::graph_from_captured(
+        capture::captured_ops_from_json(reply.contains("ops") ? reply["ops"] : json(), "capture reply of " + name_), name_);
+  }
+
+  std::map<std::string, std::string> environment() const override {
+    std::map<std::string, std::string> env = environment_;
+    try {
+      const json reply = process_.request({{"cmd", "memory"}}, Seconds(timeout_));
+      add_strings(env, reply["telemetry"], "memory.");
+    } catch (const Error& e) {
+      env["memory"] = std::string("unavailable: ") + e.what();
+    }
+    return env;
+  }
+
+  std::string synchronisation() const override { return sync_; }
+
+  /// `n` durations from a run or bench reply; kDataLoss when they are not.
+  std::vector<double> seconds_of(const json& reply, std::size_t n) const {
+    const json& s = reply.contains("seconds") ? reply["seconds"] : json();
+    if (!s.is_array() || s.size() != n) {
+      throw Error(ErrorCode::kDataLoss, fmt::format("the worker's run reply has no {} durations in 'seconds'", n));
+    }
+    std::vector<double> out;
+    for (const json& v : s) {
+      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6) {
+        throw Error(ErrorCode::kDataLoss, fmt::format("the worker's run reply has an impossible duration: {}", v.dump()));
+      }
+      out.push_back(v.get<double>());
+    }
+    return out;
+  }
+
+ private:
+  double timeout_;
+  mutable WorkerProcess process_;
+  std::string name_;
+  std::map<std::string, std::string> environment_;
+  std::string sync_;
+  std::optional<double> last_;
+};
+
+}  // namespace
+
+std::string python_interpreter() { return env_or("NEURALCOST_PYTHON", NEURALCOST_DEFAULT_PYTHON); }
+std::string worker_directory() { return env_or("NEURALCOST_WORKER_DIR", NEURALCOST_PYTHON_DIR); }
+
+WorkerBackend::WorkerBackend(std::string name, std::string framework, std::string description,
+                             std::vector<std::string> modes, std::string compiled_mode)
+    : name_(std::move(name)), framework_(std::move(framework)), description_(std::move(description)),
+      modes_(std::move(modes)), compiled_mode_(std::move(compiled_mode)) {}
+
+std::optional<std::string> WorkerBackend::unavailable_reason() const {
+  const std::string python = python_interpreter();
+  if (::access(python.c_str(), X_OK) != 0) {
+    return fmt::format("no Python environment at {}: run scripts/python-env.sh (or set NEURALCOST_PYTHON)", python);
+  }
+  const std::string package = worker_directory() + "/neuralcost_worker/protocol.py";
+  if (::access(package.c_str(), R_OK) != 0) {
+    return fmt::format("the worker package is not at {} (set NEURALCOST_WORKER_DIR)", package);
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> WorkerBackend::modes() const {
+  std::vector<std::string> m = modes_;
+  m.push_back("compiled");
+  return m;
+}
+
+std::unique_ptr<PreparedModel> WorkerBackend::prepare(const ModelRequest& request, const std::string& mode) const {
+  const std::string own = mode == "compiled" ? compiled_mode_ : mode;
+  if (std::find(modes_.begin(), modes_.end(), own) == modes_.end()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown mode '{}'", name_, mode));
+  }
+  if (!(request.worker_timeout_seconds > 0)) {
+    throw Error(ErrorCode::kInvalidArgument, "--worker-timeout must be more than 0 seconds");
+  }
+  if (auto why = unavailable_reason()) throw Error(ErrorCode::kUnimplemented, fmt::format("{}: {}", name_, *why));
+  return std::make_unique<WorkerModel>(framework_, request, own);
+}
+
+}  // namespace neuralcost::worker

@@ -1,0 +1,38 @@
+// Backends that run a Python framework in a worker process (docs/worker-protocol.md): JAX,
+// TensorFlow and PyTorch 2. The worker builds, runs and traces the model; the C++ core counts
+// what it traced and times it under the same contract as LibTorch, with each sample timed
+// inside the worker.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "neuralcost/registry.hpp"
+
+namespace neuralcost::worker {
+
+/// Where the workers' Python comes from: $NEURALCOST_PYTHON, else the project's .venv.
+std::string python_interpreter();
+/// The folder holding the neuralcost_worker package: $NEURALCOST_WORKER_DIR, else python/.
+std::string worker_directory();
+
+class WorkerBackend final : public Backend {
+ public:
+  /// `framework`: the worker's name for it (jax, tensorflow, torch); `modes`: the framework's
+  /// own, eager first; "compiled" is accepted as another name for `compiled_mode`.
+  WorkerBackend(std::string name, std::string framework, std::string description, std::vector<std::string> modes,
+                std::string compiled_mode);
+
+  std::string_view name() const override { return name_; }
+  std::string_view description() const override { return description_; }
+  std::optional<std::string> unavailable_reason() const override;
+  std::vector<std::string> modes() const override;
+  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode) const override;
+
+ private:
+  std::string name_, framework_, description_;
+  std::vector<std::string> modes_;
+  std::string compiled_mode_;
+};
+
+}  // namespace neuralcost::worker

@@ -1,0 +1,205 @@
+// The jaxpr-primitive-to-op-record mapping (src/backends/capture/jax_mapping.cpp) on
+// hand-written equations, as python/neuralcost_worker/jax_adapter.py reports them: contraction
+// FLOPs are exact for any dimension numbers and layouts, weights are counted once, constants
+// are buffers, and nothing unknown is a silent zero.
+#include "backends/capture/captured_op.hpp"
+
+#include <gtest/gtest.h>
+
+#include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/hardware/database.hpp"
+
+namespace neuralcost::capture {
+namespace {
+
+using Kind = CapturedValue::Kind;
+using Ints = std::vector<std::int64_t>;
+
+CapturedValue tensor(const std::string& name, Shape shape, bool parameter = false) {
+  CapturedValue v;
+  v.kind = Kind::kTensor;
+  v.tensors.push_back({name, std::move(shape), DType::kFp32, parameter, true});
+  return v;
+}
+CapturedValue number(double d) {
+  CapturedValue v;
+  v.kind = Kind::kDouble;
+  v.d = d;
+  return v;
+}
+CapturedValue integer(std::int64_t i) {
+  CapturedValue v;
+  v.kind = Kind::kInt;
+  v.i = i;
+  return v;
+}
+CapturedValue ints(Ints i) {
+  CapturedValue v;
+  v.kind = Kind::kInts;
+  v.ints = std::move(i);
+  return v;
+}
+CapturedValue text(std::string s) {
+  CapturedValue v;
+  v.kind = Kind::kString;
+  v.s = std::move(s);
+  return v;
+}
+
+CapturedOp op(const std::string& primitive, std::vector<CapturedValue> in, std::vector<CapturedValue> out,
+              std::map<std::string, CapturedValue> attrs = {}) {
+  return {"jax::" + primitive, std::move(in), std::move(out), std::move(attrs)};
+}
+
+CapturedOp dot_general(CapturedValue a, CapturedValue b, CapturedValue y, Ints lc, Ints rc, Ints lb = {}, Ints rb = {}) {
+  return op("dot_general", {std::move(a), std::move(b)}, {std::move(y)},
+            {{"lhs_contracting", ints(lc)}, {"rhs_contracting", ints(rc)}, {"lhs_batch", ints(lb)},
+             {"rhs_batch", ints(rb)}});
+}
+
+Analysis analyze_ops(const std::vector<CapturedOp>& ops) {
+  return analyze(graph_from_captured(ops, "jaxpr"), HardwareDatabase::builtin().get("h100-sxm"));
+}
+
+TEST(JaxMappingTest, DotGeneralOfALinearLayerIsAMatMul) {
+  // x[2,128] . W[10,128] contracting both last dims: x @ W^T
+  const Analysis a = analyze_ops({dot_general(tensor("input0", {2, 128}), tensor("fc.weight", {10, 128}, true),
+                                              tensor("%1", {2, 10}), {1}, {1})});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.op_records[0].kind, OpKind::kMatMul);
+  EXPECT_TRUE(a.op_records[0].attributes.get_bool("transpose_b", false));
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 128 * 10);
+  EXPECT_EQ(a.totals.parameter_count, 1280u);
+}
+
+TEST(JaxMappingTest, BatchedDotGeneralCountsEveryBatch) {
+  const Analysis a = analyze_ops({dot_general(tensor("input0", {4, 8, 16}), tensor("input1", {4, 16, 32}),
+                                              tensor("%1", {4, 8, 32}), {2}, {1}, {0}, {0})});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.op_records[0].kind, OpKind::kMatMul);
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 4 * 8 * 32 * 16);
+}
+
+TEST(JaxMappingTest, AttentionDotGeneralsCountTheReferenceScoreFlops) {
+  // einsum bhqd,bhkd->bhqk and bhqk,bhkd->bhqd over [B=1, H=4, T=32, D=32]
+  const Shape s{1, 4, 32, 32};
+  const Analysis a = analyze_ops({dot_general(tensor("q", s), tensor("k", s), tensor("scores", s), {3}, {3}, {0, 1}, {0, 1}),
+                                  dot_general(tensor("scores", s), tensor("v", s), tensor("out", s), {3}, {2}, {0, 1}, {0, 1})});
+  ASSERT_TRUE(a.complete());
+  // shared/reference-models.md: Q.K^T 262,144 and scores.V 262,144 per layer and sample
+  EXPECT_EQ(a.ops[0].cost.contraction_flops, 262144u);
+  EXPECT_EQ(a.ops[1].cost.contraction_flops, 262144u);
+  for (const OpRecord& r : a.op_records) EXPECT_EQ(r.kind, OpKind::kMatMul);
+}
+
+TEST(JaxMappingTest, UnusualDimensionNumbersKeepTheExactCount) {
+  // batch dim in the middle of the lhs and of the rhs: no matmul layout, the count all the same
+  const Analysis a = analyze_ops({dot_general(tensor("input0", {8, 4, 16}), tensor("input1", {16, 4, 32}),
+                                              tensor("%1", {4, 8, 32}), {2}, {0}, {1}, {1})});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.op_records[0].kind, OpKind::kCustom);
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 4 * 8 * 32 * 16);
+  EXPECT_EQ(a.totals.flops, a.totals.contraction_flops);
+}
+
+TEST(JaxMappingTest, DimensionNumbersThatDoNotFitAreUnmodeled) {
+  const Analysis a = analyze_ops({dot_general(tensor("input0", {2, 128}), tensor("input1", {64, 10}),
+                                              tensor("%1", {2, 10}), {1}, {0})});
+  ASSERT_EQ(a.unmodeled.size(), 1u);
+  EXPECT_EQ(a.unmodeled[0].reason, "dot_general's dimension numbers do not fit its operands");
+}
+
+std::map<std::string, CapturedValue> conv_attrs(const std::string& lhs, const std::string& rhs, const std::string& out) {
+  return {{"window_strides", ints({1, 1})}, {"padding", ints({1, 1, 1, 1})}, {"lhs_dilation", ints({1, 1})},
+          {"rhs_dilation", ints({1, 1})}, {"feature_group_count", integer(1)},
+          {"lhs_layout", text(lhs)}, {"rhs_layout", text(rhs)}, {"out_layout", text(out)}};
+}
+
+TEST(JaxMappingTest, NchwConvolutionIsAConv) {
+  // the reference cnn's first convolution: 3 -> 64 channels, 3x3, pad 1, 32x32
+  const Analysis a = analyze_ops({op("conv_general_dilated",
+                                     {tensor("input0", {1, 3, 32, 32}), tensor("convs.0.weight", {64, 3, 3, 3}, true)},
+                                     {tensor("%1", {1, 64, 32, 32})}, conv_attrs("NCHW", "OIHW", "NCHW"))});
+  ASSERT_TRUE(a.complete());
+  ASSERT_EQ(a.op_records.size(), 1u);
+  EXPECT_EQ(a.op_records[0].kind, OpKind::kConv);
+  EXPECT_EQ(a.totals.contraction_flops, 3538944u);
+  EXPECT_EQ(a.totals.parameter_count, 64u * 3 * 9);
+}
+
+TEST(JaxMappingTest, ChannelsLastConvolutionCountsTheSameBetweenViews) {
+  const Analysis a = analyze_ops({op("conv_general_dilated",
+                                     {tensor("input0", {1, 32, 32, 3}), tensor("w", {3, 3, 3, 64}, true)},
+                                     {tensor("%1", {1, 32, 32, 64})}, conv_attrs("NHWC", "HWIO", "NHWC"))});
+  ASSERT_TRUE(a.complete());
+  ASSERT_EQ(a.op_records.size(), 3u);
+  EXPECT_EQ(a.op_records[1].kind, OpKind::kConv);
+  EXPECT_EQ(a.op_records[1].parameters[0].shape, (Shape{64, 3, 3, 3}));
+  EXPECT_EQ(a.ops[0].cost.bytes(), 0u);
+  EXPECT_EQ(a.ops[2].cost.bytes(), 0u);
+  EXPECT_EQ(a.totals.contraction_flops, 3538944u);
+}
+
+std::map<std::string, CapturedValue> window_attrs() {
+  return {{"window_dimensions", ints({1, 1, 2, 2})}, {"window_strides", ints({1, 1, 2, 2})},
+          {"padding", ints(Ints(8, 0))}, {"base_dilation", ints({1, 1, 1, 1})}, {"window_dilation", ints({1, 1, 1, 1})}};
+}
+
+TEST(JaxMappingTest, SpatialReduceWindowMaxIsAMaxPool) {
+  const Analysis a = analyze_ops({op("reduce_window_max", {tensor("input0", {1, 64, 32, 32})},
+                                     {tensor("%1", {1, 64, 16, 16})}, window_attrs())});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.op_records[0].kind, OpKind::kMaxPool);
+  EXPECT_EQ(a.totals.flops, 64u * 16 * 16 * 3);  // 3 comparisons per 2x2 window
+  EXPECT_EQ(a.totals.contraction_flops, 0u);
+}
+
+TEST(JaxMappingTest, ReduceWindowSumCountsTheAddsOfEachWindow) {
+  const Analysis a = analyze_ops({op("reduce_window_sum", {tensor("input0", {1, 64, 32, 32})},
+                                     {tensor("%1", {1, 64, 16, 16})}, window_attrs())});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.flops, 64u * 16 * 16 * 3);
+}
+
+TEST(JaxMappingTest, AWeightReadInEveryStepIsCountedOnce) {
+  // two unrolled scan steps: h1 = h0 . W^T, h2 = h1 . W^T
+  const CapturedValue w = tensor("recurrent.weight_hh_l0", {128, 128}, true);
+  const Analysis a = analyze_ops({dot_general(tensor("input0", {1, 128}), w, tensor("%1", {1, 128}), {1}, {1}),
+                                  dot_general(tensor("%1", {1, 128}), w, tensor("%2", {1, 128}), {1}, {1})});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.parameter_count, 128u * 128);
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 128 * 128);
+}
+
+TEST(JaxMappingTest, ConstantsAreBuffersNotParameters) {
+  // eval-mode batch norm: running_var + eps, a constant closed over by the forward function
+  const Analysis a = analyze_ops({op("add", {tensor("const:norms.0.running_var", {64}, true), number(1e-5)},
+                                     {tensor("%1", {64})})});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.parameter_count, 0u);
+  EXPECT_EQ(a.totals.buffer_count, 64u);
+  EXPECT_EQ(a.totals.flops, 64u);
+}
+
+TEST(JaxMappingTest, LayoutOpsOfWeightsAreNotOpsAndScalarBroadcastsAreFills) {
+  const OpGraph g = graph_from_captured(
+      {op("broadcast_in_dim", {tensor("b", {64}, true)}, {tensor("b", {1, 64, 1, 1}, true)}),
+       op("transpose", {tensor("w", {10, 128}, true)}, {tensor("w", {128, 10}, true)}),
+       op("broadcast_in_dim", {number(0.0)}, {tensor("%1", {32, 128})})},
+      "views");
+  ASSERT_EQ(g.size(), 1u);
+  EXPECT_EQ(g.op(0).kind, OpKind::kCustom);
+  EXPECT_EQ(cost_of(g.op(0)).bytes_written, 32u * 128 * 4);
+}
+
+TEST(JaxMappingTest, UnknownPrimitivesAndLoopsAreUnmodeled) {
+  const Analysis a = analyze_ops({op("fancy", {tensor("input0", {4, 4})}, {tensor("%1", {4, 4})}),
+                                  op("while", {tensor("%1", {4, 4})}, {tensor("%2", {4, 4})})});
+  ASSERT_EQ(a.unmodeled.size(), 2u);
+  EXPECT_EQ(a.unmodeled[0].reason, "op type 'jax::fancy' is not modeled");
+  EXPECT_EQ(a.unmodeled[1].reason, "a while loop runs a data-dependent number of steps (not unrolled)");
+  EXPECT_EQ(a.ops[0].cost.bytes(), 128u);
+}
+
+}  // namespace
+}  // namespace neuralcost::capture
