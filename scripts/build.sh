@@ -3,6 +3,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
+# the Python frameworks of the worker backends (jax, tensorflow, torch), pinned, in .venv
+bash scripts/python-env.sh
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo "$@" > build-configure.log 2>&1 \
   || { cat build-configure.log; exit 1; }
 rm -f build-configure.log

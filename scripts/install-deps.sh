@@ -16,7 +16,7 @@ set -euo pipefail
 packages=(cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 python3-jsonschema
           libtorch-dev libopenblas0-pthread libonnx-dev libonnx-testdata python3-onnx
-          python3-torch python3-torchvision clang libclang-rt-14-dev libopenblas-pthread-dev libdnnl-dev)
+          python3-torch python3-venv python3-torchvision clang libclang-rt-14-dev libopenblas-pthread-dev libdnnl-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -12,8 +12,8 @@ if [[ -x "$venv/bin/python3" && -f "$stamp" ]] && cmp -s "$req" "$stamp"; then
   exit 0
 fi
 if ! /usr/bin/python3 -c 'import ensurepip' 2>/dev/null; then
-  echo "python-env: installing python3-venv" >&2
-  if [[ $(id -u) -eq 0 ]]; then apt-get install -y -q python3-venv >/dev/null; else sudo apt-get install -y -q python3-venv >/dev/null; fi
+  echo "python-env: Debian's python3-venv is missing (scripts/install-deps.sh installs it)" >&2
+  exit 1
 fi
 echo "python-env: making $venv with $(grep -v '^#' "$req" | tr '\n' ' ')" >&2
 /usr/bin/python3 -m venv "$venv"

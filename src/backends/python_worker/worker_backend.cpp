@@ -140,7 +140,7 @@ std::optional<std::string> WorkerBackend::unavailable_reason() const {
   if (::access(python.c_str(), X_OK) != 0) {
     return fmt::format("no Python environment at {}: run scripts/python-env.sh (or set NEURALCOST_PYTHON)", python);
   }
-  const std::string package = worker_directory() + "/neuralcost_worker/protocol.py";
+  const std::string package = worker_directory() + "/neuralcost_worker/__main__.py";
   if (::access(package.c_str(), R_OK) != 0) {
     return fmt::format("the worker package is not at {} (set NEURALCOST_WORKER_DIR)", package);
   }

@@ -1,0 +1,15 @@
+"""The real worker package (python/neuralcost_worker), with faults injected on request, for the
+robustness tests of tests/workers/worker_faults_test.cpp. NEURALCOST_REAL_WORKER_DIR is the real
+package's parent folder; NEURALCOST_FAULT says what goes wrong and when, as FAULT-at-CMD:
+    exit-at-hello       exits with status 3 instead of answering
+    abort-at-build      dies of SIGABRT (a crash in native code)
+    sigkill-at-run      is killed by SIGKILL (what the kernel's OOM killer does)
+    hang-at-run         never answers
+    garbage-at-capture  answers with a line that is not JSON
+    oom-at-build        runs out of memory for real (under a 512 MiB address-space limit) and
+                        answers with the protocol's out_of_memory error
+"""
+import os
+
+__path__.append(os.path.join(os.environ["NEURALCOST_REAL_WORKER_DIR"], "neuralcost_worker"))
+from neuralcost_worker.__init_real__ import *  # noqa: E402,F401,F403  (PROTOCOL, FRAMEWORKS)

@@ -1,0 +1,103 @@
+// The worker backends with the real frameworks (JAX, TensorFlow, PyTorch 2 from the project's
+// .venv): each builds the five reference networks with the same parameter count and the same
+// contraction FLOPs as the C++ static model, and its compiled mode runs.
+#include <gtest/gtest.h>
+
+#include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/models/reference.hpp"
+#include "neuralcost/registry.hpp"
+
+namespace neuralcost {
+namespace {
+
+struct Case {
+  std::string backend, model;
+  std::int64_t batch;
+};
+
+std::string case_name(const testing::TestParamInfo<Case>& info) {
+  return info.param.backend + "_" + info.param.model + "_b" + std::to_string(info.param.batch);
+}
+
+class ReferenceNets : public testing::TestWithParam<Case> {};
+
+TEST_P(ReferenceNets, MatchTheStaticModel) {
+  const Case& c = GetParam();
+  const HardwareSpec hw = HardwareDatabase::builtin().get("h100-sxm");
+  ModelRequest request;
+  request.model = c.model;
+  request.batch = c.batch;
+  request.threads = 1;
+  auto model = backend_named(c.backend).prepare(request, "eager");
+  const Analysis captured = analyze(model->captured_graph(), hw, {c.batch});
+  ReferenceOptions o;
+  o.model = c.model;
+  o.batch = c.batch;
+  const Analysis expected = analyze(build_reference_model(o), hw, {c.batch});
+  EXPECT_TRUE(captured.complete()) << captured.unmodeled.size() << " op(s) not modeled, e.g. "
+                                   << captured.op_records[captured.unmodeled.front().op_index].source_type;
+  EXPECT_EQ(captured.totals.parameter_count, expected.totals.parameter_count);
+  EXPECT_EQ(captured.totals.contraction_flops, expected.totals.contraction_flops);
+  // the framework's own count of its trainable parameters agrees
+  EXPECT_EQ(model->environment().at("worker_parameters"), std::to_string(expected.totals.parameter_count));
+  model->run();
+  ASSERT_TRUE(model->last_run_seconds().has_value());
+  EXPECT_GT(*model->last_run_seconds(), 0);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const char* backend : {"jax", "tensorflow", "torch"}) {
+    for (const std::string& model : reference_model_names()) all.push_back({backend, model, model == "cnn" ? 2 : 3});
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, ReferenceNets, testing::ValuesIn(cases()), case_name);
+
+class CompiledModes : public testing::TestWithParam<std::string> {};
+
+TEST_P(CompiledModes, RunAndCaptureTheSameProgram) {
+  ModelRequest request;
+  request.model = "transformer";
+  request.batch = 2;
+  request.threads = 1;
+  const Backend& backend = backend_named(GetParam());
+  const HardwareSpec hw = HardwareDatabase::builtin().get("h100-sxm");
+  auto compiled = backend.prepare(request, "compiled");
+  compiled->run();
+  ASSERT_TRUE(compiled->last_run_seconds().has_value());
+  const Analysis a = analyze(compiled->captured_graph(), hw, {2});
+  EXPECT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 26216960u);
+  EXPECT_NE(compiled->environment().at("framework_mode"), "eager");
+}
+
+INSTANTIATE_TEST_SUITE_P(Workers, CompiledModes, testing::Values("jax", "tensorflow", "torch"));
+
+TEST(WorkerBackendTest, TensorflowXlaModeRuns) {
+  ModelRequest request;
+  request.model = "ff";
+  request.batch = 4;
+  auto model = backend_named("tensorflow").prepare(request, "xla");
+  model->run();
+  EXPECT_EQ(model->environment().at("framework_mode"), "xla");
+}
+
+TEST(WorkerBackendTest, UnknownModelsAndModesNameTheProblem) {
+  ModelRequest request;
+  request.model = "resnet";
+  try {
+    backend_named("jax").prepare(request, "eager");
+    FAIL() << "an unknown model was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown model 'resnet'"), std::string::npos) << e.what();
+  }
+  request.model = "ff";
+  EXPECT_THROW(backend_named("torch").prepare(request, "jit"), Error);
+}
+
+}  // namespace
+}  // namespace neuralcost
