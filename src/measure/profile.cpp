@@ -92,12 +92,8 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   c["warmup_seconds"] = fmt::format("{:.3f}", run.timing.warmup_seconds);
   c["samples"] = std::to_string(run.timing.summary.n);
   c["synchronisation"] = model.synchronisation();
-  if (!run.timing.round_trip_seconds.empty()) {
-    // samples are the worker's own times; this process's clock adds the protocol's round trip
-    const double trip = median(run.timing.round_trip_seconds) - run.timing.summary.median;
-    c["clock"] = "the worker's clock (time.perf_counter_ns around each forward pass)";
-    c["protocol_round_trip"] = fmt::format("median {:.1f} us per sample ({:.2f}% of the median sample)", trip * 1e6,
-                                           100 * trip / run.timing.summary.median);
+  if (run.timing.backend_clock) {
+    c["clock"] = "the backend's own clock around each forward pass (a worker: time.perf_counter_ns)";
   } else {
     c["clock"] = fmt::format("std::chrono::steady_clock, resolution {:.3g} s", run.timing.clock_resolution_seconds);
   }

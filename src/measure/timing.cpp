@@ -74,7 +74,7 @@ TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o
     const double wall = seconds_since(t0);
     const std::optional<double> own = work.reported_seconds ? work.reported_seconds() : std::nullopt;
     r.samples_seconds.push_back(own ? *own : wall);
-    if (own) r.round_trip_seconds.push_back(wall);
+    r.backend_clock = r.backend_clock || own.has_value();
     const std::size_t n = r.samples_seconds.size();
     const bool out_of_time = seconds_since(sample_start) >= o.budget_seconds;
     if (n >= next_check || out_of_time) {

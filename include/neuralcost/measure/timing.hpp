@@ -32,9 +32,7 @@ std::string_view verdict_name(Verdict verdict);
 
 struct TimingResult {
   std::vector<double> samples_seconds;
-  /// When the backend times each run itself (a worker process): this process's clock around
-  /// each sample, which adds the protocol's round trip. Empty otherwise.
-  std::vector<double> round_trip_seconds;
+  bool backend_clock = false;  ///< samples are the backend's own times (reported_seconds)
   SampleSummary summary;
   int warmup_iterations = 0;         ///< warm-up runs actually made
   double warmup_seconds = 0;

@@ -302,7 +302,7 @@ Handler unmodeled_because(std::string reason) {
   return [=](const CapturedOp& call) { return one(unknown(call, reason)); };
 }
 
-bool is_constant(const std::string& id) { return id.rfind("const:", 0) == 0; }
+bool is_constant(const std::string& id) { return id.rfind("const:", 0) == 0 || id.rfind("buffer:", 0) == 0; }
 
 }  // namespace
 
