@@ -45,15 +45,29 @@ const ProfileRun* find_run(const std::vector<ProfileRun>& runs, const Workload& 
   return nullptr;
 }
 
+/// The model's trainable parameters as its framework counts them (the contract's
+/// framework_parameters), else as the captured graph reads them. A compiler may merge
+/// identical frozen weights, so the captured count can be lower for the same model.
+std::uint64_t parameters_of(const ProfileRun& r) {
+  auto it = r.contract.find("framework_parameters");
+  if (it != r.contract.end()) {
+    try {
+      return std::stoull(it->second);
+    } catch (const std::exception&) {
+      // not a number: fall back on the captured graph
+    }
+  }
+  return r.analysis.totals.parameter_count;
+}
+
 /// Whether the runs that succeeded agree on parameters and contraction FLOPs; `detail` lists them.
 bool same_model(const std::vector<const ProfileRun*>& runs, std::string& detail) {
   std::set<std::pair<std::uint64_t, std::uint64_t>> seen;
   for (const ProfileRun* r : runs) {
     if (!r || r->failed) continue;
-    const auto& t = r->analysis.totals;
-    seen.insert({t.parameter_count, t.contraction_flops});
+    seen.insert({parameters_of(*r), r->analysis.totals.contraction_flops});
     detail += fmt::format("{}{}: {} parameters, {} contraction FLOPs", detail.empty() ? "" : "; ", r->backend,
-                          t.parameter_count, t.contraction_flops);
+                          parameters_of(*r), r->analysis.totals.contraction_flops);
   }
   return seen.size() <= 1;
 }
@@ -123,7 +137,7 @@ json comparison_json(const std::vector<ProfileRun>& runs) {
                             {"median_seconds", r->timing.summary.median},
                             {"efficiency", r->efficiency},
                             {"verdict", std::string(verdict_name(r->timing.verdict))},
-                            {"parameter_count", r->analysis.totals.parameter_count},
+                            {"parameter_count", parameters_of(*r)},
                             {"contraction_flops", r->analysis.totals.contraction_flops}};
     }
     std::string detail;

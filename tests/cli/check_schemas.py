@@ -110,6 +110,17 @@ else:
     check(document, profile_schema, "profile with a failed run")
     expect([run["failed"] for run in document["runs"]] == [False, True],
            "profile with a failed run: expected runs [ok, failed]")
+    # several backends: the Python workers and the comparison
+    compared = subprocess.run([binary, "profile", "--model", "ff", "--backend", "libtorch,jax,tensorflow,torch",
+                               "--mode", "eager", *QUICK], capture_output=True, text=True)
+    expect(compared.returncode == 0, f"profile of four backends exited {compared.returncode}: {compared.stderr.strip()}")
+    if compared.returncode == 0:
+        document = json.loads(compared.stdout)
+        check(document, profile_schema, "profile of four backends")
+        expect([run["backend"] for run in document["runs"]] == ["libtorch", "jax", "tensorflow", "torch"],
+               "profile of four backends: expected a run per backend")
+        expect(len(document["comparison"]) == 1 and document["comparison"][0]["same_model"],
+               "profile of four backends: expected one comparison row with the same model")
 
 # The schemas must reject what the code never emits: a missing required field.
 broken = cli("analyze", "--model", "ff", "--format", "json")

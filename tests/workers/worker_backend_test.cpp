@@ -41,7 +41,7 @@ TEST_P(ReferenceNets, MatchTheStaticModel) {
   EXPECT_EQ(captured.totals.parameter_count, expected.totals.parameter_count);
   EXPECT_EQ(captured.totals.contraction_flops, expected.totals.contraction_flops);
   // the framework's own count of its trainable parameters agrees
-  EXPECT_EQ(model->environment().at("worker_parameters"), std::to_string(expected.totals.parameter_count));
+  EXPECT_EQ(model->environment().at("framework_parameters"), std::to_string(expected.totals.parameter_count));
   model->run();
   ASSERT_TRUE(model->last_run_seconds().has_value());
   EXPECT_GT(*model->last_run_seconds(), 0);

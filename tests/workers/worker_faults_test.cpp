@@ -93,14 +93,14 @@ TEST(WorkerFaultsTest, RealOutOfMemoryIsReportedAsSuch) {
 TEST(WorkerFaultsTest, HangIsKilledAtTheDeadline) {
   Fault fault("hang-at-run");
   ModelRequest r = ff();
-  r.worker_timeout_seconds = 2;
+  r.worker_timeout_seconds = 6;  // the build must fit in it too, on a busy machine
   auto model = backend_named("jax").prepare(r, "eager");
   const auto start = std::chrono::steady_clock::now();
   const std::string e = failure_of([&] { model->run(); });
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_THAT(e, HasSubstr("the jax worker did not answer 'run' within 2 s (--worker-timeout); it was killed"));
-  EXPECT_GE(waited, 1.9);
-  EXPECT_LT(waited, 10);
+  EXPECT_THAT(e, HasSubstr("the jax worker did not answer 'run' within 6 s (--worker-timeout); it was killed"));
+  EXPECT_GE(waited, 5.9);
+  EXPECT_LT(waited, 15);
 }
 
 TEST(WorkerFaultsTest, GarbageIsNotAReply) {
@@ -113,7 +113,7 @@ TEST(WorkerFaultsTest, GarbageIsNotAReply) {
 TEST(WorkerFaultsTest, AFailedRunIsRecordedAndTheOthersGoOn) {
   Fault fault("hang-at-run");
   ModelRequest base = ff();
-  base.worker_timeout_seconds = 2;
+  base.worker_timeout_seconds = 6;
   ProfileOptions options;
   options.modes = {"eager", "jit"};
   options.batches = {2};
@@ -125,7 +125,7 @@ TEST(WorkerFaultsTest, AFailedRunIsRecordedAndTheOthersGoOn) {
   ASSERT_EQ(runs.size(), 2u);
   for (const ProfileRun& r : runs) {
     EXPECT_TRUE(r.failed);
-    EXPECT_THAT(r.error, HasSubstr("did not answer 'run' within 2 s"));
+    EXPECT_THAT(r.error, HasSubstr("did not answer 'run' within 6 s"));
   }
 }
 

@@ -27,9 +27,10 @@ std::string first_line(const std::string& s) { return s.substr(0, s.find('\n'));
 class TorchModel final : public PreparedModel {
  public:
   TorchModel(std::string name, std::function<at::Tensor(const std::vector<at::Tensor>&)> forward,
-             std::vector<at::Tensor> inputs, ParameterNames names, std::string origin, bool compiled)
+             std::vector<at::Tensor> inputs, ParameterNames names, std::string origin, bool compiled,
+             std::int64_t parameters)
       : name_(std::move(name)), forward_(std::move(forward)), inputs_(std::move(inputs)),
-        names_(std::move(names)), origin_(std::move(origin)), compiled_(compiled) {}
+        names_(std::move(names)), origin_(std::move(origin)), compiled_(compiled), parameters_(parameters) {}
 
   void run() override {
     torch::NoGradGuard no_grad;
@@ -75,6 +76,9 @@ class TorchModel final : public PreparedModel {
       env["openmp_threads"] = std::to_string(f());
     }
     env["model_origin"] = origin_;
+    // the module's own count, before freezing: constant pooling merges identical frozen weights
+    // (zero biases, unit norm scales), so the compiled graph may read fewer distinct tensors
+    env["framework_parameters"] = std::to_string(parameters_);
     env["layer_timer"] = legacy_profiler() ? "legacy autograd profiler (NEURALCOST_LEGACY_PROFILER=1)"
                                            : "RecordFunction timestamps on top-level operators";
     if (compiled_) {
@@ -106,8 +110,15 @@ class TorchModel final : public PreparedModel {
   ParameterNames names_;
   std::string origin_;
   bool compiled_;
+  std::int64_t parameters_;
   at::Tensor output_;
 };
+
+std::int64_t trainable_count(const std::vector<at::Tensor>& params) {
+  std::int64_t n = 0;
+  for (const at::Tensor& p : params) n += p.requires_grad() ? p.numel() : 0;
+  return n;
+}
 
 ParameterNames names_of(const torch::nn::Module& net) {
   ParameterNames names;
@@ -147,13 +158,13 @@ std::unique_ptr<PreparedModel> prepare_reference(const ModelRequest& request, co
   if (mode == "eager") {
     return std::make_unique<TorchModel>(
         name, [net](const std::vector<at::Tensor>& in) { return net->forward(in[0]); }, std::move(inputs),
-        names_of(*net), "torch::nn module", false);
+        names_of(*net), "torch::nn module", false, trainable_count(net->parameters()));
   }
   auto compiled = std::make_shared<torch::jit::Module>(compile(libtorch::script_reference_net(*net)));
   return std::make_unique<TorchModel>(
       name, [compiled, net](const std::vector<at::Tensor>& in) { return run_script(*compiled, in); },
       std::move(inputs), names_of(*net), "TorchScript (scripted from the torch::nn module), frozen and optimized",
-      true);
+      true, trainable_count(net->parameters()));
 }
 
 std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const std::string& mode) {
@@ -174,7 +185,11 @@ std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const s
   }
   module->eval();
   ParameterNames names;
-  for (const auto& item : module->named_parameters()) names[item.value.data_ptr()] = item.name;
+  std::int64_t parameters = 0;
+  for (const auto& item : module->named_parameters()) {
+    names[item.value.data_ptr()] = item.name;
+    parameters += item.value.numel();
+  }
   for (const auto& item : module->named_buffers()) names[item.value.data_ptr()] = item.name;
   if (mode == "compiled") {
     try {
@@ -190,7 +205,7 @@ std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const s
   auto model = std::make_unique<TorchModel>(
       fmt::format("{} ({}, libtorch)", std::filesystem::path(path).filename().string(), mode),
       [module](const std::vector<at::Tensor>& in) { return run_script(*module, in); }, std::move(inputs),
-      std::move(names), fmt::format("TorchScript file {}", path), mode == "compiled");
+      std::move(names), fmt::format("TorchScript file {}", path), mode == "compiled", parameters);
   try {
     model->run();  // fails here, with the framework's reason, when the input shapes are wrong
   } catch (const std::exception& e) {

@@ -60,7 +60,7 @@ class WorkerModel final : public PreparedModel {
     add_strings(environment_, built["environment"], "");
     environment_["model_origin"] = built.value("origin", std::string("unknown"));
     environment_["framework_mode"] = mode;
-    environment_["worker_parameters"] = std::to_string(built.value("parameters", std::int64_t{-1}));
+    environment_["framework_parameters"] = std::to_string(built.value("parameters", std::int64_t{-1}));
     environment_["worker_protocol"] = std::to_string(kProtocol);
     environment_["worker_command"] = fmt::format("{} -m neuralcost_worker {} (PYTHONPATH={})", python_interpreter(),
                                                  framework, worker_directory());
