@@ -135,39 +135,64 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
+def _load(request, dtype):
+    """(network in eval mode, example inputs, origin) for a reference name or a torch.export file."""
+    name = request["model"]
+    if name in reference_torch.NAMES:
+        net, x = reference_torch.build(name, int(request["batch"]), int(request.get("seq", 32)),
+                                       int(request.get("width", 128)), int(request.get("depth", 2)))
+        return net, [x], "torch.nn module of python/reference_torch.py"
+    if not os.path.exists(name):
+        raise WorkerError("not_found", f"unknown model '{name}': neither a built-in model "
+                          f"({', '.join(reference_torch.NAMES)}) nor a file")
+    if not name.endswith(".pt2"):
+        raise WorkerError("unimplemented", f"{name}: the torch worker loads torch.export programs (.pt2, written by "
+                          "torch.export.save); for TorchScript files use --backend libtorch")
+    shapes = request.get("input_shapes") or []
+    if not shapes:
+        raise WorkerError("invalid_argument", f"{name}: a model file needs --input-shape (e.g. 32x3x32x32), once per input")
+    try:
+        program = torch.export.load(name)
+    except Exception as e:  # a truncated or foreign file
+        raise WorkerError("invalid_argument", f"{name}: not a loadable torch.export program: {type(e).__name__}: "
+                          f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    torch.manual_seed(1)
+    return program.module(), [torch.randn(*s) for s in shapes], f"torch.export program {name}"
+
+
 class _Model:
     def __init__(self, request):
-        name = request["model"]
-        if name not in reference_torch.NAMES:
-            if os.path.exists(name):
-                raise WorkerError("unimplemented", f"{name}: model files are not supported by the torch worker yet; "
-                                  "use the libtorch backend for TorchScript files")
-            raise WorkerError("invalid_argument",
-                              f"unknown model '{name}'; built-in models: {', '.join(reference_torch.NAMES)}")
         dtype = {"fp32": torch.float32, "fp64": torch.float64}.get(request.get("dtype", "fp32"))
         if dtype is None:
             raise WorkerError("unimplemented", f"dtype {request.get('dtype')} is not supported (fp32, fp64)")
-        net, x = reference_torch.build(name, int(request["batch"]), int(request.get("seq", 32)),
-                                       int(request.get("width", 128)), int(request.get("depth", 2)))
+        net, xs, origin = _load(request, dtype)
         self.net = net.to(device=_DEVICE, dtype=dtype)
-        self.x = x.to(device=_DEVICE, dtype=dtype)
+        self.xs = [x.to(device=_DEVICE, dtype=dtype) for x in xs]
         self.mode = request["mode"]
-        self.name = f"{name} ({self.mode}, torch)"
+        self.name = f"{os.path.basename(request['model'])} ({self.mode}, torch)"
         self.parameters = sum(p.numel() for p in self.net.parameters() if p.requires_grad)
-        self.inputs = [{"name": "input0", "shape": list(self.x.shape), "dtype": str(self.x.dtype).replace("torch.", "")}]
+        self.inputs = [{"name": f"input{i}", "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
+                       for i, x in enumerate(self.xs)]
         self.environment = {}
         if self.mode == "compile":
             self.forward = torch.compile(self.net)
-            self.origin = "torch.nn module of python/reference_torch.py, torch.compile (Inductor, default mode)"
+            self.origin = f"{origin}, torch.compile (Inductor, default mode)"
             self.environment["compile_backend"] = "inductor"
         else:
             self.forward = self.net
-            self.origin = "torch.nn module of python/reference_torch.py, eager"
-        self.run()  # compiles in compile mode; fails here when the model cannot run
+            self.origin = f"{origin}, eager"
+        try:
+            self.run()  # compiles in compile mode; fails here when the model cannot run
+        except Exception as e:
+            if out_of_memory(e):
+                raise
+            shapes = ", ".join("x".join(map(str, x.shape)) for x in self.xs)
+            raise WorkerError("invalid_argument", f"{request['model']}: forward failed for input shape(s) {shapes}: "
+                              f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
 
     def run(self):
         with torch.inference_mode():
-            self.out = self.forward(self.x)
+            self.out = self.forward(*self.xs)
         if _DEVICE == "cuda":
             torch.cuda.synchronize()
 
@@ -177,9 +202,9 @@ class _Model:
             names[p.data_ptr()] = n
         for n, b in self.net.named_buffers():
             names[b.data_ptr()] = n
-        recorder = _Recorder(_Namer([self.x], names))
+        recorder = _Recorder(_Namer(self.xs, names))
         with torch.inference_mode(), recorder:
-            self.net(self.x)
+            self.net(*self.xs)
         return recorder.ops, ("ATen ops dispatched by one eager forward pass (TorchDispatchMode); "
                               "torch.compile runs the same program through Inductor's fused kernels")
 

@@ -84,6 +84,13 @@ TEST(CliProfileTest, BadModelFilesAndShapes) {
   EXPECT_THAT(r.err, HasSubstr("--input-shape '4x-2': dimensions must be positive integers joined by 'x'"));
 }
 
+TEST(CliProfileTest, AModelAfterAListOptionIsTheModel) {
+  // --backend, --mode and --batch take one (comma-separated) argument each
+  const CliResult r = run_cli("profile --backend libtorch ff --mode eager --batch 2 --summary" + kQuick);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("ff  "));
+}
+
 TEST(CliProfileTest, BadOptions) {
   CliResult r = run_cli("profile --model ff --batch 0" + kQuick);
   EXPECT_EQ(r.exit_code, 1);

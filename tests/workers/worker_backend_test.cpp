@@ -1,6 +1,9 @@
 // The worker backends with the real frameworks (JAX, TensorFlow, PyTorch 2 from the project's
 // .venv): each builds the five reference networks with the same parameter count and the same
 // contraction FLOPs as the C++ static model, and its compiled mode runs.
+#include <cstdio>
+#include <cstdlib>
+
 #include <gtest/gtest.h>
 
 #include "neuralcost/analysis/roofline.hpp"
@@ -8,6 +11,7 @@
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
+#include "backends/python_worker/worker_backend.hpp"
 
 namespace neuralcost {
 namespace {
@@ -84,6 +88,30 @@ TEST(WorkerBackendTest, TensorflowXlaModeRuns) {
   auto model = backend_named("tensorflow").prepare(request, "xla");
   model->run();
   EXPECT_EQ(model->environment().at("framework_mode"), "xla");
+}
+
+TEST(WorkerBackendTest, TorchExportProgramsCountLikeTheBuiltInNetwork) {
+  // a user's model file: the reference cnn written by torch.export.save
+  const std::string file = testing::TempDir() + "neuralcost_cnn.pt2";
+  const std::string command = worker::python_interpreter() + " " NEURALCOST_SOURCE_DIR "/tests/workers/export_program.py cnn 2 " + file;
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  ModelRequest request;
+  request.model = file;
+  request.input_shapes = {{2, 3, 32, 32}};
+  const HardwareSpec hw = HardwareDatabase::builtin().get("h100-sxm");
+  auto model = backend_named("torch").prepare(request, "eager");  // compile: CompiledModes
+  const Analysis a = analyze(model->captured_graph(), hw, {2});
+  EXPECT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.parameter_count, 77322u);
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 41290240u);
+  request.input_shapes = {{2, 3, 16}};  // the program's input is 4-D
+  try {
+    backend_named("torch").prepare(request, "eager");
+    FAIL() << "a wrong input shape was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("forward failed for input shape(s) 2x3x16"), std::string::npos) << e.what();
+  }
+  std::remove(file.c_str());
 }
 
 TEST(WorkerBackendTest, UnknownModelsAndModesNameTheProblem) {

@@ -153,17 +153,22 @@ void add_profile_command(CLI::App& app) {
       "Run models through a backend, time them under the timing contract and compare with the\n"
       "roofline: latency with its 95% CI, samples/s, FLOP/s, efficiency, limit and verdict per\n"
       "run, and measured time per layer. Without --model: the five reference networks.");
-  cmd->add_option("model,--model", args->models, "ff, cnn, rnn, lstm, transformer or a TorchScript FILE.pt (comma-separated)")
+  cmd->add_option("model,--model", args->models, "ff, cnn, rnn, lstm, transformer, or a model file: TorchScript .pt (libtorch), torch.export .pt2 "
+                  "(torch), SavedModel directory (tensorflow); comma-separated")
       ->delimiter(',');
-  cmd->add_option("--input-shape", args->input_shapes, "Input shape of a model file, e.g. 32x3x32x32 (once per input)");
+  // list options take one argument per occurrence, so that a model after them stays the model
+  cmd->add_option("--input-shape", args->input_shapes, "Input shape of a model file, e.g. 32x3x32x32 (once per input)")
+      ->expected(1);
   cmd->add_option("--backend", args->backends,
                   "Backends, comma-separated: libtorch, jax, tensorflow, torch (several: the same runs in each, "
                   "side by side)")
+      ->allow_extra_args(false)
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--mode", args->modes,
                   "Modes, comma-separated: eager, compiled (every backend's compiled mode), or a backend's own: "
                   "jax jit; tensorflow function, xla; torch compile")
+      ->allow_extra_args(false)
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--worker-timeout", args->worker_timeout,
@@ -172,6 +177,7 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--batch", args->batches,
                   "Batch sizes of the reference networks, comma-separated (a model file's batch is the first "
                   "dimension of its first --input-shape)")
+      ->allow_extra_args(false)
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer)")->capture_default_str();
