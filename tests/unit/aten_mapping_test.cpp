@@ -1,6 +1,7 @@
 // The ATen-call-to-op-record mapping of the LibTorch backend, on hand-written calls: fused
 // transformer ops are decomposed into the records they compute, and nothing is a silent zero.
 #include "backends/capture/captured_op.hpp"
+#include "unit/captured_values.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,31 +11,10 @@
 namespace neuralcost::capture {
 namespace {
 
+using namespace testing_values;
+
 using Kind = CapturedValue::Kind;
 
-CapturedValue tensor(const std::string& name, Shape shape, bool parameter = false) {
-  CapturedValue v;
-  v.kind = Kind::kTensor;
-  v.tensors.push_back({name, std::move(shape), DType::kFp32, parameter, true});
-  return v;
-}
-CapturedValue integer(std::int64_t i) {
-  CapturedValue v;
-  v.kind = Kind::kInt;
-  v.i = i;
-  return v;
-}
-CapturedValue boolean(bool b) {
-  CapturedValue v;
-  v.kind = Kind::kBool;
-  v.b = b;
-  return v;
-}
-CapturedValue none() {
-  CapturedValue v;
-  v.kind = Kind::kNone;
-  return v;
-}
 
 Analysis analyze_calls(const std::vector<CapturedOp>& calls) {
   return analyze(graph_from_captured(calls, "calls"), HardwareDatabase::builtin().get("h100-sxm"));

@@ -3,6 +3,7 @@
 // FLOPs are exact for any dimension numbers and layouts, weights are counted once, constants
 // are buffers, and nothing unknown is a silent zero.
 #include "backends/capture/captured_op.hpp"
+#include "unit/captured_values.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,39 +13,11 @@
 namespace neuralcost::capture {
 namespace {
 
+using namespace testing_values;
+
 using Kind = CapturedValue::Kind;
 using Ints = std::vector<std::int64_t>;
 
-CapturedValue tensor(const std::string& name, Shape shape, bool parameter = false) {
-  CapturedValue v;
-  v.kind = Kind::kTensor;
-  v.tensors.push_back({name, std::move(shape), DType::kFp32, parameter, true});
-  return v;
-}
-CapturedValue number(double d) {
-  CapturedValue v;
-  v.kind = Kind::kDouble;
-  v.d = d;
-  return v;
-}
-CapturedValue integer(std::int64_t i) {
-  CapturedValue v;
-  v.kind = Kind::kInt;
-  v.i = i;
-  return v;
-}
-CapturedValue ints(Ints i) {
-  CapturedValue v;
-  v.kind = Kind::kInts;
-  v.ints = std::move(i);
-  return v;
-}
-CapturedValue text(std::string s) {
-  CapturedValue v;
-  v.kind = Kind::kString;
-  v.s = std::move(s);
-  return v;
-}
 
 CapturedOp op(const std::string& primitive, std::vector<CapturedValue> in, std::vector<CapturedValue> out,
               std::map<std::string, CapturedValue> attrs = {}) {

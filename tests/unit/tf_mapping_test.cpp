@@ -2,6 +2,7 @@
 // captured ops, shaped as the TensorFlow worker reports them: exact contraction counts,
 // channels-last convolutions, weights counted once, buffers apart, nothing a silent zero.
 #include "backends/capture/captured_op.hpp"
+#include "unit/captured_values.hpp"
 
 #include <gtest/gtest.h>
 
@@ -11,32 +12,10 @@
 namespace neuralcost::capture {
 namespace {
 
+using namespace testing_values;
+
 using Kind = CapturedValue::Kind;
 
-CapturedValue tensor(const std::string& name, Shape shape, bool parameter = false) {
-  CapturedValue v;
-  v.kind = Kind::kTensor;
-  v.tensors.push_back({name, std::move(shape), DType::kFp32, parameter, true});
-  return v;
-}
-CapturedValue ints(std::vector<std::int64_t> values) {
-  CapturedValue v;
-  v.kind = Kind::kInts;
-  v.ints = std::move(values);
-  return v;
-}
-CapturedValue text(const std::string& s) {
-  CapturedValue v;
-  v.kind = Kind::kString;
-  v.s = s;
-  return v;
-}
-CapturedValue boolean(bool b) {
-  CapturedValue v;
-  v.kind = Kind::kBool;
-  v.b = b;
-  return v;
-}
 
 CapturedOp op(const std::string& name, std::vector<CapturedValue> in, std::vector<CapturedValue> out,
               std::map<std::string, CapturedValue> attrs = {}) {
