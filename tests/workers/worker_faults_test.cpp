@@ -110,6 +110,12 @@ TEST(WorkerFaultsTest, GarbageIsNotAReply) {
   EXPECT_THAT(e, HasSubstr("answered 'capture' with a line that is not a protocol reply: 'Traceback"));
 }
 
+TEST(WorkerFaultsTest, AnotherProtocolIsRefused) {
+  Fault fault("protocol-at-hello");
+  const std::string e = failure_of([] { backend_named("jax").prepare(ff(), "eager"); });
+  EXPECT_THAT(e, HasSubstr("the jax worker answered hello with protocol 99 and framework 'jax'; expected protocol 1"));
+}
+
 TEST(WorkerFaultsTest, AFailedRunIsRecordedAndTheOthersGoOn) {
   Fault fault("hang-at-run");
   ModelRequest base = ff();

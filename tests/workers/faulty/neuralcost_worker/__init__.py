@@ -6,6 +6,7 @@ package's parent folder; NEURALCOST_FAULT says what goes wrong and when, as FAUL
     sigkill-at-run      is killed by SIGKILL (what the kernel's OOM killer does)
     hang-at-run         never answers
     garbage-at-capture  answers with a line that is not JSON
+    protocol-at-hello   speaks protocol 99
     oom-at-build        runs out of memory for real (under a 512 MiB address-space limit) and
                         answers with the protocol's out_of_memory error
 """

@@ -32,6 +32,8 @@ def faulty(name):
             self.out.write("Traceback (most recent call last): this is not a reply\n")
             self.out.flush()
             return real[name](self, req)
+        if fault == "protocol":
+            return {"protocol": 99, "framework": self.framework, "modes": [], "environment": {}}
         if fault == "oom":
             resource.setrlimit(resource.RLIMIT_AS, (512 << 20, resource.getrlimit(resource.RLIMIT_AS)[1]))
             hog = [bytearray(64 << 20) for _ in range(64)]  # 4 GiB: raises MemoryError
