@@ -7,7 +7,8 @@ An adapter module has:
     environment() -> dict       versions, devices, threads (strings)
     build(request) -> model     a prepared model with .name, .parameters, .inputs, .origin,
                                 .environment (dict), .run() (one synchronised forward pass),
-                                .capture() -> (ops, source), .memory() -> dict
+                                .capture() -> (ops, source), .memory() -> dict, and optionally
+                                .layers(n) -> {"events", "seconds", "wall", "plain"}
     out_of_memory(exc) -> bool  (optional) whether an exception is the framework's OOM
 """
 import importlib
@@ -115,6 +116,15 @@ class Worker:
     def bench(self, req):
         return self._timed(req.get("n", 1))
 
+    def layers(self, req):
+        n = req.get("n", 1)
+        if not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > 100_000:
+            raise WorkerError("invalid_argument", f"'n' must be an integer from 1 to 100000 (got {n!r})")
+        model = self.require_model()
+        if not hasattr(model, "layers"):
+            raise WorkerError("unimplemented", f"the {self.framework} worker has no per-op timer for this model and mode")
+        return model.layers(n)
+
     def memory(self, req):
         telemetry = dict(self.require_model().memory())
         telemetry["process_peak_rss_bytes"] = peak_rss_bytes()
@@ -145,7 +155,7 @@ def serve(framework):
     sys.stdout = sys.stderr
     worker = Worker(framework, out)
     handlers = {"hello": worker.hello, "build": worker.build, "capture": worker.capture, "run": worker.run,
-                "bench": worker.bench, "memory": worker.memory}
+                "bench": worker.bench, "layers": worker.layers, "memory": worker.memory}
     for line in sys.stdin:
         try:
             req = json.loads(line)

@@ -3,6 +3,7 @@ python/reference_torch.py, run eagerly or through torch.compile (Inductor), and 
 ATen ops they dispatch, which the C++ core maps with the same table as the LibTorch backend."""
 import os
 import sys
+import time
 
 _THREADS = int(os.environ.get("NEURALCOST_THREADS", "0") or 0)
 # Inductor compiles in a pool of subprocesses that stay alive and busy after torch.compile
@@ -110,9 +111,12 @@ class _Recorder(TorchDispatchMode):
             return float(v)
         return str(v)
 
+    def call(self, func, args, kwargs):
+        return func(*args, **kwargs)
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = func(*args, **kwargs)
+        out = self.call(func, args, kwargs)
         schema = func._schema
         values = []
         for i, a in enumerate(schema.arguments):
@@ -160,6 +164,24 @@ def _load(request, dtype):
     return program.module(), [torch.randn(*s) for s in shapes], f"torch.export program {name}"
 
 
+class _Timer(_Recorder):
+    """Times every ATen op while recording it as _Recorder does, so that the timed ops are the
+    captured ones, in the same order (describing tensors can itself dispatch ops)."""
+
+    def __init__(self, namer):
+        super().__init__(namer)
+        self.seconds = []
+
+    def call(self, func, args, kwargs):
+        clock = time.perf_counter_ns
+        t0 = clock()
+        out = func(*args, **kwargs)
+        if _DEVICE == "cuda":
+            torch.cuda.synchronize()
+        self.seconds.append((clock() - t0) * 1e-9)
+        return out
+
+
 class _Model:
     def __init__(self, request):
         dtype = {"fp32": torch.float32, "fp64": torch.float64}.get(request.get("dtype", "fp32"))
@@ -196,17 +218,43 @@ class _Model:
         if _DEVICE == "cuda":
             torch.cuda.synchronize()
 
-    def capture(self):
+    def _namer(self):
         names = {}
         for n, p in self.net.named_parameters():
             names[p.data_ptr()] = n
         for n, b in self.net.named_buffers():
             names[b.data_ptr()] = n
-        recorder = _Recorder(_Namer(self.xs, names))
+        return _Namer(self.xs, names)
+
+    def capture(self):
+        recorder = _Recorder(self._namer())
         with torch.inference_mode(), recorder:
             self.net(*self.xs)
         return recorder.ops, ("ATen ops dispatched by one eager forward pass (TorchDispatchMode); "
                               "torch.compile runs the same program through Inductor's fused kernels")
+
+    def layers(self, n):
+        """Per-op times of n eager passes, each after a plain pass (for the timer's overhead)."""
+        if self.mode != "eager":
+            raise WorkerError("unimplemented", "torch.compile runs fused kernels: per-op times exist in eager mode only")
+        clock = time.perf_counter_ns
+        names, seconds, wall, plain = None, [], [], []
+        for _ in range(n):
+            t0 = clock()
+            self.run()
+            plain.append((clock() - t0) * 1e-9)
+            timer = _Timer(self._namer())
+            t0 = clock()
+            with torch.inference_mode(), timer:
+                self.out = self.net(*self.xs)
+            wall.append((clock() - t0) * 1e-9)
+            ops = [op["op"] for op in timer.ops]
+            if names is None:
+                names = ops
+            elif ops != names:
+                raise WorkerError("internal", "two eager passes dispatched different ops: no per-op times")
+            seconds.append(timer.seconds)
+        return {"events": names, "seconds": [list(e) for e in zip(*seconds)], "wall": wall, "plain": plain}
 
     def memory(self):
         if _DEVICE != "cuda":

@@ -1,6 +1,7 @@
 // The worker backends with the real frameworks (JAX, TensorFlow, PyTorch 2 from the project's
 // .venv): each builds the five reference networks with the same parameter count and the same
 // contraction FLOPs as the C++ static model, and its compiled mode runs.
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
@@ -9,6 +10,7 @@
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
+#include "neuralcost/measure/profile.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
 #include "backends/python_worker/worker_backend.hpp"
@@ -88,6 +90,36 @@ TEST(WorkerBackendTest, TensorflowXlaModeRuns) {
   auto model = backend_named("tensorflow").prepare(request, "xla");
   model->run();
   EXPECT_EQ(model->environment().at("framework_mode"), "xla");
+}
+
+TEST(WorkerBackendTest, TorchEagerHasPerOpTimesOfTheCapturedOps) {
+  ModelRequest request;
+  request.model = "lstm";
+  request.batch = 2;
+  const HardwareSpec hw = HardwareDatabase::builtin().get("h100-sxm");
+  ProfileOptions options;
+  options.modes = {"eager", "jit"};
+  options.batches = {2};
+  options.layer_runs = 3;
+  options.timing.budget_seconds = 0.2;
+  options.timing.warmup_seconds = 0;
+  const auto torch_runs = profile(backend_named("torch"), request, hw, {{"eager"}, {2}, options.timing, 3});
+  ASSERT_EQ(torch_runs.size(), 1u);
+  ASSERT_FALSE(torch_runs[0].failed) << torch_runs[0].error;
+  EXPECT_EQ(torch_runs[0].profiled_passes, 3);
+  bool lstm_timed = false;
+  for (const LayerMeasurement& l : torch_runs[0].layers) lstm_timed = lstm_timed || (l.name == "aten::lstm" && l.measured_seconds > 0);
+  EXPECT_TRUE(lstm_timed);
+  // JAX has no per-op timer: the run keeps its timing and says why it has no layers
+  const auto jax_runs = profile(backend_named("jax"), request, hw, options);
+  ASSERT_EQ(jax_runs.size(), 2u);
+  for (const ProfileRun& r : jax_runs) {
+    ASSERT_FALSE(r.failed) << r.error;
+    EXPECT_TRUE(r.layers.empty());
+    EXPECT_TRUE(std::any_of(r.warnings.begin(), r.warnings.end(), [](const std::string& w) {
+      return w.find("no per-layer times: the jax worker") != std::string::npos;
+    }));
+  }
 }
 
 TEST(WorkerBackendTest, TorchExportProgramsCountLikeTheBuiltInNetwork) {

@@ -120,6 +120,34 @@ class WorkerModel final : public PreparedModel {
 
   std::string synchronisation() const override { return sync_; }
 
+  LayerTiming profile_layers(int runs) override {
+    const json reply = process_.request({{"cmd", "layers"}, {"n", runs}}, Seconds(timeout_ * runs));
+    LayerTiming t;
+    const auto numbers = [](const json& j, const char* what) {
+      if (!j.is_array()) throw Error(ErrorCode::kDataLoss, fmt::format("the worker's layers reply has no '{}' array", what));
+      std::vector<double> out;
+      for (const json& v : j) {
+        if (!v.is_number() || !(v.get<double>() >= 0)) {
+          throw Error(ErrorCode::kDataLoss, fmt::format("the worker's layers reply has a bad duration in '{}'", what));
+        }
+        out.push_back(v.get<double>());
+      }
+      return out;
+    };
+    const json& events = reply.contains("events") ? reply["events"] : json();
+    const json& seconds = reply.contains("seconds") ? reply["seconds"] : json();
+    if (!events.is_array() || !seconds.is_array() || events.size() != seconds.size()) {
+      throw Error(ErrorCode::kDataLoss, "the worker's layers reply needs 'events' and 'seconds' of the same length");
+    }
+    for (std::size_t e = 0; e < events.size(); ++e) {
+      t.event_names.push_back(events[e].is_string() ? events[e].get<std::string>() : "?");
+      t.seconds.push_back(numbers(seconds[e], "seconds"));
+    }
+    t.wall_seconds = numbers(reply.contains("wall") ? reply["wall"] : json(), "wall");
+    t.plain_wall_seconds = numbers(reply.contains("plain") ? reply["plain"] : json(), "plain");
+    return t;
+  }
+
   /// `n` durations from a run or bench reply; kDataLoss when they are not.
   std::vector<double> seconds_of(const json& reply, std::size_t n) const {
     const json& s = reply.contains("seconds") ? reply["seconds"] : json();
