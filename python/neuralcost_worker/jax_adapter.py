@@ -76,7 +76,7 @@ def environment():
     import jaxlib
     devices = jax.devices()
     env = dict(_THREADS)
-    env.update({"jax": jax.__version__, "jaxlib": jaxlib.__version__, "backend": jax.default_backend(),
+    env.update({"jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__, "backend": jax.default_backend(),
                 "devices": ", ".join(str(d) for d in devices), "device_kind": devices[0].device_kind,
                 "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "cpu_count": str(len(os.sched_getaffinity(0)))})
     return env

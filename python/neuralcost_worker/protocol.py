@@ -42,6 +42,21 @@ def peak_rss_bytes():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
+def loaded_blas_library():
+    """The BLAS shared library mapped into this process, as the C++ side finds its own: the first
+    file in /proc/self/maps whose name contains 'blas' or 'mkl_rt', symlinks resolved."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                name = os.path.basename(path)
+                if path.startswith("/") and ("blas" in name or "mkl_rt" in name):
+                    return os.path.realpath(path)
+    except OSError:
+        pass
+    return ""
+
+
 def _one_line(text):
     lines = [l.strip() for l in str(text).strip().splitlines() if l.strip()]
     return lines[-1] if lines else ""
@@ -88,8 +103,10 @@ class Worker:
         self.model = None
         self.model = self.adapter.build(req)
         m = self.model
+        env = {k: str(v) for k, v in getattr(m, "environment", {}).items()}
+        env["blas_library"] = loaded_blas_library()  # after the framework and model are loaded
         return {"name": m.name, "parameters": int(m.parameters), "inputs": m.inputs, "origin": m.origin,
-                "environment": {k: str(v) for k, v in getattr(m, "environment", {}).items()}}
+                "environment": env}
 
     def capture(self, req):
         ops, source = self.require_model().capture()

@@ -44,7 +44,7 @@ ALIASES = {"Identity", "StopGradient", "Snapshot", "PreventGradient", "EnsureSha
 def environment():
     threads = tf.config.threading
     return {
-        "tensorflow": tf.__version__,
+        "tensorflow_version": tf.__version__,
         "devices": ", ".join(d.name for d in tf.config.list_physical_devices()),
         "onednn": os.environ.get("TF_ENABLE_ONEDNN_OPTS", "unset (TensorFlow's default: on for x86 CPUs)"),
         "intra_op_threads": threads.get_intra_op_parallelism_threads() or f"0 (default: {os.cpu_count()})",

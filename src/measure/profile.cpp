@@ -66,10 +66,11 @@ std::vector<TensorDesc> graph_inputs(const Analysis& a) {
 void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareSpec& hw, PreparedModel& model,
                    double faults, const ProfileOptions& options) {
   EnvironmentFacts env = detect_environment();
-  check_blas(env, loaded_blas_library());
-  check_page_faults(env, faults);
   auto& c = run.contract;
   for (const auto& [k, v] : model.environment()) c[k] = v;
+  // a backend in another process (a worker) says which BLAS it loaded; else it is this process's
+  check_blas(env, c.count("blas_library") ? c["blas_library"] : loaded_blas_library());
+  check_page_faults(env, faults);
   const int intra = c.count("intra_op_threads") ? std::atoi(c["intra_op_threads"].c_str()) : 1;
   const int blas = c.count("openblas_threads") ? std::atoi(c["openblas_threads"].c_str()) : 1;
   check_oversubscription(env, intra, blas);
