@@ -91,6 +91,24 @@ TEST(CliProfileTest, AModelAfterAListOptionIsTheModel) {
   EXPECT_THAT(r.out, HasSubstr("ff  "));
 }
 
+TEST(CliProfileTest, BackendsSayWhetherTheyCanRun) {
+  CliResult r = run_cli("backends");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("jax         eager, jit, compiled"));
+  EXPECT_THAT(r.out, HasSubstr("torch       eager, compile, compiled"));
+  r = run_cli_env("NEURALCOST_PYTHON=/nonexistent/python3", "backends --format csv");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tensorflow,-,no,"));
+  // a backend that cannot run fails its runs, and in a comparison the others go on
+  r = run_cli_env("NEURALCOST_PYTHON=/nonexistent/python3",
+                  "profile --model ff --backend libtorch,jax --mode eager --format json" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("error: ff (jax eager, batch 1): backend 'jax' cannot run here: no Python environment at "
+                               "/nonexistent/python3"));
+  EXPECT_THAT(r.err, HasSubstr("error: 1 of 2 runs failed"));
+  EXPECT_THAT(r.out, HasSubstr("\"same_model\": true"));
+}
+
 TEST(CliProfileTest, BadOptions) {
   CliResult r = run_cli("profile --model ff --batch 0" + kQuick);
   EXPECT_EQ(r.exit_code, 1);

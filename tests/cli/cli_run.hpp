@@ -27,13 +27,13 @@ inline std::string slurp(const std::string& path) {
   return s.str();
 }
 
-/// Runs `neural-cost ARGS` through the shell (ARGS is shell syntax).
-inline CliResult run_cli(const std::string& args) {
+/// Runs `ENV neural-cost ARGS` through the shell (both shell syntax; ENV: "NAME=value ...").
+inline CliResult run_cli_env(const std::string& env, const std::string& args) {
   const std::string dir = ::testing::TempDir();
   // per-process names: ctest runs tests in parallel, one process each
   const std::string stem = dir + "/nc_cli_" + std::to_string(::getpid());
   const std::string out = stem + ".out", err = stem + ".err";
-  const std::string cmd = std::string(NEURALCOST_CLI) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+  const std::string cmd = env + " " + std::string(NEURALCOST_CLI) + " " + args + " >" + out + " 2>" + err + " </dev/null";
   const int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
@@ -43,5 +43,8 @@ inline CliResult run_cli(const std::string& args) {
   std::remove(err.c_str());
   return r;
 }
+
+/// Runs `neural-cost ARGS` through the shell (ARGS is shell syntax).
+inline CliResult run_cli(const std::string& args) { return run_cli_env("", args); }
 
 }  // namespace neuralcost::testing

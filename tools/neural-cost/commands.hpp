@@ -20,5 +20,7 @@ void add_format_option(CLI::App& command, std::string& format);
 void add_analyze_command(CLI::App& app);
 void add_hardware_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
+/// `neural-cost backends`: the backends of `profile` and whether they can run here.
+void add_backends_command(CLI::App& app);
 
 }  // namespace neuralcost::cli

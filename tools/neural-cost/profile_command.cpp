@@ -146,6 +146,16 @@ void run_profile(const ProfileArgs& args) {
 
 }  // namespace
 
+void add_backends_command(CLI::App& app) {
+  auto format = std::make_shared<std::string>("table");
+  CLI::App* cmd = app.add_subcommand(
+      "backends",
+      "List the backends of `profile`: their modes, and whether each can run on this machine\n"
+      "(and if not, why: no LibTorch plugin, no Python environment for the workers).");
+  add_format_option(*cmd, *format);
+  cmd->callback([format] { emit(render_backends(backends(), *parse_format(*format)), ""); });
+}
+
 void add_profile_command(CLI::App& app) {
   auto args = std::make_shared<ProfileArgs>();
   CLI::App* cmd = app.add_subcommand(

@@ -1,0 +1,35 @@
+// The list of backends (see views.hpp): what each runs, its modes, and whether it can run here.
+#include <fmt/format.h>
+
+#include "neuralcost/registry.hpp"
+#include "neuralcost/report/views.hpp"
+#include "report/tabular.hpp"
+
+namespace neuralcost {
+
+std::string render_backends(const std::vector<const Backend*>& backends, Format format) {
+  nlohmann::json list = nlohmann::json::array();
+  report::Table t;
+  t.headers = {"backend", "modes", "available", "description"};
+  t.raw_headers = {"backend", "modes", "available", "description"};
+  t.right_align = {false, false, false, false};
+  for (const Backend* b : backends) {
+    const std::optional<std::string> why = b->unavailable_reason();
+    const std::vector<std::string> modes = why ? std::vector<std::string>{} : b->modes();
+    std::string joined;
+    for (const std::string& m : modes) joined += (joined.empty() ? "" : ", ") + m;
+    list.push_back({{"name", std::string(b->name())},
+                    {"description", std::string(b->description())},
+                    {"modes", modes},
+                    {"available", !why},
+                    {"unavailable_reason", why ? nlohmann::json(*why) : nlohmann::json(nullptr)}});
+    t.rows.push_back({{std::string(b->name()), ""},
+                      {why ? "-" : joined, ""},
+                      {why ? "no: " + *why : "yes", why ? "no" : "yes"},
+                      {std::string(b->description()), ""}});
+  }
+  if (format == Format::kJson) return list.dump(2) + "\n";
+  return report::render_table(t, format);
+}
+
+}  // namespace neuralcost
