@@ -198,7 +198,8 @@ def serve(framework):
             kind = worker.classify(e)
             if kind == "internal":
                 traceback.print_exc(file=sys.stderr)
-            worker.reply({"ok": False, "kind": kind, "error": f"{type(e).__name__}: {_one_line(e)}"})
+            message = _one_line(e) if isinstance(e, WorkerError) else f"{type(e).__name__}: {_one_line(e)}"
+            worker.reply({"ok": False, "kind": kind, "error": message})
             continue
         result["ok"] = True
         worker.reply(result)
