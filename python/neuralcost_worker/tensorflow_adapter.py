@@ -3,14 +3,8 @@
 Modes: eager (op by op), function (tf.function), xla (tf.function(jit_compile=True)). A forward
 pass is synchronised by taking its result's .numpy().
 
-Capture traces the forward once with tf.function into a concrete function, freezes it (nested
-calls inlined, variables turned into constants) and walks its graph in order. Tensors are named
-by their graph names; the model input is input0. A variable's value is named by the variable
-("param": true, the same name at every read); non-trainable variables are "buffer:<variable>".
-Constants never become ops: scalars become numbers, small integer tensors (shapes, axes,
-permutations, paddings) lists of integers, other constants "param" tensors "const:<tensor>".
-src/backends/capture/tf_mapping.cpp counts both prefixes as buffers, not parameters. Small
-integer results known before the program runs (shape arithmetic) are folded into integers too.
+Capture traces the forward once with tf.function into a concrete function and walks its frozen
+graph into op records: tf_capture.py (loops reported as the ops they run, step by step).
 """
 import os
 import time
@@ -20,10 +14,10 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
-from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2_as_graph  # noqa: E402
 
 from neuralcost_worker import tf_models  # noqa: E402
-from neuralcost_worker.protocol import WorkerError, tensor  # noqa: E402
+from neuralcost_worker.protocol import WorkerError  # noqa: E402
+from neuralcost_worker.tf_capture import Tracer  # noqa: E402
 
 FRAMEWORK = "tensorflow"
 MODES = ["eager", "function", "xla"]
@@ -35,10 +29,6 @@ if THREADS > 0:
     tf.config.threading.set_inter_op_parallelism_threads(1)
 
 DTYPES = {"fp32": tf.float32, "fp64": tf.float64}
-SMALL = 64  # integer constants up to this many elements become lists of integers
-FOLDABLE = {tf.int32, tf.int64, tf.bool}
-# ops whose result is their first input, reshaped: of a variable or constant, still that value
-ALIASES = {"Identity", "StopGradient", "Snapshot", "PreventGradient", "EnsureShape", "Reshape", "Squeeze", "ExpandDims"}
 
 
 def environment():
@@ -142,144 +132,3 @@ class Model:
     def capture(self):
         concrete = tf.function(self.forward).get_concrete_function(self.spec)
         return Tracer(concrete, self.x).ops, f"graph of tf.function(forward) for input {list(self.spec.shape)} {self.spec.dtype.name}"
-
-
-class Var:
-    """A variable, as the tensor value its reads have: named by the variable, "param": true."""
-
-    def __init__(self, value):
-        self.value = value
-
-    def reshaped(self, shape):
-        return Var(dict(self.value, shape=[int(d) for d in shape]))
-
-
-class Literal:
-    """A constant: a number or list of integers where an op reads it, or else a constant tensor."""
-
-    def __init__(self, array, name):
-        self.array = np.asarray(array)
-        self.name = name
-
-    def value(self, as_tensor=False):
-        a = self.array
-        if not as_tensor and a.ndim == 0 and a.dtype.kind in "biuf" and np.isfinite(a):  # JSON has no inf
-            return bool(a) if a.dtype.kind == "b" else int(a) if a.dtype.kind in "iu" else float(a)
-        if not as_tensor and a.dtype.kind in "iu" and a.ndim >= 1 and a.size <= SMALL:
-            return [int(v) for v in a.ravel()]  # a Pad's [[before, after], ...] row by row
-        return tensor(f"const:{self.name}", a.shape, a.dtype.name, param=True)
-
-    def reshaped(self, shape):
-        return Literal(self.array.reshape(shape), self.name)
-
-
-def attrs_of(op):
-    out = {}
-    for key in op.node_def.attr:
-        if key.startswith("_"):
-            continue
-        v = op.get_attr(key)
-        if isinstance(v, tf.DType):
-            v = v.name
-        elif isinstance(v, bytes):
-            v = v.decode("utf-8", "replace")
-        elif isinstance(v, list) and all(isinstance(e, int) and not isinstance(e, bool) for e in v):
-            v = list(v)
-        elif isinstance(v, float) and not np.isfinite(v):
-            v = str(v)
-        elif not isinstance(v, (bool, int, float, str)):
-            continue  # shapes, functions, tensors, lists of types
-        out[key] = v
-    return out
-
-
-class Tracer:
-    """Walks the graph of a concrete function into op records. The function is frozen first:
-    grappler inlines nested calls (PartitionedCall, a SavedModel's signature) and every shape
-    becomes static; each variable becomes a constant named as the placeholder it replaces."""
-
-    def __init__(self, concrete, example):
-        by_handle = {id(v.handle): v for v in concrete.variables}
-        variables, seen = {}, {}
-        for outer, inner in concrete.graph.captures:
-            v = by_handle.get(id(outer))
-            if v is None:
-                raise WorkerError("unimplemented", f"capture: '{inner.name}' is a captured tensor that is not a variable")
-            base = v.name[:-2] if v.name.endswith(":0") else v.name
-            seen[base] = seen.get(base, 0) + 1
-            name = base if seen[base] == 1 else f"{base}#{seen[base]}"
-            variables[inner.op.name] = Var(tensor(name if v.trainable else f"buffer:{name}", v.shape, v.dtype.name, param=True))
-        frozen, _ = convert_variables_to_constants_v2_as_graph(concrete, lower_control_flow=False)
-        graph = frozen.graph
-        # shapes static inference leaves open (a loop's results), and the small integer results
-        # that shape arithmetic computes from constants, are read from one run
-        outputs = {t.name for t in graph.outputs}
-        unknown, small = [], []
-        for op in graph.get_operations():
-            for t in op.outputs if op.type != "Const" else ():
-                if t.dtype in (tf.resource, tf.variant):
-                    continue
-                if not t.shape.is_fully_defined():
-                    if t.consumers() or t.name in outputs:
-                        unknown.append(t)
-                elif t.dtype in FOLDABLE and t.shape.num_elements() <= SMALL and not op.op_def.is_stateful:
-                    small.append(t)
-        values = frozen.prune(graph.inputs, unknown + small)(example) if unknown or small else []
-        self.shapes = {t.name: v.shape for t, v in zip(unknown, values)}
-        self.small = {t.name: v.numpy() for t, v in zip(small, values[len(unknown):])}
-        self.ops = []
-        env = {t.name: tensor(f"input{i}", t.shape, t.dtype.name) for i, t in enumerate(graph.inputs)}
-        for op in graph.get_operations():
-            if op.type == "Const" and op.name in variables:
-                env[op.outputs[0].name] = variables[op.name]
-            elif op.type == "Const":
-                env[op.outputs[0].name] = Literal(tf.make_ndarray(op.get_attr("value")), op.outputs[0].name)
-            elif op.type not in ("Placeholder", "NoOp"):
-                self.visit(op, env)
-
-    def operand(self, value, as_tensor=False):
-        if isinstance(value, Var):
-            return value.value
-        if isinstance(value, Literal):
-            return value.value(as_tensor)
-        return value
-
-    def visit(self, op, env):
-        values = [env.get(t.name) for t in op.inputs]
-        if op.type in ALIASES and values and isinstance(values[0], (Var, Literal)) and op.outputs[0].shape.is_fully_defined():
-            env[op.outputs[0].name] = values[0].reshaped(op.outputs[0].shape)  # a view of a weight is that weight
-        elif not self.fold(op, env, values):
-            self.emit(op, values, env)
-
-    def fold(self, op, env, values):
-        """Small integer results known before the program runs (shape arithmetic) become constants:
-        those of constants, and those static inference knows (the Shape of an activation)."""
-        outs = op.outputs
-        if not outs or any(t.name not in self.small for t in outs):
-            return False
-        if not all(isinstance(v, Literal) for v in values) and any(tf.get_static_value(t) is None for t in outs):
-            return False
-        for t in outs:
-            env[t.name] = Literal(self.small[t.name], t.name)
-        return True
-
-    def emit(self, op, values, env):
-        where = f"op '{op.name}' ({op.type})"
-        if any(v is None for v in values):
-            raise WorkerError("internal", f"capture: {where} reads a tensor that was never produced")
-        # an op with only constant operands keeps them as tensors, so that it has operands
-        literal_only = all(isinstance(v, Literal) for v in values)
-        record = {"op": f"tf::{op.type}", "in": [self.operand(v, literal_only) for v in values], "out": [],
-                  "attrs": attrs_of(op)}
-        for t in op.outputs:
-            if t.dtype in (tf.resource, tf.variant):
-                continue
-            shape = t.shape if t.shape.is_fully_defined() else self.shapes.get(t.name)
-            if shape is None:
-                continue  # an unused by-product of unknown shape (FusedBatchNormV3's reserve space)
-            if t.dtype == tf.string:
-                raise WorkerError("unimplemented", f"capture: {where} has a string output '{t.name}'")
-            value = tensor(t.name, shape, t.dtype.name)
-            record["out"].append(value)
-            env[t.name] = value
-        self.ops.append(record)

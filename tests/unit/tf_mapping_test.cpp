@@ -115,5 +115,45 @@ TEST(TfMappingTest, UnknownOpTypesAreUnmodeled) {
   EXPECT_EQ(a.ops[0].cost.bytes(), 128u);
 }
 
+TEST(TfMappingTest, TensorListsOfAnUnrolledLoopAreViewsUntilStacked) {
+  // two steps of a loop as the worker reports it: each step reads x_t from a list made from xs,
+  // multiplies it by the same weight and writes the result into a reserved list, stacked after
+  const Shape list{2, 4, 8}, item{4, 8};
+  std::vector<CapturedOp> ops = {
+      op("TensorListFromTensor", {tensor("xs", list), ints({-1, 8})}, {tensor("xs.list", list)}),
+      op("TensorListReserve", {ints({-1, 8}), integer(2)}, {tensor("ys.list", list)})};
+  std::string written = "ys.list";
+  for (int t = 0; t < 2; ++t) {
+    const std::string step = std::to_string(t);
+    ops.push_back(op("TensorListGetItem", {tensor("xs.list", list), integer(t), ints({-1, 8})}, {tensor("x" + step, item)}));
+    ops.push_back(op("MatMul", {tensor("x" + step, item), tensor("w", {8, 8}, true)}, {tensor("h" + step, item)}));
+    ops.push_back(op("TensorListSetItem", {tensor(written, list), integer(t), tensor("h" + step, item)},
+                     {tensor("ys.list." + step, list)}));
+    written = "ys.list." + step;
+  }
+  ops.push_back(op("TensorListStack", {tensor(written, list), ints({-1, 8})}, {tensor("ys", list)}));
+  const Analysis a = analyze_ops(ops);
+  EXPECT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 4 * 8 * 8);
+  EXPECT_EQ(a.totals.parameter_count, 64u);
+  EXPECT_EQ(a.totals.flops, a.totals.contraction_flops);  // list ops compute nothing
+  for (const OpRoofline& r : a.ops) {
+    const std::string& type = a.op_records[r.op_index].source_type;
+    if (type == "tf::TensorListStack") {
+      EXPECT_EQ(r.cost.bytes(), 2u * (2 * 4 * 8) * 4);  // reads and writes every element
+    } else if (type != "tf::MatMul") {
+      EXPECT_EQ(r.cost.bytes(), 0u) << type;  // the list keeps or hands out references
+    }
+  }
+}
+
+TEST(TfMappingTest, LoopsTheWorkerCouldNotUnrollSayWhy) {
+  const Analysis a = analyze_ops({op("While", {tensor("x", {4, 4})}, {tensor("y", {4, 4})},
+                                     {{"not_unrolled", text("its first loop variable is not a loop counter")}})});
+  ASSERT_EQ(a.unmodeled.size(), 1u);
+  EXPECT_EQ(a.unmodeled[0].reason,
+            "control flow (While) is not unrolled: its first loop variable is not a loop counter; its body is not counted");
+}
+
 }  // namespace
 }  // namespace neuralcost::capture

@@ -9,6 +9,11 @@
 //    channels-first, the op, a view back (views move no bytes), so the op keeps its kind.
 //  - The worker names constants "const:<tensor>" and non-trainable variables
 //    "buffer:<variable>"; both are buffers, not trainable parameters.
+//
+// Loops arrive unrolled (the worker reports a While's body once per iteration). TensorLists
+// (TensorArrays: a loop's per-step inputs and outputs) arrive as tensors [length, element...].
+// TensorFlow's list ops store and hand out references to element buffers, so making, filling and
+// reading a list are views; only TensorListStack copies the elements into one tensor.
 #include <algorithm>
 #include <limits>
 #include <sstream>
@@ -298,6 +303,36 @@ Handler kind_of(OpKind kind, bool first_only = false) {
   return [=](const CapturedOp& call) { return one(first_only ? record_of(call, kind, {0}) : record(call, kind)); };
 }
 
+/// TensorListReserve / EmptyTensorList: a list of unset elements, no data.
+std::vector<OpRecord> empty_list(const CapturedOp& call) {
+  OpRecord r = custom(call, 0);
+  r.inputs.clear();
+  r.parameters.clear();
+  r.attributes.set("bytes_read", std::int64_t{0});
+  r.attributes.set("bytes_written", std::int64_t{0});
+  return one(std::move(r));
+}
+
+/// TensorListSetItem(list, index, item) / TensorListGetItem(list, index, shape): the list keeps,
+/// or hands out, a reference to the element.
+Handler list_element(OpKind kind) {
+  return [=](const CapturedOp& call) {
+    OpRecord r = kind == OpKind::kSlice ? record_of(call, kind, {0}) : record_of(call, kind, {0, 2});
+    r.parameters.clear();
+    r.attributes.set("materializes", false);
+    return one(std::move(r));
+  };
+}
+
+/// A While the worker could not unroll: its reason, or the generic one.
+std::vector<OpRecord> control_flow(const CapturedOp& call) {
+  const std::string why = attr_string(call, "not_unrolled", "");
+  return one(unknown(call, why.empty() ? fmt::format("control flow ({}) is not unrolled by the worker; its body is not counted",
+                                                     call.name.substr(4))
+                                       : fmt::format("control flow ({}) is not unrolled: {}; its body is not counted",
+                                                     call.name.substr(4), why)));
+}
+
 bool is_buffer(const std::string& id) { return id.rfind("const:", 0) == 0 || id.rfind("buffer:", 0) == 0; }
 
 }  // namespace
@@ -363,19 +398,20 @@ const HandlerTable& tf_handlers() {
     h["StridedSlice"] = h["Slice"] = kind_of(OpKind::kSlice, true);
     h["Pad"] = h["PadV2"] = h["MirrorPad"] = kind_of(OpKind::kPad, true);
     h["GatherV2"] = h["Gather"] = h["ResourceGather"] = gather;
-    for (const char* op : {"Tile", "BroadcastTo", "OneHot"}) h[op] = counted(0);  // copies or writes, no arithmetic
+    for (const char* op : {"Tile", "BroadcastTo", "OneHot", "ReverseV2"}) h[op] = counted(0);  // copies or writes, no arithmetic
     for (const char* op : {"Fill", "ZerosLike", "OnesLike", "Shape", "ShapeN", "Size", "Rank"}) h[op] = writes_only();
     h["Range"] = [](const CapturedOp& call) {
       std::vector<OpRecord> r = counted(1)(call);
       r[0].inputs.clear();
       return r;
     };
-    for (const char* op : {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}) {
-      h[op] = [](const CapturedOp& call) {
-        return one(unknown(call, fmt::format("control flow ({}) is not unrolled by the worker; its body is not counted",
-                                             call.name.substr(4))));
-      };
-    }
+    h["TensorListReserve"] = h["EmptyTensorList"] = empty_list;
+    h["TensorListFromTensor"] = view();  // the list's elements alias the tensor's rows
+    h["TensorListSetItem"] = list_element(OpKind::kReshape);
+    h["TensorListGetItem"] = list_element(OpKind::kSlice);
+    h["TensorListStack"] = kind_of(OpKind::kConcat, true);  // copies every element
+    h["TensorListLength"] = h["TensorListElementShape"] = writes_only();
+    for (const char* op : {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}) h[op] = control_flow;
     // keys carry the framework prefix; constants and non-trainable variables are buffers
     HandlerTable prefixed;
     for (auto& [op, handler] : h) {
