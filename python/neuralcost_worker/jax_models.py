@@ -10,6 +10,12 @@ the C++ static models. Parameters are a nested dict whose flattened paths are th
 Batch-norm running statistics are not parameters: `forward` closes over them as constants (a
 trained model's frozen buffers), so tracing it makes them constants of the program, not
 arguments; `forward.buffers` holds them (same nested-dict naming) so that tools can name them.
+
+TEST_MODELS are built too but are not reference networks (not listed to users): "lstm_while" is
+the reference LSTM with its time loops written as while loops (tests/workers/jax_loops_test.cpp):
+layer 0 as lax.while_loop over a counter from 0 to T, the other layers as lax.fori_loop up to a
+bound computed from the input (the number of finite steps of the first sequence, T), so that
+both stay `while` primitives in the jaxpr. Same parameters and contraction FLOPs as "lstm".
 """
 import math
 
@@ -20,6 +26,7 @@ from jax import lax
 HEADS = 4
 CLASSES = 10
 NAMES = ("ff", "cnn", "rnn", "lstm", "transformer")
+TEST_MODELS = ("lstm_while",)
 
 
 class _Init:
@@ -99,9 +106,10 @@ def cnn(init, width, depth):
     return forward, params, buffers
 
 
-def recurrent(init, width, depth, lstm):
-    """torch.nn.RNN / LSTM (batch first, biases on); time runs in lax.scan, layer by layer. The
-    input projection of all steps is one product before the loop (as cuDNN and PyTorch do)."""
+def recurrent(init, width, depth, lstm, while_loops=False):
+    """torch.nn.RNN / LSTM (batch first, biases on); time runs in lax.scan (or, with
+    while_loops, in while loops: TEST_MODELS), layer by layer. The input projection of all steps
+    is one product before the loop (as cuDNN and PyTorch do)."""
     gates = 4 if lstm else 1
     rnn = {}
     for layer in range(depth):
@@ -128,7 +136,10 @@ def recurrent(init, width, depth, lstm):
                     c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
                     h = jax.nn.sigmoid(o) * jnp.tanh(c)
                     return (h, c), (h if collect else None)
-                (h, _), xs = lax.scan(step, (zeros, zeros), xw)
+                if while_loops:
+                    (h, _), xs = _while_scan(step, (zeros, zeros), xw, layer, collect)
+                else:
+                    (h, _), xs = lax.scan(step, (zeros, zeros), xw)
             else:
                 def step(h, xw_t):
                     h = jnp.tanh(xw_t + dense(h, w_hh, b_hh))
@@ -137,6 +148,26 @@ def recurrent(init, width, depth, lstm):
         return dense(h, p["classifier"]["weight"], p["classifier"]["bias"])
 
     return forward, params, {}
+
+
+def _while_scan(step, carry, xw, layer, collect):
+    """lax.scan(step, carry, xw) as a while loop: layer 0 counts from 0 to T (lax.while_loop),
+    later layers run lax.fori_loop up to a bound computed from data (T here)."""
+    steps = xw.shape[0]
+    ys = jnp.zeros(xw.shape[:2] + carry[0].shape[1:], xw.dtype) if collect else None
+
+    def body(i, state):
+        carry, ys = state
+        carry, y = step(carry, lax.dynamic_index_in_dim(xw, i, keepdims=False))
+        return carry, (lax.dynamic_update_index_in_dim(ys, y, i, 0) if collect else None)
+
+    if layer == 0:
+        _, carry, ys = lax.while_loop(lambda s: s[0] < steps, lambda s: (s[0] + 1,) + body(s[0], s[1:]),
+                                      (0, carry, ys))
+    else:
+        bound = jnp.sum(jnp.isfinite(xw[:, 0, 0]), dtype=jnp.int32)
+        carry, ys = lax.fori_loop(0, bound, body, (carry, ys))
+    return carry, ys
 
 
 def transformer(init, width, depth):
@@ -181,8 +212,9 @@ def build(name, batch=1, seq=32, width=128, depth=2, dtype=jnp.float32):
         (forward, params, buffers), shape = ff(init, width, depth), (batch, 784)
     elif name == "cnn":
         (forward, params, buffers), shape = cnn(init, width, depth), (batch, 3, 32, 32)
-    elif name in ("rnn", "lstm"):
-        (forward, params, buffers), shape = recurrent(init, width, depth, name == "lstm"), (batch, seq, width)
+    elif name in ("rnn", "lstm", "lstm_while"):
+        (forward, params, buffers), shape = recurrent(init, width, depth, name != "rnn", name == "lstm_while"), \
+            (batch, seq, width)
     elif name == "transformer":
         (forward, params, buffers), shape = transformer(init, width, depth), (batch, seq, width)
     else:

@@ -174,5 +174,17 @@ TEST(JaxMappingTest, UnknownPrimitivesAndLoopsAreUnmodeled) {
   EXPECT_EQ(a.ops[0].cost.bytes(), 128u);
 }
 
+TEST(JaxMappingTest, AWhileTheWorkerCouldNotUnrollShowsItsReason) {
+  // the worker unrolls the whiles it can count; one that stays says why (jax_capture.py)
+  const Analysis a = analyze_ops({op("while", {integer(0), tensor("input0", {4, 4})}, {tensor("%1", {}), tensor("%2", {4, 4})},
+                                     {{"body_nconsts", integer(0)}, {"cond_nconsts", integer(0)},
+                                      {"not_unrolled", text("more than 20000 iterations of about 10 ops exceed 200000 ops")}})});
+  ASSERT_EQ(a.unmodeled.size(), 1u);
+  EXPECT_EQ(a.unmodeled[0].reason,
+            "a while loop is not unrolled by the worker: more than 20000 iterations of about 10 ops exceed 200000 ops; "
+            "its body is not counted");
+  EXPECT_FALSE(a.complete());
+}
+
 }  // namespace
 }  // namespace neuralcost::capture

@@ -12,9 +12,13 @@
 //    statistics) "const:<name>": they are buffers, not trainable parameters.
 //  - A layout op of a weight that keeps its size has the weight's own name as output: it is not
 //    an op, the weight is still that weight.
+//  - The worker unrolls scans and while loops into the ops they run; a `while` that still
+//    arrives here is one it could not count, and its attribute "not_unrolled" says why.
 #include <algorithm>
 #include <limits>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "backends/capture/captured_records.hpp"
 
@@ -302,6 +306,13 @@ Handler unmodeled_because(std::string reason) {
   return [=](const CapturedOp& call) { return one(unknown(call, reason)); };
 }
 
+/// A while the worker could not unroll: its reason, or the generic one (a worker that does not say).
+std::vector<OpRecord> while_loop(const CapturedOp& call) {
+  const std::string why = attr_string(call, "not_unrolled", "");
+  return one(unknown(call, why.empty() ? "a while loop runs a data-dependent number of steps (not unrolled)"
+                                       : fmt::format("a while loop is not unrolled by the worker: {}; its body is not counted", why)));
+}
+
 bool is_constant(const std::string& id) { return id.rfind("const:", 0) == 0 || id.rfind("buffer:", 0) == 0; }
 
 }  // namespace
@@ -361,7 +372,7 @@ const HandlerTable& jax_handlers() {
              {"shift_right_logical", "bitshift"}, {"shift_right_arithmetic", "bitshift"}}) {
       h[op] = function_of(OpKind::kBinary, f);
     }
-    h["while"] = unmodeled_because("a while loop runs a data-dependent number of steps (not unrolled)");
+    h["while"] = while_loop;
     h["cond"] = unmodeled_because("which branch of a cond runs depends on data");
     HandlerTable prefixed;
     for (auto& [op, handler] : h) {

@@ -1,0 +1,71 @@
+// JAX while loops (lax.while_loop, lax.fori_loop with a bound that is not static) are counted as
+// the ops they run: the JAX worker finds the trip count by evaluating the program once on the
+// real parameters and input, then unrolls the cond once per test and the body once per step
+// (python/neuralcost_worker/jax_capture.py). The worker's hidden test model "lstm_while" is the
+// reference LSTM (shared/reference-models.md) with its time loops written as while loops: layer 0
+// a lax.while_loop over a counter, layer 1 a lax.fori_loop up to a bound computed from the input.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/registry.hpp"
+
+namespace neuralcost {
+namespace {
+
+constexpr std::uint64_t kContractionPerSample = 16779776;  // 2 layers x 32 steps x 2 products, classifier
+constexpr std::int64_t kBatch = 3;
+
+Analysis analyzed(const std::string& name, const std::string& mode) {
+  ModelRequest request;
+  request.model = name;
+  request.batch = kBatch;
+  request.threads = 1;
+  auto model = backend_named("jax").prepare(request, mode);
+  return analyze(model->captured_graph(), HardwareDatabase::builtin().get("h100-sxm"), {kBatch});
+}
+
+std::size_t count_of(const Analysis& a, const std::string& source_type) {
+  std::size_t n = 0;
+  for (const OpRecord& r : a.op_records) n += r.source_type == source_type;
+  return n;
+}
+
+TEST(JaxLoopsTest, WhileLoopLstmCountsEveryStepLikeTheScanLstm) {
+  const Analysis scan = analyzed("lstm", "jit");
+  for (const char* mode : {"eager", "jit"}) {
+    SCOPED_TRACE(mode);
+    const Analysis a = analyzed("lstm_while", mode);
+    EXPECT_TRUE(a.complete()) << a.unmodeled.size() << " op(s) not modeled, e.g. "
+                              << a.op_records[a.unmodeled.front().op_index].source_type << ": "
+                              << a.unmodeled.front().reason;
+    EXPECT_EQ(count_of(a, "jax::while"), 0u);
+    EXPECT_EQ(a.totals.parameter_count, 265482u);
+    EXPECT_EQ(a.totals.contraction_flops, kBatch * kContractionPerSample);
+    // per layer one input projection before the loop and one product per step; the classifier
+    EXPECT_EQ(count_of(a, "jax::dot_general"), 2u * (1 + 32) + 1);
+    EXPECT_EQ(a.totals.contraction_flops, scan.totals.contraction_flops);
+    EXPECT_EQ(a.totals.parameter_count, scan.totals.parameter_count);
+    // layer 0's counter folds away; layer 1's bound is data: its compare runs at every test, 32 + 1
+    EXPECT_EQ(count_of(a, "jax::lt"), 33u);
+  }
+}
+
+TEST(JaxLoopsTest, TheTestModelIsNotListedAsAReferenceModel) {
+  ModelRequest request;
+  request.model = "resnet";
+  try {
+    backend_named("jax").prepare(request, "eager");
+    FAIL() << "an unknown model was accepted";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("unknown model 'resnet'"), std::string::npos) << what;
+    EXPECT_EQ(what.find("lstm_while"), std::string::npos) << what;
+  }
+}
+
+}  // namespace
+}  // namespace neuralcost
