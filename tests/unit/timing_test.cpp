@@ -48,7 +48,9 @@ TEST(TimingTest, WarmUpAlsoHonoursItsTime) {
   o.warmup_seconds = 0.05;
   const TimingResult r = time_until_stable({[] { spin_for(1e-3); }, [] {}}, o);
   EXPECT_GE(r.warmup_seconds, 0.05);
-  EXPECT_GE(r.warmup_iterations, 40);
+  // about 50 runs of 1 ms; far more than the 1 asked for, even on a machine busy enough to
+  // stretch each run several times (CI runs tests in parallel)
+  EXPECT_GE(r.warmup_iterations, 10);
 }
 
 TEST(TimingTest, NoisyWorkIsMistrustedWhenTheBudgetRunsOut) {
