@@ -4,6 +4,7 @@ ATen ops they dispatch, which the C++ core maps with the same table as the LibTo
 import os
 import sys
 import time
+import weakref
 
 _THREADS = int(os.environ.get("NEURALCOST_THREADS", "0") or 0)
 # Inductor compiles in a pool of subprocesses that stay alive and busy after torch.compile
@@ -53,8 +54,10 @@ class _Namer:
     """Names every tensor of one forward pass: model inputs, weights (by data pointer), edges."""
 
     def __init__(self, inputs, parameter_names):
+        # id -> (name, parameter, weak reference). Weak: holding a tensor that an op returned
+        # makes the dispatcher run an extra aten::detach on it, which a plain pass does not run;
+        # the reference tells a reused id from the tensor it was given to.
         self.known = {}
-        self.keep = []  # holds tensors so that their ids are not reused during the pass
         self.params = parameter_names
         self.next = 0
         self.consts = 0
@@ -62,17 +65,17 @@ class _Namer:
             self._remember(t, f"input{i}", False)
 
     def _remember(self, t, name, param):
-        self.known[id(t)] = (name, param)
-        self.keep.append(t)
+        self.known[id(t)] = (name, param, weakref.ref(t))
 
     def describe(self, t):
-        if id(t) not in self.known:
+        entry = self.known.get(id(t))
+        if entry is None or entry[2]() is not t:
             name = self.params.get(t.data_ptr())
             if name is None:
                 name = f"const{self.consts}"
                 self.consts += 1
             self._remember(t, name, True)
-        name, param = self.known[id(t)]
+        name, param, _ = self.known[id(t)]
         value = tensor(name, t.shape, str(t.dtype).replace("torch.", ""), param)
         if not t.is_contiguous():
             value["contiguous"] = False
