@@ -15,7 +15,7 @@ kernels). XLA has no flag for any other pool size. environment() reports what wa
 Capture. jax.make_jaxpr of forward(params, x), walked into op records "jax::<primitive>" by
 jax_capture.py: parameters named by their pytree path, nested calls inlined, each `scan` and each
 `while` unrolled into the steps it runs (a while's trip count from one evaluation of the program
-on the real parameters and input); `cond` stays one (unmodeled) op.
+on the real parameters and input); a `cond` as the branch it takes on that input.
 """
 import numbers
 import os

@@ -26,8 +26,17 @@
     another while's body is counted from the values of the step it runs in. A while that cannot
     be counted (a value it reads is unknown, its cond disagrees with the count, it would unroll
     into more than MAX_UNROLLED ops) stays one `while` op with attribute "not_unrolled" (why),
-    which the C++ table lists as unmodeled with that reason. `cond` is reported as one op
-    (unmodeled: which branch runs depends on data).
+    which the C++ table lists as unmodeled with that reason.
+  - a `cond` (lax.cond, lax.switch) is the ops of the branch it takes: the branch taken on the
+    worker's input is counted (branching that depends on data is counted for that input; the
+    other branches are not). The index is a known scalar (a literal predicate, or scalar
+    arithmetic on literals that folded away: lax.switch on a constant) and is read without
+    evaluating anything; otherwise it is evaluated: a program with a cond, like one with a while,
+    is walked with concrete values. The taken branch is inlined, its invars bound to the cond's
+    operands and its outvars becoming the cond's outputs; its ops carry the attribute
+    "cond_branch" ("1 of 2": the branch's index in `branches`, innermost cond). A cond whose
+    index cannot be known (a value it reads is unknown) stays one `cond` op with attribute
+    "not_inlined" (why), which the C++ table lists as unmodeled with that reason.
 """
 import numbers
 
@@ -53,7 +62,7 @@ def capture(closed, params, x, buffers):
     args = [tensor(path_name(p), leaf.shape, leaf.dtype, param=True) for p, leaf in leaves]
     args.append(tensor("input0", x.shape, x.dtype))
     named = jax.tree_util.tree_flatten_with_path(buffers)[0]
-    walker = _Walker({id(leaf): "const:" + path_name(p) for p, leaf in named}, _has_while(closed))
+    walker = _Walker({id(leaf): "const:" + path_name(p) for p, leaf in named}, _has_control(closed))
     walker.call(closed, args, [leaf for _, leaf in leaves] + [x])
     return walker.ops
 
@@ -73,9 +82,11 @@ def _inner_jaxprs(eqn):
                 yield item
 
 
-def _has_while(jaxpr):
+def _has_control(jaxpr):
+    """Whether `jaxpr` has a while or a cond (anywhere inside): then values are carried."""
     jaxpr = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
-    return any(eqn.primitive.name == "while" or any(_has_while(j) for j in _inner_jaxprs(eqn)) for eqn in jaxpr.eqns)
+    return any(eqn.primitive.name in ("while", "cond") or any(_has_control(j) for j in _inner_jaxprs(eqn))
+               for eqn in jaxpr.eqns)
 
 
 def _size(jaxpr):
@@ -85,6 +96,7 @@ def _size(jaxpr):
     for eqn in jaxpr.eqns:
         inner = list(_inner_jaxprs(eqn))
         n += eqn.params["length"] * _size(inner[0]) if eqn.primitive.name == "scan" else \
+            max(map(_size, inner)) if eqn.primitive.name == "cond" else \
             sum(map(_size, inner)) if inner else 1
     return max(n, 1)
 
@@ -150,8 +162,9 @@ def _attrs(eqn):
 
 
 class _Walker:
-    """Walks a jaxpr, inlining calls and unrolling scans and whiles, and collects the op records.
-    With `concrete`, every value's array is carried along (None where unknown), for the whiles."""
+    """Walks a jaxpr, inlining calls and taken branches and unrolling scans and whiles, and collects
+    the op records. With `concrete`, every value's array is carried along (None where unknown),
+    for the whiles and conds."""
 
     def __init__(self, const_names, concrete):
         self.ops = []
@@ -178,7 +191,7 @@ class _Walker:
         return self.constant(atom.val) if isinstance(atom, Literal) else env[atom]
 
     def value(self, known, atom):
-        """The concrete value of `atom`, or None (unknown, or no while to count)."""
+        """The concrete value of `atom`, or None (unknown, or no while or cond to resolve)."""
         if not self.concrete:
             return None
         return np.asarray(atom.val, atom.aval.dtype) if isinstance(atom, Literal) else known.get(atom)
@@ -220,6 +233,8 @@ class _Walker:
                 outs, out_vals = self.scan(eqn.params, ins, in_vals, [v.aval for v in eqn.outvars])
             elif name == "while":
                 outs, out_vals = self.loop(eqn, ins, in_vals)
+            elif name == "cond":
+                outs, out_vals = self.branch(eqn, ins, in_vals)
             elif (folded := self.fold(eqn, ins)) is not None:
                 outs, out_vals = folded, folded
             else:
@@ -345,3 +360,19 @@ class _Walker:
         outs = [self.result("while", ins, v.aval) for v in eqn.outvars]
         self.emit("while", ins, outs, dict(_attrs(eqn), not_unrolled=why))
         return outs, self.evaluate(eqn, vals)
+
+    def branch(self, eqn, ins, vals):
+        """A cond as the ops of the branch it takes; one op when the index cannot be known."""
+        branches = eqn.params["branches"]
+        index = ins[0] if not isinstance(ins[0], dict) else vals[0]  # a known scalar: no evaluation
+        if index is None:
+            outs = [self.result("cond", ins, v.aval) for v in eqn.outvars]
+            why = "the value of its index (which branch runs) is not known at capture"
+            self.emit("cond", ins, outs, dict(_attrs(eqn), branches=len(branches), not_inlined=why))
+            return outs, [None] * len(outs)
+        taken = int(np.clip(np.asarray(index).item(), 0, len(branches) - 1))  # as cond clamps
+        start = len(self.ops)
+        outs, out_vals = self.call(branches[taken], ins[1:], vals[1:])
+        for op in self.ops[start:]:  # an inner cond's ops keep their own (innermost) label
+            op.setdefault("attrs", {}).setdefault("cond_branch", f"{taken} of {len(branches)}")
+        return outs, out_vals

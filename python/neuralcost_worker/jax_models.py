@@ -16,6 +16,9 @@ the reference LSTM with its time loops written as while loops (tests/workers/jax
 layer 0 as lax.while_loop over a counter from 0 to T, the other layers as lax.fori_loop up to a
 bound computed from the input (the number of finite steps of the first sequence, T), so that
 both stay `while` primitives in the jaxpr. Same parameters and contraction FLOPs as "lstm".
+"ff_cond" is the reference ff with each hidden block in a lax.cond on data (tests/workers/
+jax_loops_test.cpp): the block runs when its input is all finite, else the other branch returns
+zeros; on a real input the block always runs. Same parameters and contraction FLOPs as "ff".
 """
 import math
 
@@ -26,7 +29,7 @@ from jax import lax
 HEADS = 4
 CLASSES = 10
 NAMES = ("ff", "cnn", "rnn", "lstm", "transformer")
-TEST_MODELS = ("lstm_while",)
+TEST_MODELS = ("lstm_while", "ff_cond")
 
 
 class _Init:
@@ -61,7 +64,9 @@ def layer_norm(x, p, eps=1e-5):
     return centred * lax.rsqrt(var + eps) * p["weight"] + p["bias"]
 
 
-def ff(init, width, depth):
+def ff(init, width, depth, conds=False):
+    """With `conds` (TEST_MODELS' ff_cond), each hidden block is the taken branch of a lax.cond
+    on whether its input is all finite; the other branch returns zeros."""
     dims = [784] + [width] * depth
     params = {"linears": [init.linear(a, b) for a, b in zip(dims, dims[1:])],
               "norms": [init.norm(width) for _ in range(depth)],
@@ -69,7 +74,13 @@ def ff(init, width, depth):
 
     def forward(p, x):
         for linear, norm in zip(p["linears"], p["norms"]):
-            x = layer_norm(jax.nn.relu(dense(x, linear["weight"], linear["bias"])), norm)
+            def block(x, linear=linear, norm=norm):
+                return layer_norm(jax.nn.relu(dense(x, linear["weight"], linear["bias"])), norm)
+            if conds:
+                x = lax.cond(jnp.all(jnp.isfinite(x)), block,
+                             lambda x: jnp.zeros(x.shape[:-1] + (width,), x.dtype), x)
+            else:
+                x = block(x)
         return dense(x, p["classifier"]["weight"], p["classifier"]["bias"])
 
     return forward, params, {}
@@ -208,8 +219,8 @@ def transformer(init, width, depth):
 def build(name, batch=1, seq=32, width=128, depth=2, dtype=jnp.float32):
     """Returns (forward(params, x), params, example input) for a reference network."""
     init = _Init(0, dtype)
-    if name == "ff":
-        (forward, params, buffers), shape = ff(init, width, depth), (batch, 784)
+    if name in ("ff", "ff_cond"):
+        (forward, params, buffers), shape = ff(init, width, depth, name == "ff_cond"), (batch, 784)
     elif name == "cnn":
         (forward, params, buffers), shape = cnn(init, width, depth), (batch, 3, 32, 32)
     elif name in ("rnn", "lstm", "lstm_while"):

@@ -186,5 +186,30 @@ TEST(JaxMappingTest, AWhileTheWorkerCouldNotUnrollShowsItsReason) {
   EXPECT_FALSE(a.complete());
 }
 
+TEST(JaxMappingTest, ACondTheWorkerCouldNotResolveShowsItsReason) {
+  // the worker inlines the branch a cond takes; one that stays says why (jax_capture.py)
+  const Analysis a = analyze_ops({op("cond", {tensor("%1", {}), tensor("input0", {4, 4})}, {tensor("%2", {4, 4})},
+                                     {{"branches", integer(2)},
+                                      {"not_inlined", text("the value of its index (which branch runs) is not known at capture")}}),
+                                  op("cond", {tensor("%3", {}), tensor("%2", {4, 4})}, {tensor("%4", {4, 4})})});
+  ASSERT_EQ(a.unmodeled.size(), 2u);
+  EXPECT_EQ(a.unmodeled[0].reason,
+            "a cond's branch is not known to the worker: the value of its index (which branch runs) is not known at "
+            "capture; neither branch is counted");
+  EXPECT_EQ(a.unmodeled[1].reason, "which branch of a cond runs depends on data");
+  EXPECT_FALSE(a.complete());
+}
+
+TEST(JaxMappingTest, OpsOfATakenBranchCountAsUsual) {
+  // an inlined branch's ops carry "cond_branch"; the attribute changes nothing in their count
+  const Analysis a = analyze_ops({op("dot_general", {tensor("input0", {2, 128}), tensor("fc.weight", {10, 128}, true)},
+                                     {tensor("%1", {2, 10})},
+                                     {{"lhs_contracting", ints({1})}, {"rhs_contracting", ints({1})}, {"lhs_batch", ints({})},
+                                      {"rhs_batch", ints({})}, {"cond_branch", text("1 of 2")}})});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 128 * 10);
+  EXPECT_EQ(a.totals.parameter_count, 1280u);
+}
+
 }  // namespace
 }  // namespace neuralcost::capture

@@ -4,6 +4,8 @@
 // (python/neuralcost_worker/jax_capture.py). The worker's hidden test model "lstm_while" is the
 // reference LSTM (shared/reference-models.md) with its time loops written as while loops: layer 0
 // a lax.while_loop over a counter, layer 1 a lax.fori_loop up to a bound computed from the input.
+// A JAX `cond` (lax.cond, lax.switch) is counted as the branch it takes on the worker's input,
+// inlined; "ff_cond" is the reference ff with each hidden block inside a cond on its input.
 #include <string>
 
 #include <gtest/gtest.h>
@@ -54,6 +56,27 @@ TEST(JaxLoopsTest, WhileLoopLstmCountsEveryStepLikeTheScanLstm) {
   }
 }
 
+TEST(JaxLoopsTest, CondFfCountsTheTakenBranchLikeTheFf) {
+  // "ff_cond": the reference ff with each hidden block the real branch of a lax.cond on whether its
+  // input is finite (the other branch returns zeros); on the worker's input the block always runs
+  const Analysis ff = analyzed("ff", "jit");
+  for (const char* mode : {"eager", "jit"}) {
+    SCOPED_TRACE(mode);
+    const Analysis a = analyzed("ff_cond", mode);
+    EXPECT_TRUE(a.complete()) << a.unmodeled.size() << " op(s) not modeled, e.g. "
+                              << a.op_records[a.unmodeled.front().op_index].source_type << ": "
+                              << a.unmodeled.front().reason;
+    EXPECT_EQ(count_of(a, "jax::cond"), 0u);
+    EXPECT_EQ(a.totals.parameter_count, 118794u);
+    EXPECT_EQ(a.totals.contraction_flops, kBatch * 236032u);
+    EXPECT_EQ(count_of(a, "jax::dot_general"), 3u);  // both hidden blocks' products and the classifier
+    EXPECT_EQ(a.totals.contraction_flops, ff.totals.contraction_flops);
+    EXPECT_EQ(a.totals.parameter_count, ff.totals.parameter_count);
+    // the predicate of each cond is counted too: is_finite, reduce_and, convert_element_type
+    EXPECT_EQ(count_of(a, "jax::is_finite"), 2u);
+  }
+}
+
 TEST(JaxLoopsTest, TheTestModelIsNotListedAsAReferenceModel) {
   ModelRequest request;
   request.model = "resnet";
@@ -64,6 +87,7 @@ TEST(JaxLoopsTest, TheTestModelIsNotListedAsAReferenceModel) {
     const std::string what = e.what();
     EXPECT_NE(what.find("unknown model 'resnet'"), std::string::npos) << what;
     EXPECT_EQ(what.find("lstm_while"), std::string::npos) << what;
+    EXPECT_EQ(what.find("ff_cond"), std::string::npos) << what;
   }
 }
 

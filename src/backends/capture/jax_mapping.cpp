@@ -14,6 +14,8 @@
 //    an op, the weight is still that weight.
 //  - The worker unrolls scans and while loops into the ops they run; a `while` that still
 //    arrives here is one it could not count, and its attribute "not_unrolled" says why.
+//  - The worker reports a `cond` as the ops of the branch it takes (attribute "cond_branch");
+//    a `cond` that still arrives here is one whose branch it could not know ("not_inlined").
 #include <algorithm>
 #include <limits>
 #include <set>
@@ -302,8 +304,11 @@ std::vector<OpRecord> dynamic_update_slice(const CapturedOp& call) {  // (operan
   return one(std::move(r));
 }
 
-Handler unmodeled_because(std::string reason) {
-  return [=](const CapturedOp& call) { return one(unknown(call, reason)); };
+/// A cond whose branch the worker could not know: its reason, or the generic one (a worker that does not say).
+std::vector<OpRecord> cond_branch(const CapturedOp& call) {
+  const std::string why = attr_string(call, "not_inlined", "");
+  return one(unknown(call, why.empty() ? "which branch of a cond runs depends on data"
+                                       : fmt::format("a cond's branch is not known to the worker: {}; neither branch is counted", why)));
 }
 
 /// A while the worker could not unroll: its reason, or the generic one (a worker that does not say).
@@ -373,7 +378,7 @@ const HandlerTable& jax_handlers() {
       h[op] = function_of(OpKind::kBinary, f);
     }
     h["while"] = while_loop;
-    h["cond"] = unmodeled_because("which branch of a cond runs depends on data");
+    h["cond"] = cond_branch;
     HandlerTable prefixed;
     for (auto& [op, handler] : h) {
       prefixed["jax::" + op] = [inner = std::move(handler)](const CapturedOp& call) {
