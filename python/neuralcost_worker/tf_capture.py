@@ -25,7 +25,17 @@ chain from step to step; a weight read in the loop keeps its name. A loop in a b
 the same way, from the values of the outer step's run. A While that cannot be counted so (its
 first variable is no counter, its cond disagrees with the trip count, more than MAX_UNROLLED ops)
 stays one tf::While op with attribute "not_unrolled" (why), which the C++ table lists as
-unmodeled. If and Case are reported as single ops (unmodeled).
+unmodeled.
+
+Branches. An If or Case (tf.cond, tf.switch_case; StatelessIf, StatelessCase) is reported as the
+ops of the branch it takes: the branch taken on the worker's input is counted, not the others.
+The branch is chosen by the predicate's (the branch index's) value from the run (in a loop body,
+from that step's run); an index out of range takes the last branch, as Case does. The branch
+function is run on the operands' values, its ops reported with names prefixed "<op>/then/",
+"<op>/else/" or "<op>/branch<i>/"; its inputs are the operands after the predicate, its outputs
+the op's outputs, and a weight read in it keeps its name. An If or Case whose branch cannot be
+known (its predicate is no scalar) stays one op with attribute "not_inlined" (why), listed as
+unmodeled.
 
 TensorLists (TensorArray: a loop's per-step inputs and outputs) are variant tensors; they are
 reported as tensors [length, element...] of their element dtype. The length and element shape
@@ -34,8 +44,7 @@ unknown when the list is made) and written into its records when the capture end
 """
 import numpy as np
 import tensorflow as tf
-from tensorflow.python.framework import function_def_to_graph
-from tensorflow.python.framework.convert_to_constants import convert_variables_to_constants_v2_as_graph
+from tensorflow.python.framework import convert_to_constants, function_def_to_graph
 
 from neuralcost_worker.protocol import WorkerError, tensor
 
@@ -44,6 +53,7 @@ FOLDABLE = {tf.int32, tf.int64, tf.bool}
 # ops whose result is their first input, reshaped: of a variable or constant, still that value
 ALIASES = {"Identity", "StopGradient", "Snapshot", "PreventGradient", "EnsureShape", "Reshape", "Squeeze", "ExpandDims"}
 WHILE = {"While", "StatelessWhile"}
+BRANCH = {"If", "StatelessIf", "Case", "StatelessCase"}
 MAX_UNROLLED = 200_000  # ops a loop may unroll into; a longer one stays one (unmodeled) op
 
 
@@ -132,9 +142,23 @@ def attrs_of(op):
     return out
 
 
+def freeze(concrete):
+    """The concrete function with variables as constants, its control flow kept as ops.
+    lower_control_flow=False keeps If and While, not Case (grappler lowers it to _SwitchN and
+    Merge, whose branches would all be counted): convert_to_constants' set of ops to keep is
+    widened while it runs."""
+    kept = convert_to_constants._CONTROL_FLOW_OPS
+    convert_to_constants._CONTROL_FLOW_OPS = kept | {"Case", "StatelessCase"}
+    try:
+        return convert_to_constants.convert_variables_to_constants_v2_as_graph(concrete, lower_control_flow=False)
+    finally:
+        convert_to_constants._CONTROL_FLOW_OPS = kept
+
+
 class Program:
     """A graph to walk, and a function that runs it and returns the values capture reads: its
-    outputs, open shapes, small integer results, and each While's inputs and first output."""
+    outputs, open shapes, small integer results, each While's inputs and first output, and each
+    If's and Case's inputs."""
 
     def __init__(self, graph, inputs, outputs, prune):
         self.graph, self.inputs, self.outputs = graph, inputs, outputs
@@ -143,6 +167,8 @@ class Program:
         for op in graph.get_operations():
             if op.type in WHILE:
                 probes += list(op.inputs) + [op.outputs[0]]
+            elif op.type in BRANCH:
+                probes += list(op.inputs)
             for t in op.outputs if op.type != "Const" else ():
                 if t.dtype in (tf.resource, tf.variant):
                     continue
@@ -160,8 +186,12 @@ class Program:
 
 
 def function_program(fdef, library, shapes):
-    """A function of the frozen graph's library (a While's body or cond) as a Program."""
+    """A function of the frozen graph's library (a While's body or cond, a branch) as a Program."""
     graph_def, names = function_def_to_graph.function_def_to_graph_def(fdef, input_shapes=shapes)
+    placeholders = {node.name: node for node in graph_def.node if node.op == "Placeholder"}
+    for arg, shape in zip(fdef.signature.input_arg, shapes):
+        if shape.rank is not None:  # an argument's own shape attr is the variable handle's, if it was one
+            placeholders[arg.name].attr["shape"].shape.CopyFrom(shape.as_proto())
     graph_def.library.CopyFrom(library)
     wrapped = tf.compat.v1.wrap_function(lambda: tf.graph_util.import_graph_def(graph_def, name=""), [])
     graph = wrapped.graph
@@ -199,7 +229,7 @@ class Tracer:
             seen[base] = seen.get(base, 0) + 1
             name = base if seen[base] == 1 else f"{base}#{seen[base]}"
             variables[inner.op.name] = Var(tensor(name if v.trainable else f"buffer:{name}", v.shape, v.dtype.name, param=True))
-        frozen, graph_def = convert_variables_to_constants_v2_as_graph(concrete, lower_control_flow=False)
+        frozen, graph_def = freeze(concrete)
         self.library = graph_def.library
         self.functions = {f.signature.name: f for f in graph_def.library.function}
         self.programs, self.lineages, self.ops = {}, [], []
@@ -219,6 +249,8 @@ class Tracer:
                 env[op.outputs[0].name] = Literal(tf.make_ndarray(op.get_attr("value")), frame.scope + op.outputs[0].name)
             elif op.type in WHILE:
                 self.loop(op, env, frame)
+            elif op.type in BRANCH:
+                self.branch(op, env, frame)
             elif op.type not in ("Const", "Placeholder", "NoOp"):
                 self.visit(op, env, frame)
 
@@ -314,13 +346,45 @@ class Tracer:
         elif op.type == "TensorListStack" and isinstance(values[0], TList) and outs:
             values[0].lineage.learn(outs[0]["shape"][1:], outs[0]["shape"][0])
 
-    def program(self, op, attr):
-        """The function of a While's `attr` (body, cond) as a Program, made once."""
-        name = op.get_attr(attr).name
+    def program(self, op, attr, index=None):
+        """The function of a While's `attr` (body, cond), or of an If's or Case's (then_branch,
+        else_branch; branches[index]), as a Program, made once."""
+        name = (op.get_attr(attr) if index is None else op.get_attr(attr)[index]).name
         if name not in self.programs:
-            shapes = [tf.TensorShape(s) for s in op.get_attr("output_shapes")]
+            if op.type in WHILE:
+                shapes = [tf.TensorShape(s) for s in op.get_attr("output_shapes")]
+            else:  # a branch's arguments are the operands after the predicate
+                shapes = [t.shape for t in op.inputs[1:]]
             self.programs[name] = function_program(self.functions[name], self.library, shapes)
         return self.programs[name]
+
+    def branch(self, op, env, frame):
+        """An If or Case as the ops of the branch it takes on the run's values; one unmodeled op
+        when that branch cannot be known."""
+        values = self.read(op, env)
+        index = frame.small(op.inputs[0])
+        if index is None or np.ndim(index):
+            return self.emit(op, values, env, frame, {"not_inlined": "its branch index is not a known scalar"})
+        if op.type.endswith("If"):
+            attr, at, label = ("then_branch", None, "then") if bool(index) else ("else_branch", None, "else")
+        else:
+            count = len(op.get_attr("branches"))
+            at = int(index) if 0 <= int(index) < count else count - 1  # out of range: the last branch
+            attr, label = "branches", f"branch{at}"
+        start = len(self.ops)
+        try:
+            program = self.program(op, attr, at)
+            run = Frame(program.values([frame.values[t.name] for t in op.inputs[1:]]),
+                        f"{frame.prefix}{op.name}/{label}/", f"{frame.scope}{op.name}/{label}/")
+            inner = dict(zip((t.name for t in program.inputs), values[1:]))
+            self.walk(program.graph, inner, run)
+        except Exception as e:  # a branch TensorFlow cannot rebuild or run alone: one unmodeled op
+            del self.ops[start:]
+            why = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            return self.emit(op, values, env, frame, {"not_inlined": f"its {label} branch could not be run alone: "
+                                                                     f"{type(e).__name__}: {why}"[:300]})
+        for t, out in zip(op.outputs, program.outputs):
+            env[t.name] = inner[out.name]
 
     def loop(self, op, env, frame):
         """A While as the ops of its cond and body, once per iteration (the cond once more);

@@ -155,5 +155,15 @@ TEST(TfMappingTest, LoopsTheWorkerCouldNotUnrollSayWhy) {
             "control flow (While) is not unrolled: its first loop variable is not a loop counter; its body is not counted");
 }
 
+TEST(TfMappingTest, BranchesTheWorkerCouldNotChooseSayWhy) {
+  const Analysis a = analyze_ops({op("StatelessIf", {tensor("p", {2}), tensor("x", {4, 4})}, {tensor("y", {4, 4})},
+                                     {{"not_inlined", text("its branch index is not a known scalar")}}),
+                                  op("Case", {tensor("i", {}), tensor("y", {4, 4})}, {tensor("z", {4, 4})})});
+  ASSERT_EQ(a.unmodeled.size(), 2u);
+  EXPECT_EQ(a.unmodeled[0].reason, "control flow (StatelessIf) is not inlined: its branch index is not a known scalar; "
+                                   "none of its branches is counted");
+  EXPECT_EQ(a.unmodeled[1].reason, "control flow (Case) is not unrolled by the worker; its body is not counted");
+}
+
 }  // namespace
 }  // namespace neuralcost::capture

@@ -1,4 +1,5 @@
-"""Writes a recurrent SavedModel whose loop is not unrolled in the graph, for tests/workers/tf_loops_test.cpp.
+"""Writes a SavedModel whose control flow (a loop, a branch) is not unrolled in the graph, for
+tests/workers/tf_loops_test.cpp.
 
     make_tf_loop_model.py while_loop DIR   the reference LSTM (shared/reference-models.md: 128 -> 128,
                                            2 layers, two biases per layer, last step, Linear(128 -> 10);
@@ -6,8 +7,12 @@
     make_tf_loop_model.py keras DIR        the same network of Keras layers: LSTM(128, unroll=False) x 2,
                                            Dense(10); Keras has one bias per layer: 264,458 parameters
 
-Both take input [batch, 32, 128] (batch free) and are saved with a serving signature. Exit status
-77: Keras is not installed.
+    make_tf_loop_model.py cond DIR         the reference ff (784 -> 128 -> 128 -> 10, ReLU and LayerNorm after
+                                           each hidden Linear; 118,794 parameters), each hidden block inside
+                                           a tf.cond on all(isfinite(x)) whose other branch returns zeros
+
+The LSTMs take input [batch, 32, 128], the ff [batch, 784] (batch free); all are saved with a
+serving signature. Exit status 77: Keras is not installed.
 """
 import os
 import sys
@@ -59,6 +64,36 @@ class WhileLstm(tf.Module):
         return tf.matmul(xs[-1], self.fc_w) + self.fc_b
 
 
+class CondFf(tf.Module):
+    """The reference ff with each hidden block (Linear, ReLU, LayerNorm) as a tf.cond's true branch."""
+
+    def __init__(self):
+        super().__init__()
+        rng = np.random.default_rng(0)
+        self.blocks = []
+        for i, (n, m) in enumerate(((784, 128), (128, 128))):
+            self.blocks.append({"w": tf.Variable(rng.uniform(-0.05, 0.05, (n, m)).astype(np.float32), name=f"fc{i}.w"),
+                                "b": tf.Variable(np.zeros(m, np.float32), name=f"fc{i}.b"),
+                                "gamma": tf.Variable(np.ones(m, np.float32), name=f"ln{i}.gamma"),
+                                "beta": tf.Variable(np.zeros(m, np.float32), name=f"ln{i}.beta")})
+        self.fc_w = tf.Variable(rng.uniform(-0.05, 0.05, (128, CLASSES)).astype(np.float32), name="fc2.w")
+        self.fc_b = tf.Variable(np.zeros(CLASSES, np.float32), name="fc2.b")
+
+    @staticmethod
+    def block(p, h):
+        h = tf.nn.relu(tf.matmul(h, p["w"]) + p["b"])
+        mean, var = tf.nn.moments(h, axes=[-1], keepdims=True)
+        return (h - mean) * tf.math.rsqrt(var + 1e-5) * p["gamma"] + p["beta"]
+
+    @tf.function(input_signature=[tf.TensorSpec([None, 784], tf.float32)])
+    def __call__(self, x):
+        finite = tf.reduce_all(tf.math.is_finite(x))
+        h = x
+        for p in self.blocks:
+            h = tf.cond(finite, lambda p=p, h=h: self.block(p, h), lambda: tf.zeros([tf.shape(h)[0], 128]))
+        return tf.matmul(h, self.fc_w) + self.fc_b
+
+
 def keras_lstm(path):
     try:
         import keras
@@ -73,11 +108,11 @@ def keras_lstm(path):
 def main(kind, path):
     if kind == "keras":
         keras_lstm(path)
-    elif kind == "while_loop":
-        model = WhileLstm()
+    elif kind in ("while_loop", "cond"):
+        model = WhileLstm() if kind == "while_loop" else CondFf()
         tf.saved_model.save(model, path, signatures=model.__call__)
     else:
-        sys.exit(f"unknown model kind '{kind}' (while_loop, keras)")
+        sys.exit(f"unknown model kind '{kind}' (while_loop, keras, cond)")
 
 
 if __name__ == "__main__":

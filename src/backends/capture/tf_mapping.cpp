@@ -10,7 +10,8 @@
 //  - The worker names constants "const:<tensor>" and non-trainable variables
 //    "buffer:<variable>"; both are buffers, not trainable parameters.
 //
-// Loops arrive unrolled (the worker reports a While's body once per iteration). TensorLists
+// Loops arrive unrolled (the worker reports a While's body once per iteration), branches inlined
+// (an If or Case as the ops of the branch it took on the worker's input). TensorLists
 // (TensorArrays: a loop's per-step inputs and outputs) arrive as tensors [length, element...].
 // TensorFlow's list ops store and hand out references to element buffers, so making, filling and
 // reading a list are views; only TensorListStack copies the elements into one tensor.
@@ -324,8 +325,13 @@ Handler list_element(OpKind kind) {
   };
 }
 
-/// A While the worker could not unroll: its reason, or the generic one.
+/// A While the worker could not unroll, an If or Case whose branch it could not know: its reason
+/// ("not_unrolled", "not_inlined"), or the generic one.
 std::vector<OpRecord> control_flow(const CapturedOp& call) {
+  const std::string branch_why = attr_string(call, "not_inlined", "");
+  if (!branch_why.empty())
+    return one(unknown(call, fmt::format("control flow ({}) is not inlined: {}; none of its branches is counted",
+                                         call.name.substr(4), branch_why)));
   const std::string why = attr_string(call, "not_unrolled", "");
   return one(unknown(call, why.empty() ? fmt::format("control flow ({}) is not unrolled by the worker; its body is not counted",
                                                      call.name.substr(4))
@@ -362,7 +368,8 @@ const HandlerTable& tf_handlers() {
         {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Rsqrt", "rsqrt"}, {"Neg", "neg"}, {"Abs", "abs"},
         {"Square", "square"}, {"Reciprocal", "reciprocal"}, {"Inv", "reciprocal"}, {"Erf", "erf"}, {"Sin", "sin"},
         {"Cos", "cos"}, {"Floor", "floor"}, {"Ceil", "ceil"}, {"Round", "round"}, {"Sign", "sign"},
-        {"LogicalNot", "not"}, {"IsNan", "isnan"}, {"IsInf", "isinf"}, {"Cast", "cast"}, {"ClipByValue", "clip"}};
+        {"LogicalNot", "not"}, {"IsNan", "isnan"}, {"IsInf", "isinf"}, {"IsFinite", "isinf"}, {"Cast", "cast"},
+        {"ClipByValue", "clip"}};
     for (const auto& [op, f] : unaries) h[op] = function_of(OpKind::kUnary, f);
     const std::map<std::string, std::string> activations = {
         {"Relu", "relu"}, {"Relu6", "relu6"}, {"LeakyRelu", "leaky_relu"}, {"Elu", "elu"}, {"Selu", "selu"},
