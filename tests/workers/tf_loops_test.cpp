@@ -33,30 +33,39 @@ std::string saved_model(const std::string& kind) {
   return dir;
 }
 
-void expect_counted(const std::string& dir, const std::string& mode, std::uint64_t parameters) {
+/// Captures the SavedModel in `dir` with input `shape` in `mode` and checks that it is counted
+/// completely, with `parameters` weights (the framework agreeing), `contraction` FLOPs per sample
+/// and `matmuls` products.
+void expect_counted(const std::string& dir, const Shape& shape, const std::string& mode, std::uint64_t parameters,
+                    std::uint64_t contraction, std::size_t matmuls) {
   SCOPED_TRACE(dir + " in mode " + mode);
-  constexpr std::int64_t kBatch = 3;
   ModelRequest request;
   request.model = dir;
-  request.input_shapes = {{kBatch, 32, 128}};
+  request.input_shapes = {shape};
   request.threads = 1;
   auto model = backend_named("tensorflow").prepare(request, mode);
-  const Analysis a = analyze(model->captured_graph(), HardwareDatabase::builtin().get("h100-sxm"), {kBatch});
+  const std::int64_t batch = shape[0];
+  const Analysis a = analyze(model->captured_graph(), HardwareDatabase::builtin().get("h100-sxm"), {batch});
   EXPECT_TRUE(a.complete()) << a.unmodeled.size() << " op(s) not modeled, e.g. "
                             << a.op_records[a.unmodeled.front().op_index].source_type << ": "
                             << a.unmodeled.front().reason;
   EXPECT_EQ(a.totals.parameter_count, parameters);
-  EXPECT_EQ(a.totals.contraction_flops, kBatch * kContractionPerSample);
-  // every step's two products are ops of their own: 2 layers x 32 steps x 2, and the classifier
-  std::size_t matmuls = 0;
-  for (const OpRecord& r : a.op_records) matmuls += r.kind == OpKind::kMatMul;
-  EXPECT_EQ(matmuls, 2u * 32 * 2 + 1);
+  EXPECT_EQ(a.totals.contraction_flops, static_cast<std::uint64_t>(batch) * contraction);
+  std::size_t products = 0;
+  for (const OpRecord& r : a.op_records) products += r.kind == OpKind::kMatMul;
+  EXPECT_EQ(products, matmuls);
   EXPECT_EQ(model->environment().at("framework_parameters"), std::to_string(parameters));
 }
 
+// every step's two products are ops of their own: 2 layers x 32 steps x 2, and the classifier
+constexpr std::size_t kLstmMatmuls = 2 * 32 * 2 + 1;
+const Shape kLstmInput = {3, 32, 128};
+
 TEST(TfLoopsTest, WhileLoopLstmCountsEveryStep) {
   const std::string dir = saved_model("while_loop");
-  for (const char* mode : {"eager", "function"}) expect_counted(dir, mode, 265482);
+  for (const char* mode : {"eager", "function"}) {
+    expect_counted(dir, kLstmInput, mode, 265482, kContractionPerSample, kLstmMatmuls);
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -64,25 +73,8 @@ TEST(TfLoopsTest, CondFfCountsTheBranchTaken) {
   // shared/reference-models.md: ff, 118,794 parameters, 236,032 contraction FLOPs per sample; each
   // hidden block is the true branch of a tf.cond on all(isfinite(x)), the false branch zeros
   const std::string dir = saved_model("cond");
-  for (const char* mode : {"eager", "function"}) {
-    SCOPED_TRACE(std::string("mode ") + mode);
-    constexpr std::int64_t kBatch = 3;
-    ModelRequest request;
-    request.model = dir;
-    request.input_shapes = {{kBatch, 784}};
-    request.threads = 1;
-    auto model = backend_named("tensorflow").prepare(request, mode);
-    const Analysis a = analyze(model->captured_graph(), HardwareDatabase::builtin().get("h100-sxm"), {kBatch});
-    EXPECT_TRUE(a.complete()) << a.unmodeled.size() << " op(s) not modeled, e.g. "
-                              << a.op_records[a.unmodeled.front().op_index].source_type << ": "
-                              << a.unmodeled.front().reason;
-    EXPECT_EQ(a.totals.parameter_count, 118794u);
-    EXPECT_EQ(a.totals.contraction_flops, kBatch * 236032u);
-    std::size_t matmuls = 0;
-    for (const OpRecord& r : a.op_records) matmuls += r.kind == OpKind::kMatMul;
-    EXPECT_EQ(matmuls, 3u);  // the two taken branches' Linear and the classifier
-    EXPECT_EQ(model->environment().at("framework_parameters"), "118794");
-  }
+  // 3 products: the two taken branches' Linear and the classifier
+  for (const char* mode : {"eager", "function"}) expect_counted(dir, {3, 784}, mode, 118794, 236032, 3);
   std::filesystem::remove_all(dir);
 }
 
@@ -90,7 +82,9 @@ TEST(TfLoopsTest, KerasLstmLayersCountEveryStep) {
   const std::string dir = saved_model("keras");
   if (dir.empty()) GTEST_SKIP() << "Keras is not installed in the worker's environment";
   // Keras's LSTM has one bias per layer, PyTorch's (the reference) two: 2 x 512 parameters fewer
-  for (const char* mode : {"eager", "function"}) expect_counted(dir, mode, 265482 - 2 * 512);
+  for (const char* mode : {"eager", "function"}) {
+    expect_counted(dir, kLstmInput, mode, 265482 - 2 * 512, kContractionPerSample, kLstmMatmuls);
+  }
   std::filesystem::remove_all(dir);
 }
 
