@@ -31,11 +31,10 @@ std::string render_analysis(const Analysis& analysis, Format format);
 ///   model        params   FLOPs    bytes    FLOP/B  bound   lower bound  fused    samples/s ≤
 ///   transformer  397.8 k  838.9 M  46.3 MB  18.1    memory  14.9 µs      11.0 µs  2.1 M
 std::string render_summary(const std::vector<Analysis>& analyses, Format format);
-/// The hardware database as a list: id, name, type, peaks, bandwidth, ridge point, aliases.
 /// The backends: name, modes, whether each can run on this machine (and why not), description.
 /// Checks availability only (a plugin loads, a worker's Python exists); it starts no worker.
 std::string render_backends(const std::vector<const Backend*>& backends, Format format);
-
+/// The hardware database as a list: id, name, type, peaks, bandwidth, ridge point, aliases.
 std::string render_hardware_list(const std::vector<HardwareSpec>& specs, Format format);
 /// One spec with the source of every number. Its JSON is a valid hardware spec file.
 std::string render_hardware(const HardwareSpec& spec, Format format);

@@ -31,6 +31,30 @@ void add_strings(std::map<std::string, std::string>& to, const json& from, const
   for (const auto& [k, v] : from.items()) to[prefix + k] = v.is_string() ? v.get<std::string>() : v.dump();
 }
 
+/// The durations (seconds, 0 to 10^6) in `array`, a reply's field `what`; kDataLoss naming it
+/// when they are not.
+std::vector<double> durations_in(const json& array, const std::string& what) {
+  if (!array.is_array()) throw Error(ErrorCode::kDataLoss, fmt::format("the worker's reply has no '{}' array", what));
+  std::vector<double> out;
+  for (const json& v : array) {
+    if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6) {
+      throw Error(ErrorCode::kDataLoss, fmt::format("the worker's reply has an impossible duration in '{}': {}", what, v.dump()));
+    }
+    out.push_back(v.get<double>());
+  }
+  return out;
+}
+
+/// `reply[field]` as durations, `n` of them unless n is 0.
+std::vector<double> durations(const json& reply, const char* field, std::size_t n = 0) {
+  const auto it = reply.find(field);
+  std::vector<double> out = durations_in(it == reply.end() ? json() : *it, field);
+  if (n > 0 && out.size() != n) {
+    throw Error(ErrorCode::kDataLoss, fmt::format("the worker's reply has {} durations in '{}', not {}", out.size(), field, n));
+  }
+  return out;
+}
+
 class WorkerModel final : public PreparedModel {
  public:
   WorkerModel(const std::string& framework, const ModelRequest& request, const std::string& mode)
@@ -76,7 +100,7 @@ class WorkerModel final : public PreparedModel {
       const json reply = process_.request({{"cmd", "run"}, {"n", n}}, Seconds(timeout_ * n));
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       double sum = 0;
-      for (double s : seconds_of(reply, static_cast<std::size_t>(n))) pending_.push_back(s), sum += s;
+      for (double s : durations(reply, "seconds", static_cast<std::size_t>(n))) pending_.push_back(s), sum += s;
       overhead_.push_back((wall - sum) / n);
       passes_ = n;
     }
@@ -87,7 +111,7 @@ class WorkerModel final : public PreparedModel {
   std::optional<double> last_run_seconds() const override { return last_; }
 
   double page_faults_per_run(int iterations) override {
-    const json reply = process_.request({{"cmd", "run"}, {"n", iterations}}, Seconds(timeout_));
+    const json reply = process_.request({{"cmd", "run"}, {"n", iterations}}, Seconds(timeout_ * iterations));
     return reply.value("page_faults", 0.0) / iterations;
   }
 
@@ -123,45 +147,18 @@ class WorkerModel final : public PreparedModel {
   LayerTiming profile_layers(int runs) override {
     const json reply = process_.request({{"cmd", "layers"}, {"n", runs}}, Seconds(timeout_ * runs));
     LayerTiming t;
-    const auto numbers = [](const json& j, const char* what) {
-      if (!j.is_array()) throw Error(ErrorCode::kDataLoss, fmt::format("the worker's layers reply has no '{}' array", what));
-      std::vector<double> out;
-      for (const json& v : j) {
-        if (!v.is_number() || !(v.get<double>() >= 0)) {
-          throw Error(ErrorCode::kDataLoss, fmt::format("the worker's layers reply has a bad duration in '{}'", what));
-        }
-        out.push_back(v.get<double>());
-      }
-      return out;
-    };
-    const json& events = reply.contains("events") ? reply["events"] : json();
-    const json& seconds = reply.contains("seconds") ? reply["seconds"] : json();
-    if (!events.is_array() || !seconds.is_array() || events.size() != seconds.size()) {
+    const auto events = reply.find("events"), seconds = reply.find("seconds");
+    if (events == reply.end() || seconds == reply.end() || !events->is_array() || !seconds->is_array() ||
+        events->size() != seconds->size()) {
       throw Error(ErrorCode::kDataLoss, "the worker's layers reply needs 'events' and 'seconds' of the same length");
     }
-    for (std::size_t e = 0; e < events.size(); ++e) {
-      t.event_names.push_back(events[e].is_string() ? events[e].get<std::string>() : "?");
-      t.seconds.push_back(numbers(seconds[e], "seconds"));
+    for (std::size_t e = 0; e < events->size(); ++e) {
+      t.event_names.push_back((*events)[e].is_string() ? (*events)[e].get<std::string>() : "?");
+      t.seconds.push_back(durations_in((*seconds)[e], fmt::format("seconds[{}]", e)));
     }
-    t.wall_seconds = numbers(reply.contains("wall") ? reply["wall"] : json(), "wall");
-    t.plain_wall_seconds = numbers(reply.contains("plain") ? reply["plain"] : json(), "plain");
+    t.wall_seconds = durations(reply, "wall");
+    t.plain_wall_seconds = durations(reply, "plain");
     return t;
-  }
-
-  /// `n` durations from a run or bench reply; kDataLoss when they are not.
-  std::vector<double> seconds_of(const json& reply, std::size_t n) const {
-    const json& s = reply.contains("seconds") ? reply["seconds"] : json();
-    if (!s.is_array() || s.size() != n) {
-      throw Error(ErrorCode::kDataLoss, fmt::format("the worker's run reply has no {} durations in 'seconds'", n));
-    }
-    std::vector<double> out;
-    for (const json& v : s) {
-      if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6) {
-        throw Error(ErrorCode::kDataLoss, fmt::format("the worker's run reply has an impossible duration: {}", v.dump()));
-      }
-      out.push_back(v.get<double>());
-    }
-    return out;
   }
 
  private:
