@@ -6,6 +6,8 @@
 #include <thread>
 
 #include <gmock/gmock.h>
+#include <optional>
+
 #include <gtest/gtest.h>
 
 #include "neuralcost/core/error.hpp"
@@ -64,6 +66,18 @@ TEST(TimingTest, NoisyWorkIsMistrustedWhenTheBudgetRunsOut) {
   ASSERT_FALSE(r.reasons.empty());
   EXPECT_THAT(r.reasons[0], HasSubstr("too noisy"));
   EXPECT_LT(r.sampling_seconds, 0.5);
+}
+
+TEST(TimingTest, ABackendThatTimesItselfGivesTheSamples) {
+  // a worker reports each pass's own duration; the loop's clock around the call is not used
+  TimingOptions o = quick();
+  const TimingResult r =
+      time_until_stable({[] { spin_for(2e-4); }, [] {}, []() -> std::optional<double> { return 1e-3; }}, o);
+  EXPECT_TRUE(r.backend_clock);
+  EXPECT_DOUBLE_EQ(r.summary.median, 1e-3);
+  const TimingResult own = time_until_stable({[] { spin_for(2e-4); }, [] {}}, o);
+  EXPECT_FALSE(own.backend_clock);
+  EXPECT_LT(own.summary.median, 1e-3);
 }
 
 TEST(TimingTest, TooShortForTheClock) {

@@ -92,6 +92,13 @@ TEST(WorkerBackendTest, TensorflowXlaModeRuns) {
   EXPECT_EQ(model->environment().at("framework_mode"), "xla");
 }
 
+TEST(WorkerBackendTest, RunRequestsCarryAbout25msOfPasses) {
+  EXPECT_EQ(worker::passes_per_request(0), 1);       // nothing measured yet
+  EXPECT_EQ(worker::passes_per_request(1e-3), 25);
+  EXPECT_EQ(worker::passes_per_request(0.1), 1);     // a long pass: one per request
+  EXPECT_EQ(worker::passes_per_request(1e-7), 1000);  // at most 1000
+}
+
 TEST(WorkerBackendTest, TorchEagerHasPerOpTimesOfTheCapturedOps) {
   ModelRequest request;
   request.model = "lstm";
