@@ -5,6 +5,7 @@ import os
 import sys
 import time
 import weakref
+from pathlib import Path
 
 _THREADS = int(os.environ.get("NEURALCOST_THREADS", "0") or 0)
 # Inductor compiles in a pool of subprocesses that stay alive and busy after torch.compile
@@ -26,12 +27,10 @@ FRAMEWORK = "torch"
 MODES = ["eager", "compile"]
 _DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
-# ops whose output is a view of their first input: a view of a weight is still that weight
-_VIEWS = {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view", "aten::flatten",
-          "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::transpose", "aten::permute", "aten::expand",
-          "aten::detach", "aten::alias", "aten::select", "aten::slice", "aten::narrow", "aten::chunk",
-          "aten::split", "aten::unbind", "aten::as_strided", "aten::contiguous", "aten::view_as",
-          "aten::unsafe_chunk", "aten::unsafe_split", "aten::split_with_sizes", "aten::unsafe_split_with_sizes"}
+# ops whose output is a view of their first input: a view of a weight is still that weight (the
+# one list, shared with the C++ ATen mapping)
+_VIEWS = {line.strip() for line in (Path(__file__).with_name("aten_view_ops.txt")).read_text().splitlines()
+          if line.startswith("aten::")}
 
 
 def environment():

@@ -15,18 +15,17 @@
 namespace neuralcost::detail {
 namespace {
 
-bool fusible(const OpRecord& op, const OpCost& cost) {
-  if (!cost.modeled) return false;
-  switch (op.kind) {
-    case OpKind::kUnary: case OpKind::kBinary: case OpKind::kActivation: case OpKind::kSoftmax:
-    case OpKind::kLayerNorm: case OpKind::kBatchNorm: case OpKind::kRmsNorm:
-      return true;
-    default:
-      return false;
+/// Bytes of the op's distinct outputs: what it writes unless its cost rule says otherwise.
+std::uint64_t output_bytes(const OpRecord& op) {
+  std::set<std::string> seen;
+  std::uint64_t bytes = 0;
+  for (const TensorDesc& t : op.outputs) {
+    if (seen.insert(t.name).second) bytes += t.bytes();
   }
+  return bytes;
 }
 
-bool is_view(const OpCost& cost) { return cost.bytes() == 0; }
+bool fusible(const OpRecord& op, const OpCost& cost) { return cost.modeled && traits_of(op.kind).fusible; }
 
 }  // namespace
 
@@ -39,7 +38,7 @@ std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline
   for (std::size_t i = 0; i < n; ++i) {
     is_fusible[i] = fusible(graph.op(i), ops[i].cost);
     bool joins = false;
-    if (is_fusible[i] && i > 0 && !is_view(ops[i - 1].cost) && ops[i - 1].cost.modeled) {
+    if (is_fusible[i] && i > 0 && !is_view(graph.op(i - 1)) && ops[i - 1].cost.modeled) {
       for (const TensorDesc& t : graph.op(i).inputs) {
         const auto p = graph.producer(t.name);
         joins = joins || (p && group_of[*p] == group_of[i - 1]);
@@ -68,7 +67,7 @@ std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline
       const OpCost& cost = ops[i].cost;
       group.flops += cost.flops;
       compute_seconds += ops[i].compute_seconds;
-      if (is_view(cost)) continue;
+      if (is_view(op)) continue;
       if (anchored && i == first) {
         // the anchor reads exactly what its own cost says (slices and gathers read part of a tensor)
         group.bytes_read += cost.bytes_read;
@@ -82,8 +81,9 @@ std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline
           if (params.insert(p.id).second) group.bytes_read += p.bytes();
         }
       }
-      if (anchored && i == first && op.attributes.has("bytes_written")) {
-        // an op that stands for many (a loop body) writes what its cost says
+      if (anchored && i == first && cost.bytes_written != output_bytes(op)) {
+        // an op whose rule counts its own writes (a loop body run n times, an in-place update)
+        // writes what its cost says
         group.bytes_written += cost.bytes_written;
         for (const TensorDesc& t : op.outputs) written.insert(t.name);
         continue;

@@ -11,16 +11,6 @@
 namespace neuralcost {
 namespace {
 
-bool uses_matrix_units(OpKind kind) {
-  switch (kind) {
-    case OpKind::kMatMul: case OpKind::kLinear: case OpKind::kConv: case OpKind::kConvTranspose:
-    case OpKind::kAttention: case OpKind::kRnn: case OpKind::kGru: case OpKind::kLstm:
-      return true;
-    default:
-      return false;
-  }
-}
-
 bool has_peak_type(DType dtype) {
   const auto& all = compute_dtypes();
   return std::find(all.begin(), all.end(), dtype) != all.end();
@@ -41,7 +31,7 @@ OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec
   const double bw = hw.bandwidth_for(static_cast<double>(r.cost.bytes()), &r.memory_level);
   r.memory_seconds = static_cast<double>(r.cost.bytes()) / bw;
   if (r.cost.flops > 0) {
-    const bool matrix = uses_matrix_units(op.kind);
+    const bool matrix = traits_of(op.kind).unit == ComputeUnit::kMatrix;
     DType roof = r.compute_dtype;
     // TF32 is a matrix-unit mode: everything else in a tf32 model computes in fp32
     if (roof == DType::kTf32 && !matrix) roof = DType::kFp32;
@@ -72,12 +62,13 @@ std::string_view bound_name(Bound bound) {
   return bound == Bound::kCompute ? "compute" : "memory";
 }
 
-Analysis analyze(const OpGraph& graph, const HardwareSpec& hardware, const AnalysisOptions& options) {
+Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOptions& options) {
   Analysis a;
+  a.graph = std::move(input);
+  const OpGraph& graph = a.graph;
   a.model = graph.name();
   a.hardware = hardware;
   a.batch = options.batch;
-  a.op_records = graph.ops();
   ModelTotals& t = a.totals;
   std::map<DType, std::uint64_t> flops_by_dtype;
   double compute_bound_time = 0;

@@ -1,9 +1,7 @@
-// Op kind names and checked attribute access.
+// Checked attribute access and the compute dtype of an op record.
 #include "neuralcost/core/op.hpp"
 
 #include <algorithm>
-#include <array>
-#include <utility>
 
 #include <fmt/format.h>
 
@@ -11,40 +9,6 @@
 
 namespace neuralcost {
 namespace {
-
-constexpr std::array<std::pair<OpKind, std::string_view>, 31> kKindNames = {{
-    {OpKind::kMatMul, "matmul"},
-    {OpKind::kLinear, "linear"},
-    {OpKind::kConv, "conv"},
-    {OpKind::kConvTranspose, "conv_transpose"},
-    {OpKind::kMaxPool, "max_pool"},
-    {OpKind::kAvgPool, "avg_pool"},
-    {OpKind::kAdaptiveMaxPool, "adaptive_max_pool"},
-    {OpKind::kAdaptiveAvgPool, "adaptive_avg_pool"},
-    {OpKind::kGlobalMaxPool, "global_max_pool"},
-    {OpKind::kGlobalAvgPool, "global_avg_pool"},
-    {OpKind::kUnary, "unary"},
-    {OpKind::kBinary, "binary"},
-    {OpKind::kActivation, "activation"},
-    {OpKind::kSoftmax, "softmax"},
-    {OpKind::kLayerNorm, "layer_norm"},
-    {OpKind::kBatchNorm, "batch_norm"},
-    {OpKind::kRmsNorm, "rms_norm"},
-    {OpKind::kEmbedding, "embedding"},
-    {OpKind::kAttention, "attention"},
-    {OpKind::kRnn, "rnn"},
-    {OpKind::kGru, "gru"},
-    {OpKind::kLstm, "lstm"},
-    {OpKind::kReduction, "reduction"},
-    {OpKind::kReshape, "reshape"},
-    {OpKind::kTranspose, "transpose"},
-    {OpKind::kConcat, "concat"},
-    {OpKind::kSlice, "slice"},
-    {OpKind::kSplit, "split"},
-    {OpKind::kPad, "pad"},
-    {OpKind::kCustom, "custom"},
-    {OpKind::kUnknown, "unknown"},
-}};
 
 template <typename T>
 const T* typed(const std::map<std::string, AttributeValue>& values, const std::string& key,
@@ -60,20 +24,6 @@ const T* typed(const std::map<std::string, AttributeValue>& values, const std::s
 }
 
 }  // namespace
-
-std::string_view op_kind_name(OpKind kind) {
-  for (const auto& [k, name] : kKindNames) {
-    if (k == kind) return name;
-  }
-  return "unknown";
-}
-
-std::optional<OpKind> parse_op_kind(std::string_view name) {
-  for (const auto& [k, n] : kKindNames) {
-    if (n == name) return k;
-  }
-  return std::nullopt;
-}
 
 bool Attributes::get_bool(const std::string& key, bool fallback) const {
   const bool* v = typed<bool>(values_, key, "a boolean");

@@ -4,12 +4,12 @@
 #include <fmt/format.h>
 
 #include "cost/op_families.hpp"
+#include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost::cost {
 namespace {
 
-__extension__ using Wide = __int128;  // exact intermediate sums of int64 ranges
 
 /// Sum over rows i in [0, rows) of clamp(i + 1 + offset, 0, cap): the keys each query keeps.
 /// Also returns how many rows keep at least one key.

@@ -83,6 +83,18 @@ void add_bias(const OpRecord& op, OpCost& cost, std::size_t bias_index, std::uin
   if (op.parameters.size() > bias_index) add_flops(cost, outputs);
 }
 
+/// A convolution's filter: its first parameter, or input #1 when it has none (a filter the
+/// program computes); its bias follows the filter (parameter #1, or input #2).
+struct Filter {
+  const Shape& shape;
+  bool bias;
+};
+
+Filter filter_of(const OpRecord& op, const char* role) {
+  if (op.parameters.empty() && op.inputs.size() > 1) return {input(op, 1, role).shape, op.inputs.size() > 2};
+  return {parameter(op, 0, role).shape, op.parameters.size() > 1};
+}
+
 }  // namespace
 
 void cost_matmul(const OpRecord& op, OpCost& cost) {
@@ -141,7 +153,8 @@ void cost_linear(const OpRecord& op, OpCost& cost) {
 
 void cost_conv(const OpRecord& op, OpCost& cost) {
   const Shape& x = input(op, 0, "x").shape;
-  const Shape& w = parameter(op, 0, "weight").shape;
+  const Filter filter = filter_of(op, "weight");
+  const Shape& w = filter.shape;
   const ConvGeometry g = conv_geometry(op, x, w);
   const std::int64_t groups = groups_of(op);
   if (static_cast<Wide>(w[1]) * groups != x[1] || w[0] % groups != 0) {
@@ -165,12 +178,13 @@ void cost_conv(const OpRecord& op, OpCost& cost) {
     taps = product({taps, dim(g.kernel[d])});
   }
   add_contraction(cost, product({2, dim(x[0]), dim(w[0]), out_positions, dim(w[1]), taps}));
-  add_bias(op, cost, 1, product({dim(x[0]), dim(w[0]), out_positions}));
+  if (filter.bias) add_flops(cost, product({dim(x[0]), dim(w[0]), out_positions}));
 }
 
 void cost_conv_transpose(const OpRecord& op, OpCost& cost) {
   const Shape& x = input(op, 0, "x").shape;
-  const Shape& w = parameter(op, 0, "weight [in, out/groups, k...]").shape;
+  const Filter filter = filter_of(op, "weight [in, out/groups, k...]");
+  const Shape& w = filter.shape;
   const ConvGeometry g = conv_geometry(op, x, w);
   const std::int64_t groups = groups_of(op);
   if (w[0] != x[1] || x[1] % groups != 0) {
@@ -200,7 +214,7 @@ void cost_conv_transpose(const OpRecord& op, OpCost& cost) {
   }
   // Every input element is multiplied into (out_channels/groups) x kernel taps.
   add_contraction(cost, product({2, dim(x[0]), dim(x[1]), in_positions, dim(w[1]), taps}));
-  add_bias(op, cost, 1, product({dim(y[0]), dim(y[1]), out_positions}));
+  if (filter.bias) add_flops(cost, product({dim(y[0]), dim(y[1]), out_positions}));
 }
 
 }  // namespace neuralcost::cost

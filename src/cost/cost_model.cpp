@@ -1,5 +1,5 @@
-// Entry point of the cost model: default compulsory bytes, dispatch to the op family, and the
-// op name added to every error raised while costing.
+// Entry point of the cost model: default compulsory bytes, then the kind's cost rule from the
+// op-kind table (op_kinds.cpp), and the op name added to every error raised while costing.
 #include "neuralcost/cost/cost_model.hpp"
 
 
@@ -99,6 +99,13 @@ void unmodeled(OpCost& cost, std::string reason) {
   cost.flops = cost.contraction_flops = cost.transcendentals = 0;
 }
 
+void cost_unknown(const OpRecord& op, OpCost& cost) {
+  // an importer may say why (shapes not inferred, an unsupported attribute)
+  unmodeled(cost, op.attributes.has("reason")
+                      ? op.attributes.get_string("reason", "")
+                      : fmt::format("op type '{}' is not modeled", op.source_type.empty() ? "unknown" : op.source_type));
+}
+
 namespace {
 
 /// True when `name` already occurs among the first `count` entries of `list` (ops have a
@@ -130,48 +137,6 @@ void default_bytes(const OpRecord& op, OpCost& cost) {
   }
 }
 
-void dispatch(const OpRecord& op, OpCost& c) {
-  switch (op.kind) {
-    case OpKind::kMatMul: return cost_matmul(op, c);
-    case OpKind::kLinear: return cost_linear(op, c);
-    case OpKind::kConv: return cost_conv(op, c);
-    case OpKind::kConvTranspose: return cost_conv_transpose(op, c);
-    case OpKind::kAttention: return cost_attention(op, c);
-    case OpKind::kUnary:
-    case OpKind::kBinary:
-    case OpKind::kActivation: return cost_elementwise(op, c);
-    case OpKind::kSoftmax: return cost_softmax(op, c);
-    case OpKind::kLayerNorm: return cost_layer_norm(op, c);
-    case OpKind::kRmsNorm: return cost_rms_norm(op, c);
-    case OpKind::kBatchNorm: return cost_batch_norm(op, c);
-    case OpKind::kMaxPool:
-    case OpKind::kAvgPool:
-    case OpKind::kAdaptiveMaxPool:
-    case OpKind::kAdaptiveAvgPool:
-    case OpKind::kGlobalMaxPool:
-    case OpKind::kGlobalAvgPool: return cost_pool(op, c);
-    case OpKind::kReduction: return cost_reduction(op, c);
-    case OpKind::kRnn:
-    case OpKind::kGru:
-    case OpKind::kLstm: return cost_recurrent(op, c);
-    case OpKind::kReshape:
-    case OpKind::kTranspose:
-    case OpKind::kConcat:
-    case OpKind::kSlice:
-    case OpKind::kSplit:
-    case OpKind::kPad: return cost_data_movement(op, c);
-    case OpKind::kEmbedding: return cost_embedding(op, c);
-    case OpKind::kCustom: return cost_custom(op, c);
-    case OpKind::kUnknown:
-      // an importer may say why (shapes not inferred, an unsupported attribute)
-      return unmodeled(c, op.attributes.has("reason")
-                              ? op.attributes.get_string("reason", "")
-                              : fmt::format("op type '{}' is not modeled",
-                                            op.source_type.empty() ? "unknown" : op.source_type));
-  }
-  unmodeled(c, "op kind not modeled");
-}
-
 }  // namespace
 }  // namespace cost
 
@@ -184,7 +149,7 @@ OpCost cost_of(const OpRecord& op) {
   try {
     OpCost c;
     cost::default_bytes(op, c);
-    cost::dispatch(op, c);
+    traits_of(op.kind).cost(op, c);
     return c;
   } catch (const Error& e) {
     throw Error(e.code(), fmt::format("op '{}' ({}): {}", op.name, op_kind_name(op.kind), e.what()));

@@ -1,4 +1,5 @@
-// Ops that move data but compute nothing, the embedding gather, and custom ops.
+// Ops that move data but compute nothing (copies, views, fills, gathers, scatters), the
+// embedding gather, and custom ops.
 // Views (reshape, or any of these with materializes = false) move no bytes; copies read what
 // they copy and write their outputs. A slice reads only the region it keeps.
 #include <fmt/format.h>
@@ -10,8 +11,7 @@
 namespace neuralcost::cost {
 
 void cost_data_movement(const OpRecord& op, OpCost& cost) {
-  const bool copies = op.attributes.get_bool("materializes", op.kind != OpKind::kReshape);
-  if (!copies) {
+  if (is_view(op)) {
     cost.bytes_read = cost.bytes_written = cost.parameter_bytes = 0;
     return;
   }
@@ -40,6 +40,42 @@ void cost_embedding(const OpRecord& op, OpCost& cost) {
   cost.bytes_read = checked_add(indices.bytes(), cost.parameter_bytes, "bytes read");
 }
 
+void cost_fill(const OpRecord& op, OpCost& cost) {
+  // a constant, or a range start + i·delta (a multiply-add per element); its inputs are sizes
+  // or scalars, not tensor data
+  cost.bytes_read = cost.parameter_bytes = 0;
+  const std::string function = op.attributes.get_string("function", "constant");
+  if (function == "range") {
+    add_flops(cost, product({2, output(op, 0, "y").elements()}));
+  } else if (function != "constant") {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'function' must be constant or range, got '{}'", function));
+  }
+}
+
+void cost_gather(const OpRecord&, OpCost&) {
+  // reads its inputs (data and indices) and writes its output; no arithmetic. A lookup that
+  // touches part of a weight table is kEmbedding, which counts only the rows it reads.
+}
+
+void cost_scatter(const OpRecord& op, OpCost& cost) {
+  // scatter(data, indices..., updates): a copy of data with the updates written in; in place,
+  // only the updates are read and written (and the indices read)
+  if (op.inputs.size() < 2) throw Error(ErrorCode::kInvalidArgument, "needs data and updates inputs");
+  const TensorDesc& updates = op.inputs.back();
+  const std::string reduction = op.attributes.get_string("reduction", "none");
+  if (reduction != "none" && reduction != "add" && reduction != "mul" && reduction != "max" && reduction != "min") {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'reduction' must be none, add, mul, max or min, got '{}'", reduction));
+  }
+  if (reduction != "none") add_flops(cost, updates.elements());  // one operation per update
+  if (op.attributes.get_bool("in_place", false)) {
+    std::uint64_t read = updates.bytes();
+    for (std::size_t i = 1; i + 1 < op.inputs.size(); ++i) read = checked_add(read, op.inputs[i].bytes(), "bytes read");
+    cost.bytes_read = checked_add(read, cost.parameter_bytes, "bytes read");
+    cost.bytes_written = updates.bytes();
+  }
+}
+
 void cost_custom(const OpRecord& op, OpCost& cost) {
   const std::int64_t flops = op.attributes.get_int("flops");
   const std::int64_t transcendentals = op.attributes.get_int("transcendentals", 0);
@@ -48,25 +84,11 @@ void cost_custom(const OpRecord& op, OpCost& cost) {
                 fmt::format("attributes 'flops' ({}) and 'transcendentals' ({}) must satisfy "
                             "0 <= transcendentals <= flops", flops, transcendentals));
   }
-  // an importer that computed a contraction (e.g. ONNX Einsum) says so, for all of its FLOPs
-  // ("contraction") or some ("contraction_flops", e.g. a loop body)
-  const std::int64_t contraction = op.attributes.get_bool("contraction", false)
-                                       ? flops
-                                       : op.attributes.get_int("contraction_flops", 0);
-  if (contraction < 0 || contraction > flops) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("attribute 'contraction_flops' ({}) must be between 0 and 'flops' ({})", contraction, flops));
-  }
-  add_contraction(cost, static_cast<std::uint64_t>(contraction));
-  add_flops(cost, static_cast<std::uint64_t>(flops - contraction));
+  // an importer that computed a contraction (a convolution with a computed filter) says so
+  const std::uint64_t contraction = op.attributes.get_bool("contraction", false) ? static_cast<std::uint64_t>(flops) : 0;
+  add_contraction(cost, contraction);
+  add_flops(cost, static_cast<std::uint64_t>(flops) - contraction);
   add_transcendentals(cost, static_cast<std::uint64_t>(transcendentals));
-  // an op that stands for many (a loop body run n times) gives its own traffic
-  for (const char* key : {"bytes_read", "bytes_written"}) {
-    if (!op.attributes.has(key)) continue;
-    const std::int64_t bytes = op.attributes.get_int(key);
-    if (bytes < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute '{}' is negative ({})", key, bytes));
-    (std::string(key) == "bytes_read" ? cost.bytes_read : cost.bytes_written) = static_cast<std::uint64_t>(bytes);
-  }
 }
 
 }  // namespace neuralcost::cost

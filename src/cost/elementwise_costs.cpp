@@ -1,6 +1,10 @@
 // Elementwise unary, binary and activation ops: a fixed FLOP count per output element from
 // the table below (docs/counting.md lists it); transcendental evaluations count 1 FLOP each
 // and are also reported separately. Inputs must broadcast to the output (numpy rules).
+// A variadic op (attribute variadic: Sum, Max, AddN over k operands) applies its function
+// k - 1 times per element; mean adds its divide; integer_pow (attribute exponent) multiplies by
+// repeated squaring.
+#include <algorithm>
 #include <map>
 #include <string>
 
@@ -17,9 +21,10 @@ struct PerElement {
   std::uint64_t transcendentals;
 };
 
+using Table = std::map<std::string, PerElement>;
+
 // The per-element counts of docs/counting.md; keep the two in step.
-const std::map<std::string, PerElement>& table(OpKind kind) {
-  static const std::map<std::string, PerElement> unary = {
+const Table kUnary = {
       {"identity", {0, 0}}, {"copy", {0, 0}},   {"neg", {1, 0}},     {"abs", {1, 0}},
       {"sign", {1, 0}},     {"floor", {1, 0}},  {"ceil", {1, 0}},    {"round", {1, 0}},
       {"square", {1, 0}},   {"reciprocal", {1, 0}}, {"not", {1, 0}}, {"clip", {2, 0}},
@@ -28,15 +33,15 @@ const std::map<std::string, PerElement>& table(OpKind kind) {
       {"tanh", {1, 1}},     {"cast", {0, 0}},   {"asin", {1, 1}},    {"acos", {1, 1}},
       {"atan", {1, 1}},     {"sinh", {1, 1}},   {"cosh", {1, 1}},    {"asinh", {1, 1}},
       {"acosh", {1, 1}},    {"atanh", {1, 1}},  {"isinf", {1, 0}},   {"isnan", {1, 0}},
-      {"quantize", {4, 0}}, {"dequantize", {2, 0}},
+      {"quantize", {4, 0}}, {"dequantize", {2, 0}}, {"log1p", {2, 1}}, {"expm1", {2, 1}},
   };
-  static const std::map<std::string, PerElement> binary = {
+const Table kBinary = {
       {"add", {1, 0}}, {"sub", {1, 0}}, {"mul", {1, 0}}, {"div", {1, 0}}, {"max", {1, 0}},
       {"min", {1, 0}}, {"mod", {1, 0}}, {"pow", {1, 1}}, {"equal", {1, 0}}, {"less", {1, 0}},
       {"greater", {1, 0}}, {"and", {1, 0}}, {"or", {1, 0}}, {"xor", {1, 0}}, {"where", {1, 0}},
-      {"bitshift", {1, 0}},
+      {"bitshift", {1, 0}}, {"squared_difference", {2, 0}}, {"mean", {1, 0}},
   };
-  static const std::map<std::string, PerElement> activation = {
+const Table kActivation = {
       {"relu", {1, 0}},        {"relu6", {2, 0}},     {"leaky_relu", {2, 0}},
       {"prelu", {2, 0}},       {"hardtanh", {2, 0}},  {"elu", {4, 1}},
       {"selu", {5, 1}},        {"celu", {5, 1}},      {"sigmoid", {4, 1}},
@@ -45,12 +50,6 @@ const std::map<std::string, PerElement>& table(OpKind kind) {
       {"hardsigmoid", {4, 0}}, {"hardswish", {5, 0}}, {"softsign", {3, 0}},
       {"thresholded_relu", {1, 0}}, {"shrink", {2, 0}},
   };
-  switch (kind) {
-    case OpKind::kUnary: return unary;
-    case OpKind::kBinary: return binary;
-    default: return activation;
-  }
-}
 
 void require_broadcastable(const Shape& in, const Shape& out, const std::string& what) {
   bool ok = in.size() <= out.size();
@@ -65,15 +64,23 @@ void require_broadcastable(const Shape& in, const Shape& out, const std::string&
   }
 }
 
-}  // namespace
+/// x ** y for an integer y by repeated squaring: bit_length(|y|) - 1 squarings and
+/// popcount(|y|) - 1 products, and a reciprocal when y < 0.
+std::uint64_t integer_pow_flops(std::int64_t y) {
+  const std::uint64_t e = y < 0 ? 0 - static_cast<std::uint64_t>(y) : static_cast<std::uint64_t>(y);
+  if (e == 0) return 0;
+  return static_cast<std::uint64_t>(63 - __builtin_clzll(e) + __builtin_popcountll(e) - 1 + (y < 0 ? 1 : 0));
+}
 
-void cost_elementwise(const OpRecord& op, OpCost& cost) {
+void cost_elementwise(const OpRecord& op, OpCost& cost, const Table& known, std::size_t arity) {
   const std::string function = op.attributes.get_string("function", "");
   const TensorDesc& y = output(op, 0, "y");
   const std::size_t operands = op.inputs.size() + op.parameters.size();
-  // a binary op with a scalar (x * 0.5) has one tensor operand: attribute scalar_operand
+  // a binary op with a scalar (x * 0.5) has one tensor operand, attribute scalar_operand; an op
+  // on literals only (a constant computed in the program) has none and says literal_operands
+  const bool literals = op.attributes.get_bool("literal_operands", false);
   const std::size_t needed =
-      op.kind == OpKind::kBinary && !op.attributes.get_bool("scalar_operand", false) ? 2 : 1;
+      literals ? 0 : arity == 2 && !op.attributes.get_bool("scalar_operand", false) ? 2 : 1;
   if (operands < needed) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("'{}' needs {} operand(s), got {}", function, needed, operands));
@@ -82,15 +89,26 @@ void cost_elementwise(const OpRecord& op, OpCost& cost) {
   for (const ParameterDesc& p : op.parameters) {
     require_broadcastable(p.shape, y.shape, "parameter '" + p.id + "'");
   }
-  const auto& known = table(op.kind);
+  const std::uint64_t n = y.elements();
+  if (function == "integer_pow") return add_flops(cost, product({n, integer_pow_flops(op.attributes.get_int("exponent"))}));
   auto it = known.find(function);
   if (it == known.end()) {
     return unmodeled(cost, fmt::format("{} function '{}' is not modeled", op_kind_name(op.kind),
                                        function.empty() ? "(none given)" : function));
   }
-  const std::uint64_t n = y.elements();
-  add_flops(cost, product({n, it->second.flops}));
-  add_transcendentals(cost, product({n, it->second.transcendentals}));
+  // variadic (Sum, Max, Mean of k operands, AddN): the function applied k - 1 times per element,
+  // and Mean's divide
+  std::uint64_t applications = 1;
+  if (op.attributes.get_bool("variadic", false) && operands > 2) applications = operands - 1;
+  if (function == "mean") applications = std::max<std::uint64_t>(operands, 2);
+  add_flops(cost, product({n, applications, it->second.flops}));
+  add_transcendentals(cost, product({n, applications, it->second.transcendentals}));
 }
+
+}  // namespace
+
+void cost_unary(const OpRecord& op, OpCost& cost) { cost_elementwise(op, cost, kUnary, 1); }
+void cost_binary(const OpRecord& op, OpCost& cost) { cost_elementwise(op, cost, kBinary, 2); }
+void cost_activation(const OpRecord& op, OpCost& cost) { cost_elementwise(op, cost, kActivation, 1); }
 
 }  // namespace neuralcost::cost

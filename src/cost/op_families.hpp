@@ -1,4 +1,5 @@
-// Internal to the cost model: one function per op family (each in its own file), the shared
+// Internal to the cost model: the cost rules (one file per op family; the op-kind table in
+// op_kinds.cpp names the rule of each kind), the shared
 // FLOP tally and checked accessors for an op's tensors. cost_of() in cost_model.cpp fills in
 // the default compulsory bytes, then calls the family function, which adds FLOPs and may
 // replace the bytes (views move nothing, an embedding reads only the rows it gathers).
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/cost/cost_model.hpp"
 
 namespace neuralcost::cost {
@@ -30,8 +32,6 @@ const ParameterDesc& parameter(const OpRecord& op, std::size_t i, const char* ro
 /// Throws kInvalidArgument unless min_rank <= rank <= max_rank.
 void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank,
                   const std::string& what);
-/// Exact intermediate arithmetic for shape formulas on int64 dimensions and attributes.
-__extension__ using Wide = __int128;
 
 /// A geometric attribute value (stride, dilation, kernel, padding, groups) within
 /// [low, 2^40]: large enough for any real network, small enough that no formula overflows.
@@ -48,16 +48,28 @@ void cost_linear(const OpRecord& op, OpCost& cost);
 void cost_conv(const OpRecord& op, OpCost& cost);
 void cost_conv_transpose(const OpRecord& op, OpCost& cost);
 void cost_attention(const OpRecord& op, OpCost& cost);
-void cost_elementwise(const OpRecord& op, OpCost& cost);
+void cost_unary(const OpRecord& op, OpCost& cost);
+void cost_binary(const OpRecord& op, OpCost& cost);
+void cost_activation(const OpRecord& op, OpCost& cost);
 void cost_softmax(const OpRecord& op, OpCost& cost);
 void cost_layer_norm(const OpRecord& op, OpCost& cost);
 void cost_rms_norm(const OpRecord& op, OpCost& cost);
 void cost_batch_norm(const OpRecord& op, OpCost& cost);
 void cost_pool(const OpRecord& op, OpCost& cost);
 void cost_reduction(const OpRecord& op, OpCost& cost);
-void cost_recurrent(const OpRecord& op, OpCost& cost);
+void cost_rnn(const OpRecord& op, OpCost& cost);
+void cost_gru(const OpRecord& op, OpCost& cost);
+void cost_lstm(const OpRecord& op, OpCost& cost);
 void cost_data_movement(const OpRecord& op, OpCost& cost);
 void cost_embedding(const OpRecord& op, OpCost& cost);
+void cost_einsum(const OpRecord& op, OpCost& cost);
+void cost_fill(const OpRecord& op, OpCost& cost);
+void cost_gather(const OpRecord& op, OpCost& cost);
+void cost_scatter(const OpRecord& op, OpCost& cost);
+void cost_cumulative(const OpRecord& op, OpCost& cost);
+void cost_window_reduction(const OpRecord& op, OpCost& cost);
+void cost_loop(const OpRecord& op, OpCost& cost);
 void cost_custom(const OpRecord& op, OpCost& cost);
+void cost_unknown(const OpRecord& op, OpCost& cost);
 
 }  // namespace neuralcost::cost

@@ -1,6 +1,7 @@
-// Pooling and reductions. A window of k elements costs k - 1 comparisons (max/min) or
-// k - 1 adds + 1 divide (average); padded positions count as window elements, as the
-// kernels compute over them. Adaptive windows are summed exactly, dimension by dimension.
+// Pooling, reductions, running (cumulative) reductions and windowed reductions. A window of k
+// elements costs k - 1 comparisons (max/min) or k - 1 adds + 1 divide (average); padded positions
+// count as window elements, as the kernels compute over them. Adaptive windows are summed
+// exactly, dimension by dimension.
 #include <numeric>
 
 #include <fmt/format.h>
@@ -94,7 +95,10 @@ void cost_pool(const OpRecord& op, OpCost& cost) {
 }
 
 void cost_reduction(const OpRecord& op, OpCost& cost) {
-  const TensorDesc& x = input(op, 0, "x");
+  // the reduced tensor: input #0, or a weight (a reduction the program computes of a parameter)
+  const TensorDesc x = op.inputs.empty() && !op.parameters.empty()
+                           ? TensorDesc{op.parameters[0].id, op.parameters[0].shape, op.parameters[0].dtype}
+                           : input(op, 0, "x");
   const TensorDesc& y = output(op, 0, "y");
   const std::string function = op.attributes.get_string("function", "sum");
   const std::uint64_t in = x.elements(), out = y.elements();
@@ -126,6 +130,29 @@ void cost_reduction(const OpRecord& op, OpCost& cost) {
   } else {
     unmodeled(cost, "reduction function '" + function + "' is not modeled");
   }
+}
+
+void cost_cumulative(const OpRecord& op, OpCost& cost) {
+  // a running sum (or product) of n elements along the axis: n - 1 operations per row
+  const TensorDesc& x = input(op, 0, "x");
+  const std::int64_t rank = static_cast<std::int64_t>(x.shape.size());
+  std::int64_t axis = op.attributes.get_int("axis");
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'axis' is outside rank {}", rank));
+  }
+  const std::uint64_t n = x.elements(), len = dim(x.shape[static_cast<std::size_t>(axis)]);
+  if (len > 0) add_flops(cost, n - n / len);
+}
+
+void cost_window_reduction(const OpRecord& op, OpCost& cost) {
+  // every output element reduces one window: window elements - 1 operations (max, min, sum)
+  const TensorDesc& x = input(op, 0, "x");
+  const TensorDesc& y = output(op, 0, "y");
+  const std::vector<std::int64_t> window = op.attributes.get_ints("window", x.shape.size(), 1);
+  std::uint64_t taps = 1;
+  for (std::size_t d = 0; d < window.size(); ++d) taps = product({taps, dim(bounded(window[d], 1, fmt::format("window dim {}", d)))});
+  add_flops(cost, product({y.elements(), taps - 1}));
 }
 
 }  // namespace neuralcost::cost

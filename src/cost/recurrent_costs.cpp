@@ -19,23 +19,10 @@ struct Cell {
   std::uint64_t gate_transcendentals;  // per hidden unit per step
 };
 
-Cell cell_of(const OpRecord& op) {
-  switch (op.kind) {
-    case OpKind::kGru: return {3, 17, 3};
-    case OpKind::kLstm: return {4, 22, 5};
-    default: {
-      const std::string f = op.attributes.get_string("nonlinearity", "tanh");
-      if (f == "tanh") return {1, 2, 1};
-      if (f == "relu") return {1, 2, 0};
-      throw Error(ErrorCode::kInvalidArgument,
-                  "attribute 'nonlinearity' must be tanh or relu, got '" + f + "'");
-    }
-  }
-}
+constexpr Cell kGruCell{3, 17, 3};
+constexpr Cell kLstmCell{4, 22, 5};
 
-}  // namespace
-
-void cost_recurrent(const OpRecord& op, OpCost& cost) {
+void cost_recurrent(const OpRecord& op, OpCost& cost, const Cell cell) {
   if (op.attributes.get_int("proj_size", 0) != 0) {
     return unmodeled(cost, "LSTM with projections (proj_size) is not modeled");
   }
@@ -55,7 +42,6 @@ void cost_recurrent(const OpRecord& op, OpCost& cost) {
   }
   bounded(layers, 1, "attribute 'num_layers'");
   bounded(hidden, 1, "attribute 'hidden_size'");
-  const Cell cell = cell_of(op);
   const std::uint64_t h = dim(hidden), gh = product({cell.gates, h});
   // The parameter list must hold exactly the weights these attributes imply.
   // layer 0 reads the input width, the others dirs x hidden: two kinds of layer, not a loop
@@ -92,5 +78,18 @@ void cost_recurrent(const OpRecord& op, OpCost& cost) {
   add_flops(cost, product({all, cells, cell.gate_flops, h}));
   add_transcendentals(cost, product({all, cells, cell.gate_transcendentals, h}));
 }
+
+}  // namespace
+
+void cost_rnn(const OpRecord& op, OpCost& cost) {
+  const std::string f = op.attributes.get_string("nonlinearity", "tanh");
+  if (f != "tanh" && f != "relu") {
+    throw Error(ErrorCode::kInvalidArgument, "attribute 'nonlinearity' must be tanh or relu, got '" + f + "'");
+  }
+  cost_recurrent(op, cost, {1, 2, f == "tanh" ? 1U : 0U});
+}
+
+void cost_gru(const OpRecord& op, OpCost& cost) { cost_recurrent(op, cost, kGruCell); }
+void cost_lstm(const OpRecord& op, OpCost& cost) { cost_recurrent(op, cost, kLstmCell); }
 
 }  // namespace neuralcost::cost

@@ -24,7 +24,7 @@ std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTimin
   }
   std::vector<double> largest(layers.size(), -1);
   for (const OpRoofline& r : a.ops) {
-    const OpRecord& op = a.op_records[r.op_index];
+    const OpRecord& op = a.graph.op(r.op_index);
     const auto e = static_cast<std::size_t>(op.attributes.get_int("event", -1));
     if (e >= layers.size()) {
       throw Error(ErrorCode::kInternal,
@@ -48,21 +48,6 @@ std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTimin
   return layers;
 }
 
-/// Activation tensors read but produced by no op: the model's inputs.
-std::vector<TensorDesc> graph_inputs(const Analysis& a) {
-  std::vector<TensorDesc> in;
-  std::vector<std::string> produced;
-  for (const OpRecord& op : a.op_records) {
-    for (const TensorDesc& t : op.inputs) {
-      const bool seen = std::find(produced.begin(), produced.end(), t.name) != produced.end() ||
-                        std::any_of(in.begin(), in.end(), [&](const TensorDesc& d) { return d.name == t.name; });
-      if (!seen) in.push_back(t);
-    }
-    for (const TensorDesc& t : op.outputs) produced.push_back(t.name);
-  }
-  return in;
-}
-
 void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareSpec& hw, PreparedModel& model,
                    double faults, const ProfileOptions& options) {
   EnvironmentFacts env = detect_environment();
@@ -83,7 +68,7 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   c["hardware_origin"] = hw.origin;
   c["dtype"] = std::string(dtype_name(request.dtype));
   std::string shapes;
-  for (const TensorDesc& t : run.analysis.op_records.empty() ? std::vector<TensorDesc>{} : graph_inputs(run.analysis)) {
+  for (const TensorDesc& t : run.analysis.graph.inputs()) {
     shapes += fmt::format("{}{}: {} {}", shapes.empty() ? "" : "; ", t.name, shape_string(t.shape), dtype_name(t.dtype));
   }
   c["input_shapes"] = shapes;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/cost/op_kinds.hpp"
 
 namespace neuralcost::detail {
 

@@ -71,7 +71,7 @@ std::string unmodeled_text(const Analysis& a) {
       "warning: {} of {} ops are not modeled ({} of bytes moved); FLOP totals are incomplete\n",
       a.unmodeled.size(), a.ops.size(), report::percent(bytes));
   for (const UnmodeledOp& u : a.unmodeled) {
-    out += fmt::format("note: op '{}': {}\n", a.op_records[u.op_index].name, u.reason);
+    out += fmt::format("note: op '{}': {}\n", a.graph.op(u.op_index).name, u.reason);
   }
   return out + notes;
 }
@@ -94,7 +94,7 @@ std::string render_analysis(const Analysis& a, Format format) {
                    "bound", "lower_bound_seconds", "share"};
   t.right_align = {false, false, false, true, true, true, false, true, true};
   for (const OpRoofline& r : a.ops) {
-    const OpRecord& op = a.op_records[r.op_index];
+    const OpRecord& op = a.graph.op(r.op_index);
     const bool ok = r.cost.modeled;
     const bool view = ok && r.cost.flops == 0 && r.cost.bytes() == 0;  // no work: no roof binds
     t.rows.push_back({text(op.name), text(std::string(op_kind_name(op.kind))), text(output_shape(op)),

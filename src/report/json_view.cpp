@@ -52,7 +52,7 @@ json analysis_json(const Analysis& a) {
   }
   j["ops"] = json::array();
   for (const OpRoofline& r : a.ops) {
-    const OpRecord& op = a.op_records[r.op_index];
+    const OpRecord& op = a.graph.op(r.op_index);
     json shapes = json::array();
     for (const TensorDesc& t : op.outputs) shapes.push_back(t.shape);
     json o{{"name", op.name},
@@ -92,7 +92,7 @@ json analysis_json(const Analysis& a) {
   j["fusion_groups"] = json::array();
   for (const FusionGroup& g : a.fusion_groups) {
     json names = json::array();
-    for (std::size_t i : g.ops) names.push_back(a.op_records[i].name);
+    for (std::size_t i : g.ops) names.push_back(a.graph.op(i).name);
     j["fusion_groups"].push_back({{"ops", names},
                                   {"flops", g.flops},
                                   {"bytes_read", g.bytes_read},
@@ -134,7 +134,7 @@ json analysis_json(const Analysis& a) {
   j["approximations"] = a.approximations;
   j["unmodeled"] = json::array();
   for (const UnmodeledOp& u : a.unmodeled) {
-    const OpRecord& op = a.op_records[u.op_index];
+    const OpRecord& op = a.graph.op(u.op_index);
     j["unmodeled"].push_back({{"name", op.name},
                               {"source_type", op.source_type},
                               {"reason", u.reason},

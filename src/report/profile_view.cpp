@@ -135,7 +135,7 @@ nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareS
     run["layers"] = json::array();
     for (const LayerMeasurement& l : r.layers) {
       json records = json::array();
-      for (std::size_t i : l.records) records.push_back(r.analysis.op_records[i].name);
+      for (std::size_t i : l.records) records.push_back(r.analysis.graph.op(i).name);
       run["layers"].push_back({{"event", l.event}, {"name", l.name}, {"ops", records}, {"flops", l.flops},
                                {"bytes", l.bytes}, {"lower_bound_seconds", l.lower_bound_seconds},
                                {"measured_seconds", l.measured_seconds}, {"efficiency", l.efficiency},

@@ -166,7 +166,7 @@ TEST(OnnxCorpusTest, EveryNodeTestModelLoadsWithoutACrash) {
       const Analysis a = analyze(importer_for(request).import(request), hw);
       (a.complete() ? complete : partial) += 1;
       for (const OpRoofline& r : a.ops) {
-        (r.cost.modeled ? modeled : unmodeled)[a.op_records[r.op_index].source_type] += 1;
+        (r.cost.modeled ? modeled : unmodeled)[a.graph.op(r.op_index).source_type] += 1;
       }
     } catch (const Error& e) {
       ++rejected;  // a clear, named rejection is an acceptable outcome; a crash is not

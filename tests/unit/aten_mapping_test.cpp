@@ -39,9 +39,9 @@ TEST(AtenMappingTest, FusedEncoderLayerIsDecomposedIntoItsContractions) {
   // shared/reference-models.md: 13,107,200 contraction FLOPs per layer and sample
   EXPECT_EQ(a.totals.contraction_flops, 13107200u);
   EXPECT_EQ(a.totals.parameter_count, 198272u);
-  for (const OpRecord& op : a.op_records) EXPECT_EQ(op.attributes.get_int("event"), 0);
+  for (const OpRecord& op : a.graph.ops()) EXPECT_EQ(op.attributes.get_int("event"), 0);
   // the decomposition ends in the call's real output, so later calls connect to it
-  EXPECT_EQ(a.op_records.back().outputs[0].name, "%0");
+  EXPECT_EQ(a.graph.ops().back().outputs[0].name, "%0");
 }
 
 TEST(AtenMappingTest, UnknownCallsAreUnmodeledWithTheirBytes) {

@@ -60,11 +60,11 @@ TEST(TfMappingTest, ChannelsLastConv2DCountsExactFlops) {
   EXPECT_TRUE(a.complete());
   EXPECT_EQ(a.totals.contraction_flops, 3538944u);
   EXPECT_EQ(a.totals.parameter_count, 1728u);
-  ASSERT_EQ(a.op_records.size(), 3u);  // view, conv, view
-  EXPECT_EQ(a.op_records[1].kind, OpKind::kConv);
+  ASSERT_EQ(a.graph.size(), 3u);  // view, conv, view
+  EXPECT_EQ(a.graph.op(1).kind, OpKind::kConv);
   EXPECT_EQ(a.ops[0].cost.bytes(), 0u);
   EXPECT_EQ(a.ops[1].cost.bytes(), (32u * 32 * 3 + 1728 + 32 * 32 * 64) * 4);
-  EXPECT_EQ(a.op_records.back().outputs[0].name, "Conv2D:0");  // later ops connect to it
+  EXPECT_EQ(a.graph.ops().back().outputs[0].name, "Conv2D:0");  // later ops connect to it
 }
 
 TEST(TfMappingTest, StridedDepthwiseConvCountsOneTapPerChannel) {
@@ -138,7 +138,7 @@ TEST(TfMappingTest, TensorListsOfAnUnrolledLoopAreViewsUntilStacked) {
   EXPECT_EQ(a.totals.parameter_count, 64u);
   EXPECT_EQ(a.totals.flops, a.totals.contraction_flops);  // list ops compute nothing
   for (const OpRoofline& r : a.ops) {
-    const std::string& type = a.op_records[r.op_index].source_type;
+    const std::string& type = a.graph.op(r.op_index).source_type;
     if (type == "tf::TensorListStack") {
       EXPECT_EQ(r.cost.bytes(), 2u * (2 * 4 * 8) * 4);  // reads and writes every element
     } else if (type != "tf::MatMul") {

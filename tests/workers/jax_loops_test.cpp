@@ -32,7 +32,7 @@ Analysis analyzed(const std::string& name, const std::string& mode) {
 
 std::size_t count_of(const Analysis& a, const std::string& source_type) {
   std::size_t n = 0;
-  for (const OpRecord& r : a.op_records) n += r.source_type == source_type;
+  for (const OpRecord& r : a.graph.ops()) n += r.source_type == source_type;
   return n;
 }
 
@@ -42,7 +42,7 @@ TEST(JaxLoopsTest, WhileLoopLstmCountsEveryStepLikeTheScanLstm) {
     SCOPED_TRACE(mode);
     const Analysis a = analyzed("lstm_while", mode);
     EXPECT_TRUE(a.complete()) << a.unmodeled.size() << " op(s) not modeled, e.g. "
-                              << a.op_records[a.unmodeled.front().op_index].source_type << ": "
+                              << a.graph.op(a.unmodeled.front().op_index).source_type << ": "
                               << a.unmodeled.front().reason;
     EXPECT_EQ(count_of(a, "jax::while"), 0u);
     EXPECT_EQ(a.totals.parameter_count, 265482u);
@@ -64,7 +64,7 @@ TEST(JaxLoopsTest, CondFfCountsTheTakenBranchLikeTheFf) {
     SCOPED_TRACE(mode);
     const Analysis a = analyzed("ff_cond", mode);
     EXPECT_TRUE(a.complete()) << a.unmodeled.size() << " op(s) not modeled, e.g. "
-                              << a.op_records[a.unmodeled.front().op_index].source_type << ": "
+                              << a.graph.op(a.unmodeled.front().op_index).source_type << ": "
                               << a.unmodeled.front().reason;
     EXPECT_EQ(count_of(a, "jax::cond"), 0u);
     EXPECT_EQ(a.totals.parameter_count, 118794u);

@@ -47,12 +47,12 @@ void expect_counted(const std::string& dir, const Shape& shape, const std::strin
   const std::int64_t batch = shape[0];
   const Analysis a = analyze(model->captured_graph(), HardwareDatabase::builtin().get("h100-sxm"), {batch});
   EXPECT_TRUE(a.complete()) << a.unmodeled.size() << " op(s) not modeled, e.g. "
-                            << a.op_records[a.unmodeled.front().op_index].source_type << ": "
+                            << a.graph.op(a.unmodeled.front().op_index).source_type << ": "
                             << a.unmodeled.front().reason;
   EXPECT_EQ(a.totals.parameter_count, parameters);
   EXPECT_EQ(a.totals.contraction_flops, static_cast<std::uint64_t>(batch) * contraction);
   std::size_t products = 0;
-  for (const OpRecord& r : a.op_records) products += r.kind == OpKind::kMatMul;
+  for (const OpRecord& r : a.graph.ops()) products += r.kind == OpKind::kMatMul;
   EXPECT_EQ(products, matmuls);
   EXPECT_EQ(model->environment().at("framework_parameters"), std::to_string(parameters));
 }

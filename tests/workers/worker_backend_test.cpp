@@ -43,7 +43,7 @@ TEST_P(ReferenceNets, MatchTheStaticModel) {
   o.batch = c.batch;
   const Analysis expected = analyze(build_reference_model(o), hw, {c.batch});
   EXPECT_TRUE(captured.complete()) << captured.unmodeled.size() << " op(s) not modeled, e.g. "
-                                   << captured.op_records[captured.unmodeled.front().op_index].source_type;
+                                   << captured.graph.op(captured.unmodeled.front().op_index).source_type;
   EXPECT_EQ(captured.totals.parameter_count, expected.totals.parameter_count);
   EXPECT_EQ(captured.totals.contraction_flops, expected.totals.contraction_flops);
   // the framework's own count of its trainable parameters agrees

@@ -88,7 +88,9 @@ struct Analysis {
   std::int64_t batch = 0;
   DType dtype = DType::kFp32;  ///< compute dtype of most FLOPs
   double ridge_point = 0;      ///< FLOPs per byte for dtype
-  std::vector<OpRecord> op_records;  ///< the analysed ops (copy of the graph's)
+  /// The analysed graph: ops[i].op_index, fusion groups and unmodeled ops index its ops; liveness,
+  /// backward passes and per-layer views walk it.
+  OpGraph graph;
   std::vector<OpRoofline> ops;
   std::vector<FusionGroup> fusion_groups;
   std::vector<UnmodeledOp> unmodeled;
@@ -102,7 +104,7 @@ struct Analysis {
 /// Costs every op, applies the roofline and builds the fused lower bound. Throws the cost
 /// model's errors (malformed op, overflow) and kNotFound when the hardware lacks a peak for a
 /// dtype an op computes in.
-Analysis analyze(const OpGraph& graph, const HardwareSpec& hardware,
+Analysis analyze(OpGraph graph, const HardwareSpec& hardware,
                  const AnalysisOptions& options = {});
 
 }  // namespace neuralcost

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,7 +17,9 @@
 namespace neuralcost {
 
 /// Op families the cost model knows. kUnknown is an op the importer saw but nobody models:
-/// it is reported as unmodeled, never costed as zero.
+/// it is reported as unmodeled, never costed as zero. Each kind's facts (name, cost rule,
+/// compute unit, fusion, view rule, what it saves for backward) are one row of the table in
+/// neuralcost/cost/op_kinds.hpp; kUnknown stays last.
 enum class OpKind {
   kMatMul,          ///< batched, broadcasting A[..,M,K] x B[..,K,N] (+ C) (attrs transpose_a/b)
   kLinear,          ///< x[..,in] x W[out,in]^T (+ bias); weight and bias are parameters
@@ -47,12 +50,16 @@ enum class OpKind {
   kSlice,
   kSplit,
   kPad,
+  kEinsum,          ///< general contraction: attr equation, subscripts of the inputs then the parameters
+  kFill,            ///< writes its output from no tensor data: attr function = constant (default) or range
+  kGather,          ///< reads what it gathers or copies (a lookup, one-hot, tile), computes nothing
+  kScatter,         ///< writes updates (the last input) into data: attrs reduction, in_place
+  kCumulative,      ///< running sum/product along attr axis
+  kWindowReduction, ///< max/min/sum over windows of any dims: attr window (one size per dim)
+  kLoop,            ///< `body` run attr iterations times (each body op reads and writes every time)
   kCustom,          ///< FLOPs given by attr flops (and optional transcendentals)
   kUnknown,         ///< not modeled: listed as such with its share of the graph
 };
-
-std::string_view op_kind_name(OpKind kind);
-std::optional<OpKind> parse_op_kind(std::string_view name);
 
 using AttributeValue =
     std::variant<bool, std::int64_t, double, std::string, std::vector<std::int64_t>>;
@@ -79,6 +86,8 @@ class Attributes {
   std::map<std::string, AttributeValue> values_;
 };
 
+class OpGraph;
+
 /// One operation: its activations in and out, the parameters it reads, and its attributes.
 struct OpRecord {
   std::string name;         ///< unique within a graph, e.g. "encoder0.attn.in_proj"
@@ -91,6 +100,8 @@ struct OpRecord {
   /// Type the arithmetic runs in; empty means the first arithmetic dtype (fp*, tf32, bf16,
   /// int8) among the outputs, then the inputs (tf32 differs from its fp32 storage).
   std::optional<DType> compute_dtype;
+  /// kLoop: the ops of one iteration, with their own tensors (the cost model walks them).
+  std::shared_ptr<const OpGraph> body = nullptr;
 
   DType effective_compute_dtype() const;
 };

@@ -5,8 +5,10 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "neuralcost/core/op.hpp"
+#include "neuralcost/cost/op_kinds.hpp"
 
 namespace neuralcost {
 
@@ -30,5 +32,10 @@ struct OpCost {
 /// Error(kOutOfRange). Ops the model does not know come back with modeled = false and their
 /// bytes still counted.
 OpCost cost_of(const OpRecord& op);
+
+/// For importers building a kEinsum record: the equation with its operand terms in the record's
+/// operand order, inputs then parameters (`is_parameter[i]`: operand i became a parameter).
+/// Throws kInvalidArgument when the equation has another number of terms.
+std::string einsum_inputs_first(const std::string& equation, const std::vector<bool>& is_parameter);
 
 }  // namespace neuralcost

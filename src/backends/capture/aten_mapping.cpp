@@ -193,14 +193,12 @@ std::vector<OpRecord> native_multi_head_attention(const CapturedOp& call) {
 const HandlerTable& aten_handlers() {
   static const HandlerTable table = [] {
     std::map<std::string, Handler> h;
-    for (const char* v : {"aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view", "aten::flatten",
-                          "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::transpose", "aten::permute",
-                          "aten::expand", "aten::expand_as", "aten::detach", "aten::alias", "aten::select",
-                          "aten::slice", "aten::narrow", "aten::chunk", "aten::split", "aten::unbind",
-                          "aten::as_strided", "aten::unflatten", "aten::dropout", "aten::feature_dropout",
-                          "aten::lift_fresh", "aten::empty", "aten::empty_like", "aten::view_as", "aten::numpy_T"}) {
+    for (const char* v : {
+#include "aten_view_ops.inc"
+         }) {
       h[v] = view();
     }
+    for (const char* v : {"aten::empty", "aten::empty_like"}) h[v] = view();  // allocations: no work
     h["aten::contiguous"] = [](const CapturedOp& call) -> std::vector<OpRecord> {
       const CapturedTensor* x = tensor_at(call, 0);
       if (x && x->contiguous) return view()(call);
@@ -264,7 +262,8 @@ const HandlerTable& aten_handlers() {
         {"pow", "pow"}, {"eq", "equal"}, {"ne", "equal"}, {"lt", "less"}, {"gt", "greater"},
         {"le", "less"}, {"ge", "greater"}, {"where", "where"}, {"masked_fill", "where"}};
     for (const auto& [op, f] : binaries) h["aten::" + op] = function_of(OpKind::kBinary, f);
-    h["aten::equal"] = [](const CapturedOp& call) {  // whole-tensor comparison returning a bool
+    // whole-tensor comparison returning one bool: a custom count (docs/counting.md, "custom ops")
+    h["aten::equal"] = [](const CapturedOp& call) {
       OpRecord r = record(call, OpKind::kCustom);
       const CapturedTensor* a = tensor_at(call, 0);
       std::int64_t n = 1;
@@ -274,10 +273,9 @@ const HandlerTable& aten_handlers() {
     };
     for (const char* c : {"aten::zeros", "aten::ones", "aten::full", "aten::zeros_like", "aten::ones_like",
                           "aten::full_like", "aten::fill_", "aten::zero_"}) {
-      h[c] = [](const CapturedOp& call) {  // writes its output, computes nothing
-        OpRecord r = record(call, OpKind::kCustom);
+      h[c] = [](const CapturedOp& call) {  // writes its output from no tensor data
+        OpRecord r = record(call, OpKind::kFill);
         r.inputs.clear();
-        r.attributes.set("flops", std::int64_t{0});
         return one(std::move(r));
       };
     }

@@ -2,6 +2,8 @@
 // captured op to its framework's table.
 #include "backends/capture/captured_records.hpp"
 
+#include <set>
+
 #include <fmt/format.h>
 
 namespace neuralcost::capture {
@@ -130,6 +132,13 @@ OpRecord unknown(const CapturedOp& call, const std::string& reason) {
   OpRecord r = record(call, OpKind::kUnknown);
   r.attributes.set("reason", reason);
   return r;
+}
+
+bool is_aten_view(const std::string& name) {
+  static const std::set<std::string> views = {
+#include "aten_view_ops.inc"
+  };
+  return views.count(name) != 0;
 }
 
 }  // namespace neuralcost::capture

@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "backends/capture/captured_op.hpp"
+#include "neuralcost/core/checked_math.hpp"
+#include "neuralcost/cost/cost_model.hpp"
 
 namespace neuralcost::capture {
 
@@ -54,5 +56,9 @@ std::vector<OpRecord> one(OpRecord r);
 Handler function_of(OpKind kind, std::string function);
 /// A view: no work; none at all for a view of a weight (it is still that weight).
 Handler view();
+
+/// True for an ATen op whose output is a view of its first input: the one list
+/// (python/neuralcost_worker/aten_view_ops.txt), which the torch worker reads too.
+bool is_aten_view(const std::string& name);
 
 }  // namespace neuralcost::capture

@@ -27,20 +27,7 @@
 namespace neuralcost::capture {
 namespace {
 
-__extension__ using Wide = __int128;
 using Ints = std::vector<std::int64_t>;
-
-/// a * b for counts, saturating at 2^100 (far beyond 64 bits, so custom() refuses it).
-Wide mul(Wide a, Wide b) {
-  constexpr Wide kCap = Wide{1} << 100;
-  return a == 0 || b == 0 ? 0 : a > kCap / b ? kCap : std::min(a * b, kCap);
-}
-
-Wide elements_of(const Shape& s) {
-  Wide n = 1;
-  for (std::int64_t d : s) n = mul(n, d);
-  return n;
-}
 
 const CapturedTensor* output_at(const CapturedOp& call, std::size_t i) {
   return i < call.outputs.size() && call.outputs[i].kind == Kind::kTensor ? &call.outputs[i].tensors.front() : nullptr;
@@ -48,19 +35,18 @@ const CapturedTensor* output_at(const CapturedOp& call, std::size_t i) {
 
 /// A kCustom record of the call with a FLOP count (all of it a contraction, or none).
 OpRecord custom(const CapturedOp& call, Wide flops, bool contraction = false) {
-  if (flops < 0 || flops > std::numeric_limits<std::int64_t>::max()) {
-    return unknown(call, "its FLOP count does not fit 64 bits");
-  }
+  if (!fits_int64(flops)) return unknown(call, "its FLOP count does not fit 64 bits");
   OpRecord r = record(call, OpKind::kCustom);
   r.attributes.set("flops", static_cast<std::int64_t>(flops));
   r.attributes.set("contraction", contraction);
   return r;
 }
 
-/// iota, a broadcast scalar: writes its output, computes nothing.
+/// iota, a broadcast scalar: writes its output from no tensor data.
 std::vector<OpRecord> writes_only(const CapturedOp& call) {
-  OpRecord r = custom(call, 0);
+  OpRecord r = record(call, OpKind::kFill);
   r.inputs.clear();
+  r.parameters.clear();
   return one(std::move(r));
 }
 
@@ -70,6 +56,24 @@ bool is_iota(const Ints& v, std::size_t n) {
     if (v[i] != static_cast<std::int64_t>(i)) return false;
   }
   return true;
+}
+
+/// dot_general as the cost model's einsum: batch dims share a letter, contracting dims share a
+/// letter, the others are free; the output is batch, lhs free, rhs free (as XLA orders it).
+OpRecord einsum_of(const CapturedOp& call, const Ints& lc, const Ints& rc, const Ints& lb, const Ints& rb) {
+  const CapturedTensor* a = tensor_at(call, 0);
+  const CapturedTensor* b = tensor_at(call, 1);
+  std::string lhs(a->shape.size(), ' '), rhs(b->shape.size(), ' '), out;
+  char next = 'a';
+  for (std::size_t i = 0; i < lb.size(); ++i) lhs[lb[i]] = rhs[rb[i]] = next, out += next++;
+  for (std::size_t i = 0; i < lc.size(); ++i) lhs[lc[i]] = rhs[rc[i]] = next++;
+  for (char& c : lhs) if (c == ' ') out += c = next++;
+  for (char& c : rhs) if (c == ' ') out += c = next++;
+  if (next > 'z' + 1) return unknown(call, "dot_general over more than 26 dimensions is not mapped");
+  OpRecord r = record_of(call, OpKind::kEinsum, {0, 1});
+  r.outputs.resize(1);
+  r.attributes.set("equation", lhs + "," + rhs + "->" + out);  // record_of keeps the operand order
+  return r;
 }
 
 /// dot_general(lhs, rhs): lhs_/rhs_contracting and lhs_/rhs_batch dims.
@@ -88,12 +92,12 @@ std::vector<OpRecord> dot_general(const CapturedOp& call) {
     const std::int64_t l = contracting ? lc[i] : lb[i - lc.size()], r = contracting ? rc[i] : rb[i - lc.size()];
     ok = l >= 0 && l < ra && r >= 0 && r < rr && a->shape[l] == b->shape[r] && lhs_used.insert(l).second &&
          rhs_used.insert(r).second;
-    if (ok) (contracting ? k : batch) = mul(contracting ? k : batch, a->shape[l]);
+    if (ok) (contracting ? k : batch) = saturating_mul(contracting ? k : batch, a->shape[l]);
   }
   if (!ok) return one(unknown(call, "dot_general's dimension numbers do not fit its operands"));
   Wide m = 1, n = 1;
-  for (std::int64_t d = 0; d < ra; ++d) m = mul(m, lhs_used.count(d) ? 1 : a->shape[d]);
-  for (std::int64_t d = 0; d < rr; ++d) n = mul(n, rhs_used.count(d) ? 1 : b->shape[d]);
+  for (std::int64_t d = 0; d < ra; ++d) m = saturating_mul(m, lhs_used.count(d) ? 1 : a->shape[d]);
+  for (std::int64_t d = 0; d < rr; ++d) n = saturating_mul(n, rhs_used.count(d) ? 1 : b->shape[d]);
   // the cost model's matmul: A[.., M, K] x B[.., K, N], either one transposed, shared batch
   // dims leading (or A's leading dims broadcast against a 2-D B), vectors as in numpy
   const auto nb = static_cast<std::int64_t>(lb.size());
@@ -111,7 +115,7 @@ std::vector<OpRecord> dot_general(const CapturedOp& call) {
     ta = lc[0] == nb;
     plain = ra == nb + 2;
   }
-  if (!plain) return one(custom(call, mul(mul(2 * batch, m), mul(n, k)), true));
+  if (!plain) return one(einsum_of(call, lc, rc, lb, rb));
   OpRecord r = record_of(call, OpKind::kMatMul, {0, 1});
   if (ta) r.attributes.set("transpose_a", true);
   if (tb) r.attributes.set("transpose_b", true);
@@ -156,7 +160,7 @@ std::vector<OpRecord> conv(const CapturedOp& call) {
   }
   // every output element is a dot product over the filter's taps and input channels per group
   const Wide out_channels = w->shape[(*rp)[0]];
-  const Wide flops = out_channels == 0 ? 0 : mul(2 * elements_of(y->shape), elements_of(w->shape) / out_channels);
+  const Wide flops = out_channels == 0 ? 0 : saturating_mul(2 * saturating_elements(y->shape), saturating_elements(w->shape) / out_channels);
   const Ints pads = attr_ints(call, "padding");
   const bool nonnegative = std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p >= 0; });
   if (x->parameter || !w->parameter || pads.size() != 2 * rank || !nonnegative ||
@@ -206,13 +210,18 @@ Handler window(bool pool) {
     const Ints pads = attr_ints(call, "padding"), base = attr_ints(call, "base_dilation");
     if (!x || !y || dims.size() != x->shape.size()) return one(unknown(call, "its window does not fit its input"));
     const std::size_t rank = dims.size();
-    const Wide taps = elements_of(dims);
+    const Wide taps = saturating_elements(dims);
     const bool spatial = rank >= 3 && rank <= 5 && !x->parameter && dims[0] == 1 && dims[1] == 1 &&
                          strides.size() == rank && strides[0] == 1 && strides[1] == 1 && pads.size() == 2 * rank &&
                          std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p >= 0; }) &&
                          pads[0] == 0 && pads[1] == 0 && pads[2] == 0 && pads[3] == 0 &&
                          std::all_of(base.begin(), base.end(), [](std::int64_t d) { return d == 1; });
-    if (!pool || !spatial) return one(custom(call, mul(elements_of(y->shape), taps - 1)));  // k - 1 per window
+    if (!pool || !spatial) {
+      OpRecord r = record_of(call, OpKind::kWindowReduction, {0});
+      r.outputs.resize(1);
+      r.attributes.set("window", dims);
+      return one(std::move(r));
+    }
     OpRecord r = record_of(call, OpKind::kMaxPool, {0});
     r.attributes.set("kernel", Ints(dims.begin() + 2, dims.end()));
     r.attributes.set("stride", Ints(strides.begin() + 2, strides.end()));
@@ -232,7 +241,6 @@ Handler reduction(std::string function) {
     const CapturedTensor* x = tensor_at(call, 0);
     const CapturedTensor* y = output_at(call, 0);
     if (!x || !y) return one(unknown(call, "a reduction needs an input and an output"));
-    if (x->parameter) return one(custom(call, elements_of(x->shape) - elements_of(y->shape)));
     OpRecord r = record_of(call, OpKind::kReduction, {0});
     r.outputs.resize(1);
     r.attributes.set("function", function);
@@ -262,19 +270,18 @@ std::vector<OpRecord> broadcast(const CapturedOp& call) {
 
 std::vector<OpRecord> integer_pow(const CapturedOp& call) {
   // x ** y by repeated squaring: bit_length(|y|) - 1 squarings, popcount(|y|) - 1 products, 1 / for y < 0
-  const std::int64_t y = attr_int(call, "y", 2);
-  const std::uint64_t e = static_cast<std::uint64_t>(y < 0 ? -y : y);
-  const int muls = e == 0 ? 0 : (63 - __builtin_clzll(e)) + __builtin_popcountll(e) - 1 + (y < 0 ? 1 : 0);
-  const CapturedTensor* out = output_at(call, 0);
-  return one(custom(call, out ? mul(elements_of(out->shape), muls) : 0));
+  std::vector<OpRecord> r = function_of(OpKind::kUnary, "integer_pow")(call);
+  r[0].attributes.set("exponent", attr_int(call, "y", 2));
+  return r;
 }
 
 std::vector<OpRecord> cumulative(const CapturedOp& call) {  // cumsum & co along `axis`: n - 1 per row
   const CapturedTensor* x = tensor_at(call, 0);
   const std::int64_t axis = attr_int(call, "axis", 0);
   if (!x || axis < 0 || axis >= static_cast<std::int64_t>(x->shape.size())) return one(unknown(call, "axis out of range"));
-  const Wide n = elements_of(x->shape), len = x->shape[axis];
-  return one(custom(call, len == 0 ? 0 : n - n / len));
+  OpRecord r = record_of(call, OpKind::kCumulative, {0});
+  r.attributes.set("axis", axis);
+  return one(std::move(r));
 }
 
 std::vector<OpRecord> convert(const CapturedOp& call) {
@@ -291,16 +298,17 @@ std::vector<OpRecord> gather(const CapturedOp& call) {
   if (data->parameter && data->shape.size() == 2 && !indices->parameter) {
     return one(record_of(call, OpKind::kEmbedding, {1, 0}));  // rows of a table
   }
-  if (data->parameter || indices->parameter) return one(custom(call, 0));
+  if (data->parameter || indices->parameter) return one(record(call, OpKind::kGather));
   return one(record_of(call, OpKind::kEmbedding, {0, 1}));  // reads the gathered rows of an activation
 }
 
 std::vector<OpRecord> dynamic_update_slice(const CapturedOp& call) {  // (operand, update, *indices), in place
   const CapturedTensor* update = tensor_at(call, 1);
-  OpRecord r = custom(call, 0);
-  const auto bytes = static_cast<std::int64_t>(update ? desc(*update).bytes() : 0);
-  r.attributes.set("bytes_read", bytes);
-  r.attributes.set("bytes_written", bytes);
+  const CapturedTensor* operand = tensor_at(call, 0);
+  OpRecord r = record(call, OpKind::kScatter);
+  if (!operand || operand->parameter || !update || update->parameter || r.inputs.size() < 2) return one(unknown(call, "dynamic_update_slice needs an update tensor"));
+  std::rotate(r.inputs.begin() + 1, r.inputs.begin() + 2, r.inputs.end());  // the update last, as kScatter reads it
+  r.attributes.set("in_place", true);
   return one(std::move(r));
 }
 
@@ -387,9 +395,7 @@ const HandlerTable& jax_handlers() {
           for (ParameterDesc& p : r.parameters) p.trainable = p.trainable && !is_constant(p.id);
           const bool elementwise = r.kind == OpKind::kUnary || r.kind == OpKind::kBinary || r.kind == OpKind::kActivation;
           if (elementwise && r.inputs.empty() && r.parameters.empty()) {  // arithmetic on literals only
-            r.kind = OpKind::kCustom;
-            r.attributes = Attributes{};
-            r.attributes.set("flops", static_cast<std::int64_t>(r.outputs.empty() ? 0 : r.outputs[0].elements()));
+            r.attributes.set("literal_operands", true);
           }
         }
         return records;

@@ -22,30 +22,16 @@
 #include <fmt/format.h>
 
 #include "backends/capture/captured_records.hpp"
+#include "neuralcost/core/error.hpp"
 
 namespace neuralcost::capture {
 namespace {
 
-__extension__ using Wide = __int128;
 using Ints = std::vector<std::int64_t>;
-
-/// A product of counts, saturated at 2^64 (past any count a record can hold).
-Wide times(std::initializer_list<Wide> factors) {
-  constexpr Wide kCap = Wide{1} << 64;
-  Wide n = 1;
-  for (Wide f : factors) n = std::min(n * f, kCap);  // both factors <= 2^64: no overflow
-  return n;
-}
-
-Wide elements_of(const Shape& s) {
-  Wide n = 1;
-  for (std::int64_t d : s) n = times({n, d});
-  return n;
-}
 
 /// A kCustom record of the call with a FLOP count (all of it a contraction, or none).
 OpRecord custom(const CapturedOp& call, Wide flops, bool contraction = false, Wide transcendentals = 0) {
-  if (flops > std::numeric_limits<std::int64_t>::max()) return unknown(call, "its FLOP count does not fit 64 bits");
+  if (!fits_int64(flops)) return unknown(call, "its FLOP count does not fit 64 bits");
   OpRecord r = record(call, OpKind::kCustom);
   r.attributes.set("flops", static_cast<std::int64_t>(flops));
   r.attributes.set("transcendentals", static_cast<std::int64_t>(transcendentals));
@@ -55,17 +41,18 @@ OpRecord custom(const CapturedOp& call, Wide flops, bool contraction = false, Wi
 
 Handler counted(std::int64_t flops_per_output, std::int64_t transcendentals_per_output = 0) {
   return [=](const CapturedOp& call) {
-    const Wide n = call.outputs.empty() || call.outputs[0].tensors.empty() ? 0 : elements_of(call.outputs[0].tensors[0].shape);
+    const Wide n = call.outputs.empty() || call.outputs[0].tensors.empty() ? 0 : saturating_elements(call.outputs[0].tensors[0].shape);
     return one(custom(call, n * flops_per_output, false, n * transcendentals_per_output));
   };
 }
 
 /// Ops that only write their output (Fill, ZerosLike) or read only shapes (Shape, Size).
-Handler writes_only() {
-  return [](const CapturedOp& call) {
-    OpRecord r = custom(call, 0);
+Handler writes_only(std::string function = "constant") {
+  return [=](const CapturedOp& call) {
+    OpRecord r = record(call, OpKind::kFill);
     r.inputs.clear();
     r.parameters.clear();
+    r.attributes.set("function", function);
     return one(std::move(r));
   };
 }
@@ -148,7 +135,7 @@ Handler conv(bool depthwise) {
     const Shape kernel(w->shape.begin(), w->shape.begin() + static_cast<std::ptrdiff_t>(rank));
     const std::int64_t in = w->shape[rank], out = w->shape[rank + 1];
     // every output element is a dot product over the filter's taps and input channels
-    const Wide flops = times({2, elements_of(y), elements_of(kernel), depthwise ? 1 : in});
+    const Wide flops = saturating_product({2, saturating_elements(y), saturating_elements(kernel), depthwise ? 1 : in});
     const bool last = channels_last(call);
     const Shape xs = last ? channels_first(x->shape) : x->shape;
     const Ints stride = spatial(attr_ints(call, "strides"), rank, last, 1);
@@ -178,8 +165,8 @@ std::vector<OpRecord> conv_transpose(const CapturedOp& call) {
     return one(unknown(call, "a transposed convolution needs a filter and an input of the same rank"));
   }
   const std::size_t rank = w->shape.size() - 2;
-  const Wide taps = elements_of(Shape(w->shape.begin(), w->shape.begin() + static_cast<std::ptrdiff_t>(rank)));
-  return one(custom(call, times({2, elements_of(x->shape), taps, w->shape[rank]}), true));
+  const Wide taps = saturating_elements(Shape(w->shape.begin(), w->shape.begin() + static_cast<std::ptrdiff_t>(rank)));
+  return one(custom(call, saturating_product({2, saturating_elements(x->shape), taps, w->shape[rank]}), true));
 }
 
 Handler pool(OpKind kind) {
@@ -240,37 +227,19 @@ Handler matmul(const std::string& transpose_a, const std::string& transpose_b) {
   };
 }
 
-/// Einsum with one or two operands: every index is looped over once; with a summed index each
-/// step is a multiply-accumulate (2 FLOPs), otherwise a multiply (as the ONNX importer counts).
+/// Einsum: the cost model's kEinsum, its terms in the record's operand order (inputs, then weights).
 std::vector<OpRecord> einsum(const CapturedOp& call) {
-  std::string eq = attr_string(call, "equation", "");
-  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-  std::vector<const CapturedTensor*> operands;
+  OpRecord r = record(call, OpKind::kEinsum);
+  std::vector<bool> is_parameter;
   for (std::size_t i = 0; i < call.inputs.size(); ++i) {
-    if (const CapturedTensor* t = tensor_at(call, i)) operands.push_back(t);
+    if (const CapturedTensor* t = tensor_at(call, i)) is_parameter.push_back(t->parameter);
   }
-  const auto arrow = eq.find("->");
-  if (arrow == std::string::npos || eq.find("...") != std::string::npos || operands.empty() || operands.size() > 2) {
-    return one(unknown(call, "Einsum without '->', with '...' or with more than two operands is not mapped"));
+  try {
+    r.attributes.set("equation", einsum_inputs_first(attr_string(call, "equation", ""), is_parameter));
+  } catch (const Error& e) {
+    return one(unknown(call, e.what()));
   }
-  std::map<char, std::int64_t> size;
-  std::stringstream terms(eq.substr(0, arrow));
-  std::string term;
-  for (std::size_t i = 0; std::getline(terms, term, ','); ++i) {
-    if (i >= operands.size() || term.size() != operands[i]->shape.size()) {
-      return one(unknown(call, "Einsum subscripts do not match the operand ranks"));
-    }
-    for (std::size_t k = 0; k < term.size(); ++k) size[term[k]] = operands[i]->shape[k];
-  }
-  const std::string out = eq.substr(arrow + 2);
-  bool summed = false;
-  Wide loop = 1;
-  for (const auto& [index, extent] : size) {
-    loop = std::min<Wide>(loop * extent, Wide{1} << 80);
-    summed = summed || out.find(index) == std::string::npos;
-  }
-  const bool two = operands.size() == 2;
-  return one(custom(call, two ? loop * (summed ? 2 : 1) : (summed ? loop : 0), two && summed));
+  return one(std::move(r));
 }
 
 /// GatherV2(params, indices, axis) and ResourceGather(resource, indices): a lookup in a table.
@@ -280,7 +249,7 @@ std::vector<OpRecord> gather(const CapturedOp& call) {
   if (!table || !tensor_at(call, 1)) return one(unknown(call, "a gather needs a table and indices"));
   if (!table->parameter) return one(record_of(call, OpKind::kEmbedding, {0, 1}));
   if (table->shape.size() == 2 && axis == 0) return one(record_of(call, OpKind::kEmbedding, {1, 0}));
-  return one(custom(call, 0));  // reads what it gathers, computes nothing
+  return one(record(call, OpKind::kGather));  // reads what it gathers, computes nothing
 }
 
 /// BiasAdd: a broadcast add over the channel dimension (channels-first needs it spelled out).
@@ -304,13 +273,11 @@ Handler kind_of(OpKind kind, bool first_only = false) {
   return [=](const CapturedOp& call) { return one(first_only ? record_of(call, kind, {0}) : record(call, kind)); };
 }
 
-/// TensorListReserve / EmptyTensorList: a list of unset elements, no data.
+/// TensorListReserve / EmptyTensorList: a list of unset elements, no data (a view of nothing).
 std::vector<OpRecord> empty_list(const CapturedOp& call) {
-  OpRecord r = custom(call, 0);
+  OpRecord r = record(call, OpKind::kReshape);
   r.inputs.clear();
   r.parameters.clear();
-  r.attributes.set("bytes_read", std::int64_t{0});
-  r.attributes.set("bytes_written", std::int64_t{0});
   return one(std::move(r));
 }
 
@@ -375,12 +342,16 @@ const HandlerTable& tf_handlers() {
         {"Relu", "relu"}, {"Relu6", "relu6"}, {"LeakyRelu", "leaky_relu"}, {"Elu", "elu"}, {"Selu", "selu"},
         {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Softplus", "softplus"}, {"Softsign", "softsign"}};
     for (const auto& [op, f] : activations) h[op] = function_of(OpKind::kActivation, f);
-    h["SquaredDifference"] = counted(2);  // subtract, square
-    h["Select"] = counted(1);             // its condition may be a vector over the first dimension
-    h["Log1p"] = h["Expm1"] = counted(2, 1);
+    h["SquaredDifference"] = function_of(OpKind::kBinary, "squared_difference");
+    // a custom count: its condition may be a vector over the first dimension (not numpy broadcasting)
+    h["Select"] = counted(1);
+    h["Log1p"] = function_of(OpKind::kUnary, "log1p");
+    h["Expm1"] = function_of(OpKind::kUnary, "expm1");
     h["AddN"] = [](const CapturedOp& call) {
-      const Wide n = call.outputs.empty() || call.outputs[0].tensors.empty() ? 0 : elements_of(call.outputs[0].tensors[0].shape);
-      return one(custom(call, n * std::max<Wide>(static_cast<Wide>(call.inputs.size()) - 1, 0)));
+      std::vector<OpRecord> r = function_of(OpKind::kBinary, "add")(call);
+      r[0].attributes.set("variadic", true);
+      if (r[0].inputs.size() + r[0].parameters.size() < 2) r[0].attributes.set("scalar_operand", true);
+      return r;
     };
     for (const char* op : {"Softmax", "LogSoftmax"}) {
       h[op] = [](const CapturedOp& call) {
@@ -405,13 +376,9 @@ const HandlerTable& tf_handlers() {
     h["StridedSlice"] = h["Slice"] = kind_of(OpKind::kSlice, true);
     h["Pad"] = h["PadV2"] = h["MirrorPad"] = kind_of(OpKind::kPad, true);
     h["GatherV2"] = h["Gather"] = h["ResourceGather"] = gather;
-    for (const char* op : {"Tile", "BroadcastTo", "OneHot", "ReverseV2"}) h[op] = counted(0);  // copies or writes, no arithmetic
+    for (const char* op : {"Tile", "BroadcastTo", "OneHot", "ReverseV2"}) h[op] = kind_of(OpKind::kGather);  // copies, no arithmetic
     for (const char* op : {"Fill", "ZerosLike", "OnesLike", "Shape", "ShapeN", "Size", "Rank"}) h[op] = writes_only();
-    h["Range"] = [](const CapturedOp& call) {
-      std::vector<OpRecord> r = counted(1)(call);
-      r[0].inputs.clear();
-      return r;
-    };
+    h["Range"] = writes_only("range");
     h["TensorListReserve"] = h["EmptyTensorList"] = empty_list;
     h["TensorListFromTensor"] = view();  // the list's elements alias the tensor's rows
     h["TensorListSetItem"] = list_element(OpKind::kReshape);

@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "backends/capture/captured_records.hpp"
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost::libtorch {
@@ -28,16 +29,6 @@ std::optional<DType> dtype_of(c10::ScalarType t) {
     case c10::ScalarType::Bool: return DType::kBool;
     default: return std::nullopt;
   }
-}
-
-bool is_view_op(const std::string& name) {
-  static const std::vector<std::string> views = {
-      "aten::view", "aten::reshape", "aten::_reshape_alias", "aten::_unsafe_view", "aten::flatten",
-      "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::transpose", "aten::permute", "aten::expand",
-      "aten::detach", "aten::alias", "aten::select", "aten::slice", "aten::narrow", "aten::chunk",
-      "aten::split", "aten::unbind", "aten::as_strided", "aten::contiguous", "aten::view_as",
-      "aten::dropout", "aten::numpy_T"};
-  return std::find(views.begin(), views.end(), name) != views.end();
 }
 
 /// Names every tensor seen during one forward pass.
@@ -74,7 +65,7 @@ class Namer {
 
   /// An output: a fresh edge name, or for a view of a weight the weight's own identity.
   CapturedTensor produce(const at::Tensor& t, const std::string& op, const std::vector<CapturedTensor>& inputs) {
-    bool of_parameter = is_view_op(op) && !inputs.empty();
+    bool of_parameter = capture::is_aten_view(op) && !inputs.empty();
     for (const CapturedTensor& in : inputs) of_parameter = of_parameter && in.parameter;
     known_[t.unsafeGetTensorImpl()] = of_parameter ? Entry{inputs.front().name, true, key_of(t)}
                                                    : Entry{fmt::format("%{}", produced_++), false, key_of(t)};

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "importers/onnx/onnx_graph.hpp"
+#include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/cost/cost_model.hpp"
 
@@ -149,22 +150,13 @@ using Mapper = std::function<std::vector<OpRecord>(const onnx::NodeProto&, const
 
 std::vector<OpRecord> one(OpRecord r) { return {std::move(r)}; }
 
-/// Counts are computed in 128 bits from dims the Builder bounded (<= 2^40, rank <= 16), and set
-/// only when they fit 64 bits.
-using Wide = __int128;
-
-Wide elements(const Shape& shape) {
-  Wide n = 1;
-  for (std::int64_t d : shape) {
-    n *= d;
-    if (n > (Wide{1} << 80)) return Wide{1} << 80;  // saturated: far past any 64-bit count
-  }
-  return n;
-}
+/// Counts are computed in 128 bits (saturating) from dims the Builder bounded (<= 2^40, rank
+/// <= 16), and set only when they fit 64 bits.
+Wide elements(const Shape& shape) { return saturating_elements(shape); }
 
 /// Sets integer attribute `key` of a record; false (and nothing set) when it does not fit.
 bool set_count(OpRecord& r, const std::string& key, Wide value) {
-  if (value < 0 || value > std::numeric_limits<std::int64_t>::max()) return false;
+  if (!fits_int64(value)) return false;
   r.attributes.set(key, static_cast<std::int64_t>(value));
   return true;
 }
@@ -311,21 +303,15 @@ Mapper reduce(std::string function) {
   };
 }
 
-/// Sum, Max, Min, Mean over k inputs: k - 1 operations per output element (+1 divide for Mean).
+/// Sum, Max, Min, Mean over k inputs: one binary record, variadic (the cost model counts k - 1
+/// operations per output element, and Mean's divide).
 Mapper variadic(std::string function) {
   return [function](const onnx::NodeProto& n, const ModelContext& c) {
-    Builder b(n, c);
-    OpRecord r = b.make(OpKind::kBinary);
+    OpRecord r = Builder(n, c).make(OpKind::kBinary);
     if (r.kind == OpKind::kUnknown) return one(std::move(r));
-    const std::size_t k = r.inputs.size() + r.parameters.size();
-    if (k == 2 && function != "mean") {
-      r.attributes.set("function", function);
-      return one(std::move(r));
-    }
-    r.kind = OpKind::kCustom;
-    if (!set_count(r, "flops", elements(r.outputs[0].shape) * static_cast<std::int64_t>(k - 1 + (function == "mean" ? 1 : 0)))) {
-      return one(b.unknown("its FLOP count does not fit 64 bits"));
-    }
+    r.attributes.set("function", function);
+    r.attributes.set("variadic", true);
+    if (r.inputs.size() + r.parameters.size() < 2) r.attributes.set("scalar_operand", true);
     return one(std::move(r));
   };
 }
@@ -410,17 +396,28 @@ std::vector<OpRecord> gather(const onnx::NodeProto& n, const ModelContext& c) {
   return one(std::move(r));
 }
 
-/// A custom record of `flops` over the inputs at `inputs` (all when empty), writing its outputs.
-Mapper counted(std::vector<int> inputs, std::function<Wide(const OpRecord&, const onnx::NodeProto&)> flops) {
-  return [inputs, flops](const onnx::NodeProto& n, const ModelContext& c) {
+/// A record of `kind` over the inputs at `inputs` (all when empty), every operand an input
+/// (scatters and one-hot read their constants as data), with `attrs` set from the node.
+Mapper data_op(OpKind kind, std::vector<int> inputs,
+               std::function<void(OpRecord&, const onnx::NodeProto&)> attrs = nullptr) {
+  return [kind, inputs, attrs](const onnx::NodeProto& n, const ModelContext& c) {
     Builder b(n, c);
-    OpRecord r = b.make(OpKind::kCustom, inputs);
+    OpRecord r = b.make(kind, inputs);
     if (r.kind == OpKind::kUnknown) return one(std::move(r));
     for (const ParameterDesc& p : r.parameters) r.inputs.push_back({p.id, p.shape, p.dtype});
     r.parameters.clear();
-    if (!set_count(r, "flops", flops(r, n))) return one(b.unknown("its FLOP count does not fit 64 bits"));
+    if (attrs) attrs(r, n);
     return one(std::move(r));
   };
+}
+
+/// Hardmax's count: the maximum of each row (n - 1 comparisons), then a one-hot row.
+Wide hardmax_flops(const OpRecord& r, const onnx::NodeProto& n) {
+  const Shape& x = r.inputs.at(0).shape;
+  std::int64_t axis = attr_int(n, "axis", -1);
+  if (axis < 0) axis += static_cast<std::int64_t>(x.size());
+  const std::int64_t len = axis >= 0 && axis < static_cast<std::int64_t>(x.size()) ? x[static_cast<std::size_t>(axis)] : 1;
+  return len > 0 ? elements(x) / len * (len - 1) : 0;
 }
 
 /// LRN: each element is divided by (bias + alpha/size * the sum of squares over a window of
@@ -489,15 +486,14 @@ const onnx::GraphProto* graph_attribute(const onnx::NodeProto& n, const std::str
 
 constexpr int kMaxSubgraphDepth = 8;
 
-/// A Loop or Scan: its body's ops are mapped and costed by the cost model, and the node becomes
-/// one custom record with `iterations` times the body's FLOPs and bytes (each op of the body
-/// reading its inputs and writing its outputs on every iteration, as unfused ops do).
+/// A Loop or Scan: a kLoop record carrying its body's mapped ops as a sub-graph, which the cost
+/// model walks and counts `iterations` times.
 std::vector<OpRecord> repeated(const onnx::NodeProto& n, const ModelContext& c, const onnx::GraphProto& body,
                                std::int64_t iterations, const std::string& approximation) {
   Builder b(n, c);
   if (c.depth >= kMaxSubgraphDepth) return one(b.unknown(fmt::format("subgraphs nested deeper than {}", kMaxSubgraphDepth)));
   if (iterations < 0) return one(b.unknown(fmt::format("{} iterations", iterations)));
-  OpRecord r = b.make(OpKind::kCustom, {}, true);
+  OpRecord r = b.make(OpKind::kLoop, {}, true);
   if (r.kind == OpKind::kUnknown) return one(std::move(r));
   ModelContext inner = c;  // the outer graph's values stay visible to the body (ONNX scoping)
   inner.depth = c.depth + 1;
@@ -505,42 +501,24 @@ std::vector<OpRecord> repeated(const onnx::NodeProto& n, const ModelContext& c, 
   for (const auto& o : body.output()) inner.graph_outputs.insert(o.name());
   add_values(body, inner);
   find_constants(body, {}, inner);
-  Wide flops = 0, contraction = 0, transcendentals = 0, read = 0, written = 0;
+  auto graph = std::make_shared<OpGraph>(n.name().empty() ? n.op_type() + " body" : n.name() + " body");
   r.parameters.clear();
-  for (int i = 0; i < body.node_size(); ++i) {
-    for (const OpRecord& op : map_node(body.node(i), static_cast<std::size_t>(i), inner)) {
-      const std::string which = fmt::format("body op '{}' ({})", op.name, op.source_type);
-      if (op.kind == OpKind::kUnknown) {
-        return one(b.unknown(fmt::format("{}: {}", which, op.attributes.get_string("reason", "not modeled"))));
+  try {
+    for (int i = 0; i < body.node_size(); ++i) {
+      for (OpRecord& op : map_node(body.node(i), static_cast<std::size_t>(i), inner)) {
+        if (op.kind == OpKind::kUnknown) {
+          return one(b.unknown(fmt::format("body op '{}' ({}): {}", op.name, op.source_type,
+                                           op.attributes.get_string("reason", "not modeled"))));
+        }
+        for (const ParameterDesc& p : op.parameters) r.parameters.push_back(p);
+        graph->add(std::move(op));
       }
-      OpCost cost;
-      try {
-        cost = cost_of(op);
-      } catch (const Error& e) {
-        return one(b.unknown(fmt::format("{}: {}", which, e.what())));
-      }
-      if (!cost.modeled) return one(b.unknown(fmt::format("{}: {}", which, cost.unmodeled_reason)));
-      flops += cost.flops;
-      contraction += cost.contraction_flops;
-      transcendentals += cost.transcendentals;
-      read += cost.bytes_read;
-      written += cost.bytes_written;
-      if (flops > (Wide{1} << 63) || read > (Wide{1} << 63) || written > (Wide{1} << 63)) {
-        return one(b.unknown("the body's counts do not fit 64 bits"));
-      }
-      for (const ParameterDesc& p : op.parameters) r.parameters.push_back(p);
     }
+    graph->finalize();
+  } catch (const Error& e) {
+    return one(b.unknown(fmt::format("its body: {}", e.what())));
   }
-  const Wide limit = std::numeric_limits<std::int64_t>::max();
-  const Wide n_it = iterations;
-  if (flops * n_it > limit || read * n_it > limit || written * n_it > limit) {
-    return one(b.unknown(fmt::format("{} iterations of the body overflow 64-bit counts", iterations)));
-  }
-  r.attributes.set("flops", static_cast<std::int64_t>(flops * n_it));
-  r.attributes.set("contraction_flops", static_cast<std::int64_t>(contraction * n_it));
-  r.attributes.set("transcendentals", static_cast<std::int64_t>(transcendentals * n_it));
-  r.attributes.set("bytes_read", static_cast<std::int64_t>(read * n_it));
-  r.attributes.set("bytes_written", static_cast<std::int64_t>(written * n_it));
+  r.body = std::move(graph);
   r.attributes.set("iterations", iterations);
   if (!approximation.empty()) r.attributes.set("approximation", approximation);
   return one(std::move(r));
@@ -555,7 +533,7 @@ std::vector<OpRecord> scan(const onnx::NodeProto& n, const ModelContext& c) {
   if (m < 1 || m > n.input_size()) return one(b.unknown("Scan needs num_scan_inputs between 1 and its inputs"));
   const int first = n.input_size() - static_cast<int>(m);
   const Shape* x = b.shape_of(first);
-  if (!x) return one(b.make(OpKind::kCustom));  // unknown, naming the missing shape
+  if (!x) return one(b.make(OpKind::kLoop));  // unknown, naming the missing shape
   const Ints axes = attr_ints(n, "scan_input_axes");
   std::int64_t axis = axes.empty() ? 0 : axes[0];
   if (axis < 0) axis += static_cast<std::int64_t>(x->size());
@@ -579,41 +557,21 @@ std::vector<OpRecord> loop(const onnx::NodeProto& n, const ModelContext& c) {
                             : "");
 }
 
-/// Einsum with one or two operands: every index of the equation is looped over once; with
-/// a summed index each step is a multiply-accumulate (2 FLOPs), otherwise a multiply.
+/// Einsum: the cost model's kEinsum, its terms reordered to the record's operands (inputs, then
+/// the initializers that became parameters).
 std::vector<OpRecord> einsum(const onnx::NodeProto& n, const ModelContext& c) {
   Builder b(n, c);
-  OpRecord r = b.make(OpKind::kCustom);
+  OpRecord r = b.make(OpKind::kEinsum);
   if (r.kind == OpKind::kUnknown) return one(std::move(r));
-  std::string eq = attr_string(n, "equation", "");
-  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
-  const auto arrow = eq.find("->");
-  const std::size_t operands = r.inputs.size() + r.parameters.size();
-  if (arrow == std::string::npos || eq.find("...") != std::string::npos || operands < 1 || operands > 2) {
-    return one(b.unknown("Einsum without '->', with '...' or with more than two operands is not mapped"));
+  std::vector<bool> is_parameter;
+  for (const auto& name : n.input()) {
+    if (!name.empty()) is_parameter.push_back(c.constant(name) != nullptr);
   }
-  std::vector<Shape> shapes;
-  for (const TensorDesc& t : r.inputs) shapes.push_back(t.shape);
-  for (const ParameterDesc& p : r.parameters) shapes.push_back(p.shape);
-  std::map<char, std::int64_t> size;
-  std::stringstream terms(eq.substr(0, arrow));
-  std::string term;
-  for (std::size_t i = 0; std::getline(terms, term, ','); ++i) {
-    if (i >= shapes.size() || term.size() != shapes[i].size()) {
-      return one(b.unknown("Einsum subscripts do not match the operand ranks"));
-    }
-    for (std::size_t k = 0; k < term.size(); ++k) size[term[k]] = shapes[i][k];
+  try {
+    r.attributes.set("equation", einsum_inputs_first(attr_string(n, "equation", ""), is_parameter));
+  } catch (const Error& e) {
+    return one(b.unknown(e.what()));
   }
-  const std::string out = eq.substr(arrow + 2);
-  bool summed = false;
-  Wide loop = 1;
-  for (const auto& [index, extent] : size) {
-    loop = std::min(loop * extent, Wide{1} << 80);
-    summed = summed || out.find(index) == std::string::npos;
-  }
-  const Wide flops = operands == 2 ? loop * (summed ? 2 : 1) : (summed ? loop : 0);
-  if (!set_count(r, "flops", flops)) return one(b.unknown("its FLOP count does not fit 64 bits"));
-  r.attributes.set("contraction", operands == 2 && summed);
   return one(std::move(r));
 }
 
@@ -748,14 +706,7 @@ const std::map<std::string, Mapper>& mappers() {
       if (r.kind != OpKind::kUnknown) r.attributes.set("materializes", false);
       return one(std::move(r));
     };
-    m["ConstantOfShape"] = [](const onnx::NodeProto& n, const ModelContext& c) {  // writes its output
-      OpRecord r = Builder(n, c).make(OpKind::kCustom, {});
-      if (r.kind != OpKind::kUnknown) {
-        r.inputs.clear();
-        r.attributes.set("flops", std::int64_t{0});
-      }
-      return one(std::move(r));
-    };
+    m["ConstantOfShape"] = data_op(OpKind::kFill, {});  // writes its output
     m["Einsum"] = einsum;
     m["LRN"] = lrn;
     // MeanVarianceNormalization: a layer norm without affine over `axes` (default N, H, W)
@@ -779,42 +730,39 @@ const std::map<std::string, Mapper>& mappers() {
       }
       return one(std::move(r));
     };
-    // scatters copy the data and write the updates; with a reduction, one FLOP per update
+    // scatters copy the data and write the updates (the cost model's kScatter)
     for (const char* op : {"Scatter", "ScatterElements", "ScatterND"}) {
-      m[op] = counted({0, 1, 2}, [](const OpRecord& r, const onnx::NodeProto& n) -> Wide {
-        return attr_string(n, "reduction", "none") == "none" || r.inputs.size() < 3 ? 0 : elements(r.inputs[2].shape);
+      m[op] = data_op(OpKind::kScatter, {0, 1, 2}, [](OpRecord& r, const onnx::NodeProto& n) {
+        r.attributes.set("reduction", attr_string(n, "reduction", "none"));
       });
     }
-    m["OneHot"] = counted({0}, [](const OpRecord&, const onnx::NodeProto&) { return Wide{0}; });
-    m["EyeLike"] = counted({}, [](const OpRecord&, const onnx::NodeProto&) { return Wide{0}; });
-    // Range: start + i * delta, one multiply-add per element
-    m["Range"] = counted({}, [](const OpRecord& r, const onnx::NodeProto&) { return 2 * elements(r.outputs[0].shape); });
-    // Hardmax: the maximum of each row (n - 1 comparisons), then a one-hot row
-    m["Hardmax"] = counted({0}, [](const OpRecord& r, const onnx::NodeProto& n) -> Wide {
-      const Shape& x = r.inputs.at(0).shape;
-      std::int64_t axis = attr_int(n, "axis", -1);
-      if (axis < 0) axis += static_cast<std::int64_t>(x.size());
-      const std::int64_t len = axis >= 0 && axis < static_cast<std::int64_t>(x.size()) ? x[static_cast<std::size_t>(axis)] : 1;
-      return len > 0 ? elements(x) / len * (len - 1) : 0;
+    m["OneHot"] = data_op(OpKind::kGather, {0});
+    m["EyeLike"] = data_op(OpKind::kFill, {});
+    m["Range"] = data_op(OpKind::kFill, {}, [](OpRecord& r, const onnx::NodeProto&) {
+      r.attributes.set("function", std::string("range"));
     });
-    m["Resize"] = resize;
-    m["Upsample"] = resize;
-    // CumSum: n - 1 adds per row of n along its axis (an input, which must be known)
-    m["CumSum"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+    // Hardmax: a custom count (no rule of the cost model takes a row maximum written as one-hot)
+    m["Hardmax"] = [](const onnx::NodeProto& n, const ModelContext& c) {
       Builder b(n, c);
       OpRecord r = b.make(OpKind::kCustom, {0});
       if (r.kind == OpKind::kUnknown) return one(std::move(r));
-      const auto axis = n.input_size() > 1 ? c.int_values.find(n.input(1)) : c.int_values.end();
-      const Shape& x = r.inputs.at(0).shape;
-      if (axis == c.int_values.end() || axis->second.size() != 1) return one(b.unknown("CumSum's axis is not known statically"));
-      std::int64_t a = axis->second[0];
-      if (a < 0) a += static_cast<std::int64_t>(x.size());
-      if (a < 0 || a >= static_cast<std::int64_t>(x.size())) return one(b.unknown("CumSum's axis is outside its input's rank"));
-      const std::int64_t len = x[static_cast<std::size_t>(a)];
+      for (const ParameterDesc& p : r.parameters) r.inputs.push_back({p.id, p.shape, p.dtype});
       r.parameters.clear();
-      if (!set_count(r, "flops", len > 0 ? elements(x) / len * (len - 1) : 0)) {
-        return one(b.unknown("its FLOP count does not fit 64 bits"));
-      }
+      if (!set_count(r, "flops", hardmax_flops(r, n))) return one(b.unknown("its FLOP count does not fit 64 bits"));
+      return one(std::move(r));
+    };
+    m["Resize"] = resize;
+    m["Upsample"] = resize;
+    // CumSum along its axis (an input, which must be known)
+    m["CumSum"] = [](const onnx::NodeProto& n, const ModelContext& c) {
+      Builder b(n, c);
+      OpRecord r = b.make(OpKind::kCumulative, {0});
+      if (r.kind == OpKind::kUnknown) return one(std::move(r));
+      const auto axis = n.input_size() > 1 ? c.int_values.find(n.input(1)) : c.int_values.end();
+      if (axis == c.int_values.end() || axis->second.size() != 1) return one(b.unknown("CumSum's axis is not known statically"));
+      for (const ParameterDesc& p : r.parameters) r.inputs.push_back({p.id, p.shape, p.dtype});
+      r.parameters.clear();
+      r.attributes.set("axis", axis->second[0]);
       return one(std::move(r));
     };
     m["Scan"] = scan;

@@ -1,0 +1,105 @@
+// The op-kind table (include/neuralcost/cost/op_kinds.hpp). One row per OpKind, in enum order;
+// the static_asserts below refuse to compile when a kind has no row or rows are out of order.
+// Every column is required by row(), so a new column must be filled in for every kind.
+#include "neuralcost/cost/op_kinds.hpp"
+
+#include <array>
+
+#include "cost/op_families.hpp"
+
+namespace neuralcost {
+namespace {
+
+using U = ComputeUnit;
+using V = ViewRule;
+using S = Saves;
+using K = OpKind;
+
+constexpr OpKindTraits row(OpKind kind, std::string_view name, CostRule cost, ComputeUnit unit, bool fusible,
+                           ViewRule view, Saves saves) {
+  return {kind, name, cost, unit, fusible, view, saves};
+}
+
+constexpr bool kFuses = true;
+constexpr bool kStarts = false;
+
+// clang-format off
+constexpr std::array<OpKindTraits, kOpKindCount> kTable = {{
+  //   kind                  name                 cost rule                  unit        fusion   view            saves
+  row(K::kMatMul,          "matmul",            cost::cost_matmul,         U::kMatrix, kStarts, V::kNever,      S::kInputs),
+  row(K::kLinear,          "linear",            cost::cost_linear,         U::kMatrix, kStarts, V::kNever,      S::kInputs),
+  row(K::kConv,            "conv",              cost::cost_conv,           U::kMatrix, kStarts, V::kNever,      S::kInputs),
+  row(K::kConvTranspose,   "conv_transpose",    cost::cost_conv_transpose, U::kMatrix, kStarts, V::kNever,      S::kInputs),
+  row(K::kMaxPool,         "max_pool",          cost::cost_pool,           U::kVector, kStarts, V::kNever,      S::kInputsAndOutputs),
+  row(K::kAvgPool,         "avg_pool",          cost::cost_pool,           U::kVector, kStarts, V::kNever,      S::kNothing),
+  row(K::kAdaptiveMaxPool, "adaptive_max_pool", cost::cost_pool,           U::kVector, kStarts, V::kNever,      S::kInputsAndOutputs),
+  row(K::kAdaptiveAvgPool, "adaptive_avg_pool", cost::cost_pool,           U::kVector, kStarts, V::kNever,      S::kNothing),
+  row(K::kGlobalMaxPool,   "global_max_pool",   cost::cost_pool,           U::kVector, kStarts, V::kNever,      S::kInputsAndOutputs),
+  row(K::kGlobalAvgPool,   "global_avg_pool",   cost::cost_pool,           U::kVector, kStarts, V::kNever,      S::kNothing),
+  row(K::kUnary,           "unary",             cost::cost_unary,          U::kVector, kFuses,  V::kNever,      S::kInputs),
+  row(K::kBinary,          "binary",            cost::cost_binary,         U::kVector, kFuses,  V::kNever,      S::kInputs),
+  row(K::kActivation,      "activation",        cost::cost_activation,     U::kVector, kFuses,  V::kNever,      S::kInputs),
+  row(K::kSoftmax,         "softmax",           cost::cost_softmax,        U::kVector, kFuses,  V::kNever,      S::kOutputs),
+  row(K::kLayerNorm,       "layer_norm",        cost::cost_layer_norm,     U::kVector, kFuses,  V::kNever,      S::kInputsAndStats),
+  row(K::kBatchNorm,       "batch_norm",        cost::cost_batch_norm,     U::kVector, kFuses,  V::kNever,      S::kInputsAndStats),
+  row(K::kRmsNorm,         "rms_norm",          cost::cost_rms_norm,       U::kVector, kFuses,  V::kNever,      S::kInputsAndStats),
+  row(K::kEmbedding,       "embedding",         cost::cost_embedding,      U::kVector, kStarts, V::kNever,      S::kInputs),
+  row(K::kAttention,       "attention",         cost::cost_attention,      U::kMatrix, kStarts, V::kNever,      S::kInputsAndOutputs),
+  row(K::kRnn,             "rnn",               cost::cost_rnn,            U::kMatrix, kStarts, V::kNever,      S::kInputsAndOutputs),
+  row(K::kGru,             "gru",               cost::cost_gru,            U::kMatrix, kStarts, V::kNever,      S::kInputsAndOutputs),
+  row(K::kLstm,            "lstm",              cost::cost_lstm,           U::kMatrix, kStarts, V::kNever,      S::kInputsAndOutputs),
+  row(K::kReduction,       "reduction",         cost::cost_reduction,      U::kVector, kStarts, V::kNever,      S::kInputsAndOutputs),
+  row(K::kReshape,         "reshape",           cost::cost_data_movement,  U::kVector, kStarts, V::kByDefault,  S::kNothing),
+  row(K::kTranspose,       "transpose",         cost::cost_data_movement,  U::kVector, kStarts, V::kWhenMarked, S::kNothing),
+  row(K::kConcat,          "concat",            cost::cost_data_movement,  U::kVector, kStarts, V::kWhenMarked, S::kNothing),
+  row(K::kSlice,           "slice",             cost::cost_data_movement,  U::kVector, kStarts, V::kWhenMarked, S::kNothing),
+  row(K::kSplit,           "split",             cost::cost_data_movement,  U::kVector, kStarts, V::kWhenMarked, S::kNothing),
+  row(K::kPad,             "pad",               cost::cost_data_movement,  U::kVector, kStarts, V::kWhenMarked, S::kNothing),
+  row(K::kEinsum,          "einsum",            cost::cost_einsum,         U::kMatrix, kStarts, V::kNever,      S::kInputs),
+  row(K::kFill,            "fill",              cost::cost_fill,           U::kVector, kStarts, V::kNever,      S::kNothing),
+  row(K::kGather,          "gather",            cost::cost_gather,         U::kVector, kStarts, V::kNever,      S::kInputs),
+  row(K::kScatter,         "scatter",           cost::cost_scatter,        U::kVector, kStarts, V::kNever,      S::kInputs),
+  row(K::kCumulative,      "cumulative",        cost::cost_cumulative,     U::kVector, kStarts, V::kNever,      S::kInputsAndOutputs),
+  row(K::kWindowReduction, "window_reduction",  cost::cost_window_reduction, U::kVector, kStarts, V::kNever,    S::kInputsAndOutputs),
+  row(K::kLoop,            "loop",              cost::cost_loop,           U::kVector, kStarts, V::kNever,      S::kUnknown),
+  row(K::kCustom,          "custom",            cost::cost_custom,         U::kVector, kStarts, V::kNever,      S::kUnknown),
+  row(K::kUnknown,         "unknown",           cost::cost_unknown,        U::kVector, kStarts, V::kNever,      S::kUnknown),
+}};
+// clang-format on
+
+constexpr bool rows_in_enum_order() {
+  for (std::size_t i = 0; i < kTable.size(); ++i) {
+    if (static_cast<std::size_t>(kTable[i].kind) != i || kTable[i].cost == nullptr || kTable[i].name.empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(rows_in_enum_order(), "the op-kind table needs one complete row per OpKind, in enum order");
+
+}  // namespace
+
+const OpKindTraits& traits_of(OpKind kind) {
+  const auto i = static_cast<std::size_t>(kind);
+  return i < kTable.size() ? kTable[i] : kTable.back();  // a value outside the enum is unknown
+}
+
+std::string_view op_kind_name(OpKind kind) { return traits_of(kind).name; }
+
+std::optional<OpKind> parse_op_kind(std::string_view name) {
+  for (const OpKindTraits& t : kTable) {
+    if (t.name == name) return t.kind;
+  }
+  return std::nullopt;
+}
+
+bool is_view(const OpRecord& op) {
+  switch (traits_of(op.kind).view) {
+    case ViewRule::kNever: return false;
+    case ViewRule::kByDefault: return !op.attributes.get_bool("materializes", false);
+    case ViewRule::kWhenMarked: return !op.attributes.get_bool("materializes", true);
+  }
+  return false;
+}
+
+}  // namespace neuralcost
