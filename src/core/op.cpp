@@ -72,6 +72,13 @@ std::vector<std::int64_t> Attributes::get_ints(const std::string& key, std::size
   return *list;
 }
 
+std::vector<std::int64_t> Attributes::get_list(const std::string& key) const {
+  const auto it = values_.find(key);
+  if (it == values_.end()) throw Error(ErrorCode::kInvalidArgument, fmt::format("missing attribute '{}'", key));
+  if (const auto* one = std::get_if<std::int64_t>(&it->second)) return {*one};
+  return *typed<std::vector<std::int64_t>>(values_, key, "a list of integers");
+}
+
 DType OpRecord::effective_compute_dtype() const {
   if (compute_dtype) return *compute_dtype;
   // the first arithmetic type among outputs then inputs: a comparison of fp32 tensors that

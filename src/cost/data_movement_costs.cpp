@@ -76,6 +76,27 @@ void cost_scatter(const OpRecord& op, OpCost& cost) {
   }
 }
 
+void cost_resize(const OpRecord& op, OpCost& cost) {
+  // separable interpolation: along the k-th dim whose size changes, every output element needs
+  // 2^k (linear) or 4^k (cubic) 1-D interpolations of 3 FLOPs (a + t(b - a)) or 7 (4 multiplies,
+  // 3 adds); the interpolation weights, computed once per output coordinate, are not counted
+  const Shape& x = input(op, 0, "x").shape;
+  const TensorDesc& y = output(op, 0, "y");
+  require_rank(y.shape, x.size(), x.size(), "output");
+  const std::string mode = op.attributes.get_string("mode", "linear");
+  if (mode != "linear" && mode != "cubic") {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'mode' must be linear or cubic, got '{}'", mode));
+  }
+  const std::uint64_t taps = mode == "linear" ? 2 : 4, per_tap = mode == "linear" ? 3 : 7;
+  std::uint64_t per_element = 0, interpolations = 1;
+  for (std::size_t d = 0; d < x.size(); ++d) {
+    if (x[d] == y.shape[d]) continue;
+    per_element = checked_add(per_element, product({interpolations, per_tap}), "FLOP count");
+    interpolations = product({interpolations, taps});
+  }
+  add_flops(cost, product({y.elements(), per_element}));
+}
+
 void cost_custom(const OpRecord& op, OpCost& cost) {
   const std::int64_t flops = op.attributes.get_int("flops");
   const std::int64_t transcendentals = op.attributes.get_int("transcendentals", 0);

@@ -69,6 +69,8 @@ void cost_scatter(const OpRecord& op, OpCost& cost);
 void cost_cumulative(const OpRecord& op, OpCost& cost);
 void cost_window_reduction(const OpRecord& op, OpCost& cost);
 void cost_loop(const OpRecord& op, OpCost& cost);
+void cost_resize(const OpRecord& op, OpCost& cost);
+void cost_local_response_norm(const OpRecord& op, OpCost& cost);
 void cost_custom(const OpRecord& op, OpCost& cost);
 void cost_unknown(const OpRecord& op, OpCost& cost);
 

@@ -62,6 +62,8 @@ constexpr std::array<OpKindTraits, kOpKindCount> kTable = {{
   row(K::kCumulative,      "cumulative",        cost::cost_cumulative,     U::kVector, kStarts, V::kNever,      S::kInputsAndOutputs),
   row(K::kWindowReduction, "window_reduction",  cost::cost_window_reduction, U::kVector, kStarts, V::kNever,    S::kInputsAndOutputs),
   row(K::kLoop,            "loop",              cost::cost_loop,           U::kVector, kStarts, V::kNever,      S::kUnknown),
+  row(K::kResize,          "resize",            cost::cost_resize,         U::kVector, kStarts, V::kNever,      S::kNothing),
+  row(K::kLocalResponseNorm, "local_response_norm", cost::cost_local_response_norm, U::kVector, kStarts, V::kNever, S::kInputsAndOutputs),
   row(K::kCustom,          "custom",            cost::cost_custom,         U::kVector, kStarts, V::kNever,      S::kUnknown),
   row(K::kUnknown,         "unknown",           cost::cost_unknown,        U::kVector, kStarts, V::kNever,      S::kUnknown),
 }};

@@ -208,6 +208,32 @@ TEST(DataKindsTest, ConvolutionWithAComputedFilterCountsAsWithAWeight) {
   EXPECT_EQ(cost_of(biased).flops, cost_of(computed).flops + 4u * 36);
 }
 
+TEST(DataKindsTest, ResizeLrnAndLayerNormOverAnyAxes) {
+  // bilinear x2 of a 4x4 map: 3 + 2*3 = 9 FLOPs per output element; cubic: 7 + 4*7 = 35
+  const OpRecord resize = with(op("r", OpKind::kResize, {t("x", {1, 1, 4, 4})}, {t("y", {1, 1, 8, 8})}), "mode",
+                               std::string("linear"));
+  EXPECT_EQ(cost_of(resize).flops, 64u * 9);
+  EXPECT_EQ(cost_of(with(resize, "mode", std::string("cubic"))).flops, 64u * 35);
+  EXPECT_THROW(cost_of(with(resize, "mode", std::string("nearest"))), Error);
+  // LRN, 5 channels, size 3: clipped windows 2, 3, 3, 3, 2 = 13; per position 2*13 + 3*5 = 41
+  const OpRecord lrn = with(op("l", OpKind::kLocalResponseNorm, {t("x", {1, 5, 2, 2})}, {t("y", {1, 5, 2, 2})}),
+                            "size", I{3});
+  EXPECT_EQ(cost_of(lrn).flops, 4u * 41);
+  EXPECT_EQ(cost_of(lrn).transcendentals, 20u);
+  // a window wider than the channels: every window is all 5 channels -> 2*25 + 15 = 65 per position
+  EXPECT_EQ(cost_of(with(lrn, "size", I{11})).flops, 4u * 65);
+  // one channel, size 5: the window is that channel -> 2*1 + 3 = 5 per position
+  EXPECT_EQ(cost_of(with(op("l", OpKind::kLocalResponseNorm, {t("x", {2, 1, 3})}, {t("y", {2, 1, 3})}), "size", I{5})).flops,
+            6u * 5);
+  // layer norm over axes 0, 2, 3 of [2, 3, 4, 4]: 3 rows of 32 -> 3 * (5*32 + 2)
+  const OpRecord mvn = with(op("n", OpKind::kLayerNorm, {t("x", {2, 3, 4, 4})}, {t("y", {2, 3, 4, 4})}), "axes",
+                            V{0, 2, 3});
+  EXPECT_EQ(cost_of(mvn).flops, 3u * 162);
+  EXPECT_EQ(cost_of(mvn).transcendentals, 3u);
+  EXPECT_THROW(cost_of(with(mvn, "axes", V{0, 4})), Error);
+  EXPECT_THROW(cost_of(with(mvn, "axes", V{2, -2})), Error);  // the same axis twice
+}
+
 std::shared_ptr<OpGraph> body_of(std::vector<OpRecord> ops) {
   auto g = std::make_shared<OpGraph>("body");
   for (OpRecord& r : ops) g->add(std::move(r));

@@ -57,6 +57,8 @@ enum class OpKind {
   kCumulative,      ///< running sum/product along attr axis
   kWindowReduction, ///< max/min/sum over windows of any dims: attr window (one size per dim)
   kLoop,            ///< `body` run attr iterations times (each body op reads and writes every time)
+  kResize,          ///< interpolation along every dim whose size changes: attr mode = linear | cubic
+  kLocalResponseNorm,  ///< LRN over a window of attr size channels (dim 1)
   kCustom,          ///< FLOPs given by attr flops (and optional transcendentals)
   kUnknown,         ///< not modeled: listed as such with its share of the graph
 };
@@ -81,6 +83,8 @@ class Attributes {
   /// otherwise exactly `rank` values are required.
   std::vector<std::int64_t> get_ints(const std::string& key, std::size_t rank,
                                      std::int64_t fallback) const;
+  /// A list of any length (a single integer is a list of one); missing throws.
+  std::vector<std::int64_t> get_list(const std::string& key) const;
 
  private:
   std::map<std::string, AttributeValue> values_;

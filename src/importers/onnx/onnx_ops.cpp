@@ -420,35 +420,18 @@ Wide hardmax_flops(const OpRecord& r, const onnx::NodeProto& n) {
   return len > 0 ? elements(x) / len * (len - 1) : 0;
 }
 
-/// LRN: each element is divided by (bias + alpha/size * the sum of squares over a window of
-/// `size` channels, clipped at the edges)^beta: per element 2w - 1 (squares, adds) + 3 (scale,
-/// bias, divide) + 1 pow, w the clipped window.
+/// LRN: the cost model's local_response_norm over `size` channels.
 std::vector<OpRecord> lrn(const onnx::NodeProto& n, const ModelContext& c) {
   Builder b(n, c);
-  OpRecord r = b.make(OpKind::kCustom, {0});
+  OpRecord r = b.make(OpKind::kLocalResponseNorm, {0});
   if (r.kind == OpKind::kUnknown) return one(std::move(r));
-  const Shape& x = r.inputs.at(0).shape;
-  const std::int64_t size = attr_int(n, "size", 0);
-  if (x.size() < 2 || size < 1) return one(b.unknown("LRN needs an input of rank >= 2 and a positive 'size'"));
-  if (size > (std::int64_t{1} << 40)) return one(b.unknown("LRN 'size' out of range"));
-  const std::int64_t channels = x[1], below = (size - 1) / 2, above = size - 1 - below;
-  // per channel, the clipped window: sum over channels in closed form would do; C <= 2^40 dims
-  // are bounded, but a loop over 2^40 channels is not, so sum by the three regions
-  Wide per_position = 0;
-  for (std::int64_t ch = 0; ch < std::min<std::int64_t>(channels, 1 << 20); ++ch) {
-    const std::int64_t w = std::min(channels - 1, ch + above) - std::max<std::int64_t>(0, ch - below) + 1;
-    per_position += 2 * Wide{w} - 1 + 3 + 1;
-  }
-  if (channels > (1 << 20)) return one(b.unknown("LRN over more than 2^20 channels is not modeled"));
-  const Wide positions = channels > 0 ? elements(x) / channels : 0;
-  if (!set_count(r, "flops", positions * per_position) || !set_count(r, "transcendentals", elements(x))) {
-    return one(b.unknown("its FLOP count does not fit 64 bits"));
-  }
+  r.parameters.clear();
+  r.attributes.set("size", attr_int(n, "size", 0));
   return one(std::move(r));
 }
 
-/// Resize / Upsample: nearest copies (reads at most what it writes); linear and cubic
-/// interpolate along every axis whose size changes, separably (docs/counting.md).
+/// Resize / Upsample: nearest copies (reads at most what it writes); linear and cubic are the
+/// cost model's resize (separable interpolation, docs/counting.md).
 std::vector<OpRecord> resize(const onnx::NodeProto& n, const ModelContext& c) {
   Builder b(n, c);
   const std::string mode = attr_string(n, "mode", "nearest");
@@ -460,22 +443,11 @@ std::vector<OpRecord> resize(const onnx::NodeProto& n, const ModelContext& c) {
     return one(std::move(r));
   }
   if (mode != "linear" && mode != "cubic") return one(b.unknown("Resize mode '" + mode + "' is not modeled"));
-  OpRecord r = b.make(OpKind::kCustom, {0});
+  OpRecord r = b.make(OpKind::kResize, {0});
   if (r.kind == OpKind::kUnknown) return one(std::move(r));
   r.parameters.clear();
-  const Shape& x = r.inputs.at(0).shape;
-  const Shape& y = r.outputs.at(0).shape;
-  if (x.size() != y.size()) return one(b.unknown("Resize output rank differs from its input's"));
-  Wide per_element = 0, taps = 1;
-  for (std::size_t d = 0; d < y.size(); ++d) {
-    if (x[d] == y[d]) continue;
-    // one 1-D interpolation per tap of the dims already done: linear 3 FLOPs (a + t(b - a)),
-    // cubic 7 (4 multiplies, 3 adds)
-    per_element += taps * (mode == "linear" ? 3 : 7);
-    taps *= mode == "linear" ? 2 : 4;
-  }
-  if (!set_count(r, "flops", elements(y) * per_element)) return one(b.unknown("its FLOP count does not fit 64 bits"));
-  r.attributes.set("function", "resize_" + mode);
+  if (r.inputs.at(0).shape.size() != r.outputs.at(0).shape.size()) return one(b.unknown("Resize output rank differs from its input's"));
+  r.attributes.set("mode", mode);
   return one(std::move(r));
 }
 
@@ -711,23 +683,11 @@ const std::map<std::string, Mapper>& mappers() {
     m["LRN"] = lrn;
     // MeanVarianceNormalization: a layer norm without affine over `axes` (default N, H, W)
     m["MeanVarianceNormalization"] = [](const onnx::NodeProto& n, const ModelContext& c) {
-      Builder b(n, c);
-      OpRecord r = b.make(OpKind::kCustom, {0});
+      OpRecord r = Builder(n, c).make(OpKind::kLayerNorm, {0});
       if (r.kind == OpKind::kUnknown) return one(std::move(r));
-      const Shape& x = r.inputs.at(0).shape;
-      Ints axes = attr_ints(n, "axes");
-      if (axes.empty()) axes = {0, 2, 3};
-      Wide span = 1;
-      for (std::int64_t a : axes) {
-        if (a < 0) a += static_cast<std::int64_t>(x.size());
-        if (a < 0 || a >= static_cast<std::int64_t>(x.size())) return one(b.unknown("'axes' outside the input's rank"));
-        span = std::min(span * x[static_cast<std::size_t>(a)], Wide{1} << 80);
-      }
-      const Wide rows = span > 0 ? elements(x) / span : 0;
-      // as layer_norm without affine
-      if (!set_count(r, "flops", rows * (5 * span + 2)) || !set_count(r, "transcendentals", rows)) {
-        return one(b.unknown("its FLOP count does not fit 64 bits"));
-      }
+      r.parameters.clear();
+      const Ints axes = attr_ints(n, "axes");
+      r.attributes.set("axes", axes.empty() ? Ints{0, 2, 3} : axes);
       return one(std::move(r));
     };
     // scatters copy the data and write the updates (the cost model's kScatter)
