@@ -4,10 +4,13 @@
 // inside the worker.
 #pragma once
 
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "neuralcost/registry.hpp"
+#include "neuralcost/backend.hpp"
 
 namespace neuralcost::worker {
 
@@ -26,20 +29,36 @@ int passes_per_request(double last_seconds);
 class WorkerBackend final : public Backend {
  public:
   /// `framework`: the worker's name for it (jax, tensorflow, torch); `modes`: the framework's
-  /// own, eager first; "compiled" is accepted as another name for `compiled_mode`.
+  /// own, eager first; "compiled" is accepted as another name for `compiled_mode`. `cuda`: the
+  /// worker can run on CUDA GPUs (then devices() lists the ones this machine shows, and the
+  /// worker confirms the one asked for in its hello).
   WorkerBackend(std::string name, std::string framework, std::string description, std::vector<std::string> modes,
-                std::string compiled_mode);
+                std::string compiled_mode, bool cuda = false);
 
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   std::optional<std::string> unavailable_reason() const override;
   std::vector<std::string> modes() const override;
-  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode) const override;
+  /// cpu, and with `cuda` a cuda:N for each NVIDIA GPU the driver lists (/proc/driver/nvidia/gpus,
+  /// as many as CUDA_VISIBLE_DEVICES leaves).
+  std::vector<std::string> devices() const override;
+  /// The framework's name for `device`, from a worker's hello (started once, on first use).
+  std::optional<std::string> device_name(const std::string& device) const override;
+  using Backend::prepare;
+  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode,
+                                         const RunOptions& run) const override;
 
  private:
   std::string name_, framework_, description_;
   std::vector<std::string> modes_;
   std::string compiled_mode_;
+  bool cuda_ = false;
+  mutable std::mutex names_mutex_;
+  mutable std::optional<std::map<std::string, std::string>> names_;  ///< device id -> name, from hello
 };
+
+/// NVIDIA GPUs the driver lists under `root`/proc/driver/nvidia/gpus, capped by the entries of
+/// $CUDA_VISIBLE_DEVICES when it is set.
+int visible_cuda_gpus(const std::string& root = "");
 
 }  // namespace neuralcost::worker
