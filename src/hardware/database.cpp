@@ -52,6 +52,26 @@ HardwareDatabase::HardwareDatabase(std::vector<HardwareSpec> specs) : specs_(std
       }
     }
   }
+  std::map<std::string, std::string> device_owner;
+  for (const HardwareSpec& s : specs_) {
+    for (const std::string& n : s.device_names) {
+      auto [it, inserted] = device_owner.emplace(lower(n), s.id);
+      if (!inserted) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("device name '{}' is claimed by both '{}' and '{}'", n, it->second, s.id));
+      }
+    }
+  }
+}
+
+const HardwareSpec* HardwareDatabase::find_device_name(std::string_view device_name) const {
+  const std::string key = lower(device_name);
+  for (const HardwareSpec& s : specs_) {
+    for (const std::string& n : s.device_names) {
+      if (lower(n) == key) return &s;
+    }
+  }
+  return nullptr;
 }
 
 const HardwareDatabase& HardwareDatabase::builtin() {

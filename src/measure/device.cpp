@@ -137,11 +137,12 @@ std::string default_hardware_for(const std::vector<const Backend*>& backends, co
                                                   "with --hardware (see `neural-cost hardware list`)",
                                                   device));
   }
+  const HardwareDatabase& db = HardwareDatabase::builtin();
+  if (const HardwareSpec* s = db.find_device_name(*gpu)) return s->id;
+  if (const HardwareSpec* s = db.find(*gpu)) return s->id;
   const std::string key = lower(*gpu);
-  for (const HardwareSpec& s : HardwareDatabase::builtin().specs()) {
-    bool match = lower(s.id) == key || lower(s.name) == key;
-    for (const std::string& a : s.aliases) match = match || lower(a) == key;
-    if (match) return s.id;
+  for (const HardwareSpec& s : db.specs()) {
+    if (lower(s.name) == key) return s.id;
   }
   throw Error(ErrorCode::kNotFound, fmt::format("{} is '{}', which the built-in hardware database does not name: "
                                                 "choose its spec with --hardware (an id of `neural-cost hardware "

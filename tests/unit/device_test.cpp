@@ -36,7 +36,7 @@ class FakeModel final : public PreparedModel {
   int runs_ = 0;
 };
 
-/// Offers cpu and cuda:0 (an "NVIDIA H100 SXM5 80GB", as the database names it); counts prepare()s.
+/// Offers cpu and cuda:0 (an H100 SXM, as CUDA names it); counts prepare()s.
 class FakeGpuBackend final : public Backend {
  public:
   std::string_view name() const override { return "fake"; }
@@ -57,7 +57,7 @@ class FakeGpuBackend final : public Backend {
     return std::make_unique<FakeModel>(model.batch);
   }
 
-  std::string gpu_name = "NVIDIA H100 SXM5 80GB";
+  std::string gpu_name = "NVIDIA H100 80GB HBM3";
   bool fail = false;
   mutable int prepared = 0;
   mutable std::string last_device;
@@ -152,7 +152,9 @@ TEST(DeviceTest, AMatchingSpecRunsOnTheNamedDevice) {
 TEST(DeviceTest, TheSpecFollowsTheDevice) {
   FakeGpuBackend fake;
   EXPECT_EQ(default_hardware_for({&fake}, "cpu"), "host");
-  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "h100-sxm");
+  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "h100-sxm");  // by the spec's device_names
+  fake.gpu_name = "nvidia a100-sxm4-40gb";                           // exact, but not case
+  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "a100-sxm-40gb");
   fake.gpu_name = "Some Future GPU";
   try {
     default_hardware_for({&fake}, "cuda:0");

@@ -96,6 +96,25 @@ TEST(HardwareDatabaseTest, DuplicateNamesAreRejected) {
   HardwareSpec a = db().get("t4"), b = db().get("l4");
   b.aliases.push_back("Tesla-T4");
   EXPECT_THROW(HardwareDatabase({a, b}), Error);
+  HardwareSpec c = db().get("l4");
+  c.device_names.push_back("TESLA T4");  // another part's CUDA name
+  EXPECT_THROW(HardwareDatabase({a, c}), Error);
+}
+
+TEST(HardwareDatabaseTest, GpusAreFoundByTheNameCudaGivesThem) {
+  EXPECT_EQ(db().find_device_name("NVIDIA H100 80GB HBM3")->id, "h100-sxm");
+  EXPECT_EQ(db().find_device_name("nvidia h200")->id, "h200-sxm");
+  EXPECT_EQ(db().find_device_name("NVIDIA H200 NVL")->id, "h200-nvl");
+  EXPECT_EQ(db().find_device_name("NVIDIA H100"), nullptr);  // exact names only
+  EXPECT_EQ(db().find("NVIDIA H100 80GB HBM3"), nullptr);    // not an id or alias
+  // a spec file keeps them
+  const HardwareSpec s = parse_hardware_spec(
+      R"({"id": "box", "device_names": ["Box GPU"], "peak_flops_per_second": {"fp32": 1e12},
+          "memory_bandwidth_bytes_per_second": 1e11})", "box.json");
+  EXPECT_EQ(s.device_names, std::vector<std::string>{"Box GPU"});
+  EXPECT_THROW(parse_hardware_spec(R"({"id": "box", "device_names": "Box GPU", "peak_flops_per_second": {"fp32": 1e12},
+                                       "memory_bandwidth_bytes_per_second": 1e11})", "box.json"),
+               Error);
 }
 
 TEST(HardwareSpecTest, RidgePointAndRoofSelection) {

@@ -13,7 +13,7 @@ namespace neuralcost {
 
 class HardwareDatabase {
  public:
-  /// Builds a database; throws kInvalidArgument if two specs share an id or alias.
+  /// Builds a database; throws kInvalidArgument if two specs share an id or alias, or a device name.
   explicit HardwareDatabase(std::vector<HardwareSpec> specs);
 
   /// The database built into the library.
@@ -22,6 +22,9 @@ class HardwareDatabase {
   const std::vector<HardwareSpec>& specs() const { return specs_; }
   /// Exact, case-insensitive match on id or alias; nullptr when there is none.
   const HardwareSpec* find(std::string_view id_or_alias) const;
+  /// Exact, case-insensitive match on a spec's device_names (a GPU as its framework names it);
+  /// nullptr when there is none.
+  const HardwareSpec* find_device_name(std::string_view device_name) const;
   /// Up to `count` ids closest to `name` (ids containing it first, then by edit distance).
   std::vector<std::string> nearest(std::string_view name, std::size_t count) const;
   /// find(), or kNotFound: "unknown hardware 'a100'; nearest ids: a100-sxm-40gb, ...".

@@ -38,7 +38,8 @@ std::string_view spec_type_for(const Device& device);
 void check_device_offered(const Backend& backend, const std::string& device);
 
 /// The --hardware of a run on `device` when the user names none: "host" (this machine,
-/// calibrated) for cpu; for cuda:N the built-in spec whose id, alias or name is the GPU's name
+/// calibrated) for cpu; for cuda:N the built-in spec whose device_names (or id, alias or name)
+/// hold the GPU's name
 /// as the first of `backends` that offers the device reports it. kNotFound asking for
 /// --hardware when no backend can tell the name or the database has no such GPU.
 std::string default_hardware_for(const std::vector<const Backend*>& backends, const std::string& device);
