@@ -22,7 +22,7 @@ std::unique_ptr<worker::WorkerProcess> started(const std::string& framework, jso
       std::vector<std::string>{worker::python_interpreter(), "-m", "neuralcost_worker", framework},
       std::map<std::string, std::string>{{"PYTHONPATH", worker::worker_directory()}, {"NEURALCOST_THREADS", "1"}},
       "the " + framework + " worker");
-  hello = p->request({{"cmd", "hello"}, {"protocol", 2}}, Seconds(300));
+  hello = p->request({{"cmd", "hello"}, {"protocol", worker::kProtocol}}, Seconds(300));
   return p;
 }
 

@@ -20,7 +20,6 @@ namespace {
 
 using json = nlohmann::json;
 using Seconds = std::chrono::duration<double>;
-constexpr int kProtocol = 2;  // 2: devices in hello, a device in build
 constexpr double kHelloSeconds = 120;  // importing a framework on a busy machine
 
 std::string env_or(const char* name, const std::string& fallback) {

@@ -14,6 +14,10 @@
 
 namespace neuralcost::worker {
 
+/// The protocol version this tool speaks (docs/worker-protocol.md); 2: devices in hello, a
+/// device in build. The worker's PROTOCOL (python/neuralcost_worker/__init__.py) must match.
+inline constexpr int kProtocol = 2;
+
 /// Where the workers' Python comes from: $NEURALCOST_PYTHON, else the project's .venv.
 std::string python_interpreter();
 /// The folder holding the neuralcost_worker package: $NEURALCOST_WORKER_DIR, else python/.
