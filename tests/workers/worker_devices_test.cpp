@@ -1,6 +1,12 @@
 // Devices of the Python workers: each lists the ones it can run on in its hello (cpu first),
 // runs on exactly the one a build names, and refuses one it does not have with not_found. On a
 // machine without a GPU the torch worker must refuse cuda:0 (with one, it must list it).
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -64,6 +70,27 @@ TEST_P(WorkerDevices, ListRunOnAndRefuseDevices) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, WorkerDevices, testing::Values("jax", "tensorflow", "torch"));
+
+TEST(WorkerBackendDevicesTest, CudaGpusAreCountedFromTheDriverOrTheDeviceNodes) {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::path(::testing::TempDir()) / ("nc_gpus_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root / "dev");
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  EXPECT_EQ(worker::visible_cuda_gpus(root.string()), 0);
+  for (const char* node : {"nvidia0", "nvidia1", "nvidiactl", "nvidia-uvm"}) std::ofstream(root / "dev" / node);
+  EXPECT_EQ(worker::visible_cuda_gpus(root.string()), 2);  // nvidiactl and nvidia-uvm are not GPUs
+  for (const char* bus : {"0000:01:00.0", "0000:41:00.0", "0000:81:00.0"}) {
+    fs::create_directories(root / "proc/driver/nvidia/gpus" / bus);
+  }
+  EXPECT_EQ(worker::visible_cuda_gpus(root.string()), 3);
+  setenv("CUDA_VISIBLE_DEVICES", "1,2", 1);
+  EXPECT_EQ(worker::visible_cuda_gpus(root.string()), 2);
+  setenv("CUDA_VISIBLE_DEVICES", "", 1);
+  EXPECT_EQ(worker::visible_cuda_gpus(root.string()), 0);
+  unsetenv("CUDA_VISIBLE_DEVICES");
+  fs::remove_all(root);
+}
 
 TEST(WorkerBackendDevicesTest, TheTorchBackendRefusesAGpuThisMachineDoesNotHave) {
   const Backend& torch = backend_named("torch");

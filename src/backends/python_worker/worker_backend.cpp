@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
@@ -229,12 +230,21 @@ WorkerBackend::WorkerBackend(std::string name, std::string framework, std::strin
       modes_(std::move(modes)), compiled_mode_(std::move(compiled_mode)), cuda_(cuda) {}
 
 int visible_cuda_gpus(const std::string& root) {
-  int gpus = 0;
+  // the driver's list, or (in a container without /proc/driver/nvidia) the device nodes
+  int listed = 0, nodes = 0;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(root + "/proc/driver/nvidia/gpus", ec)) {
     (void)entry;
-    ++gpus;
+    ++listed;
   }
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/dev", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
+        std::all_of(name.begin() + 6, name.end(), [](unsigned char c) { return std::isdigit(c); })) {
+      ++nodes;
+    }
+  }
+  int gpus = std::max(listed, nodes);
   if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
     // a list of indices or UUIDs; CUDA stops at the first invalid entry, which this does not check
     int listed = 0;

@@ -43,8 +43,7 @@ class WorkerBackend final : public Backend {
   std::string_view description() const override { return description_; }
   std::optional<std::string> unavailable_reason() const override;
   std::vector<std::string> modes() const override;
-  /// cpu, and with `cuda` a cuda:N for each NVIDIA GPU the driver lists (/proc/driver/nvidia/gpus,
-  /// as many as CUDA_VISIBLE_DEVICES leaves).
+  /// cpu, and with `cuda` a cuda:N for each NVIDIA GPU this machine shows (visible_cuda_gpus).
   std::vector<std::string> devices() const override;
   /// The framework's name for `device`, from a worker's hello (started once, on first use).
   std::optional<std::string> device_name(const std::string& device) const override;
@@ -61,8 +60,8 @@ class WorkerBackend final : public Backend {
   mutable std::optional<std::map<std::string, std::string>> names_;  ///< device id -> name, from hello
 };
 
-/// NVIDIA GPUs the driver lists under `root`/proc/driver/nvidia/gpus, capped by the entries of
-/// $CUDA_VISIBLE_DEVICES when it is set.
+/// NVIDIA GPUs the driver lists under `root`/proc/driver/nvidia/gpus (or, where that is not
+/// mounted, the /dev/nvidiaN nodes), capped by the entries of $CUDA_VISIBLE_DEVICES when set.
 int visible_cuda_gpus(const std::string& root = "");
 
 }  // namespace neuralcost::worker
