@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
                               {{"PYTHONPATH", worker::worker_directory()}, {"NEURALCOST_THREADS", "1"}},
                               "the " + w.framework + " worker");
       const auto timeout = std::chrono::seconds(300);
-      p.request({{"cmd", "hello"}, {"protocol", 1}}, timeout);
+      p.request({{"cmd", "hello"}, {"protocol", worker::kProtocol}}, timeout);
       p.request({{"cmd", "build"}, {"model", w.model}, {"mode", w.mode}, {"batch", w.batch}, {"seq", 32},
                  {"width", 128}, {"depth", 2}, {"dtype", "fp32"}},
                 timeout);

@@ -39,8 +39,10 @@ const std::vector<const Backend*>& backends() {
   static const worker::WorkerBackend tensorflow(
       "tensorflow", "tensorflow", "TensorFlow in a Python worker: eager, tf.function, tf.function(jit_compile=True)",
       {"eager", "function", "xla"}, "function");
-  static const worker::WorkerBackend torch("torch", "torch", "PyTorch 2 in a Python worker: eager and torch.compile",
-                                           {"eager", "compile"}, "compile");
+  static const worker::WorkerBackend torch("torch", "torch",
+                                           "PyTorch 2 in a Python worker: eager and torch.compile, on the CPU or a "
+                                           "CUDA GPU",
+                                           {"eager", "compile"}, "compile", /*cuda=*/true);
   static const std::vector<const Backend*> all = {
 #ifdef NEURALCOST_WITH_LIBTORCH
       &libtorch,

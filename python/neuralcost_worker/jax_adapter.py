@@ -20,7 +20,7 @@ on the real parameters and input); a `cond` as the branch it takes on that input
 import numbers
 import os
 
-from neuralcost_worker.protocol import WorkerError
+from neuralcost_worker.protocol import WorkerError, cpu_name
 
 
 def _apply_threads():
@@ -43,6 +43,9 @@ def _apply_threads():
 
 
 _THREADS = _apply_threads()
+# the CPU only, even where jax has a GPU plugin: a run is where the request says, and the JAX
+# worker runs on the CPU (docs/worker-protocol.md)
+os.environ["JAX_PLATFORMS"] = "cpu"
 
 import jax  # noqa: E402  (after the thread settings)
 import jax.numpy as jnp  # noqa: E402
@@ -63,6 +66,10 @@ def environment():
                 "devices": ", ".join(str(d) for d in devices), "device_kind": devices[0].device_kind,
                 "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "cpu_count": str(len(os.sched_getaffinity(0)))})
     return env
+
+
+def devices():
+    return [{"id": "cpu", "name": cpu_name()}]
 
 
 def out_of_memory(exc):

@@ -5,7 +5,8 @@ is here, the same for every framework; everything framework-specific is in <fram
 An adapter module has:
     FRAMEWORK, MODES            names
     environment() -> dict       versions, devices, threads (strings)
-    build(request) -> model     a prepared model with .name, .parameters, .inputs, .origin,
+    devices() -> list           the devices it can run on here, [{"id": "cpu", "name": ...}, ...]
+    build(request) -> model     a prepared model on request["device"] (one of devices()), with .name, .parameters, .inputs, .origin,
                                 .environment (dict), .run() (one synchronised forward pass),
                                 .capture() -> (ops, source), .memory() -> dict, and optionally
                                 .layers(n) -> {"events", "seconds", "wall", "plain"}
@@ -57,6 +58,18 @@ def loaded_blas_library():
     return ""
 
 
+def cpu_name():
+    """This machine's CPU model, as /proc/cpuinfo names it ("" when unreadable)."""
+    try:
+        with open("/proc/cpuinfo") as info:
+            for line in info:
+                if line.startswith("model name") and ":" in line:
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
 def _one_line(text):
     lines = [l.strip() for l in str(text).strip().splitlines() if l.strip()]
     return lines[-1] if lines else ""
@@ -92,7 +105,7 @@ class Worker:
         env["python"] = sys.version.split()[0]
         env["python_executable"] = sys.executable
         return {"protocol": PROTOCOL, "framework": self.framework, "modes": list(self.adapter.MODES),
-                "environment": env}
+                "devices": self.adapter.devices(), "environment": env}
 
     def build(self, req):
         if self.adapter is None:
@@ -100,6 +113,12 @@ class Worker:
         if req.get("mode") not in self.adapter.MODES:
             raise WorkerError("invalid_argument",
                               f"{self.framework}: unknown mode '{req.get('mode')}' (modes: {', '.join(self.adapter.MODES)})")
+        device = req.get("device", "cpu")
+        ids = [d["id"] for d in self.adapter.devices()]
+        if not isinstance(device, str) or device not in ids:
+            raise WorkerError("not_found", f"the {self.framework} worker has no device {device!r} here "
+                                           f"(devices: {', '.join(ids)})")
+        req = dict(req, device=device)
         self.model = None
         self.model = self.adapter.build(req)
         m = self.model

@@ -16,7 +16,7 @@ import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
 from neuralcost_worker import tf_models  # noqa: E402
-from neuralcost_worker.protocol import WorkerError  # noqa: E402
+from neuralcost_worker.protocol import WorkerError, cpu_name  # noqa: E402
 from neuralcost_worker.tf_capture import Tracer  # noqa: E402
 
 FRAMEWORK = "tensorflow"
@@ -29,6 +29,14 @@ if THREADS > 0:
     tf.config.threading.set_inter_op_parallelism_threads(1)
 
 DTYPES = {"fp32": tf.float32, "fp64": tf.float64}
+
+# the CPU only, even with a CUDA build: a run is where the request says, and the TensorFlow
+# worker runs on the CPU (docs/worker-protocol.md); hidden before the first op places anything
+tf.config.set_visible_devices([], "GPU")
+
+
+def devices():
+    return [{"id": "cpu", "name": cpu_name()}]
 
 
 def environment():

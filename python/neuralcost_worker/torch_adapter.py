@@ -1,6 +1,9 @@
 """PyTorch 2 for the worker (docs/worker-protocol.md): the reference networks of
 python/reference_torch.py, run eagerly or through torch.compile (Inductor), and captured as the
-ATen ops they dispatch, which the C++ core maps with the same table as the LibTorch backend."""
+ATen ops they dispatch, which the C++ core maps with the same table as the LibTorch backend.
+
+Devices: the CPU and each CUDA GPU torch sees ("cuda:0", ...). A model runs on exactly the
+device its build request names (the CPU by default), never on a GPU because one is there."""
 import os
 import sys
 import time
@@ -18,14 +21,13 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import reference_torch  # noqa: E402
 
-from neuralcost_worker.protocol import WorkerError, tensor  # noqa: E402
+from neuralcost_worker.protocol import WorkerError, cpu_name, tensor  # noqa: E402
 
 if _THREADS > 0:
     torch.set_num_threads(_THREADS)
 
 FRAMEWORK = "torch"
 MODES = ["eager", "compile"]
-_DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
 # ops whose output is a view of their first input: a view of a weight is still that weight (the
 # one list, shared with the C++ ATen mapping)
@@ -34,15 +36,22 @@ _VIEWS = {line.strip() for line in (Path(__file__).with_name("aten_view_ops.txt"
 
 
 def environment():
-    env = {"torch_version": torch.__version__, "device": _DEVICE,
+    env = {"torch_version": torch.__version__,
            "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads(),
            "mkldnn": "yes" if torch.backends.mkldnn.is_available() else "no",
            "cpu_capability": torch.backends.cpu.get_cpu_capability(),
            "TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "")}
-    if _DEVICE == "cuda":
-        env["cuda_device"] = torch.cuda.get_device_name()
+    if torch.version.cuda:
         env["cuda_version"] = torch.version.cuda
     return env
+
+
+def devices():
+    """The CPU, then every CUDA GPU torch sees (none when torch has no CUDA or finds no GPU)."""
+    found = [{"id": "cpu", "name": cpu_name()}]
+    if torch.cuda.is_available():
+        found += [{"id": f"cuda:{i}", "name": torch.cuda.get_device_name(i)} for i in range(torch.cuda.device_count())]
+    return found
 
 
 def out_of_memory(exc):
@@ -170,15 +179,16 @@ class _Timer(_Recorder):
     """Times every ATen op while recording it as _Recorder does, so that the timed ops are the
     captured ones, in the same order (describing tensors can itself dispatch ops)."""
 
-    def __init__(self, namer):
+    def __init__(self, namer, device):
         super().__init__(namer)
         self.seconds = []
+        self.cuda = device.type == "cuda"
 
     def call(self, func, args, kwargs):
         clock = time.perf_counter_ns
         t0 = clock()
         out = func(*args, **kwargs)
-        if _DEVICE == "cuda":
+        if self.cuda:
             torch.cuda.synchronize()
         self.seconds.append((clock() - t0) * 1e-9)
         return out
@@ -190,14 +200,18 @@ class _Model:
         if dtype is None:
             raise WorkerError("unimplemented", f"dtype {request.get('dtype')} is not supported (fp32, fp64)")
         net, xs, origin = _load(request, dtype)
-        self.net = net.to(device=_DEVICE, dtype=dtype)
-        self.xs = [x.to(device=_DEVICE, dtype=dtype) for x in xs]
+        self.device = torch.device(request.get("device", "cpu"))
+        self.cuda = self.device.type == "cuda"
+        self.net = net.to(device=self.device, dtype=dtype)
+        self.xs = [x.to(device=self.device, dtype=dtype) for x in xs]
         self.mode = request["mode"]
         self.name = f"{os.path.basename(request['model'])} ({self.mode}, torch)"
         self.parameters = sum(p.numel() for p in self.net.parameters() if p.requires_grad)
         self.inputs = [{"name": f"input{i}", "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
                        for i, x in enumerate(self.xs)]
-        self.environment = {}
+        self.environment = {"device": str(self.device)}
+        if self.cuda:
+            self.environment["cuda_device"] = torch.cuda.get_device_name(self.device)
         if self.mode == "compile":
             self.forward = torch.compile(self.net)
             self.origin = f"{origin}, torch.compile (Inductor, default mode)"
@@ -217,8 +231,8 @@ class _Model:
     def run(self):
         with torch.inference_mode():
             self.out = self.forward(*self.xs)
-        if _DEVICE == "cuda":
-            torch.cuda.synchronize()
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
 
     def _namer(self):
         names = {}
@@ -245,7 +259,7 @@ class _Model:
             t0 = clock()
             self.run()
             plain.append((clock() - t0) * 1e-9)
-            timer = _Timer(self._namer())
+            timer = _Timer(self._namer(), self.device)
             t0 = clock()
             with torch.inference_mode(), timer:
                 self.out = self.net(*self.xs)
@@ -259,9 +273,9 @@ class _Model:
         return {"events": names, "seconds": [list(e) for e in zip(*seconds)], "wall": wall, "plain": plain}
 
     def memory(self):
-        if _DEVICE != "cuda":
+        if not self.cuda:
             return {}
-        s = torch.cuda.memory_stats()
+        s = torch.cuda.memory_stats(self.device)
         return {"allocated_bytes": s.get("allocated_bytes.all.current", 0),
                 "peak_allocated_bytes": s.get("allocated_bytes.all.peak", 0),
                 "reserved_bytes": s.get("reserved_bytes.all.current", 0)}

@@ -32,6 +32,19 @@ const Backend* PluginBackend::load() const {
       error_ = fmt::format("its plugin could not be loaded: {}", why ? why : path);
       return;
     }
+    // a plugin built against another Backend interface would crash on the first virtual call
+    using Version = int (*)();
+    auto version = reinterpret_cast<Version>(::dlsym(handle, "neuralcost_plugin_api_version"));
+    if (!version) {
+      error_ = fmt::format("its plugin {} exports no neuralcost_plugin_api_version (built for an older neural-cost; "
+                           "rebuild it)", path);
+      return;
+    }
+    if (const int v = version(); v != kPluginApiVersion) {
+      error_ = fmt::format("its plugin {} was built for plugin API version {}, this neural-cost has version {} "
+                           "(rebuild the plugin with this neural-cost)", path, v, kPluginApiVersion);
+      return;
+    }
     using Entry = const Backend* (*)();
     auto entry = reinterpret_cast<Entry>(::dlsym(handle, symbol_.c_str()));
     loaded_ = entry ? entry() : nullptr;
@@ -50,10 +63,21 @@ std::vector<std::string> PluginBackend::modes() const {
   return b ? b->modes() : std::vector<std::string>{};
 }
 
-std::unique_ptr<PreparedModel> PluginBackend::prepare(const ModelRequest& request, const std::string& mode) const {
+std::vector<std::string> PluginBackend::devices() const {
+  const Backend* b = load();
+  return b ? b->devices() : std::vector<std::string>{};
+}
+
+std::optional<std::string> PluginBackend::device_name(const std::string& device) const {
+  const Backend* b = load();
+  return b ? b->device_name(device) : std::nullopt;
+}
+
+std::unique_ptr<PreparedModel> PluginBackend::prepare(const ModelRequest& request, const std::string& mode,
+                                                      const RunOptions& run) const {
   const Backend* b = load();
   if (!b) throw Error(ErrorCode::kUnimplemented, fmt::format("backend '{}' is unavailable: {}", name_, error_));
-  return b->prepare(request, mode);
+  return b->prepare(request, mode, run);
 }
 
 }  // namespace neuralcost

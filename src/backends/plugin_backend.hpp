@@ -6,14 +6,16 @@
 #include <mutex>
 #include <string>
 
-#include "neuralcost/registry.hpp"
+#include "neuralcost/backend.hpp"
 
 namespace neuralcost {
 
 /// Forwards to the Backend that `symbol` (an extern "C" function returning const Backend*)
 /// returns in plugin `file` (e.g. "neuralcost_libtorch.so"), searched in $NEURALCOST_PLUGIN_DIR
-/// or else in the "neuralcost" folder beside the library. When loading fails, the backend is
-/// unavailable and unavailable_reason() says why (the loader's message).
+/// or else in the "neuralcost" folder beside the library. Before calling `symbol` it checks the
+/// plugin's neuralcost_plugin_api_version() (backend.hpp) against kPluginApiVersion. When
+/// loading fails or the versions differ, the backend is unavailable and unavailable_reason()
+/// says why (the loader's message, or both versions).
 class PluginBackend : public Backend {
  public:
   PluginBackend(std::string name, std::string description, std::string file, std::string symbol);
@@ -22,7 +24,11 @@ class PluginBackend : public Backend {
   std::string_view description() const override { return description_; }
   std::optional<std::string> unavailable_reason() const override;
   std::vector<std::string> modes() const override;
-  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode) const override;
+  std::vector<std::string> devices() const override;
+  std::optional<std::string> device_name(const std::string& device) const override;
+  using Backend::prepare;
+  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode,
+                                         const RunOptions& run) const override;
 
   /// The folder plugins are loaded from.
   static std::string plugin_directory();

@@ -1,5 +1,6 @@
 // The calibration's JSON form (the cache file and `hardware calibrate --format json` print the
-// same document) and the per-user cache (see calibration.hpp).
+// same document) and the per-user cache (see calibration.hpp). Reading and writing only: a new
+// calibration is measured in src/calibrate/.
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -10,7 +11,7 @@
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/calibration.hpp"
-#include "neuralcost/report/output_file.hpp"
+#include "neuralcost/core/atomic_file.hpp"
 
 namespace neuralcost {
 namespace {
@@ -133,49 +134,35 @@ void save_calibration(const Calibration& c) {
   write_file_atomically(path, calibration_to_json(c));
 }
 
-Calibration cached_calibration(const HostDescription& host, bool full, std::string& status) {
+CachedCalibration load_cached_calibration(const HostDescription& host, bool full) {
   const std::string path = calibration_cache_path();
   const std::string fingerprint = host_fingerprint(host);
-  std::string why;
+  CachedCalibration out;
   std::ifstream in(path);
-  if (in) {
-    std::stringstream text;
-    text << in.rdbuf();
-    try {
-      Calibration c = parse_calibration(text.str(), path);
-      if (c.fingerprint == fingerprint && c.threads == host.logical_cpus && (!full || !c.quick)) {
-        status = fmt::format("calibration of {} from {}", c.created, path);
-        return c;
-      }
-      why = c.fingerprint != fingerprint
-                ? fmt::format("{} was measured on another CPU ({}); recalibrating", path, c.fingerprint)
-            : c.threads != host.logical_cpus
-                ? fmt::format("{} was measured with {} threads, not one per CPU ({}); recalibrating", path,
-                              c.threads, host.logical_cpus)
-                : fmt::format("{} holds a quick calibration and a full one was asked for; recalibrating", path);
-    } catch (const Error& e) {
-      why = fmt::format("{}; recalibrating", e.what());
+  if (!in) {
+    out.status = fmt::format("no calibration cached at {}", path);
+    return out;
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    Calibration c = parse_calibration(text.str(), path);
+    if (c.fingerprint == fingerprint && c.threads == host.logical_cpus && (!full || !c.quick)) {
+      out.status = fmt::format("calibration of {} from {}", c.created, path);
+      out.calibration = std::move(c);
+      return out;
     }
+    out.status = c.fingerprint != fingerprint
+                     ? fmt::format("{} was measured on another CPU ({})", path, c.fingerprint)
+                 : c.threads != host.logical_cpus
+                     ? fmt::format("{} was measured with {} threads, not one per CPU ({})", path, c.threads,
+                                   host.logical_cpus)
+                     : fmt::format("{} holds a quick calibration and a full one was asked for", path);
+  } catch (const Error& e) {
+    out.status = e.what();
   }
-  CalibrationOptions options;
-  options.quick = !full;
-  Calibration c = calibrate(host, options);
-  // a calibration taken while other work ran would be used until the CPU changes: keep only a
-  // believable one (its FP32 FMA within 15% of the theoretical peak at the measured clock)
-  const auto fma = c.fma.find("fp32");
-  const auto theory = c.theoretical_flops.find("fp32");
-  const double ratio = fma != c.fma.end() && theory != c.theoretical_flops.end() ? fma->second.best / theory->second : 1;
-  if (ratio < 0.85) {
-    status = fmt::format("{}{} calibration measured now ({:.1f} s) but not saved: FP32 FMA reached only {:.0f}% of the "
-                         "theoretical peak (was the machine busy?); the next run calibrates again",
-                         why.empty() ? "" : why + ". ", full ? "full" : "quick", c.seconds, ratio * 100);
-    c.warnings.push_back(status);
-    return c;
-  }
-  save_calibration(c);
-  status = fmt::format("{}{} calibration measured now ({:.1f} s) and saved to {}", why.empty() ? "" : why + ". ",
-                       full ? "full" : "quick", c.seconds, path);
-  return c;
+  out.stale = true;
+  return out;
 }
 
 }  // namespace neuralcost

@@ -52,6 +52,26 @@ HardwareDatabase::HardwareDatabase(std::vector<HardwareSpec> specs) : specs_(std
       }
     }
   }
+  std::map<std::string, std::string> device_owner;
+  for (const HardwareSpec& s : specs_) {
+    for (const std::string& n : s.device_names) {
+      auto [it, inserted] = device_owner.emplace(lower(n), s.id);
+      if (!inserted) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("device name '{}' is claimed by both '{}' and '{}'", n, it->second, s.id));
+      }
+    }
+  }
+}
+
+const HardwareSpec* HardwareDatabase::find_device_name(std::string_view device_name) const {
+  const std::string key = lower(device_name);
+  for (const HardwareSpec& s : specs_) {
+    for (const std::string& n : s.device_names) {
+      if (lower(n) == key) return &s;
+    }
+  }
+  return nullptr;
 }
 
 const HardwareDatabase& HardwareDatabase::builtin() {
@@ -108,30 +128,46 @@ const HardwareSpec& HardwareDatabase::get(std::string_view id_or_alias) const {
                           id_or_alias, fmt::join(nearest(id_or_alias, 5), ", ")));
 }
 
-HardwareSpec resolve_hardware(const std::string& id_or_path) {
-  if (id_or_path == "host" || id_or_path == "host-spec") {
-    // host: the measured ceilings; host-spec: the theoretical peaks, with the measured DRAM
-    // bandwidth (no file gives a theoretical one). Both use the cached calibration, or make one.
+std::string_view hardware_source_name(HardwareSource source) {
+  switch (source) {
+    case HardwareSource::kDatabase: return "built-in";
+    case HardwareSource::kFile: return "file";
+    case HardwareSource::kCachedCalibration: return "cached calibration";
+    case HardwareSource::kNeedsCalibration: return "needs calibration";
+  }
+  return "?";
+}
+
+bool names_host(const std::string& id_or_path) { return id_or_path == "host" || id_or_path == "host-spec"; }
+
+ResolvedHardware resolve_hardware(const std::string& id_or_path) {
+  ResolvedHardware r;
+  r.request = id_or_path;
+  if (names_host(id_or_path)) {
     const HostDescription host = describe_host();
-    std::string status;
-    const Calibration c = cached_calibration(host, false, status);
-    const HardwareSpec measured = calibrated_spec(host, c);
-    HardwareSpec s = id_or_path == "host" ? measured : theoretical_host_spec(host);
-    if (id_or_path == "host-spec") {
-      s.memory_bandwidth_bytes_per_second = measured.memory_bandwidth_bytes_per_second;
-      s.sources["memory_bandwidth_bytes_per_second"] = measured.sources.at("memory_bandwidth_bytes_per_second");
+    CachedCalibration cached = load_cached_calibration(host, false);
+    r.status = cached.status;
+    r.stale_calibration = cached.stale;
+    if (!cached.calibration) {
+      r.source = HardwareSource::kNeedsCalibration;
+      return r;
     }
-    s.notes.insert(s.notes.begin(), "Calibration: " + status);
-    return s;
+    r.source = HardwareSource::kCachedCalibration;
+    r.spec = host_spec_from_calibration(id_or_path, host, *cached.calibration, cached.status);
+    return r;
   }
   const bool looks_like_file = id_or_path.size() > 5 &&
                                id_or_path.compare(id_or_path.size() - 5, 5, ".json") == 0;
   std::error_code ec;
   if (looks_like_file || std::filesystem::is_regular_file(id_or_path, ec) ||
       id_or_path.find('/') != std::string::npos) {
-    return load_hardware_file(id_or_path);
+    r.source = HardwareSource::kFile;
+    r.spec = load_hardware_file(id_or_path);
+    return r;
   }
-  return HardwareDatabase::builtin().get(id_or_path);
+  r.source = HardwareSource::kDatabase;
+  r.spec = HardwareDatabase::builtin().get(id_or_path);
+  return r;
 }
 
 }  // namespace neuralcost

@@ -82,7 +82,7 @@ class Reader {
 };
 
 const std::set<std::string> kKnownFields = {
-    "schema_version", "id", "name", "vendor", "device_type", "aliases", "peak_flops_per_second",
+    "schema_version", "id", "name", "vendor", "device_type", "aliases", "device_names", "peak_flops_per_second",
     "vector_flops_per_second", "memory_bandwidth_bytes_per_second", "memory_capacity_bytes",
     "caches", "sources", "notes", "origin"};
 
@@ -121,6 +121,13 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
     for (const auto& a : doc["aliases"]) {
       if (!a.is_string() || a.get<std::string>().empty()) r.fail("aliases", "must be a list of strings");
       s.aliases.push_back(a.get<std::string>());
+    }
+  }
+  if (doc.contains("device_names")) {
+    if (!doc["device_names"].is_array()) r.fail("device_names", "must be a list of strings");
+    for (const auto& a : doc["device_names"]) {
+      if (!a.is_string() || a.get<std::string>().empty()) r.fail("device_names", "must be a list of strings");
+      s.device_names.push_back(a.get<std::string>());
     }
   }
   if (!doc.contains("peak_flops_per_second")) r.fail("peak_flops_per_second", "is missing");

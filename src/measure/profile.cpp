@@ -1,5 +1,5 @@
 // The profiling pipeline (see profile.hpp). Backend-neutral: everything framework-specific
-// comes through PreparedModel.
+// comes through PreparedModel, everything device-specific through RunEnvironment.
 #include "neuralcost/measure/profile.hpp"
 
 #include <algorithm>
@@ -9,7 +9,8 @@
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/measure/statistics.hpp"
-#include "neuralcost/measure/environment.hpp"
+#include "neuralcost/measure/device.hpp"
+#include "neuralcost/models/reference.hpp"
 #include "neuralcost/version.hpp"
 
 namespace neuralcost {
@@ -49,21 +50,12 @@ std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTimin
 }
 
 void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareSpec& hw, PreparedModel& model,
-                   double faults, const ProfileOptions& options) {
-  EnvironmentFacts env = detect_environment();
+                   const RunEnvironment& device, const ProfileOptions& options) {
   auto& c = run.contract;
   for (const auto& [k, v] : model.environment()) c[k] = v;
-  // a backend in another process (a worker) says which BLAS it loaded; else it is this process's
-  check_blas(env, c.count("blas_library") ? c["blas_library"] : loaded_blas_library());
-  check_page_faults(env, faults);
-  const int intra = c.count("intra_op_threads") ? std::atoi(c["intra_op_threads"].c_str()) : 1;
-  const int blas = c.count("openblas_threads") ? std::atoi(c["openblas_threads"].c_str()) : 1;
-  check_oversubscription(env, intra, blas);
-  for (const auto& [k, v] : env.variables) c[k == "blas_library" ? k : "env." + k] = v;
+  device.describe(c, run.timing.counters, run.warnings);
   c["neural_cost_version"] = std::string(kVersion);
-  c["cpu_model"] = env.cpu_model;
-  c["logical_cpus"] = std::to_string(env.logical_cpus);
-  c["virtual_machine"] = env.virtual_machine ? "yes" : "no";
+  c["device"] = run.device;
   c["hardware_id"] = hw.id;
   c["hardware_origin"] = hw.origin;
   c["dtype"] = std::string(dtype_name(request.dtype));
@@ -78,12 +70,7 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   c["warmup_seconds"] = fmt::format("{:.3f}", run.timing.warmup_seconds);
   c["samples"] = std::to_string(run.timing.summary.n);
   c["synchronisation"] = model.synchronisation();
-  if (run.timing.backend_clock) {
-    c["clock"] = "the backend's own clock around each forward pass (a worker: time.perf_counter_ns)";
-  } else {
-    c["clock"] = fmt::format("std::chrono::steady_clock, resolution {:.3g} s", run.timing.clock_resolution_seconds);
-  }
-  c["page_faults_per_iteration"] = fmt::format("{:.1f}", faults);
+  c["clock"] = device.clock(run.timing);
   c["model_sizes"] = fmt::format("seq {}, width {}, depth {}", request.seq, request.width, request.depth);
   const TimingOptions& o = options.timing;
   c["timing_options"] = fmt::format(
@@ -92,30 +79,33 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
       o.warmup_iterations, o.warmup_seconds, o.min_samples, o.max_samples, o.target_relative_ci, o.budget_seconds,
       o.max_cv, o.min_clock_ticks);
   c["layer_profiled_passes"] = std::to_string(options.layer_runs);
-  run.warnings = env.warnings;
 }
 
 ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::string& mode, const HardwareSpec& hw,
-                       const ProfileOptions& options) {
+                       const ProfileOptions& options, const std::optional<std::string>& mismatch) {
   ProfileRun run;
   run.backend = std::string(backend.name());
   run.mode = mode;
   run.model = request.model;
   run.batch = request.batch;
+  run.device = options.run.device;
   try {
-    std::unique_ptr<PreparedModel> model = backend.prepare(request, mode);
+    const std::unique_ptr<RunEnvironment> device = run_environment(options.run.device);
+    std::unique_ptr<PreparedModel> model = backend.prepare(request, mode, options.run);
     run.analysis = analyze(model->captured_graph(), hw, {request.batch});
-    run.timing = time_until_stable(
-        {[&] { model->run(); }, [&] { model->synchronize(); }, [&] { return model->last_run_seconds(); }},
-        options.timing);
+    const std::vector<std::unique_ptr<Sampler>> samplers = device->samplers(*model);
+    TimedCallable work{[&] { model->run(); }, [&] { model->synchronize(); }, [&] { return model->last_run_seconds(); }, {}};
+    for (const auto& s : samplers) work.samplers.push_back(s.get());
+    run.timing = time_until_stable(work, options.timing);
     check_against_roofline(run.timing, run.analysis.totals.fused_lower_bound_seconds);
     const double t = run.timing.summary.median;
     run.efficiency = run.analysis.totals.lower_bound_seconds / t;
     run.fused_efficiency = run.analysis.totals.fused_lower_bound_seconds / t;
     run.samples_per_second = static_cast<double>(request.batch) / t;
     run.achieved_flops_per_second = static_cast<double>(run.analysis.totals.flops) / t;
-    const double faults = model->page_faults_per_run(5);
-    fill_contract(run, request, hw, *model, faults, options);
+    for (const std::string& why : run.timing.reasons) run.outcome.mistrust(why);
+    if (mismatch) run.warnings.push_back(*mismatch);
+    fill_contract(run, request, hw, *model, *device, options);
     if (options.layer_runs > 0) {
       // per-layer times are extra: when they cannot be had, the run keeps its timing
       try {
@@ -136,15 +126,50 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
       }
     }
   } catch (const std::exception& e) {
-    run.failed = true;
-    run.error = e.what();
+    run.outcome = Outcome::failure(e.what());
   }
   return run;
+}
+
+/// Runs that record why `backend` could not run at all, one per batch and mode.
+std::vector<ProfileRun> failed_runs(const Backend& backend, const ModelRequest& base, const ProfileOptions& options,
+                                    const std::string& error) {
+  std::vector<ProfileRun> failed;
+  for (std::int64_t batch : options.batches) {
+    for (const std::string& mode : options.modes.empty() ? backend.modes() : options.modes) {
+      ProfileRun r;
+      r.backend = std::string(backend.name());
+      r.mode = mode;
+      r.model = base.model;
+      r.batch = batch;
+      r.device = options.run.device;
+      r.outcome = Outcome::failure(error);
+      failed.push_back(std::move(r));
+      if (options.modes.empty()) break;
+    }
+  }
+  return failed;
 }
 
 }  // namespace
 
 void validate(const ProfileOptions& options) {
+  const RunOptions& run = options.run;
+  if (run.threads < 0 || run.threads > 4096) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--threads must be 0 (library default) to 4096 (got {})", run.threads));
+  }
+  const double budget = options.timing.budget_seconds;
+  if (!(budget > 0 && budget <= 3600)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--budget must be more than 0 and at most 3600 seconds (got {})", budget));
+  }
+  if (options.layer_runs > 100000) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be at most 100000 (got {})", options.layer_runs));
+  }
+  if (!(run.worker_timeout_seconds > 0 && run.worker_timeout_seconds <= 86400)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--worker-timeout must be more than 0 and at most 86400 seconds "
+                                                         "(got {})", run.worker_timeout_seconds));
+  }
+  parse_device(run.device);
   validate(options.timing);
   if (options.layer_runs < 0) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be >= 0 (got {})", options.layer_runs));
@@ -155,8 +180,20 @@ void validate(const ProfileOptions& options) {
   }
 }
 
-double PreparedModel::page_faults_per_run(int iterations) {
-  return page_faults_per_iteration([&] { run(); synchronize(); }, iterations);
+void check_modes(const std::vector<const Backend*>& backends, const std::vector<std::string>& modes) {
+  if (backends.size() < 2) return;
+  for (const std::string& m : modes) {
+    const bool known = std::any_of(backends.begin(), backends.end(), [&](const Backend* b) {
+      const auto own = b->modes();
+      return std::find(own.begin(), own.end(), m) != own.end();
+    });
+    if (!known) throw Error(ErrorCode::kInvalidArgument, fmt::format("no backend of --backend has a mode '{}'", m));
+  }
+}
+
+bool is_reference_model(const std::string& model) {
+  const auto& reference = reference_model_names();
+  return std::find(reference.begin(), reference.end(), model) != reference.end();
 }
 
 std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base, const HardwareSpec& hardware,
@@ -173,12 +210,46 @@ std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base
     }
   }
   validate(options);
+  check_device_offered(backend, options.run.device);
+  const std::optional<std::string> mismatch =
+      check_hardware_matches(hardware, options.run.device, options.allow_hardware_mismatch);
   std::vector<ProfileRun> runs;
   for (std::int64_t batch : options.batches) {
     for (const std::string& mode : modes) {
       ModelRequest request = base;
       request.batch = batch;
-      runs.push_back(profile_one(backend, request, mode, hardware, options));
+      runs.push_back(profile_one(backend, request, mode, hardware, options, mismatch));
+    }
+  }
+  return runs;
+}
+
+std::vector<ProfileRun> profile_all(const std::vector<const Backend*>& backends, const std::vector<std::string>& models,
+                                    const ModelRequest& base, const HardwareSpec& hardware, const ProfileOptions& options) {
+  validate(options);
+  check_modes(backends, options.modes);
+  // the same for every backend: the command's error, not a failed run each
+  check_hardware_matches(hardware, options.run.device, options.allow_hardware_mismatch);
+  std::vector<ProfileRun> runs;
+  for (const std::string& model : models) {
+    ModelRequest request = base;
+    request.model = model;
+    ProfileOptions these = options;
+    if (!is_reference_model(model)) {
+      these.batches = {base.input_shapes.empty() || base.input_shapes[0].empty() ? 1 : base.input_shapes[0][0]};
+    }
+    for (const Backend* backend : backends) {
+      std::vector<ProfileRun> some;
+      if (backends.size() == 1) {
+        some = profile(*backend, request, hardware, these);
+      } else {
+        try {
+          some = profile(*backend, request, hardware, these);
+        } catch (const Error& e) {
+          some = failed_runs(*backend, request, these, e.what());
+        }
+      }
+      for (ProfileRun& r : some) runs.push_back(std::move(r));
     }
   }
   return runs;

@@ -40,8 +40,6 @@ void validate(const TimingOptions& o) {
   }
 }
 
-std::string_view verdict_name(Verdict verdict) { return verdict == Verdict::kOk ? "ok" : "mistrusted"; }
-
 double steady_clock_resolution_seconds() {
   double best = 1.0;
   for (int i = 0; i < 200; ++i) {
@@ -65,6 +63,7 @@ TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o
   }
   r.warmup_seconds = seconds_since(warm_start);
 
+  for (Sampler* s : work.samplers) s->start();
   const auto sample_start = Clock::now();
   std::size_t next_check = static_cast<std::size_t>(o.min_samples);
   while (static_cast<int>(r.samples_seconds.size()) < o.max_samples) {
@@ -89,6 +88,7 @@ TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o
     }
   }
   r.sampling_seconds = seconds_since(sample_start);
+  for (Sampler* s : work.samplers) s->stop(static_cast<int>(r.samples_seconds.size()), r.sampling_seconds, r.counters);
   r.summary = summarize(r.samples_seconds);
   r.reached_target = relative_width(r.summary) <= o.target_relative_ci;
 

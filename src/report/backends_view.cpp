@@ -1,4 +1,5 @@
-// The list of backends (see views.hpp): what each runs, its modes, and whether it can run here.
+// The list of backends (see views.hpp): what each runs, its modes, whether it can run here, and
+// on which devices.
 #include <fmt/format.h>
 
 #include "neuralcost/registry.hpp"
@@ -10,22 +11,26 @@ namespace neuralcost {
 std::string render_backends(const std::vector<const Backend*>& backends, Format format) {
   nlohmann::json list = nlohmann::json::array();
   report::Table t;
-  t.headers = {"backend", "modes", "available", "description"};
-  t.raw_headers = {"backend", "modes", "available", "description"};
-  t.right_align = {false, false, false, false};
+  t.headers = {"backend", "modes", "available", "devices", "description"};
+  t.raw_headers = {"backend", "modes", "available", "devices", "description"};
+  t.right_align = {false, false, false, false, false};
   for (const Backend* b : backends) {
     const std::optional<std::string> why = b->unavailable_reason();
     const std::vector<std::string> modes = why ? std::vector<std::string>{} : b->modes();
-    std::string joined;
+    const std::vector<std::string> devices = why ? std::vector<std::string>{} : b->devices();
+    std::string joined, on;
     for (const std::string& m : modes) joined += (joined.empty() ? "" : ", ") + m;
+    for (const std::string& d : devices) on += (on.empty() ? "" : ", ") + d;
     list.push_back({{"name", std::string(b->name())},
                     {"description", std::string(b->description())},
                     {"modes", modes},
+                    {"devices", devices},
                     {"available", !why},
                     {"unavailable_reason", why ? nlohmann::json(*why) : nlohmann::json(nullptr)}});
     t.rows.push_back({{std::string(b->name()), ""},
                       {why ? "-" : joined, ""},
                       {why ? "no: " + *why : "yes", why ? "no" : "yes"},
+                      {why ? "-" : on, ""},
                       {std::string(b->description()), ""}});
   }
   if (format == Format::kJson) return list.dump(2) + "\n";

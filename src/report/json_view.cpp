@@ -17,6 +17,7 @@ json hardware_json(const HardwareSpec& s) {
   if (!s.vendor.empty()) j["vendor"] = s.vendor;
   if (!s.device_type.empty()) j["device_type"] = s.device_type;
   j["aliases"] = s.aliases;
+  if (!s.device_names.empty()) j["device_names"] = s.device_names;
   json peaks = json::object(), vector = json::object();
   for (const auto& [d, v] : s.peak_flops_per_second) peaks[std::string(dtype_name(d))] = v;
   for (const auto& [d, v] : s.vector_flops_per_second) vector[std::string(dtype_name(d))] = v;

@@ -1,4 +1,6 @@
 // Table, Markdown, CSV and JSON views of profile runs (see profile_views.hpp).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "neuralcost/report/profile_views.hpp"
@@ -16,28 +18,43 @@ Cell secs(double s) { return {report::si(s, "s"), fmt::format("{}", s)}; }
 Cell text(std::string s) { return {std::move(s), ""}; }
 Cell pct(double f) { return {report::percent(f), fmt::format("{}", f)}; }
 
-std::string verdict_of(const ProfileRun& r) {
-  if (r.failed) return "failed";
-  return std::string(verdict_name(r.timing.verdict));
+std::string verdict_of(const ProfileRun& r) { return std::string(verdict_name(r.outcome.verdict)); }
+
+/// "page faults 0.2 faults/iteration": a counter as a reader says it.
+std::string counter_text(const Counter& c) {
+  std::string name = c.name;
+  std::replace(name.begin(), name.end(), '_', ' ');
+  const std::string per = c.kind == Counter::Kind::kPerIteration ? "/iteration" : c.kind == Counter::Kind::kRate ? "/s" : "";
+  return fmt::format("{} {:.3g}{}{}{}", name, c.value, c.unit.empty() ? "" : " ", c.unit, per);
+}
+
+json counter_json(const Counter& c) {
+  return {{"name", c.name}, {"value", c.value}, {"unit", c.unit}, {"kind", counter_kind_name(c.kind)}};
 }
 
 std::string bound_of(const ProfileRun& r) { return std::string(bound_name(r.analysis.totals.bound)); }
 
 std::string run_title(const ProfileRun& r) {
-  return fmt::format("{}, {} {}, batch {}", r.model, r.backend, r.mode, r.batch);
+  const std::string device = r.device == "cpu" ? "" : " on " + r.device;
+  return fmt::format("{}, {} {}{}, batch {}", r.model, r.backend, r.mode, device, r.batch);
 }
 
 std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format) {
   std::string out = fmt::format("{}{} on {} [{}]\n", format == Format::kMarkdown ? "### " : "", run_title(r), hw.name, hw.id);
-  if (r.failed) return out + "error: " + r.error + "\n\n";
+  if (r.outcome.failed()) return out + "error: " + r.outcome.error() + "\n\n";
   const SampleSummary& s = r.timing.summary;
   out += fmt::format("median {} (95% CI {} - {}, n {}, CV {}), p5 {}, p95 {}; verdict {}\n", report::si(s.median, "s"),
                      report::si(s.ci95_median.low, "s"), report::si(s.ci95_median.high, "s"), s.n, report::percent(s.cv),
                      report::si(s.p5, "s"), report::si(s.p95, "s"), verdict_of(r));
-  for (const std::string& why : r.timing.reasons) out += "  mistrusted: " + why + "\n";
+  for (const std::string& why : r.outcome.reasons) out += "  mistrusted: " + why + "\n";
   out += fmt::format("{} samples/s, {}, roofline efficiency {} ({}-bound; fused bound: {})\n",
                      report::si(r.samples_per_second, ""), report::si(r.achieved_flops_per_second, "FLOP/s"),
                      report::percent(r.efficiency), bound_of(r), report::percent(r.fused_efficiency));
+  if (!r.timing.counters.empty()) {
+    std::string counters;
+    for (const Counter& c : r.timing.counters) counters += (counters.empty() ? "" : ", ") + counter_text(c);
+    out += "counters: " + counters + "\n";
+  }
   if (!r.layers.empty()) {
     report::Table t;
     t.headers = {"layer", "FLOPs", "bytes", "lower bound", "measured", "efficiency", "bound"};
@@ -67,14 +84,26 @@ std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format
   return out + "\n";
 }
 
-report::Table summary_table(const std::vector<ProfileRun>& runs) {
+/// The names of the counters of `runs`, in order of first appearance.
+std::vector<std::string> counter_names(const std::vector<ProfileRun>& runs) {
+  std::vector<std::string> names;
+  for (const ProfileRun& r : runs) {
+    for (const Counter& c : r.timing.counters) {
+      if (std::find(names.begin(), names.end(), c.name) == names.end()) names.push_back(c.name);
+    }
+  }
+  return names;
+}
+
+/// The summary table; `counters` adds a column per counter (CSV carries them, raw).
+report::Table summary_table(const std::vector<ProfileRun>& runs, bool counters = false) {
   report::Table t;
   t.headers = {"model", "backend", "mode", "batch", "median", "95% CI", "samples/s", "FLOP/s", "efficiency", "limit", "verdict"};
   t.raw_headers = {"model", "backend", "mode", "batch", "median_seconds", "ci95_seconds", "samples_per_second",
                    "flops_per_second", "efficiency", "bound", "verdict"};
   t.right_align = {false, false, false, true, true, true, true, true, true, false, false};
   for (const ProfileRun& r : runs) {
-    if (r.failed) {
+    if (r.outcome.failed()) {
       t.rows.push_back({text(r.model), text(r.backend), text(r.mode), text(std::to_string(r.batch)), text("-"),
                         text("-"), text("-"), text("-"), text("-"), text("-"), text("failed")});
       continue;
@@ -86,6 +115,19 @@ report::Table summary_table(const std::vector<ProfileRun>& runs) {
                       {report::si(r.samples_per_second, ""), fmt::format("{}", r.samples_per_second)},
                       {report::si(r.achieved_flops_per_second, "FLOP/s"), fmt::format("{}", r.achieved_flops_per_second)},
                       pct(r.efficiency), text(bound_of(r)), text(verdict_of(r))});
+  }
+  if (!counters) return t;
+  const std::vector<std::string> names = counter_names(runs);
+  for (const std::string& n : names) {
+    t.headers.push_back(n);
+    t.raw_headers.push_back(n);
+    t.right_align.push_back(true);
+  }
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    for (const std::string& n : names) {
+      const Counter* c = find_counter(runs[i].timing.counters, n);
+      t.rows[i].push_back(c ? Cell{counter_text(*c), fmt::format("{}", c->value)} : text("-"));
+    }
   }
   return t;
 }
@@ -111,14 +153,18 @@ nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareS
   j["hardware"] = hardware_json(hardware);
   j["runs"] = json::array();
   for (const ProfileRun& r : runs) {
-    json run{{"backend", r.backend}, {"mode", r.mode}, {"model", r.model}, {"batch", r.batch}, {"failed", r.failed}};
-    if (r.failed) {
-      run["error"] = r.error;
+    json run{{"backend", r.backend}, {"mode", r.mode},   {"model", r.model},
+             {"batch", r.batch},     {"device", r.device}, {"failed", r.outcome.failed()},
+             {"outcome", {{"verdict", verdict_of(r)}, {"reasons", r.outcome.reasons}}}};
+    if (r.outcome.failed()) {
+      run["error"] = r.outcome.error();
       j["runs"].push_back(run);
       continue;
     }
     const json analysis = analysis_json(r.analysis);
     run["timing"] = timing_json(r.timing);
+    run["counters"] = json::array();
+    for (const Counter& c : r.timing.counters) run["counters"].push_back(counter_json(c));
     run["totals"] = analysis["totals"];
     run["efficiency"] = r.efficiency;
     run["fused_efficiency"] = r.fused_efficiency;
@@ -155,14 +201,14 @@ nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareS
 }
 
 std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format format) {
-  std::string out = report::render_table(summary_table(runs), format);
+  std::string out = report::render_table(summary_table(runs, format == Format::kCsv), format);
   if (has_comparison(runs) && format != Format::kCsv) out += "\n" + render_comparison(runs, format);
   return out;
 }
 
 std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format) {
   if (format == Format::kJson) return profile_json(runs, hardware).dump(2) + "\n";
-  if (format == Format::kCsv) return report::render_table(summary_table(runs), format);
+  if (format == Format::kCsv) return report::render_table(summary_table(runs, true), format);
   std::string out;
   for (const ProfileRun& r : runs) out += run_block(r, hardware, format);
   out += format == Format::kMarkdown ? "### summary\n\n" : "summary\n";

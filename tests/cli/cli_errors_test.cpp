@@ -119,6 +119,21 @@ TEST(CliErrorsTest, UnknownDtypeKeyInSpec) {
                       "tf32, fp16, bf16, int8, fp8)");
 }
 
+TEST(CliErrorsTest, UnknownDevice) {
+  expect_error("profile --model ff --backend jax --device tpu",
+               "--device 'tpu' is not a device name: cpu, or cuda:N for the N-th CUDA GPU");
+  expect_error("profile --model ff --backend jax --device cuda:0",
+               "backend 'jax' has no device 'cuda:0' on this machine (devices: cpu)");
+}
+
+TEST(CliErrorsTest, HardwareSpecOfAnotherKindOfDevice) {
+  // a GPU's roofline for a cpu run is refused before anything runs, unless asked for
+  expect_error("profile --model ff --backend jax --hardware h100-sxm",
+               "the hardware spec 'h100-sxm' is a gpu (NVIDIA H100 SXM5 80GB), but the run is on cpu, a cpu: its "
+               "roofline would not be this device's. Omit --hardware to use the device's own spec, or add "
+               "--allow-hardware-mismatch to compare against another device's roofline");
+}
+
 TEST(CliErrorsTest, UnknownFormat) { expect_usage_error("analyze --model ff --format xml", "--format"); }
 
 TEST(CliErrorsTest, UnwritableOutput) {

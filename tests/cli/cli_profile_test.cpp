@@ -28,6 +28,13 @@ TEST(CliProfileTest, ProfilesEveryReferenceNetworkInBothModes) {
     ASSERT_FALSE(run["failed"].get<bool>()) << what << ": " << run.value("error", "");
     EXPECT_EQ(run["backend"], "libtorch");
     EXPECT_EQ(run["batch"], 2);
+    EXPECT_EQ(run["device"], "cpu");
+    // the CPU's sampler counted page faults over the timed phase
+    ASSERT_EQ(run["counters"].size(), 1u) << what;
+    EXPECT_EQ(run["counters"][0]["name"], "page_faults");
+    EXPECT_EQ(run["counters"][0]["unit"], "faults");
+    EXPECT_EQ(run["counters"][0]["kind"], "per_iteration");
+    EXPECT_GE(run["counters"][0]["value"].get<double>(), 0) << what;
     const auto& timing = run["timing"];
     EXPECT_GT(timing["median_seconds"].get<double>(), 0) << what;
     EXPECT_LE(timing["ci95_low_seconds"].get<double>(), timing["median_seconds"].get<double>()) << what;
@@ -50,12 +57,15 @@ TEST(CliProfileTest, ProfilesEveryReferenceNetworkInBothModes) {
 }
 
 TEST(CliProfileTest, TableShowsLayersRemainderAndSummary) {
-  const CliResult r = run_cli("profile --model transformer --batch 1 --hardware h100-sxm" + kQuick);
+  const CliResult r =
+      run_cli("profile --model transformer --batch 1 --hardware h100-sxm --allow-hardware-mismatch" + kQuick);
   // an H100's roof is far above this CPU: every layer is slower than its lower bound
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"transformer, libtorch eager, batch 1 on NVIDIA H100 SXM5 80GB [h100-sxm]", "median",
                         "aten::matmul", "unattributed (dispatch, framework)", "total (profiled pass)", "summary",
-                        "efficiency"}) {
+                        "efficiency", "counters: page faults",
+                        "warning: the hardware spec 'h100-sxm' is a gpu (NVIDIA H100 SXM5 80GB), but the run is on "
+                        "cpu, a cpu: the roofline, efficiencies and bounds are that other device's, not this run's"}) {
     EXPECT_THAT(r.out, HasSubstr(s));
   }
 }

@@ -1,7 +1,7 @@
 // Calibration: one real quick calibration checked against sanity bounds (nothing above its
 // theoretical ceiling, caches faster than DRAM), the JSON form, and the per-user cache file
 // (reused for this CPU, stale for another, a corrupt file reported and replaced).
-#include "neuralcost/hardware/calibration.hpp"
+#include "neuralcost/calibrate/calibrate.hpp"
 
 #include <cstdlib>
 #include <filesystem>

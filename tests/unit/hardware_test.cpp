@@ -1,11 +1,18 @@
 // The hardware database and spec files: coverage, exact lookup, sources, and bad files.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/hardware/database.hpp"
+#include "neuralcost/hardware/host.hpp"
 
 namespace neuralcost {
 namespace {
@@ -89,6 +96,25 @@ TEST(HardwareDatabaseTest, DuplicateNamesAreRejected) {
   HardwareSpec a = db().get("t4"), b = db().get("l4");
   b.aliases.push_back("Tesla-T4");
   EXPECT_THROW(HardwareDatabase({a, b}), Error);
+  HardwareSpec c = db().get("l4");
+  c.device_names.push_back("TESLA T4");  // another part's CUDA name
+  EXPECT_THROW(HardwareDatabase({a, c}), Error);
+}
+
+TEST(HardwareDatabaseTest, GpusAreFoundByTheNameCudaGivesThem) {
+  EXPECT_EQ(db().find_device_name("NVIDIA H100 80GB HBM3")->id, "h100-sxm");
+  EXPECT_EQ(db().find_device_name("nvidia h200")->id, "h200-sxm");
+  EXPECT_EQ(db().find_device_name("NVIDIA H200 NVL")->id, "h200-nvl");
+  EXPECT_EQ(db().find_device_name("NVIDIA H100"), nullptr);  // exact names only
+  EXPECT_EQ(db().find("NVIDIA H100 80GB HBM3"), nullptr);    // not an id or alias
+  // a spec file keeps them
+  const HardwareSpec s = parse_hardware_spec(
+      R"({"id": "box", "device_names": ["Box GPU"], "peak_flops_per_second": {"fp32": 1e12},
+          "memory_bandwidth_bytes_per_second": 1e11})", "box.json");
+  EXPECT_EQ(s.device_names, std::vector<std::string>{"Box GPU"});
+  EXPECT_THROW(parse_hardware_spec(R"({"id": "box", "device_names": "Box GPU", "peak_flops_per_second": {"fp32": 1e12},
+                                       "memory_bandwidth_bytes_per_second": 1e11})", "box.json"),
+               Error);
 }
 
 TEST(HardwareSpecTest, RidgePointAndRoofSelection) {
@@ -159,11 +185,72 @@ TEST(HardwareSpecTest, ImplausibleAndHostileValuesAreRejectedNotPropagated) {
 TEST(HardwareSpecTest, ResolveLoadsFilesAndFillsMissingSources) {
   const std::string path = ::testing::TempDir() + "/nc_spec.json";
   std::ofstream(path) << R"({"id": "box", "peak_flops_per_second": {"fp32": 2e12}, "memory_bandwidth_bytes_per_second": 1e11})";
-  const HardwareSpec s = resolve_hardware(path);
-  EXPECT_EQ(s.origin, path);
-  EXPECT_EQ(s.sources.at("peak_flops_per_second.fp32"), "user file " + path);
+  const ResolvedHardware r = resolve_hardware(path);
+  EXPECT_EQ(r.source, HardwareSource::kFile);
+  ASSERT_TRUE(r.spec.has_value());
+  EXPECT_EQ(r.spec->origin, path);
+  EXPECT_EQ(r.spec->sources.at("peak_flops_per_second.fp32"), "user file " + path);
   EXPECT_THROW(resolve_hardware(::testing::TempDir() + "/missing.json"), Error);
-  EXPECT_EQ(resolve_hardware("t4").id, "t4");
+  const ResolvedHardware t4 = resolve_hardware("t4");
+  EXPECT_EQ(t4.source, HardwareSource::kDatabase);
+  EXPECT_EQ(t4.spec->id, "t4");
+}
+
+/// Points the calibration cache at an empty folder of its own for one test.
+class EmptyCalibrationCache : public testing::Test {
+ protected:
+  void SetUp() override {
+    const char* old = std::getenv("NEURALCOST_CACHE_DIR");
+    old_ = old ? old : "";
+    dir_ = ::testing::TempDir() + "/nc_cache_" + std::to_string(::getpid());
+    std::filesystem::remove_all(dir_);
+    setenv("NEURALCOST_CACHE_DIR", dir_.c_str(), 1);
+  }
+  void TearDown() override {
+    if (old_.empty()) unsetenv("NEURALCOST_CACHE_DIR"); else setenv("NEURALCOST_CACHE_DIR", old_.c_str(), 1);
+    std::filesystem::remove_all(dir_);
+  }
+  std::string dir_, old_;
+};
+
+TEST_F(EmptyCalibrationCache, HostWithoutACalibrationNeedsOneAndMeasuresNothing) {
+  const auto start = std::chrono::steady_clock::now();
+  const ResolvedHardware r = resolve_hardware("host");
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 1.0);
+  EXPECT_EQ(r.source, HardwareSource::kNeedsCalibration);
+  EXPECT_FALSE(r.spec.has_value());
+  EXPECT_FALSE(r.stale_calibration);
+  EXPECT_THAT(r.status, HasSubstr("no calibration cached at " + dir_));
+  EXPECT_FALSE(std::filesystem::exists(calibration_cache_path()));  // nothing was calibrated
+}
+
+TEST_F(EmptyCalibrationCache, HostUsesACannedCalibrationOfThisCpu) {
+  const HostDescription host = describe_host();
+  Calibration c;
+  c.fingerprint = host_fingerprint(host);
+  c.created = "2026-01-01T00:00:00Z";
+  c.threads = host.logical_cpus;
+  c.fma["fp32"] = {1e11, 1e11, 0, 3, "scalar"};
+  BandwidthLevel dram;
+  dram.name = "DRAM";
+  dram.triad = {2e10, 2e10, 0, 3, "scalar"};
+  c.levels.push_back(dram);
+  save_calibration(c);
+  for (const char* which : {"host", "host-spec"}) {
+    const ResolvedHardware r = resolve_hardware(which);
+    EXPECT_EQ(r.source, HardwareSource::kCachedCalibration) << which;
+    ASSERT_TRUE(r.spec.has_value());
+    EXPECT_EQ(r.spec->memory_bandwidth_bytes_per_second, 2e10) << which;
+    EXPECT_THAT(r.status, HasSubstr("calibration of 2026-01-01T00:00:00Z from"));
+    EXPECT_EQ(r.spec->notes.front(), "Calibration: " + r.status);
+  }
+  EXPECT_EQ(resolve_hardware("host").spec->peak_flops_per_second.at(DType::kFp32), 1e11);
+  c.fingerprint = "Some Other CPU";
+  save_calibration(c);
+  const ResolvedHardware stale = resolve_hardware("host");
+  EXPECT_EQ(stale.source, HardwareSource::kNeedsCalibration);
+  EXPECT_TRUE(stale.stale_calibration);
+  EXPECT_THAT(stale.status, HasSubstr("was measured on another CPU (Some Other CPU)"));
 }
 
 }  // namespace

@@ -25,8 +25,9 @@ Analysis analyzed(const std::string& name, const std::string& mode) {
   ModelRequest request;
   request.model = name;
   request.batch = kBatch;
-  request.threads = 1;
-  auto model = backend_named("jax").prepare(request, mode);
+  RunOptions run;
+  run.threads = 1;
+  auto model = backend_named("jax").prepare(request, mode, run);
   return analyze(model->captured_graph(), HardwareDatabase::builtin().get("h100-sxm"), {kBatch});
 }
 

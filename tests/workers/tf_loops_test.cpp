@@ -42,8 +42,9 @@ void expect_counted(const std::string& dir, const Shape& shape, const std::strin
   ModelRequest request;
   request.model = dir;
   request.input_shapes = {shape};
-  request.threads = 1;
-  auto model = backend_named("tensorflow").prepare(request, mode);
+  RunOptions run;
+  run.threads = 1;
+  auto model = backend_named("tensorflow").prepare(request, mode, run);
   const std::int64_t batch = shape[0];
   const Analysis a = analyze(model->captured_graph(), HardwareDatabase::builtin().get("h100-sxm"), {batch});
   EXPECT_TRUE(a.complete()) << a.unmodeled.size() << " op(s) not modeled, e.g. "

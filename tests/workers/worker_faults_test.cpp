@@ -35,8 +35,14 @@ ModelRequest ff() {
   ModelRequest r;
   r.model = "ff";
   r.batch = 2;
-  r.worker_timeout_seconds = 60;
   return r;
+}
+
+/// Run options with a worker deadline of `seconds`.
+RunOptions deadline(double seconds = 60) {
+  RunOptions run;
+  run.worker_timeout_seconds = seconds;
+  return run;
 }
 
 std::string failure_of(const std::function<void()>& f) {
@@ -58,21 +64,21 @@ TEST(WorkerFaultsTest, MissingInterpreterMakesTheBackendUnavailable) {
 
 TEST(WorkerFaultsTest, ExitAtStartIsReportedWithItsLastWords) {
   Fault fault("exit-at-hello");
-  const std::string e = failure_of([] { backend_named("jax").prepare(ff(), "eager"); });
+  const std::string e = failure_of([] { backend_named("jax").prepare(ff(), "eager", deadline()); });
   EXPECT_THAT(e, HasSubstr("the jax worker exited with status 3 while answering 'hello'"));
   EXPECT_THAT(e, HasSubstr("faulty worker: exiting at hello"));
 }
 
 TEST(WorkerFaultsTest, CrashIsReportedWithItsSignal) {
   Fault fault("abort-at-build");
-  const std::string e = failure_of([] { backend_named("jax").prepare(ff(), "eager"); });
+  const std::string e = failure_of([] { backend_named("jax").prepare(ff(), "eager", deadline()); });
   EXPECT_THAT(e, HasSubstr("the jax worker was killed by signal 6"));
   EXPECT_THAT(e, HasSubstr("while answering 'build'"));
 }
 
 TEST(WorkerFaultsTest, KillIsReportedAsPossiblyOutOfMemory) {
   Fault fault("sigkill-at-run");
-  auto model = backend_named("jax").prepare(ff(), "eager");
+  auto model = backend_named("jax").prepare(ff(), "eager", deadline());
   const std::string e = failure_of([&] { model->run(); });
   EXPECT_THAT(e, HasSubstr("was killed by signal 9"));
   EXPECT_THAT(e, HasSubstr("out-of-memory killer"));
@@ -81,7 +87,7 @@ TEST(WorkerFaultsTest, KillIsReportedAsPossiblyOutOfMemory) {
 TEST(WorkerFaultsTest, RealOutOfMemoryIsReportedAsSuch) {
   Fault fault("oom-at-build");
   try {
-    backend_named("jax").prepare(ff(), "eager");
+    backend_named("jax").prepare(ff(), "eager", deadline());
     FAIL() << "no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kResourceExhausted) << e.what();
@@ -92,9 +98,8 @@ TEST(WorkerFaultsTest, RealOutOfMemoryIsReportedAsSuch) {
 
 TEST(WorkerFaultsTest, HangIsKilledAtTheDeadline) {
   Fault fault("hang-at-run");
-  ModelRequest r = ff();
-  r.worker_timeout_seconds = 6;  // the build must fit in it too, on a busy machine
-  auto model = backend_named("jax").prepare(r, "eager");
+  // the build must fit in the deadline too, on a busy machine
+  auto model = backend_named("jax").prepare(ff(), "eager", deadline(6));
   const auto start = std::chrono::steady_clock::now();
   const std::string e = failure_of([&] { model->run(); });
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -105,33 +110,33 @@ TEST(WorkerFaultsTest, HangIsKilledAtTheDeadline) {
 
 TEST(WorkerFaultsTest, GarbageIsNotAReply) {
   Fault fault("garbage-at-capture");
-  auto model = backend_named("jax").prepare(ff(), "eager");
+  auto model = backend_named("jax").prepare(ff(), "eager", deadline());
   const std::string e = failure_of([&] { model->captured_graph(); });
   EXPECT_THAT(e, HasSubstr("answered 'capture' with a line that is not a protocol reply: 'Traceback"));
 }
 
 TEST(WorkerFaultsTest, AnotherProtocolIsRefused) {
   Fault fault("protocol-at-hello");
-  const std::string e = failure_of([] { backend_named("jax").prepare(ff(), "eager"); });
-  EXPECT_THAT(e, HasSubstr("the jax worker answered hello with protocol 99 and framework 'jax'; expected protocol 1"));
+  const std::string e = failure_of([] { backend_named("jax").prepare(ff(), "eager", deadline()); });
+  EXPECT_THAT(e, HasSubstr("the jax worker answered hello with protocol 99 and framework 'jax'; expected protocol 2"));
 }
 
 TEST(WorkerFaultsTest, AFailedRunIsRecordedAndTheOthersGoOn) {
   Fault fault("hang-at-run");
   ModelRequest base = ff();
-  base.worker_timeout_seconds = 6;
   ProfileOptions options;
+  options.run = deadline(6);
   options.modes = {"eager", "jit"};
   options.batches = {2};
   options.layer_runs = 0;
   options.timing.budget_seconds = 0.2;
   options.timing.warmup_seconds = 0;
   // the fault hangs every run, so both fail, each on its own, with the reason recorded
-  const auto runs = profile(backend_named("jax"), base, HardwareDatabase::builtin().get("h100-sxm"), options);
+  const auto runs = profile(backend_named("jax"), base, HardwareDatabase::builtin().get("epyc-9654"), options);
   ASSERT_EQ(runs.size(), 2u);
   for (const ProfileRun& r : runs) {
-    EXPECT_TRUE(r.failed);
-    EXPECT_THAT(r.error, HasSubstr("did not answer 'run' within 6 s"));
+    EXPECT_TRUE(r.outcome.failed());
+    EXPECT_THAT(r.outcome.error(), HasSubstr("did not answer 'run' within 6 s"));
   }
 }
 

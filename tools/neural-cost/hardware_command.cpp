@@ -4,8 +4,7 @@
 #include <memory>
 
 #include "commands.hpp"
-#include "neuralcost/hardware/calibration.hpp"
-#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/calibrate/calibrate.hpp"
 
 namespace neuralcost::cli {
 

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/calibrate/calibrate.hpp"
 #include "neuralcost/core/error.hpp"
-#include "neuralcost/report/output_file.hpp"
+#include "neuralcost/core/atomic_file.hpp"
 #include "neuralcost/version.hpp"
 
 namespace neuralcost::cli {
@@ -21,13 +21,12 @@ void emit(const std::string& text, const std::string& output) {
 }
 
 HardwareSpec hardware_for(const std::string& id_or_path) {
-  HardwareSpec spec = resolve_hardware(id_or_path);
-  // a calibration made just now (or measured but not kept) took seconds: say so on stderr
-  for (const std::string& note : spec.notes) {
-    if (note.rfind("Calibration: ", 0) == 0 && note.find("measured now") != std::string::npos) {
-      fmt::print(stderr, "note: {}\n", note.substr(13));
-    }
-  }
+  const ResolvedHardware resolved = resolve_hardware(id_or_path);
+  if (resolved.source != HardwareSource::kNeedsCalibration) return *resolved.spec;
+  // host with nothing usable cached: calibrating takes seconds, so say so on stderr
+  std::string status;
+  HardwareSpec spec = calibrate_if_needed(resolved, status);
+  fmt::print(stderr, "note: {}\n", status);
   return spec;
 }
 

@@ -8,6 +8,7 @@
 #include "commands.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
+#include "neuralcost/measure/device.hpp"
 #include "neuralcost/measure/profile.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/report/profile_views.hpp"
@@ -25,7 +26,9 @@ struct ProfileArgs {
   std::int64_t seq = 32, width = 128, depth = 2;
   int threads = 0;
   std::string dtype = "fp32";
-  std::string hardware = "host";
+  std::string device = "cpu";
+  std::string hardware;  // empty: the device's own (host for cpu)
+  bool allow_hardware_mismatch = false;
   std::string format = "table";
   std::string output;
   double budget = 2.0;
@@ -36,108 +39,48 @@ struct ProfileArgs {
   bool summary_only = false;
 };
 
-/// profile(), but a backend that cannot run (not available here, no such mode) is recorded as
-/// failed runs so that the other backends of a comparison go on.
-std::vector<ProfileRun> profile_or_record(const Backend& backend, const ModelRequest& base, const HardwareSpec& hw,
-                                          const ProfileOptions& options) {
-  try {
-    return profile(backend, base, hw, options);
-  } catch (const Error& e) {
-    std::vector<ProfileRun> failed;
-    for (std::int64_t batch : options.batches) {
-      for (const std::string& mode : options.modes.empty() ? backend.modes() : options.modes) {
-        ProfileRun r;
-        r.backend = std::string(backend.name());
-        r.mode = mode;
-        r.model = base.model;
-        r.batch = batch;
-        r.failed = true;
-        r.error = e.what();
-        failed.push_back(std::move(r));
-        if (options.modes.empty()) break;
-      }
-    }
-    return failed;
-  }
-}
-
 void run_profile(const ProfileArgs& args) {
   const auto dtype = parse_dtype(args.dtype);
   if (!dtype) throw Error(ErrorCode::kInvalidArgument, fmt::format("--dtype '{}' is not a dtype", args.dtype));
-  if (args.threads < 0 || args.threads > 4096) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--threads must be 0 (library default) to 4096 (got {})", args.threads));
-  }
-  if (!(args.budget > 0 && args.budget <= 3600)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--budget must be more than 0 and at most 3600 seconds (got {})", args.budget));
-  }
-  if (args.layer_runs > 100000) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be at most 100000 (got {})", args.layer_runs));
-  }
-  if (!(args.worker_timeout > 0 && args.worker_timeout <= 86400)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--worker-timeout must be more than 0 and at most 86400 seconds (got {})", args.worker_timeout));
-  }
-  std::vector<const Backend*> backends;
-  for (const std::string& name : args.backends) backends.push_back(&backend_named(name));
-  // a mode no backend has is a typo, not a failed run
-  for (const std::string& m : args.modes) {
-    const bool known = std::any_of(backends.begin(), backends.end(), [&](const Backend* b) {
-      const auto modes = b->modes();
-      return std::find(modes.begin(), modes.end(), m) != modes.end();
-    });
-    if (!known && backends.size() > 1) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("no backend of --backend has a mode '{}'", m));
-    }
-  }
-  const HardwareSpec hardware = hardware_for(args.hardware);
   ProfileOptions options;
   options.modes = args.modes;
   options.batches = args.batches;
   options.layer_runs = args.layer_runs;
+  options.run.device = args.device;
+  options.run.threads = args.threads;
+  options.run.worker_timeout_seconds = args.worker_timeout;
   options.timing.budget_seconds = args.budget;
   options.timing.target_relative_ci = args.target_ci;
   options.timing.warmup_iterations = args.warmup;
   options.timing.warmup_seconds = args.warmup_seconds;
-  validate(options);
+  options.allow_hardware_mismatch = args.allow_hardware_mismatch;
+  validate(options);  // before anything slow (calibration, workers)
+  std::vector<const Backend*> backends;
+  for (const std::string& name : args.backends) backends.push_back(&backend_named(name));
+  check_modes(backends, options.modes);
+  // one backend: a device it does not have is the command's error (several: a failed run each)
+  if (backends.size() == 1) check_device_offered(*backends.front(), options.run.device);
+  const HardwareSpec hardware =
+      hardware_for(args.hardware.empty() ? default_hardware_for(backends, options.run.device) : args.hardware);
   ModelRequest base;
   base.seq = args.seq;
   base.width = args.width;
   base.depth = args.depth;
   base.dtype = *dtype;
-  base.threads = args.threads;
-  base.worker_timeout_seconds = args.worker_timeout;
   for (const std::string& s : args.input_shapes) {
     base.input_shapes.push_back(parse_shape(s, fmt::format("--input-shape '{}'", s)));
   }
   const std::vector<std::string> models = args.models.empty() ? reference_model_names() : args.models;
-  const auto& reference = reference_model_names();
-  std::vector<ProfileRun> runs;
-  for (const std::string& model : models) {
-    base.model = model;
-    ProfileOptions these = options;
-    if (std::find(reference.begin(), reference.end(), model) == reference.end()) {
-      // a model file's batch is the first dimension of its first input; --batch sizes the
-      // reference networks only
-      these.batches = {base.input_shapes.empty() || base.input_shapes[0].empty() ? 1 : base.input_shapes[0][0]};
-    }
-    for (const Backend* backend : backends) {
-      // one backend: its errors are the command's; several: a backend that cannot run is
-      // recorded as failed runs and the others go on
-      for (ProfileRun& r : backends.size() == 1 ? profile(*backend, base, hardware, these)
-                                                : profile_or_record(*backend, base, hardware, these)) {
-        runs.push_back(std::move(r));
-      }
-    }
-  }
+  const std::vector<ProfileRun> runs = profile_all(backends, models, base, hardware, options);
   const Format format = *parse_format(args.format);
   emit(args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
                                                     : render_profile(runs, hardware, format),
        args.output);
   std::size_t failed = 0;
   for (const ProfileRun& r : runs) {
-    if (r.failed) {
+    if (r.outcome.failed()) {
       ++failed;
-      fmt::print(stderr, "error: {} ({} {}, batch {}): {}\n", r.model, r.backend, r.mode, r.batch, r.error);
+      fmt::print(stderr, "error: {} ({} {}, batch {}): {}\n", r.model, r.backend, r.mode, r.batch, r.outcome.error());
     }
   }
   // the other runs are printed (and written) above; the exit code still says that some failed
@@ -195,10 +138,16 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "fp32 or fp64")->capture_default_str();
   cmd->add_option("--threads", args->threads, "Intra-op threads (0: the library's default)")->capture_default_str();
-  cmd->add_option("--hardware", args->hardware,
-                  "host (this machine, calibrated: measured on first use and cached), host-spec (its "
-                  "theoretical peaks), a built-in id, or a spec JSON file")
+  cmd->add_option("--device", args->device,
+                  "Device to run on: cpu, or cuda:N (torch only; see `neural-cost backends` for each backend's)")
       ->capture_default_str();
+  cmd->add_option("--hardware", args->hardware,
+                  "Roofline spec (default: the device's own: host for cpu, the GPU's built-in spec for cuda:N): "
+                  "host (this machine, calibrated: measured on first use and cached), host-spec (its theoretical "
+                  "peaks), a built-in id, or a spec JSON file");
+  cmd->add_flag("--allow-hardware-mismatch", args->allow_hardware_mismatch,
+                "Accept a --hardware spec of another kind of device than --device (e.g. a GPU's roofline for a "
+                "cpu run); every run then carries a warning");
   cmd->add_option("--budget", args->budget, "Seconds of sampling per run at most")->capture_default_str();
   cmd->add_option("--target-ci", args->target_ci, "Stop when the 95% CI of the median is this fraction of it")
       ->capture_default_str();

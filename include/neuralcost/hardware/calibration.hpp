@@ -1,11 +1,11 @@
-// Calibration: what this machine really reaches, measured the way the Empirical Roofline Toolkit
-// and likwid-bench do. Bandwidth at each cache level and at DRAM (read, copy, triad; buffers
-// sized from the detected caches, pre-faulted and reused; one pinned thread per CPU), peak FMA
-// throughput per dtype, and the GEMM ceiling through OpenBLAS and oneDNN. Each figure is the best
-// of repeated runs, with the spread. The result is cached per user and becomes `--hardware host`.
+// A calibration record: what this machine really reaches (bandwidth per cache level and DRAM,
+// peak FMA throughput per dtype, GEMM ceilings; each the best of repeated runs, with the spread),
+// its JSON form, the per-user cache file, and the spec `--hardware host` makes of it. Reading
+// and writing only: measuring one is calibrate/calibrate.hpp, a module above measure/.
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -56,17 +56,14 @@ struct Calibration {
   double seconds = 0;                              ///< how long calibration took
 };
 
-struct CalibrationOptions {
-  bool quick = false;  ///< fewer repetitions and smaller GEMMs: under 10 s instead of under 60 s
-  int threads = 0;     ///< 0: one per CPU this process may use
-};
-
-/// Runs every microbenchmark. Never changes the machine's settings; restores thread affinity.
-Calibration calibrate(const HostDescription& host, const CalibrationOptions& options);
-
 /// The spec `--hardware host` uses: measured FMA peaks, DRAM triad bandwidth, and each cache
 /// level with its measured triad bandwidth (for the cache-aware roofline).
 HardwareSpec calibrated_spec(const HostDescription& host, const Calibration& calibration);
+
+/// The spec of `which` ("host": calibrated_spec; "host-spec": the theoretical peaks with the
+/// measured DRAM bandwidth, which no file gives), with "Calibration: <status>" as its first note.
+HardwareSpec host_spec_from_calibration(const std::string& which, const HostDescription& host,
+                                        const Calibration& calibration, const std::string& status);
 
 /// What identifies the CPU a calibration belongs to (model, family/model, CPUs, ISA).
 std::string host_fingerprint(const HostDescription& host);
@@ -79,10 +76,14 @@ Calibration parse_calibration(std::string_view json_text, const std::string& ori
 /// "/host-calibration.json".
 std::string calibration_cache_path();
 
-/// The calibration `--hardware host` uses: the cache file when it belongs to this CPU and used
-/// one thread per CPU; else a new calibration (quick unless `full`), saved atomically. `status`
-/// says which, and why a cached file was not used (another CPU, other threads, corrupt).
-Calibration cached_calibration(const HostDescription& host, bool full, std::string& status);
+/// The cache file's calibration, when it belongs to this CPU, used one thread per CPU and is full
+/// when `full` is asked for. Never measures.
+struct CachedCalibration {
+  std::optional<Calibration> calibration;  ///< empty when none is usable
+  std::string status;  ///< "calibration of <date> from <path>", or why none is usable
+  bool stale = false;  ///< a file was there but cannot be used (another CPU, other threads, corrupt)
+};
+CachedCalibration load_cached_calibration(const HostDescription& host, bool full);
 
 /// Saves a calibration to calibration_cache_path() (atomically; creates the folder).
 void save_calibration(const Calibration& calibration);

@@ -2,6 +2,7 @@
 // lookup: an id or alias names one part, never "the closest one".
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -12,7 +13,7 @@ namespace neuralcost {
 
 class HardwareDatabase {
  public:
-  /// Builds a database; throws kInvalidArgument if two specs share an id or alias.
+  /// Builds a database; throws kInvalidArgument if two specs share an id or alias, or a device name.
   explicit HardwareDatabase(std::vector<HardwareSpec> specs);
 
   /// The database built into the library.
@@ -21,6 +22,9 @@ class HardwareDatabase {
   const std::vector<HardwareSpec>& specs() const { return specs_; }
   /// Exact, case-insensitive match on id or alias; nullptr when there is none.
   const HardwareSpec* find(std::string_view id_or_alias) const;
+  /// Exact, case-insensitive match on a spec's device_names (a GPU as its framework names it);
+  /// nullptr when there is none.
+  const HardwareSpec* find_device_name(std::string_view device_name) const;
   /// Up to `count` ids closest to `name` (ids containing it first, then by edit distance).
   std::vector<std::string> nearest(std::string_view name, std::size_t count) const;
   /// find(), or kNotFound: "unknown hardware 'a100'; nearest ids: a100-sxm-40gb, ...".
@@ -30,10 +34,33 @@ class HardwareDatabase {
   std::vector<HardwareSpec> specs_;
 };
 
-/// Resolves a --hardware argument: "host" is this machine as calibrated (calibration.hpp),
-/// "host-spec" its theoretical peaks (host.hpp), a path to an
-/// existing file (or anything ending in .json) is loaded as a spec file, otherwise it must be
-/// a built-in id or alias.
-HardwareSpec resolve_hardware(const std::string& id_or_path);
+/// Where a resolved --hardware spec comes from.
+enum class HardwareSource {
+  kDatabase,           ///< a built-in id or alias
+  kFile,               ///< a spec JSON file
+  kCachedCalibration,  ///< host / host-spec, from this machine's cached calibration
+  kNeedsCalibration,   ///< host / host-spec with no usable calibration: measure one (calibrate/)
+};
+std::string_view hardware_source_name(HardwareSource source);
+
+struct ResolvedHardware {
+  std::string request;                ///< what was asked for: "host", "h100-sxm", "spec.json"
+  HardwareSource source = HardwareSource::kDatabase;
+  std::optional<HardwareSpec> spec;   ///< empty only for kNeedsCalibration
+  /// host / host-spec: the calibration used ("calibration of <date> from <path>"), or why none
+  /// is usable (no file, another CPU, other threads, corrupt). Empty otherwise.
+  std::string status;
+  bool stale_calibration = false;     ///< kNeedsCalibration: a cached file exists but cannot be used
+};
+
+/// Resolves a --hardware argument without measuring anything: "host" is this machine as
+/// calibrated (calibration.hpp), "host-spec" its theoretical peaks (host.hpp) with the measured
+/// DRAM bandwidth; both need a cached calibration, else the result is kNeedsCalibration and
+/// calibrate_if_needed (calibrate/calibrate.hpp) measures one. A path to an existing file (or
+/// anything ending in .json) is loaded as a spec file; otherwise it must be a built-in id or
+/// alias (kNotFound with the nearest ids).
+ResolvedHardware resolve_hardware(const std::string& id_or_path);
+/// Whether `id_or_path` names this machine ("host" or "host-spec").
+bool names_host(const std::string& id_or_path);
 
 }  // namespace neuralcost

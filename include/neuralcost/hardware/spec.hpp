@@ -25,6 +25,9 @@ struct HardwareSpec {
   std::string vendor;
   std::string device_type;  ///< gpu, cpu, soc-gpu, accelerator
   std::vector<std::string> aliases;
+  /// The names frameworks report for this part (CUDA's device name, e.g. "NVIDIA H100 80GB HBM3"):
+  /// how a run on cuda:N finds its spec when the user names none. Exact, case-insensitive.
+  std::vector<std::string> device_names;
   /// Highest dense rate per compute dtype, matrix units included (never 2:4-sparse figures).
   std::map<DType, double> peak_flops_per_second;
   /// Rate without matrix units, where it differs (used for ops that cannot use them).

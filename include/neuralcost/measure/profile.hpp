@@ -1,7 +1,9 @@
 // Profiling real runs: for each mode and batch, capture the ops that ran, analyse them on the
-// roofline, time the model under the timing contract, time each layer with the backend's
-// profiler, and record the contract. A run that fails is recorded with its error and the
-// others go on.
+// roofline, time the model under the timing contract on the run's device (with the device's
+// samplers around the timed phase), time each layer with the backend's profiler, and record the
+// contract. A run that fails is recorded with its error and the others go on. The checks of a
+// profile request (options, modes, device, hardware spec against device) are here too: the CLI
+// only parses and wires.
 #pragma once
 
 #include <cstdint>
@@ -11,8 +13,9 @@
 #include <vector>
 
 #include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/measure/outcome.hpp"
 #include "neuralcost/measure/timing.hpp"
-#include "neuralcost/registry.hpp"
+#include "neuralcost/backend.hpp"
 
 namespace neuralcost {
 
@@ -21,6 +24,10 @@ struct ProfileOptions {
   std::vector<std::int64_t> batches = {1};
   TimingOptions timing;
   int layer_runs = 20;                    ///< profiled passes for per-layer times (0: skip)
+  RunOptions run;                         ///< device, threads, worker deadline
+  /// Accept a hardware spec of another kind of device than run.device (each run then carries a
+  /// warning); refused otherwise (measure/device.hpp, check_hardware_matches).
+  bool allow_hardware_mismatch = false;
 };
 
 /// One framework op of a run (it may have become several op records).
@@ -42,10 +49,11 @@ struct ProfileRun {
   std::string mode;
   std::string model;
   std::int64_t batch = 0;
-  bool failed = false;
-  std::string error;              ///< why the run failed
+  std::string device = "cpu";
+  /// ok, mistrusted (the timing contract's and the roofline's reasons) or failed (its error).
+  Outcome outcome;
   Analysis analysis;              ///< of the ops that actually ran
-  TimingResult timing;
+  TimingResult timing;            ///< with the counters the device's samplers measured
   /// analysis lower bound / median time. Above 1 means the run beat the unfused bound (the
   /// framework fused or reused data in cache); only beating the fused bound is mistrusted.
   double efficiency = 0;
@@ -62,11 +70,27 @@ struct ProfileRun {
   std::vector<std::string> warnings;            ///< facts that distort this measurement
 };
 
-/// Throws kInvalidArgument naming the option when `options` cannot work with any backend.
+/// Throws kInvalidArgument naming the option when `options` cannot work with any backend
+/// (ranges of threads, budget, layer runs, worker deadline; batches; timing options; device name).
 void validate(const ProfileOptions& options);
 
-/// Profiles `base` (model, sizes, threads) on `backend` for every mode and batch of `options`.
+/// With several backends, a mode that none of them has is a typo: kInvalidArgument naming it.
+/// (With one backend, profile() names the backend's own modes.)
+void check_modes(const std::vector<const Backend*>& backends, const std::vector<std::string>& modes);
+
+/// Whether `model` is one of the reference networks (then --batch sizes it; a model file's batch
+/// is the first dimension of its first input shape).
+bool is_reference_model(const std::string& model);
+
+/// Profiles `base` (model, sizes) on `backend` (on options.run's device) for every mode and batch of `options`.
 std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base, const HardwareSpec& hardware,
                                 const ProfileOptions& options);
+
+/// profile() for every model of `models` on every backend, in that order of nesting. One backend:
+/// its errors are the caller's; several: a backend that cannot run (unavailable, no such mode
+/// or device) is recorded as failed runs and the others go on. A model file's batch is the first
+/// dimension of base.input_shapes[0] (1 without shapes); options.batches size the reference networks.
+std::vector<ProfileRun> profile_all(const std::vector<const Backend*>& backends, const std::vector<std::string>& models,
+                                    const ModelRequest& base, const HardwareSpec& hardware, const ProfileOptions& options);
 
 }  // namespace neuralcost

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "neuralcost/measure/counters.hpp"
+#include "neuralcost/measure/outcome.hpp"
 #include "neuralcost/measure/statistics.hpp"
 
 namespace neuralcost {
@@ -27,8 +29,6 @@ struct TimingOptions {
   double max_cv = 0.5;
 };
 
-enum class Verdict { kOk, kMistrusted };
-std::string_view verdict_name(Verdict verdict);
 
 struct TimingResult {
   std::vector<double> samples_seconds;
@@ -39,8 +39,9 @@ struct TimingResult {
   double sampling_seconds = 0;
   bool reached_target = false;       ///< the interval met target_relative_ci
   double clock_resolution_seconds = 0;
-  Verdict verdict = Verdict::kOk;
+  Verdict verdict = Verdict::kOk;    ///< kOk or kMistrusted: the timing contract's own verdict
   std::vector<std::string> reasons;  ///< why mistrusted (empty when ok)
+  Counters counters;                 ///< what the samplers measured over the sampling phase
 };
 
 /// The two hooks a backend gives the loop.
@@ -51,6 +52,8 @@ struct TimedCallable {
   /// (a worker process times the forward pass inside the framework's process, so that the
   /// protocol's round trip is not part of the sample). Samples are then these durations.
   std::function<std::optional<double>()> reported_seconds;
+  /// (optional) Started right before the first sample and stopped right after the last.
+  std::vector<Sampler*> samplers;
 };
 
 /// Throws kInvalidArgument naming the option when `options` cannot work.

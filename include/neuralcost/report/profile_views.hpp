@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "neuralcost/measure/comparison.hpp"
 #include "neuralcost/measure/profile.hpp"
 #include "neuralcost/report/views.hpp"
 
@@ -27,11 +28,10 @@ std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSp
 /// Only the summary table across runs.
 std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format format);
 
-/// Whether the runs come from more than one backend (then a comparison is shown).
-bool has_comparison(const std::vector<ProfileRun>& runs);
-/// Side by side: a row per model, batch and mode, a column per backend (median latency,
-/// efficiency, verdict), and whether the backends ran the same model (same parameter count
-/// and contraction FLOPs), with a warning line for each workload where they did not.
+/// Side by side (measure/comparison.hpp decides): a row per model, batch and mode, a column per
+/// backend (median latency, efficiency, verdict), and whether the backends ran the same model
+/// (same parameter count and contraction FLOPs), with a warning line for each workload where
+/// they did not.
 std::string render_comparison(const std::vector<ProfileRun>& runs, Format format);
 nlohmann::json comparison_json(const std::vector<ProfileRun>& runs);
 

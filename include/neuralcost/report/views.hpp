@@ -31,7 +31,8 @@ std::string render_analysis(const Analysis& analysis, Format format);
 ///   model        params   FLOPs    bytes    FLOP/B  bound   lower bound  fused    samples/s ≤
 ///   transformer  397.8 k  838.9 M  46.3 MB  18.1    memory  14.9 µs      11.0 µs  2.1 M
 std::string render_summary(const std::vector<Analysis>& analyses, Format format);
-/// The backends: name, modes, whether each can run on this machine (and why not), description.
+/// The backends: name, modes, whether each can run on this machine (and why not), the devices
+/// it offers here, description.
 /// Checks availability only (a plugin loads, a worker's Python exists); it starts no worker.
 std::string render_backends(const std::vector<const Backend*>& backends, Format format);
 /// The hardware database as a list: id, name, type, peaks, bandwidth, ridge point, aliases.

@@ -226,7 +226,12 @@ class LibTorchBackend final : public Backend {
   std::optional<std::string> unavailable_reason() const override { return std::nullopt; }
   std::vector<std::string> modes() const override { return {"eager", "compiled"}; }
 
-  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode) const override {
+  using Backend::prepare;
+  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode,
+                                         const RunOptions& run) const override {
+    if (run.device != "cpu") {
+      throw Error(ErrorCode::kNotFound, fmt::format("libtorch: no device '{}' (devices: cpu)", run.device));
+    }
     if (mode != "eager" && mode != "compiled") {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("libtorch: unknown mode '{}' (modes: eager, compiled)", mode));
@@ -235,7 +240,7 @@ class LibTorchBackend final : public Backend {
       throw Error(ErrorCode::kUnimplemented,
                   fmt::format("libtorch: dtype {} is not supported (fp32, fp64)", dtype_name(request.dtype)));
     }
-    if (request.threads > 0) at::set_num_threads(request.threads);
+    if (run.threads > 0) at::set_num_threads(run.threads);
     const auto& names = reference_model_names();
     try {
       if (std::find(names.begin(), names.end(), request.model) != names.end()) {

@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <deque>
+#include <filesystem>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -18,7 +21,6 @@ namespace {
 
 using json = nlohmann::json;
 using Seconds = std::chrono::duration<double>;
-constexpr int kProtocol = 1;
 constexpr double kHelloSeconds = 120;  // importing a framework on a busy machine
 
 std::string env_or(const char* name, const std::string& fallback) {
@@ -55,21 +57,58 @@ std::vector<double> durations(const json& reply, const char* field, std::size_t 
   return out;
 }
 
+/// Starts a worker for `framework` and checks its hello reply; returns the reply.
+json say_hello(WorkerProcess& process, const std::string& framework, double timeout) {
+  const json reply = process.request({{"cmd", "hello"}, {"protocol", kProtocol}}, Seconds(std::max(kHelloSeconds, timeout)));
+  if (reply.value("protocol", -1) != kProtocol || reply.value("framework", std::string()) != framework) {
+    throw Error(ErrorCode::kDataLoss, fmt::format("the {} worker answered hello with protocol {} and framework '{}'; "
+                                                  "expected protocol {} and '{}'",
+                                                  framework, reply.value("protocol", -1),
+                                                  reply.value("framework", std::string()), kProtocol, framework));
+  }
+  return reply;
+}
+
+/// The devices of a hello reply: id -> the framework's name for it.
+std::map<std::string, std::string> devices_of(const json& hello, const std::string& framework) {
+  std::map<std::string, std::string> out;
+  const auto it = hello.find("devices");
+  if (it == hello.end() || !it->is_array()) {
+    throw Error(ErrorCode::kDataLoss, fmt::format("the {} worker's hello reply has no 'devices' list", framework));
+  }
+  for (const json& d : *it) {
+    if (!d.is_object() || !d.contains("id") || !d["id"].is_string()) {
+      throw Error(ErrorCode::kDataLoss, fmt::format("the {} worker's hello reply has a device without an id: {}",
+                                                    framework, d.dump()));
+    }
+    out[d["id"].get<std::string>()] = d.value("name", std::string());
+  }
+  return out;
+}
+
+std::string device_list(const std::map<std::string, std::string>& devices) {
+  std::string s;
+  for (const auto& [id, name] : devices) s += (s.empty() ? "" : ", ") + id;
+  return s.empty() ? "none" : s;
+}
+
+WorkerProcess start_worker(const std::string& framework, const RunOptions& run) {
+  return WorkerProcess({python_interpreter(), "-m", "neuralcost_worker", framework},
+                       {{"PYTHONPATH", worker_directory()},
+                        {"NEURALCOST_THREADS", std::to_string(run.threads)},
+                        {"PYTHONUNBUFFERED", "1"}},
+                       fmt::format("the {} worker", framework));
+}
+
 class WorkerModel final : public PreparedModel {
  public:
-  WorkerModel(const std::string& framework, const ModelRequest& request, const std::string& mode)
-      : timeout_(request.worker_timeout_seconds),
-        process_({python_interpreter(), "-m", "neuralcost_worker", framework},
-                 {{"PYTHONPATH", worker_directory()},
-                  {"NEURALCOST_THREADS", std::to_string(request.threads)},
-                  {"PYTHONUNBUFFERED", "1"}},
-                 fmt::format("the {} worker", framework)) {
-    const json hello = process_.request({{"cmd", "hello"}, {"protocol", kProtocol}}, Seconds(std::max(kHelloSeconds, timeout_)));
-    if (hello.value("protocol", -1) != kProtocol || hello.value("framework", std::string()) != framework) {
-      throw Error(ErrorCode::kDataLoss, fmt::format("the {} worker answered hello with protocol {} and framework '{}'; "
-                                                    "expected protocol {} and '{}'",
-                                                    framework, hello.value("protocol", -1),
-                                                    hello.value("framework", std::string()), kProtocol, framework));
+  WorkerModel(const std::string& framework, const ModelRequest& request, const std::string& mode, const RunOptions& run)
+      : timeout_(run.worker_timeout_seconds), process_(start_worker(framework, run)) {
+    const json hello = say_hello(process_, framework, timeout_);
+    const std::map<std::string, std::string> devices = devices_of(hello, framework);
+    if (!devices.count(run.device)) {
+      throw Error(ErrorCode::kNotFound, fmt::format("the {} worker has no device '{}' (devices: {})", framework,
+                                                    run.device, device_list(devices)));
     }
     add_strings(environment_, hello["environment"], "");
     json shapes = json::array();
@@ -78,7 +117,7 @@ class WorkerModel final : public PreparedModel {
                                          {"mode", mode},         {"batch", request.batch},
                                          {"seq", request.seq},   {"width", request.width},
                                          {"depth", request.depth}, {"dtype", std::string(dtype_name(request.dtype))},
-                                         {"input_shapes", shapes}},
+                                         {"input_shapes", shapes}, {"device", run.device}},
                                         Seconds(timeout_));
     name_ = built.value("name", request.model);
     add_strings(environment_, built["environment"], "");
@@ -103,17 +142,17 @@ class WorkerModel final : public PreparedModel {
       for (double s : durations(reply, "seconds", static_cast<std::size_t>(n))) pending_.push_back(s), sum += s;
       overhead_.push_back((wall - sum) / n);
       passes_ = n;
+      faults_per_pass_ = reply.value("page_faults", 0.0) / n;
     }
     last_ = pending_.front();
     pending_.pop_front();
+    faults_ += faults_per_pass_;  // a pass counts when it is handed out, as its time does
   }
 
   std::optional<double> last_run_seconds() const override { return last_; }
 
-  double page_faults_per_run(int iterations) override {
-    const json reply = process_.request({{"cmd", "run"}, {"n", iterations}}, Seconds(timeout_ * iterations));
-    return reply.value("page_faults", 0.0) / iterations;
-  }
+  /// The worker's faults over the passes handed out so far (each request's spread evenly).
+  std::optional<double> page_faults() const override { return faults_; }
 
   OpGraph captured_graph() override {
     const json reply = process_.request({{"cmd", "capture"}}, Seconds(timeout_));
@@ -171,6 +210,8 @@ class WorkerModel final : public PreparedModel {
   std::deque<double> pending_;    ///< passes of the last run request not yet handed out
   std::vector<double> overhead_;  ///< per run request: (round trip - passes) / passes
   int passes_ = 0;
+  double faults_per_pass_ = 0;  ///< of the last run request
+  double faults_ = 0;           ///< over the passes handed out
 };
 
 }  // namespace
@@ -184,9 +225,62 @@ std::string python_interpreter() { return env_or("NEURALCOST_PYTHON", NEURALCOST
 std::string worker_directory() { return env_or("NEURALCOST_WORKER_DIR", NEURALCOST_PYTHON_DIR); }
 
 WorkerBackend::WorkerBackend(std::string name, std::string framework, std::string description,
-                             std::vector<std::string> modes, std::string compiled_mode)
+                             std::vector<std::string> modes, std::string compiled_mode, bool cuda)
     : name_(std::move(name)), framework_(std::move(framework)), description_(std::move(description)),
-      modes_(std::move(modes)), compiled_mode_(std::move(compiled_mode)) {}
+      modes_(std::move(modes)), compiled_mode_(std::move(compiled_mode)), cuda_(cuda) {}
+
+int visible_cuda_gpus(const std::string& root) {
+  // the driver's list, or (in a container without /proc/driver/nvidia) the device nodes
+  int listed = 0, nodes = 0;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/proc/driver/nvidia/gpus", ec)) {
+    (void)entry;
+    ++listed;
+  }
+  for (const auto& entry : std::filesystem::directory_iterator(root + "/dev", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.size() > 6 && name.rfind("nvidia", 0) == 0 &&
+        std::all_of(name.begin() + 6, name.end(), [](unsigned char c) { return std::isdigit(c); })) {
+      ++nodes;
+    }
+  }
+  int gpus = std::max(listed, nodes);
+  if (const char* visible = std::getenv("CUDA_VISIBLE_DEVICES")) {
+    // a list of indices or UUIDs; CUDA stops at the first invalid entry, which this does not check
+    int listed = 0;
+    for (std::string_view v = visible; !v.empty();) {
+      const auto comma = v.find(',');
+      if (!v.substr(0, comma).empty()) ++listed;
+      if (comma == std::string_view::npos) break;
+      v.remove_prefix(comma + 1);
+    }
+    gpus = std::min(gpus, listed);
+  }
+  return gpus;
+}
+
+std::vector<std::string> WorkerBackend::devices() const {
+  std::vector<std::string> d = {"cpu"};
+  if (!cuda_) return d;
+  for (int i = 0, n = visible_cuda_gpus(); i < n; ++i) d.push_back(fmt::format("cuda:{}", i));
+  return d;
+}
+
+std::optional<std::string> WorkerBackend::device_name(const std::string& device) const {
+  const std::lock_guard<std::mutex> lock(names_mutex_);
+  if (!names_) {
+    // the framework's own names for its devices, from one worker's hello
+    if (unavailable_reason()) return std::nullopt;
+    RunOptions run;
+    run.threads = 1;
+    WorkerProcess process = start_worker(framework_, run);
+    names_ = devices_of(say_hello(process, framework_, run.worker_timeout_seconds), framework_);
+    process.stop();
+  }
+  const auto it = names_->find(device);
+  if (it == names_->end() || it->second.empty()) return std::nullopt;
+  return it->second;
+}
 
 std::optional<std::string> WorkerBackend::unavailable_reason() const {
   const std::string python = python_interpreter();
@@ -206,16 +300,17 @@ std::vector<std::string> WorkerBackend::modes() const {
   return m;
 }
 
-std::unique_ptr<PreparedModel> WorkerBackend::prepare(const ModelRequest& request, const std::string& mode) const {
+std::unique_ptr<PreparedModel> WorkerBackend::prepare(const ModelRequest& request, const std::string& mode,
+                                                      const RunOptions& run) const {
   const std::string own = mode == "compiled" ? compiled_mode_ : mode;
   if (std::find(modes_.begin(), modes_.end(), own) == modes_.end()) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: unknown mode '{}'", name_, mode));
   }
-  if (!(request.worker_timeout_seconds > 0)) {
+  if (!(run.worker_timeout_seconds > 0)) {
     throw Error(ErrorCode::kInvalidArgument, "--worker-timeout must be more than 0 seconds");
   }
   if (auto why = unavailable_reason()) throw Error(ErrorCode::kUnimplemented, fmt::format("{}: {}", name_, *why));
-  return std::make_unique<WorkerModel>(framework_, request, own);
+  return std::make_unique<WorkerModel>(framework_, request, own, run);
 }
 
 }  // namespace neuralcost::worker

@@ -4,12 +4,19 @@
 // inside the worker.
 #pragma once
 
+#include <map>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "neuralcost/registry.hpp"
+#include "neuralcost/backend.hpp"
 
 namespace neuralcost::worker {
+
+/// The protocol version this tool speaks (docs/worker-protocol.md); 2: devices in hello, a
+/// device in build. The worker's PROTOCOL (python/neuralcost_worker/__init__.py) must match.
+inline constexpr int kProtocol = 2;
 
 /// Where the workers' Python comes from: $NEURALCOST_PYTHON, else the project's .venv.
 std::string python_interpreter();
@@ -26,20 +33,35 @@ int passes_per_request(double last_seconds);
 class WorkerBackend final : public Backend {
  public:
   /// `framework`: the worker's name for it (jax, tensorflow, torch); `modes`: the framework's
-  /// own, eager first; "compiled" is accepted as another name for `compiled_mode`.
+  /// own, eager first; "compiled" is accepted as another name for `compiled_mode`. `cuda`: the
+  /// worker can run on CUDA GPUs (then devices() lists the ones this machine shows, and the
+  /// worker confirms the one asked for in its hello).
   WorkerBackend(std::string name, std::string framework, std::string description, std::vector<std::string> modes,
-                std::string compiled_mode);
+                std::string compiled_mode, bool cuda = false);
 
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   std::optional<std::string> unavailable_reason() const override;
   std::vector<std::string> modes() const override;
-  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode) const override;
+  /// cpu, and with `cuda` a cuda:N for each NVIDIA GPU this machine shows (visible_cuda_gpus).
+  std::vector<std::string> devices() const override;
+  /// The framework's name for `device`, from a worker's hello (started once, on first use).
+  std::optional<std::string> device_name(const std::string& device) const override;
+  using Backend::prepare;
+  std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode,
+                                         const RunOptions& run) const override;
 
  private:
   std::string name_, framework_, description_;
   std::vector<std::string> modes_;
   std::string compiled_mode_;
+  bool cuda_ = false;
+  mutable std::mutex names_mutex_;
+  mutable std::optional<std::map<std::string, std::string>> names_;  ///< device id -> name, from hello
 };
+
+/// NVIDIA GPUs the driver lists under `root`/proc/driver/nvidia/gpus (or, where that is not
+/// mounted, the /dev/nvidiaN nodes), capped by the entries of $CUDA_VISIBLE_DEVICES when set.
+int visible_cuda_gpus(const std::string& root = "");
 
 }  // namespace neuralcost::worker

@@ -1,5 +1,5 @@
 // Atomic result files: write to PATH.tmp.PID, flush, rename over PATH.
-#include "neuralcost/report/output_file.hpp"
+#include "neuralcost/core/atomic_file.hpp"
 
 #include <unistd.h>
 

@@ -3,7 +3,7 @@
 // the core name it chose is recorded with the result. Both libraries are loaded when a
 // calibration first needs them (OpenBLAS starts its thread pool when loaded; no other command
 // should have it); their headers give the signatures.
-#include "hardware/gemm_ceiling.hpp"
+#include "calibrate/gemm_ceiling.hpp"
 
 #include <cblas.h>
 #include <dlfcn.h>

@@ -1,8 +1,8 @@
-// Calibration runs (see calibration.hpp): one pinned OpenMP thread per CPU, all running the same
+// Calibration runs (see calibrate.hpp): one pinned OpenMP thread per CPU, all running the same
 // kernel between barriers; a run's time is the slowest thread's. Buffers are allocated once at
 // the DRAM size, first touched by the thread that uses them (so page faults, slow in VMs, are
 // never timed) and reused by every smaller level as a prefix.
-#include "neuralcost/hardware/calibration.hpp"
+#include "neuralcost/calibrate/calibrate.hpp"
 
 #include <omp.h>
 #include <sched.h>
@@ -17,8 +17,8 @@
 
 #include <fmt/format.h>
 
-#include "hardware/calibration_kernels.hpp"
-#include "hardware/gemm_ceiling.hpp"
+#include "calibrate/calibration_kernels.hpp"
+#include "calibrate/gemm_ceiling.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/measure/environment.hpp"
 #include "neuralcost/version.hpp"
@@ -196,13 +196,6 @@ std::string read_line(const std::string& path) {
 
 }  // namespace
 
-std::string host_fingerprint(const HostDescription& h) {
-  std::string isa;
-  for (const auto& e : h.isa) isa += (isa.empty() ? "" : ",") + e;
-  return fmt::format("{} | family {} model {} part {} | {} CPUs | {}", h.model, h.family, h.model_number,
-                     h.cpu_part.empty() ? "-" : h.cpu_part, h.logical_cpus, isa);
-}
-
 Calibration calibrate(const HostDescription& host, const CalibrationOptions& options) {
   const auto began = Clock::now();
   Calibration c;
@@ -339,51 +332,6 @@ Calibration calibrate(const HostDescription& host, const CalibrationOptions& opt
   }
   c.seconds = std::chrono::duration<double>(Clock::now() - began).count();
   return c;
-}
-
-HardwareSpec calibrated_spec(const HostDescription& host, const Calibration& c) {
-  HardwareSpec s = theoretical_host_spec(host);
-  s.id = "host";
-  s.name = fmt::format("this machine (calibrated): {} ({} cores)", host.model, host.cores);
-  s.origin = "calibrated";
-  s.peak_flops_per_second.clear();
-  for (auto it = s.sources.begin(); it != s.sources.end();) {
-    it = it->first.rfind("peak_flops_per_second.", 0) == 0 ? s.sources.erase(it) : std::next(it);
-  }
-  s.notes.clear();
-  const std::map<std::string, DType> dtypes = {{"fp32", DType::kFp32}, {"fp64", DType::kFp64}, {"bf16", DType::kBf16}};
-  for (const auto& [name, m] : c.fma) {
-    s.peak_flops_per_second[dtypes.at(name)] = m.best;
-    s.sources["peak_flops_per_second." + name] =
-        fmt::format("measured {}: {} threads of independent {} FMAs ({}), best of {} runs (spread {:.1f}%)", c.created,
-                    c.threads, name, c.kernel_isa, m.runs, m.spread * 100);
-  }
-  if (host.has("avx512_vnni") && c.fma.count("fp32")) {
-    s.peak_flops_per_second[DType::kInt8] = 4 * c.fma.at("fp32").best;
-    s.sources["peak_flops_per_second.int8"] = "four times the measured FP32 peak (VNNI int8 dot products; not measured)";
-  }
-  const BandwidthLevel& dram = c.levels.back();
-  s.memory_bandwidth_bytes_per_second = dram.triad.best;
-  s.sources["memory_bandwidth_bytes_per_second"] = fmt::format(
-      "measured {}: triad over {:.0f} MiB on {} threads, best of {} runs (spread {:.1f}%; plain STREAM triad {:.1f} GB/s)",
-      c.created, dram.working_set_bytes / (1 << 20), c.threads, dram.triad.runs, dram.triad.spread * 100,
-      c.stream_triad.best / 1e9);
-  s.caches.clear();
-  for (const BandwidthLevel& level : c.levels) {
-    if (level.name == "DRAM") continue;
-    s.caches.push_back({level.name, level.size_bytes, level.triad.best});
-    s.sources["caches." + level.name + ".bandwidth_bytes_per_second"] =
-        fmt::format("measured: triad over {:.0f} KiB in all, best of {}", level.working_set_bytes / 1024, level.triad.runs);
-  }
-  for (const GemmCeiling& g : c.gemm) {
-    s.notes.push_back(fmt::format("GEMM ceiling {} {} n={}: {:.1f} GFLOP/s", g.library, g.dtype, g.n,
-                                  g.flops_per_second.best / 1e9));
-  }
-  s.notes.insert(s.notes.begin(), fmt::format("Calibrated {} ({}, {} threads, clock {:.2f} GHz measured): measured "
-                                              "ceilings; `--hardware host-spec` gives the theoretical ones.",
-                                              c.created, c.quick ? "quick" : "full", c.threads, c.clock_ghz));
-  for (const std::string& w : c.warnings) s.notes.push_back("warning: " + w);
-  return s;
 }
 
 }  // namespace neuralcost

@@ -1,6 +1,6 @@
 // The calibration kernels (see calibration_kernels.hpp). Each x86 variant is compiled for its
 // instruction set with a target attribute and called only when the CPU reports it.
-#include "hardware/calibration_kernels.hpp"
+#include "calibrate/calibration_kernels.hpp"
 
 // GCC 12 reports its own AVX-512 headers (_mm512_undefined_*) as using uninitialised values
 #pragma GCC diagnostic ignored "-Wuninitialized"

@@ -1,0 +1,105 @@
+// The backend interface: a framework that runs and times a model on a device. Where
+// measurements come from; the timing loop, statistics and checks that every backend shares are
+// in measure/. The one list of backends is in registry.hpp.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "neuralcost/importer.hpp"
+
+namespace neuralcost {
+
+/// The version of the Backend and PreparedModel interfaces a backend plugin is built against.
+/// A plugin exports it (NEURALCOST_PLUGIN_API_VERSION below); the loader refuses a plugin whose
+/// version differs, since calling through a changed vtable would crash. Bump it with every
+/// change to this header's classes.
+inline constexpr int kPluginApiVersion = 2;
+
+/// The run options: how a backend runs a model (the model itself is the ModelRequest).
+struct RunOptions {
+  std::string device = "cpu";   ///< one of Backend::devices(): "cpu", "cuda:0", ...
+  int threads = 0;              ///< intra-op threads; 0 = the library's default
+  double worker_timeout_seconds = 300;  ///< a worker process's deadline per request
+};
+
+/// Per-layer times from a backend's profiler over several runs of one model.
+struct LayerTiming {
+  std::vector<std::string> event_names;        ///< top-level framework ops, in execution order
+  std::vector<std::vector<double>> seconds;    ///< [event][run]
+  std::vector<double> wall_seconds;            ///< [run]: the whole profiled forward pass
+  /// [run]: a plain pass run right before each profiled one, so that the profiler's overhead
+  /// is measured against passes taken at the same moment (empty if the backend cannot)
+  std::vector<double> plain_wall_seconds;
+};
+
+/// A model loaded by a backend, ready to run.
+class PreparedModel {
+ public:
+  virtual ~PreparedModel() = default;
+  /// One forward pass (its work may still be in flight on an accelerator).
+  virtual void run() = 0;
+  /// (optional) Waits until the work of run() is done; a no-op on the CPU.
+  virtual void synchronize() {}
+  /// Runs once while recording the ops that execute, and returns them with their shapes as an
+  /// op graph. Each record has an integer attribute "event": the index of the framework op
+  /// it came from, as counted in profile_layers().
+  virtual OpGraph captured_graph() = 0;
+  /// (optional) Runs `runs` times under the framework's profiler: per-op and whole-pass times.
+  virtual LayerTiming profile_layers(int runs) {
+    (void)runs;
+    return {};
+  }
+  /// (optional) Facts that belong in a benchmark contract: versions, thread counts, BLAS.
+  virtual std::map<std::string, std::string> environment() const { return {}; }
+  /// (optional) The duration of the last run() by the backend's own clock, when the backend
+  /// times itself (a worker process); empty when this process's clock is the one to use.
+  virtual std::optional<double> last_run_seconds() const { return std::nullopt; }
+  /// Page faults (minor + major) so far in the process that runs the model, for the page-fault
+  /// sampler of the CPU's run environment (measure/device.hpp). By default this process's; a
+  /// worker counts those of its own passes. Empty when unknown.
+  virtual std::optional<double> page_faults() const;
+  /// (optional) How the run's time is synchronised, for the contract.
+  virtual std::string synchronisation() const {
+    return "none needed: CPU ops return when their results are written";
+  }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;         ///< "libtorch", "jax", ...
+  virtual std::string_view description() const = 0;
+  /// Empty when the backend can run on this machine, otherwise why it cannot.
+  virtual std::optional<std::string> unavailable_reason() const = 0;
+  /// The modes prepare() accepts, the default first ("eager", "compiled", ...).
+  virtual std::vector<std::string> modes() const = 0;
+  /// The devices prepare() accepts on this machine, "cpu" first ("cuda:0", ...).
+  virtual std::vector<std::string> devices() const { return {"cpu"}; }
+  /// (optional) The name the framework gives `device` ("NVIDIA H100 80GB HBM3"), from which
+  /// the device's hardware spec is found; empty when the backend cannot tell.
+  virtual std::optional<std::string> device_name(const std::string& device) const {
+    (void)device;
+    return std::nullopt;
+  }
+  /// Loads or builds the model in `mode` on `run.device`. Throws neuralcost::Error naming the
+  /// file or option.
+  virtual std::unique_ptr<PreparedModel> prepare(const ModelRequest& model, const std::string& mode,
+                                                 const RunOptions& run) const = 0;
+  /// prepare() with the default run options (cpu, the library's threads).
+  std::unique_ptr<PreparedModel> prepare(const ModelRequest& model, const std::string& mode) const {
+    return prepare(model, mode, RunOptions{});
+  }
+};
+
+}  // namespace neuralcost
+
+/// Exports the plugin API version from a backend plugin; the loader reads it before anything else.
+#define NEURALCOST_PLUGIN_API_VERSION                                                               \
+  extern "C" __attribute__((visibility("default"))) int neuralcost_plugin_api_version() {           \
+    return ::neuralcost::kPluginApiVersion;                                                         \
+  }

@@ -1,0 +1,41 @@
+// The importer interface: a model (a built-in network, a file) in, an op graph out. The one
+// list of importers is in registry.hpp.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "neuralcost/core/graph.hpp"
+
+namespace neuralcost {
+
+/// The model options: what the user asked for, a model name or file and the sizes to build it
+/// at. How a backend runs it (device, threads, deadlines) is in RunOptions (backend.hpp).
+struct ModelRequest {
+  std::string model;  ///< "transformer", "model.onnx", ...
+  std::int64_t batch = 1;
+  std::int64_t seq = 32;
+  std::int64_t width = 128;
+  std::int64_t depth = 2;
+  DType dtype = DType::kFp32;
+  std::vector<Shape> input_shapes;  ///< for model files: one shape per input
+  std::map<std::string, Shape> named_inputs;    ///< for model files: input name -> shape
+  std::map<std::string, std::int64_t> dims;     ///< symbolic dimension name -> value
+  bool structure_only = false;      ///< do not touch weight payloads (external data files)
+};
+
+class Importer {
+ public:
+  virtual ~Importer() = default;
+  virtual std::string_view name() const = 0;         ///< "reference", "onnx", ...
+  virtual std::string_view description() const = 0;  ///< one line for --help and listings
+  /// True when this importer is the one for `request.model` (a name it knows, a file type).
+  virtual bool accepts(const ModelRequest& request) const = 0;
+  /// Builds the op graph. Throws neuralcost::Error naming file, node and field on bad input.
+  virtual OpGraph import(const ModelRequest& request) const = 0;
+};
+
+}  // namespace neuralcost

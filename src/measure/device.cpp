@@ -1,0 +1,182 @@
+// Devices in the run interface (see device.hpp): names, the spec that follows a device, the
+// mismatch check, and the run environments of the CPU and of CUDA devices.
+#include "neuralcost/measure/device.hpp"
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/measure/environment.hpp"
+
+namespace neuralcost {
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+/// Page faults per timed iteration in the process that runs the model (PreparedModel::page_faults).
+class PageFaultSampler final : public Sampler {
+ public:
+  explicit PageFaultSampler(PreparedModel& model) : model_(model) {}
+  void start() override { before_ = model_.page_faults(); }
+  void stop(int iterations, double, Counters& out) override {
+    const std::optional<double> after = model_.page_faults();
+    if (!before_ || !after || iterations < 1) return;
+    out.push_back({"page_faults", (*after - *before_) / iterations, "faults", Counter::Kind::kPerIteration});
+  }
+
+ private:
+  PreparedModel& model_;
+  std::optional<double> before_;
+};
+
+/// The CPU: this machine's facts, its BLAS and thread pools, page faults of the timed phase.
+class CpuEnvironment final : public RunEnvironment {
+ public:
+  std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel& model) const override {
+    std::vector<std::unique_ptr<Sampler>> s;
+    s.push_back(std::make_unique<PageFaultSampler>(model));
+    return s;
+  }
+
+  std::string clock(const TimingResult& timing) const override {
+    if (timing.backend_clock) return "the backend's own clock around each forward pass (a worker: time.perf_counter_ns)";
+    return fmt::format("std::chrono::steady_clock, resolution {:.3g} s", timing.clock_resolution_seconds);
+  }
+
+  void describe(std::map<std::string, std::string>& c, const Counters& counters,
+                std::vector<std::string>& warnings) const override {
+    EnvironmentFacts env = detect_environment();
+    // a backend in another process (a worker) says which BLAS it loaded; else it is this process's
+    check_blas(env, c.count("blas_library") ? c["blas_library"] : loaded_blas_library());
+    const Counter* faults = find_counter(counters, "page_faults");
+    if (faults) check_page_faults(env, faults->value);
+    const int intra = c.count("intra_op_threads") ? std::atoi(c["intra_op_threads"].c_str()) : 1;
+    const int blas = c.count("openblas_threads") ? std::atoi(c["openblas_threads"].c_str()) : 1;
+    check_oversubscription(env, intra, blas);
+    for (const auto& [k, v] : env.variables) c[k == "blas_library" ? k : "env." + k] = v;
+    c["cpu_model"] = env.cpu_model;
+    c["logical_cpus"] = std::to_string(env.logical_cpus);
+    c["virtual_machine"] = env.virtual_machine ? "yes" : "no";
+    // kept under its old name: the contract is read by scripts
+    c["page_faults_per_iteration"] = faults ? fmt::format("{:.1f}", faults->value) : "unknown";
+    warnings.insert(warnings.end(), env.warnings.begin(), env.warnings.end());
+  }
+};
+
+/// A CUDA device reached through a backend that synchronises each pass itself (the torch worker).
+/// Its samples are that backend's clock around a synchronised pass; CUDA-event timing, the GPU's
+/// clocks and its counters belong here when a backend reports them.
+class CudaEnvironment final : public RunEnvironment {
+ public:
+  explicit CudaEnvironment(std::string device) : device_(std::move(device)) {}
+  std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel&) const override { return {}; }
+  std::string clock(const TimingResult& timing) const override {
+    if (timing.backend_clock) {
+      return "the backend's own clock around each forward pass, after the device synchronised (a worker: "
+             "time.perf_counter_ns)";
+    }
+    return fmt::format("std::chrono::steady_clock around each synchronised pass, resolution {:.3g} s",
+                       timing.clock_resolution_seconds);
+  }
+  void describe(std::map<std::string, std::string>& c, const Counters&, std::vector<std::string>&) const override {
+    const EnvironmentFacts env = detect_environment();
+    c["host_cpu_model"] = env.cpu_model;
+    c["cuda_device_index"] = device_.substr(device_.find(':') + 1);
+  }
+
+ private:
+  std::string device_;
+};
+
+}  // namespace
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return {name, "cpu", -1};
+  if (name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() <= 8 &&
+      std::all_of(name.begin() + 5, name.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    return {name, "cuda", std::atoi(name.c_str() + 5)};
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("--device '{}' is not a device name: cpu, or cuda:N for the N-th CUDA GPU", name));
+}
+
+std::string_view spec_type_for(const Device& device) { return device.kind == "cpu" ? "cpu" : "gpu"; }
+
+void check_device_offered(const Backend& backend, const std::string& device) {
+  parse_device(device);
+  const std::vector<std::string> offered = backend.devices();
+  if (std::find(offered.begin(), offered.end(), device) == offered.end()) {
+    throw Error(ErrorCode::kNotFound, fmt::format("backend '{}' has no device '{}' on this machine (devices: {})",
+                                                  backend.name(), device,
+                                                  offered.empty() ? "none" : fmt::format("{}", fmt::join(offered, ", "))));
+  }
+}
+
+std::string default_hardware_for(const std::vector<const Backend*>& backends, const std::string& device) {
+  const Device d = parse_device(device);
+  if (d.kind == "cpu") return "host";
+  std::optional<std::string> gpu;
+  for (const Backend* b : backends) {
+    const std::vector<std::string> offered = b->devices();
+    if (std::find(offered.begin(), offered.end(), device) == offered.end()) continue;
+    gpu = b->device_name(device);
+    break;
+  }
+  if (!gpu) {
+    throw Error(ErrorCode::kNotFound, fmt::format("no backend of --backend can tell which GPU {} is: name its spec "
+                                                  "with --hardware (see `neural-cost hardware list`)",
+                                                  device));
+  }
+  const HardwareDatabase& db = HardwareDatabase::builtin();
+  if (const HardwareSpec* s = db.find_device_name(*gpu)) return s->id;
+  if (const HardwareSpec* s = db.find(*gpu)) return s->id;
+  const std::string key = lower(*gpu);
+  for (const HardwareSpec& s : db.specs()) {
+    if (lower(s.name) == key) return s.id;
+  }
+  throw Error(ErrorCode::kNotFound, fmt::format("{} is '{}', which the built-in hardware database does not name: "
+                                                "choose its spec with --hardware (an id of `neural-cost hardware "
+                                                "list` or a spec file)",
+                                                device, *gpu));
+}
+
+std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, const std::string& device,
+                                                  bool allow_mismatch) {
+  const Device d = parse_device(device);
+  const std::string_view wanted = spec_type_for(d);
+  if (spec.device_type == wanted) return std::nullopt;
+  const std::string what = fmt::format("the hardware spec '{}' is a {} ({}), but the run is on {}, a {}", spec.id,
+                                       spec.device_type.empty() ? "device of unknown type" : spec.device_type,
+                                       spec.name, device, wanted);
+  if (!allow_mismatch) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: its roofline would not be this device's. Omit --hardware to use the device's own "
+                            "spec, or add --allow-hardware-mismatch to compare against another device's roofline",
+                            what));
+  }
+  return what + ": the roofline, efficiencies and bounds are that other device's, not this run's";
+}
+
+std::unique_ptr<RunEnvironment> run_environment(const std::string& device) {
+  const Device d = parse_device(device);
+  if (d.kind == "cpu") return std::make_unique<CpuEnvironment>();
+  return std::make_unique<CudaEnvironment>(d.name);
+}
+
+std::optional<double> PreparedModel::page_faults() const {
+  rusage u{};
+  if (getrusage(RUSAGE_SELF, &u) != 0) return std::nullopt;
+  return static_cast<double>(u.ru_minflt + u.ru_majflt);
+}
+
+}  // namespace neuralcost
