@@ -103,6 +103,8 @@ class WorkerModel final : public PreparedModel {
       for (double s : durations(reply, "seconds", static_cast<std::size_t>(n))) pending_.push_back(s), sum += s;
       overhead_.push_back((wall - sum) / n);
       passes_ = n;
+      // the framework's evidence of what the passes ran (compiled programs; protocol 1, optional)
+      if (const auto it = reply.find("execution"); it != reply.end()) add_strings(environment_, *it, "execution.");
     }
     last_ = pending_.front();
     pending_.pop_front();
