@@ -1,4 +1,4 @@
-"""The five reference networks of shared/reference-models.md in PyTorch (torch.nn), built the
+"""The five reference networks of docs/reference-networks.md in PyTorch (torch.nn), built the
 same way as the C++ LibTorch twins (src/backends/libtorch/reference_modules.cpp): same layers,
 same parameter counts, same contraction FLOPs. Works with Debian's torch 1.13 and PyPI's 2.x.
 

@@ -121,6 +121,13 @@ class Model:
             with jax.disable_jit():
                 jax.block_until_ready(self.forward(self.params, self.x))
 
+    def execution(self):
+        """What the passes ran, by JAX's own count: the executables jax.jit compiled for the forward
+        function (none op by op; one in jit mode, unless a pass retraced)."""
+        if self.compiled is None:
+            return {"compiled_programs": 0, "compiler": "none (jax.disable_jit: op by op)"}
+        return {"compiled_programs": self.compiled._cache_size(), "compiler": "jax.jit (XLA)"}
+
     def memory(self):
         stats = jax.devices()[0].memory_stats()
         return {k: v for k, v in (stats or {}).items() if isinstance(v, numbers.Number)}

@@ -1,4 +1,4 @@
-"""The five reference networks of shared/reference-models.md in plain JAX (jax.numpy and jax.lax,
+"""The five reference networks of docs/reference-networks.md in plain JAX (jax.numpy and jax.lax,
 no Flax): the same layers, parameter counts and contraction FLOPs as python/reference_torch.py and
 the C++ static models. Parameters are a nested dict whose flattened paths are the PyTorch names
 ("linears.0.weight", "recurrent.weight_hh_l1", "layers.0.self_attn.in_proj_weight"); weights are

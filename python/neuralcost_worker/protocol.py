@@ -144,7 +144,11 @@ class Worker:
             seconds.append((clock() - t0) * 1e-9)
         after = resource.getrusage(resource.RUSAGE_SELF)
         faults = (after.ru_minflt - before.ru_minflt) + (after.ru_majflt - before.ru_majflt)
-        return {"seconds": seconds, "page_faults": faults}
+        reply = {"seconds": seconds, "page_faults": faults}
+        execution = getattr(self.model, "execution", None)
+        if execution is not None:  # the framework's own evidence of what ran (docs/worker-protocol.md)
+            reply["execution"] = {k: str(v) for k, v in execution().items()}
+        return reply
 
     def run(self, req):
         return self._timed(req.get("n", 1))

@@ -128,6 +128,24 @@ class Model:
         for y in tf.nest.flatten(self.fn(self.x)):
             y.numpy()
 
+    def execution(self):
+        """What the passes ran, by TensorFlow's own count: the graphs tf.function traced for the
+        forward (none op by op; one in the compiled modes, unless a pass retraced). In xla mode the
+        traced function must compile (`_XlaMustCompile`: TensorFlow raises instead of falling back
+        to the graph) and XLA's optimized HLO of it has that many instructions."""
+        if self.mode == "eager":
+            return {"compiled_programs": 0, "compiler": "none (eager)"}
+        facts = {"compiled_programs": self.fn.experimental_get_tracing_count(), "compiler": "tf.function graph"}
+        if self.mode == "xla":
+            if not hasattr(self, "_xla"):
+                concrete = self.fn.get_concrete_function(self.spec)
+                hlo = self.fn.experimental_get_compiler_ir(self.x)(stage="optimized_hlo")
+                self._xla = {"compiler": "tf.function(jit_compile=True), XLA",
+                             "xla_must_compile": str(concrete.function_def.attr["_XlaMustCompile"].b).lower(),
+                             "xla_hlo_instructions": sum(1 for line in hlo.splitlines() if " = " in line)}
+            facts.update(self._xla)
+        return facts
+
     def memory(self):
         for device in ("GPU:0", "CPU:0"):
             try:

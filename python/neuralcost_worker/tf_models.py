@@ -1,4 +1,4 @@
-"""The five reference networks of shared/reference-models.md in TensorFlow, mirroring
+"""The five reference networks of docs/reference-networks.md in TensorFlow, mirroring
 python/reference_torch.py layer for layer: same parameter counts, same contraction FLOPs. They
 are tf.Modules of tf.Variables and raw tf ops (no Keras layers), so the graph a tf.function
 traces holds a small, known set of op types (src/backends/capture/tf_mapping.cpp maps them).

@@ -234,6 +234,16 @@ class _Model:
         if self.cuda:
             torch.cuda.synchronize(self.device)
 
+    def execution(self):
+        """What the passes ran, by TorchDynamo's own counters: the graphs torch.compile captured and
+        compiled (none in eager mode), and the graph breaks that left parts to eager Python."""
+        if self.mode != "compile":
+            return {"compiled_programs": 0, "compiler": "none (eager)"}
+        from torch._dynamo.utils import counters
+        return {"compiled_programs": counters["stats"]["unique_graphs"],
+                "graph_breaks": sum(counters["graph_break"].values()),
+                "compiler": "torch.compile (TorchDynamo, Inductor)"}
+
     def _namer(self):
         names = {}
         for n, p in self.net.named_parameters():

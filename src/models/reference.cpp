@@ -1,4 +1,4 @@
-// The reference networks of shared/reference-models.md, built with torch::nn's structure and
+// The reference networks of docs/reference-networks.md, built with torch::nn's structure and
 // names so that captured graphs from the framework backends line up op for op.
 #include "neuralcost/models/reference.hpp"
 

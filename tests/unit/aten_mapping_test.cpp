@@ -36,7 +36,7 @@ TEST(AtenMappingTest, FusedEncoderLayerIsDecomposedIntoItsContractions) {
   call.outputs = {tensor("%0", {1, 32, e})};
   const Analysis a = analyze_calls({call});
   EXPECT_TRUE(a.complete());
-  // shared/reference-models.md: 13,107,200 contraction FLOPs per layer and sample
+  // docs/reference-networks.md: 13,107,200 contraction FLOPs per layer and sample
   EXPECT_EQ(a.totals.contraction_flops, 13107200u);
   EXPECT_EQ(a.totals.parameter_count, 198272u);
   for (const OpRecord& op : a.graph.ops()) EXPECT_EQ(op.attributes.get_int("event"), 0);

@@ -61,7 +61,7 @@ TEST(CostModelTest, LinearAddsOneFlopPerOutputForBias) {
 }
 
 TEST(CostModelTest, Conv2dMatchesReferenceDocument) {
-  // cnn conv1 of shared/reference-models.md: 2*64*32*32*3*9 = 3,538,944 per sample
+  // cnn conv1 of docs/reference-networks.md: 2*64*32*32*3*9 = 3,538,944 per sample
   OpRecord r = op("conv1", OpKind::kConv, {t("x", {1, 3, 32, 32})}, {t("y", {1, 64, 32, 32})},
                   {p("w", {64, 3, 3, 3}), p("b", {64})});
   r.attributes.set("padding", I{1});

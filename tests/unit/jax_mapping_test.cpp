@@ -59,7 +59,7 @@ TEST(JaxMappingTest, AttentionDotGeneralsCountTheReferenceScoreFlops) {
   const Analysis a = analyze_ops({dot_general(tensor("q", s), tensor("k", s), tensor("scores", s), {3}, {3}, {0, 1}, {0, 1}),
                                   dot_general(tensor("scores", s), tensor("v", s), tensor("out", s), {3}, {2}, {0, 1}, {0, 1})});
   ASSERT_TRUE(a.complete());
-  // shared/reference-models.md: Q.K^T 262,144 and scores.V 262,144 per layer and sample
+  // docs/reference-networks.md: Q.K^T 262,144 and scores.V 262,144 per layer and sample
   EXPECT_EQ(a.ops[0].cost.contraction_flops, 262144u);
   EXPECT_EQ(a.ops[1].cost.contraction_flops, 262144u);
   for (const OpRecord& r : a.graph.ops()) EXPECT_EQ(r.kind, OpKind::kMatMul);

@@ -1,4 +1,4 @@
-// The reference networks against shared/reference-models.md (defaults) and against closed-form
+// The reference networks against docs/reference-networks.md (defaults) and against closed-form
 // counts for other widths, depths and sequence lengths.
 #include "neuralcost/models/reference.hpp"
 
@@ -30,7 +30,7 @@ ReferenceOptions model(const std::string& name, std::int64_t batch = 1) {
   return o;
 }
 
-// The tables of shared/reference-models.md, typed in from the document.
+// The tables of docs/reference-networks.md, typed in from the document.
 TEST(ReferenceModelsTest, DefaultsMatchTheDocumentExactly) {
   const std::vector<std::tuple<std::string, std::uint64_t, std::uint64_t>> doc = {
       {"ff", 118794, 236032},

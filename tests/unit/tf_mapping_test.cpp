@@ -52,7 +52,7 @@ TEST(TfMappingTest, FourDimensionalBatchMatMulCountsEveryHead) {
 }
 
 TEST(TfMappingTest, ChannelsLastConv2DCountsExactFlops) {
-  // shared/reference-models.md, cnn conv1: 2*64*32*32*3*9 = 3,538,944
+  // docs/reference-networks.md, cnn conv1: 2*64*32*32*3*9 = 3,538,944
   const Analysis a = analyze_ops({op("Conv2D", {tensor("input0", {1, 32, 32, 3}), tensor("conv.w", {3, 3, 3, 64}, true)},
                                      {tensor("Conv2D:0", {1, 32, 32, 64})},
                                      {{"strides", ints({1, 1, 1, 1})}, {"dilations", ints({1, 1, 1, 1})},

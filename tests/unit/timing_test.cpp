@@ -1,13 +1,19 @@
-// The timing loop with scripted work: deterministic "durations" come from a fake workload
-// that sleeps or spins for known times, so verdicts can be checked.
+// The timing loop with scripted work: the samples are durations a fake backend reports through
+// the `reported_seconds` hook (as a worker does), so medians, intervals, stopping points and
+// verdicts are exact and do not depend on how busy the machine is. Only the wall-clock parts
+// of the contract (warm-up by time, the sampling budget, the clock's resolution) read the
+// clock, and they are checked by what must hold whatever the load.
 #include "neuralcost/measure/timing.hpp"
 
+#include <algorithm>
 #include <chrono>
+#include <cstddef>
+#include <functional>
+#include <optional>
 #include <thread>
+#include <vector>
 
 #include <gmock/gmock.h>
-#include <optional>
-
 #include <gtest/gtest.h>
 
 #include "neuralcost/core/error.hpp"
@@ -16,12 +22,21 @@ namespace neuralcost {
 namespace {
 
 using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
 
-void spin_for(double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
+/// A backend that times itself: pass i (counting warm-up passes) "takes" duration(i) seconds.
+/// Records how often the loop ran and synchronised it.
+struct ScriptedBackend {
+  std::function<double(int)> duration;
+  int runs = 0, syncs = 0;
+  std::optional<int> last;  ///< the pass reported_seconds() describes
+
+  TimedCallable callable() {
+    return {[this] { last = runs++; },
+            [this] { ++syncs; },
+            [this]() -> std::optional<double> { return last ? std::optional<double>(duration(*last)) : std::nullopt; }};
   }
-}
+};
 
 TimingOptions quick() {
   TimingOptions o;
@@ -33,70 +48,147 @@ TimingOptions quick() {
   return o;
 }
 
+/// 10 ms +- 1 %, deterministic: a steady backend (10 ms: far above any clock's 1000 ticks).
+double steady(int i) { return 1e-2 * (1 + 0.01 * ((i % 5) - 2) / 2.0); }
+
 TEST(TimingTest, WarmsUpByCountThenStopsAtTheTarget) {
-  int runs = 0, syncs = 0;
-  const TimingResult r = time_until_stable({[&] { ++runs; spin_for(2e-4); }, [&] { ++syncs; }}, quick());
+  ScriptedBackend b{steady};
+  const TimingResult r = time_until_stable(b.callable(), quick());
+  EXPECT_TRUE(r.backend_clock);
   EXPECT_EQ(r.warmup_iterations, 3);
-  EXPECT_EQ(runs, syncs);  // every run is synchronised before the clock stops
-  EXPECT_EQ(static_cast<int>(r.samples_seconds.size()) + 3, runs);
-  EXPECT_GE(r.summary.n, 10u);
-  EXPECT_GE(r.summary.median, 2e-4);
-  EXPECT_TRUE(r.reached_target);  // (the verdict may still mistrust a busy machine's noise)
+  EXPECT_EQ(b.runs, b.syncs);  // every run is synchronised before its sample is taken
+  EXPECT_EQ(static_cast<int>(r.samples_seconds.size()) + 3, b.runs);
+  // a steady backend meets the 20 % target at the first check: exactly min_samples
+  EXPECT_EQ(r.summary.n, 10u);
+  EXPECT_TRUE(r.reached_target);
+  EXPECT_EQ(r.verdict, Verdict::kOk);
+  EXPECT_TRUE(r.reasons.empty());
+  EXPECT_DOUBLE_EQ(r.summary.median, 1e-2);
+}
+
+TEST(TimingTest, WarmUpPassesAreNotSamples) {
+  // the first passes are slow (compilation, cold caches); none of them may reach the samples
+  ScriptedBackend b{[](int i) { return i < 3 ? 100.0 : steady(i); }};
+  const TimingResult r = time_until_stable(b.callable(), quick());
+  EXPECT_EQ(r.warmup_iterations, 3);
+  EXPECT_LT(r.summary.max, 2e-2);
+  // one warm-up pass fewer and the slowest pass is a sample
+  TimingOptions o = quick();
+  o.warmup_iterations = 2;
+  ScriptedBackend cold{[](int i) { return i < 3 ? 100.0 : steady(i); }};
+  EXPECT_DOUBLE_EQ(time_until_stable(cold.callable(), o).summary.max, 100.0);
 }
 
 TEST(TimingTest, WarmUpAlsoHonoursItsTime) {
+  // one warm-up pass asked for, 50 ms of warm-up: passes go on until 50 ms have passed since
+  // the loop began, so the first sampled pass starts at least 50 ms after the call
   TimingOptions o = quick();
   o.warmup_iterations = 1;
   o.warmup_seconds = 0.05;
-  const TimingResult r = time_until_stable({[] { spin_for(1e-3); }, [] {}}, o);
+  std::vector<Clock::time_point> starts;
+  const TimedCallable work{[&] { starts.push_back(Clock::now()); }, [] {},
+                           []() -> std::optional<double> { return 1e-3; }};
+  const Clock::time_point called = Clock::now();
+  const TimingResult r = time_until_stable(work, o);
   EXPECT_GE(r.warmup_seconds, 0.05);
-  // about 50 runs of 1 ms; far more than the 1 asked for, even on a machine busy enough to
-  // stretch each run several times (CI runs tests in parallel)
-  EXPECT_GE(r.warmup_iterations, 10);
+  ASSERT_GE(r.warmup_iterations, 1);
+  ASSERT_GT(starts.size(), static_cast<std::size_t>(r.warmup_iterations));
+  EXPECT_GE(std::chrono::duration<double>(starts[static_cast<std::size_t>(r.warmup_iterations)] - called).count(), 0.05);
 }
 
 TEST(TimingTest, NoisyWorkIsMistrustedWhenTheBudgetRunsOut) {
-  int i = 0;
+  // passes alternate between 0.1 and 0.9 ms: the median's interval never gets within 0.1 %
+  ScriptedBackend b{[](int i) { return i % 2 ? 1e-4 : 9e-4; }};
+  TimedCallable work = b.callable();
+  work.run = [&b] {
+    b.last = b.runs++;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));  // the budget is wall time
+  };
   TimingOptions o = quick();
   o.target_relative_ci = 0.001;
   o.budget_seconds = 0.2;
-  const TimingResult r = time_until_stable({[&] { spin_for((++i % 2) ? 1e-4 : 9e-4); }, [] {}}, o);
+  const TimingResult r = time_until_stable(work, o);
   EXPECT_FALSE(r.reached_target);
   EXPECT_EQ(r.verdict, Verdict::kMistrusted);
   ASSERT_FALSE(r.reasons.empty());
-  EXPECT_THAT(r.reasons[0], HasSubstr("too noisy"));
-  EXPECT_LT(r.sampling_seconds, 0.5);
+  EXPECT_THAT(r.reasons[0], HasSubstr("too noisy: the 95% CI of the median spans"));
+  // it stopped because the budget was spent, not at max_samples (a pass takes at least 0.2 ms)
+  EXPECT_GE(r.sampling_seconds, 0.2);
+  EXPECT_LT(r.summary.n, 1000u);
+}
+
+TEST(TimingTest, ANarrowIntervalWithAWideSpreadIsStillTooNoisy) {
+  // 200 bimodal samples: the median's interval is narrow (3 in 4 samples are 10 ms), but the
+  // coefficient of variation is far above max_cv
+  ScriptedBackend b{[](int i) { return i % 4 == 0 ? 1e-1 : 1e-2; }};
+  TimingOptions o = quick();
+  o.warmup_iterations = 0;
+  o.min_samples = 200;
+  o.max_cv = 0.5;
+  const TimingResult r = time_until_stable(b.callable(), o);
+  EXPECT_TRUE(r.reached_target);
+  EXPECT_EQ(r.summary.n, 200u);
+  EXPECT_GT(r.summary.cv, 0.5);
+  EXPECT_EQ(r.verdict, Verdict::kMistrusted);
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_THAT(r.reasons[0], HasSubstr("coefficient of variation"));
+}
+
+TEST(TimingTest, MaxSamplesEndsSamplingWithoutTheTarget) {
+  ScriptedBackend b{[](int i) { return i % 2 ? 1e-4 : 9e-4; }};
+  TimingOptions o = quick();
+  o.target_relative_ci = 0.001;
+  o.max_samples = 40;
+  o.budget_seconds = 1e6;
+  const TimingResult r = time_until_stable(b.callable(), o);
+  EXPECT_EQ(r.summary.n, 40u);
+  EXPECT_FALSE(r.reached_target);
+  EXPECT_EQ(r.verdict, Verdict::kMistrusted);
 }
 
 TEST(TimingTest, ABackendThatTimesItselfGivesTheSamples) {
   // a worker reports each pass's own duration; the loop's clock around the call is not used
-  TimingOptions o = quick();
-  const TimingResult r =
-      time_until_stable({[] { spin_for(2e-4); }, [] {}, []() -> std::optional<double> { return 1e-3; }}, o);
+  const auto spin = [] {
+    const auto end = Clock::now() + std::chrono::microseconds(200);
+    while (Clock::now() < end) {
+    }
+  };
+  const TimingResult r = time_until_stable({spin, [] {}, []() -> std::optional<double> { return 10.0; }}, quick());
   EXPECT_TRUE(r.backend_clock);
-  EXPECT_DOUBLE_EQ(r.summary.median, 1e-3);
-  const TimingResult own = time_until_stable({[] { spin_for(2e-4); }, [] {}}, o);
+  EXPECT_DOUBLE_EQ(r.summary.median, 10.0);
+  EXPECT_DOUBLE_EQ(r.summary.min, 10.0);
+  // without the hook the loop's own clock times the pass: at least the 0.2 ms it spins
+  const TimingResult own = time_until_stable({spin, [] {}}, quick());
   EXPECT_FALSE(own.backend_clock);
-  EXPECT_LT(own.summary.median, 1e-3);
+  EXPECT_GE(own.summary.min, 2e-4);
+  EXPECT_LT(own.summary.median, 10.0);
 }
 
 TEST(TimingTest, TooShortForTheClock) {
+  ScriptedBackend b{steady};
   TimingOptions o = quick();
-  o.min_clock_ticks = 1e9;  // nothing this test can run is a billion ticks long
-  const TimingResult r = time_until_stable({[] {}, [] {}}, o);
+  o.min_clock_ticks = 1e9;  // a billion ticks of at least a nanosecond: over a second, against 10 ms
+  const TimingResult r = time_until_stable(b.callable(), o);
   EXPECT_EQ(r.verdict, Verdict::kMistrusted);
+  ASSERT_EQ(r.reasons.size(), 1u);
   EXPECT_THAT(r.reasons.back(), HasSubstr("too short for the clock"));
+  o.min_clock_ticks = 1000;  // the default: 10 ms is ten million ticks of a nanosecond clock
+  ScriptedBackend again{steady};
+  EXPECT_EQ(time_until_stable(again.callable(), o).verdict, Verdict::kOk);
 }
 
 TEST(TimingTest, FasterThanTheRooflineMeansTheSpecIsWrong) {
-  TimingResult r = time_until_stable({[] { spin_for(1e-4); }, [] {}}, quick());
-  check_against_roofline(r, 1.0);
+  ScriptedBackend b{steady};
+  TimingResult r = time_until_stable(b.callable(), quick());
+  ASSERT_EQ(r.verdict, Verdict::kOk);
+  check_against_roofline(r, 1.0);  // a 10 ms median against a 1 s lower bound
   EXPECT_EQ(r.verdict, Verdict::kMistrusted);
   EXPECT_THAT(r.reasons.back(), HasSubstr("faster than the roofline allows"));
-  TimingResult fine = time_until_stable({[] { spin_for(1e-4); }, [] {}}, quick());
-  const std::size_t reasons = fine.reasons.size();
-  check_against_roofline(fine, 1e-6);
-  EXPECT_EQ(fine.reasons.size(), reasons);  // a physically possible time adds no reason
+  ScriptedBackend b2{steady};
+  TimingResult fine = time_until_stable(b2.callable(), quick());
+  check_against_roofline(fine, 1e-3);
+  EXPECT_EQ(fine.verdict, Verdict::kOk);  // a physically possible time adds no reason
+  EXPECT_TRUE(fine.reasons.empty());
 }
 
 TEST(TimingTest, ClockResolutionIsPositiveAndSmall) {
@@ -106,9 +198,14 @@ TEST(TimingTest, ClockResolutionIsPositiveAndSmall) {
 }
 
 TEST(TimingTest, BadOptionsAreRejected) {
+  ScriptedBackend b{steady};
   TimingOptions o = quick();
   o.min_samples = 0;
-  EXPECT_THROW(time_until_stable({[] {}, [] {}}, o), Error);
+  EXPECT_THROW(time_until_stable(b.callable(), o), Error);
+  o = quick();
+  o.budget_seconds = 0;
+  EXPECT_THROW(time_until_stable(b.callable(), o), Error);
+  EXPECT_EQ(b.runs, 0);  // rejected before any pass
 }
 
 }  // namespace

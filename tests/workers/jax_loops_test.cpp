@@ -2,7 +2,7 @@
 // the ops they run: the JAX worker finds the trip count by evaluating the program once on the
 // real parameters and input, then unrolls the cond once per test and the body once per step
 // (python/neuralcost_worker/jax_capture.py). The worker's hidden test model "lstm_while" is the
-// reference LSTM (shared/reference-models.md) with its time loops written as while loops: layer 0
+// reference LSTM (docs/reference-networks.md) with its time loops written as while loops: layer 0
 // a lax.while_loop over a counter, layer 1 a lax.fori_loop up to a bound computed from the input.
 // A JAX `cond` (lax.cond, lax.switch) is counted as the branch it takes on the worker's input,
 // inlined; "ff_cond" is the reference ff with each hidden block inside a cond on its input.

@@ -1,7 +1,7 @@
 """Writes a SavedModel whose control flow (a loop, a branch) is not unrolled in the graph, for
 tests/workers/tf_loops_test.cpp.
 
-    make_tf_loop_model.py while_loop DIR   the reference LSTM (shared/reference-models.md: 128 -> 128,
+    make_tf_loop_model.py while_loop DIR   the reference LSTM (docs/reference-networks.md: 128 -> 128,
                                            2 layers, two biases per layer, last step, Linear(128 -> 10);
                                            265,482 parameters) written with tf.while_loop and TensorArrays
     make_tf_loop_model.py keras DIR        the same network of Keras layers: LSTM(128, unroll=False) x 2,

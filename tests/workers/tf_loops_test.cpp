@@ -1,6 +1,6 @@
 // TensorFlow loops that are not unrolled in the graph (a While op) are counted as the ops they
 // run: the TensorFlow worker unrolls a While's body once per iteration. The reference LSTM
-// (shared/reference-models.md) written with tf.while_loop, and as Keras LSTM layers
+// (docs/reference-networks.md) written with tf.while_loop, and as Keras LSTM layers
 // (unroll=False), both as SavedModels written by tests/workers/make_tf_loop_model.py. Branches
 // (If, Case) are counted as the branch taken on the worker's input: the reference ff with each
 // hidden block inside a tf.cond.
@@ -71,7 +71,7 @@ TEST(TfLoopsTest, WhileLoopLstmCountsEveryStep) {
 }
 
 TEST(TfLoopsTest, CondFfCountsTheBranchTaken) {
-  // shared/reference-models.md: ff, 118,794 parameters, 236,032 contraction FLOPs per sample; each
+  // docs/reference-networks.md: ff, 118,794 parameters, 236,032 contraction FLOPs per sample; each
   // hidden block is the true branch of a tf.cond on all(isfinite(x)), the false branch zeros
   const std::string dir = saved_model("cond");
   // 3 products: the two taken branches' Linear and the classifier

@@ -1,10 +1,11 @@
 // The worker backends with the real frameworks (JAX, TensorFlow, PyTorch 2 from the project's
 // .venv): each builds the five reference networks with the same parameter count and the same
-// contraction FLOPs as the C++ static model, and its compiled mode runs.
+// contraction FLOPs as the C++ static model, and its compiled mode runs the compiled program.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "neuralcost/analysis/roofline.hpp"
@@ -52,6 +53,8 @@ TEST_P(ReferenceNets, MatchTheStaticModel) {
   model->run();
   ASSERT_TRUE(model->last_run_seconds().has_value());
   EXPECT_GT(*model->last_run_seconds(), 0);
+  // eager passes ran no compiled program, by the framework's own count
+  EXPECT_EQ(model->environment().at("execution.compiled_programs"), "0");
 }
 
 std::vector<Case> cases() {
@@ -80,7 +83,12 @@ TEST_P(CompiledModes, RunAndCaptureTheSameProgram) {
   const Analysis a = analyze(compiled->captured_graph(), hw, {2});
   EXPECT_TRUE(a.complete());
   EXPECT_EQ(a.totals.contraction_flops, 2u * 26216960u);
-  EXPECT_NE(compiled->environment().at("framework_mode"), "eager");
+  // the passes ran the framework's compiled program (not just a mode read back): by its own
+  // count, one program, compiled once and reused by every pass
+  const auto env = compiled->environment();
+  EXPECT_EQ(env.at("execution.compiled_programs"), "1") << env.at("execution.compiler");
+  EXPECT_THAT(env.at("execution.compiler"), testing::Not(testing::StartsWith("none")));
+  if (GetParam() == "torch") EXPECT_EQ(env.at("execution.graph_breaks"), "0");
 }
 
 INSTANTIATE_TEST_SUITE_P(Workers, CompiledModes, testing::Values("jax", "tensorflow", "torch"));
@@ -91,7 +99,12 @@ TEST(WorkerBackendTest, TensorflowXlaModeRuns) {
   request.batch = 4;
   auto model = backend_named("tensorflow").prepare(request, "xla");
   model->run();
-  EXPECT_EQ(model->environment().at("framework_mode"), "xla");
+  // XLA compiled the traced function (must-compile: no silent fallback to the graph) into a
+  // non-empty program, and the passes ran that one function
+  const auto env = model->environment();
+  EXPECT_EQ(env.at("execution.compiled_programs"), "1");
+  EXPECT_EQ(env.at("execution.xla_must_compile"), "true");
+  EXPECT_GT(std::stoi(env.at("execution.xla_hlo_instructions")), 0);
 }
 
 TEST(WorkerBackendTest, RunRequestsCarryAbout25msOfPasses) {

@@ -59,7 +59,7 @@ TEST(WorkerFaultsTest, MissingInterpreterMakesTheBackendUnavailable) {
   setenv("NEURALCOST_PYTHON", "/nonexistent/python3", 1);
   const auto why = backend_named("jax").unavailable_reason();
   ASSERT_TRUE(why.has_value());
-  EXPECT_THAT(*why, HasSubstr("no Python environment at /nonexistent/python3: run scripts/python-env.sh"));
+  EXPECT_THAT(*why, HasSubstr("no Python environment at /nonexistent/python3 ($NEURALCOST_PYTHON)"));
 }
 
 TEST(WorkerFaultsTest, ExitAtStartIsReportedWithItsLastWords) {

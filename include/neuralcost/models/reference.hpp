@@ -1,4 +1,4 @@
-// The five reference networks of shared/reference-models.md (ff, cnn, rnn, lstm, transformer)
+// The five reference networks of docs/reference-networks.md (ff, cnn, rnn, lstm, transformer)
 // as op graphs, with width, depth, sequence length and batch as parameters. Every framework
 // backend builds the same networks, so their parameter counts and FLOPs must match these.
 #pragma once

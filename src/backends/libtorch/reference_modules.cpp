@@ -1,5 +1,5 @@
 // The reference networks in torch::nn and their TorchScript twins (see reference_modules.hpp).
-// Structure and defaults follow shared/reference-models.md; the tests check parameter counts
+// Structure and defaults follow docs/reference-networks.md; the tests check parameter counts
 // and FLOPs against the static model and outputs of eager against compiled.
 #include "backends/libtorch/reference_modules.hpp"
 

@@ -1,4 +1,4 @@
-// The five reference networks of shared/reference-models.md in torch::nn (eager mode), and
+// The five reference networks of docs/reference-networks.md in torch::nn (eager mode), and
 // the same networks as TorchScript sharing the same weights (compiled mode).
 #pragma once
 

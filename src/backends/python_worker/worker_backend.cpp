@@ -1,6 +1,7 @@
 // A model in a worker process (see worker_backend.hpp).
 #include "backends/python_worker/worker_backend.hpp"
 
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <sstream>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -143,6 +145,8 @@ class WorkerModel final : public PreparedModel {
       overhead_.push_back((wall - sum) / n);
       passes_ = n;
       faults_per_pass_ = reply.value("page_faults", 0.0) / n;
+      // the framework's evidence of what the passes ran (compiled programs; optional)
+      if (const auto it = reply.find("execution"); it != reply.end()) add_strings(environment_, *it, "execution.");
     }
     last_ = pending_.front();
     pending_.pop_front();
@@ -221,8 +225,40 @@ int passes_per_request(double last_seconds) {
   return static_cast<int>(std::clamp(0.025 / last_seconds, 1.0, 1000.0));
 }
 
-std::string python_interpreter() { return env_or("NEURALCOST_PYTHON", NEURALCOST_DEFAULT_PYTHON); }
-std::string worker_directory() { return env_or("NEURALCOST_WORKER_DIR", NEURALCOST_PYTHON_DIR); }
+std::string library_directory() {
+  Dl_info info{};
+  if (::dladdr(reinterpret_cast<void*>(&library_directory), &info) == 0 || !info.dli_fname) return ".";
+  std::error_code ec;
+  const std::filesystem::path path = std::filesystem::weakly_canonical(info.dli_fname, ec);
+  return (ec ? std::filesystem::path(info.dli_fname) : path).parent_path().string();
+}
+
+namespace {
+
+/// `name` as an executable: itself when it has a slash, else the first match on $PATH; empty
+/// when there is none.
+std::string executable(const std::string& name) {
+  if (name.find('/') != std::string::npos) return ::access(name.c_str(), X_OK) == 0 ? name : std::string();
+  std::stringstream path(env_or("PATH", "/usr/local/bin:/usr/bin:/bin"));
+  for (std::string dir; std::getline(path, dir, ':');) {
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return {};
+}
+
+std::string bundled_python() { return library_directory() + "/neuralcost/python-env/bin/python3"; }
+
+}  // namespace
+
+std::string python_interpreter() {
+  if (const char* python = std::getenv("NEURALCOST_PYTHON"); python != nullptr && *python != '\0') return python;
+  if (::access(bundled_python().c_str(), X_OK) == 0) return bundled_python();
+  const std::string found = executable(NEURALCOST_DEFAULT_PYTHON);
+  return found.empty() ? std::string(NEURALCOST_DEFAULT_PYTHON) : found;
+}
+
+std::string worker_directory() { return env_or("NEURALCOST_WORKER_DIR", library_directory() + "/neuralcost/python"); }
 
 WorkerBackend::WorkerBackend(std::string name, std::string framework, std::string description,
                              std::vector<std::string> modes, std::string compiled_mode, bool cuda)
@@ -284,8 +320,15 @@ std::optional<std::string> WorkerBackend::device_name(const std::string& device)
 
 std::optional<std::string> WorkerBackend::unavailable_reason() const {
   const std::string python = python_interpreter();
-  if (::access(python.c_str(), X_OK) != 0) {
-    return fmt::format("no Python environment at {}: run scripts/python-env.sh (or set NEURALCOST_PYTHON)", python);
+  if (executable(python).empty()) {
+    const char* set = std::getenv("NEURALCOST_PYTHON");
+    if (set != nullptr && *set != '\0') {
+      return fmt::format("no Python environment at {} ($NEURALCOST_PYTHON)", python);
+    }
+    return fmt::format("no Python environment: $NEURALCOST_PYTHON is unset, {} does not exist and '{}' is not on "
+                       "PATH (set NEURALCOST_PYTHON to the interpreter of an environment made from "
+                       "python/requirements.txt; in a source tree, scripts/python-env.sh makes .venv)",
+                       bundled_python(), NEURALCOST_DEFAULT_PYTHON);
   }
   const std::string package = worker_directory() + "/neuralcost_worker/__main__.py";
   if (::access(package.c_str(), R_OK) != 0) {

@@ -18,9 +18,16 @@ namespace neuralcost::worker {
 /// device in build. The worker's PROTOCOL (python/neuralcost_worker/__init__.py) must match.
 inline constexpr int kProtocol = 2;
 
-/// Where the workers' Python comes from: $NEURALCOST_PYTHON, else the project's .venv.
+/// The folder of libneuralcost.so: <prefix>/lib when installed, build/src in the build tree.
+/// Its "neuralcost" folder holds the worker package (python/) and, optionally, the workers'
+/// environment (python-env/); the build tree links them to the source tree's python/ and .venv.
+std::string library_directory();
+/// The workers' Python, decided at run time: $NEURALCOST_PYTHON; else
+/// <library_directory>/neuralcost/python-env/bin/python3 when it exists; else the interpreter
+/// configured at build time (-DNEURALCOST_PYTHON_DEFAULT, default python3), found on $PATH.
 std::string python_interpreter();
-/// The folder holding the neuralcost_worker package: $NEURALCOST_WORKER_DIR, else python/.
+/// The folder holding the neuralcost_worker package: $NEURALCOST_WORKER_DIR, else
+/// <library_directory>/neuralcost/python (installed with the library; python/ in the build tree).
 std::string worker_directory();
 
 /// How many forward passes one `run` request asks for, after a pass of `last_seconds`: enough
