@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
-# Builds the ONNX importer's libFuzzer target with clang (ASan + UBSan, LibTorch off) in
-# BUILD_DIR and fuzzes it, seeded with the test fixtures and 60 models of ONNX's node-test
-# corpus (copied into a fresh corpus folder every time). Exit status non-zero when the fuzzer
-# finds a crash, leak or sanitizer report; the reproducer is left in BUILD_DIR/artifacts/.
+# Fuzzes the ONNX importer's libFuzzer target (ASan + UBSan; built by build_fuzz.sh in BUILD_DIR),
+# seeded with the given folders' .onnx files and 60 models of ONNX's node-test corpus (copied
+# into a fresh corpus folder every time). Exit status non-zero when the fuzzer finds a crash,
+# leak or sanitizer report; the reproducer is left in BUILD_DIR/artifacts/.
 #
-# Usage: tests/fuzz/run_fuzz.sh BUILD_DIR RUNS [SEED_DIR...]     RUNS inputs from random seed 1
-#                                                                 (what CTest runs: about 40 s)
-#        tests/fuzz/run_fuzz.sh BUILD_DIR 300s [SEED_DIR...]     explore for 300 seconds
-# A seeded run is not fully reproducible (coverage feedback varies between runs), so a CTest
-# run can still meet a new bug: run the timed form to look for them, and add what it finds to
-# the fixtures.
+# Usage: tests/fuzz/run_fuzz.sh [--no-build] BUILD_DIR BUDGET [SEED_DIR...]
+#   BUDGET  600s   the campaign: explore for 600 seconds from a random seed (not run by CTest;
+#                  run it before a release or after changing the importer, and add what it
+#                  finds to the fixtures)
+#           2000   2000 inputs from seed 1: what CTest's smoke test `onnx_fuzz_smoke` runs
+#   --no-build     use the target already in BUILD_DIR (CTest builds it in the fixture
+#                  `onnx_fuzz_build`)
+# A seeded run is not fully reproducible (coverage feedback varies between runs), so even the
+# smoke test can meet a new bug; the campaign is where they are looked for.
 set -euo pipefail
-source_dir=$(cd "$(dirname "$0")/../.." && pwd)
+here=$(cd "$(dirname "$0")" && pwd)
+build_first=1
+if [ "${1:-}" = "--no-build" ]; then build_first=0; shift; fi
+[ $# -ge 2 ] || { echo "error: usage: run_fuzz.sh [--no-build] BUILD_DIR RUNS|SECONDSs [SEED_DIR...]" >&2; exit 2; }
 build=$1 budget=$2
 shift 2
-command -v clang++ >/dev/null || { echo "run_fuzz.sh: clang++ is missing (bash scripts/install-deps.sh)" >&2; exit 1; }
-CC=clang CXX=clang++ cmake -S "$source_dir" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DNEURALCOST_FUZZ=ON -DNEURALCOST_WITH_LIBTORCH=OFF -DNEURALCOST_BUILD_TESTS=OFF \
-  -DNEURALCOST_BUILD_BENCHMARKS=OFF > "$build.configure.log" 2>&1 || { cat "$build.configure.log" >&2; exit 1; }
+if [[ "$budget" =~ ^[0-9]+s$ ]]; then
+  limits=(-max_total_time="${budget%s}")
+elif [[ "$budget" =~ ^[0-9]+$ ]]; then
+  limits=(-runs="$budget" -seed=1 -max_total_time=600)
+else
+  echo "error: run_fuzz.sh: budget '$budget' is neither a number of runs nor seconds (600s)" >&2; exit 2
+fi
+[ "$build_first" = 1 ] && bash "$here/build_fuzz.sh" "$build"
 build=$(cd "$build" && pwd)
-cmake --build "$build" --target onnx_import_fuzz > "$build.build.log" 2>&1 || { tail -40 "$build.build.log" >&2; exit 1; }
+[ -x "$build/tests/fuzz/onnx_import_fuzz" ] || { echo "error: no fuzz target in $build (run tests/fuzz/build_fuzz.sh $build)" >&2; exit 1; }
 corpus="$build/corpus"
 rm -rf "$corpus"
 mkdir -p "$corpus" "$build/artifacts"
@@ -33,11 +43,6 @@ if [ -d "$testdata" ]; then
   done
 fi
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
-if [[ "$budget" == *s ]]; then
-  limits=(-max_total_time="${budget%s}")
-else
-  limits=(-runs="$budget" -seed=1 -max_total_time=600)
-fi
 cd "$build"  # the target writes its input file here
 "$build/tests/fuzz/onnx_import_fuzz" "$corpus" "${limits[@]}" -timeout=10 -rss_limit_mb=2048 \
   -max_len=65536 -print_final_stats=1 -artifact_prefix="$build/artifacts/" 2>&1 | tail -40
