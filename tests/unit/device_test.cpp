@@ -118,8 +118,10 @@ TEST(DeviceTest, ACpuSpecForACudaRunIsRefusedBeforeAnythingRuns) {
     EXPECT_THAT(e.what(), HasSubstr("--allow-hardware-mismatch"));
   }
   EXPECT_EQ(fake.prepared, 0);
-  // and a GPU's for a cpu run
+  // and a GPU's for a cpu run, and a TPU's for either
   EXPECT_THROW(profile(fake, ff(), spec("h100-sxm"), on("cpu")), Error);
+  EXPECT_THROW(profile(fake, ff(), spec("tpu-v5e"), on("cuda:0")), Error);
+  EXPECT_THROW(profile(fake, ff(), spec("tpu-v5e"), on("cpu")), Error);
   EXPECT_EQ(fake.prepared, 0);
 }
 
@@ -155,6 +157,11 @@ TEST(DeviceTest, TheSpecFollowsTheDevice) {
   EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "h100-sxm");  // by the spec's device_names
   fake.gpu_name = "nvidia a100-sxm4-40gb";                           // exact, but not case
   EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "a100-sxm-40gb");
+  fake.gpu_name = "NVIDIA GH200 480GB";  // named after the superchip's CPU memory; 96GB HBM3 GPU
+  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "gh200-96gb");
+  fake.gpu_name = "AMD Instinct MI325X";  // ROCm's name, reached through cuda:N
+  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "mi325x");
+  EXPECT_FALSE(check_hardware_matches(spec("mi325x"), "cuda:0", false).has_value());
   fake.gpu_name = "Some Future GPU";
   try {
     default_hardware_for({&fake}, "cuda:0");

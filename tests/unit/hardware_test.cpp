@@ -36,7 +36,8 @@ TEST(HardwareDatabaseTest, CoversTheRequiredParts) {
         "apple-m3-pro", "apple-m3-max", "apple-m4", "apple-m4-pro", "apple-m4-max", "v100-sxm2", "v100-pcie",
         "t4", "a10", "l4", "l40s", "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-40gb", "a100-pcie-80gb",
         "h100-sxm", "h100-pcie", "h200-sxm", "b200", "mi250x", "mi300x", "xeon-platinum-8480p", "epyc-9654",
-        "epyc-9755", "graviton3"}) {
+        "epyc-9755", "graviton3", "gh200-96gb", "gh200-144gb", "rtx-4090", "l40", "rtx-6000-ada", "mi325x",
+        "tpu-v5e", "tpu-v5p", "tpu-v6e"}) {
     const HardwareSpec* s = db().find(id);
     ASSERT_NE(s, nullptr) << id;
     EXPECT_EQ(s->id, id);
@@ -69,6 +70,11 @@ TEST(HardwareDatabaseTest, IdsAreLowercaseHyphenatedAndPeaksAreDense) {
   // datasheet dense figures, not the 2:4-sparse ones
   EXPECT_DOUBLE_EQ(db().get("h100-sxm").peak_flops_per_second.at(DType::kBf16), 989.5e12);
   EXPECT_DOUBLE_EQ(db().get("a100-sxm-80gb").peak_flops_per_second.at(DType::kFp16), 312e12);
+  // GeForce: the FP32-accumulate tensor rate, half the FP16-accumulate one
+  EXPECT_DOUBLE_EQ(db().get("rtx-4090").peak_flops_per_second.at(DType::kBf16), 165.2e12);
+  EXPECT_DOUBLE_EQ(db().get("tpu-v6e").peak_flops_per_second.at(DType::kBf16), 918e12);
+  EXPECT_EQ(db().get("tpu-v6e").device_type, "tpu");
+  EXPECT_TRUE(db().get("tpu-v6e").device_names.empty());  // TPUs have no CUDA name
 }
 
 TEST(HardwareDatabaseTest, LookupIsExactAndNeverShadowsAnotherPart) {
@@ -79,6 +85,8 @@ TEST(HardwareDatabaseTest, LookupIsExactAndNeverShadowsAnotherPart) {
   EXPECT_EQ(db().find("a100"), nullptr);
   EXPECT_EQ(db().find("h100"), nullptr);
   EXPECT_EQ(db().find("h200"), nullptr);
+  EXPECT_EQ(db().find("gh200"), nullptr);  // 96GB HBM3 or 144GB HBM3e
+  EXPECT_EQ(db().get("trillium").id, "tpu-v6e");
 }
 
 TEST(HardwareDatabaseTest, UnknownNameListsTheNearestIds) {
@@ -105,6 +113,11 @@ TEST(HardwareDatabaseTest, GpusAreFoundByTheNameCudaGivesThem) {
   EXPECT_EQ(db().find_device_name("NVIDIA H100 80GB HBM3")->id, "h100-sxm");
   EXPECT_EQ(db().find_device_name("nvidia h200")->id, "h200-sxm");
   EXPECT_EQ(db().find_device_name("NVIDIA H200 NVL")->id, "h200-nvl");
+  EXPECT_EQ(db().find_device_name("NVIDIA GH200 144G HBM3e")->id, "gh200-144gb");
+  EXPECT_EQ(db().find_device_name("NVIDIA GeForce RTX 4090")->id, "rtx-4090");
+  EXPECT_EQ(db().find_device_name("NVIDIA L40")->id, "l40");
+  EXPECT_EQ(db().find_device_name("NVIDIA RTX 6000 Ada Generation")->id, "rtx-6000-ada");
+  EXPECT_EQ(db().find_device_name("NVIDIA GeForce RTX 4090 D"), nullptr);  // a different part
   EXPECT_EQ(db().find_device_name("NVIDIA H100"), nullptr);  // exact names only
   EXPECT_EQ(db().find("NVIDIA H100 80GB HBM3"), nullptr);    // not an id or alias
   // a spec file keeps them
