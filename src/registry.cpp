@@ -10,6 +10,8 @@
 #include "importers/onnx/onnx_importer.hpp"
 #endif
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/suggest.hpp"
+#include "neuralcost/models/reference.hpp"
 
 namespace neuralcost {
 
@@ -69,6 +71,9 @@ const Importer& importer_for(const ModelRequest& request) {
   std::string known;
   for (const Importer* importer : importers()) {
     known += fmt::format("{}{} ({})", known.empty() ? "" : "; ", importer->name(), importer->description());
+  }
+  if (const auto near = closest_name(request.model, reference_model_names())) {
+    throw Error(ErrorCode::kNotFound, fmt::format("unknown model '{}'; did you mean {}?", request.model, *near));
   }
   throw Error(ErrorCode::kNotFound,
               fmt::format("unknown model '{}'; accepted: {}", request.model, known));

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -25,6 +26,11 @@ struct ModelRequest {
   std::map<std::string, Shape> named_inputs;    ///< for model files: input name -> shape
   std::map<std::string, std::int64_t> dims;     ///< symbolic dimension name -> value
   bool structure_only = false;      ///< do not touch weight payloads (external data files)
+  /// The options among batch, seq, width, depth and dtype the user set (the others hold
+  /// defaults). An importer that cannot apply a set option refuses it (ONNX: seq, width,
+  /// depth); one that reads a value from the model uses a default only where the model
+  /// leaves it open (ONNX: the batch of a symbolic leading dimension).
+  std::set<std::string> given;
 };
 
 class Importer {
@@ -34,8 +40,22 @@ class Importer {
   virtual std::string_view description() const = 0;  ///< one line for --help and listings
   /// True when this importer is the one for `request.model` (a name it knows, a file type).
   virtual bool accepts(const ModelRequest& request) const = 0;
-  /// Builds the op graph. Throws neuralcost::Error naming file, node and field on bad input.
+  /// Builds the op graph. Throws neuralcost::Error naming file, node and field on bad input,
+  /// and refuses a set option (request.given, or --input/--dim) that does not apply to the model.
   virtual OpGraph import(const ModelRequest& request) const = 0;
+  /// Whether `option` (batch, seq, width, depth, dtype, input, dim, structure-only) means
+  /// something for `request.model`.
+  virtual bool applies(const ModelRequest& request, std::string_view option) const = 0;
 };
+
+/// One request per model and batch (batches empty: the base's batch), for `models` analysed or
+/// profiled together. An option the user set that applies to none of the models is an error
+/// ("--seq does not apply to ff or cnn"); one that applies to some is set only on those, so
+/// `--seq 64` with ff and lstm shapes the lstm. Unknown models are left to importer_for.
+std::vector<ModelRequest> model_requests(const ModelRequest& base, const std::vector<std::string>& models,
+                                         const std::vector<std::int64_t>& batches);
+/// The options set on `request` as the user would type them: --batch, --seq, ..., --input,
+/// --dim, --structure-only.
+std::vector<std::string> options_set(const ModelRequest& request);
 
 }  // namespace neuralcost

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "analysis/fusion.hpp"
 #include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
@@ -62,13 +64,23 @@ std::string_view bound_name(Bound bound) {
   return bound == Bound::kCompute ? "compute" : "memory";
 }
 
+std::string Analysis::first_fix() const {
+  std::map<std::string, std::size_t> count;
+  for (const UnmodeledOp& u : unmodeled) ++count[u.reason];
+  const auto most = std::max_element(count.begin(), count.end(),
+                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  if (most == count.end()) return "";
+  return most->second == unmodeled.size() ? fmt::format("every one: {}", most->first)
+                                          : fmt::format("{} of them: {}", most->second, most->first);
+}
+
 Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOptions& options) {
   Analysis a;
   a.graph = std::move(input);
   const OpGraph& graph = a.graph;
   a.model = graph.name();
   a.hardware = hardware;
-  a.batch = options.batch;
+  a.batch = options.batch > 0 ? options.batch : graph.batch();
   ModelTotals& t = a.totals;
   std::map<DType, std::uint64_t> flops_by_dtype;
   double compute_bound_time = 0;

@@ -19,6 +19,7 @@
 
 #include "calibrate/calibration_kernels.hpp"
 #include "calibrate/gemm_ceiling.hpp"
+#include "calibrate/rates.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/measure/environment.hpp"
 #include "neuralcost/version.hpp"
@@ -80,17 +81,6 @@ std::vector<double> timed_runs(int threads, int runs, const std::function<void(i
   return seconds;
 }
 
-RateMeasurement rates(double work, const std::vector<double>& seconds) {
-  std::vector<double> r;
-  for (double s : seconds) r.push_back(work / std::max(s, 1e-9));
-  std::sort(r.begin(), r.end());
-  RateMeasurement m;
-  m.runs = static_cast<int>(r.size());
-  m.best = r.back();
-  m.median = r[r.size() / 2];
-  m.spread = (r.back() - r.front()) / r.back();
-  return m;
-}
 
 struct Buffers {
   std::vector<std::unique_ptr<float, decltype(&std::free)>> per_thread;
@@ -132,7 +122,7 @@ BandwidthLevel measure_level(const std::string& name, double size, std::size_t b
       const auto run = make_run(width);  // resolved once: no dispatch inside the timed loop
       std::vector<double> seconds = timed_runs(threads, runs + 1, [&](int t) { run(t); });
       seconds.erase(seconds.begin());  // the first run warms caches, TLB and clock
-      RateMeasurement m = rates(moved, seconds);
+      RateMeasurement m = rate_measurement(moved, seconds);
       m.kernel = width;
       if (m.best > best.best) best = m;
     }
@@ -177,7 +167,7 @@ RateMeasurement measure_fma(const std::string& dtype, int threads, bool quick) {
   const double per_iteration = std::max(trial[0], 1e-6) / 1e6;
   const auto iterations = static_cast<std::uint64_t>((quick ? 0.02 : 0.05) / per_iteration) + 1;
   const double flops = calibration::fma_burst(dtype, 1) * static_cast<double>(iterations) * threads;
-  return rates(flops, timed_runs(threads, quick ? 4 : 10, [&](int) { calibration::fma_burst(dtype, iterations); }));
+  return rate_measurement(flops, timed_runs(threads, quick ? 4 : 10, [&](int) { calibration::fma_burst(dtype, iterations); }));
 }
 
 std::string now_utc() {
@@ -266,7 +256,7 @@ Calibration calibrate(const HostDescription& host, const CalibrationOptions& opt
   // the plain STREAM triad over the same bytes, as doubles, for comparison
   {
     const std::size_t n = buffers.floats / 2 / 3 / 8 * 8;
-    c.stream_triad = rates(static_cast<double>(3 * n * sizeof(double)) * c.threads,
+    c.stream_triad = rate_measurement(static_cast<double>(3 * n * sizeof(double)) * c.threads,
                            timed_runs(c.threads, options.quick ? 4 : 12, [&](int t) {
                              auto* a = reinterpret_cast<double*>(buffers.per_thread[static_cast<std::size_t>(t)].get());
                              calibration::stream_triad(a, a + n, a + 2 * n, 0.5, n);

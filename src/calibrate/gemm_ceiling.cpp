@@ -4,6 +4,7 @@
 // calibration first needs them (OpenBLAS starts its thread pool when loaded; no other command
 // should have it); their headers give the signatures.
 #include "calibrate/gemm_ceiling.hpp"
+#include "calibrate/rates.hpp"
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -57,15 +58,13 @@ const OneDnn& onednn() {
 template <typename Run>
 RateMeasurement time_gemm(int n, int runs, const Run& run) {
   run();  // warm-up: threads started, pages touched, kernels chosen
-  std::vector<double> rates;
+  std::vector<double> seconds;
   for (int r = 0; r < runs; ++r) {
     const auto t0 = Clock::now();
     run();
-    rates.push_back(2.0 * n * n * static_cast<double>(n) /
-                    std::chrono::duration<double>(Clock::now() - t0).count());
+    seconds.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
-  std::sort(rates.begin(), rates.end());
-  return {rates.back(), rates[rates.size() / 2], (rates.back() - rates.front()) / rates.back(), runs};
+  return rate_measurement(2.0 * n * n * static_cast<double>(n), seconds);
 }
 
 std::string openblas_name() {

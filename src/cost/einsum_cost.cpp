@@ -64,32 +64,30 @@ std::string expand(const std::string& term, std::size_t rank, std::size_t* broad
   return term.substr(0, dots) + labels + term.substr(dots + 3);
 }
 
-}  // namespace
+/// The equation resolved against its operands' shapes: each index's extent and the output's
+/// indices (broadcast dims as labels below 'A').
+struct Resolved {
+  std::map<char, std::int64_t> size;
+  std::string out;
+};
 
-void cost_einsum(const OpRecord& op, OpCost& cost) {
-  std::string eq = op.attributes.get_string("equation", "");
+Resolved resolve(std::string eq, const std::vector<Shape>& shapes) {
   eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
   if (eq.empty()) throw Error(ErrorCode::kInvalidArgument, "missing attribute 'equation'");
-  std::vector<Shape> shapes;
-  for (const TensorDesc& t : op.inputs) shapes.push_back(t.shape);
-  for (const ParameterDesc& p : op.parameters) shapes.push_back(p.shape);
   const auto arrow = eq.find("->");
   const std::vector<std::string> terms = operand_terms(eq);
   if (terms.size() != shapes.size()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("equation '{}' has {} operand terms, the op has {} operands", eq, terms.size(), shapes.size()));
   }
-  if (shapes.size() > 2) {
-    return unmodeled(cost, fmt::format("einsum over {} operands: its count depends on the contraction order", shapes.size()));
-  }
   std::size_t broadcast_rank = 0;
-  std::map<char, std::int64_t> size;
+  Resolved r;
   std::map<char, int> uses;
   for (std::size_t i = 0; i < terms.size(); ++i) {
     const std::string labels = expand(terms[i], shapes[i].size(), &broadcast_rank, fmt::format("operand {}", i));
     for (std::size_t k = 0; k < labels.size(); ++k) {
       const std::int64_t d = shapes[i][k];
-      auto [it, fresh] = size.emplace(labels[k], d);
+      auto [it, fresh] = r.size.emplace(labels[k], d);
       ++uses[labels[k]];
       if (fresh || it->second == d || d == 1) continue;
       if (it->second == 1 && labels[k] < 'A') {  // a broadcast dim of size 1 takes the other's size
@@ -101,24 +99,38 @@ void cost_einsum(const OpRecord& op, OpCost& cost) {
                               eq, labels[k] < 'A' ? '.' : labels[k], it->second, d));
     }
   }
-  std::string out;
   if (arrow == std::string::npos) {  // implicit: broadcast dims, then the indices used once, sorted
-    for (std::size_t i = broadcast_rank; i > 0; --i) out += static_cast<char>(kFirstBroadcastLabel + i - 1);
+    for (std::size_t i = broadcast_rank; i > 0; --i) r.out += static_cast<char>(kFirstBroadcastLabel + i - 1);
     for (const auto& [label, n] : uses) {
-      if (label >= 'A' && n == 1) out += label;
+      if (label >= 'A' && n == 1) r.out += label;
     }
   } else {
     const std::string given = eq.substr(arrow + 2);
     const auto dots = given.find("...");
     std::string labels;
     for (std::size_t i = broadcast_rank; i > 0; --i) labels += static_cast<char>(kFirstBroadcastLabel + i - 1);
-    out = dots == std::string::npos ? given : given.substr(0, dots) + labels + given.substr(dots + 3);
-    for (char c : out) {
-      if (c >= 'A' && !size.count(c)) {
+    r.out = dots == std::string::npos ? given : given.substr(0, dots) + labels + given.substr(dots + 3);
+    for (char c : r.out) {
+      if (c >= 'A' && !r.size.count(c)) {
         throw Error(ErrorCode::kInvalidArgument, fmt::format("equation '{}': output index '{}' is on no operand", eq, c));
       }
     }
   }
+  return r;
+}
+
+}  // namespace
+
+void cost_einsum(const OpRecord& op, OpCost& cost) {
+  std::vector<Shape> shapes;
+  for (const TensorDesc& t : op.inputs) shapes.push_back(t.shape);
+  for (const ParameterDesc& p : op.parameters) shapes.push_back(p.shape);
+  const Resolved r = resolve(op.attributes.get_string("equation", ""), shapes);
+  if (shapes.size() > 2) {
+    return unmodeled(cost, fmt::format("einsum over {} operands: its count depends on the contraction order", shapes.size()));
+  }
+  const std::map<char, std::int64_t>& size = r.size;
+  const std::string& out = r.out;
   std::uint64_t points = 1, outputs = 1;
   bool summed = false;
   for (const auto& [label, extent] : size) {
@@ -139,6 +151,13 @@ void cost_einsum(const OpRecord& op, OpCost& cost) {
 }  // namespace neuralcost::cost
 
 namespace neuralcost {
+
+Shape einsum_output_shape(const std::string& equation, const std::vector<Shape>& operands) {
+  const cost::Resolved r = cost::resolve(equation, operands);
+  Shape out;
+  for (char label : r.out) out.push_back(r.size.at(label));
+  return out;
+}
 
 std::string einsum_inputs_first(const std::string& equation, const std::vector<bool>& is_parameter) {
   const auto arrow = equation.find("->");

@@ -1,6 +1,10 @@
 // Table, Markdown and CSV views of analyses (JSON is in json_view.cpp).
+#include <algorithm>
+#include <set>
+
 #include <fmt/format.h>
 
+#include "neuralcost/models/reference.hpp"
 #include "neuralcost/report/views.hpp"
 #include "report/si_format.hpp"
 #include "report/tabular.hpp"
@@ -27,10 +31,29 @@ std::string headline(const Analysis& a) {
     roofs = fmt::format("{} peak {}, ", dtype_name(a.dtype),
                         report::si(a.hardware.peak_flops_per_second.at(a.dtype), "FLOP/s"));
   }
-  return fmt::format(
-      "{} ({}{}) on {} [{}]\nroofs: {}memory {}, ridge point {} FLOP/B\n", a.model, batch,
-      dtype_name(a.dtype), a.hardware.name, a.hardware.id, roofs,
-      report::si(a.hardware.memory_bandwidth_bytes_per_second, "B/s"), report::fixed1(a.ridge_point));
+  std::string out;
+  if (a.mostly_unmodeled()) {
+    // the one thing to read first: these totals are not a result, and what fixes it
+    out += fmt::format("warning: {} of {} ops are not modeled, so the totals below mean nothing; {}\n",
+                       a.unmodeled.size(), a.ops.size(), a.first_fix());
+  }
+  out += fmt::format("{} ({}{}) on {} [{}]\nroofs: {}memory {}, ridge point {} FLOP/B\n", a.model, batch,
+                     dtype_name(a.dtype), a.hardware.name, a.hardware.id, roofs,
+                     report::si(a.hardware.memory_bandwidth_bytes_per_second, "B/s"), report::fixed1(a.ridge_point));
+  // cache levels some op is bound by: their bandwidth and ridge point, so "memory L2" reads
+  std::set<std::string> levels;
+  for (const OpRoofline& r : a.ops) {
+    if (r.bound && *r.bound == Bound::kMemory && r.memory_level != "DRAM") levels.insert(r.memory_level);
+  }
+  const double peak = a.hardware.peak_flops_per_second.count(a.dtype) ? a.hardware.peak_flops_per_second.at(a.dtype) : 0;
+  for (const CacheLevel& c : a.hardware.caches) {
+    if (!levels.count(c.name) || !c.bandwidth_bytes_per_second) continue;
+    out += fmt::format("roof {}: {} ({} working sets), ridge point {} FLOP/B\n", c.name,
+                       report::si(*c.bandwidth_bytes_per_second, "B/s"), report::si(c.size_bytes, "B"),
+                       peak > 0 ? report::fixed1(peak / *c.bandwidth_bytes_per_second) : std::string("n/a"));
+  }
+  for (const std::string& n : a.graph.notes()) out += "note: " + n + "\n";
+  return out;
 }
 
 std::string totals_text(const Analysis& a) {
@@ -42,7 +65,7 @@ std::string totals_text(const Analysis& a) {
       report::si(static_cast<double>(t.bytes_read + t.bytes_written), "B"),
       report::si(static_cast<double>(t.bytes_read), "B"),
       report::si(static_cast<double>(t.bytes_written), "B"), report::fixed1(t.arithmetic_intensity));
-  out += fmt::format("parameters: {} ({} with buffers)\n", t.parameter_count,
+  out += fmt::format("parameters: {} ({} with buffers)\n", report::grouped(t.parameter_count),
                      report::si(static_cast<double>(t.parameter_bytes), "B"));
   out += fmt::format(
       "lower bound: {} unfused ({}-bound), {} fused ({} moved)\n",
@@ -53,10 +76,11 @@ std::string totals_text(const Analysis& a) {
     out += fmt::format("cache-aware: ops whose working set fits a cache level are timed at its bandwidth; with every "
                        "byte from DRAM the unfused bound is {}\n", report::si(t.dram_lower_bound_seconds, "s"));
   }
-  if (a.batch > 0 && t.lower_bound_seconds > 0) {
-    out += fmt::format("best case: {} samples/s unfused, {} fused\n",
+  if (a.batch > 0 && t.lower_bound_seconds > 0 && !a.mostly_unmodeled()) {
+    out += fmt::format("best case: {} samples/s from the unfused bound, {} from the fused bound{}\n",
                        report::si(static_cast<double>(a.batch) / t.lower_bound_seconds, ""),
-                       report::si(static_cast<double>(a.batch) / t.fused_lower_bound_seconds, ""));
+                       report::si(static_cast<double>(a.batch) / t.fused_lower_bound_seconds, ""),
+                       a.complete() ? "" : fmt::format(" (without the {} ops not modeled)", a.unmodeled.size()));
   }
   return out;
 }
@@ -83,6 +107,16 @@ std::optional<Format> parse_format(std::string_view name) {
   if (name == "json") return Format::kJson;
   if (name == "csv") return Format::kCsv;
   if (name == "md" || name == "markdown") return Format::kMarkdown;
+  return std::nullopt;
+}
+
+std::optional<Format> format_for_path(std::string_view path) {
+  const auto dot = path.rfind('.');
+  if (dot == std::string_view::npos || path.find('/', dot) != std::string_view::npos) return std::nullopt;
+  const std::string_view ext = path.substr(dot + 1);
+  if (ext == "json") return Format::kJson;
+  if (ext == "csv") return Format::kCsv;
+  if (ext == "md" || ext == "markdown") return Format::kMarkdown;
   return std::nullopt;
 }
 
@@ -146,8 +180,13 @@ std::string render_summary(const std::vector<Analysis>& analyses, Format format)
   }
   if (format == Format::kCsv || analyses.empty()) return report::render_table(t, format);
   const Analysis& first = analyses.front();
-  std::string out = fmt::format("{}reference networks on {} [{}], {}: peak {}, memory {}\n\n",
-                                format == Format::kMarkdown ? "### " : "", first.hardware.name,
+  bool references = true;
+  const std::vector<std::string>& names = reference_model_names();
+  for (const Analysis& a : analyses) references = references && std::find(names.begin(), names.end(), a.model) != names.end();
+  std::string out = fmt::format("{}{} on {} [{}], {}: peak {}, memory {}\n\n",
+                                format == Format::kMarkdown ? "### " : "",
+                                references ? "reference networks" : fmt::format("{} analyses", analyses.size()),
+                                first.hardware.name,
                                 first.hardware.id, dtype_name(first.dtype),
                                 first.hardware.peak_flops_per_second.count(first.dtype)
                                     ? report::si(first.hardware.peak_flops_per_second.at(first.dtype), "FLOP/s")
@@ -155,7 +194,11 @@ std::string render_summary(const std::vector<Analysis>& analyses, Format format)
                                 report::si(first.hardware.memory_bandwidth_bytes_per_second, "B/s"));
   out += report::render_table(t, format);
   out += "\nlower bound = sum over ops of max(FLOPs / peak, bytes / bandwidth); fused keeps "
-         "elementwise and normalisation chains on chip (docs/counting.md)\n";
+         "elementwise and normalisation chains on chip (docs/counting.md); samples/s (max) is from the unfused "
+         "bound\n";
+  for (const Analysis& a : analyses) {
+    for (const std::string& n : a.graph.notes()) out += fmt::format("note: {}: {}\n", a.model, n);
+  }
   return out;
 }
 

@@ -86,7 +86,7 @@ std::string render_hardware(const HardwareSpec& s, Format format) {
   if (s.peak_flops_per_second.count(DType::kFp32)) {
     out += fmt::format("\nridge point (fp32): {} FLOP/B\n", report::fixed1(s.ridge_point(DType::kFp32)));
   }
-  for (const std::string& n : s.notes) out += "note: " + n + "\n";
+  for (const std::string& n : s.notes) out += (n.rfind("warning: ", 0) == 0 ? "" : "note: ") + n + "\n";  // a warning is not a note
   return out;
 }
 

@@ -69,7 +69,7 @@ std::string render_host(const HostDescription& h, Format format) {
   }
   std::string out = report::render_table(t, format);
   if (format != Format::kCsv) {
-    for (const std::string& n : h.notes) out += "note: " + n + "\n";
+    for (const std::string& n : h.notes) out += (n.rfind("warning: ", 0) == 0 ? "" : "note: ") + n + "\n";  // a warning is not a note
   }
   return out;
 }

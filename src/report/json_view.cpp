@@ -133,6 +133,7 @@ json analysis_json(const Analysis& a) {
   }
   j["totals"] = totals;
   j["approximations"] = a.approximations;
+  j["notes"] = a.graph.notes();  // what the importer decided (the batch's origin, a --dtype conversion)
   j["unmodeled"] = json::array();
   for (const UnmodeledOp& u : a.unmodeled) {
     const OpRecord& op = a.graph.op(u.op_index);

@@ -8,7 +8,31 @@
 
 namespace neuralcost::report {
 
+std::string grouped(std::uint64_t value) {
+  std::string digits = std::to_string(value), out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string seconds(double value) {
+  if (value == 0) return "0 s";
+  const double mag = std::fabs(value);
+  const auto three = [](double v, const char* unit) {
+    const int decimals = std::fabs(v) >= 99.95 ? 0 : std::fabs(v) >= 9.995 ? 1 : 2;
+    return fmt::format("{:.{}f} {}", v, decimals, unit);
+  };
+  if (mag >= 999.5) return (value < 0 ? "-" : "") + grouped(static_cast<std::uint64_t>(std::llround(mag))) + " s";
+  if (mag >= 0.9995) return three(value, "s");
+  if (mag >= 0.9995e-3) return three(value * 1e3, "ms");
+  if (mag >= 0.9995e-6) return three(value * 1e6, "µs");
+  return three(value * 1e9, "ns");
+}
+
 std::string si(double value, const std::string& unit) {
+  if (unit == "s") return seconds(value);
   if (value == 0) return fmt::format("0 {}", unit);
   static const std::array<std::pair<double, const char*>, 11> prefixes = {{
       {1e18, "E"}, {1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"},

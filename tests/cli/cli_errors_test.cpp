@@ -31,6 +31,7 @@ void expect_usage_error(const std::string& args, const std::string& fragment) {
 }
 
 TEST(CliErrorsTest, UnknownModel) {
+  expect_error("analyze tranformer", "unknown model 'tranformer'; did you mean transformer?");
   expect_error("analyze --model resnet",
                "unknown model 'resnet'; accepted: reference (built-in reference networks: ff, cnn, rnn, lstm, "
                "transformer); onnx (ONNX files (*.onnx), via the ONNX library)");
@@ -150,6 +151,11 @@ TEST(CliErrorsTest, AbsurdDepthIsAnErrorNotAnOutOfMemory) {
 
 TEST(CliErrorsTest, DirectoryAsHardwareSpec) {
   expect_error("analyze --model ff --hardware " + kBad, "hardware spec '" + kBad + "' is not a regular file");
+}
+
+TEST(CliErrorsTest, OptionsThatApplyToNoChosenModel) {
+  expect_error("analyze ff --seq 64", "--seq does not apply to the built-in network 'ff' (it has no sequence)");
+  expect_error("analyze --model ff,cnn --seq 64", "--seq does not apply to ff or cnn");
 }
 
 }  // namespace

@@ -111,6 +111,30 @@ TEST(CliTest, OutputFileIsWrittenWhole) {
   }
 }
 
+TEST(CliTest, TheOutputFormatFollowsTheExtensionUnlessFormatIsGiven) {
+  const std::string base = ::testing::TempDir() + "/nc_ext_" + std::to_string(::getpid());
+  ASSERT_EQ(run_cli("analyze rnn -o " + base + ".json").exit_code, 0);
+  EXPECT_EQ(nlohmann::json::parse(slurp(base + ".json"))["model"]["name"], "rnn");
+  ASSERT_EQ(run_cli("analyze rnn -o " + base + ".csv").exit_code, 0);
+  EXPECT_THAT(slurp(base + ".csv"), ::testing::StartsWith("name,kind,"));
+  ASSERT_EQ(run_cli("analyze rnn --format table -o " + base + ".json").exit_code, 0);
+  EXPECT_THAT(slurp(base + ".json"), ::testing::StartsWith("rnn (batch 32, fp32)"));
+  for (const char* ext : {".json", ".csv"}) std::filesystem::remove(base + ext);
+}
+
+TEST(CliTest, AnalyzeTakesListsOfModelsAndBatches) {
+  const CliResult r = run_cli("analyze --model ff,cnn --batch 1,8 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["analyses"].size(), 4u);
+  EXPECT_EQ(j["analyses"][0]["model"]["name"], "ff");
+  EXPECT_EQ(j["analyses"][1]["model"]["batch"], 8);
+  EXPECT_EQ(j["analyses"][3]["model"]["name"], "cnn");
+  // an option that applies to some of the models shapes those only
+  const auto seq = nlohmann::json::parse(run_cli("analyze --model ff,lstm --seq 7 --format json").out);
+  EXPECT_EQ(seq["analyses"].size(), 2u);
+}
+
 TEST(CliTest, OutputThroughASymlinkReplacesItsTargetAndDevicesAreWrittenInPlace) {
   const std::string dir = ::testing::TempDir() + "/nc_link_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);

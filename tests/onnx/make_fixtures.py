@@ -177,6 +177,59 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 1, 2, 2])])
 onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out, "zero_stride.onnx"))
 
+# fixed_batch: small_cnn with its batch fixed at 2 in the file
+graph = helper.make_graph(
+    nodes, "fixed_batch",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3, 8, 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 10])],
+    [init("w", [4, 3, 3, 3]), init("b", [4]), init("fc_w", [10, 64]), init("fc_b", [10])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "fixed_batch.onnx")
+
+# einsum_attention: softmax(q k^T) v written with Einsum, batch symbolic ("batch", as
+# torch.onnx names it); per sample: 2 heads x 4 queries x 4 keys x 8 dims, twice: 2 x 2*256 FLOPs
+graph = helper.make_graph(
+    [helper.make_node("Einsum", ["q", "k"], ["s"], name="scores", equation="bhqd,bhkd->bhqk"),
+     helper.make_node("Softmax", ["s"], ["p"], name="softmax", axis=-1),
+     helper.make_node("Einsum", ["p", "v"], ["o"], name="mix", equation="bhqk,bhkd->bhqd"),
+     helper.make_node("Relu", ["o"], ["y"], name="relu")],
+    "einsum_attention",
+    [helper.make_tensor_value_info(n, TensorProto.FLOAT, ["batch", 2, 4, 8]) for n in ("q", "k", "v")],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 2, 4, 8])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "einsum_attention.onnx")
+
+# shape15: opset 15 (Shape with start/end) over an input with a symbolic non-batch dimension S:
+# S must be bound before ONNX's shape inference sees it
+graph = helper.make_graph(
+    [helper.make_node("Shape", ["x"], ["shp"], name="shape", start=0),
+     helper.make_node("Reshape", ["x", "shp"], ["r"], name="reshape"),
+     helper.make_node("Relu", ["r"], ["y"], name="relu")],
+    "shape15",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", "S", 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "S", 8])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), "shape15.onnx")
+
+# token_ids: two inputs, int64 token ids and a float mask: embedding lookup times the mask
+graph = helper.make_graph(
+    [helper.make_node("Gather", ["table", "ids"], ["emb"], name="embed"),
+     helper.make_node("Unsqueeze", ["mask", "axis2"], ["m"], name="unsqueeze"),
+     helper.make_node("Mul", ["emb", "m"], ["y"], name="masked")],
+    "token_ids",
+    [helper.make_tensor_value_info("ids", TensorProto.INT64, ["batch", "seq"]),
+     helper.make_tensor_value_info("mask", TensorProto.FLOAT, ["batch", "seq"])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", "seq", 16])],
+    [init("table", [100, 16]), numpy_helper.from_array(np.array([2], dtype=np.int64), "axis2")])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "token_ids.onnx")
+
+# custom_ops: every op in a domain nothing knows: a report that is all unmodeled
+graph = helper.make_graph(
+    [helper.make_node("Frobnicate", ["x"], ["h"], name="f1", domain="com.example"),
+     helper.make_node("Frobnicate", ["h"], ["y"], name="f2", domain="com.example")],
+    "custom_ops",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8])])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.example", 1)]),
+          os.path.join(out, "custom_ops.onnx"))
+
 # not_a_model: a valid protobuf of another message (a tensor)
 with open(os.path.join(out, "not_a_model.onnx"), "wb") as f:
     f.write(init("t", [2, 2]).SerializeToString())

@@ -14,8 +14,8 @@ namespace neuralcost::cli {
 namespace {
 
 struct AnalyzeArgs {
-  std::string model;
-  std::int64_t batch = 32;
+  std::vector<std::string> models;
+  std::vector<std::int64_t> batches = {32};
   std::int64_t seq = 32;
   std::int64_t width = 128;
   std::int64_t depth = 2;
@@ -46,56 +46,66 @@ std::int64_t positive_int(const std::string& text, const std::string& what) {
   throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is not a positive integer", what, text));
 }
 
-void run_analyze(const AnalyzeArgs& args) {
+void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   const auto dtype = parse_dtype(args.dtype);
   const auto& compute = compute_dtypes();
   if (!dtype || std::find(compute.begin(), compute.end(), *dtype) == compute.end()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--dtype '{}' is not one of fp64, fp32, tf32, fp16, bf16, int8, fp8", args.dtype));
   }
-  const Format format = *parse_format(args.format);
+  const Format format = output_format(cmd, args.format, args.output);
   const HardwareSpec hardware = hardware_for(args.hardware);
-  ModelRequest request;
-  request.model = args.model;
-  request.batch = args.batch;
-  request.seq = args.seq;
-  request.width = args.width;
-  request.depth = args.depth;
-  request.dtype = *dtype;
-  request.structure_only = args.structure_only;
+  ModelRequest base;
+  base.seq = args.seq;
+  base.width = args.width;
+  base.depth = args.depth;
+  base.dtype = *dtype;
+  base.structure_only = args.structure_only;
+  for (const char* option : {"batch", "seq", "width", "depth", "dtype"}) {
+    if (cmd.count(std::string("--") + option) > 0) base.given.insert(option);
+  }
   for (const std::string& b : args.inputs) {
     const auto [name, shape_text] = binding(b, "--input");
     const Shape shape = parse_shape(shape_text, fmt::format("--input '{}'", b));
-    request.named_inputs[name] = shape;
+    base.named_inputs[name] = shape;
   }
   for (const std::string& b : args.dims) {
     const auto [name, value] = binding(b, "--dim");
-    request.dims[name] = positive_int(value, "--dim " + b);
+    base.dims[name] = positive_int(value, "--dim " + b);
   }
-  const AnalysisOptions options{args.batch};
-  if (args.model.empty()) {
-    std::vector<Analysis> all;
-    for (const std::string& name : reference_model_names()) {
-      request.model = name;
-      all.push_back(analyze(importer_for(request).import(request), hardware, options));
+  const bool all = args.models.empty();
+  const std::vector<ModelRequest> requests =
+      model_requests(base, all ? reference_model_names() : args.models, args.batches);
+  std::vector<Analysis> analyses;
+  for (const ModelRequest& request : requests) {
+    const Importer& importer = importer_for(request);
+    const OpGraph graph = importer.import(request);
+    try {
+      analyses.push_back(analyze(graph, hardware));
+    } catch (const Error& e) {
+      // importers name the file in their own errors; the analysis names the op, so add the file
+      if (importer.name() == "reference") throw;
+      throw Error(e.code(), fmt::format("{}: {}", request.model, e.what()));
     }
-    emit(render_summary(all, format), args.output);
-    return;
   }
-  const Importer& importer = importer_for(request);
-  const OpGraph graph = importer.import(request);
-  Analysis analysis;
-  try {
-    analysis = analyze(graph, hardware, options);
-  } catch (const Error& e) {
-    // importers name the file in their own errors; the analysis names the op, so add the file
-    if (importer.name() == "reference") throw;
-    throw Error(e.code(), fmt::format("{}: {}", args.model, e.what()));
+  if (analyses.size() > 1) {
+    emit(render_summary(analyses, format), args.output);
+  } else {
+    emit(render_analysis(analyses.front(), format), args.output);
   }
-  emit(render_analysis(analysis, format), args.output);
-  if (!analysis.complete() && format != Format::kTable && format != Format::kMarkdown) {
-    fmt::print(stderr, "warning: {} op(s) not modeled; totals are incomplete (see \"unmodeled\")\n",
-               analysis.unmodeled.size());
+  // a report that is mostly unmodeled is not a result: say so last and fail
+  for (const Analysis& a : analyses) {
+    if (!a.complete() && ((format != Format::kTable && format != Format::kMarkdown) || analyses.size() > 1)) {
+      fmt::print(stderr, "warning: {}: {} op(s) not modeled; totals are incomplete (see \"unmodeled\")\n", a.model,
+                 a.unmodeled.size());
+    }
+  }
+  for (const Analysis& a : analyses) {
+    if (a.mostly_unmodeled()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: {} of {} ops are not modeled, so its totals mean nothing; {}", a.model,
+                              a.unmodeled.size(), a.ops.size(), a.first_fix()));
+    }
   }
 }
 
@@ -107,26 +117,37 @@ void add_analyze_command(CLI::App& app) {
       "analyze",
       "Per-layer FLOPs, bytes, arithmetic intensity, limiting roof and lower-bound time.\n"
       "Without a model: a summary of the five reference networks.");
-  cmd->add_option("model,--model", args->model,
-                  "Model: ff, cnn, rnn, lstm, transformer, or an ONNX file (omit for all five networks)");
+  cmd->add_option("model,--model", args->models,
+                  "Models, comma-separated: ff, cnn, rnn, lstm, transformer, or ONNX files (omit for all five "
+                  "networks; several: a summary)")
+      ->delimiter(',');
   cmd->add_option("--input", args->inputs, "ONNX: shape of a graph input, NAME=1x3x224x224 (repeatable)");
   cmd->add_option("--dim", args->dims, "ONNX: value of a symbolic dimension, NAME=32 (repeatable)");
   cmd->add_flag("--structure-only", args->structure_only,
                 "ONNX: do not check or read external weight files (shapes only)");
-  cmd->add_option("--batch", args->batch, "Samples per forward pass")->capture_default_str();
-  cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer)")->capture_default_str();
+  cmd->add_option("--batch", args->batches,
+                  "Samples per forward pass, comma-separated (several: a summary). ONNX: binds a symbolic leading "
+                  "dimension of the first input (default 32); a file that fixes its batch uses its own")
+      ->allow_extra_args(false)
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer; not ONNX)")->capture_default_str();
   cmd->add_option("--width", args->width, "Hidden width d (cnn: channels of the last stage)")
       ->capture_default_str();
   cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8")
+  cmd->add_option("--dtype", args->dtype,
+                  "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8 (ONNX: every floating-point tensor is "
+                  "counted in it)")
       ->capture_default_str();
   cmd->add_option("--hardware", args->hardware,
                   "Built-in hardware id or alias (see `hardware list`), a spec JSON file, host (this machine, "
                   "calibrated) or host-spec (its theoretical peaks)")
       ->capture_default_str();
   add_format_option(*cmd, args->format);
-  cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
-  cmd->callback([args] { run_analyze(*args); });
+  cmd->add_option("-o,--output", args->output,
+                  "Write to this file (atomically) instead of stdout; without --format, the format follows its "
+                  "extension (.json, .csv, .md)");
+  cmd->callback([args, cmd] { run_analyze(*args, *cmd); });
 }
 
 }  // namespace neuralcost::cli

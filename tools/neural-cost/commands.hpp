@@ -16,6 +16,8 @@ void emit(const std::string& text, const std::string& output);
 HardwareSpec hardware_for(const std::string& id_or_path);
 /// Adds --format with table|json|csv|md validation.
 void add_format_option(CLI::App& command, std::string& format);
+/// --format when given; else the format `output`'s extension names (-o out.json: JSON); else `format`'s default.
+Format output_format(const CLI::App& command, const std::string& format, const std::string& output);
 
 void add_analyze_command(CLI::App& app);
 void add_hardware_command(CLI::App& app);

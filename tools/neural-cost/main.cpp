@@ -36,6 +36,13 @@ void add_format_option(CLI::App& command, std::string& format) {
       ->capture_default_str();
 }
 
+Format output_format(const CLI::App& command, const std::string& format, const std::string& output) {
+  if (command.count("--format") == 0 && !output.empty()) {
+    if (const auto by_extension = format_for_path(output)) return *by_extension;
+  }
+  return *parse_format(format);
+}
+
 }  // namespace neuralcost::cli
 
 int main(int argc, char** argv) {

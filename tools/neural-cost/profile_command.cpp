@@ -39,7 +39,7 @@ struct ProfileArgs {
   bool summary_only = false;
 };
 
-void run_profile(const ProfileArgs& args) {
+void run_profile(const ProfileArgs& args, const CLI::App& cmd) {
   const auto dtype = parse_dtype(args.dtype);
   if (!dtype) throw Error(ErrorCode::kInvalidArgument, fmt::format("--dtype '{}' is not a dtype", args.dtype));
   ProfileOptions options;
@@ -72,7 +72,7 @@ void run_profile(const ProfileArgs& args) {
   }
   const std::vector<std::string> models = args.models.empty() ? reference_model_names() : args.models;
   const std::vector<ProfileRun> runs = profile_all(backends, models, base, hardware, options);
-  const Format format = *parse_format(args.format);
+  const Format format = output_format(cmd, args.format, args.output);
   emit(args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
                                                     : render_profile(runs, hardware, format),
        args.output);
@@ -156,8 +156,10 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--layer-runs", args->layer_runs, "Profiled passes for per-layer times (0: skip)")->capture_default_str();
   cmd->add_flag("--summary", args->summary_only, "Print only the summary across runs (table, md, csv)");
   add_format_option(*cmd, args->format);
-  cmd->add_option("-o,--output", args->output, "Write to this file (atomically) instead of stdout");
-  cmd->callback([args] { run_profile(*args); });
+  cmd->add_option("-o,--output", args->output,
+                  "Write to this file (atomically) instead of stdout; without --format, the format follows its "
+                  "extension (.json, .csv, .md)");
+  cmd->callback([args, cmd] { run_profile(*args, *cmd); });
 }
 
 }  // namespace neuralcost::cli

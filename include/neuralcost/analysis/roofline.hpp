@@ -79,7 +79,7 @@ struct ModelTotals {
 };
 
 struct AnalysisOptions {
-  std::int64_t batch = 0;  ///< samples per pass, for per-sample figures; 0 = unknown
+  std::int64_t batch = 0;  ///< samples per pass, for per-sample figures; 0 = the graph's own (OpGraph::batch)
 };
 
 struct Analysis {
@@ -99,6 +99,11 @@ struct Analysis {
   ModelTotals totals;
 
   bool complete() const { return unmodeled.empty(); }
+  /// Half or more of the ops are not modeled: the totals describe too little of the model to be
+  /// a result (the CLI fails, and no best-case throughput is printed).
+  bool mostly_unmodeled() const { return !ops.empty() && 2 * unmodeled.size() >= ops.size(); }
+  /// The one action most likely to fix the unmodeled ops: the reason most of them share.
+  std::string first_fix() const;
 };
 
 /// Costs every op, applies the roofline and builds the fused lower bound. Throws the cost

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -47,6 +48,15 @@ class OpGraph {
   /// element count or dtype.
   std::vector<ParameterDesc> unique_parameters() const;
 
+  /// Samples per forward pass as the importer knows it (the reference networks: the requested
+  /// batch; ONNX: the leading dimension of the first input after binding); 0 = unknown.
+  std::int64_t batch() const { return batch_; }
+  void set_batch(std::int64_t batch) { batch_ = batch; }
+  /// What the importer decided for the user and says so: how the batch was found, which
+  /// tensors a requested dtype converted (one sentence each; views print them as notes).
+  const std::vector<std::string>& notes() const { return notes_; }
+  void add_note(std::string note) { notes_.push_back(std::move(note)); }
+
  private:
   void rebuild_index();
 
@@ -57,6 +67,8 @@ class OpGraph {
   std::map<std::string, std::vector<std::size_t>> consumers_;
   std::map<std::string, TensorDesc> tensors_;
   std::vector<std::string> marked_outputs_;
+  std::int64_t batch_ = 0;
+  std::vector<std::string> notes_;
 };
 
 }  // namespace neuralcost

@@ -37,5 +37,8 @@ OpCost cost_of(const OpRecord& op);
 /// operand order, inputs then parameters (`is_parameter[i]`: operand i became a parameter).
 /// Throws kInvalidArgument when the equation has another number of terms.
 std::string einsum_inputs_first(const std::string& equation, const std::vector<bool>& is_parameter);
+/// The output shape of an einsum over operands of these shapes (numpy's rules: "..." broadcast,
+/// implicit output when there is no "->"). Throws kInvalidArgument naming what does not fit.
+Shape einsum_output_shape(const std::string& equation, const std::vector<Shape>& operands);
 
 }  // namespace neuralcost

@@ -20,6 +20,8 @@ namespace neuralcost {
 enum class Format { kTable, kJson, kCsv, kMarkdown };
 /// "table", "json", "csv", "md" (or "markdown"); empty if unknown.
 std::optional<Format> parse_format(std::string_view name);
+/// The format a file's extension names: .json, .csv, .md / .markdown; empty for any other.
+std::optional<Format> format_for_path(std::string_view path);
 
 /// Per-op view of one analysis, then totals and warnings about unmodeled ops.
 ///

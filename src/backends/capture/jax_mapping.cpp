@@ -210,7 +210,6 @@ Handler window(bool pool) {
     const Ints pads = attr_ints(call, "padding"), base = attr_ints(call, "base_dilation");
     if (!x || !y || dims.size() != x->shape.size()) return one(unknown(call, "its window does not fit its input"));
     const std::size_t rank = dims.size();
-    const Wide taps = saturating_elements(dims);
     const bool spatial = rank >= 3 && rank <= 5 && !x->parameter && dims[0] == 1 && dims[1] == 1 &&
                          strides.size() == rank && strides[0] == 1 && strides[1] == 1 && pads.size() == 2 * rank &&
                          std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p >= 0; }) &&

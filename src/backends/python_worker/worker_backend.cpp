@@ -17,6 +17,7 @@
 #include "backends/capture/captured_json.hpp"
 #include "backends/python_worker/worker_process.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/measure/statistics.hpp"
 
 namespace neuralcost::worker {
 namespace {
@@ -168,13 +169,11 @@ class WorkerModel final : public PreparedModel {
   std::map<std::string, std::string> environment() const override {
     std::map<std::string, std::string> env = environment_;
     if (!overhead_.empty()) {
-      std::vector<double> o = overhead_;
-      std::nth_element(o.begin(), o.begin() + o.size() / 2, o.end());
       env["worker_passes_per_request"] = std::to_string(passes_);
       env["protocol_overhead"] = fmt::format(
           "{:.1f} us per pass (median over {} run requests of their round trip minus the passes' own times, "
           "divided by the passes they carried); not part of the samples",
-          o[o.size() / 2] * 1e6, o.size());
+          median(overhead_) * 1e6, overhead_.size());
     }
     try {
       const json reply = process_.request({{"cmd", "memory"}}, Seconds(timeout_));

@@ -14,6 +14,12 @@ class OnnxImporter final : public Importer {
   std::string_view description() const override { return "ONNX files (*.onnx), via the ONNX library"; }
   bool accepts(const ModelRequest& request) const override;
   OpGraph import(const ModelRequest& request) const override;
+  /// --batch (binds a symbolic leading dimension), --dtype, --input, --dim, --structure-only;
+  /// never --seq, --width, --depth (the file fixes them).
+  bool applies(const ModelRequest& request, std::string_view option) const override {
+    (void)request;
+    return option != "seq" && option != "width" && option != "depth";
+  }
 };
 
 }  // namespace neuralcost

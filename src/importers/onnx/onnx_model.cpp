@@ -144,15 +144,39 @@ void check_external_data(const onnx::GraphProto& graph, const std::string& path)
   }
 }
 
-/// Sets the shapes the user gave (--input NAME=SHAPE, --dim NAME=VALUE) on the graph inputs.
-void bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, const std::string& path) {
-  std::vector<std::string> initializers;
-  for (const auto& t : graph.initializer()) initializers.push_back(t.name());
+std::string dims_text(const onnx::TensorShapeProto& shape) {
+  std::string out;
+  for (const auto& d : shape.dim()) {
+    out += out.empty() ? "" : "x";
+    out += d.has_dim_value() ? std::to_string(d.dim_value()) : d.has_dim_param() ? d.dim_param() : "?";
+  }
+  return out.empty() ? "a scalar" : out;
+}
+
+/// Sets the shapes the user gave (--input NAME=SHAPE, --dim NAME=VALUE, --batch) on the graph
+/// inputs and returns the batch: the leading dimension of the first input after binding. A
+/// symbolic (or unnamed) leading dimension of the first input takes --batch (its default when
+/// not given, said in a note); a fixed one refuses a --batch that disagrees. Shapes given with
+/// --input must have the declared rank and keep every fixed dimension. Every symbolic dimension
+/// must end up bound: ONNX's shape inference cannot use one (and crashes on some at opset 15+),
+/// so an unbound one is an error naming the fix, not a report of unmodeled ops.
+std::int64_t bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, const std::string& path,
+                         std::vector<std::string>& notes) {
+  std::set<std::string> initializers;
+  for (const auto& t : graph.initializer()) initializers.insert(t.name());
   std::map<std::string, bool> used;
   for (const auto& [name, shape] : request.named_inputs) used[name] = false;
   std::set<std::string> symbols;  // the symbolic dimensions of the graph inputs
+  std::map<std::string, std::int64_t> dims = request.dims;
+  const bool batch_given = request.given.count("batch") > 0;
+  std::int64_t batch = 0;
+  bool first = true;
+  std::vector<std::string> unbound;
   for (auto& input : *graph.mutable_input()) {
-    if (std::find(initializers.begin(), initializers.end(), input.name()) != initializers.end()) continue;
+    if (initializers.count(input.name())) continue;
+    const bool is_first = first;
+    first = false;
+    if (!input.type().has_tensor_type()) continue;
     auto* tensor = input.mutable_type()->mutable_tensor_type();
     for (const auto& d : tensor->shape().dim()) {
       if (d.has_dim_param()) symbols.insert(d.dim_param());
@@ -160,17 +184,100 @@ void bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, const std
     auto named = request.named_inputs.find(input.name());
     if (named != request.named_inputs.end()) {
       used[input.name()] = true;
+      const Shape& given = named->second;
+      if (tensor->has_shape()) {
+        const auto& declared = tensor->shape();
+        if (static_cast<std::size_t>(declared.dim_size()) != given.size()) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("{}: --input '{}' gives {} dimensions, the input has {} ({})", path, input.name(),
+                                  given.size(), declared.dim_size(), dims_text(declared)));
+        }
+        for (int i = 0; i < declared.dim_size(); ++i) {
+          const auto& d = declared.dim(i);
+          if (d.has_dim_value() && d.dim_value() != given[static_cast<std::size_t>(i)]) {
+            throw Error(ErrorCode::kInvalidArgument,
+                        fmt::format("{}: --input '{}': dimension {} is fixed at {} in the file ({}), not {}", path,
+                                    input.name(), i, d.dim_value(), dims_text(declared), given[static_cast<std::size_t>(i)]));
+          }
+        }
+      }
       auto* shape = tensor->mutable_shape();
       shape->clear_dim();
-      for (std::int64_t d : named->second) shape->add_dim()->set_dim_value(d);
+      for (std::int64_t d : given) shape->add_dim()->set_dim_value(d);
+      if (is_first && !given.empty()) {
+        batch = given.front();
+        if (batch_given && batch != request.batch) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("{}: --batch {} disagrees with --input '{}' (leading dimension {})", path,
+                                  request.batch, input.name(), batch));
+        }
+        notes.push_back(fmt::format("batch {}: the leading dimension of input '{}' (--input)", batch, input.name()));
+      }
       continue;
     }
-    if (!tensor->has_shape()) continue;
-    for (auto& d : *tensor->mutable_shape()->mutable_dim()) {
-      if (d.has_dim_param() && request.dims.count(d.dim_param())) d.set_dim_value(request.dims.at(d.dim_param()));
+    if (!tensor->has_shape()) {
+      if (is_first && batch_given) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("{}: --batch does not apply: input '{}' declares no shape (give it with --input {}=SHAPE)",
+                                path, input.name(), input.name()));
+      }
+      continue;
+    }
+    auto* shape = tensor->mutable_shape();
+    if (is_first) {
+      if (shape->dim_size() == 0) {
+        if (batch_given) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("{}: --batch does not apply: the first input '{}' is a scalar", path, input.name()));
+        }
+      } else {
+        auto& lead = *shape->mutable_dim(0);
+        if (lead.has_dim_value() && lead.dim_value() > 0) {
+          batch = lead.dim_value();
+          if (batch_given && request.batch != batch) {
+            throw Error(ErrorCode::kInvalidArgument,
+                        fmt::format("{}: input '{}' fixes the batch at {} ({}); --batch {} does not apply (omit it, or "
+                                    "export the model with a dynamic batch dimension)",
+                                    path, input.name(), batch, dims_text(*shape), request.batch));
+          }
+          notes.push_back(fmt::format("batch {}: fixed by the file (input '{}' is {})", batch, input.name(),
+                                      dims_text(*shape)));
+        } else if (lead.has_dim_param() && dims.count(lead.dim_param())) {
+          batch = dims.at(lead.dim_param());
+          if (batch_given && request.batch != batch) {
+            throw Error(ErrorCode::kInvalidArgument,
+                        fmt::format("{}: --batch {} disagrees with --dim {}={} (the leading dimension of input '{}')",
+                                    path, request.batch, lead.dim_param(), batch, input.name()));
+          }
+          notes.push_back(fmt::format("batch {}: --dim {} (the leading dimension of input '{}')", batch,
+                                      lead.dim_param(), input.name()));
+        } else if (!lead.has_dim_value()) {
+          batch = request.batch;
+          const std::string how = batch_given ? "--batch" : fmt::format("the default of --batch ({})", batch);
+          if (lead.has_dim_param()) {
+            dims[lead.dim_param()] = batch;  // every input sharing the symbol gets the same batch
+            notes.push_back(fmt::format("batch {}: the leading dimension '{}' of input '{}' bound by {}", batch,
+                                        lead.dim_param(), input.name(), how));
+          } else {
+            lead.set_dim_value(batch);
+            notes.push_back(fmt::format("batch {}: the unnamed leading dimension of input '{}' bound by {}", batch,
+                                        input.name(), how));
+          }
+        }
+      }
+    }
+    for (int i = 0; i < shape->dim_size(); ++i) {
+      auto& d = *shape->mutable_dim(i);
+      if (d.has_dim_param() && dims.count(d.dim_param())) d.set_dim_value(dims.at(d.dim_param()));
       if (d.has_dim_value() && d.dim_value() < 0) {
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("{}: input '{}' has a negative dimension ({})", path, input.name(), d.dim_value()));
+      }
+      if (!d.has_dim_value()) {
+        unbound.push_back(d.has_dim_param() ? fmt::format("'{}' (input '{}', dimension {}): --dim {}=VALUE",
+                                                          d.dim_param(), input.name(), i, d.dim_param())
+                                            : fmt::format("dimension {} of input '{}' (unnamed): --input {}=SHAPE", i,
+                                                          input.name(), input.name()));
       }
     }
   }
@@ -187,6 +294,33 @@ void bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, const std
                                                     "({})", path, name, known.empty() ? "they have none" : "they have: " + known));
     }
   }
+  if (!unbound.empty()) {
+    std::string list;
+    for (const std::string& u : unbound) list += (list.empty() ? "" : "; ") + u;
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: {} input dimension{} not known; bind {}: {}", path, unbound.size(),
+                            unbound.size() == 1 ? " is" : "s are", unbound.size() == 1 ? "it" : "them", list));
+  }
+  return batch;
+}
+
+/// --dtype on an ONNX model: "what if it ran in this dtype". Every floating-point tensor
+/// (inputs, weights, activations) is counted in `dtype`; integer and boolean tensors (indices,
+/// shapes, masks) keep theirs. Says what it converted.
+void convert_floats(ModelContext& ctx, DType dtype, std::vector<std::string>& notes) {
+  std::map<DType, std::size_t> converted;
+  for (auto& [name, v] : ctx.values) {
+    const bool floating = v.dtype == DType::kFp64 || v.dtype == DType::kFp32 || v.dtype == DType::kFp16 ||
+                          v.dtype == DType::kBf16;
+    if (!floating || v.dtype == dtype) continue;
+    ++converted[v.dtype];
+    v.dtype = dtype;
+  }
+  std::string what;
+  for (const auto& [from, n] : converted) what += fmt::format("{}{} {}", what.empty() ? "" : ", ", n, dtype_name(from));
+  notes.push_back(what.empty() ? fmt::format("--dtype {}: the file's floating-point tensors are already {}", dtype_name(dtype), dtype_name(dtype))
+                               : fmt::format("--dtype {}: {} floating-point tensors counted as {} (integer and boolean "
+                                             "tensors keep their types)", dtype_name(dtype), what, dtype_name(dtype)));
 }
 
 }  // namespace
@@ -243,7 +377,15 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
   } catch (const std::exception& e) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: the ONNX checker rejects it: {}", path, one_line(e.what())));
   }
-  bind_inputs(*model.mutable_graph(), request, path);
+  for (const char* option : {"seq", "width", "depth"}) {
+    if (request.given.count(option)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: --{} does not apply to an ONNX model (its shapes come from the file: bind symbolic "
+                              "dimensions with --dim NAME=VALUE or --input NAME=SHAPE)", path, option));
+    }
+  }
+  std::vector<std::string> notes;
+  const std::int64_t batch = bind_inputs(*model.mutable_graph(), request, path, notes);
   ctx.int_values = onnx_import::infer_shapes(model, ctx.opset, path);
   std::set<std::string> shape_values;
   for (const auto& [name, v] : ctx.int_values) shape_values.insert(name);
@@ -251,6 +393,7 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
   onnx_import::find_constants(graph, shape_values, ctx);
   for (const auto& out : graph.output()) ctx.graph_outputs.insert(out.name());
   onnx_import::add_values(graph, ctx);
+  if (request.given.count("dtype")) convert_floats(ctx, request.dtype, notes);
   OpGraph g(std::filesystem::path(path).filename().string());
   std::set<std::string> names;
   for (int i = 0; i < graph.node_size(); ++i) {
@@ -275,6 +418,8 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
   for (const auto& out : graph.output()) {
     if (g.producer(out.name())) g.mark_output(out.name());
   }
+  g.set_batch(batch);
+  for (std::string& n : notes) g.add_note(std::move(n));
   return g;
 }
 

@@ -3,6 +3,9 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
 #include "neuralcost/models/reference.hpp"
 
 namespace neuralcost {
@@ -12,7 +15,20 @@ bool ReferenceImporter::accepts(const ModelRequest& request) const {
   return std::find(names.begin(), names.end(), request.model) != names.end();
 }
 
+bool ReferenceImporter::applies(const ModelRequest& request, std::string_view option) const {
+  if (option == "batch" || option == "width" || option == "depth" || option == "dtype") return true;
+  if (option == "seq") return request.model != "ff" && request.model != "cnn";
+  return false;  // --input, --dim, --structure-only are for model files
+}
+
 OpGraph ReferenceImporter::import(const ModelRequest& request) const {
+  for (const std::string& option : options_set(request)) {
+    if (!applies(request, option)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--{} does not apply to the built-in network '{}'{}", option, request.model,
+                              option == "seq" ? " (it has no sequence)" : " (it is for model files)"));
+    }
+  }
   ReferenceOptions o;
   o.model = request.model;
   o.batch = request.batch;
@@ -20,7 +36,9 @@ OpGraph ReferenceImporter::import(const ModelRequest& request) const {
   o.width = request.width;
   o.depth = request.depth;
   o.dtype = request.dtype;
-  return build_reference_model(o);
+  OpGraph graph = build_reference_model(o);
+  graph.set_batch(request.batch);
+  return graph;
 }
 
 }  // namespace neuralcost

@@ -13,6 +13,7 @@ class ReferenceImporter final : public Importer {
   }
   bool accepts(const ModelRequest& request) const override;
   OpGraph import(const ModelRequest& request) const override;
+  bool applies(const ModelRequest& request, std::string_view option) const override;
 };
 
 }  // namespace neuralcost
