@@ -230,6 +230,25 @@ graph = helper.make_graph(
 onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid("com.example", 1)]),
           os.path.join(out, "custom_ops.onnx"))
 
+# swin_pad: how torchvision's Swin computes its window padding, folded by the importer: a
+# (before, after) pair per dim, last dim first, reshaped to rows, reversed (Slice with step -1),
+# transposed and flattened into ONNX's pads; x N x 5 x 5 x 4 -> N x 7 x 6 x 4
+i64 = lambda name, values: helper.make_node("Constant", [], [name], name=name,
+                                           value=numpy_helper.from_array(np.array(values, dtype=np.int64), name))
+graph = helper.make_graph(
+    [i64("pairs", [0, 0, 0, 1, 0, 2, 0, 0]), i64("rows_shape", [-1, 2]), i64("start", [-1]),
+     i64("end", [-(2**63) + 1]), i64("axis0", [0]), i64("step", [-1]), i64("flat", [-1]),
+     helper.make_node("Reshape", ["pairs", "rows_shape"], ["rows"], name="rows"),
+     helper.make_node("Slice", ["rows", "start", "end", "axis0", "step"], ["reversed"], name="reverse"),
+     helper.make_node("Transpose", ["reversed"], ["by_side"], name="by_side", perm=[1, 0]),
+     helper.make_node("Reshape", ["by_side", "flat"], ["pads"], name="pads"),
+     helper.make_node("Pad", ["x", "pads"], ["padded"], name="pad", mode="constant"),
+     helper.make_node("Relu", ["padded"], ["y"], name="relu")],
+    "swin_pad",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 5, 5, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 7, 6, 4])])
+save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "swin_pad.onnx")
+
 # not_a_model: a valid protobuf of another message (a tensor)
 with open(os.path.join(out, "not_a_model.onnx"), "wb") as f:
     f.write(init("t", [2, 2]).SerializeToString())

@@ -163,19 +163,65 @@ std::optional<std::int64_t> arith(const std::string& op, std::int64_t a, std::in
   return std::nullopt;
 }
 
-/// Python-style slice bounds of one axis, clamped as ONNX's Slice does.
-std::optional<IntTensor> slice_1d(const IntTensor& data, std::int64_t start, std::int64_t end, std::int64_t step) {
-  const auto n = static_cast<std::int64_t>(data.values.size());
-  if (step == 0 || data.dims.size() != 1) return std::nullopt;
+/// Python-style slice of one axis, its bounds clamped as ONNX's Slice does.
+std::optional<IntTensor> slice_axis(const IntTensor& data, std::int64_t axis, std::int64_t start, std::int64_t end,
+                                    std::int64_t step) {
+  const auto rank = static_cast<std::int64_t>(data.dims.size());
+  if (axis < 0) axis += rank;
+  if (step == 0 || axis < 0 || axis >= rank) return std::nullopt;
+  const std::int64_t n = data.dims[static_cast<std::size_t>(axis)];
   auto clamp = [&](std::int64_t v, std::int64_t lo, std::int64_t hi) {
     if (v < 0) v = v <= INT64_MIN + n ? lo : v + n;
     return std::clamp(v, lo, hi);
   };
   start = step > 0 ? clamp(start, 0, n) : clamp(start, -1, n - 1);
   end = step > 0 ? clamp(end, 0, n) : clamp(end, -1, n - 1);
-  IntTensor out{{0}, {}, data.elem_type};
-  for (std::int64_t i = start; step > 0 ? i < end : i > end; i += step) out.values.push_back(data.values[i]);
-  out.dims[0] = static_cast<std::int64_t>(out.values.size());
+  std::vector<std::int64_t> kept;
+  for (std::int64_t i = start; step > 0 ? i < end : i > end; i += step) kept.push_back(i);
+  std::int64_t outer = 1, inner = 1;
+  for (std::int64_t d = 0; d < axis; ++d) outer *= data.dims[static_cast<std::size_t>(d)];
+  for (std::int64_t d = axis + 1; d < rank; ++d) inner *= data.dims[static_cast<std::size_t>(d)];
+  IntTensor out{data.dims, {}, data.elem_type};
+  out.dims[static_cast<std::size_t>(axis)] = static_cast<std::int64_t>(kept.size());
+  for (std::int64_t o = 0; o < outer; ++o) {
+    for (std::int64_t i : kept) {
+      for (std::int64_t k = 0; k < inner; ++k) out.values.push_back(data.values[static_cast<std::size_t>((o * n + i) * inner + k)]);
+    }
+  }
+  return out;
+}
+
+std::optional<IntTensor> slice_1d(const IntTensor& data, std::int64_t start, std::int64_t end, std::int64_t step) {
+  if (data.dims.size() != 1) return std::nullopt;
+  return slice_axis(data, 0, start, end, step);
+}
+
+/// Transpose of a small tensor (perm: ONNX's default reverses the dims).
+std::optional<IntTensor> transpose(const IntTensor& x, std::vector<std::int64_t> perm) {
+  const std::size_t rank = x.dims.size();
+  if (perm.empty()) {
+    for (std::size_t i = rank; i > 0; --i) perm.push_back(static_cast<std::int64_t>(i - 1));
+  }
+  if (perm.size() != rank) return std::nullopt;
+  std::vector<bool> seen(rank, false);
+  for (std::int64_t p : perm) {
+    if (p < 0 || p >= static_cast<std::int64_t>(rank) || seen[static_cast<std::size_t>(p)]) return std::nullopt;
+    seen[static_cast<std::size_t>(p)] = true;
+  }
+  std::vector<std::int64_t> strides(rank, 1);
+  for (std::size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * x.dims[d];
+  IntTensor out{{}, {}, x.elem_type};
+  for (std::int64_t p : perm) out.dims.push_back(x.dims[static_cast<std::size_t>(p)]);
+  std::vector<std::int64_t> index(rank, 0);  // over the output's dims
+  for (std::size_t count = 0; count < x.values.size(); ++count) {
+    std::int64_t source = 0;
+    for (std::size_t d = 0; d < rank; ++d) source += index[d] * strides[static_cast<std::size_t>(perm[d])];
+    out.values.push_back(x.values[static_cast<std::size_t>(source)]);
+    for (std::size_t d = rank; d-- > 0;) {
+      if (++index[d] < out.dims[d]) break;
+      index[d] = 0;
+    }
+  }
   return out;
 }
 
@@ -259,12 +305,18 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, std::int64_t opset,
       if (known(3)) axes = in[3]->values;
       if (known(4)) steps = in[4]->values;
     }
-    if (starts.size() != 1 || ends.size() != 1 || (!axes.empty() && axes != std::vector<std::int64_t>{0} &&
-                                                   axes != std::vector<std::int64_t>{-1})) {
+    if (starts.empty() || starts.size() != ends.size() || (!axes.empty() && axes.size() != starts.size()) ||
+        (!steps.empty() && steps.size() != starts.size())) {
       return std::nullopt;
     }
-    return slice_1d(x, starts[0], ends[0], steps.empty() ? 1 : steps[0]);
+    std::optional<IntTensor> out = x;
+    for (std::size_t i = 0; i < starts.size() && out; ++i) {
+      out = slice_axis(*out, axes.empty() ? static_cast<std::int64_t>(i) : axes[i], starts[i], ends[i],
+                       steps.empty() ? 1 : steps[i]);
+    }
+    return out;
   }
+  if (op == "Transpose") return transpose(x, attr_is(n, "perm").value_or(std::vector<std::int64_t>{}));
   if (op == "Neg" || op == "Abs") {
     return elementwise(in, x.elem_type, [&](const std::vector<std::int64_t>& a) -> std::optional<std::int64_t> {
       if (a[0] == INT64_MIN) return std::nullopt;
