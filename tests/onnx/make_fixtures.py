@@ -249,6 +249,19 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 7, 6, 4])])
 save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), "swin_pad.onnx")
 
+# bad_raw_int64: an int64 initializer whose raw bytes (12) do not fit its declared size (1
+# element): ONNX 1.12's ParseData writes past its buffer on it (issue 13); our reader refuses it
+shape = TensorProto()
+shape.name = "shape"
+shape.data_type = TensorProto.INT64
+shape.dims.extend([1])
+shape.raw_data = bytes(12)
+graph = helper.make_graph(
+    [helper.make_node("Reshape", ["x", "shape"], ["y"], name="reshape")], "bad_raw_int64",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6])], [shape])
+onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out, "bad_raw_int64.onnx"))
+
 # not_a_model: a valid protobuf of another message (a tensor)
 with open(os.path.join(out, "not_a_model.onnx"), "wb") as f:
     f.write(init("t", [2, 2]).SerializeToString())

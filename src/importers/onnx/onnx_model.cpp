@@ -119,6 +119,50 @@ std::int64_t default_opset(const onnx::ModelProto& model, const std::string& pat
   return opset;
 }
 
+/// Bytes per element of a fixed-width ONNX element type; 0 for strings and unknown types.
+std::uint64_t element_width(int type) {
+  using T = onnx::TensorProto;
+  switch (type) {
+    case T::UINT8: case T::INT8: case T::BOOL: return 1;
+    case T::UINT16: case T::INT16: case T::FLOAT16: case T::BFLOAT16: return 2;
+    case T::FLOAT: case T::INT32: case T::UINT32: return 4;
+    case T::DOUBLE: case T::INT64: case T::UINT64: case T::COMPLEX64: return 8;
+    case T::COMPLEX128: return 16;
+    default: return 0;
+  }
+}
+
+/// Raw bytes must hold exactly the declared elements: ONNX 1.12's ParseData writes past its
+/// buffer when they do not (issue 13), and a wrong payload would be a wrong constant anyway.
+void check_raw_sizes(const onnx::GraphProto& graph, const std::string& path, bool structure_only) {
+  auto check = [&](const onnx::TensorProto& t, const std::string& what) {
+    if (!t.has_raw_data() || t.data_location() == onnx::TensorProto::EXTERNAL) return;
+    const std::uint64_t width = element_width(t.data_type());
+    if (width == 0) return;
+    std::uint64_t n = 1;
+    for (std::int64_t d : t.dims()) {
+      if (d < 0 || __builtin_mul_overflow(n, static_cast<std::uint64_t>(d), &n)) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: {} '{}' has a bad dimension", path, what, t.name()));
+      }
+    }
+    std::uint64_t bytes = 0;
+    const bool overflow = __builtin_mul_overflow(n, width, &bytes);
+    // --structure-only read a one-byte stand-in for payloads it skipped (onnx_reader.cpp)
+    if (structure_only && t.raw_data().size() == 1) return;
+    if (overflow || bytes != t.raw_data().size()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: {} '{}': its raw data is {} bytes, its {} elements of {} bytes need {}", path, what,
+                              t.name(), t.raw_data().size(), n, width, n * width));
+    }
+  };
+  for (const auto& t : graph.initializer()) check(t, "initializer");
+  for (const auto& node : graph.node()) {
+    for (const auto& a : node.attribute()) {
+      if (a.has_t()) check(a.t(), fmt::format("node '{}' attribute {}", node.name(), a.name()));
+    }
+  }
+}
+
 /// External data must exist (and be long enough) unless only the structure is wanted.
 void check_external_data(const onnx::GraphProto& graph, const std::string& path) {
   const auto dir = std::filesystem::path(path).parent_path();
@@ -360,6 +404,7 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
   ModelContext ctx;
   ctx.file = path;
   ctx.opset = default_opset(model, path);
+  check_raw_sizes(model.graph(), path, request.structure_only);
   if (!request.structure_only) check_external_data(model.graph(), path);
   try {
     // the checker finds external data files relative to the model file, so it reads the file

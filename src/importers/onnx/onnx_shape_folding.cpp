@@ -6,7 +6,6 @@
 // batch lost every shape after its first attention block. Driving the ops one by one also
 // lets the importer reject, before ONNX reads them, the inputs on which ONNX 1.12's inference
 // crashes (zero strides, conv ranks that disagree: found by tests/fuzz).
-#include <onnx/defs/tensor_proto_util.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include <deque>
@@ -53,32 +52,32 @@ std::optional<IntTensor> from_proto(const TensorProto& t) {
   for (std::int64_t d : out.dims) {
     if (d < 0 || (n *= static_cast<std::uint64_t>(d)) > kMaxFoldedElements) return std::nullopt;
   }
-  try {
-    if (t.data_type() == TensorProto::INT64) {
-      out.values = onnx::ParseData<std::int64_t>(&t);
-    } else if (t.data_type() == TensorProto::INT32) {
-      const auto v = onnx::ParseData<std::int32_t>(&t);
-      out.values.assign(v.begin(), v.end());
-    } else if (!t.has_raw_data()) {  // the small types keep their values in int32_data
-      out.values.assign(t.int32_data().begin(), t.int32_data().end());
-    } else {
-      // raw little-endian bytes: 1 per element (bool, int8, uint8), 2 (int16, uint16) or 4 (uint32)
-      const int width = t.data_type() == TensorProto::INT16 || t.data_type() == TensorProto::UINT16 ? 2
-                        : t.data_type() == TensorProto::UINT32                                      ? 4
-                                                                                                    : 1;
-      const std::string& raw = t.raw_data();
-      if (raw.size() != n * static_cast<std::uint64_t>(width)) return std::nullopt;
-      const bool is_signed = t.data_type() == TensorProto::INT8 || t.data_type() == TensorProto::INT16;
-      for (std::size_t i = 0; i < raw.size(); i += static_cast<std::size_t>(width)) {
-        std::uint64_t u = 0;
-        for (int b = 0; b < width; ++b) u |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i + b])) << (8 * b);
-        std::int64_t v = static_cast<std::int64_t>(u);
-        if (is_signed && (u >> (8 * width - 1)) & 1) v -= std::int64_t{1} << (8 * width);
-        out.values.push_back(v);
-      }
+  // our own bounds-checked reading (never ONNX's ParseData, which writes past its buffer when the
+  // raw bytes do not fit the declared size): little-endian raw bytes of exactly n elements, or
+  // the typed field ONNX keeps the type in
+  const int type = t.data_type();
+  const int width = type == TensorProto::INT64                                     ? 8
+                    : type == TensorProto::INT32 || type == TensorProto::UINT32    ? 4
+                    : type == TensorProto::INT16 || type == TensorProto::UINT16    ? 2
+                                                                                   : 1;
+  const bool is_signed = type == TensorProto::INT64 || type == TensorProto::INT32 || type == TensorProto::INT16 ||
+                         type == TensorProto::INT8;
+  if (t.has_raw_data()) {
+    const std::string& raw = t.raw_data();
+    if (raw.size() != n * static_cast<std::uint64_t>(width)) return std::nullopt;
+    for (std::size_t i = 0; i < raw.size(); i += static_cast<std::size_t>(width)) {
+      std::uint64_t u = 0;
+      for (int b = 0; b < width; ++b) u |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i + b])) << (8 * b);
+      std::int64_t v = static_cast<std::int64_t>(u);
+      if (width < 8 && is_signed && ((u >> (8 * width - 1)) & 1)) v -= std::int64_t{1} << (8 * width);
+      out.values.push_back(v);
     }
-  } catch (const std::exception&) {
-    return std::nullopt;
+  } else if (type == TensorProto::INT64) {
+    out.values.assign(t.int64_data().begin(), t.int64_data().end());
+  } else if (type == TensorProto::UINT32) {
+    out.values.assign(t.uint64_data().begin(), t.uint64_data().end());
+  } else {  // int32 and the small types keep their values in int32_data
+    out.values.assign(t.int32_data().begin(), t.int32_data().end());
   }
   if (out.values.size() != n) return std::nullopt;
   return out;
