@@ -64,7 +64,7 @@ std::string calibration_to_json(const Calibration& c) {
   }
   j["environment"] = c.environment;
   j["warnings"] = c.warnings;
-  return j.dump(2) + "\n";
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 Calibration parse_calibration(std::string_view text, const std::string& origin) {

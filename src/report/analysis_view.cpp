@@ -6,6 +6,7 @@
 
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/report/views.hpp"
+#include "report/safe_text.hpp"
 #include "report/si_format.hpp"
 #include "report/tabular.hpp"
 
@@ -35,9 +36,9 @@ std::string headline(const Analysis& a) {
   if (a.mostly_unmodeled()) {
     // the one thing to read first: these totals are not a result, and what fixes it
     out += fmt::format("warning: {} of {} ops are not modeled, so the totals below mean nothing; {}\n",
-                       a.unmodeled.size(), a.ops.size(), a.first_fix());
+                       a.unmodeled.size(), a.ops.size(), terminal_text(a.first_fix()));
   }
-  out += fmt::format("{} ({}{}) on {} [{}]\nroofs: {}memory {}, ridge point {} FLOP/B\n", a.model, batch,
+  out += fmt::format("{} ({}{}) on {} [{}]\nroofs: {}memory {}, ridge point {} FLOP/B\n", terminal_text(a.model), batch,
                      dtype_name(a.dtype), a.hardware.name, a.hardware.id, roofs,
                      report::si(a.hardware.memory_bandwidth_bytes_per_second, "B/s"), report::fixed1(a.ridge_point));
   // cache levels some op is bound by: their bandwidth and ridge point, so "memory L2" reads
@@ -52,7 +53,7 @@ std::string headline(const Analysis& a) {
                        report::si(*c.bandwidth_bytes_per_second, "B/s"), report::si(c.size_bytes, "B"),
                        peak > 0 ? report::fixed1(peak / *c.bandwidth_bytes_per_second) : std::string("n/a"));
   }
-  for (const std::string& n : a.graph.notes()) out += "note: " + n + "\n";
+  for (const std::string& n : a.graph.notes()) out += "note: " + terminal_text(n) + "\n";
   return out;
 }
 
@@ -87,7 +88,7 @@ std::string totals_text(const Analysis& a) {
 
 std::string unmodeled_text(const Analysis& a) {
   std::string notes;
-  for (const std::string& n : a.approximations) notes += "note: approximation: " + n + "\n";
+  for (const std::string& n : a.approximations) notes += "note: approximation: " + terminal_text(n) + "\n";
   if (a.complete()) return notes;
   double bytes = 0;
   for (const UnmodeledOp& u : a.unmodeled) bytes += u.byte_share;
@@ -95,7 +96,7 @@ std::string unmodeled_text(const Analysis& a) {
       "warning: {} of {} ops are not modeled ({} of bytes moved); FLOP totals are incomplete\n",
       a.unmodeled.size(), a.ops.size(), report::percent(bytes));
   for (const UnmodeledOp& u : a.unmodeled) {
-    out += fmt::format("note: op '{}': {}\n", a.graph.op(u.op_index).name, u.reason);
+    out += fmt::format("note: op '{}': {}\n", terminal_text(a.graph.op(u.op_index).name), terminal_text(u.reason));
   }
   return out + notes;
 }
@@ -121,7 +122,7 @@ std::optional<Format> format_for_path(std::string_view path) {
 }
 
 std::string render_analysis(const Analysis& a, Format format) {
-  if (format == Format::kJson) return analysis_json(a).dump(2) + "\n";
+  if (format == Format::kJson) return report::json_text(analysis_json(a));
   report::Table t;
   t.headers = {"op", "kind", "output", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound", "share"};
   t.raw_headers = {"name", "kind", "output_shape", "flops", "bytes", "arithmetic_intensity",
@@ -159,7 +160,7 @@ std::string render_summary(const std::vector<Analysis>& analyses, Format format)
   if (format == Format::kJson) {
     nlohmann::json j{{"schema_version", 1}, {"analyses", nlohmann::json::array()}};
     for (const Analysis& a : analyses) j["analyses"].push_back(analysis_json(a));
-    return j.dump(2) + "\n";
+    return report::json_text(j);
   }
   report::Table t;
   t.headers = {"model", "batch", "params", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound",
@@ -197,7 +198,7 @@ std::string render_summary(const std::vector<Analysis>& analyses, Format format)
          "elementwise and normalisation chains on chip (docs/counting.md); samples/s (max) is from the unfused "
          "bound\n";
   for (const Analysis& a : analyses) {
-    for (const std::string& n : a.graph.notes()) out += fmt::format("note: {}: {}\n", a.model, n);
+    for (const std::string& n : a.graph.notes()) out += fmt::format("note: {}: {}\n", terminal_text(a.model), terminal_text(n));
   }
   return out;
 }

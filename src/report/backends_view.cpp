@@ -4,6 +4,7 @@
 
 #include "neuralcost/registry.hpp"
 #include "neuralcost/report/views.hpp"
+#include "report/safe_text.hpp"
 #include "report/tabular.hpp"
 
 namespace neuralcost {
@@ -33,7 +34,7 @@ std::string render_backends(const std::vector<const Backend*>& backends, Format 
                       {why ? "-" : on, ""},
                       {std::string(b->description()), ""}});
   }
-  if (format == Format::kJson) return list.dump(2) + "\n";
+  if (format == Format::kJson) return report::json_text(list);
   return report::render_table(t, format);
 }
 

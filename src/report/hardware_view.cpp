@@ -3,6 +3,7 @@
 #include <fmt/ranges.h>
 
 #include "neuralcost/report/views.hpp"
+#include "report/safe_text.hpp"
 #include "report/si_format.hpp"
 #include "report/tabular.hpp"
 
@@ -28,7 +29,7 @@ std::string render_hardware_list(const std::vector<HardwareSpec>& specs, Format 
   if (format == Format::kJson) {
     nlohmann::json j = nlohmann::json::array();
     for (const HardwareSpec& s : specs) j.push_back(hardware_json(s));
-    return j.dump(2) + "\n";
+    return report::json_text(j);
   }
   report::Table t;
   t.headers = {"id", "name", "type", "fp32", "fp16", "bf16", "memory BW", "ridge fp32", "aliases"};
@@ -55,7 +56,7 @@ std::string render_hardware_list(const std::vector<HardwareSpec>& specs, Format 
 }
 
 std::string render_hardware(const HardwareSpec& s, Format format) {
-  if (format == Format::kJson) return hardware_json(s).dump(2) + "\n";
+  if (format == Format::kJson) return report::json_text(hardware_json(s));
   report::Table t;
   t.headers = {"field", "value", "source"};
   t.raw_headers = {"field", "value", "source"};

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/report/views.hpp"
+#include "report/safe_text.hpp"
 #include "report/si_format.hpp"
 #include "report/tabular.hpp"
 
@@ -48,7 +49,7 @@ std::string render_host(const HostDescription& h, Format format) {
   j["virtualized"] = h.virtualized;
   j["hypervisor"] = h.hypervisor;
   j["notes"] = h.notes;
-  if (format == Format::kJson) return j.dump(2) + "\n";
+  if (format == Format::kJson) return report::json_text(j);
   report::Table t;
   t.headers = t.raw_headers = {"field", "value"};
   for (const auto& [key, value] : j.items()) {

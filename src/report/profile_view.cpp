@@ -5,6 +5,7 @@
 
 #include "neuralcost/report/profile_views.hpp"
 #include "neuralcost/version.hpp"
+#include "report/safe_text.hpp"
 #include "report/si_format.hpp"
 #include "report/tabular.hpp"
 
@@ -207,7 +208,7 @@ std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format f
 }
 
 std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format) {
-  if (format == Format::kJson) return profile_json(runs, hardware).dump(2) + "\n";
+  if (format == Format::kJson) return report::json_text(profile_json(runs, hardware));
   if (format == Format::kCsv) return report::render_table(summary_table(runs, true), format);
   std::string out;
   for (const ProfileRun& r : runs) out += run_block(r, hardware, format);

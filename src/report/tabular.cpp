@@ -1,6 +1,8 @@
 // Table, Markdown and CSV rendering of a report::Table.
 #include "report/tabular.hpp"
 
+#include "report/safe_text.hpp"
+
 #include <algorithm>
 
 #include <fmt/format.h>
@@ -15,8 +17,9 @@ std::size_t width_of(const std::string& s) {
   }));
 }
 
-std::string csv_escape(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+std::string csv_escape(const std::string& text) {
+  const std::string s = csv_safe(valid_utf8(text));
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) {
     if (c == '"') out += '"';
@@ -49,22 +52,33 @@ std::string render_table(const Table& t, Format format) {
     }
     return out;
   }
-  std::vector<std::size_t> width(cols, 0);
-  for (std::size_t c = 0; c < cols; ++c) width[c] = width_of(t.headers[c]);
+  // display text: no control characters (a name could hold escape sequences or a newline that
+  // forges a line), and in Markdown no pipe that would end a cell
+  const bool markdown = format == Format::kMarkdown;
+  auto shown = [&](const std::string& s) { return markdown ? markdown_safe(terminal_text(s)) : terminal_text(s); };
+  std::vector<std::vector<std::string>> rows;
   for (const auto& row : t.rows) {
-    for (std::size_t c = 0; c < cols; ++c) width[c] = std::max(width[c], width_of(row[c].display));
+    rows.emplace_back();
+    for (std::size_t c = 0; c < cols; ++c) rows.back().push_back(shown(row[c].display));
+  }
+  std::vector<std::string> headers;
+  for (const std::string& h : t.headers) headers.push_back(shown(h));
+  std::vector<std::size_t> width(cols, 0);
+  for (std::size_t c = 0; c < cols; ++c) width[c] = width_of(headers[c]);
+  for (const auto& row : rows) {
+    for (std::size_t c = 0; c < cols; ++c) width[c] = std::max(width[c], width_of(row[c]));
   }
   if (format == Format::kMarkdown) {
     out += "|";
-    for (std::size_t c = 0; c < cols; ++c) out += " " + pad(t.headers[c], width[c], false) + " |";
+    for (std::size_t c = 0; c < cols; ++c) out += " " + pad(headers[c], width[c], false) + " |";
     out += "\n|";
     for (std::size_t c = 0; c < cols; ++c) {
       out += right(c) ? std::string(width[c] + 1, '-') + ":|" : std::string(width[c] + 2, '-') + "|";
     }
     out += "\n";
-    for (const auto& row : t.rows) {
+    for (const auto& row : rows) {
       out += "|";
-      for (std::size_t c = 0; c < cols; ++c) out += " " + pad(row[c].display, width[c], right(c)) + " |";
+      for (std::size_t c = 0; c < cols; ++c) out += " " + pad(row[c], width[c], right(c)) + " |";
       out += "\n";
     }
     return out;
@@ -75,15 +89,11 @@ std::string render_table(const Table& t, Format format) {
     while (!l.empty() && l.back() == ' ') l.pop_back();
     return l + "\n";
   };
-  out += line(t.headers);
+  out += line(headers);
   std::size_t total = 0;
   for (std::size_t w : width) total += w;
   out += std::string(total + 2 * (cols - 1), '-') + "\n";
-  for (const auto& row : t.rows) {
-    std::vector<std::string> cells;
-    for (const Cell& c : row) cells.push_back(c.display);
-    out += line(cells);
-  }
+  for (const auto& row : rows) out += line(row);
   return out;
 }
 

@@ -262,6 +262,19 @@ graph = helper.make_graph(
     [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6])], [shape])
 onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), os.path.join(out, "bad_raw_int64.onnx"))
 
+# hostile_name: a node name with an invalid UTF-8 byte, a terminal escape, a newline, a pipe
+# and a spreadsheet formula (issue 13): written with a placeholder of the same length, then
+# patched in the bytes (protobuf will not set an invalid UTF-8 string)
+graph = helper.make_graph(
+    [helper.make_node("Relu", ["x"], ["y"], name="NAMEPLACEHOLDER")], "hostile_name",
+    [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+    [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+data = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]).SerializeToString()
+hostile = b"=\xff\x1b[2J\n|x=1+1!z"
+assert len(hostile) == len(b"NAMEPLACEHOLDER") and data.count(b"NAMEPLACEHOLDER") == 1
+with open(os.path.join(out, "hostile_name.onnx"), "wb") as f:
+    f.write(data.replace(b"NAMEPLACEHOLDER", hostile))
+
 # not_a_model: a valid protobuf of another message (a tensor)
 with open(os.path.join(out, "not_a_model.onnx"), "wb") as f:
     f.write(init("t", [2, 2]).SerializeToString())

@@ -116,6 +116,23 @@ TEST(OnnxImportTest, SwinsWindowPaddingIsFoldedThroughReversedSlicesAndTranspose
   EXPECT_EQ(j["totals"]["flops"], 2 * 7 * 6 * 4);
 }
 
+TEST(OnnxImportTest, AHostileNodeNameIsMadeSafeForEveryOutput) {
+  const std::string model = kFixtures + "/hostile_name.onnx";
+  // JSON: the report survives the invalid byte (replaced by U+FFFD)
+  const auto j = analyze_json(model);
+  EXPECT_EQ(j["ops"][0]["name"], "=\xEF\xBF\xBD\x1b[2J\n|x=1+1!z");
+  // a terminal sees no escape sequence and no forged line
+  CliResult r = run_cli("analyze " + model);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
+  EXPECT_THAT(r.out, HasSubstr("=\xEF\xBF\xBD\\x1b[2J\\x0a|x=1+1!z"));
+  // CSV: not a formula; Markdown: the pipe does not end the cell
+  r = run_cli("analyze " + model + " --format csv");
+  EXPECT_THAT(r.out, HasSubstr("\n\"'=\xEF\xBF\xBD"));  // quoted: the cell holds a newline
+  r = run_cli("analyze " + model + " --format md");
+  EXPECT_THAT(r.out, HasSubstr("\\x0a\\|x=1+1!z"));
+}
+
 TEST(OnnxImportTest, TokenIdsStayIntegersAndDtypeConvertsTheFloats) {
   const auto j = analyze_json(kFixtures + "/token_ids.onnx --dim seq=16 --batch 2 --dtype bf16");
   EXPECT_TRUE(j["unmodeled"].empty());

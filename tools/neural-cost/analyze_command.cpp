@@ -96,7 +96,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   // a report that is mostly unmodeled is not a result: say so last and fail
   for (const Analysis& a : analyses) {
     if (!a.complete() && ((format != Format::kTable && format != Format::kMarkdown) || analyses.size() > 1)) {
-      fmt::print(stderr, "warning: {}: {} op(s) not modeled; totals are incomplete (see \"unmodeled\")\n", a.model,
+      fmt::print(stderr, "warning: {}: {} op(s) not modeled; totals are incomplete (see \"unmodeled\")\n", terminal_text(a.model),
                  a.unmodeled.size());
     }
   }

@@ -67,17 +67,17 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
     // argument syntax: one error line and exit 1, like every other bad input
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "error: {}\n", neuralcost::terminal_text(e.what()));
     fmt::print(stderr, "note: run with --help for the options\n");
     return 1;
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "error: out of memory (the model or an input is too large for this machine)\n");
     return 1;
   } catch (const neuralcost::Error& e) {
-    fmt::print(stderr, "error: {}\n", e.what());
+    fmt::print(stderr, "error: {}\n", neuralcost::terminal_text(e.what()));
     return 1;
   } catch (const std::exception& e) {
-    fmt::print(stderr, "error: internal: {}\n", e.what());
+    fmt::print(stderr, "error: internal: {}\n", neuralcost::terminal_text(e.what()));
     return 2;
   }
   return 0;

@@ -80,7 +80,8 @@ void run_profile(const ProfileArgs& args, const CLI::App& cmd) {
   for (const ProfileRun& r : runs) {
     if (r.outcome.failed()) {
       ++failed;
-      fmt::print(stderr, "error: {} ({} {}, batch {}): {}\n", r.model, r.backend, r.mode, r.batch, r.outcome.error());
+      fmt::print(stderr, "error: {} ({} {}, batch {}): {}\n", terminal_text(r.model), r.backend, r.mode, r.batch,
+                 terminal_text(r.outcome.error()));
     }
   }
   // the other runs are printed (and written) above; the exit code still says that some failed
