@@ -1,6 +1,9 @@
-// Atomic result files: write to PATH.tmp.PID, flush, rename over PATH.
+// Atomic result files: write to a fresh PATH.tmp.XXXXXX (O_EXCL, the old file's mode), sync,
+// rename over PATH. Devices and pipes are written in place, and so is a file with other hard links.
 #include "neuralcost/core/atomic_file.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -13,6 +16,20 @@
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost {
+namespace {
+
+bool write_all(int fd, const std::string& content) {
+  std::size_t done = 0;
+  while (done < content.size()) {
+    const ssize_t n = ::write(fd, content.data() + done, content.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
 
 void write_file_atomically(const std::string& requested, const std::string& content) {
   std::error_code ec;
@@ -30,15 +47,32 @@ void write_file_atomically(const std::string& requested, const std::string& cont
   const std::string path = std::filesystem::is_symlink(requested, ec)
                                ? std::filesystem::weakly_canonical(requested, ec).string()
                                : requested;
-  const std::string tmp = fmt::format("{}.tmp.{}", path, ::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    throw Error(ErrorCode::kDataLoss, fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  struct stat existing {};
+  const bool exists = ::stat(path.c_str(), &existing) == 0;
+  // a file with other hard links is rewritten in place, so that every name still sees it (not
+  // atomic: said in docs/profiling.md)
+  if (exists && existing.st_nlink > 1) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC | O_CLOEXEC);
+    const bool ok = fd >= 0 && write_all(fd, content) && ::fsync(fd) == 0;
+    const int saved = errno;
+    if (fd >= 0) ::close(fd);
+    if (!ok) throw Error(ErrorCode::kDataLoss, fmt::format("cannot write '{}': {}", path, std::strerror(saved)));
+    return;
   }
-  const bool written = std::fwrite(content.data(), 1, content.size(), f) == content.size() &&
-                       std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  // a fresh name of our own (O_EXCL: never a file someone prepared), with the mode the replaced
+  // file had (a 0600 result stays 0600), else the umask's default
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) throw Error(ErrorCode::kDataLoss, fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  mode_t mode = existing.st_mode & 07777;
+  if (!exists) {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  const bool written = ::fchmod(fd, mode) == 0 && write_all(fd, content) && ::fsync(fd) == 0;
   const int write_errno = errno;
-  if (std::fclose(f) != 0 || !written) {
+  if (::close(fd) != 0 || !written) {
     std::remove(tmp.c_str());
     throw Error(ErrorCode::kDataLoss, fmt::format("cannot write '{}': {}", path, std::strerror(write_errno)));
   }

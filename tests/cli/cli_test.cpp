@@ -111,6 +111,25 @@ TEST(CliTest, OutputFileIsWrittenWhole) {
   }
 }
 
+TEST(CliTest, OutputKeepsTheModeAndHardLinksOfTheFileItReplaces) {
+  const std::string path = ::testing::TempDir() + "/nc_mode_" + std::to_string(::getpid()) + ".json";
+  const std::string link = path + ".link";
+  std::filesystem::remove(path);
+  std::filesystem::remove(link);
+  { std::ofstream(path) << "old"; }
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::create_hard_link(path, link);
+  ASSERT_EQ(run_cli("analyze rnn -o " + path).exit_code, 0);
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  EXPECT_EQ(slurp(link), slurp(path));  // the other name sees the new result
+  std::filesystem::remove(link);
+  ASSERT_EQ(run_cli("analyze rnn -o " + path).exit_code, 0);  // one link: replaced by a rename
+  EXPECT_EQ(std::filesystem::status(path).permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::remove(path);
+}
+
 TEST(CliTest, TheOutputFormatFollowsTheExtensionUnlessFormatIsGiven) {
   const std::string base = ::testing::TempDir() + "/nc_ext_" + std::to_string(::getpid());
   ASSERT_EQ(run_cli("analyze rnn -o " + base + ".json").exit_code, 0);

@@ -61,6 +61,14 @@ for t in missing.graph.initializer:
         if kv.key == "location":
             kv.value = "nowhere.bin"
 onnx.save(missing, os.path.join(out, "missing_external.onnx"))
+# escaping_external: locations outside the model's folder (absolute, or through ..)
+for name, where in (("escaping_external_abs", "/etc/hostname"), ("escaping_external_up", "../external.bin")):
+    escaping = onnx.load(os.path.join(out, "external.onnx"), load_external_data=False)
+    for t in escaping.graph.initializer:
+        for kv in t.external_data:
+            if kv.key == "location":
+                kv.value = where
+    onnx.save(escaping, os.path.join(out, name + ".onnx"))
 
 # newer_opset: asks for an opset far beyond any ONNX release
 newer = onnx.ModelProto()

@@ -248,6 +248,8 @@ TEST(OnnxImportTest, MalformedFilesGiveOneErrorLineNamingTheFile) {
       {"does_not_exist", "cannot open ONNX file"},
       {"zero_stride", "node 'pool' (MaxPool): attribute 'strides' has 0; it must be positive"},
       // raw bytes that do not fit the declared size: ONNX's ParseData overflowed its buffer on them
+      {"escaping_external_abs", "external data location '/etc/hostname' is outside the model's folder"},
+      {"escaping_external_up", "external data location '../external.bin' is outside the model's folder"},
       {"bad_raw_int64", "initializer 'shape': its raw data is 12 bytes, its 1 elements of 8 bytes need 8"},
       // ONNX 1.12's own inference crashes on it: the importer runs it in a child process
       {"scalar_layernorm", "ONNX's shape inference (the ONNX library, not this tool) crashed (Segmentation fault) at node 'norm' (LayerNormalization)"},

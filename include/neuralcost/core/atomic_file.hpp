@@ -7,8 +7,10 @@ namespace neuralcost {
 
 /// Writes `content` to a temporary file beside `path`, then renames it over `path`, so a
 /// reader sees the old file or the new one, never a partial one. A symlink's target is the file
-/// replaced; a device or pipe (/dev/stdout) is written in place. Throws kDataLoss naming the
-/// path when the directory is not writable or the disk is full.
+/// replaced; a device or pipe (/dev/stdout), or a file with other hard links, is written in
+/// place. The temporary file is a fresh name (O_EXCL) and gets the replaced file's mode (new
+/// files: the umask's). Throws kDataLoss naming the path when the directory is not writable or
+/// the disk is full.
 void write_file_atomically(const std::string& path, const std::string& content);
 
 }  // namespace neuralcost

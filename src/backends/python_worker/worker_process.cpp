@@ -161,7 +161,9 @@ nlohmann::json WorkerProcess::request(const nlohmann::json& req, std::chrono::du
   const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
   std::size_t nl;
   char buf[65536];
-  while ((nl = out_buffer_.find('\n')) == std::string::npos) {
+  std::size_t scanned = 0;  // only new bytes are searched: a long line costs linear time
+  while ((nl = out_buffer_.find('\n', scanned)) == std::string::npos) {
+    scanned = out_buffer_.size();
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left <= 0) {
       ::kill(-pid_, SIGKILL);

@@ -175,13 +175,28 @@ void check_external_data(const onnx::GraphProto& graph, const std::string& path)
       if (kv.key() == "offset") offset = std::strtoull(kv.value().c_str(), nullptr, 10);
       if (kv.key() == "length") length = std::strtoull(kv.value().c_str(), nullptr, 10);
     }
+    // a location is a relative path inside the model's folder (ONNX's own rule): never absolute,
+    // never "..", so a model cannot make us stat or read files elsewhere
+    const std::filesystem::path relative(location);
+    const bool escapes = relative.is_absolute() || std::any_of(relative.begin(), relative.end(), [](const auto& part) {
+      return part == "..";
+    });
+    if (escapes) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: initializer '{}': external data location '{}' is "
+                                                           "outside the model's folder", path, t.name(), location));
+    }
+    std::uint64_t end = 0;
+    if (__builtin_add_overflow(offset, length, &end)) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: initializer '{}': external data offset + length "
+                                                           "overflows", path, t.name()));
+    }
     std::error_code ec;
     const auto file = dir / location;
     if (location.empty() || !std::filesystem::is_regular_file(file, ec)) {
       throw Error(ErrorCode::kNotFound, fmt::format("{}: initializer '{}': external data file '{}' is missing", path,
                                                     t.name(), file.string()));
     }
-    if (length > 0 && offset + length > std::filesystem::file_size(file, ec)) {
+    if (length > 0 && end > std::filesystem::file_size(file, ec)) {
       throw Error(ErrorCode::kDataLoss, fmt::format("{}: initializer '{}': external data file '{}' is shorter than "
                                                     "offset + length ({})", path, t.name(), file.string(), offset + length));
     }
