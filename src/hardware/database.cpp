@@ -159,6 +159,13 @@ ResolvedHardware resolve_hardware(const std::string& id_or_path) {
   const bool looks_like_file = id_or_path.size() > 5 &&
                                id_or_path.compare(id_or_path.size() - 5, 5, ".json") == 0;
   std::error_code ec;
+  // a built-in id always means the built-in part: a file of that name in the working folder
+  // must not silently replace it (write ./h100-sxm for the file)
+  if (!looks_like_file && id_or_path.find('/') == std::string::npos && HardwareDatabase::builtin().find(id_or_path)) {
+    r.source = HardwareSource::kDatabase;
+    r.spec = HardwareDatabase::builtin().get(id_or_path);
+    return r;
+  }
   if (looks_like_file || std::filesystem::is_regular_file(id_or_path, ec) ||
       id_or_path.find('/') != std::string::npos) {
     r.source = HardwareSource::kFile;

@@ -99,6 +99,20 @@ TEST(CliTest, UserHardwareFileIsUsed) {
   EXPECT_DOUBLE_EQ(j["hardware"]["ridge_point_flops_per_byte"].get<double>(), 10.0);
 }
 
+TEST(CliTest, ABuiltInIdIsNeverReplacedByAFileOfThatName) {
+  const std::string dir = ::testing::TempDir() + "/nc_shadow_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::filesystem::copy_file(kGood + "fp32_only.json", dir + "/h100-sxm", std::filesystem::copy_options::overwrite_existing);
+  auto id = [&](const std::string& hardware) {
+    const CliResult r = run_cli_env("cd " + dir + " &&", "analyze --model ff --hardware " + hardware + " --format json");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return nlohmann::json::parse(r.out)["hardware"]["id"].get<std::string>();
+  };
+  EXPECT_EQ(id("h100-sxm"), "h100-sxm");          // the built-in part
+  EXPECT_EQ(id("./h100-sxm"), "test-fp32-box");   // the file, asked for as a path
+  std::filesystem::remove_all(dir);
+}
+
 TEST(CliTest, OutputFileIsWrittenWhole) {
   const std::string path = ::testing::TempDir() + "/nc_result_" + std::to_string(::getpid()) + ".json";
   std::filesystem::remove(path);
