@@ -21,7 +21,7 @@ std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTimin
   for (std::size_t e = 0; e < layers.size(); ++e) {
     layers[e].event = e;
     layers[e].name = t.event_names[e];
-    if (!t.seconds[e].empty()) layers[e].measured_seconds = median(t.seconds[e]);
+    if (!t.seconds[e].empty()) layers[e].profiled_seconds = median(t.seconds[e]);
   }
   std::vector<double> largest(layers.size(), -1);
   for (const OpRoofline& r : a.ops) {
@@ -43,10 +43,33 @@ std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTimin
     l.modeled = l.modeled && r.cost.modeled;
     if (r.lower_bound_seconds > largest[e]) largest[e] = r.lower_bound_seconds, l.bound = r.bound;
   }
-  for (LayerMeasurement& l : layers) {
-    if (l.measured_seconds > 0) l.efficiency = l.lower_bound_seconds / l.measured_seconds;
-  }
   return layers;
+}
+
+/// Layer times on the run's own scale: one efficiency per run (the headline's). The profiled
+/// pass is slower than a timed one (the profiler's overhead), so the layers' times are scaled by
+/// timed median / profiled pass; the layers and the unattributed rest then add up to the timed
+/// median. When the layers' medians sum to more than the profiled pass (overlapping or
+/// asynchronous events), nothing is unattributed and a warning says why.
+void reconcile_layers(ProfileRun& run) {
+  double sum = 0;
+  for (const LayerMeasurement& l : run.layers) sum += l.profiled_seconds;
+  double pass = run.profiled_pass_seconds;
+  if (sum > pass) {
+    run.warnings.push_back(fmt::format(
+        "the layers' times add up to {:.4g} ms, more than the profiled pass ({:.4g} ms): the profiler's events "
+        "overlap (nested or asynchronous ops), so no time is left unattributed", sum * 1e3, pass * 1e3));
+    pass = sum;
+  }
+  const double median_pass = run.timing.summary.median;
+  run.layer_scale = pass > 0 ? median_pass / pass : 1;
+  for (LayerMeasurement& l : run.layers) {
+    l.measured_seconds = l.profiled_seconds * run.layer_scale;
+    if (l.measured_seconds > 0) l.efficiency = l.lower_bound_seconds / l.measured_seconds;
+    if (median_pass > 0) l.share = l.measured_seconds / median_pass;
+    l.waste_seconds = std::max(0.0, l.measured_seconds - l.lower_bound_seconds);
+  }
+  run.unattributed_seconds = (pass - sum) * run.layer_scale;
 }
 
 void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareSpec& hw, PreparedModel& model,
@@ -114,9 +137,7 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
         run.layers = measure_layers(run.analysis, lt);
         run.profiled_passes = static_cast<int>(lt.wall_seconds.size());
         run.profiled_pass_seconds = median(lt.wall_seconds);
-        double sum = 0;
-        for (const LayerMeasurement& l : run.layers) sum += l.measured_seconds;
-        run.unattributed_seconds = run.profiled_pass_seconds - sum;
+        reconcile_layers(run);
         run.profiling_overhead =
             run.profiled_pass_seconds / (lt.plain_wall_seconds.empty() ? t : median(lt.plain_wall_seconds)) - 1;
       }

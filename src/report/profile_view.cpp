@@ -40,6 +40,44 @@ std::string run_title(const ProfileRun& r) {
   return fmt::format("{}, {} {}{}, batch {}", r.model, r.backend, r.mode, device, r.batch);
 }
 
+/// The per-layer table of a run: its layers, the unattributed rest and the total (the timed
+/// median, whose efficiency is the run's). `keys` adds the run's model, backend, mode and batch
+/// to each row (the CSV of layers across runs).
+report::Table layer_table(const ProfileRun& r, bool keys) {
+  report::Table t;
+  t.headers = {"layer", "FLOPs", "bytes", "lower bound", "measured", "share", "waste", "efficiency", "bound"};
+  t.raw_headers = {"layer", "flops", "bytes", "lower_bound_seconds", "measured_seconds", "share", "waste_seconds",
+                   "efficiency", "bound"};
+  t.right_align = {false, true, true, true, true, true, true, true, false};
+  if (keys) {
+    t.headers.insert(t.headers.begin(), {"model", "backend", "mode", "batch"});
+    t.raw_headers.insert(t.raw_headers.begin(), {"model", "backend", "mode", "batch"});
+    t.right_align.insert(t.right_align.begin(), {false, false, false, true});
+  }
+  auto row = [&](std::vector<Cell> cells) {
+    if (keys) cells.insert(cells.begin(), {text(r.model), text(r.backend), text(r.mode), text(std::to_string(r.batch))});
+    t.rows.push_back(std::move(cells));
+  };
+  for (const LayerMeasurement& l : r.layers) {
+    const bool work = l.flops > 0 || l.bytes > 0;
+    row({text(fmt::format("{}:{}", l.event, l.name)),
+         l.modeled ? Cell{report::si(static_cast<double>(l.flops), ""), std::to_string(l.flops)} : text("?"),
+         {report::si(static_cast<double>(l.bytes), "B"), std::to_string(l.bytes)}, secs(l.lower_bound_seconds),
+         secs(l.measured_seconds), pct(l.share), secs(l.waste_seconds),
+         work && l.modeled ? pct(l.efficiency) : text("-"),
+         text(!l.modeled ? "unmodeled" : l.bound && work ? std::string(bound_name(*l.bound)) : "-")});
+  }
+  const double median = r.timing.summary.median;
+  row({text("unattributed (dispatch, framework)"), text(""), text(""), text(""), secs(r.unattributed_seconds),
+       pct(median > 0 ? r.unattributed_seconds / median : 0), secs(r.unattributed_seconds), text(""), text("")});
+  const ModelTotals& tot = r.analysis.totals;
+  row({text("total (timed median)"), {report::si(static_cast<double>(tot.flops), ""), std::to_string(tot.flops)},
+       {report::si(static_cast<double>(tot.bytes_read + tot.bytes_written), "B"), std::to_string(tot.bytes_read + tot.bytes_written)},
+       secs(tot.lower_bound_seconds), secs(median), pct(1.0), secs(std::max(0.0, median - tot.lower_bound_seconds)),
+       pct(r.efficiency), text(bound_of(r))});
+  return t;
+}
+
 std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format) {
   std::string out = fmt::format("{}{} on {} [{}]\n", format == Format::kMarkdown ? "### " : "", run_title(r), hw.name, hw.id);
   if (r.outcome.failed()) return out + "error: " + r.outcome.error() + "\n\n";
@@ -57,26 +95,10 @@ std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format
     out += "counters: " + counters + "\n";
   }
   if (!r.layers.empty()) {
-    report::Table t;
-    t.headers = {"layer", "FLOPs", "bytes", "lower bound", "measured", "efficiency", "bound"};
-    t.right_align = {false, true, true, true, true, true, false};
-    for (const LayerMeasurement& l : r.layers) {
-      const bool work = l.flops > 0 || l.bytes > 0;
-      t.rows.push_back({text(fmt::format("{}:{}", l.event, l.name)),
-                        l.modeled ? Cell{report::si(static_cast<double>(l.flops), ""), ""} : text("?"),
-                        {report::si(static_cast<double>(l.bytes), "B"), ""}, secs(l.lower_bound_seconds),
-                        secs(l.measured_seconds), work && l.modeled ? pct(l.efficiency) : text("-"),
-                        text(!l.modeled ? "unmodeled" : l.bound && work ? std::string(bound_name(*l.bound)) : "-")});
-    }
-    t.rows.push_back({text("unattributed (dispatch, framework)"), text(""), text(""), text(""),
-                      secs(r.unattributed_seconds), text(""), text("")});
-    t.rows.push_back({text("total (profiled pass)"), {report::si(static_cast<double>(r.analysis.totals.flops), ""), ""},
-                      {report::si(static_cast<double>(r.analysis.totals.bytes_read + r.analysis.totals.bytes_written), "B"), ""},
-                      secs(r.analysis.totals.lower_bound_seconds), secs(r.profiled_pass_seconds),
-                      pct(r.analysis.totals.lower_bound_seconds / r.profiled_pass_seconds), text(bound_of(r))});
-    out += "\n" + report::render_table(t, format);
-    out += fmt::format("per-layer times from {} profiled passes; profiling adds {} to the median pass\n",
-                       r.profiled_passes, report::percent(r.profiling_overhead));
+    out += "\n" + report::render_table(layer_table(r, false), format);
+    out += fmt::format("per-layer times: medians of {} profiled passes, scaled by {:.3f} to the timed median (the "
+                       "profiler adds {} to a pass; its overhead is taken as proportional)\n",
+                       r.profiled_passes, r.layer_scale, report::percent(r.profiling_overhead));
   }
   for (const std::string& w : r.warnings) out += "warning: " + w + "\n";
   if (!r.analysis.complete()) {
@@ -185,13 +207,15 @@ nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareS
       for (std::size_t i : l.records) records.push_back(r.analysis.graph.op(i).name);
       run["layers"].push_back({{"event", l.event}, {"name", l.name}, {"ops", records}, {"flops", l.flops},
                                {"bytes", l.bytes}, {"lower_bound_seconds", l.lower_bound_seconds},
-                               {"measured_seconds", l.measured_seconds}, {"efficiency", l.efficiency},
+                               {"profiled_seconds", l.profiled_seconds}, {"measured_seconds", l.measured_seconds},
+                               {"share", l.share}, {"waste_seconds", l.waste_seconds}, {"efficiency", l.efficiency},
                                {"bound", l.bound ? json(std::string(bound_name(*l.bound))) : json(nullptr)},
                                {"modeled", l.modeled}});
     }
     run["profiled_passes"] = r.profiled_passes;
     run["profiled_pass_seconds"] = r.profiled_pass_seconds;
     run["unattributed_seconds"] = r.unattributed_seconds;
+    run["layer_scale"] = r.layer_scale;
     run["profiling_overhead"] = r.profiling_overhead;
     run["contract"] = r.contract;
     run["warnings"] = r.warnings;
@@ -209,7 +233,20 @@ std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format f
 
 std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format) {
   if (format == Format::kJson) return report::json_text(profile_json(runs, hardware));
-  if (format == Format::kCsv) return report::render_table(summary_table(runs, true), format);
+  if (format == Format::kCsv) {
+    // one table: the layers of every run that has them, else the runs
+    bool layers = false;
+    for (const ProfileRun& r : runs) layers = layers || !r.layers.empty();
+    if (!layers) return report::render_table(summary_table(runs, true), format);
+    report::Table all;
+    for (const ProfileRun& r : runs) {
+      if (r.layers.empty()) continue;
+      report::Table t = layer_table(r, true);
+      if (all.headers.empty()) all = t;
+      else all.rows.insert(all.rows.end(), t.rows.begin(), t.rows.end());
+    }
+    return report::render_table(all, format);
+  }
   std::string out;
   for (const ProfileRun& r : runs) out += run_block(r, hardware, format);
   out += format == Format::kMarkdown ? "### summary\n\n" : "summary\n";

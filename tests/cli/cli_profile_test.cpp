@@ -44,10 +44,18 @@ TEST(CliProfileTest, ProfilesEveryReferenceNetworkInBothModes) {
     EXPECT_GT(run["totals"]["flops"].get<std::uint64_t>(), 0u) << what;
     EXPECT_GT(run["efficiency"].get<double>(), 0) << what;
     EXPECT_THAT(run["bound"].get<std::string>(), ::testing::AnyOf("compute", "memory"));
-    // layers plus the unattributed remainder add up to the profiled pass
+    // layers plus the unattributed remainder add up to the timed median (one scale per run), the
+    // remainder is never negative, and each layer's time is its profiled median times the scale
+    const double median = timing["median_seconds"].get<double>();
     double sum = run["unattributed_seconds"].get<double>();
-    for (const auto& layer : run["layers"]) sum += layer["measured_seconds"].get<double>();
-    EXPECT_NEAR(sum, run["profiled_pass_seconds"].get<double>(), 1e-9) << what;
+    EXPECT_GE(sum, 0) << what;
+    for (const auto& layer : run["layers"]) {
+      sum += layer["measured_seconds"].get<double>();
+      EXPECT_NEAR(layer["measured_seconds"].get<double>(),
+                  layer["profiled_seconds"].get<double>() * run["layer_scale"].get<double>(), 1e-12) << what;
+      EXPECT_NEAR(layer["share"].get<double>() * median, layer["measured_seconds"].get<double>(), 1e-12) << what;
+    }
+    EXPECT_NEAR(sum, median, 1e-9 * median + 1e-12) << what;
     for (const char* key : {"hardware_id", "cpu_model", "intra_op_threads", "libtorch_version", "blas_library",
                             "dtype", "input_shapes", "warmup_iterations", "samples", "synchronisation", "counted_unit",
                             "env.OPENBLAS_CORETYPE", "page_faults_per_iteration"}) {
@@ -62,12 +70,26 @@ TEST(CliProfileTest, TableShowsLayersRemainderAndSummary) {
   // an H100's roof is far above this CPU: every layer is slower than its lower bound
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"transformer, libtorch eager, batch 1 on NVIDIA H100 SXM5 80GB [h100-sxm]", "median",
-                        "aten::matmul", "unattributed (dispatch, framework)", "total (profiled pass)", "summary",
+                        "aten::matmul", "unattributed (dispatch, framework)", "total (timed median)", "share", "waste", "summary",
                         "efficiency", "counters: page faults",
                         "warning: the hardware spec 'h100-sxm' is a gpu (NVIDIA H100 SXM5 80GB), but the run is on "
                         "cpu, a cpu: the roofline, efficiencies and bounds are that other device's, not this run's"}) {
     EXPECT_THAT(r.out, HasSubstr(s));
   }
+}
+
+TEST(CliProfileTest, CsvHasTheLayersOfEveryRunAndTheirTotalIsTheRunsEfficiency) {
+  const CliResult r = run_cli("profile --model ff,cnn --format csv" + kQuick);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::StartsWith("model,backend,mode,batch,layer,flops,bytes,lower_bound_seconds,"
+                                           "measured_seconds,share,waste_seconds,efficiency,bound\n"));
+  EXPECT_THAT(r.out, HasSubstr("\nff,libtorch,eager,1,1:aten::addmm,"));
+  EXPECT_THAT(r.out, HasSubstr("\ncnn,libtorch,eager,1,total (timed median),"));
+  const auto json = nlohmann::json::parse(run_cli("profile --model ff --format json" + kQuick).out);
+  const auto& run = json["runs"][0];
+  // the table's total row is the run's one efficiency: lower bound / timed median
+  EXPECT_NEAR(run["efficiency"].get<double>(),
+              run["totals"]["lower_bound_seconds"].get<double>() / run["timing"]["median_seconds"].get<double>(), 1e-12);
 }
 
 TEST(CliProfileTest, AFailedRunIsRecordedAndTheOthersGoOn) {

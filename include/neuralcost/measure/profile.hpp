@@ -38,8 +38,13 @@ struct LayerMeasurement {
   std::uint64_t flops = 0;
   std::uint64_t bytes = 0;
   double lower_bound_seconds = 0;
-  double measured_seconds = 0;       ///< median over the profiled passes
+  double profiled_seconds = 0;       ///< median over the profiled passes (with the profiler's overhead)
+  /// profiled_seconds scaled so that the layers and the unattributed time add up to the run's
+  /// timed median: the profiler's overhead taken as proportional (ProfileRun::layer_scale)
+  double measured_seconds = 0;
   double efficiency = 0;             ///< lower bound / measured (0 when nothing was measured)
+  double share = 0;                  ///< measured / the run's timed median
+  double waste_seconds = 0;          ///< measured - lower bound (0 when faster than the bound)
   std::optional<Bound> bound;        ///< the roof of its records' largest lower bound
   bool modeled = true;
 };
@@ -63,7 +68,9 @@ struct ProfileRun {
   std::vector<LayerMeasurement> layers;
   int profiled_passes = 0;           ///< passes run under the profiler for per-layer times
   double profiled_pass_seconds = 0;  ///< median wall time of the profiled passes
-  double unattributed_seconds = 0;   ///< profiled pass - sum of layers: dispatch and framework overhead
+  /// the timed median - the layers' measured times: dispatch and framework overhead (never negative)
+  double unattributed_seconds = 0;
+  double layer_scale = 1;            ///< timed median / profiled pass: what reconciles layers to the run
   /// profiled pass / plain pass - 1, over passes interleaved with the profiled ones
   double profiling_overhead = 0;
   std::map<std::string, std::string> contract;  ///< everything needed to reproduce the figure
