@@ -170,6 +170,10 @@ TEST_F(CliTokenModelTest, TokenIdsByNameRunInLibTorchChosenFromTheFile) {
   EXPECT_THAT(run["contract"]["input_shapes"].get<std::string>(), HasSubstr("2x8 int64"));
   EXPECT_EQ(run["totals"]["contraction_flops"], 2 * 2 * 8 * 16 * 4);  // the Linear; the embedding is a gather
   EXPECT_EQ(run["totals"]["parameter_count"], 1000 * 16 + 16 * 4 + 4);
+  // the table says what the numbers were measured on
+  const CliResult table = run_cli("profile " + path_ + kInputs + kQuick);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("\ninputs: ids: 2x8 int64, integers uniform in [0, 1000); mask: 2x8 fp32, standard normal\n"));
 }
 
 TEST_F(CliTokenModelTest, PositionalInputsAreRepeatedOncePerInput) {
