@@ -17,8 +17,9 @@ namespace neuralcost {
 /// The version of the Backend and PreparedModel interfaces a backend plugin is built against.
 /// A plugin exports it (NEURALCOST_PLUGIN_API_VERSION below); the loader refuses a plugin whose
 /// version differs, since calling through a changed vtable would crash. Bump it with every
-/// change to this header's classes.
-inline constexpr int kPluginApiVersion = 2;
+/// change to this header's classes and to the structs they pass (ModelRequest: 3 added its
+/// `inputs`).
+inline constexpr int kPluginApiVersion = 3;
 
 /// The run options: how a backend runs a model (the model itself is the ModelRequest).
 struct RunOptions {

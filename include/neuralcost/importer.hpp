@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -12,6 +13,23 @@
 #include "neuralcost/core/graph.hpp"
 
 namespace neuralcost {
+
+/// The values an input is filled with: [low, high), high excluded (integers: low .. high - 1).
+struct ValueRange {
+  double low = 0;
+  double high = 1;
+};
+
+/// One input of a model file as the user gives it (profile --input NAME=SHAPE[:DTYPE[:LOW..HIGH]],
+/// model_inputs.hpp). Values are random with a fixed seed: floats standard normal, or uniform in
+/// the range when one is given; integers uniform in their range, which they must have (token ids
+/// are 0..vocabulary size); bools 0 or 1.
+struct InputSpec {
+  std::string name;             ///< the model's name for the input; empty: by position
+  Shape shape;
+  std::optional<DType> dtype;   ///< empty: the model's own where the file declares it, else ModelRequest::dtype
+  std::optional<ValueRange> range;
+};
 
 /// The model options: what the user asked for, a model name or file and the sizes to build it
 /// at. How a backend runs it (device, threads, deadlines) is in RunOptions (backend.hpp).
@@ -26,6 +44,9 @@ struct ModelRequest {
   std::map<std::string, Shape> named_inputs;    ///< for model files: input name -> shape
   std::map<std::string, std::int64_t> dims;     ///< symbolic dimension name -> value
   bool structure_only = false;      ///< do not touch weight payloads (external data files)
+  /// for model files run by a backend: the inputs by name or by position, with dtypes and value
+  /// ranges (empty: one fp input per input_shapes); inputs_of() (model_inputs.hpp) reads both
+  std::vector<InputSpec> inputs;
   /// The options among batch, seq, width, depth and dtype the user set (the others hold
   /// defaults). An importer that cannot apply a set option refuses it (ONNX: seq, width,
   /// depth); one that reads a value from the model uses a default only where the model

@@ -15,7 +15,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from neuralcost_worker import tf_models  # noqa: E402
+from neuralcost_worker import model_inputs, tf_models  # noqa: E402
 from neuralcost_worker.protocol import WorkerError, cpu_name  # noqa: E402
 from neuralcost_worker.tf_capture import Tracer  # noqa: E402
 
@@ -68,7 +68,7 @@ def build(req):
         net, x = tf_models.build(name, dtype=dtype, **size)
         origin = (f"neuralcost_worker/tf_models.py: {name} (tf.Module, raw tf ops), "
                   + ", ".join(f"{k} {v}" for k, v in size.items()))
-        return Model(name, net.__call__, x, mode, origin, net.trainable_variables)
+        return Model(name, net.__call__, [x], mode, origin, net.trainable_variables)
     if isinstance(name, str) and os.path.isdir(name):
         return saved_model(req, name, dtype)
     if isinstance(name, str) and os.path.exists(name):
@@ -76,8 +76,28 @@ def build(req):
     raise WorkerError("not_found", f"'{name}' is neither a built-in model ({', '.join(tf_models.NAMES)}) nor a SavedModel directory")
 
 
+NUMPY = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": np.float32,
+         "int64": np.int64, "int32": np.int32, "int8": np.int8, "bool": np.bool_}
+NAMES = {tf.float64: "fp64", tf.float32: "fp32", tf.float16: "fp16", tf.bfloat16: "bf16",
+         tf.int64: "int64", tf.int32: "int32", tf.int8: "int8", tf.bool: "bool"}
+
+
+def values(spec, dtype, rng):
+    """One input's values (model_inputs.py): floats standard normal or uniform in the range,
+    integers uniform in the range, bools 0 or 1."""
+    shape, r = spec["shape"], spec["range"]
+    if dtype == "bool":
+        return rng.integers(0, 2, shape).astype(np.bool_)
+    if dtype in model_inputs.INTEGER:
+        return rng.integers(int(r[0]), int(r[1]), shape, dtype=NUMPY[dtype])
+    if r is not None:
+        return rng.uniform(r[0], r[1], shape)
+    return rng.standard_normal(shape)
+
+
 def saved_model(req, path, dtype):
-    """A SavedModel's serving signature with one input; the input shape from input_shapes."""
+    """A SavedModel's serving signature; its inputs by name (or in the signature's order) from the
+    request's inputs, or when none are given from the signature (unknown dimensions: the batch)."""
     if not os.path.exists(os.path.join(path, "saved_model.pb")):
         raise WorkerError("not_found", f"{path}: no saved_model.pb (not a SavedModel directory)")
     loaded = tf.saved_model.load(path)
@@ -86,46 +106,67 @@ def saved_model(req, path, dtype):
         raise WorkerError("unimplemented", f"{path}: the SavedModel has no signature to call")
     key = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
     signature = signatures[key]
+    if signature.structured_input_signature[0]:
+        raise WorkerError("unimplemented", f"{path}: signature '{key}' takes positional arguments; only named inputs are supported")
     specs = signature.structured_input_signature[1]
-    if len(specs) != 1 or signature.structured_input_signature[0]:
-        raise WorkerError("unimplemented", f"{path}: signature '{key}' takes {len(specs)} inputs; only one is supported")
-    (arg, spec), = specs.items()
-    shapes = req.get("input_shapes") or []
-    shape = list(shapes[0]) if shapes else [int(req.get("batch", 1)) if d is None else d for d in spec.shape]
-    if len(shape) != len(spec.shape) or any(d is not None and d != s for d, s in zip(spec.shape, shape)):
-        raise WorkerError("invalid_argument", f"{path}: input shape {shape} does not fit the signature's {spec.shape}")
-    if None in shape:
-        raise WorkerError("invalid_argument", f"{path}: the input shape {list(spec.shape)} has unknown dimensions; give input_shapes")
-    x = tf.constant(np.random.default_rng(1).standard_normal(shape), spec.dtype)
+    names = sorted(specs)  # the signature keeps them in a dict, whose order the file does not fix
+    given = model_inputs.requested(req)
+    if given:
+        given = model_inputs.match(given, names, path)
+    else:
+        given = [{"name": n, "shape": [int(req.get("batch", 1)) if d is None else d for d in specs[n].shape],
+                  "dtype": None, "range": None} for n in names]
+    rng = np.random.default_rng(1)
+    xs, described = [], []
+    for g in given:
+        spec = specs[g["name"]]
+        own = NAMES.get(spec.dtype)
+        if own is None:
+            raise WorkerError("unimplemented", f"{path}: input '{g['name']}' is {spec.dtype.name}, which the worker cannot fill")
+        if g["dtype"] is not None and g["dtype"] != own:
+            raise WorkerError("invalid_argument", f"{path}: input '{g['name']}' is {own} in signature '{key}', not {g['dtype']}")
+        shape = g["shape"]
+        if len(shape) != len(spec.shape) or any(d is not None and d != s for d, s in zip(spec.shape, shape)):
+            raise WorkerError("invalid_argument", f"{path}: input '{g['name']}' shape {shape} does not fit the signature's {spec.shape}")
+        if None in shape:
+            raise WorkerError("invalid_argument", f"{path}: input '{g['name']}' shape {list(spec.shape)} has unknown dimensions; give its shape")
+        model_inputs.check_range(g, own, path)
+        xs.append(tf.constant(values(g, own, rng), spec.dtype))
+        described.append(model_inputs.describe(g, own))
+    arg_names = [g["name"] for g in given]
 
-    def forward(t):
-        return signature(**{arg: t})
+    def forward(*ts):
+        return signature(**dict(zip(arg_names, ts)))
 
-    origin = f"SavedModel {path}, signature '{key}', input '{arg}' {shape} {spec.dtype.name}"
-    return Model(os.path.basename(os.path.normpath(path)), forward, x, req["mode"], origin,
-                 signature.trainable_variables, loaded=loaded)
+    origin = f"SavedModel {path}, signature '{key}', inputs " + ", ".join(
+        f"'{n}' {list(x.shape)} {x.dtype.name}" for n, x in zip(arg_names, xs))
+    return Model(os.path.basename(os.path.normpath(path)), forward, xs, req["mode"], origin,
+                 signature.trainable_variables, loaded=loaded, names=arg_names, described="; ".join(described))
 
 
 class Model:
-    def __init__(self, name, forward, x, mode, origin, trainable, loaded=None):
-        self.name, self.forward, self.x, self.mode, self.origin = name, forward, x, mode, origin
+    def __init__(self, name, forward, xs, mode, origin, trainable, loaded=None, names=None, described=""):
+        self.name, self.forward, self.xs, self.mode, self.origin = name, forward, list(xs), mode, origin
         self.loaded = loaded  # keeps a SavedModel's objects alive
         self.parameters = sum(int(np.prod(v.shape)) for v in trainable)
-        self.inputs = [{"name": "input0", "shape": list(x.shape), "dtype": x.dtype.name}]
-        self.spec = tf.TensorSpec(x.shape, x.dtype)
+        names = names or [f"input{i}" for i in range(len(self.xs))]
+        self.inputs = [{"name": n, "shape": list(x.shape), "dtype": x.dtype.name} for n, x in zip(names, self.xs)]
+        self.specs = [tf.TensorSpec(x.shape, x.dtype) for x in self.xs]
         eager = "op by op" if loaded is None else "the signature's graph, called from Python"
         self.environment = {"mode": {"eager": eager, "function": "tf.function",
                                      "xla": "tf.function(jit_compile=True)"}[mode]}
+        if described:
+            self.environment["input_values"] = described
         if mode == "eager":
             self.fn = forward
         else:
-            self.fn = tf.function(forward, input_signature=[self.spec], jit_compile=mode == "xla")
+            self.fn = tf.function(forward, input_signature=self.specs, jit_compile=mode == "xla")
         started = time.perf_counter()
         self.run()  # traces and compiles the compiled modes
         self.environment["first_run_seconds"] = f"{time.perf_counter() - started:.3f}"
 
     def run(self):
-        for y in tf.nest.flatten(self.fn(self.x)):
+        for y in tf.nest.flatten(self.fn(*self.xs)):
             y.numpy()
 
     def execution(self):
@@ -138,8 +179,8 @@ class Model:
         facts = {"compiled_programs": self.fn.experimental_get_tracing_count(), "compiler": "tf.function graph"}
         if self.mode == "xla":
             if not hasattr(self, "_xla"):
-                concrete = self.fn.get_concrete_function(self.spec)
-                hlo = self.fn.experimental_get_compiler_ir(self.x)(stage="optimized_hlo")
+                concrete = self.fn.get_concrete_function(*self.specs)
+                hlo = self.fn.experimental_get_compiler_ir(*self.xs)(stage="optimized_hlo")
                 self._xla = {"compiler": "tf.function(jit_compile=True), XLA",
                              "xla_must_compile": str(concrete.function_def.attr["_XlaMustCompile"].b).lower(),
                              "xla_hlo_instructions": sum(1 for line in hlo.splitlines() if " = " in line)}
@@ -156,5 +197,6 @@ class Model:
         return {}
 
     def capture(self):
-        concrete = tf.function(self.forward).get_concrete_function(self.spec)
-        return Tracer(concrete, self.x).ops, f"graph of tf.function(forward) for input {list(self.spec.shape)} {self.spec.dtype.name}"
+        concrete = tf.function(self.forward).get_concrete_function(*self.specs)
+        inputs = ", ".join(f"{list(s.shape)} {s.dtype.name}" for s in self.specs)
+        return Tracer(concrete, self.xs).ops, f"graph of tf.function(forward) for input{'s' if len(self.specs) > 1 else ''} {inputs}"

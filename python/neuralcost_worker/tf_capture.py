@@ -219,6 +219,8 @@ class Tracer:
     """Walks the graph of a concrete function into op records (self.ops)."""
 
     def __init__(self, concrete, example):
+        """`example`: the input, or a list of the inputs, the trip counts and branches are read on."""
+        examples = list(example) if isinstance(example, (list, tuple)) else [example]
         by_handle = {id(v.handle): v for v in concrete.variables}
         variables, seen = {}, {}
         for outer, inner in concrete.graph.captures:
@@ -239,7 +241,7 @@ class Tracer:
         for op in graph.get_operations():
             if op.type == "Const" and op.name in variables:
                 env[op.outputs[0].name] = variables[op.name]
-        self.walk(graph, env, Frame(program.values([example])))
+        self.walk(graph, env, Frame(program.values(examples)))
         for lineage in self.lineages:
             lineage.finish()
 

@@ -21,6 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import reference_torch  # noqa: E402
 
+from neuralcost_worker import model_inputs  # noqa: E402
 from neuralcost_worker.protocol import WorkerError, cpu_name, tensor  # noqa: E402
 
 if _THREADS > 0:
@@ -150,29 +151,71 @@ class _Recorder(TorchDispatchMode):
         return out
 
 
+_TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
+                 "int64": torch.int64, "int32": torch.int32, "int8": torch.int8, "bool": torch.bool}
+_NAMES = {v: k for k, v in _TORCH_DTYPES.items()}
+
+
+def _values(spec, dtype):
+    """One input's values (model_inputs.py): floats standard normal or uniform in the range,
+    integers uniform in the range, bools 0 or 1. The caller seeds the generator."""
+    shape, r, t = spec["shape"], spec["range"], _TORCH_DTYPES[dtype]
+    if dtype == "bool":
+        return torch.randint(0, 2, shape).to(torch.bool)
+    if dtype in model_inputs.INTEGER:
+        return torch.randint(int(r[0]), int(r[1]), shape, dtype=t)
+    if r is not None:
+        return (torch.rand(*shape, dtype=torch.float64) * (r[1] - r[0]) + r[0]).to(t)
+    return torch.randn(*shape, dtype=t)
+
+
+def _program_inputs(request, name, program, dtype):
+    """The example inputs of a torch.export program: the request's inputs matched to the program's
+    user inputs by name or position; an input's dtype is its own, else the program's for integer
+    and bool inputs, else the model's (`dtype`, to which the module is converted)."""
+    given = model_inputs.requested(request)
+    names = [str(n) for n in program.graph_signature.user_inputs]
+    declared = {n.name: n.meta.get("val") for n in program.graph.nodes if n.op == "placeholder"}
+    xs, described = [], []
+    torch.manual_seed(1)
+    for spec in model_inputs.match(given, names, name):
+        val = declared.get(spec["name"])
+        own = _NAMES.get(getattr(val, "dtype", None))
+        chosen = spec["dtype"]
+        if own is not None and chosen is not None and (own in model_inputs.FLOAT) != (chosen in model_inputs.FLOAT):
+            raise WorkerError("invalid_argument", f"{name}: input '{spec['name']}' is {own} in the program, not {chosen}")
+        if chosen is None:
+            chosen = own if own is not None and own not in model_inputs.FLOAT else _NAMES[dtype]
+        model_inputs.check_range(spec, chosen, name)
+        xs.append(_values(spec, chosen))
+        described.append(model_inputs.describe(spec, chosen))
+    return names[:len(xs)], xs, "; ".join(described)
+
+
 def _load(request, dtype):
-    """(network in eval mode, example inputs, origin) for a reference name or a torch.export file."""
+    """(network in eval mode, input names, example inputs, their description, origin) for a
+    reference name or a torch.export file."""
     name = request["model"]
     if name in reference_torch.NAMES:
         net, x = reference_torch.build(name, int(request["batch"]), int(request.get("seq", 32)),
                                        int(request.get("width", 128)), int(request.get("depth", 2)))
-        return net, [x], "torch.nn module of python/reference_torch.py"
+        return net, ["input0"], [x.to(dtype)], "", "torch.nn module of python/reference_torch.py"
     if not os.path.exists(name):
         raise WorkerError("not_found", f"unknown model '{name}': neither a built-in model "
                           f"({', '.join(reference_torch.NAMES)}) nor a file")
     if not name.endswith(".pt2"):
         raise WorkerError("unimplemented", f"{name}: the torch worker loads torch.export programs (.pt2, written by "
                           "torch.export.save); for TorchScript files use --backend libtorch")
-    shapes = request.get("input_shapes") or []
-    if not shapes:
-        raise WorkerError("invalid_argument", f"{name}: a model file needs --input-shape (e.g. 32x3x32x32), once per input")
+    if not model_inputs.requested(request):
+        raise WorkerError("invalid_argument", f"{name}: a model file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] "
+                          "or --input-shape SHAPE (e.g. 32x3x32x32), once per input")
     try:
         program = torch.export.load(name)
     except Exception as e:  # a truncated or foreign file
         raise WorkerError("invalid_argument", f"{name}: not a loadable torch.export program: {type(e).__name__}: "
                           f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
-    torch.manual_seed(1)
-    return program.module(), [torch.randn(*s) for s in shapes], f"torch.export program {name}"
+    names, xs, described = _program_inputs(request, name, program, dtype)
+    return program.module(), names, xs, described, f"torch.export program {name}"
 
 
 class _Timer(_Recorder):
@@ -199,17 +242,19 @@ class _Model:
         dtype = {"fp32": torch.float32, "fp64": torch.float64}.get(request.get("dtype", "fp32"))
         if dtype is None:
             raise WorkerError("unimplemented", f"dtype {request.get('dtype')} is not supported (fp32, fp64)")
-        net, xs, origin = _load(request, dtype)
+        net, names, xs, described, origin = _load(request, dtype)
         self.device = torch.device(request.get("device", "cpu"))
         self.cuda = self.device.type == "cuda"
         self.net = net.to(device=self.device, dtype=dtype)
-        self.xs = [x.to(device=self.device, dtype=dtype) for x in xs]
+        self.xs = [x.to(device=self.device) for x in xs]  # each in its own dtype (token ids stay integers)
         self.mode = request["mode"]
         self.name = f"{os.path.basename(request['model'])} ({self.mode}, torch)"
         self.parameters = sum(p.numel() for p in self.net.parameters() if p.requires_grad)
-        self.inputs = [{"name": f"input{i}", "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
-                       for i, x in enumerate(self.xs)]
+        self.inputs = [{"name": n, "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
+                       for n, x in zip(names, self.xs)]
         self.environment = {"device": str(self.device)}
+        if described:
+            self.environment["input_values"] = described
         if self.cuda:
             self.environment["cuda_device"] = torch.cuda.get_device_name(self.device)
         if self.mode == "compile":

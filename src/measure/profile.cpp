@@ -10,6 +10,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/measure/statistics.hpp"
 #include "neuralcost/measure/device.hpp"
+#include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/version.hpp"
 
@@ -245,23 +246,24 @@ std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base
   return runs;
 }
 
-std::vector<ProfileRun> profile_all(const std::vector<const Backend*>& backends, const std::vector<std::string>& models,
-                                    const ModelRequest& base, const HardwareSpec& hardware, const ProfileOptions& options) {
+std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, const ModelRequest& base,
+                                    const HardwareSpec& hardware, const ProfileOptions& options) {
   validate(options);
-  check_modes(backends, options.modes);
+  check_modes(backends_of(plan), options.modes);
   // the same for every backend: the command's error, not a failed run each
   check_hardware_matches(hardware, options.run.device, options.allow_hardware_mismatch);
+  const std::vector<InputSpec> inputs = inputs_of(base);  // mixed or repeated inputs: before anything runs
   std::vector<ProfileRun> runs;
-  for (const std::string& model : models) {
+  for (const ModelBackends& entry : plan) {
     ModelRequest request = base;
-    request.model = model;
+    request.model = entry.model;
     ProfileOptions these = options;
-    if (!is_reference_model(model)) {
-      these.batches = {base.input_shapes.empty() || base.input_shapes[0].empty() ? 1 : base.input_shapes[0][0]};
+    if (!is_reference_model(entry.model)) {
+      these.batches = {inputs.empty() || inputs[0].shape.empty() ? 1 : inputs[0].shape[0]};
     }
-    for (const Backend* backend : backends) {
+    for (const Backend* backend : entry.backends) {
       std::vector<ProfileRun> some;
-      if (backends.size() == 1) {
+      if (entry.backends.size() == 1) {
         some = profile(*backend, request, hardware, these);
       } else {
         try {
@@ -270,10 +272,30 @@ std::vector<ProfileRun> profile_all(const std::vector<const Backend*>& backends,
           some = failed_runs(*backend, request, these, e.what());
         }
       }
-      for (ProfileRun& r : some) runs.push_back(std::move(r));
+      for (ProfileRun& r : some) {
+        r.contract["backend_chosen_by"] = entry.chosen_by;
+        runs.push_back(std::move(r));
+      }
     }
   }
   return runs;
+}
+
+std::vector<ProfileRun> profile_all(const std::vector<const Backend*>& backends, const std::vector<std::string>& models,
+                                    const ModelRequest& base, const HardwareSpec& hardware, const ProfileOptions& options) {
+  std::vector<ModelBackends> plan;
+  for (const std::string& model : models) plan.push_back({model, backends, "--backend"});
+  return profile_all(plan, base, hardware, options);
+}
+
+std::vector<const Backend*> backends_of(const std::vector<ModelBackends>& plan) {
+  std::vector<const Backend*> all;
+  for (const ModelBackends& entry : plan) {
+    for (const Backend* b : entry.backends) {
+      if (std::find(all.begin(), all.end(), b) == all.end()) all.push_back(b);
+    }
+  }
+  return all;
 }
 
 }  // namespace neuralcost

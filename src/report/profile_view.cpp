@@ -81,6 +81,8 @@ report::Table layer_table(const ProfileRun& r, bool keys) {
 std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format) {
   std::string out = fmt::format("{}{} on {} [{}]\n", format == Format::kMarkdown ? "### " : "", run_title(r), hw.name, hw.id);
   if (r.outcome.failed()) return out + "error: " + r.outcome.error() + "\n\n";
+  // a model file's inputs: what its numbers were measured on (token ids' range, dtypes)
+  if (const auto in = r.contract.find("input_values"); in != r.contract.end()) out += "inputs: " + in->second + "\n";
   const SampleSummary& s = r.timing.summary;
   out += fmt::format("median {} (95% CI {} - {}, n {}, CV {}), p5 {}, p95 {}; verdict {}\n", report::si(s.median, "s"),
                      report::si(s.ci95_median.low, "s"), report::si(s.ci95_median.high, "s"), s.n, report::percent(s.cv),

@@ -110,7 +110,8 @@ TEST(CliProfileTest, BadModelFilesAndShapes) {
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr(corrupt + ": not a loadable TorchScript file"));
   r = run_cli("profile --model " + corrupt + kQuick);
-  EXPECT_THAT(r.err, HasSubstr("a TorchScript file needs --input-shape"));
+  EXPECT_THAT(r.err, HasSubstr("a TorchScript file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] or "
+                               "--input-shape SHAPE"));
   r = run_cli("profile --model ff --input-shape 4x-2" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("--input-shape '4x-2': dimensions must be positive integers joined by 'x'"));
@@ -157,6 +158,100 @@ TEST(CliProfileTest, BadOptions) {
   r = run_cli("profile --model ff --mode jit" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: backend 'libtorch' has no mode 'jit' (modes: eager, compiled)\n");
+}
+
+/// A two-input model that takes token ids (tests/workers/make_token_model.py), scripted by Debian's
+/// torch 1.13: forward(ids [B, 8] int64 < 1000, mask [B, 8] float) = Linear(16 -> 4)(Embedding(ids) * mask).
+class CliTokenModelTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    path_ = ::testing::TempDir() + "/nc_token_" + std::to_string(::getpid()) + ".pt";
+    const std::string command =
+        "/usr/bin/python3 " NEURALCOST_SOURCE_DIR "/tests/workers/make_token_model.py torchscript " + path_;
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  }
+  static void TearDownTestSuite() { std::remove(path_.c_str()); }
+  static std::string path_;
+};
+std::string CliTokenModelTest::path_;
+
+const std::string kInputs = " --input ids=2x8:int64:0..1000 --input mask=2x8";
+
+TEST_F(CliTokenModelTest, TokenIdsByNameRunInLibTorchChosenFromTheFile) {
+  const CliResult r = run_cli("profile " + path_ + kInputs + " --format json" + kQuick);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 1u);
+  const auto& run = j["runs"][0];
+  ASSERT_FALSE(run["failed"].get<bool>()) << run.value("error", "");
+  EXPECT_EQ(run["backend"], "libtorch");
+  EXPECT_EQ(run["batch"], 2);  // the first input's first dimension
+  EXPECT_EQ(run["contract"]["backend_chosen_by"], "the model file: a TorchScript file (.pt, .ts)");
+  EXPECT_EQ(run["contract"]["input_values"],
+            "ids: 2x8 int64, integers uniform in [0, 1000); mask: 2x8 fp32, standard normal");
+  EXPECT_THAT(run["contract"]["input_shapes"].get<std::string>(), HasSubstr("2x8 int64"));
+  EXPECT_EQ(run["totals"]["contraction_flops"], 2 * 2 * 8 * 16 * 4);  // the Linear; the embedding is a gather
+  EXPECT_EQ(run["totals"]["parameter_count"], 1000 * 16 + 16 * 4 + 4);
+  // the table says what the numbers were measured on
+  const CliResult table = run_cli("profile " + path_ + kInputs + kQuick);
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr("\ninputs: ids: 2x8 int64, integers uniform in [0, 1000); mask: 2x8 fp32, standard normal\n"));
+}
+
+TEST_F(CliTokenModelTest, PositionalInputsAreRepeatedOncePerInput) {
+  const CliResult r =
+      run_cli("profile " + path_ + " --input-shape 2x8:int64:0..1000 --input-shape 2x8 --mode compiled --format json" + kQuick);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& run = j["runs"][0];
+  ASSERT_FALSE(run["failed"].get<bool>()) << run.value("error", "");
+  EXPECT_EQ(run["contract"]["input_values"],  // named by forward's arguments
+            "ids: 2x8 int64, integers uniform in [0, 1000); mask: 2x8 fp32, standard normal");
+}
+
+TEST_F(CliTokenModelTest, InputErrorsNameTheModelsInputs) {
+  CliResult r = run_cli("profile " + path_ + " --input idz=2x8:int64:0..1000 --input mask=2x8" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(": " + path_ + " has no input 'idz'; its inputs: ids, mask\n"));
+  r = run_cli("profile " + path_ + " --input-shape 2x8:int64:0..1000" + kQuick);
+  EXPECT_THAT(r.err, HasSubstr(path_ + " takes 2 inputs (ids, mask); 1 given"));
+  // token ids as floats: the framework's complaint, with what to do about it
+  r = run_cli("profile " + path_ + " --input ids=2x8 --input mask=2x8" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("forward failed for input shape(s) 2x8, 2x8: RuntimeError: Expected tensor for "
+                               "argument #1 'indices' to have one of the following scalar types: Long, Int"));
+  EXPECT_THAT(r.err, HasSubstr("an integer input such as token ids needs its dtype and range"));
+}
+
+TEST_F(CliTokenModelTest, SyntaxErrorsStopBeforeAnythingRuns) {
+  CliResult r = run_cli("profile " + path_ + " --input ids=2x8:int64 --input mask=2x8" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --input 'ids=2x8:int64': an integer input needs its value range, LOW..HIGH with HIGH "
+                   "excluded, e.g. ids=2x8:int64:0..30522 (token ids: 0..vocabulary size)\n");
+  EXPECT_EQ(r.out, "");
+  r = run_cli("profile " + path_ + " --input ids=2x8:int16:0..1000" + kQuick);
+  EXPECT_EQ(r.err, "error: --input 'ids=2x8:int16:0..1000': 'int16' is not an input dtype (fp32, fp64, fp16, bf16, "
+                   "int64, int32, int8 or bool)\n");
+  r = run_cli("profile " + path_ + " --input ids=2x8:int64:0..1000 --input-shape 2x8" + kQuick);
+  EXPECT_EQ(r.err, "error: inputs are given both by name (--input NAME=SHAPE) and by position (--input-shape SHAPE); "
+                   "give all of them one way\n");
+  r = run_cli("profile " + path_ + " --input mask=2x8 --input mask=2x8" + kQuick);
+  EXPECT_EQ(r.err, "error: input 'mask' is given twice\n");
+}
+
+TEST_F(CliTokenModelTest, ABackendThatCannotRunTheFileIsOneErrorBeforeAnythingRuns) {
+  CliResult r = run_cli("profile " + path_ + kInputs + " --backend torch" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --backend torch cannot run " + path_ +
+                       ", a TorchScript file (.pt, .ts); the libtorch backend runs it (or leave out --backend)\n");
+  EXPECT_EQ(r.out, "");
+  r = run_cli("profile /tmp/model.onnx" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: /tmp/model.onnx: profile cannot run an ONNX file; analyze counts it (neural-cost analyze "
+                   "/tmp/model.onnx)\n");
+  r = run_cli("profile --model tranformer" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: unknown model 'tranformer'; did you mean transformer?\n");
 }
 
 }  // namespace

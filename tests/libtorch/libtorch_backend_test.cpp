@@ -113,7 +113,8 @@ TEST(LibTorchFileTest, LoadsATorchScriptFileWithItsInputShape) {
   r.input_shapes = {{4, 100}};
   EXPECT_THAT(error_of(r), HasSubstr(path + ": forward failed for input shape(s) 4x100:"));
   r.input_shapes = {};
-  EXPECT_EQ(error_of(r), path + ": a TorchScript file needs --input-shape (e.g. 32x3x32x32), once per input");
+  EXPECT_EQ(error_of(r), path + ": a TorchScript file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] or "
+                                "--input-shape SHAPE (e.g. 32x3x32x32), once per input");
 }
 
 TEST(LibTorchFileTest, MissingAndCorruptFilesAreClearErrors) {

@@ -28,6 +28,17 @@ TEST(SiFormatTest, ThreeSignificantDigitsWithPrefixes) {
   EXPECT_EQ(report::percent(0.1234), "12.3%");
 }
 
+TEST(SiFormatTest, SecondsTakeOnlySecondsToNanosecondsAndCountsGetSeparators) {
+  EXPECT_EQ(report::si(16200, "s"), "16,200 s");  // never "16.2 ks"
+  EXPECT_EQ(report::si(3.06e-10, "s"), "0.31 ns");  // never "306 ps"
+  EXPECT_EQ(report::si(1.5, "s"), "1.50 s");
+  EXPECT_EQ(report::si(0.0123, "s"), "12.3 ms");
+  EXPECT_EQ(report::si(0, "s"), "0 s");
+  EXPECT_EQ(report::grouped(25507944), "25,507,944");
+  EXPECT_EQ(report::grouped(999), "999");
+  EXPECT_EQ(report::grouped(1000), "1,000");
+}
+
 TEST(TabularTest, CsvUsesRawValuesAndEscapes) {
   report::Table t;
   t.headers = {"name", "value"};
@@ -42,7 +53,7 @@ TEST(AnalysisViewTest, TableShowsEveryLayerAndTotals) {
   EXPECT_THAT(table, HasSubstr("transformer (batch 32, fp32) on NVIDIA H100 SXM5 80GB [h100-sxm]"));
   EXPECT_THAT(table, HasSubstr("encoder1.linear2"));
   EXPECT_THAT(table, HasSubstr("839 MFLOP in contractions"));
-  EXPECT_THAT(table, HasSubstr("parameters: 397834"));
+  EXPECT_THAT(table, HasSubstr("parameters: 397,834"));
   EXPECT_THAT(table, HasSubstr("lower bound:"));
 }
 

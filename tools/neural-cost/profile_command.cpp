@@ -9,6 +9,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/measure/device.hpp"
+#include "neuralcost/model_inputs.hpp"
 #include "neuralcost/measure/profile.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/report/profile_views.hpp"
@@ -18,8 +19,9 @@ namespace {
 
 struct ProfileArgs {
   std::vector<std::string> models;
-  std::vector<std::string> input_shapes;
-  std::vector<std::string> backends = {"libtorch"};
+  std::vector<std::string> inputs;        // NAME=SHAPE[:DTYPE[:LOW..HIGH]]
+  std::vector<std::string> input_shapes;  // SHAPE[:DTYPE[:LOW..HIGH]], by position
+  std::vector<std::string> backends;      // empty: chosen from each model
   double worker_timeout = 300;
   std::vector<std::string> modes = {"eager"};
   std::vector<std::int64_t> batches = {1};
@@ -55,23 +57,23 @@ void run_profile(const ProfileArgs& args, const CLI::App& cmd) {
   options.timing.warmup_seconds = args.warmup_seconds;
   options.allow_hardware_mismatch = args.allow_hardware_mismatch;
   validate(options);  // before anything slow (calibration, workers)
-  std::vector<const Backend*> backends;
-  for (const std::string& name : args.backends) backends.push_back(&backend_named(name));
-  check_modes(backends, options.modes);
-  // one backend: a device it does not have is the command's error (several: a failed run each)
-  if (backends.size() == 1) check_device_offered(*backends.front(), options.run.device);
-  const HardwareSpec hardware =
-      hardware_for(args.hardware.empty() ? default_hardware_for(backends, options.run.device) : args.hardware);
   ModelRequest base;
   base.seq = args.seq;
   base.width = args.width;
   base.depth = args.depth;
   base.dtype = *dtype;
-  for (const std::string& s : args.input_shapes) {
-    base.input_shapes.push_back(parse_shape(s, fmt::format("--input-shape '{}'", s)));
-  }
+  for (const std::string& s : args.inputs) base.inputs.push_back(parse_input(s, true, "--input"));
+  for (const std::string& s : args.input_shapes) base.inputs.push_back(parse_input(s, false, "--input-shape"));
+  inputs_of(base);  // one way of giving inputs, each name once
   const std::vector<std::string> models = args.models.empty() ? reference_model_names() : args.models;
-  const std::vector<ProfileRun> runs = profile_all(backends, models, base, hardware, options);
+  const std::vector<ModelBackends> plan = choose_backends(models, args.backends);
+  const std::vector<const Backend*> backends = backends_of(plan);
+  check_modes(backends, options.modes);
+  // one backend: a device it does not have is the command's error (several: a failed run each)
+  if (backends.size() == 1) check_device_offered(*backends.front(), options.run.device);
+  const HardwareSpec hardware =
+      hardware_for(args.hardware.empty() ? default_hardware_for(backends, options.run.device) : args.hardware);
+  const std::vector<ProfileRun> runs = profile_all(plan, base, hardware, options);
   const Format format = output_format(cmd, args.format, args.output);
   emit(args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
                                                     : render_profile(runs, hardware, format),
@@ -107,18 +109,26 @@ void add_profile_command(CLI::App& app) {
       "Run models through a backend, time them under the timing contract and compare with the\n"
       "roofline: latency with its 95% CI, samples/s, FLOP/s, efficiency, limit and verdict per\n"
       "run, and measured time per layer. Without --model: the five reference networks.");
-  cmd->add_option("model,--model", args->models, "ff, cnn, rnn, lstm, transformer, or a model file: TorchScript .pt (libtorch), torch.export .pt2 "
+  cmd->add_option("model,--model", args->models, "ff, cnn, rnn, lstm, transformer, or a model file: TorchScript .pt/.ts (libtorch), torch.export .pt2 "
                   "(torch), SavedModel directory (tensorflow); comma-separated")
       ->delimiter(',');
   // list options take one argument per occurrence, so that a model after them stays the model
-  cmd->add_option("--input-shape", args->input_shapes, "Input shape of a model file, e.g. 32x3x32x32 (once per input)")
-      ->expected(1);
+  cmd->add_option("--input", args->inputs,
+                  "An input of a model file by its name, NAME=SHAPE[:DTYPE[:LOW..HIGH]], once per input: e.g. "
+                  "ids=8x128:int64:0..30522 (token ids, HIGH excluded) and mask=8x128:fp32. DTYPE: fp32, fp64, fp16, "
+                  "bf16, int64, int32, int8, bool (default: the file's own, else --dtype); integers need LOW..HIGH, a "
+                  "float range makes values uniform instead of standard normal")
+      ->allow_extra_args(false);
+  cmd->add_option("--input-shape", args->input_shapes,
+                  "An input of a model file by position, SHAPE[:DTYPE[:LOW..HIGH]] as for --input, e.g. 32x3x32x32; "
+                  "once per input, in the model's order")
+      ->allow_extra_args(false);
   cmd->add_option("--backend", args->backends,
                   "Backends, comma-separated: libtorch, jax, tensorflow, torch (several: the same runs in each, "
-                  "side by side)")
+                  "side by side). Default: from the model: built-in networks and TorchScript .pt/.ts libtorch, "
+                  ".pt2 torch, a SavedModel directory tensorflow")
       ->allow_extra_args(false)
-      ->delimiter(',')
-      ->capture_default_str();
+      ->delimiter(',');
   cmd->add_option("--mode", args->modes,
                   "Modes, comma-separated: eager, compiled (every backend's compiled mode), or a backend's own: "
                   "jax jit; tensorflow function, xla; torch compile")
@@ -130,14 +140,15 @@ void add_profile_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--batch", args->batches,
                   "Batch sizes of the reference networks, comma-separated (a model file's batch is the first "
-                  "dimension of its first --input-shape)")
+                  "dimension of its first input)")
       ->allow_extra_args(false)
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer)")->capture_default_str();
   cmd->add_option("--width", args->width, "Hidden width d")->capture_default_str();
   cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "fp32 or fp64")->capture_default_str();
+  cmd->add_option("--dtype", args->dtype, "fp32 or fp64: the model's, and a file's inputs without their own")
+      ->capture_default_str();
   cmd->add_option("--threads", args->threads, "Intra-op threads (0: the library's default)")->capture_default_str();
   cmd->add_option("--device", args->device,
                   "Device to run on: cpu, or cuda:N (torch only; see `neural-cost backends` for each backend's)")

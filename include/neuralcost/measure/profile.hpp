@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/measure/model_files.hpp"
 #include "neuralcost/measure/outcome.hpp"
 #include "neuralcost/measure/timing.hpp"
 #include "neuralcost/backend.hpp"
@@ -86,18 +87,26 @@ void validate(const ProfileOptions& options);
 void check_modes(const std::vector<const Backend*>& backends, const std::vector<std::string>& modes);
 
 /// Whether `model` is one of the reference networks (then --batch sizes it; a model file's batch
-/// is the first dimension of its first input shape).
+/// is the first dimension of its first input).
 bool is_reference_model(const std::string& model);
 
 /// Profiles `base` (model, sizes) on `backend` (on options.run's device) for every mode and batch of `options`.
 std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base, const HardwareSpec& hardware,
                                 const ProfileOptions& options);
 
-/// profile() for every model of `models` on every backend, in that order of nesting. One backend:
-/// its errors are the caller's; several: a backend that cannot run (unavailable, no such mode
-/// or device) is recorded as failed runs and the others go on. A model file's batch is the first
-/// dimension of base.input_shapes[0] (1 without shapes); options.batches size the reference networks.
+/// profile() for every model of `plan` on each of its backends, in that order of nesting. A
+/// model with one backend: its errors are the caller's; with several: a backend that cannot run
+/// (unavailable, no such mode or device) is recorded as failed runs and the others go on. A model
+/// file's batch is the first dimension of its first input (inputs_of(base), model_inputs.hpp; 1
+/// without inputs); options.batches size the reference networks. Each run's contract says how its
+/// backend was chosen (`backend_chosen_by`).
+std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, const ModelRequest& base,
+                                    const HardwareSpec& hardware, const ProfileOptions& options);
+/// profile_all() of every model of `models` on every backend of `backends` (not checked against
+/// the models' file types: choose_backends() does that).
 std::vector<ProfileRun> profile_all(const std::vector<const Backend*>& backends, const std::vector<std::string>& models,
                                     const ModelRequest& base, const HardwareSpec& hardware, const ProfileOptions& options);
+/// The backends of `plan`, each once, in order of first use (for default_hardware_for, check_modes).
+std::vector<const Backend*> backends_of(const std::vector<ModelBackends>& plan);
 
 }  // namespace neuralcost

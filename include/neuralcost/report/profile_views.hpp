@@ -22,6 +22,8 @@ namespace neuralcost {
 ///   ...
 ///   unattributed (dispatch, framework)             85.0 µs
 ///
+/// (a model file's block has, after its title, the values its inputs were filled with:
+/// "inputs: ids: 8x128 int64, integers uniform in [0, 30522); mask: 8x128 fp32, standard normal")
 /// then the summary across runs. CSV: the summary rows only.
 std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format);
 

@@ -14,6 +14,7 @@
 #include "backends/libtorch/capture.hpp"
 #include "backends/libtorch/reference_modules.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
 
 namespace neuralcost {
@@ -22,6 +23,20 @@ namespace {
 using libtorch::ParameterNames;
 
 std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+
+/// The line of a forward error that says what went wrong: the first, except for TorchScript's
+/// interpreter, which puts its tracebacks first and the error ("RuntimeError: ...") last.
+std::string reason_of(const std::string& what) {
+  if (what.rfind("The following operation failed in the TorchScript interpreter", 0) != 0) return first_line(what);
+  std::string last;
+  std::size_t start = 0;
+  while (start < what.size()) {
+    const std::size_t end = std::min(what.find('\n', start), what.size());
+    if (end > start) last = what.substr(start, end - start);
+    start = end + 1;
+  }
+  return last;
+}
 
 /// A model ready to run: a forward function over fixed inputs.
 class TorchModel final : public PreparedModel {
@@ -76,6 +91,7 @@ class TorchModel final : public PreparedModel {
       env["openmp_threads"] = std::to_string(f());
     }
     env["model_origin"] = origin_;
+    if (!input_values_.empty()) env["input_values"] = input_values_;
     // the module's own count, before freezing: constant pooling merges identical frozen weights
     // (zero biases, unit norm scales), so the compiled graph may read fewer distinct tensors
     env["framework_parameters"] = std::to_string(parameters_);
@@ -91,6 +107,8 @@ class TorchModel final : public PreparedModel {
   }
 
   const at::Tensor& output() const { return output_; }
+  /// What the inputs were filled with (describe_input per input), for the contract.
+  void set_input_values(std::string text) { input_values_ = std::move(text); }
 
  private:
   /// TorchScript's profiling executor records and re-optimises the graph during the first
@@ -111,6 +129,7 @@ class TorchModel final : public PreparedModel {
   std::string origin_;
   bool compiled_;
   std::int64_t parameters_;
+  std::string input_values_;
   at::Tensor output_;
 };
 
@@ -167,15 +186,50 @@ std::unique_ptr<PreparedModel> prepare_reference(const ModelRequest& request, co
       true, trainable_count(net->parameters()));
 }
 
+at::ScalarType scalar_type(DType d) {
+  switch (d) {
+    case DType::kFp64: return torch::kFloat64;
+    case DType::kFp16: return torch::kFloat16;
+    case DType::kBf16: return torch::kBFloat16;
+    case DType::kInt64: return torch::kInt64;
+    case DType::kInt32: return torch::kInt32;
+    case DType::kInt8: return torch::kInt8;
+    case DType::kBool: return torch::kBool;
+    case DType::kFp32: case DType::kTf32: case DType::kFp8: break;
+  }
+  return torch::kFloat32;
+}
+
+/// An input's values (model_inputs.hpp): floats standard normal or uniform in the range, integers
+/// uniform in the range, bools 0 or 1. The caller seeds the generator.
+at::Tensor input_values(const InputSpec& spec, DType dtype, const std::string& path) {
+  const auto options = torch::TensorOptions().dtype(scalar_type(dtype));
+  if (dtype == DType::kBool) return torch::randint(0, 2, spec.shape, torch::TensorOptions().dtype(torch::kInt64)).to(torch::kBool);
+  if (is_integer(dtype)) {
+    if (!spec.range) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: input '{}' is {}: give its value range, e.g. --input {}={}:{}:0..30522 (HIGH "
+                              "excluded)", path, spec.name, dtype_name(dtype), spec.name, shape_string(spec.shape),
+                              dtype_name(dtype)));
+    }
+    return torch::randint(static_cast<std::int64_t>(spec.range->low), static_cast<std::int64_t>(spec.range->high),
+                          spec.shape, options);
+  }
+  if (spec.range) return torch::rand(spec.shape, options) * (spec.range->high - spec.range->low) + spec.range->low;
+  return torch::randn(spec.shape, options);
+}
+
 std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const std::string& mode) {
   const std::string& path = request.model;
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) {
     throw Error(ErrorCode::kNotFound, fmt::format("cannot open TorchScript file '{}'", path));
   }
-  if (request.input_shapes.empty()) {
+  const std::vector<InputSpec> given = inputs_of(request);
+  if (given.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: a TorchScript file needs --input-shape (e.g. 32x3x32x32), once per input", path));
+                fmt::format("{}: a TorchScript file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] or "
+                            "--input-shape SHAPE (e.g. 32x3x32x32), once per input", path));
   }
   auto module = std::make_shared<torch::jit::Module>();
   try {
@@ -184,6 +238,19 @@ std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const s
     throw Error(ErrorCode::kDataLoss, fmt::format("{}: not a loadable TorchScript file: {}", path, first_line(e.what())));
   }
   module->eval();
+  // the inputs of forward by name (the schema's first argument is the module itself)
+  std::vector<std::string> input_names;
+  std::size_t required = 0;
+  if (const auto forward = module->find_method("forward")) {
+    const auto& arguments = forward->function().getSchema().arguments();
+    for (std::size_t i = 1; i < arguments.size(); ++i) {
+      input_names.push_back(arguments[i].name());
+      if (!arguments[i].default_value()) required = input_names.size();
+    }
+  } else {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: the TorchScript module has no forward method", path));
+  }
+  const std::vector<InputSpec> specs = match_inputs(given, input_names, required, path);
   ParameterNames names;
   std::int64_t parameters = 0;
   for (const auto& item : module->named_parameters()) {
@@ -199,20 +266,29 @@ std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const s
     }
   }
   std::vector<at::Tensor> inputs;
+  std::string described, shapes;
   torch::manual_seed(1);
-  const auto dtype = request.dtype == DType::kFp64 ? torch::kFloat64 : torch::kFloat32;
-  for (const Shape& s : request.input_shapes) inputs.push_back(torch::randn(s, torch::TensorOptions().dtype(dtype)));
+  for (const InputSpec& spec : specs) {
+    // TorchScript declares no input dtypes: an input without its own has the model's
+    const DType dtype = spec.dtype.value_or(request.dtype);
+    inputs.push_back(input_values(spec, dtype, path));
+    described += (described.empty() ? "" : "; ") + describe_input(spec, dtype);
+    shapes += (shapes.empty() ? "" : ", ") + shape_string(spec.shape);
+  }
   auto model = std::make_unique<TorchModel>(
       fmt::format("{} ({}, libtorch)", std::filesystem::path(path).filename().string(), mode),
       [module](const std::vector<at::Tensor>& in) { return run_script(*module, in); }, std::move(inputs),
       std::move(names), fmt::format("TorchScript file {}", path), mode == "compiled", parameters);
+  model->set_input_values(described);
   try {
     model->run();  // fails here, with the framework's reason, when the input shapes are wrong
   } catch (const std::exception& e) {
-    std::string shapes;
-    for (const Shape& s : request.input_shapes) shapes += (shapes.empty() ? "" : ", ") + shape_string(s);
+    std::string why = reason_of(e.what());
+    if (why.find("scalar type") != std::string::npos) {
+      why += " (an integer input such as token ids needs its dtype and range, e.g. --input ids=8x128:int64:0..30522)";
+    }
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: forward failed for input shape(s) {}: {}", path, shapes, first_line(e.what())));
+                fmt::format("{}: forward failed for input shape(s) {}: {}", path, shapes, why));
   }
   return model;
 }

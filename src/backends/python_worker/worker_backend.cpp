@@ -18,6 +18,7 @@
 #include "backends/python_worker/worker_process.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/measure/statistics.hpp"
+#include "neuralcost/model_inputs.hpp"
 
 namespace neuralcost::worker {
 namespace {
@@ -114,13 +115,22 @@ class WorkerModel final : public PreparedModel {
                                                     run.device, device_list(devices)));
     }
     add_strings(environment_, hello["environment"], "");
-    json shapes = json::array();
-    for (const Shape& s : request.input_shapes) shapes.push_back(s);
+    // a model file's inputs: by name or position, with dtype and value range where given
+    json shapes = json::array(), inputs = json::array();
+    for (const InputSpec& in : inputs_of(request)) {
+      shapes.push_back(in.shape);
+      json one = {{"shape", in.shape}};
+      if (!in.name.empty()) one["name"] = in.name;
+      if (in.dtype) one["dtype"] = std::string(dtype_name(*in.dtype));
+      if (in.range) one["range"] = {in.range->low, in.range->high};
+      inputs.push_back(std::move(one));
+    }
     const json built = process_.request({{"cmd", "build"},      {"model", request.model},
                                          {"mode", mode},         {"batch", request.batch},
                                          {"seq", request.seq},   {"width", request.width},
                                          {"depth", request.depth}, {"dtype", std::string(dtype_name(request.dtype))},
-                                         {"input_shapes", shapes}, {"device", run.device}},
+                                         {"input_shapes", shapes}, {"inputs", inputs},
+                                         {"device", run.device}},
                                         Seconds(timeout_));
     name_ = built.value("name", request.model);
     add_strings(environment_, built["environment"], "");
