@@ -13,6 +13,7 @@ std::string_view to_string(ErrorCode code) {
     case ErrorCode::kInternal: return "internal";
     case ErrorCode::kResourceExhausted: return "resource exhausted";
     case ErrorCode::kDeadlineExceeded: return "deadline exceeded";
+    case ErrorCode::kCancelled: return "cancelled";
   }
   return "unknown";
 }

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/measure/statistics.hpp"
 #include "neuralcost/measure/device.hpp"
 #include "neuralcost/model_inputs.hpp"
@@ -241,6 +242,8 @@ std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base
       ModelRequest request = base;
       request.batch = batch;
       runs.push_back(profile_one(backend, request, mode, hardware, options, mismatch));
+      if (options.on_run) options.on_run(runs.back());
+      if (interrupted()) return runs;
     }
   }
   return runs;
@@ -261,6 +264,12 @@ std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, cons
     if (!is_reference_model(entry.model)) {
       these.batches = {inputs.empty() || inputs[0].shape.empty() ? 1 : inputs[0].shape[0]};
     }
+    these.on_run = [&](const ProfileRun& r) {
+      if (!options.on_run) return;
+      ProfileRun chosen = r;
+      chosen.contract["backend_chosen_by"] = entry.chosen_by;
+      options.on_run(chosen);
+    };
     for (const Backend* backend : entry.backends) {
       std::vector<ProfileRun> some;
       if (entry.backends.size() == 1) {
@@ -270,12 +279,14 @@ std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, cons
           some = profile(*backend, request, hardware, these);
         } catch (const Error& e) {
           some = failed_runs(*backend, request, these, e.what());
+          for (const ProfileRun& r : some) these.on_run(r);
         }
       }
       for (ProfileRun& r : some) {
         r.contract["backend_chosen_by"] = entry.chosen_by;
         runs.push_back(std::move(r));
       }
+      if (interrupted()) return runs;
     }
   }
   return runs;

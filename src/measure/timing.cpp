@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/interrupt.hpp"
 
 namespace neuralcost {
 namespace {
@@ -57,6 +58,7 @@ TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o
   r.clock_resolution_seconds = steady_clock_resolution_seconds();
   const auto warm_start = Clock::now();
   while (r.warmup_iterations < o.warmup_iterations || seconds_since(warm_start) < o.warmup_seconds) {
+    throw_if_interrupted();
     work.run();
     work.synchronize();
     ++r.warmup_iterations;
@@ -67,6 +69,7 @@ TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o
   const auto sample_start = Clock::now();
   std::size_t next_check = static_cast<std::size_t>(o.min_samples);
   while (static_cast<int>(r.samples_seconds.size()) < o.max_samples) {
+    throw_if_interrupted();  // Ctrl-C ends the run between passes (a worker's passes: at once)
     const auto t0 = Clock::now();
     work.run();
     work.synchronize();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/calibrate/calibrate.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/atomic_file.hpp"
@@ -73,6 +74,11 @@ int main(int argc, char** argv) {
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "error: out of memory (the model or an input is too large for this machine)\n");
     return 1;
+  } catch (const neuralcost::Interrupted& e) {
+    // Ctrl-C or SIGTERM: what finished was written; no process of ours outlives us
+    neuralcost::end_child_processes();
+    fmt::print(stderr, "error: {}\n", neuralcost::terminal_text(e.what()));
+    return neuralcost::interrupt_exit_code();
   } catch (const neuralcost::Error& e) {
     fmt::print(stderr, "error: {}\n", neuralcost::terminal_text(e.what()));
     return 1;

@@ -1,5 +1,7 @@
 // `neural-cost profile`: run models through a backend under the timing contract and compare the
 // measured time with the roofline, per run and per layer.
+#include <unistd.h>
+
 #include <algorithm>
 #include <memory>
 
@@ -7,6 +9,7 @@
 
 #include "commands.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/measure/device.hpp"
 #include "neuralcost/model_inputs.hpp"
@@ -41,6 +44,12 @@ struct ProfileArgs {
   bool summary_only = false;
 };
 
+/// "113 µs" (the median of a finished run), for the progress line.
+std::string report_median(const ProfileRun& r) {
+  const double s = r.timing.summary.median;
+  return s >= 1 ? fmt::format("{:.3g} s", s) : s >= 1e-3 ? fmt::format("{:.3g} ms", s * 1e3) : fmt::format("{:.3g} µs", s * 1e6);
+}
+
 void run_profile(const ProfileArgs& args, const CLI::App& cmd) {
   const auto dtype = parse_dtype(args.dtype);
   if (!dtype) throw Error(ErrorCode::kInvalidArgument, fmt::format("--dtype '{}' is not a dtype", args.dtype));
@@ -73,11 +82,32 @@ void run_profile(const ProfileArgs& args, const CLI::App& cmd) {
   if (backends.size() == 1) check_device_offered(*backends.front(), options.run.device);
   const HardwareSpec hardware =
       hardware_for(args.hardware.empty() ? default_hardware_for(backends, options.run.device) : args.hardware);
-  const std::vector<ProfileRun> runs = profile_all(plan, base, hardware, options);
   const Format format = output_format(cmd, args.format, args.output);
-  emit(args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
-                                                    : render_profile(runs, hardware, format),
-       args.output);
+  auto render = [&](const std::vector<ProfileRun>& runs) {
+    return args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
+                                                        : render_profile(runs, hardware, format);
+  };
+  // Ctrl-C ends the run in progress and its workers; -o holds every finished run as it ends
+  install_interrupt_handlers();
+  std::vector<ProfileRun> finished;
+  const bool progress = ::isatty(2) != 0;
+  options.on_run = [&](const ProfileRun& r) {
+    if (interrupted() && r.outcome.failed()) return;  // the run the signal cut short
+    finished.push_back(r);
+    if (!args.output.empty()) emit(render(finished), args.output);
+    if (progress) {
+      fmt::print(stderr, "\r\033[K[{} done] {} {} {}, batch {}: {}", finished.size(), terminal_text(r.model), r.backend,
+                 r.mode, r.batch, r.outcome.failed() ? "failed" : report_median(r));
+    }
+  };
+  const std::vector<ProfileRun> runs = profile_all(plan, base, hardware, options);
+  if (progress) fmt::print(stderr, "\r\033[K");
+  if (interrupted()) {
+    if (args.output.empty()) emit(render(finished), "");
+    throw Interrupted(fmt::format("{} run(s) finished{}", finished.size(),
+                                  args.output.empty() ? " (printed above)" : " and are in " + args.output));
+  }
+  emit(render(runs), args.output);
   std::size_t failed = 0;
   for (const ProfileRun& r : runs) {
     if (r.outcome.failed()) {

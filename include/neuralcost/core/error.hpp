@@ -19,6 +19,7 @@ enum class ErrorCode {
   kInternal,         ///< an invariant of ours broke (a bug, or a framework that behaved unexpectedly)
   kResourceExhausted,  ///< out of memory (a worker's MemoryError, or killed by the OOM killer)
   kDeadlineExceeded,   ///< a worker did not answer in time
+  kCancelled,          ///< the user interrupted it (SIGINT, SIGTERM)
 };
 
 std::string_view to_string(ErrorCode code);

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -20,6 +21,8 @@
 
 namespace neuralcost {
 
+struct ProfileRun;
+
 struct ProfileOptions {
   std::vector<std::string> modes;         ///< empty: the backend's default mode
   std::vector<std::int64_t> batches = {1};
@@ -29,6 +32,10 @@ struct ProfileOptions {
   /// Accept a hardware spec of another kind of device than run.device (each run then carries a
   /// warning); refused otherwise (measure/device.hpp, check_hardware_matches).
   bool allow_hardware_mismatch = false;
+  /// Called as each run ends, failed ones too (to write results as they finish, to show
+  /// progress). After SIGINT/SIGTERM (core/interrupt.hpp) the run in progress ends as failed
+  /// ("interrupted by ..."), is passed here, and no further run starts.
+  std::function<void(const ProfileRun&)> on_run;
 };
 
 /// One framework op of a run (it may have become several op records).

@@ -25,11 +25,18 @@ namespace {
 
 using json = nlohmann::json;
 using Seconds = std::chrono::duration<double>;
-constexpr double kHelloSeconds = 120;  // importing a framework on a busy machine
 
 std::string env_or(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
   return v != nullptr && *v != '\0' ? std::string(v) : fallback;
+}
+
+/// A reply's field, or null when the worker left it out (operator[] on a const json with a
+/// missing key is undefined behaviour).
+const json& member(const json& reply, const char* key) {
+  static const json none;
+  const auto it = reply.find(key);
+  return it == reply.end() ? none : *it;
 }
 
 void add_strings(std::map<std::string, std::string>& to, const json& from, const std::string& prefix) {
@@ -63,7 +70,8 @@ std::vector<double> durations(const json& reply, const char* field, std::size_t 
 
 /// Starts a worker for `framework` and checks its hello reply; returns the reply.
 json say_hello(WorkerProcess& process, const std::string& framework, double timeout) {
-  const json reply = process.request({{"cmd", "hello"}, {"protocol", kProtocol}}, Seconds(std::max(kHelloSeconds, timeout)));
+  // --worker-timeout bounds the start too (importing the framework), as every request
+  const json reply = process.request({{"cmd", "hello"}, {"protocol", kProtocol}}, Seconds(timeout));
   if (reply.value("protocol", -1) != kProtocol || reply.value("framework", std::string()) != framework) {
     throw Error(ErrorCode::kDataLoss, fmt::format("the {} worker answered hello with protocol {} and framework '{}'; "
                                                   "expected protocol {} and '{}'",
@@ -114,7 +122,7 @@ class WorkerModel final : public PreparedModel {
       throw Error(ErrorCode::kNotFound, fmt::format("the {} worker has no device '{}' (devices: {})", framework,
                                                     run.device, device_list(devices)));
     }
-    add_strings(environment_, hello["environment"], "");
+    add_strings(environment_, member(hello, "environment"), "");
     // a model file's inputs: by name or position, with dtype and value range where given
     json shapes = json::array(), inputs = json::array();
     for (const InputSpec& in : inputs_of(request)) {
@@ -149,7 +157,7 @@ class WorkerModel final : public PreparedModel {
     if (pending_.empty()) {
       const int n = last_ ? passes_per_request(*last_) : 1;
       const auto start = std::chrono::steady_clock::now();
-      const json reply = process_.request({{"cmd", "run"}, {"n", n}}, Seconds(timeout_ * n));
+      const json reply = process_.request({{"cmd", "run"}, {"n", n}}, deadline(n));
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       double sum = 0;
       for (double s : durations(reply, "seconds", static_cast<std::size_t>(n))) pending_.push_back(s), sum += s;
@@ -187,7 +195,7 @@ class WorkerModel final : public PreparedModel {
     }
     try {
       const json reply = process_.request({{"cmd", "memory"}}, Seconds(timeout_));
-      add_strings(env, reply["telemetry"], "memory.");
+      add_strings(env, member(reply, "telemetry"), "memory.");
     } catch (const Error& e) {
       env["memory"] = std::string("unavailable: ") + e.what();
     }
@@ -196,8 +204,13 @@ class WorkerModel final : public PreparedModel {
 
   std::string synchronisation() const override { return sync_; }
 
+  /// A request of `passes` passes may take what they should (by the last pass seen, at most 10x
+  /// that to allow for noise) plus --worker-timeout: one deadline, not the timeout per pass.
+  Seconds deadline(int passes) const { return Seconds(timeout_ + (last_ ? 10.0 * *last_ * passes : 0.0)); }
+
   LayerTiming profile_layers(int runs) override {
-    const json reply = process_.request({{"cmd", "layers"}, {"n", runs}}, Seconds(timeout_ * runs));
+    // each run is a plain pass and a profiled one
+    const json reply = process_.request({{"cmd", "layers"}, {"n", runs}}, deadline(2 * runs));
     LayerTiming t;
     const auto events = reply.find("events"), seconds = reply.find("seconds");
     if (events == reply.end() || seconds == reply.end() || !events->is_array() || !seconds->is_array() ||

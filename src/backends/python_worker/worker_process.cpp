@@ -13,6 +13,8 @@
 
 #include <fmt/format.h>
 
+#include "neuralcost/core/interrupt.hpp"
+
 extern char** environ;
 
 namespace neuralcost::worker {
@@ -78,6 +80,7 @@ WorkerProcess::WorkerProcess(std::vector<std::string> argv, std::map<std::string
     ::_exit(127);
   }
   ::setpgid(pid_, pid_);
+  watch_process_group(pid_);  // Ctrl-C kills its whole group (core/interrupt.hpp)
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);
@@ -125,11 +128,17 @@ bool WorkerProcess::reap(bool block) {
   if (r == pid_) {
     reaped_ = true;
     exit_status_ = status;
+    unwatch_process_group(pid_);
   }
   return reaped_;
 }
 
 void WorkerProcess::fail_process(const std::string& doing) {
+  if (interrupted()) {  // the signal handler killed it
+    ::kill(-pid_, SIGKILL);
+    reap(true);
+    throw Interrupted();
+  }
   // the worker is gone (or its stdout closed): wait a moment for its status and last words
   for (int i = 0; i < 50 && !reap(false); ++i) {
     drain_stderr();
@@ -176,6 +185,7 @@ nlohmann::json WorkerProcess::request(const nlohmann::json& req, std::chrono::du
     }
     pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
     const int ready = ::poll(fds, err_ >= 0 ? 2 : 1, static_cast<int>(std::min<long long>(left, 1000)));
+    if (interrupted()) fail_process(doing);
     if (ready < 0 && errno != EINTR) fail_process(doing);
     if (err_ >= 0 && (fds[1].revents & (POLLIN | POLLHUP))) drain_stderr();
     if (fds[0].revents & (POLLIN | POLLHUP | POLLERR)) {

@@ -1,6 +1,7 @@
 import os
 import resource
 import signal
+import subprocess
 import sys
 import time
 
@@ -8,12 +9,33 @@ from neuralcost_worker import protocol
 
 fault, _, when = os.environ.get("NEURALCOST_FAULT", "").partition("-at-")
 real = {name: getattr(protocol.Worker, name) for name in ("hello", "build", "capture", "run")}
+calls = {}
 
 
 def faulty(name):
     def handler(self, req):
-        if name != when:
+        if name == "build":
+            self.fault_model = req.get("model")
+        only = os.environ.get("NEURALCOST_FAULT_MODEL")
+        if name != when or (only and getattr(self, "fault_model", None) != only):
             return real[name](self, req)
+        calls[name] = calls.get(name, 0) + 1
+        if fault == "hangsecond" and calls[name] == 1:
+            return real[name](self, req)
+        if fault in ("hang", "hangsecond"):
+            sys.stderr.write("faulty worker: hanging\n")
+            sys.stderr.flush()
+            while True:
+                time.sleep(60)
+        if fault == "orphan":
+            # a child in a session of its own (out of the worker's process group), then a hang:
+            # Ctrl-C must still end both
+            child = subprocess.Popen(["sleep", "600"], start_new_session=True)
+            with open(os.environ["NEURALCOST_FAULT_PIDFILE"] + ".tmp", "w") as f:
+                f.write(f"{os.getpid()} {child.pid}\n")
+            os.rename(os.environ["NEURALCOST_FAULT_PIDFILE"] + ".tmp", os.environ["NEURALCOST_FAULT_PIDFILE"])
+            while True:
+                time.sleep(60)
         if fault == "exit":
             sys.stderr.write("faulty worker: exiting at hello\n")
             sys.exit(3)
@@ -23,11 +45,6 @@ def faulty(name):
             os.abort()
         if fault == "sigkill":
             os.kill(os.getpid(), signal.SIGKILL)
-        if fault == "hang":
-            sys.stderr.write("faulty worker: hanging\n")
-            sys.stderr.flush()
-            while True:
-                time.sleep(60)
         if fault == "garbage":
             self.out.write("Traceback (most recent call last): this is not a reply\n")
             self.out.flush()
