@@ -83,4 +83,12 @@ void write_file_atomically(const std::string& requested, const std::string& cont
   }
 }
 
+void append_line_durably(const std::string& path, const std::string& line) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0666);
+  const bool ok = fd >= 0 && write_all(fd, line) && ::fsync(fd) == 0;
+  const int saved = errno;
+  if (fd >= 0) ::close(fd);
+  if (!ok) throw Error(ErrorCode::kDataLoss, fmt::format("cannot append to '{}': {}", path, std::strerror(saved)));
+}
+
 }  // namespace neuralcost

@@ -173,56 +173,57 @@ json timing_json(const TimingResult& t) {
 
 }  // namespace
 
+nlohmann::json profile_run_json(const ProfileRun& r) {
+  json run{{"backend", r.backend}, {"mode", r.mode},   {"model", r.model},
+           {"batch", r.batch},     {"device", r.device}, {"failed", r.outcome.failed()},
+           {"outcome", {{"verdict", verdict_of(r)}, {"reasons", r.outcome.reasons}}}};
+  if (r.outcome.failed()) {
+    run["error"] = r.outcome.error();
+    return run;
+  }
+  const json analysis = analysis_json(r.analysis);
+  run["timing"] = timing_json(r.timing);
+  run["counters"] = json::array();
+  for (const Counter& c : r.timing.counters) run["counters"].push_back(counter_json(c));
+  run["totals"] = analysis["totals"];
+  run["efficiency"] = r.efficiency;
+  run["fused_efficiency"] = r.fused_efficiency;
+  run["bound"] = bound_of(r);
+  run["samples_per_second"] = r.samples_per_second;
+  run["achieved_flops_per_second"] = r.achieved_flops_per_second;
+  run["ops"] = analysis["ops"];
+  for (const LayerMeasurement& l : r.layers) {
+    // a framework op that became one record carries its measured time on that record
+    if (l.records.size() == 1) run["ops"][l.records[0]]["measured_seconds"] = l.measured_seconds;
+  }
+  run["unmodeled"] = analysis["unmodeled"];
+  run["approximations"] = analysis["approximations"];
+  run["layers"] = json::array();
+  for (const LayerMeasurement& l : r.layers) {
+    json records = json::array();
+    for (std::size_t i : l.records) records.push_back(r.analysis.graph.op(i).name);
+    run["layers"].push_back({{"event", l.event}, {"name", l.name}, {"ops", records}, {"flops", l.flops},
+                             {"bytes", l.bytes}, {"lower_bound_seconds", l.lower_bound_seconds},
+                             {"profiled_seconds", l.profiled_seconds}, {"measured_seconds", l.measured_seconds},
+                             {"share", l.share}, {"waste_seconds", l.waste_seconds}, {"efficiency", l.efficiency},
+                             {"bound", l.bound ? json(std::string(bound_name(*l.bound))) : json(nullptr)},
+                             {"modeled", l.modeled}});
+  }
+  run["profiled_passes"] = r.profiled_passes;
+  run["profiled_pass_seconds"] = r.profiled_pass_seconds;
+  run["unattributed_seconds"] = r.unattributed_seconds;
+  run["layer_scale"] = r.layer_scale;
+  run["profiling_overhead"] = r.profiling_overhead;
+  run["contract"] = r.contract;
+  run["warnings"] = r.warnings;
+  return run;
+}
+
 nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware) {
   json j{{"schema_version", 1}, {"tool", {{"name", "neural-cost"}, {"version", std::string(kVersion)}}}};
   j["hardware"] = hardware_json(hardware);
   j["runs"] = json::array();
-  for (const ProfileRun& r : runs) {
-    json run{{"backend", r.backend}, {"mode", r.mode},   {"model", r.model},
-             {"batch", r.batch},     {"device", r.device}, {"failed", r.outcome.failed()},
-             {"outcome", {{"verdict", verdict_of(r)}, {"reasons", r.outcome.reasons}}}};
-    if (r.outcome.failed()) {
-      run["error"] = r.outcome.error();
-      j["runs"].push_back(run);
-      continue;
-    }
-    const json analysis = analysis_json(r.analysis);
-    run["timing"] = timing_json(r.timing);
-    run["counters"] = json::array();
-    for (const Counter& c : r.timing.counters) run["counters"].push_back(counter_json(c));
-    run["totals"] = analysis["totals"];
-    run["efficiency"] = r.efficiency;
-    run["fused_efficiency"] = r.fused_efficiency;
-    run["bound"] = bound_of(r);
-    run["samples_per_second"] = r.samples_per_second;
-    run["achieved_flops_per_second"] = r.achieved_flops_per_second;
-    run["ops"] = analysis["ops"];
-    for (const LayerMeasurement& l : r.layers) {
-      // a framework op that became one record carries its measured time on that record
-      if (l.records.size() == 1) run["ops"][l.records[0]]["measured_seconds"] = l.measured_seconds;
-    }
-    run["unmodeled"] = analysis["unmodeled"];
-    run["approximations"] = analysis["approximations"];
-    run["layers"] = json::array();
-    for (const LayerMeasurement& l : r.layers) {
-      json records = json::array();
-      for (std::size_t i : l.records) records.push_back(r.analysis.graph.op(i).name);
-      run["layers"].push_back({{"event", l.event}, {"name", l.name}, {"ops", records}, {"flops", l.flops},
-                               {"bytes", l.bytes}, {"lower_bound_seconds", l.lower_bound_seconds},
-                               {"profiled_seconds", l.profiled_seconds}, {"measured_seconds", l.measured_seconds},
-                               {"share", l.share}, {"waste_seconds", l.waste_seconds}, {"efficiency", l.efficiency},
-                               {"bound", l.bound ? json(std::string(bound_name(*l.bound))) : json(nullptr)},
-                               {"modeled", l.modeled}});
-    }
-    run["profiled_passes"] = r.profiled_passes;
-    run["profiled_pass_seconds"] = r.profiled_pass_seconds;
-    run["unattributed_seconds"] = r.unattributed_seconds;
-    run["layer_scale"] = r.layer_scale;
-    run["profiling_overhead"] = r.profiling_overhead;
-    run["contract"] = r.contract;
-    run["warnings"] = r.warnings;
-    j["runs"].push_back(run);
-  }
+  for (const ProfileRun& r : runs) j["runs"].push_back(profile_run_json(r));
   if (has_comparison(runs)) j["comparison"] = comparison_json(runs);
   return j;
 }

@@ -10,9 +10,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <thread>
 
 #include <gmock/gmock.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -238,6 +241,97 @@ TEST(WorkerFaultsTest, AFailedRunIsRecordedAndTheOthersGoOn) {
     EXPECT_TRUE(r.outcome.failed());
     EXPECT_THAT(r.outcome.error(), HasSubstr("did not answer 'run' within 10 s"));
   }
+}
+
+/// The cells (model|backend|mode|batch) of a results file's run lines, and whether every line is whole.
+std::multiset<std::string> cells_of(const std::string& path, bool* whole = nullptr) {
+  std::ifstream in(path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (whole) *whole = text.empty() || text.back() == '\n';
+  std::multiset<std::string> cells;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("model")) cells.insert(fmt::format("{}|{}|{}|{}", j["model"].get<std::string>(), j["backend"].get<std::string>(),
+                                                      j["mode"].get<std::string>(), j["batch"].get<int>()));
+  }
+  return cells;
+}
+
+int run_cli_status(const std::vector<std::string>& args, pid_t* pid_out = nullptr, bool wait = true) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::setsid();
+    const int devnull = ::open("/dev/null", O_WRONLY);
+    ::dup2(devnull, 1);
+    ::dup2(devnull, 2);
+    std::vector<char*> argv = {const_cast<char*>(NEURALCOST_CLI)};
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(NEURALCOST_CLI, argv.data());
+    ::_exit(127);
+  }
+  if (pid_out) *pid_out = pid;
+  if (!wait) return -1;
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(StudyTest, AnInterruptedStudyResumesToTheSameCellsAndNeverTruncatesALine) {
+  const std::string dir = ::testing::TempDir() + "/nc_study_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::vector<std::string> study = {"study", "--backend", "jax", "--model", "ff,cnn", "--mode", "eager",
+                                          "--batch", "1,2", "--budget", "0.1", "--layer-runs", "0",
+                                          "--warmup-seconds", "0", "--hardware", "epyc-9654",
+                                          "--allow-hardware-mismatch", "--worker-timeout", "120"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> a = study;
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  };
+  // the uninterrupted study: 4 cells
+  const std::string whole = dir + "/whole.jsonl";
+  ASSERT_EQ(run_cli_status(with({"-o", whole})), 0);
+  const auto expected = cells_of(whole);
+  ASSERT_EQ(expected.size(), 4u);
+  // again into the same file: refused without --resume; --resume with other settings: refused
+  EXPECT_EQ(run_cli_status(with({"-o", whole})), 1);
+  EXPECT_EQ(run_cli_status(with({"-o", whole, "--resume", "--budget", "0.3"})), 1);
+  EXPECT_EQ(cells_of(whole), expected);
+  // interrupted while cnn's worker hangs (ff's cells are done), then resumed without the fault
+  const std::string part = dir + "/part.jsonl", pidfile = dir + "/pids";
+  pid_t cli = 0;
+  {
+    Fault fault("orphan-at-run");
+    setenv("NEURALCOST_FAULT_MODEL", "cnn", 1);
+    setenv("NEURALCOST_FAULT_PIDFILE", pidfile.c_str(), 1);
+    run_cli_status(with({"-o", part}), &cli, false);
+    unsetenv("NEURALCOST_FAULT_MODEL");
+    unsetenv("NEURALCOST_FAULT_PIDFILE");
+  }
+  int worker = 0, child = 0;
+  for (int i = 0; i < 1200 && !(std::ifstream(pidfile) >> worker >> child); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_GT(child, 0);
+  ::kill(cli, SIGINT);
+  int status = 0;
+  ::waitpid(cli, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 130);
+  bool complete_lines = false;
+  const auto before = cells_of(part, &complete_lines);
+  EXPECT_TRUE(complete_lines);
+  EXPECT_EQ(before.size(), 2u);  // ff's two cells
+  EXPECT_FALSE(alive(child));
+  // a write cut short is dropped on resume
+  { std::ofstream(part, std::ios::app) << "{\"model\": \"cnn\", \"back"; }
+  ASSERT_EQ(run_cli_status(with({"-o", part, "--resume"})), 0);
+  EXPECT_EQ(cells_of(part, &complete_lines), expected);
+  EXPECT_TRUE(complete_lines);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

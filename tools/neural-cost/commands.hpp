@@ -22,6 +22,8 @@ Format output_format(const CLI::App& command, const std::string& format, const s
 void add_analyze_command(CLI::App& app);
 void add_hardware_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
+/// `neural-cost study`: a resumable sweep into a JSON Lines results file.
+void add_study_command(CLI::App& app);
 /// `neural-cost backends`: the backends of `profile` and whether they can run here.
 void add_backends_command(CLI::App& app);
 

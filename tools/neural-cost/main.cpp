@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
   neuralcost::cli::add_analyze_command(app);
   neuralcost::cli::add_hardware_command(app);
   neuralcost::cli::add_profile_command(app);
+  neuralcost::cli::add_study_command(app);
   neuralcost::cli::add_backends_command(app);
   try {
     app.parse(argc, argv);

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "run_options.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/hardware/database.hpp"
@@ -20,29 +21,6 @@
 namespace neuralcost::cli {
 namespace {
 
-struct ProfileArgs {
-  std::vector<std::string> models;
-  std::vector<std::string> inputs;        // NAME=SHAPE[:DTYPE[:LOW..HIGH]]
-  std::vector<std::string> input_shapes;  // SHAPE[:DTYPE[:LOW..HIGH]], by position
-  std::vector<std::string> backends;      // empty: chosen from each model
-  double worker_timeout = 300;
-  std::vector<std::string> modes = {"eager"};
-  std::vector<std::int64_t> batches = {1};
-  std::int64_t seq = 32, width = 128, depth = 2;
-  int threads = 0;
-  std::string dtype = "fp32";
-  std::string device = "cpu";
-  std::string hardware;  // empty: the device's own (host for cpu)
-  bool allow_hardware_mismatch = false;
-  std::string format = "table";
-  std::string output;
-  double budget = 2.0;
-  double target_ci = 0.02;
-  int warmup = 5;
-  double warmup_seconds = 0.2;
-  int layer_runs = 20;
-  bool summary_only = false;
-};
 
 /// "113 µs" (the median of a finished run), for the progress line.
 std::string report_median(const ProfileRun& r) {
@@ -50,38 +28,12 @@ std::string report_median(const ProfileRun& r) {
   return s >= 1 ? fmt::format("{:.3g} s", s) : s >= 1e-3 ? fmt::format("{:.3g} ms", s * 1e3) : fmt::format("{:.3g} µs", s * 1e6);
 }
 
-void run_profile(const ProfileArgs& args, const CLI::App& cmd) {
-  const auto dtype = parse_dtype(args.dtype);
-  if (!dtype) throw Error(ErrorCode::kInvalidArgument, fmt::format("--dtype '{}' is not a dtype", args.dtype));
-  ProfileOptions options;
-  options.modes = args.modes;
-  options.batches = args.batches;
-  options.layer_runs = args.layer_runs;
-  options.run.device = args.device;
-  options.run.threads = args.threads;
-  options.run.worker_timeout_seconds = args.worker_timeout;
-  options.timing.budget_seconds = args.budget;
-  options.timing.target_relative_ci = args.target_ci;
-  options.timing.warmup_iterations = args.warmup;
-  options.timing.warmup_seconds = args.warmup_seconds;
-  options.allow_hardware_mismatch = args.allow_hardware_mismatch;
-  validate(options);  // before anything slow (calibration, workers)
-  ModelRequest base;
-  base.seq = args.seq;
-  base.width = args.width;
-  base.depth = args.depth;
-  base.dtype = *dtype;
-  for (const std::string& s : args.inputs) base.inputs.push_back(parse_input(s, true, "--input"));
-  for (const std::string& s : args.input_shapes) base.inputs.push_back(parse_input(s, false, "--input-shape"));
-  inputs_of(base);  // one way of giving inputs, each name once
-  const std::vector<std::string> models = args.models.empty() ? reference_model_names() : args.models;
-  const std::vector<ModelBackends> plan = choose_backends(models, args.backends);
-  const std::vector<const Backend*> backends = backends_of(plan);
-  check_modes(backends, options.modes);
-  // one backend: a device it does not have is the command's error (several: a failed run each)
-  if (backends.size() == 1) check_device_offered(*backends.front(), options.run.device);
-  const HardwareSpec hardware =
-      hardware_for(args.hardware.empty() ? default_hardware_for(backends, options.run.device) : args.hardware);
+void run_profile(const RunArgs& args, const CLI::App& cmd) {
+  RunSetup setup = prepare_run(args);
+  ProfileOptions& options = setup.options;
+  const HardwareSpec& hardware = setup.hardware;
+  const std::vector<ModelBackends>& plan = setup.plan;
+  const ModelRequest& base = setup.base;
   const Format format = output_format(cmd, args.format, args.output);
   auto render = [&](const std::vector<ProfileRun>& runs) {
     return args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
@@ -133,69 +85,13 @@ void add_backends_command(CLI::App& app) {
 }
 
 void add_profile_command(CLI::App& app) {
-  auto args = std::make_shared<ProfileArgs>();
+  auto args = std::make_shared<RunArgs>();
   CLI::App* cmd = app.add_subcommand(
       "profile",
       "Run models through a backend, time them under the timing contract and compare with the\n"
       "roofline: latency with its 95% CI, samples/s, FLOP/s, efficiency, limit and verdict per\n"
       "run, and measured time per layer. Without --model: the five reference networks.");
-  cmd->add_option("model,--model", args->models, "ff, cnn, rnn, lstm, transformer, or a model file: TorchScript .pt/.ts (libtorch), torch.export .pt2 "
-                  "(torch), SavedModel directory (tensorflow); comma-separated")
-      ->delimiter(',');
-  // list options take one argument per occurrence, so that a model after them stays the model
-  cmd->add_option("--input", args->inputs,
-                  "An input of a model file by its name, NAME=SHAPE[:DTYPE[:LOW..HIGH]], once per input: e.g. "
-                  "ids=8x128:int64:0..30522 (token ids, HIGH excluded) and mask=8x128:fp32. DTYPE: fp32, fp64, fp16, "
-                  "bf16, int64, int32, int8, bool (default: the file's own, else --dtype); integers need LOW..HIGH, a "
-                  "float range makes values uniform instead of standard normal")
-      ->allow_extra_args(false);
-  cmd->add_option("--input-shape", args->input_shapes,
-                  "An input of a model file by position, SHAPE[:DTYPE[:LOW..HIGH]] as for --input, e.g. 32x3x32x32; "
-                  "once per input, in the model's order")
-      ->allow_extra_args(false);
-  cmd->add_option("--backend", args->backends,
-                  "Backends, comma-separated: libtorch, jax, tensorflow, torch (several: the same runs in each, "
-                  "side by side). Default: from the model: built-in networks and TorchScript .pt/.ts libtorch, "
-                  ".pt2 torch, a SavedModel directory tensorflow")
-      ->allow_extra_args(false)
-      ->delimiter(',');
-  cmd->add_option("--mode", args->modes,
-                  "Modes, comma-separated: eager, compiled (every backend's compiled mode), or a backend's own: "
-                  "jax jit; tensorflow function, xla; torch compile")
-      ->allow_extra_args(false)
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--worker-timeout", args->worker_timeout,
-                  "Seconds a Python worker may take per request (build and compile included) before it is killed")
-      ->capture_default_str();
-  cmd->add_option("--batch", args->batches,
-                  "Batch sizes of the reference networks, comma-separated (a model file's batch is the first "
-                  "dimension of its first input)")
-      ->allow_extra_args(false)
-      ->delimiter(',')
-      ->capture_default_str();
-  cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer)")->capture_default_str();
-  cmd->add_option("--width", args->width, "Hidden width d")->capture_default_str();
-  cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "fp32 or fp64: the model's, and a file's inputs without their own")
-      ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Intra-op threads (0: the library's default)")->capture_default_str();
-  cmd->add_option("--device", args->device,
-                  "Device to run on: cpu, or cuda:N (torch only; see `neural-cost backends` for each backend's)")
-      ->capture_default_str();
-  cmd->add_option("--hardware", args->hardware,
-                  "Roofline spec (default: the device's own: host for cpu, the GPU's built-in spec for cuda:N): "
-                  "host (this machine, calibrated: measured on first use and cached), host-spec (its theoretical "
-                  "peaks), a built-in id, or a spec JSON file");
-  cmd->add_flag("--allow-hardware-mismatch", args->allow_hardware_mismatch,
-                "Accept a --hardware spec of another kind of device than --device (e.g. a GPU's roofline for a "
-                "cpu run); every run then carries a warning");
-  cmd->add_option("--budget", args->budget, "Seconds of sampling per run at most")->capture_default_str();
-  cmd->add_option("--target-ci", args->target_ci, "Stop when the 95% CI of the median is this fraction of it")
-      ->capture_default_str();
-  cmd->add_option("--warmup", args->warmup, "Warm-up runs at least")->capture_default_str();
-  cmd->add_option("--warmup-seconds", args->warmup_seconds, "Warm-up seconds at least")->capture_default_str();
-  cmd->add_option("--layer-runs", args->layer_runs, "Profiled passes for per-layer times (0: skip)")->capture_default_str();
+  add_run_options(*cmd, *args);
   cmd->add_flag("--summary", args->summary_only, "Print only the summary across runs (table, md, csv)");
   add_format_option(*cmd, args->format);
   cmd->add_option("-o,--output", args->output,

@@ -13,4 +13,9 @@ namespace neuralcost {
 /// the disk is full.
 void write_file_atomically(const std::string& path, const std::string& content);
 
+/// Appends `line` (which ends in a newline) to `path` in one write and syncs it to disk, so an
+/// interruption leaves whole lines behind (a results file's cells). Creates the file. Throws
+/// kDataLoss naming the path.
+void append_line_durably(const std::string& path, const std::string& line);
+
 }  // namespace neuralcost

@@ -38,5 +38,7 @@ std::string render_comparison(const std::vector<ProfileRun>& runs, Format format
 nlohmann::json comparison_json(const std::vector<ProfileRun>& runs);
 
 nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware);
+/// One element of profile_json's "runs": also one run line of a JSON Lines results file.
+nlohmann::json profile_run_json(const ProfileRun& run);
 
 }  // namespace neuralcost

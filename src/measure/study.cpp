@@ -1,0 +1,134 @@
+// Studies: cells, settings, resuming (see study.hpp).
+#include "neuralcost/measure/study.hpp"
+
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/core/interrupt.hpp"
+#include "neuralcost/model_inputs.hpp"
+
+namespace neuralcost {
+
+std::string cell_key(const std::string& model, const std::string& backend, const std::string& mode,
+                     std::int64_t batch, const std::string& device) {
+  return fmt::format("{}|{}|{}|{}|{}", model, backend, mode, batch, device);
+}
+
+std::vector<StudyCell> study_cells(const std::vector<ModelBackends>& plan, const ModelRequest& base,
+                                   const ProfileOptions& options) {
+  const std::vector<InputSpec> inputs = inputs_of(base);
+  std::vector<StudyCell> cells;
+  for (const ModelBackends& entry : plan) {
+    std::vector<std::int64_t> batches = options.batches;
+    if (!is_reference_model(entry.model)) batches = {inputs.empty() || inputs[0].shape.empty() ? 1 : inputs[0].shape[0]};
+    for (const Backend* backend : entry.backends) {
+      const std::vector<std::string> modes =
+          options.modes.empty() ? std::vector<std::string>{backend->modes().front()} : options.modes;
+      for (std::int64_t batch : batches) {
+        for (const std::string& mode : modes) cells.push_back({backend, entry.model, mode, batch});
+      }
+    }
+  }
+  return cells;
+}
+
+nlohmann::json study_settings(const ModelRequest& base, const ProfileOptions& options, const std::string& hardware_id) {
+  const TimingOptions& t = options.timing;
+  return {{"seq", base.seq},
+          {"width", base.width},
+          {"depth", base.depth},
+          {"dtype", std::string(dtype_name(base.dtype))},
+          {"budget_seconds", t.budget_seconds},
+          {"target_relative_ci", t.target_relative_ci},
+          {"warmup_iterations", t.warmup_iterations},
+          {"warmup_seconds", t.warmup_seconds},
+          {"layer_runs", options.layer_runs},
+          {"device", options.run.device},
+          {"threads", options.run.threads},
+          {"hardware_id", hardware_id}};
+}
+
+std::string settings_difference(const nlohmann::json& in_file, const nlohmann::json& now) {
+  for (const auto& [key, value] : now.items()) {
+    const auto it = in_file.find(key);
+    if (it == in_file.end()) return fmt::format("{}: not in the file, {} now", key, value.dump());
+    if (*it != value) return fmt::format("{}: {} in the file, {} now", key, it->dump(), value.dump());
+  }
+  for (const auto& [key, value] : in_file.items()) {
+    if (!now.contains(key)) return fmt::format("{}: {} in the file, not set now", key, value.dump());
+  }
+  return "";
+}
+
+StudyProgress read_study_progress(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(ErrorCode::kNotFound, fmt::format("cannot open results file '{}'", path));
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  StudyProgress p;
+  std::size_t start = 0, number = 0;
+  while (start < text.size()) {
+    const std::size_t nl = text.find('\n', start);
+    ++number;
+    if (nl == std::string::npos) break;  // cut short by an interruption: not a cell
+    const std::string line = text.substr(start, nl - start);
+    start = nl + 1;
+    p.good_bytes = start;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object()) {
+      throw Error(ErrorCode::kDataLoss, fmt::format("{}:{}: not a results line (JSON object)", path, number));
+    }
+    if (!j.contains("model")) {
+      if (!p.has_header && j.contains("study")) p.settings = j["study"];
+      p.has_header = true;
+      continue;
+    }
+    try {
+      p.done.insert(cell_key(j.at("model").get<std::string>(), j.at("backend").get<std::string>(),
+                             j.at("mode").get<std::string>(), j.at("batch").get<std::int64_t>(),
+                             j.value("device", std::string("cpu"))));
+    } catch (const nlohmann::json::exception&) {
+      throw Error(ErrorCode::kDataLoss, fmt::format("{}:{}: a run line without model, backend, mode and batch", path, number));
+    }
+  }
+  return p;
+}
+
+std::size_t run_study(const std::vector<StudyCell>& cells, const ModelRequest& base, const HardwareSpec& hardware,
+                      const ProfileOptions& options, const std::set<std::string>& skip,
+                      const std::function<void(const ProfileRun&, std::size_t index)>& on_run) {
+  std::size_t ran = 0;
+  for (std::size_t i = 0; i < cells.size(); ++i) {
+    const StudyCell& c = cells[i];
+    if (skip.count(cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch, options.run.device))) continue;
+    if (interrupted()) break;
+    ModelRequest request = base;
+    request.model = c.model;
+    ProfileOptions one = options;
+    one.modes = {c.mode};
+    one.batches = {c.batch};
+    one.on_run = nullptr;
+    std::vector<ProfileRun> runs;
+    try {
+      runs = profile(*c.backend, request, hardware, one);
+    } catch (const Error& e) {
+      // a backend that cannot run here fails its cells, and the study goes on
+      ProfileRun r;
+      r.backend = std::string(c.backend->name());
+      r.mode = c.mode;
+      r.model = c.model;
+      r.batch = c.batch;
+      r.device = options.run.device;
+      r.outcome = Outcome::failure(e.what());
+      runs.push_back(std::move(r));
+    }
+    if (interrupted()) break;  // the cell the signal cut short is not a result
+    ++ran;
+    for (const ProfileRun& r : runs) on_run(r, i);
+  }
+  return ran;
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,55 @@
+// The options of the commands that run models (profile, study): parsed here, turned into the
+// library's requests by prepare_run.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "neuralcost/hardware/spec.hpp"
+#include "neuralcost/importer.hpp"
+#include "neuralcost/measure/profile.hpp"
+
+namespace neuralcost::cli {
+
+/// The options of the commands that run models (profile, study).
+struct RunArgs {
+  std::vector<std::string> models;
+  std::vector<std::string> inputs;        // NAME=SHAPE[:DTYPE[:LOW..HIGH]]
+  std::vector<std::string> input_shapes;  // SHAPE[:DTYPE[:LOW..HIGH]], by position
+  std::vector<std::string> backends;      // empty: chosen from each model
+  double worker_timeout = 300;
+  std::vector<std::string> modes = {"eager"};
+  std::vector<std::int64_t> batches = {1};
+  std::int64_t seq = 32, width = 128, depth = 2;
+  int threads = 0;
+  std::string dtype = "fp32";
+  std::string device = "cpu";
+  std::string hardware;  // empty: the device's own (host for cpu)
+  bool allow_hardware_mismatch = false;
+  std::string format = "table";
+  std::string output;
+  double budget = 2.0;
+  double target_ci = 0.02;
+  int warmup = 5;
+  double warmup_seconds = 0.2;
+  int layer_runs = 20;
+  bool summary_only = false;
+};
+
+/// Registers the model, backend, mode, batch, size, device, hardware and timing options.
+void add_run_options(CLI::App& cmd, RunArgs& args);
+
+/// What a run command runs: the models with their backends, the model options, the profile
+/// options and the roofline spec (checked before anything slow runs).
+struct RunSetup {
+  std::vector<ModelBackends> plan;
+  ModelRequest base;
+  ProfileOptions options;
+  HardwareSpec hardware;
+};
+RunSetup prepare_run(const RunArgs& args);
+
+}  // namespace neuralcost::cli

@@ -1,0 +1,117 @@
+// `neural-cost study`: a sweep of models × backends × modes × batch sizes into a JSON Lines
+// results file, one cell at a time, resumable (--resume) and safe to interrupt.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "neuralcost/core/atomic_file.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/core/interrupt.hpp"
+#include "neuralcost/measure/study.hpp"
+#include "neuralcost/report/profile_views.hpp"
+#include "neuralcost/version.hpp"
+#include "run_options.hpp"
+
+namespace neuralcost::cli {
+namespace {
+
+std::string line_of(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
+std::string duration(double s) {
+  const auto total = static_cast<long long>(s + 0.5);
+  return total >= 3600 ? fmt::format("{}h{:02}m", total / 3600, total / 60 % 60) : fmt::format("{}m{:02}s", total / 60, total % 60);
+}
+
+void run_study_command(const RunArgs& args, bool resume) {
+  const std::string& path = args.output;
+  RunSetup setup = prepare_run(args);
+  const std::vector<StudyCell> cells = study_cells(setup.plan, setup.base, setup.options);
+  const nlohmann::json settings = study_settings(setup.base, setup.options, setup.hardware.id);
+  std::error_code ec;
+  const bool holds = std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) > 0;
+  StudyProgress progress;
+  if (holds && !resume) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("'{}' already holds results: --resume continues that study, or choose another file", path));
+  }
+  if (holds) {
+    progress = read_study_progress(path);
+    const std::string difference = settings_difference(progress.settings, settings);
+    if (!difference.empty()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("'{}' was made with other settings ({}); studies are not mixed: use another file", path,
+                              difference));
+    }
+    // a line cut short by an interruption is dropped before appending
+    if (progress.good_bytes < std::filesystem::file_size(path)) std::filesystem::resize_file(path, progress.good_bytes);
+  } else {
+    append_line_durably(path, line_of({{"schema_version", 1},
+                                       {"tool", {{"name", "neural-cost"}, {"version", std::string(kVersion)}}},
+                                       {"hardware", hardware_json(setup.hardware)},
+                                       {"study", settings}}));
+  }
+  std::size_t todo = 0;
+  for (const StudyCell& c : cells) {
+    todo += progress.done.count(cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch,
+                                         setup.options.run.device)) ? 0 : 1;
+  }
+  install_interrupt_handlers();
+  const bool terminal = ::isatty(2) != 0;
+  const auto start = std::chrono::steady_clock::now();
+  std::size_t done = 0, failed = 0;
+  fmt::print(stderr, "study: {} cells, {} to run{}, into {}\n", cells.size(), todo,
+             todo < cells.size() ? fmt::format(" ({} already in the file)", cells.size() - todo) : "", path);
+  run_study(cells, setup.base, setup.hardware, setup.options, progress.done, [&](const ProfileRun& r, std::size_t) {
+    append_line_durably(path, line_of(profile_run_json(r)));
+    ++done;
+    failed += r.outcome.failed() ? 1 : 0;
+    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    const std::string cell = fmt::format("{} {} {} batch {}: {}", terminal_text(r.model), r.backend, r.mode, r.batch,
+                                         r.outcome.failed() ? "failed" : std::string(verdict_name(r.outcome.verdict)));
+    if (terminal) {
+      fmt::print(stderr, "\r\033[K[{}/{}] {}, {} elapsed, about {} left", done, todo, cell, duration(elapsed),
+                 duration(elapsed / static_cast<double>(done) * static_cast<double>(todo - std::min(done, todo))));
+    } else {
+      fmt::print(stderr, "[{}/{}] {}\n", done, todo, cell);
+    }
+  });
+  if (terminal) fmt::print(stderr, "\n");
+  if (interrupted()) {
+    throw Interrupted(fmt::format("{} of {} cells done and in {}; `neural-cost study ... --resume` continues", done,
+                                  todo, path));
+  }
+  fmt::print(stderr, "study: {} cells run ({} failed) into {}; `neural-cost report {} -o report.html` draws them\n",
+             done, failed, path, path);
+}
+
+}  // namespace
+
+void add_study_command(CLI::App& app) {
+  auto args = std::make_shared<RunArgs>();
+  // the studies' defaults: every backend, eager and compiled, batches 1 to 256
+  args->backends = {"libtorch", "jax", "tensorflow", "torch"};
+  args->modes = {"eager", "compiled"};
+  args->batches = {1, 2, 4, 8, 16, 32, 64, 128, 256};
+  args->output = "study.jsonl";
+  auto resume = std::make_shared<bool>(false);
+  CLI::App* cmd = app.add_subcommand(
+      "study",
+      "Profile every model x backend x mode x batch size (the cells) under the timing contract, one\n"
+      "cell at a time, appending each run to a JSON Lines results file as it ends. Ctrl-C keeps\n"
+      "every finished cell; --resume continues. `neural-cost report FILE` draws the results.");
+  add_run_options(*cmd, *args);
+  cmd->add_option("-o,--output", args->output, "The JSON Lines results file (docs/json-schema.md, \"Results lines\")")
+      ->capture_default_str();
+  cmd->add_flag("--resume", *resume,
+                "Continue the study in the results file: skip its cells, refuse it if it was made with other settings");
+  cmd->callback([args, resume] { run_study_command(*args, *resume); });
+}
+
+}  // namespace neuralcost::cli
