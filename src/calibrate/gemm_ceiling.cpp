@@ -65,7 +65,12 @@ RateMeasurement time_gemm(int n, int runs, const Run& run) {
                     std::chrono::duration<double>(Clock::now() - t0).count());
   }
   std::sort(rates.begin(), rates.end());
-  return {rates.back(), rates[rates.size() / 2], (rates.back() - rates.front()) / rates.back(), runs};
+  RateMeasurement m;
+  m.best = rates.back();
+  m.median = rates[rates.size() / 2];
+  m.spread = (rates.back() - rates.front()) / rates.back();
+  m.runs = runs;
+  return m;
 }
 
 std::string openblas_name() {
