@@ -240,18 +240,26 @@ namespace {
 /// The CPU's load sampler (make_load_sampler).
 class LoadSampler final : public Sampler {
  public:
+  LoadSampler() : early_(read_load()) {}
   void start() override { before_ = read_load(); }
   void stop(int, double, Counters& out) override {
     if (!before_) return;
-    const LoadFigures f = load_between(*before_, read_load(), affinity_cpus(), ticks_per_second());
+    const LoadReading after = read_load();
+    const bool short_phase = std::chrono::duration<double>(after.when - before_->when).count() < kLoadMinWindowSeconds;
+    const LoadFigures f = load_between(short_phase ? early_ : *before_, after, affinity_cpus(), ticks_per_second());
     out.push_back({"cpus_used_by_others", f.other_cpus, "CPUs", Counter::Kind::kTotal});
     out.push_back({"steal_time", 100 * f.steal_fraction, "%", Counter::Kind::kTotal});
-    if (f.other_runnable >= 0) {
-      out.push_back({"other_runnable_tasks", f.other_runnable, "tasks", Counter::Kind::kTotal});
+    out.push_back({"load_window_seconds", f.seconds, "s", Counter::Kind::kTotal});
+    // runnable tasks beyond ours at both ends of the phase (procs_running counts the machine)
+    const LoadFigures at_start = load_between(*before_, *before_, affinity_cpus(), ticks_per_second());
+    if (f.other_runnable >= 0 && at_start.other_runnable >= 0) {
+      out.push_back({"other_runnable_tasks", std::min(f.other_runnable, at_start.other_runnable), "tasks",
+                     Counter::Kind::kTotal});
     }
   }
 
  private:
+  LoadReading early_;
   std::optional<LoadReading> before_;
 };
 
@@ -263,10 +271,11 @@ void check_load(TimingResult& result) {
   const Counter* others = find_counter(result.counters, "cpus_used_by_others");
   const Counter* steal = find_counter(result.counters, "steal_time");
   if (!others && !steal) return;
-  // the sampler's figures again, over the sampling phase; the runnable count is one snapshot at
-  // its end, too little to judge a phase by, so it is a counter only
+  const Counter* window = find_counter(result.counters, "load_window_seconds");
+  const Counter* runnable = find_counter(result.counters, "other_runnable_tasks");
+  // the sampler's figures again, over its window
   LoadFigures f;
-  f.seconds = result.sampling_seconds;
+  f.seconds = window ? window->value : result.sampling_seconds;
   f.cpus = std::max<int>(1, static_cast<int>(affinity_cpus().size()));
   if (others) {
     f.other_cpus = others->value;
@@ -276,7 +285,16 @@ void check_load(TimingResult& result) {
     f.steal_fraction = steal->value / 100;
     f.steal_cpu_seconds = f.steal_fraction * f.seconds * f.cpus;
   }
-  for (std::string& why : load_reasons(f, "sampling")) {
+  const bool warmup = f.seconds > 1.5 * result.sampling_seconds + 0.01;
+  std::vector<std::string> reasons = load_reasons(f, warmup ? "warm-up and sampling" : "sampling");
+  if (f.seconds < kLoadMinWindowSeconds && runnable && runnable->value >= 1) {
+    // too short for the CPU time to show: other tasks runnable at both ends of sampling
+    reasons.push_back(fmt::format(
+        "{:.0f} other task(s) were runnable at the start and at the end of sampling ({:.3g} s, too short for CPU-time "
+        "accounting): they competed for the cores this measures; rerun on an idle machine",
+        runnable->value, result.sampling_seconds));
+  }
+  for (std::string& why : reasons) {
     result.reasons.push_back(std::move(why));
     result.verdict = Verdict::kMistrusted;
   }

@@ -163,6 +163,30 @@ TEST(LoadTest, ReasonsNameTheCauseAndTheFix) {
   EXPECT_THAT(load_reasons(queued, "the idle check")[0], HasSubstr("1.5 other runnable task(s) on average"));
 }
 
+TEST(LoadTest, APhaseTooShortForCpuTimeIsJudgedByRunnableTasks) {
+  TimingResult r;
+  r.sampling_seconds = 0.002;
+  r.counters = {{"cpus_used_by_others", 0.0, "CPUs", Counter::Kind::kTotal},
+                {"steal_time", 0.0, "%", Counter::Kind::kTotal},
+                {"load_window_seconds", 0.002, "s", Counter::Kind::kTotal},
+                {"other_runnable_tasks", 0.0, "tasks", Counter::Kind::kTotal}};
+  check_load(r);
+  EXPECT_EQ(r.verdict, Verdict::kOk);
+  r.counters.back().value = 2;  // two other tasks runnable at both ends
+  check_load(r);
+  EXPECT_EQ(r.verdict, Verdict::kMistrusted);
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_THAT(r.reasons[0], HasSubstr("2 other task(s) were runnable at the start and at the end of sampling"));
+  // a window that took in the warm-up says so
+  TimingResult w;
+  w.sampling_seconds = 0.002;
+  w.counters = {{"cpus_used_by_others", 0.9, "CPUs", Counter::Kind::kTotal},
+                {"load_window_seconds", 0.25, "s", Counter::Kind::kTotal}};
+  check_load(w);
+  ASSERT_EQ(w.reasons.size(), 1u);
+  EXPECT_THAT(w.reasons[0], HasSubstr("90% of a CPU during warm-up and sampling"));
+}
+
 TEST(LoadTest, TheLoadCountersMistrustATimingResult) {
   TimingResult r;
   r.sampling_seconds = 1.0;
@@ -214,6 +238,7 @@ TEST(LoadTest, AProfileRunUnderSyntheticLoadIsMistrustedWithTheReason) {
   o.timing.warmup_seconds = 0;
   o.timing.budget_seconds = 0.4;
   o.timing.min_samples = 5;
+  o.timing.target_relative_ci = 1e-6;  // sample for the whole budget
   ModelRequest request;
   request.model = "ff";
   const auto runs = profile(SpinningBackend(), request, HardwareDatabase::builtin().get("epyc-9654"), o);
@@ -230,6 +255,30 @@ TEST(LoadTest, AProfileRunUnderSyntheticLoadIsMistrustedWithTheReason) {
   EXPECT_GE(others->value, kLoadOtherCpusLimit);
   EXPECT_EQ(others->unit, "CPUs");
   EXPECT_NE(find_counter(r.timing.counters, "steal_time"), nullptr);
+  EXPECT_GE(find_counter(r.timing.counters, "load_window_seconds")->value, kLoadMinWindowSeconds);
+}
+
+TEST(LoadTest, AShortProfileRunUnderSyntheticLoadIsMistrustedToo) {
+  // 5 passes of 2 ms: the sampling alone is too short for CPU-time accounting, so the window
+  // takes in the 0.2 s warm-up
+  load_testing::SyntheticLoad load;
+  ASSERT_TRUE(load.running());
+  ProfileOptions o;
+  o.layer_runs = 0;
+  o.timing.warmup_iterations = 1;
+  o.timing.warmup_seconds = 0.2;
+  o.timing.budget_seconds = 0.001;
+  o.timing.min_samples = 5;
+  o.timing.target_relative_ci = 0.5;
+  ModelRequest request;
+  request.model = "ff";
+  const auto runs = profile(SpinningBackend(), request, HardwareDatabase::builtin().get("epyc-9654"), o);
+  load.stop();
+  ASSERT_EQ(runs.size(), 1u);
+  ASSERT_FALSE(runs[0].outcome.failed()) << runs[0].outcome.error();
+  EXPECT_LT(runs[0].timing.sampling_seconds, kLoadMinWindowSeconds);
+  EXPECT_EQ(runs[0].outcome.verdict, Verdict::kMistrusted);
+  EXPECT_THAT(runs[0].outcome.reasons, ::testing::Contains(HasSubstr("during warm-up and sampling")));
 }
 
 }  // namespace

@@ -33,6 +33,8 @@ inline constexpr double kLoadStealLimit = 0.05;
 inline constexpr double kLoadRunnableLimit = 0.5;
 /// CPU time below which a figure is not resolved by tick accounting (3 ticks of 10 ms).
 inline constexpr double kLoadResolvableCpuSeconds = 0.03;
+/// The shortest window in which kLoadOtherCpusLimit is resolved: 0.12 s.
+inline constexpr double kLoadMinWindowSeconds = kLoadResolvableCpuSeconds / kLoadOtherCpusLimit;
 
 /// One CPU line of /proc/stat in clock ticks (USER_HZ). Guest time is inside user time.
 struct CpuTicks {
@@ -107,13 +109,16 @@ LoadFigures idle_load(double seconds, int snapshots = 10);
 /// naming the cause and the fix; empty when it was idle by every threshold above.
 std::vector<std::string> load_reasons(const LoadFigures& figures, std::string_view what);
 
-/// A sampler of the CPU device: reads the machine at start() and stop() and adds the counters
-/// `cpus_used_by_others` (CPUs), `steal_time` (%) and, when known, `other_runnable_tasks`
-/// (tasks at the end of the phase), all of kind total.
+/// A sampler of the CPU device: reads the machine when it is made (before the warm-up), at
+/// start() and at stop(), and adds the counters `cpus_used_by_others` (CPUs), `steal_time` (%),
+/// `load_window_seconds` (s) and, when known, `other_runnable_tasks` (the fewer of the counts at
+/// start and stop: tasks runnable throughout), all of kind total. The window is the sampling
+/// phase, or, when that is shorter than kLoadMinWindowSeconds, the warm-up and the sampling.
 std::unique_ptr<Sampler> make_load_sampler();
 
-/// Mistrusts `result` (adds the reasons of load_reasons, "during sampling") when its load
-/// counters show load; a result without them is left as it is.
+/// Mistrusts `result` when its load counters show load: load_reasons over the counters' window;
+/// a window still shorter than kLoadMinWindowSeconds is judged by the runnable tasks instead (at
+/// least one other task runnable at both ends). A result without the counters is left as it is.
 void check_load(TimingResult& result);
 
 }  // namespace neuralcost
