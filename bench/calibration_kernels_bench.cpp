@@ -7,9 +7,12 @@
 //     plain C++, AVX-512/AVX2/SSE with regular and non-temporal stores, unrolled 4x, and the
 //     STREAM triad over doubles.
 // Every variant runs on one pinned OpenMP thread per CPU, all at once, timed between barriers
-// (as calibration times its kernels); a round runs each variant a few times, the rounds cycle
-// through the variants, and a figure is the best run over all rounds (the median beside it), so
-// a busy moment of the machine falls on every variant alike.
+// (as calibration times its kernels); the runs cycle through the variants one run at a time (the
+// order rotating), so a busy moment of the machine falls on every variant alike. The figure
+// compared is the 90th percentile of a variant's runs, with the best run and the median beside
+// it: on a shared VM the single best DRAM run is a rare quiet moment of the neighbours (the best
+// of 48 runs of one kernel ranged from 38 to 57 GB/s between variants with identical machine
+// code), while the 90th percentile is stable.
 // Usage: calibration_kernels_bench [ROUNDS] (default 8). Prints one line per variant and the ratios.
 #include <omp.h>
 #include <sched.h>
@@ -54,9 +57,9 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
-/// Runs body(thread) on every thread at once, `runs` times (after one untimed run); returns each
-/// run's seconds (start barrier to end barrier).
-std::vector<double> timed(int threads, int runs, const std::function<void(int)>& body) {
+/// Runs body(thread) on every thread at once, `runs` times (after one untimed run when `warm`);
+/// returns each run's seconds (start barrier to end barrier).
+std::vector<double> timed(int threads, int runs, const std::function<void(int)>& body, bool warm = true) {
   static const std::vector<int> cpus = allowed_cpus();
   std::vector<double> seconds(static_cast<std::size_t>(runs));
   Clock::time_point start;
@@ -67,7 +70,7 @@ std::vector<double> timed(int threads, int runs, const std::function<void(int)>&
     CPU_ZERO(&pinned);
     CPU_SET(cpus[static_cast<std::size_t>(t) % cpus.size()], &pinned);
     sched_setaffinity(0, sizeof(pinned), &pinned);
-    body(t);
+    if (warm) body(t);
     for (int r = 0; r < runs; ++r) {
 #pragma omp barrier
 #pragma omp master
@@ -216,18 +219,21 @@ struct Variant {
 };
 
 double best(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
-double median(std::vector<double> v) {
+/// The `q`-quantile of `v` (nearest rank).
+double quantile(std::vector<double> v, double q) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
+  return v[std::min(v.size() - 1, static_cast<std::size_t>(q * static_cast<double>(v.size())))];
 }
+double median(const std::vector<double>& v) { return quantile(v, 0.5); }
+double p90(const std::vector<double>& v) { return quantile(v, 0.9); }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 8;
   const int threads = static_cast<int>(allowed_cpus().size());
-  const int runs_per_round = 3;
+  const int runs_per_round = 3;  // cycles through the variants per round
   std::vector<Variant> variants;
 
   // FMA: about 40 ms per run at 500 GFLOP/s over 2 threads
@@ -296,23 +302,31 @@ int main(int argc, char** argv) {
                         }, {}});
   };
   add_triads("triad DRAM", dram, 1);
-  add_triads("triad L2", l2, 200);
+  add_triads("triad L2", l2, 2000);  // about 3 ms a run
 
   fmt::print("calibration kernels against independent ones: {} threads (one per CPU, pinned), {} rounds x {} runs\n",
              threads, rounds, runs_per_round);
+  // one untimed run of each variant, then rounds: each round cycles through every variant
+  // runs_per_round times, one run at a time, so that variants measured one after the other share
+  // whatever the machine was doing (the order rotates every cycle)
+  for (Variant& v : variants) timed(threads, 1, [&](int t) { v.run(t); }, false);
+  std::size_t cycle = 0;
   for (int r = 0; r < rounds; ++r) {
-    // rotate the order every round: no variant always follows the same one
-    for (std::size_t k = 0; k < variants.size(); ++k) {
-      Variant& v = variants[(k + static_cast<std::size_t>(r)) % variants.size()];
-      std::vector<double> work(static_cast<std::size_t>(threads));
-      const auto seconds = timed(threads, runs_per_round, [&](int t) { work[static_cast<std::size_t>(t)] = v.run(t); });
-      double total = 0;
-      for (double w : work) total += w;
-      for (double s : seconds) v.rates.push_back(total / s);
+    for (int k = 0; k < runs_per_round; ++k, ++cycle) {
+      for (std::size_t i = 0; i < variants.size(); ++i) {
+        Variant& v = variants[(i + cycle) % variants.size()];
+        std::vector<double> work(static_cast<std::size_t>(threads));
+        const auto seconds =
+            timed(threads, 1, [&](int t) { work[static_cast<std::size_t>(t)] = v.run(t); }, false);
+        double total = 0;
+        for (double w : work) total += w;
+        v.rates.push_back(total / seconds[0]);
+      }
     }
   }
 
-  std::map<std::string, std::pair<double, double>> by_group;  // group -> (ours, best independent)
+  // group -> (ours, best independent), by the 90th percentile of runs, the best run and the median
+  std::map<std::string, std::pair<double, double>> by_group, by_group_best, by_group_median;
   std::string group;
   for (const Variant& v : variants) {
     if (v.group != group) {
@@ -321,17 +335,26 @@ int main(int argc, char** argv) {
     }
     const bool fma = v.group == "fma";
     const double scale = fma ? 1e9 : 1e9;
-    fmt::print("  {:38} best {:8.1f}  median {:8.1f} {}\n", v.name, best(v.rates) / scale, median(v.rates) / scale,
-               fma ? "GFLOP/s" : "GB/s");
-    auto& [ours, other] = by_group[v.group];
-    (v.ours ? ours : other) = std::max(v.ours ? ours : other, best(v.rates));
+    fmt::print("  {:38} best {:8.1f}  p90 {:8.1f}  median {:8.1f} {}\n", v.name, best(v.rates) / scale,
+               p90(v.rates) / scale, median(v.rates) / scale, fma ? "GFLOP/s" : "GB/s");
+    auto keep = [&](std::map<std::string, std::pair<double, double>>& into, double figure) {
+      auto& [ours, other] = into[v.group];
+      (v.ours ? ours : other) = std::max(v.ours ? ours : other, figure);
+    };
+    keep(by_group, p90(v.rates));
+    keep(by_group_best, best(v.rates));
+    keep(by_group_median, median(v.rates));
   }
   fmt::print("\n");
   bool pass = true;
   for (const auto& [g, figures] : by_group) {
     const double ratio = figures.first / figures.second;
+    const auto& b = by_group_best[g];
+    const auto& m = by_group_median[g];
     pass = pass && ratio >= 0.97;
-    fmt::print("{}  {}: ours / best independent = {:.3f} (target 0.97)\n", ratio >= 0.97 ? "PASS" : "FAIL", g, ratio);
+    fmt::print("{}  {}: ours / best independent = {:.3f} at the 90th percentile of runs (target 0.97); {:.3f} by "
+               "the best run, {:.3f} by the median\n",
+               ratio >= 0.97 ? "PASS" : "FAIL", g, ratio, b.first / b.second, m.first / m.second);
   }
   return pass ? 0 : 1;
 }

@@ -58,6 +58,8 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   c["neural_cost_version"] = std::string(kVersion);
   c["device"] = run.device;
   c["hardware_id"] = hw.id;
+  // host and host-spec name the threads their roof is for ("this machine (calibrated, 1 thread): ...")
+  c["hardware_name"] = hw.name;
   c["hardware_origin"] = hw.origin;
   c["dtype"] = std::string(dtype_name(request.dtype));
   std::string shapes;
