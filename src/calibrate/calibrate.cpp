@@ -243,21 +243,24 @@ class Rounds {
     if (calibration::fma_burst(dtype, 1) == 0) return false;
     auto& iterations = fma_iterations_[dtype];
     if (iterations == 0) {
-      // size a run to about 50 ms (20 ms when quick) from a short trial
+      // size a run to about 5 ms from a short trial: many short runs rather than a few long ones,
+      // because the best of them is the peak, and a short run is more often left alone by other
+      // work (5 ms is still hundreds of times the barrier's cost)
       const auto trial = timed_runs(threads_, 1, [&](int) { calibration::fma_burst(dtype, 1'000'000); });
       const double per_iteration = std::max(trial[0], 1e-6) / 1e6;
-      iterations = static_cast<std::uint64_t>((quick ? 0.02 : 0.05) / per_iteration) + 1;
+      iterations = static_cast<std::uint64_t>(0.005 / per_iteration) + 1;
     }
     const double flops = calibration::fma_burst(dtype, 1) * static_cast<double>(iterations) * threads_;
     tracked.add(round, calibration::kernel_isa(),
-                rates(flops, timed_runs(threads_, runs_, [&](int) { calibration::fma_burst(dtype, iterations); })));
+                rates(flops, timed_runs(threads_, quick ? 10 : 20,
+                                        [&](int) { calibration::fma_burst(dtype, iterations); })));
     return true;
   }
 
-  /// The clock, from dependent integer adds on every thread at once: the best of a few runs.
+  /// The clock, from dependent integer adds on every thread at once: the best of ten short runs.
   double clock_ghz() {
-    const std::uint64_t iterations = 10'000'000;
-    const auto seconds = timed_runs(threads_, 3, [&](int) { calibration::add_chain(iterations); });
+    const std::uint64_t iterations = 2'500'000;  // 20 million cycles: 5 ms at 4 GHz
+    const auto seconds = timed_runs(threads_, 10, [&](int) { calibration::add_chain(iterations); });
     const double best = *std::min_element(seconds.begin(), seconds.end());
     return static_cast<double>(iterations) * calibration::kAddsPerIteration / best / 1e9;
   }

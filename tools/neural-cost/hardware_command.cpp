@@ -59,7 +59,7 @@ void add_hardware_command(CLI::App& app) {
       "until the best rounds agree, and cache them for --hardware host (one calibration per thread count). The "
       "load of the machine is read before and during the measurement: a calibration taken while other processes "
       "ran, or whose rounds disagree, is printed but not saved (exit code 1) unless --force");
-  calibrate_cmd->add_flag("--quick", cal->quick, "Fewer runs per round and smaller GEMMs (about 5 s instead of 15 s)");
+  calibrate_cmd->add_flag("--quick", cal->quick, "Fewer runs per round and smaller GEMMs (on an idle 2-vCPU VM about 4 s instead of 6 to 9 s)");
   calibrate_cmd->add_flag("--force", cal->force,
                           "Save the calibration even when the machine was busy or the rounds disagree (the reasons "
                           "stay in its warnings)");
