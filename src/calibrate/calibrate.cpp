@@ -290,6 +290,49 @@ CalibrationLoad record(const LoadFigures& f) { return {f.seconds, f.other_cpus, 
 
 }  // namespace
 
+std::vector<std::string> ceiling_findings(const Calibration& c, const HostDescription& host) {
+  std::vector<std::string> findings;
+  std::string why;
+  fp32_flops_per_cycle(host, why);
+  // nothing measured may exceed what the hardware can do, beyond the noise
+  for (const auto& [dtype, m] : c.fma) {
+    const auto theoretical = c.theoretical_flops.find(dtype);
+    if (theoretical == c.theoretical_flops.end()) continue;
+    const double ratio = m.best / theoretical->second;
+    if (ratio > 1 + kAboveTheoryTolerance) {
+      findings.push_back(fmt::format(
+          "{} FMA measured {:.1f} GFLOP/s, {:.0f}% of the theoretical {:.1f}: above the ceiling by more than the "
+          "{:.0f}% tolerance, so the clock ({:.2f} GHz: {}) or the FMA units ({}) are wrong for this CPU",
+          dtype, m.best / 1e9, ratio * 100, theoretical->second / 1e9, 100 * kAboveTheoryTolerance,
+          c.peak_clock_ghz, c.peak_clock_source, why));
+    } else if (ratio < 0.9) {
+      findings.push_back(fmt::format(
+          "{} FMA reaches {:.0f}% of the theoretical {:.1f} GFLOP/s ({} at {:.2f} GHz): the cores ran at about {:.2f} "
+          "GHz", dtype, ratio * 100, theoretical->second / 1e9, why, c.peak_clock_ghz, ratio * c.peak_clock_ghz));
+    }
+  }
+  for (const GemmCeiling& g : c.gemm) {
+    const auto f = c.fma.find(g.dtype);
+    if (f != c.fma.end() && g.flops_per_second.best > (1 + kAboveTheoryTolerance) * f->second.best) {
+      findings.push_back(fmt::format("{} {} GEMM measured above the {} FMA peak: one of the two is wrong", g.library,
+                                     g.dtype, g.dtype));
+    }
+  }
+  if (!c.levels.empty() && c.stream_triad.best > 0) {
+    const double triad_ratio = c.levels.back().triad.best / c.stream_triad.best;
+    if (triad_ratio < 0.97) {
+      findings.push_back(fmt::format("the DRAM triad kernel reaches {:.0f}% of a plain STREAM triad", triad_ratio * 100));
+    }
+  }
+  for (std::size_t i = 1; i < c.levels.size(); ++i) {
+    if (c.levels[i].triad.best > 1.1 * c.levels[i - 1].triad.best) {
+      findings.push_back(fmt::format("{} is faster than {}: the level sizes may be wrong", c.levels[i].name,
+                                     c.levels[i - 1].name));
+    }
+  }
+  return findings;
+}
+
 Calibration calibrate(const HostDescription& host, const CalibrationOptions& options) {
   const auto began = Clock::now();
   Calibration c;
@@ -461,42 +504,7 @@ Calibration calibrate(const HostDescription& host, const CalibrationOptions& opt
   for (const std::string& w : env.warnings) c.warnings.push_back(w);
   for (const std::string& n : host.notes) c.warnings.push_back(n);
 
-  // believability: nothing measured may exceed what the hardware can do, beyond the noise
-  std::string why;
-  fp32_flops_per_cycle(host, why);
-  for (const auto& [dtype, m] : c.fma) {
-    const auto theoretical = c.theoretical_flops.find(dtype);
-    if (theoretical == c.theoretical_flops.end()) continue;
-    const double ratio = m.best / theoretical->second;
-    if (ratio > 1 + kAboveTheoryTolerance) {
-      c.warnings.push_back(fmt::format(
-          "{} FMA measured {:.1f} GFLOP/s, {:.0f}% of the theoretical {:.1f}: above the ceiling by more than the "
-          "{:.0f}% tolerance, so the clock ({:.2f} GHz: {}) or the FMA units ({}) are wrong for this CPU",
-          dtype, m.best / 1e9, ratio * 100, theoretical->second / 1e9, 100 * kAboveTheoryTolerance, clock.ghz,
-          clock.source, why));
-    } else if (ratio < 0.9) {
-      c.warnings.push_back(fmt::format(
-          "{} FMA reaches {:.0f}% of the theoretical {:.1f} GFLOP/s ({} at {:.2f} GHz): the cores ran at about {:.2f} "
-          "GHz", dtype, ratio * 100, theoretical->second / 1e9, why, clock.ghz, ratio * clock.ghz));
-    }
-  }
-  for (const GemmCeiling& g : c.gemm) {
-    const auto f = c.fma.find(g.dtype);
-    if (f != c.fma.end() && g.flops_per_second.best > (1 + kAboveTheoryTolerance) * f->second.best) {
-      c.warnings.push_back(fmt::format("{} {} GEMM measured above the {} FMA peak: one of the two is wrong", g.library,
-                                       g.dtype, g.dtype));
-    }
-  }
-  const double triad_ratio = c.levels.back().triad.best / c.stream_triad.best;
-  if (triad_ratio < 0.97) {
-    c.warnings.push_back(fmt::format("the DRAM triad kernel reaches {:.0f}% of a plain STREAM triad", triad_ratio * 100));
-  }
-  for (std::size_t i = 1; i < c.levels.size(); ++i) {
-    if (c.levels[i].triad.best > 1.1 * c.levels[i - 1].triad.best) {
-      c.warnings.push_back(fmt::format("{} is faster than {}: the level sizes may be wrong", c.levels[i].name,
-                                       c.levels[i - 1].name));
-    }
-  }
+  for (std::string& w : ceiling_findings(c, host)) c.warnings.push_back(std::move(w));
   c.seconds = std::chrono::duration<double>(Clock::now() - began).count();
   return c;
 }

@@ -279,6 +279,25 @@ TEST_F(CalibrationCacheTest, ABusyCalibrationIsNotCacheable) {
   EXPECT_THAT(why_not_cacheable(c), ::testing::ElementsAre(HasSubstr("FP32 FMA reached only 40% of the theoretical")));
 }
 
+TEST(CalibrationTest, AboveTheTheoreticalPeakIsAFindingOnlyBeyondFivePercent) {
+  Calibration c = canned();
+  const double theory = c.theoretical_flops.at("fp32");
+  auto above = [&](double ratio) {
+    c.fma["fp32"].best = ratio * theory;
+    for (const std::string& f : ceiling_findings(c, zen4_vm())) {
+      if (f.find("fp32 FMA measured") != std::string::npos) return f;
+    }
+    return std::string();
+  };
+  EXPECT_EQ(above(1.02), "");  // noise: the integer-add clock and the FMA clock differ by that much
+  EXPECT_EQ(above(1.05), "");
+  EXPECT_THAT(above(1.06), HasSubstr("above the ceiling by more than the 5% tolerance"));
+  EXPECT_THAT(above(1.06), HasSubstr("4.40 GHz"));
+  c.fma["fp32"].best = 0.8 * theory;
+  EXPECT_THAT(ceiling_findings(c, zen4_vm()),
+              testing::Contains(HasSubstr("fp32 FMA reaches 80% of the theoretical 281.6 GFLOP/s")));
+}
+
 TEST_F(CalibrationCacheTest, TheSmokeTestACorruptCacheIsReplacedByANewMeasurement) {
   // the one real calibration: this machine measured under the VM's description, whose 508 MiB
   // L3 cannot be true, so the level is probed (memory capped at 1 GiB: a 128 MiB DRAM buffer,

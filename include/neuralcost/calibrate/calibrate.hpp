@@ -40,6 +40,13 @@ struct CalibrationOptions {
 /// Runs every microbenchmark. Never changes the machine's settings; restores thread affinity.
 Calibration calibrate(const HostDescription& host, const CalibrationOptions& options);
 
+/// What the figures of `calibration` say about the theoretical ceilings of `host`: a measured
+/// peak more than kAboveTheoryTolerance above its ceiling (the table's clock or FMA units are
+/// wrong for this CPU), one under 90 % of it (with the clock that implies), a GEMM above the FMA
+/// peak, a DRAM triad under 0.97x the plain STREAM triad, a level faster than the one before.
+/// calibrate() adds them to its warnings.
+std::vector<std::string> ceiling_findings(const Calibration& calibration, const HostDescription& host);
+
 /// Why `calibration` must not be cached, each with the fix: its `busy` reasons (load before or
 /// during it, rounds that disagree) and an FP32 FMA below kMinFmaOfTheory of the theoretical
 /// peak. Empty when it may be.
