@@ -38,26 +38,21 @@ double ticks_per_second() {
   return t > 0 ? static_cast<double>(t) : 100.0;
 }
 
-/// Every process of /proc, by pid.
-std::map<int, TaskTicks> read_tasks(const fs::path& proc) {
-  std::map<int, TaskTicks> tasks;
+/// The stat of every numbered entry of `dir`, never throwing: processes and threads come and go
+/// while the folder is read (a vanished one reads as empty text and is skipped).
+std::vector<TaskTicks> read_stats(const fs::path& dir) {
+  std::vector<TaskTicks> stats;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(proc, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (!all_digits(name)) continue;
-    if (const auto t = parse_task_stat(read_text(entry.path() / "stat"))) tasks[t->pid] = *t;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (!all_digits(it->path().filename().string())) continue;
+    if (const auto t = parse_task_stat(read_text(it->path() / "stat"))) stats.push_back(*t);
   }
-  return tasks;
+  return stats;
 }
 
 int running_threads(const fs::path& proc, int pid) {
-  int running = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(proc / std::to_string(pid) / "task", ec)) {
-    const auto t = parse_task_stat(read_text(entry.path() / "stat"));
-    if (t && t->state == 'R') ++running;
-  }
-  return running;
+  const std::vector<TaskTicks> threads = read_stats(proc / std::to_string(pid) / "task");
+  return static_cast<int>(std::count_if(threads.begin(), threads.end(), [](const TaskTicks& t) { return t.state == 'R'; }));
 }
 
 std::string percent(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }
@@ -119,7 +114,8 @@ LoadReading read_load(const std::string& proc_root, int pid) {
   LoadReading r;
   r.when = Clock::now();
   r.stat = parse_proc_stat(read_text(proc / "stat"));
-  const std::map<int, TaskTicks> tasks = read_tasks(proc);
+  std::map<int, TaskTicks> tasks;
+  for (const TaskTicks& t : read_stats(proc)) tasks[t.pid] = t;
   // the tree: `pid` and every process whose parent is in it
   std::map<int, std::vector<int>> children;
   for (const auto& [p, t] : tasks) children[t.ppid].push_back(p);
