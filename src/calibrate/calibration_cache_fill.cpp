@@ -1,5 +1,6 @@
 // Filling the calibration cache (see calibrate.hpp): measure when the cache has nothing usable,
-// keep only a believable result, and turn it into the spec `--hardware host` asked for.
+// keep only a calibration taken on a quiet machine, and turn it into the spec `--hardware host`
+// asked for.
 #include <fmt/format.h>
 
 #include "neuralcost/calibrate/calibrate.hpp"
@@ -8,40 +9,61 @@
 namespace neuralcost {
 namespace {
 
+std::string joined(const std::vector<std::string>& reasons) {
+  std::string out;
+  for (const std::string& r : reasons) out += (out.empty() ? "" : "; ") + r;
+  return out;
+}
+
 /// Measures a new calibration for the cache; `why` says why the cached one was not used ("" when
 /// there was none).
-Calibration measure_for_cache(const HostDescription& host, bool full, const std::string& why, std::string& status) {
+Calibration measure_for_cache(const HostDescription& host, int threads, bool full, const std::string& why,
+                              std::string& status) {
   CalibrationOptions options;
   options.quick = !full;
+  options.threads = calibration_threads(host, threads);
   Calibration c = calibrate(host, options);
-  // a calibration taken while other work ran would be used until the CPU changes: keep only a
-  // believable one (its FP32 FMA within 15% of the theoretical peak at the measured clock)
-  const auto fma = c.fma.find("fp32");
-  const auto theory = c.theoretical_flops.find("fp32");
-  const double ratio = fma != c.fma.end() && theory != c.theoretical_flops.end() ? fma->second.best / theory->second : 1;
+  // a calibration taken while other work ran would be used until the CPU changes: keep only one
+  // of a quiet machine whose rounds agree
   const std::string before = why.empty() ? "" : why + "; recalibrating. ";
-  if (ratio < 0.85) {
-    status = fmt::format("{}{} calibration measured now ({:.1f} s) but not saved: FP32 FMA reached only {:.0f}% of the "
-                         "theoretical peak (was the machine busy?); the next run calibrates again",
-                         before, full ? "full" : "quick", c.seconds, ratio * 100);
+  const std::vector<std::string> doubts = why_not_cacheable(c);
+  if (!doubts.empty()) {
+    status = fmt::format("{}{} calibration ({} thread{}) measured now ({:.1f} s) but not saved: {}; the next run "
+                         "calibrates again",
+                         before, full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds,
+                         joined(doubts));
     c.warnings.push_back(status);
     return c;
   }
   save_calibration(c);
-  status = fmt::format("{}{} calibration measured now ({:.1f} s) and saved to {}", before, full ? "full" : "quick",
-                       c.seconds, calibration_cache_path());
+  status = fmt::format("{}{} calibration ({} thread{}) measured now ({:.1f} s) and saved to {}", before,
+                       full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds,
+                       calibration_cache_path(c.threads));
   return c;
 }
 
 }  // namespace
 
-Calibration cached_calibration(const HostDescription& host, bool full, std::string& status) {
-  CachedCalibration cached = load_cached_calibration(host, full);
+std::vector<std::string> why_not_cacheable(const Calibration& c) {
+  std::vector<std::string> reasons = c.busy;
+  const auto fma = c.fma.find("fp32");
+  const auto theory = c.theoretical_flops.find("fp32");
+  if (fma != c.fma.end() && theory != c.theoretical_flops.end() && theory->second > 0 &&
+      fma->second.best < kMinFmaOfTheory * theory->second) {
+    reasons.push_back(fmt::format("FP32 FMA reached only {:.0f}% of the theoretical peak (under {:.0f}%: other work "
+                                  "took the cores, or the CPU table's row is wrong for this CPU)",
+                                  100 * fma->second.best / theory->second, 100 * kMinFmaOfTheory));
+  }
+  return reasons;
+}
+
+Calibration cached_calibration(const HostDescription& host, int threads, bool full, std::string& status) {
+  CachedCalibration cached = load_cached_calibration(host, threads, full);
   if (cached.calibration) {
     status = cached.status;
     return *cached.calibration;
   }
-  return measure_for_cache(host, full, cached.stale ? cached.status : "", status);
+  return measure_for_cache(host, threads, full, cached.stale ? cached.status : "", status);
 }
 
 HardwareSpec calibrate_if_needed(const ResolvedHardware& resolved, std::string& status) {
@@ -51,7 +73,8 @@ HardwareSpec calibrate_if_needed(const ResolvedHardware& resolved, std::string& 
     return *resolved.spec;
   }
   const HostDescription host = describe_host();
-  const Calibration c = measure_for_cache(host, false, resolved.stale_calibration ? resolved.status : "", status);
+  const Calibration c =
+      measure_for_cache(host, resolved.threads, false, resolved.stale_calibration ? resolved.status : "", status);
   return host_spec_from_calibration(resolved.request, host, c, status);
 }
 

@@ -49,12 +49,32 @@ __attribute__((target("avx512f"))) void copy512(float* d, const float* s, std::s
     _mm512_store_ps(d + i + 48, _mm512_load_ps(s + i + 48));
   }
 }
+// triads are unrolled four times (four independent load-FMA-store streams per iteration); the
+// non-temporal variants write with streaming stores and fence once at the end of the pass
+#define NC_TRIAD4(STORE, LOAD, FMA, k, width)                                   \
+  for (std::size_t i = 0; i < n; i += 4 * (width)) {                            \
+    STORE(a + i, FMA(k, LOAD(c + i), LOAD(b + i)));                             \
+    STORE(a + i + (width), FMA(k, LOAD(c + i + (width)), LOAD(b + i + (width)))); \
+    STORE(a + i + 2 * (width), FMA(k, LOAD(c + i + 2 * (width)), LOAD(b + i + 2 * (width)))); \
+    STORE(a + i + 3 * (width), FMA(k, LOAD(c + i + 3 * (width)), LOAD(b + i + 3 * (width)))); \
+  }
 __attribute__((target("avx512f"))) void triad512(float* a, const float* b, const float* c, float s, std::size_t n) {
   const __m512 k = _mm512_set1_ps(s);
-  for (std::size_t i = 0; i < n; i += 32) {
-    _mm512_store_ps(a + i, _mm512_fmadd_ps(k, _mm512_load_ps(c + i), _mm512_load_ps(b + i)));
-    _mm512_store_ps(a + i + 16, _mm512_fmadd_ps(k, _mm512_load_ps(c + i + 16), _mm512_load_ps(b + i + 16)));
+  NC_TRIAD4(_mm512_store_ps, _mm512_load_ps, _mm512_fmadd_ps, k, 16)
+}
+__attribute__((target("avx512f"))) void triad512_nt(float* a, const float* b, const float* c, float s, std::size_t n) {
+  const __m512 k = _mm512_set1_ps(s);
+  NC_TRIAD4(_mm512_stream_ps, _mm512_load_ps, _mm512_fmadd_ps, k, 16)
+  _mm_sfence();
+}
+__attribute__((target("avx512f"))) void copy512_nt(float* d, const float* s, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 64) {
+    _mm512_stream_ps(d + i, _mm512_load_ps(s + i));
+    _mm512_stream_ps(d + i + 16, _mm512_load_ps(s + i + 16));
+    _mm512_stream_ps(d + i + 32, _mm512_load_ps(s + i + 32));
+    _mm512_stream_ps(d + i + 48, _mm512_load_ps(s + i + 48));
   }
+  _mm_sfence();
 }
 __attribute__((target("avx2,fma"))) float read256(const float* a, std::size_t n) {
   __m256 s0 = _mm256_setzero_ps(), s1 = s0, s2 = s0, s3 = s0, s4 = s0, s5 = s0, s6 = s0, s7 = s0;
@@ -85,10 +105,21 @@ __attribute__((target("avx2,fma"))) void copy256(float* d, const float* s, std::
 }
 __attribute__((target("avx2,fma"))) void triad256(float* a, const float* b, const float* c, float s, std::size_t n) {
   const __m256 k = _mm256_set1_ps(s);
-  for (std::size_t i = 0; i < n; i += 16) {
-    _mm256_store_ps(a + i, _mm256_fmadd_ps(k, _mm256_load_ps(c + i), _mm256_load_ps(b + i)));
-    _mm256_store_ps(a + i + 8, _mm256_fmadd_ps(k, _mm256_load_ps(c + i + 8), _mm256_load_ps(b + i + 8)));
+  NC_TRIAD4(_mm256_store_ps, _mm256_load_ps, _mm256_fmadd_ps, k, 8)
+}
+__attribute__((target("avx2,fma"))) void triad256_nt(float* a, const float* b, const float* c, float s, std::size_t n) {
+  const __m256 k = _mm256_set1_ps(s);
+  NC_TRIAD4(_mm256_stream_ps, _mm256_load_ps, _mm256_fmadd_ps, k, 8)
+  _mm_sfence();
+}
+__attribute__((target("avx2,fma"))) void copy256_nt(float* d, const float* s, std::size_t n) {
+  for (std::size_t i = 0; i < n; i += 32) {
+    _mm256_stream_ps(d + i, _mm256_load_ps(s + i));
+    _mm256_stream_ps(d + i + 8, _mm256_load_ps(s + i + 8));
+    _mm256_stream_ps(d + i + 16, _mm256_load_ps(s + i + 16));
+    _mm256_stream_ps(d + i + 24, _mm256_load_ps(s + i + 24));
   }
+  _mm_sfence();
 }
 
 // SSE (128-bit, in every x86-64): on the reference VM the fastest width from DRAM
@@ -117,14 +148,24 @@ void copy128(float* d, const float* s, std::size_t n) {
     _mm_store_ps(d + i + 12, _mm_load_ps(s + i + 12));
   }
 }
+__m128 fma128(__m128 k, __m128 c, __m128 b) { return _mm_add_ps(_mm_mul_ps(k, c), b); }
 void triad128(float* a, const float* b, const float* c, float s, std::size_t n) {
   const __m128 k = _mm_set1_ps(s);
+  NC_TRIAD4(_mm_store_ps, _mm_load_ps, fma128, k, 4)
+}
+void triad128_nt(float* a, const float* b, const float* c, float s, std::size_t n) {
+  const __m128 k = _mm_set1_ps(s);
+  NC_TRIAD4(_mm_stream_ps, _mm_load_ps, fma128, k, 4)
+  _mm_sfence();
+}
+void copy128_nt(float* d, const float* s, std::size_t n) {
   for (std::size_t i = 0; i < n; i += 16) {
-    _mm_store_ps(a + i, _mm_add_ps(_mm_mul_ps(k, _mm_load_ps(c + i)), _mm_load_ps(b + i)));
-    _mm_store_ps(a + i + 4, _mm_add_ps(_mm_mul_ps(k, _mm_load_ps(c + i + 4)), _mm_load_ps(b + i + 4)));
-    _mm_store_ps(a + i + 8, _mm_add_ps(_mm_mul_ps(k, _mm_load_ps(c + i + 8)), _mm_load_ps(b + i + 8)));
-    _mm_store_ps(a + i + 12, _mm_add_ps(_mm_mul_ps(k, _mm_load_ps(c + i + 12)), _mm_load_ps(b + i + 12)));
+    _mm_stream_ps(d + i, _mm_load_ps(s + i));
+    _mm_stream_ps(d + i + 4, _mm_load_ps(s + i + 4));
+    _mm_stream_ps(d + i + 8, _mm_load_ps(s + i + 8));
+    _mm_stream_ps(d + i + 12, _mm_load_ps(s + i + 12));
   }
+  _mm_sfence();
 }
 
 // 12 independent accumulators cover the FMA latency (4 cycles) of two pipes with room to spare.
@@ -221,10 +262,24 @@ std::vector<std::string> bandwidth_widths() {
   if (avx512()) widths.push_back("avx512");
   if (avx2()) widths.push_back("avx2");
   widths.push_back("sse");
-#endif
+#else
   widths.push_back("scalar");
+#endif
   return widths;
 }
+
+std::vector<std::string> read_variants() { return bandwidth_widths(); }
+
+std::vector<std::string> copy_variants() {
+  std::vector<std::string> variants;
+  for (const std::string& w : bandwidth_widths()) {
+    variants.push_back(w);
+    if (w != "scalar") variants.push_back(w + "-nt");
+  }
+  return variants;
+}
+
+std::vector<std::string> triad_variants() { return copy_variants(); }
 
 // the scalar kernels are kept scalar: vectorised by the compiler they would be another width
 __attribute__((optimize("no-tree-vectorize"))) float read_scalar(const float* a, std::size_t n) {
@@ -245,22 +300,32 @@ __attribute__((optimize("no-tree-vectorize"))) void triad_scalar(float* a, const
   for (std::size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
 }
 
-/// The kernel of `width` among one per width (scalar when the width is not built here).
+/// The kernel of `variant` among one per variant (scalar when the variant is not built here).
 template <typename Kernel>
-Kernel pick(const std::string& width, [[maybe_unused]] Kernel w512, [[maybe_unused]] Kernel w256,
-            [[maybe_unused]] Kernel w128, Kernel scalar) {
+Kernel pick(const std::string& variant, [[maybe_unused]] Kernel w512, [[maybe_unused]] Kernel w512_nt,
+            [[maybe_unused]] Kernel w256, [[maybe_unused]] Kernel w256_nt, [[maybe_unused]] Kernel w128,
+            [[maybe_unused]] Kernel w128_nt, Kernel scalar) {
 #if defined(__x86_64__)
-  if (width == "avx512") return w512;
-  if (width == "avx2") return w256;
-  if (width == "sse") return w128;
+  if (variant == "avx512") return w512;
+  if (variant == "avx512-nt") return w512_nt;
+  if (variant == "avx2") return w256;
+  if (variant == "avx2-nt") return w256_nt;
+  if (variant == "sse") return w128;
+  if (variant == "sse-nt") return w128_nt;
 #endif
   return scalar;
 }
 
 #if defined(__x86_64__)
-ReadPass read_pass(const std::string& w) { return pick<ReadPass>(w, read512, read256, read128, read_scalar); }
-CopyPass copy_pass(const std::string& w) { return pick<CopyPass>(w, copy512, copy256, copy128, copy_scalar); }
-TriadPass triad_pass(const std::string& w) { return pick<TriadPass>(w, triad512, triad256, triad128, triad_scalar); }
+ReadPass read_pass(const std::string& v) {
+  return pick<ReadPass>(v, read512, read512, read256, read256, read128, read128, read_scalar);
+}
+CopyPass copy_pass(const std::string& v) {
+  return pick<CopyPass>(v, copy512, copy512_nt, copy256, copy256_nt, copy128, copy128_nt, copy_scalar);
+}
+TriadPass triad_pass(const std::string& v) {
+  return pick<TriadPass>(v, triad512, triad512_nt, triad256, triad256_nt, triad128, triad128_nt, triad_scalar);
+}
 #else
 ReadPass read_pass(const std::string&) { return read_scalar; }
 CopyPass copy_pass(const std::string&) { return copy_scalar; }

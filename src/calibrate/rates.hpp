@@ -9,11 +9,9 @@
 
 namespace neuralcost {
 
-/// Rates `work / seconds` of each run: the best, the median (measure's one median: the mean of
-/// the middle two for an even count) and the spread.
-inline RateMeasurement rate_measurement(double work, const std::vector<double>& seconds) {
-  std::vector<double> r;
-  for (double s : seconds) r.push_back(work / std::max(s, 1e-9));
+/// The best of `r` (rates of runs), the median (measure's one median: the mean of the middle two
+/// for an even count) and the spread.
+inline RateMeasurement rate_summary(const std::vector<double>& r) {
   RateMeasurement m;
   m.runs = static_cast<int>(r.size());
   if (r.empty()) return m;
@@ -22,6 +20,13 @@ inline RateMeasurement rate_measurement(double work, const std::vector<double>& 
   m.spread = (*high - *low) / *high;
   m.median = median(r);
   return m;
+}
+
+/// rate_summary of the rates `work / seconds` of each run.
+inline RateMeasurement rate_measurement(double work, const std::vector<double>& seconds) {
+  std::vector<double> r;
+  for (double s : seconds) r.push_back(work / std::max(s, 1e-9));
+  return rate_summary(r);
 }
 
 }  // namespace neuralcost

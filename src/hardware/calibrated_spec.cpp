@@ -15,9 +15,11 @@ std::string host_fingerprint(const HostDescription& h) {
 
 
 HardwareSpec calibrated_spec(const HostDescription& host, const Calibration& c) {
-  HardwareSpec s = theoretical_host_spec(host);
+  HardwareSpec s = theoretical_host_spec(host, c.threads, c.clock_ghz);
   s.id = "host";
-  s.name = fmt::format("this machine (calibrated): {} ({} cores)", host.model, host.cores);
+  const int cores = cores_for_threads(host, c.threads);
+  s.name = fmt::format("this machine (calibrated, {} thread{}): {} ({} of {} cores)", c.threads,
+                       c.threads == 1 ? "" : "s", host.model, cores, host.cores);
   s.origin = "calibrated";
   s.peak_flops_per_second.clear();
   for (auto it = s.sources.begin(); it != s.sources.end();) {
@@ -52,9 +54,13 @@ HardwareSpec calibrated_spec(const HostDescription& host, const Calibration& c) 
     s.notes.push_back(fmt::format("GEMM ceiling {} {} n={}: {:.1f} GFLOP/s", g.library, g.dtype, g.n,
                                   g.flops_per_second.best / 1e9));
   }
-  s.notes.insert(s.notes.begin(), fmt::format("Calibrated {} ({}, {} threads, clock {:.2f} GHz measured): measured "
-                                              "ceilings; `--hardware host-spec` gives the theoretical ones.",
-                                              c.created, c.quick ? "quick" : "full", c.threads, c.clock_ghz));
+  s.notes.insert(s.notes.begin(),
+                 fmt::format("Calibrated {} ({}, {} thread{}, {} round{}, clock {:.2f} GHz measured beside the "
+                             "{:.2f} GHz of the theoretical peaks): the measured ceilings of the {} core{} a {}-thread "
+                             "run uses; `--hardware host-spec` gives the theoretical ones.",
+                             c.created, c.quick ? "quick" : "full", c.threads, c.threads == 1 ? "" : "s", c.rounds,
+                             c.rounds == 1 ? "" : "s", c.clock_ghz, c.peak_clock_ghz, cores, cores == 1 ? "" : "s",
+                             c.threads));
   for (const std::string& w : c.warnings) s.notes.push_back("warning: " + w);
   return s;
 }
@@ -62,7 +68,7 @@ HardwareSpec calibrated_spec(const HostDescription& host, const Calibration& c) 
 HardwareSpec host_spec_from_calibration(const std::string& which, const HostDescription& host,
                                         const Calibration& calibration, const std::string& status) {
   const HardwareSpec measured = calibrated_spec(host, calibration);
-  HardwareSpec s = which == "host" ? measured : theoretical_host_spec(host);
+  HardwareSpec s = which == "host" ? measured : theoretical_host_spec(host, calibration.threads, calibration.clock_ghz);
   if (which != "host") {
     s.memory_bandwidth_bytes_per_second = measured.memory_bandwidth_bytes_per_second;
     s.sources["memory_bandwidth_bytes_per_second"] = measured.sources.at("memory_bandwidth_bytes_per_second");

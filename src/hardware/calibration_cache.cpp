@@ -1,6 +1,7 @@
 // The calibration's JSON form (the cache file and `hardware calibrate --format json` print the
 // same document) and the per-user cache (see calibration.hpp). Reading and writing only: a new
 // calibration is measured in src/calibrate/.
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -21,12 +22,28 @@ using json = nlohmann::ordered_json;
 json rate_json(const RateMeasurement& m) {
   json j = {{"best", m.best}, {"median", m.median}, {"spread", m.spread}, {"runs", m.runs}};
   if (!m.kernel.empty()) j["kernel"] = m.kernel;
+  if (m.rounds > 0) {
+    j["rounds"] = m.rounds;
+    j["round_agreement"] = m.round_agreement;
+  }
   return j;
 }
 
 RateMeasurement rate_from(const json& j) {
   return {j.at("best").get<double>(), j.at("median").get<double>(), j.at("spread").get<double>(),
-          j.at("runs").get<int>(), j.value("kernel", std::string())};
+          j.at("runs").get<int>(), j.value("kernel", std::string()), j.value("rounds", 0),
+          j.value("round_agreement", 0.0)};
+}
+
+json load_json(const CalibrationLoad& l) {
+  json j = {{"seconds", l.seconds}, {"other_cpus", l.other_cpus}, {"steal_fraction", l.steal_fraction}};
+  if (l.other_runnable >= 0) j["other_runnable_tasks"] = l.other_runnable;
+  return j;
+}
+
+CalibrationLoad load_from(const json& j) {
+  return {j.at("seconds").get<double>(), j.at("other_cpus").get<double>(), j.at("steal_fraction").get<double>(),
+          j.value("other_runnable_tasks", -1.0)};
 }
 
 }  // namespace
@@ -41,6 +58,10 @@ std::string calibration_to_json(const Calibration& c) {
   j["threads"] = c.threads;
   j["kernel_isa"] = c.kernel_isa;
   j["clock_ghz"] = c.clock_ghz;
+  j["peak_clock"] = {{"ghz", c.peak_clock_ghz}, {"source", c.peak_clock_source}};
+  j["rounds"] = c.rounds;
+  j["round_tolerance"] = c.round_tolerance;
+  j["load"] = {{"before", load_json(c.load_before)}, {"during", load_json(c.load_during)}, {"busy", c.busy}};
   j["levels"] = json::array();
   for (const BandwidthLevel& l : c.levels) {
     j["levels"].push_back({{"name", l.name},
@@ -84,6 +105,13 @@ Calibration parse_calibration(std::string_view text, const std::string& origin) 
     c.threads = at("threads").get<int>();
     c.kernel_isa = at("kernel_isa").get<std::string>();
     c.clock_ghz = at("clock_ghz").get<double>();
+    c.peak_clock_ghz = at("peak_clock").at("ghz").get<double>();
+    c.peak_clock_source = at("peak_clock").at("source").get<std::string>();
+    c.rounds = at("rounds").get<int>();
+    c.round_tolerance = at("round_tolerance").get<double>();
+    c.load_before = load_from(at("load").at("before"));
+    c.load_during = load_from(at("load").at("during"));
+    c.busy = at("load").at("busy").get<std::vector<std::string>>();
     for (const json& l : at("levels")) {
       BandwidthLevel level;
       level.name = l.at("name").get<std::string>();
@@ -112,7 +140,7 @@ Calibration parse_calibration(std::string_view text, const std::string& origin) 
   return c;
 }
 
-std::string calibration_cache_path() {
+std::string calibration_cache_path(int threads) {
   namespace fs = std::filesystem;
   fs::path dir;
   if (const char* d = std::getenv("NEURALCOST_CACHE_DIR"); d && *d) {
@@ -124,39 +152,45 @@ std::string calibration_cache_path() {
   } else {
     dir = fs::temp_directory_path() / "neural-cost";
   }
-  return (dir / "host-calibration.json").string();
+  return (dir / fmt::format("host-calibration-{}t.json", threads)).string();
+}
+
+int calibration_threads(const HostDescription& host, int threads) {
+  const int cpus = std::max(1, host.logical_cpus);
+  return threads > 0 ? std::min(threads, cpus) : cpus;
 }
 
 void save_calibration(const Calibration& c) {
-  const std::string path = calibration_cache_path();
+  const std::string path = calibration_cache_path(c.threads);
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   write_file_atomically(path, calibration_to_json(c));
 }
 
-CachedCalibration load_cached_calibration(const HostDescription& host, bool full) {
-  const std::string path = calibration_cache_path();
+CachedCalibration load_cached_calibration(const HostDescription& host, int threads, bool full) {
+  const int wanted = calibration_threads(host, threads);
+  const std::string path = calibration_cache_path(wanted);
   const std::string fingerprint = host_fingerprint(host);
   CachedCalibration out;
   std::ifstream in(path);
   if (!in) {
-    out.status = fmt::format("no calibration cached at {}", path);
+    out.status = fmt::format("no calibration for {} thread(s) cached at {}", wanted, path);
     return out;
   }
   std::stringstream text;
   text << in.rdbuf();
   try {
     Calibration c = parse_calibration(text.str(), path);
-    if (c.fingerprint == fingerprint && c.threads == host.logical_cpus && (!full || !c.quick)) {
-      out.status = fmt::format("calibration of {} from {}", c.created, path);
+    if (c.fingerprint == fingerprint && c.threads == wanted && (!full || !c.quick)) {
+      out.status = fmt::format("calibration of {} ({} thread{}) from {}", c.created, c.threads,
+                               c.threads == 1 ? "" : "s", path);
       out.calibration = std::move(c);
       return out;
     }
     out.status = c.fingerprint != fingerprint
                      ? fmt::format("{} was measured on another CPU ({})", path, c.fingerprint)
-                 : c.threads != host.logical_cpus
-                     ? fmt::format("{} was measured with {} threads, not one per CPU ({})", path, c.threads,
-                                   host.logical_cpus)
+                 : c.threads != wanted
+                     ? fmt::format("{} was measured with {} threads, not {}", path, c.threads, wanted)
                      : fmt::format("{} holds a quick calibration and a full one was asked for", path);
   } catch (const Error& e) {
     out.status = e.what();

@@ -140,12 +140,13 @@ std::string_view hardware_source_name(HardwareSource source) {
 
 bool names_host(const std::string& id_or_path) { return id_or_path == "host" || id_or_path == "host-spec"; }
 
-ResolvedHardware resolve_hardware(const std::string& id_or_path) {
+ResolvedHardware resolve_hardware(const std::string& id_or_path, int threads) {
   ResolvedHardware r;
   r.request = id_or_path;
+  r.threads = threads;
   if (names_host(id_or_path)) {
     const HostDescription host = describe_host();
-    CachedCalibration cached = load_cached_calibration(host, false);
+    CachedCalibration cached = load_cached_calibration(host, threads, false);
     r.status = cached.status;
     r.stale_calibration = cached.stale;
     if (!cached.calibration) {

@@ -1,13 +1,23 @@
 // Theoretical peaks of the host (see host.hpp): FMA units x vector lanes x 2 FLOPs x cores x
-// clock. The FMA units are not in any file Linux exposes, so they come from the
-// microarchitecture (CPUID family/model, ARM CPU part), and the sources say which row was used.
+// clock. Neither the FMA units nor the documented clocks are in any file Linux exposes, so they
+// come from the CPU table (cpu_parts.hpp; else from the microarchitecture's family and flags, and
+// Linux's clock), and the sources say which row was used.
 #include <fmt/format.h>
 
+#include <algorithm>
+
+#include "neuralcost/hardware/cpu_parts.hpp"
 #include "neuralcost/hardware/host.hpp"
 
 namespace neuralcost {
 
 int fp32_flops_per_cycle(const HostDescription& h, std::string& why) {
+  if (const CpuPart* part = find_cpu_part(h)) {
+    why = fmt::format("{}: {} x {}-bit FMA pipes ({})", part->microarchitecture, part->fma_units, part->vector_bits,
+                      part->name.empty() ? "the microarchitecture's row of the CPU table"
+                                         : fmt::format("the CPU table's row of {}", part->name));
+    return part->fp32_flops_per_cycle();
+  }
   const bool amd = h.vendor == "AuthenticAMD", intel = h.vendor == "GenuineIntel";
   if (amd && h.family == 0x1A) {
     why = "AMD Zen 5 (family 1Ah): 2 x 512-bit FMA pipes (mobile parts have 256-bit ones: half)";
@@ -46,21 +56,29 @@ int fp32_flops_per_cycle(const HostDescription& h, std::string& why) {
   return 8;
 }
 
-HardwareSpec theoretical_host_spec(const HostDescription& h) {
+int cores_for_threads(const HostDescription& h, int threads) {
+  const int cores = std::max(1, h.cores);
+  return threads > 0 ? std::min(threads, cores) : cores;
+}
+
+HardwareSpec theoretical_host_spec(const HostDescription& h, int threads, double measured_ghz) {
   HardwareSpec s;
   s.id = "host-spec";
-  s.name = fmt::format("this machine (theoretical): {} ({} cores)", h.model, h.cores);
+  const int cores = cores_for_threads(h, threads);
+  const int used_threads = threads > 0 ? std::min(threads, h.logical_cpus) : h.logical_cpus;
+  s.name = fmt::format("this machine (theoretical, {} thread{}): {} ({} of {} cores)", used_threads,
+                       used_threads == 1 ? "" : "s", h.model, cores, h.cores);
   s.vendor = "host";
   s.device_type = "cpu";
   s.origin = "detected";
   std::string why;
   const int per_cycle = fp32_flops_per_cycle(h, why);
-  const double ghz = h.ghz > 0 ? h.ghz : 1.0;
-  const double fp32 = h.cores * per_cycle * ghz * 1e9;
+  const PeakClock clock = peak_clock(h, cores, measured_ghz);
+  const double fp32 = cores * per_cycle * clock.ghz * 1e9;
   s.peak_flops_per_second[DType::kFp32] = fp32;
   s.sources["peak_flops_per_second.fp32"] =
-      fmt::format("derived: {} cores x {} FP32 FLOP/cycle ({}) x {:.3f} GHz ({})", h.cores, per_cycle, why, ghz,
-                  h.ghz > 0 ? h.ghz_source : "clock unknown: 1 GHz assumed");
+      fmt::format("derived: {} cores x {} FP32 FLOP/cycle ({}) x {:.3f} GHz ({})", cores, per_cycle, why, clock.ghz,
+                  clock.source);
   s.peak_flops_per_second[DType::kFp64] = fp32 / 2;
   s.sources["peak_flops_per_second.fp64"] = "half the FP32 rate (half the lanes)";
   if (h.has("avx512_bf16") || h.has("amx_bf16") || h.has("bf16")) {
@@ -86,8 +104,10 @@ HardwareSpec theoretical_host_spec(const HostDescription& h) {
         fmt::format("sysfs: {} instance(s) of {} KiB, each shared by {} CPU(s)", c.instances, c.size_bytes >> 10,
                     c.shared_by_cpus);
   }
-  s.notes = {"Theoretical: the peaks assume every core issues full-width FMAs every cycle at the clock "
-             "above. `neural-cost hardware calibrate` measures what this machine reaches (--hardware host)."};
+  s.notes = {fmt::format("Theoretical: the peaks assume each of the {} cores a {}-thread run uses issues full-width "
+                         "FMAs every cycle at {:.2f} GHz ({}). `neural-cost hardware calibrate` measures what this "
+                         "machine reaches (--hardware host).",
+                         cores, used_threads, clock.ghz, clock.documented ? "a documented clock" : "not a documented clock")};
   if (h.virtualized) {
     s.notes.push_back(fmt::format("Runs in a virtual machine{}: other guests share the cores' caches and the "
                                   "memory bus.", h.hypervisor.empty() ? "" : " (" + h.hypervisor + ")"));

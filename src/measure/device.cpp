@@ -14,6 +14,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/measure/environment.hpp"
+#include "neuralcost/measure/load.hpp"
 
 namespace neuralcost {
 namespace {
@@ -39,12 +40,14 @@ class PageFaultSampler final : public Sampler {
   std::optional<double> before_;
 };
 
-/// The CPU: this machine's facts, its BLAS and thread pools, page faults of the timed phase.
+/// The CPU: this machine's facts, its BLAS and thread pools, page faults of the timed phase, and
+/// the load other processes and the hypervisor put on its CPUs meanwhile (measure/load.hpp).
 class CpuEnvironment final : public RunEnvironment {
  public:
   std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel& model) const override {
     std::vector<std::unique_ptr<Sampler>> s;
     s.push_back(std::make_unique<PageFaultSampler>(model));
+    s.push_back(make_load_sampler());
     return s;
   }
 

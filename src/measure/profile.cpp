@@ -12,6 +12,7 @@
 #include "neuralcost/measure/statistics.hpp"
 #include "neuralcost/measure/device.hpp"
 #include "neuralcost/model_inputs.hpp"
+#include "neuralcost/measure/load.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/version.hpp"
 
@@ -82,6 +83,8 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   c["neural_cost_version"] = std::string(kVersion);
   c["device"] = run.device;
   c["hardware_id"] = hw.id;
+  // host and host-spec name the threads their roof is for ("this machine (calibrated, 1 thread): ...")
+  c["hardware_name"] = hw.name;
   c["hardware_origin"] = hw.origin;
   c["dtype"] = std::string(dtype_name(request.dtype));
   std::string shapes;
@@ -100,9 +103,9 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   const TimingOptions& o = options.timing;
   c["timing_options"] = fmt::format(
       "warm-up >= {} runs and >= {} s; {}..{} samples; stop at 95% CI <= {} of the median or after {} s; "
-      "CV limit {}; clock-tick floor {}",
+      "CV limit {}; p5 below the CI by at most {} of the median; clock-tick floor {}",
       o.warmup_iterations, o.warmup_seconds, o.min_samples, o.max_samples, o.target_relative_ci, o.budget_seconds,
-      o.max_cv, o.min_clock_ticks);
+      o.max_cv, o.max_p5_gap, o.min_clock_ticks);
   c["layer_profiled_passes"] = std::to_string(options.layer_runs);
 }
 
@@ -122,6 +125,7 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
     TimedCallable work{[&] { model->run(); }, [&] { model->synchronize(); }, [&] { return model->last_run_seconds(); }, {}};
     for (const auto& s : samplers) work.samplers.push_back(s.get());
     run.timing = time_until_stable(work, options.timing);
+    check_load(run.timing);
     check_against_roofline(run.timing, run.analysis.totals.fused_lower_bound_seconds);
     const double t = run.timing.summary.median;
     run.efficiency = run.analysis.totals.lower_bound_seconds / t;

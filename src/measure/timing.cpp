@@ -95,12 +95,27 @@ TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o
   r.summary = summarize(r.samples_seconds);
   r.reached_target = relative_width(r.summary) <= o.target_relative_ci;
 
+  const SampleSummary& s = r.summary;
   if (!r.reached_target) {
     r.reasons.push_back(fmt::format(
-        "too noisy: the 95% CI of the median spans {:.1f}% of it after {} samples ({:.1f} s budget; target {:.1f}%)",
-        100 * relative_width(r.summary), r.summary.n, o.budget_seconds, 100 * o.target_relative_ci));
-  } else if (r.summary.cv > o.max_cv) {
-    r.reasons.push_back(fmt::format("too noisy: coefficient of variation {:.2f} exceeds {:.2f}", r.summary.cv, o.max_cv));
+        "too noisy: the 95% CI of the median spans {:.1f}% of it after {} samples ({:.1f} s budget; target {:.1f}%); "
+        "raise --budget, or rerun on an idle machine",
+        100 * relative_width(s), s.n, o.budget_seconds, 100 * o.target_relative_ci));
+  }
+  if (s.cv > o.max_cv) {
+    r.reasons.push_back(fmt::format(
+        "too noisy: coefficient of variation {:.2f} exceeds {:.2f} (passes from {:.3g} s to {:.3g} s): a median of "
+        "passes this uneven describes none of them; rerun on an idle machine, with more --warmup if the first passes "
+        "are the slow ones",
+        s.cv, o.max_cv, s.min, s.max));
+  }
+  if (s.median > 0 && (s.ci95_median.low - s.p5) > o.max_p5_gap * s.median) {
+    r.reasons.push_back(fmt::format(
+        "the fastest passes disagree with the median: p5 {:.3g} s is {:.0f}% below the median {:.3g} s, beyond its "
+        "95% CI ({:.3g} - {:.3g} s) by more than {:.0f}% of it: the machine can run a pass that fast, so most passes "
+        "were slowed by something else (other processes, throttling); rerun on an idle machine",
+        s.p5, 100 * (s.median - s.p5) / s.median, s.median, s.ci95_median.low, s.ci95_median.high,
+        100 * o.max_p5_gap));
   }
   if (r.summary.median < o.min_clock_ticks * r.clock_resolution_seconds) {
     r.reasons.push_back(fmt::format("too short for the clock: median {:.3g} s is under {:.0f} ticks of {:.3g} s",

@@ -5,10 +5,13 @@
 //   L1      64 KiB    32 KiB        1.2 TB/s    640 GB/s    700 GB/s    2.1%
 //   DRAM    23.5 GiB  384 MiB       31 GB/s     25 GB/s     27 GB/s     3.0%
 //
-// then the FMA peaks beside the theoretical ones, the GEMM ceilings, the environment and warnings.
+// after a header with the rounds, the clock of the theoretical peaks and the load before and during
+// calibration; then the FMA peaks beside the theoretical ones, the GEMM ceilings, the environment
+// and warnings.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "neuralcost/hardware/cpu_parts.hpp"
 #include "neuralcost/report/views.hpp"
 #include "report/safe_text.hpp"
 #include "report/si_format.hpp"
@@ -39,6 +42,13 @@ std::string render_host(const HostDescription& h, Format format) {
   j["isa"] = h.isa;
   j["clock_ghz"] = h.ghz;
   j["clock_source"] = h.ghz_source;
+  const PeakClock peak = peak_clock(h, h.cores);
+  j["cpu_table_row"] = peak.part ? (peak.part->name.empty() ? std::string(peak.part->microarchitecture) + " (microarchitecture row)"
+                                                            : std::string(peak.part->name) + ", " +
+                                                                  std::string(peak.part->microarchitecture))
+                                 : std::string("none: not in the CPU table");
+  j["peak_clock_ghz"] = peak.ghz;
+  j["peak_clock_source"] = peak.source;
   j["caches"] = nlohmann::ordered_json::array();
   for (const HostCache& c : h.caches) {
     j["caches"].push_back({{"level", c.level}, {"type", c.type}, {"size_bytes", c.size_bytes},
@@ -90,10 +100,21 @@ std::string render_calibration(const Calibration& c, Format format) {
                            rate(l.copy), rate(l.triad), percent(l.triad.spread)});
   }
   if (format == Format::kCsv) return report::render_table(levels, format);
-  std::string out = fmt::format("{}calibration of {}\n{} ({} threads, {} kernels, clock {:.3f} GHz measured, "
-                                "{:.1f} s{})\n\n",
+  std::string out = fmt::format("{}calibration of {}\n{} ({} thread{}, {} kernels, {} round{} (best two within "
+                                "{:.0f}%), clock {:.3f} GHz measured, {:.1f} s{})\n",
                                 format == Format::kMarkdown ? "### " : "", c.fingerprint, c.created, c.threads,
-                                c.kernel_isa, c.clock_ghz, c.seconds, c.quick ? ", quick" : "");
+                                c.threads == 1 ? "" : "s", c.kernel_isa, c.rounds, c.rounds == 1 ? "" : "s",
+                                100 * c.round_tolerance, c.clock_ghz, c.seconds, c.quick ? ", quick" : "");
+  out += fmt::format("theoretical peaks at {:.3f} GHz: {}\n", c.peak_clock_ghz, c.peak_clock_source);
+  auto load = [](const CalibrationLoad& l) {
+    return fmt::format("other processes {:.0f}% of a CPU, steal {:.1f}%{} over {:.2f} s", 100 * l.other_cpus,
+                       100 * l.steal_fraction,
+                       l.other_runnable >= 0 ? fmt::format(", {:.1f} other runnable tasks", l.other_runnable) : "",
+                       l.seconds);
+  };
+  out += fmt::format("load before: {}; during: {}\n", load(c.load_before), load(c.load_during));
+  for (const std::string& b : c.busy) out += "busy: " + b + "\n";
+  out += "\n";
   out += report::render_table(levels, format);
   out += fmt::format("plain STREAM triad at the DRAM size: {} (the triad kernel: {:.1f}% of it)\n\n",
                      report::si(c.stream_triad.best, "B/s"), 100 * c.levels.back().triad.best / c.stream_triad.best);

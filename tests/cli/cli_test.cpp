@@ -9,6 +9,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_run.hpp"
+#include "neuralcost/hardware/calibration.hpp"
+#include "neuralcost/hardware/host.hpp"
+#include "unit/synthetic_load.hpp"
 
 namespace neuralcost {
 namespace {
@@ -181,6 +184,54 @@ TEST(CliTest, OutputThroughASymlinkReplacesItsTargetAndDevicesAreWrittenInPlace)
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ::testing::StartsWith("name,kind,"));
   std::filesystem::remove_all(dir);
+}
+
+/// A scratch calibration cache for one test.
+struct ScratchCache {
+  ScratchCache() : dir(std::filesystem::temp_directory_path() / ("nc_cli_cache_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+  }
+  ~ScratchCache() { std::filesystem::remove_all(dir); }
+  std::string env() const { return "NEURALCOST_CACHE_DIR=" + dir.string(); }
+  std::filesystem::path dir;
+};
+
+TEST(CliTest, HostRoofsAreForTheThreadsAsked) {
+  // a canned 1-thread calibration of this CPU in a scratch cache: `--threads 1` shows it (and
+  // says it is one thread's), and host-spec gives one core's theoretical peak
+  ScratchCache cache;
+  const HostDescription host = describe_host();
+  nlohmann::json c = nlohmann::json::parse(slurp(std::string(NEURALCOST_TEST_INPUTS) + "/calibration/zen4_vm.json"));
+  c["fingerprint"] = host_fingerprint(host);
+  c["threads"] = 1;
+  std::ofstream(cache.dir / "host-calibration-1t.json") << c.dump();
+  CliResult r = run_cli_env(cache.env(), "hardware show host --threads 1 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  nlohmann::json spec = nlohmann::json::parse(r.out);
+  EXPECT_THAT(spec["name"].get<std::string>(), HasSubstr("(calibrated, 1 thread)"));
+  EXPECT_DOUBLE_EQ(spec["peak_flops_per_second"]["fp32"].get<double>(), 230e9);
+  r = run_cli_env(cache.env(), "hardware show host-spec --threads 1 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  spec = nlohmann::json::parse(r.out);
+  EXPECT_THAT(spec["name"].get<std::string>(), HasSubstr("(theoretical, 1 thread)"));
+  EXPECT_DOUBLE_EQ(spec["peak_flops_per_second"]["fp32"].get<double>(),
+                   theoretical_host_spec(host, 1).peak_flops_per_second.at(DType::kFp32));
+}
+
+TEST(CliTest, CalibrateOnABusyMachinePrintsButDoesNotSave) {
+  ScratchCache cache;
+  load_testing::SyntheticLoad load;
+  ASSERT_TRUE(load.running());
+  const CliResult r = run_cli_env(cache.env(), "hardware calibrate --quick --format json");
+  load.stop();
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("error: calibration not saved: other processes used"));
+  EXPECT_THAT(r.err, HasSubstr("rerun on an idle machine"));
+  EXPECT_THAT(r.err, HasSubstr("Add --force to save it anyway"));
+  const nlohmann::json printed = nlohmann::json::parse(r.out);  // still printed, whole
+  EXPECT_FALSE(printed["load"]["busy"].empty());
+  EXPECT_TRUE(std::filesystem::is_empty(cache.dir));  // nothing saved
 }
 
 }  // namespace

@@ -174,15 +174,16 @@ TEST(DeviceTest, TheSpecFollowsTheDevice) {
   EXPECT_THROW(default_hardware_for({&fake}, "cuda:7"), Error);  // no backend offers it
 }
 
-TEST(DeviceTest, TheCpuSamplerCountsPageFaultsOfTheTimedPhase) {
+TEST(DeviceTest, TheCpuSamplersCountPageFaultsAndLoadOfTheTimedPhase) {
   const FakeGpuBackend fake;
   const auto runs = profile(fake, ff(), spec("epyc-9654"), on("cpu"));
   ASSERT_EQ(runs.size(), 1u);
   const ProfileRun& r = runs[0];
   ASSERT_FALSE(r.outcome.failed()) << r.outcome.error();
-  ASSERT_EQ(r.timing.counters.size(), 1u);
-  const Counter& faults = r.timing.counters[0];
-  EXPECT_EQ(faults.name, "page_faults");
+  // page faults, and the load the CPU's load sampler saw (measure/load.hpp; tested in load_test.cpp)
+  ASSERT_NE(find_counter(r.timing.counters, "page_faults"), nullptr);
+  EXPECT_NE(find_counter(r.timing.counters, "cpus_used_by_others"), nullptr);
+  const Counter& faults = *find_counter(r.timing.counters, "page_faults");
   EXPECT_EQ(faults.kind, Counter::Kind::kPerIteration);
   EXPECT_DOUBLE_EQ(faults.value, 2.0);  // the fake's two per pass, warm-up excluded
   EXPECT_EQ(r.contract.at("page_faults_per_iteration"), "2.0");

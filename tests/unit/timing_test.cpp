@@ -134,6 +134,37 @@ TEST(TimingTest, ANarrowIntervalWithAWideSpreadIsStillTooNoisy) {
   EXPECT_THAT(r.reasons[0], HasSubstr("coefficient of variation"));
 }
 
+TEST(TimingTest, FastestPassesFarBelowTheMedianAreMistrusted) {
+  // 7 passes in 100 at half the median's time: the spread is modest (CV 0.13), but the machine
+  // ran a pass in 5 ms, so the 10 ms median is the time of passes slowed by something else
+  ScriptedBackend b{[](int i) { return i % 100 < 7 ? 5e-3 : 1e-2; }};
+  TimingOptions o = quick();
+  o.warmup_iterations = 0;
+  o.min_samples = 200;
+  const TimingResult r = time_until_stable(b.callable(), o);
+  EXPECT_LT(r.summary.cv, o.max_cv);
+  EXPECT_DOUBLE_EQ(r.summary.p5, 5e-3);
+  EXPECT_EQ(r.verdict, Verdict::kMistrusted);
+  ASSERT_EQ(r.reasons.size(), 1u);
+  EXPECT_THAT(r.reasons[0], HasSubstr("the fastest passes disagree with the median: p5 0.005 s is 50% below"));
+  EXPECT_THAT(r.reasons[0], HasSubstr("rerun on an idle machine"));
+  // 3 in 100: p5 is a normal pass, nothing to say
+  ScriptedBackend few{[](int i) { return i % 100 < 3 ? 5e-3 : 1e-2; }};
+  EXPECT_EQ(time_until_stable(few.callable(), o).verdict, Verdict::kOk);
+}
+
+TEST(TimingTest, TheIssuesBusyRunIsMistrustedForEveryCause) {
+  // issue 12: median 32 ms with p5 403 us and CV 38 % was `ok`; now the CV and the p5 both say so
+  ScriptedBackend b{[](int i) { return i % 10 == 0 ? 4.03e-4 : 3.2e-2 + 1e-3 * (i % 7); }};
+  TimingOptions o = quick();
+  o.warmup_iterations = 0;
+  o.min_samples = 100;
+  const TimingResult r = time_until_stable(b.callable(), o);
+  EXPECT_EQ(r.verdict, Verdict::kMistrusted);
+  EXPECT_THAT(r.reasons, ::testing::Contains(HasSubstr("coefficient of variation")));
+  EXPECT_THAT(r.reasons, ::testing::Contains(HasSubstr("the fastest passes disagree with the median")));
+}
+
 TEST(TimingTest, MaxSamplesEndsSamplingWithoutTheTarget) {
   ScriptedBackend b{[](int i) { return i % 2 ? 1e-4 : 9e-4; }};
   TimingOptions o = quick();

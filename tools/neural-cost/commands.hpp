@@ -12,8 +12,9 @@ namespace neuralcost::cli {
 
 /// Prints `text` to stdout, or writes it atomically to `output` when one is given.
 void emit(const std::string& text, const std::string& output);
-/// resolve_hardware, with a note on stderr when `host` had to be calibrated first.
-HardwareSpec hardware_for(const std::string& id_or_path);
+/// resolve_hardware, with a note on stderr when `host` had to be calibrated first; `threads`
+/// chooses host's calibration (the ceilings of that many threads' cores; 0: one per CPU).
+HardwareSpec hardware_for(const std::string& id_or_path, int threads = 0);
 /// Adds --format with table|json|csv|md validation.
 void add_format_option(CLI::App& command, std::string& format);
 /// --format when given; else the format `output`'s extension names (-o out.json: JSON); else `format`'s default.

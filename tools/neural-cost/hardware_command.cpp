@@ -3,8 +3,11 @@
 #include <cstdio>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "commands.hpp"
 #include "neuralcost/calibrate/calibrate.hpp"
+#include "neuralcost/core/error.hpp"
 
 namespace neuralcost::cli {
 
@@ -21,14 +24,19 @@ void add_hardware_command(CLI::App& app) {
 
   auto show_id = std::make_shared<std::string>();
   auto show_format = std::make_shared<std::string>("table");
+  auto show_threads = std::make_shared<int>(0);
   CLI::App* show = hw->add_subcommand("show", "Show one spec with the source of every number");
   show->add_option("id", *show_id,
                    "Hardware id or alias, a spec JSON file, host (this machine, calibrated) or host-spec (its "
-                   "theoretical peaks)")
+                   "theoretical peaks at the CPU's documented clock)")
       ->required();
+  show->add_option("--threads", *show_threads,
+                   "host, host-spec: the ceilings of the cores N threads use (0: every CPU this process may use)")
+      ->check(CLI::Range(0, 4096))
+      ->capture_default_str();
   add_format_option(*show, *show_format);
-  show->callback([show_id, show_format] {
-    emit(render_hardware(hardware_for(*show_id), *parse_format(*show_format)), "");
+  show->callback([show_id, show_format, show_threads] {
+    emit(render_hardware(hardware_for(*show_id, *show_threads), *parse_format(*show_format)), "");
   });
 
   auto detect_format = std::make_shared<std::string>("table");
@@ -39,16 +47,25 @@ void add_hardware_command(CLI::App& app) {
 
   struct CalibrateArgs {
     bool quick = false;
+    bool force = false;
     int threads = 0;
     std::string format = "table";
     std::string output;
   };
   auto cal = std::make_shared<CalibrateArgs>();
   CLI::App* calibrate_cmd = hw->add_subcommand(
-      "calibrate", "Measure this machine's ceilings (bandwidth per cache level and DRAM, FMA peaks, GEMM) and "
-                   "cache them for --hardware host");
-  calibrate_cmd->add_flag("--quick", cal->quick, "Fewer repetitions and smaller GEMMs (under 10 s instead of 60 s)");
-  calibrate_cmd->add_option("--threads", cal->threads, "Threads (default: one per CPU this process may use)")
+      "calibrate",
+      "Measure this machine's ceilings (bandwidth per cache level and DRAM, FMA peaks, GEMM) in interleaved rounds "
+      "until the best rounds agree, and cache them for --hardware host (one calibration per thread count). The "
+      "load of the machine is read before and during the measurement: a calibration taken while other processes "
+      "ran, or whose rounds disagree, is printed but not saved (exit code 1) unless --force");
+  calibrate_cmd->add_flag("--quick", cal->quick, "Fewer runs per round and smaller GEMMs (on an idle 2-vCPU VM about 4 s instead of 6 to 9 s)");
+  calibrate_cmd->add_flag("--force", cal->force,
+                          "Save the calibration even when the machine was busy or the rounds disagree (the reasons "
+                          "stay in its warnings)");
+  calibrate_cmd->add_option("--threads", cal->threads,
+                            "Threads, one pinned per CPU: the ceilings of a run of N threads (default: one per CPU "
+                            "this process may use)")
       ->check(CLI::Range(1, 4096));
   add_format_option(*calibrate_cmd, cal->format);
   calibrate_cmd->add_option("-o,--output", cal->output, "Write the result to FILE (atomically) instead of stdout");
@@ -57,10 +74,22 @@ void add_hardware_command(CLI::App& app) {
     CalibrationOptions options;
     options.quick = cal->quick;
     options.threads = cal->threads;
-    const Calibration c = calibrate(describe_host(), options);
-    save_calibration(c);
-    std::fprintf(stderr, "note: saved to %s; --hardware host uses it\n", calibration_cache_path().c_str());
+    Calibration c = calibrate(describe_host(), options);
+    const std::vector<std::string> doubts = why_not_cacheable(c);
+    if (!doubts.empty() && cal->force) {
+      for (const std::string& d : doubts) c.warnings.push_back("saved with --force although " + d);
+    }
     emit(render_calibration(c, format), cal->output);
+    if (doubts.empty() || cal->force) {
+      save_calibration(c);
+      std::fprintf(stderr, "note: saved to %s; --hardware host uses it for runs of %d thread%s\n",
+                   calibration_cache_path(c.threads).c_str(), c.threads, c.threads == 1 ? "" : "s");
+      return;
+    }
+    std::string why;
+    for (const std::string& d : doubts) why += (why.empty() ? "" : "; ") + d;
+    throw Error(ErrorCode::kResourceExhausted,
+                fmt::format("calibration not saved: {}. Add --force to save it anyway", why));
   });
 }
 

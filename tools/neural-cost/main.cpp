@@ -21,8 +21,8 @@ void emit(const std::string& text, const std::string& output) {
   }
 }
 
-HardwareSpec hardware_for(const std::string& id_or_path) {
-  const ResolvedHardware resolved = resolve_hardware(id_or_path);
+HardwareSpec hardware_for(const std::string& id_or_path, int threads) {
+  const ResolvedHardware resolved = resolve_hardware(id_or_path, threads);
   if (resolved.source != HardwareSource::kNeedsCalibration) return *resolved.spec;
   // host with nothing usable cached: calibrating takes seconds, so say so on stderr
   std::string status;

@@ -54,14 +54,18 @@ void add_run_options(CLI::App& command, RunArgs& a) {
   cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
   cmd->add_option("--dtype", args->dtype, "fp32 or fp64: the model's, and a file's inputs without their own")
       ->capture_default_str();
-  cmd->add_option("--threads", args->threads, "Intra-op threads (0: the library's default)")->capture_default_str();
+  cmd->add_option("--threads", args->threads,
+                  "Intra-op threads (0: the library's default). With --hardware host or host-spec the roof is the "
+                  "ceiling of the cores N threads use, calibrated (and cached) per thread count; 0: every CPU")
+      ->capture_default_str();
   cmd->add_option("--device", args->device,
                   "Device to run on: cpu, or cuda:N (torch only; see `neural-cost backends` for each backend's)")
       ->capture_default_str();
   cmd->add_option("--hardware", args->hardware,
                   "Roofline spec (default: the device's own: host for cpu, the GPU's built-in spec for cuda:N): "
-                  "host (this machine, calibrated: measured on first use and cached), host-spec (its theoretical "
-                  "peaks), a built-in id, or a spec JSON file");
+                  "host (this machine, calibrated for --threads: measured on first use and cached unless the "
+                  "machine was busy), host-spec (its theoretical peaks at the CPU's documented clock), a built-in "
+                  "id, or a spec JSON file");
   cmd->add_flag("--allow-hardware-mismatch", args->allow_hardware_mismatch,
                 "Accept a --hardware spec of another kind of device than --device (e.g. a GPU's roofline for a "
                 "cpu run); every run then carries a warning");
@@ -105,8 +109,10 @@ RunSetup prepare_run(const RunArgs& args) {
   check_modes(backends, options.modes);
   // one backend: a device it does not have is the command's error (several: a failed run each)
   if (backends.size() == 1) check_device_offered(*backends.front(), options.run.device);
+  // the roof of a CPU run is the ceiling of the cores its threads use (host's calibration by thread count)
   setup.hardware =
-      hardware_for(args.hardware.empty() ? default_hardware_for(backends, options.run.device) : args.hardware);
+      hardware_for(args.hardware.empty() ? default_hardware_for(backends, options.run.device) : args.hardware,
+                   options.run.threads);
   return setup;
 }
 

@@ -15,13 +15,25 @@
 
 namespace neuralcost {
 
-/// Repeated runs of one rate (bytes/s or FLOP/s).
+/// Repeated runs of one rate (bytes/s or FLOP/s), over interleaved rounds.
 struct RateMeasurement {
   double best = 0;    ///< the highest rate seen
   double median = 0;
   double spread = 0;  ///< (best - worst) / best
   int runs = 0;
-  std::string kernel; ///< the variant that set `best` (bandwidth: avx512, avx2, scalar)
+  std::string kernel; ///< the variant that set `best` (bandwidth: avx512, avx512-nt, avx2, sse, scalar)
+  int rounds = 0;     ///< rounds it was measured in (0: not measured in rounds)
+  /// (best round - second-best round) / best round: how well the best two rounds agree (0 with
+  /// fewer than two rounds)
+  double round_agreement = 0;
+};
+
+/// What the load of the machine was around a calibration (measure/load.hpp measures it).
+struct CalibrationLoad {
+  double seconds = 0;          ///< the window
+  double other_cpus = 0;       ///< other processes' CPU time, in CPUs averaged over the window
+  double steal_fraction = 0;   ///< share of the CPUs' time the hypervisor took
+  double other_runnable = -1;  ///< runnable tasks beyond calibration's own, on average (-1: unknown)
 };
 
 struct BandwidthLevel {
@@ -45,11 +57,20 @@ struct Calibration {
   bool quick = false;
   int threads = 1;
   std::string kernel_isa;     ///< avx512, avx2, neon, scalar
-  double clock_ghz = 0;       ///< measured with dependent adds on every thread at once
+  double clock_ghz = 0;       ///< measured with dependent adds on every thread at once (recorded, not used for peaks)
+  double peak_clock_ghz = 0;  ///< the clock of the theoretical peaks (cpu_parts.hpp: documented when the CPU is known)
+  std::string peak_clock_source;
+  int rounds = 0;                 ///< interleaved rounds run
+  double round_tolerance = 0;     ///< the best two rounds of every key figure agree within this, or it is said why not
+  CalibrationLoad load_before;    ///< the machine watched while calibration slept, before measuring
+  CalibrationLoad load_during;    ///< over the whole measurement (calibration's own CPU time excluded)
+  /// Why this calibration must not be cached (load before or during, rounds that disagree); empty
+  /// when it may. calibrate/calibrate.hpp's why_not_cacheable adds checks of the figures.
+  std::vector<std::string> busy;
   std::vector<BandwidthLevel> levels;              ///< caches smallest first, DRAM last
   RateMeasurement stream_triad;                    ///< a plain STREAM triad at the DRAM size, same run
   std::map<std::string, RateMeasurement> fma;      ///< peak FLOP/s by dtype (fp32, fp64, bf16)
-  std::map<std::string, double> theoretical_flops; ///< cores x FLOP/cycle x measured clock, by dtype
+  std::map<std::string, double> theoretical_flops; ///< cores x FLOP/cycle x peak clock, by dtype (host-spec's peaks)
   std::vector<GemmCeiling> gemm;
   std::map<std::string, std::string> environment;  ///< facts that change ceilings
   std::vector<std::string> warnings;               ///< figures that cannot be believed, and why
@@ -57,11 +78,13 @@ struct Calibration {
 };
 
 /// The spec `--hardware host` uses: measured FMA peaks, DRAM triad bandwidth, and each cache
-/// level with its measured triad bandwidth (for the cache-aware roofline).
+/// level with its measured triad bandwidth (for the cache-aware roofline); the ceilings of the
+/// cores calibration.threads threads use, and the name says so.
 HardwareSpec calibrated_spec(const HostDescription& host, const Calibration& calibration);
 
-/// The spec of `which` ("host": calibrated_spec; "host-spec": the theoretical peaks with the
-/// measured DRAM bandwidth, which no file gives), with "Calibration: <status>" as its first note.
+/// The spec of `which` ("host": calibrated_spec; "host-spec": the theoretical peaks of the same
+/// threads' cores with the measured DRAM bandwidth, which no file gives), with "Calibration:
+/// <status>" as its first note.
 HardwareSpec host_spec_from_calibration(const std::string& which, const HostDescription& host,
                                         const Calibration& calibration, const std::string& status);
 
@@ -73,19 +96,24 @@ std::string calibration_to_json(const Calibration& calibration);
 Calibration parse_calibration(std::string_view json_text, const std::string& origin);
 
 /// $NEURALCOST_CACHE_DIR, else $XDG_CACHE_HOME/neural-cost, else ~/.cache/neural-cost; plus
-/// "/host-calibration.json".
-std::string calibration_cache_path();
+/// "/host-calibration-<threads>t.json": one calibration per thread count, so that a 1-thread
+/// run's ceilings and the all-CPU ones are kept side by side.
+std::string calibration_cache_path(int threads);
 
-/// The cache file's calibration, when it belongs to this CPU, used one thread per CPU and is full
-/// when `full` is asked for. Never measures.
+/// The thread count a run of `threads` threads (0: the library's default, one per CPU) is
+/// calibrated with: at most one per CPU this process may use.
+int calibration_threads(const HostDescription& host, int threads);
+
+/// The cache file's calibration for calibration_threads(host, threads) threads, when it belongs
+/// to this CPU and is full when `full` is asked for. Never measures.
 struct CachedCalibration {
   std::optional<Calibration> calibration;  ///< empty when none is usable
-  std::string status;  ///< "calibration of <date> from <path>", or why none is usable
+  std::string status;  ///< "calibration of <date> (N threads) from <path>", or why none is usable
   bool stale = false;  ///< a file was there but cannot be used (another CPU, other threads, corrupt)
 };
-CachedCalibration load_cached_calibration(const HostDescription& host, bool full);
+CachedCalibration load_cached_calibration(const HostDescription& host, int threads, bool full);
 
-/// Saves a calibration to calibration_cache_path() (atomically; creates the folder).
+/// Saves a calibration to calibration_cache_path(calibration.threads) (atomically; creates the folder).
 void save_calibration(const Calibration& calibration);
 
 }  // namespace neuralcost

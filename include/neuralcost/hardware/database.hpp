@@ -51,6 +51,7 @@ struct ResolvedHardware {
   /// is usable (no file, another CPU, other threads, corrupt). Empty otherwise.
   std::string status;
   bool stale_calibration = false;     ///< kNeedsCalibration: a cached file exists but cannot be used
+  int threads = 0;                    ///< host / host-spec: the threads the roof is for (0: one per CPU)
 };
 
 /// Resolves a --hardware argument without measuring anything: "host" is this machine as
@@ -58,8 +59,10 @@ struct ResolvedHardware {
 /// DRAM bandwidth; both need a cached calibration, else the result is kNeedsCalibration and
 /// calibrate_if_needed (calibrate/calibrate.hpp) measures one. A path to an existing file (or
 /// anything ending in .json) is loaded as a spec file; otherwise it must be a built-in id or
-/// alias (kNotFound with the nearest ids).
-ResolvedHardware resolve_hardware(const std::string& id_or_path);
+/// alias (kNotFound with the nearest ids). `threads` chooses the calibration of host and
+/// host-spec: the ceilings of the cores a run of that many threads uses (0: one per CPU); it
+/// does not matter for any other spec.
+ResolvedHardware resolve_hardware(const std::string& id_or_path, int threads = 0);
 /// Whether `id_or_path` names this machine ("host" or "host-spec").
 bool names_host(const std::string& id_or_path);
 

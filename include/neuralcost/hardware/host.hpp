@@ -33,7 +33,9 @@ struct HostDescription {
   int sockets = 1;
   std::vector<std::string> flags;  ///< /proc/cpuinfo flags (x86) or Features (ARM)
   std::vector<std::string> isa;    ///< the extensions that change peaks: avx2, avx512f, avx512_bf16, amx_tile, sve, ...
-  double ghz = 0;                  ///< the clock the peaks use (see ghz_source)
+  /// The clock Linux reports (cpufreq's maximum, else 'cpu MHz'; see ghz_source). The peaks use
+  /// the CPU table's documented clock instead when the part is in it (cpu_parts.hpp).
+  double ghz = 0;
   std::string ghz_source;
   std::vector<HostCache> caches;   ///< data and unified caches, smallest first
   std::uint64_t memory_bytes = 0;
@@ -50,11 +52,17 @@ struct HostDescription {
 /// the CPU count is the process's affinity mask; for a canned tree, the processors listed.
 HostDescription describe_host(const std::string& root = "/");
 
-/// FP32 FLOPs per cycle per core from the microarchitecture (FMA units x vector lanes x 2),
-/// and the assumption behind it in `why`.
+/// FP32 FLOPs per cycle per core (FMA units x vector lanes x 2): the CPU table's row when it has
+/// one, else from the microarchitecture's family and flags; the assumption behind it in `why`.
 int fp32_flops_per_cycle(const HostDescription& host, std::string& why);
 
-/// Theoretical peaks (no bandwidth) at `host.ghz`, every factor named in the sources.
-HardwareSpec theoretical_host_spec(const HostDescription& host);
+/// The cores a run of `threads` threads uses (0: one per CPU this process may use): never more
+/// than the cores there are.
+int cores_for_threads(const HostDescription& host, int threads);
+
+/// Theoretical peaks (no bandwidth) of the cores `threads` threads use (0: all of them), at the
+/// peak clock of cpu_parts.hpp (`measured_ghz` only when the CPU is not in the table and Linux
+/// reports no clock); every factor named in the sources.
+HardwareSpec theoretical_host_spec(const HostDescription& host, int threads = 0, double measured_ghz = 0);
 
 }  // namespace neuralcost

@@ -25,8 +25,11 @@ struct TimingOptions {
   double budget_seconds = 5.0;     ///< sampling stops here whatever the interval
   /// A median below this many clock ticks is "too short for the clock".
   double min_clock_ticks = 1000;
-  /// CV above this is "too noisy" even when the interval met its target.
-  double max_cv = 0.5;
+  /// CV (stddev / mean) above this is "too noisy", whether or not the interval met its target.
+  double max_cv = 0.25;
+  /// The fastest passes disagree with the median when p5 lies below the CI's low end by more
+  /// than this fraction of the median: most passes were slowed by something else.
+  double max_p5_gap = 0.25;
 };
 
 
