@@ -208,7 +208,18 @@ void validate(const ProfileOptions& options) {
 }
 
 void check_modes(const std::vector<const Backend*>& backends, const std::vector<std::string>& modes) {
-  if (backends.size() < 2) return;
+  if (backends.size() == 1) {
+    // one backend: its own modes, before anything slow (a calibration) runs
+    const auto known = backends.front()->modes();
+    for (const std::string& m : modes) {
+      if (std::find(known.begin(), known.end(), m) == known.end()) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("backend '{}' has no mode '{}' (modes: {})",
+                                                             backends.front()->name(), m, fmt::join(known, ", ")));
+      }
+    }
+    return;
+  }
+  if (backends.empty()) return;
   for (const std::string& m : modes) {
     const bool known = std::any_of(backends.begin(), backends.end(), [&](const Backend* b) {
       const auto own = b->modes();

@@ -4,6 +4,8 @@
 
 #include <fstream>
 
+#include <algorithm>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -29,12 +31,13 @@ TEST(CliProfileTest, ProfilesEveryReferenceNetworkInBothModes) {
     EXPECT_EQ(run["backend"], "libtorch");
     EXPECT_EQ(run["batch"], 2);
     EXPECT_EQ(run["device"], "cpu");
-    // the CPU's sampler counted page faults over the timed phase
-    ASSERT_EQ(run["counters"].size(), 1u) << what;
-    EXPECT_EQ(run["counters"][0]["name"], "page_faults");
-    EXPECT_EQ(run["counters"][0]["unit"], "faults");
-    EXPECT_EQ(run["counters"][0]["kind"], "per_iteration");
-    EXPECT_GE(run["counters"][0]["value"].get<double>(), 0) << what;
+    // the CPU's samplers counted page faults (and the load) over the timed phase
+    const auto faults = std::find_if(run["counters"].begin(), run["counters"].end(),
+                                     [](const auto& c) { return c["name"] == "page_faults"; });
+    ASSERT_NE(faults, run["counters"].end()) << what;
+    EXPECT_EQ((*faults)["unit"], "faults");
+    EXPECT_EQ((*faults)["kind"], "per_iteration");
+    EXPECT_GE((*faults)["value"].get<double>(), 0) << what;
     const auto& timing = run["timing"];
     EXPECT_GT(timing["median_seconds"].get<double>(), 0) << what;
     EXPECT_LE(timing["ci95_low_seconds"].get<double>(), timing["median_seconds"].get<double>()) << what;
