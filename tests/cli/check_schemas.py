@@ -122,6 +122,26 @@ else:
         expect(len(document["comparison"]) == 1 and document["comparison"][0]["same_model"],
                "profile of four backends: expected one comparison row with the same model")
 
+# Results files (tests/inputs/results, written by the real CLI: make_results.sh): the profile
+# document, every line of the JSON Lines files, and what cost and compare print from them. The
+# results-line schema's copies of the profile schema's definitions must be equal to them.
+results_line_schema = json.load(open(f"{source}/docs/schema/results-line.schema.json"))
+cost_schema = json.load(open(f"{source}/docs/schema/cost.schema.json"))
+comparison_schema = json.load(open(f"{source}/docs/schema/comparison.schema.json"))
+for name, definition in profile_schema["$defs"].items():
+    expect(results_line_schema["$defs"].get(name) == definition,
+           f"results-line.schema.json: $defs/{name} is not a copy of profile.schema.json's")
+results = f"{source}/tests/inputs/results"
+check(json.load(open(f"{results}/study.json")), profile_schema, "results: study.json")
+for name in ["before.jsonl", "after.jsonl"]:
+    for number, line in enumerate(open(f"{results}/{name}"), 1):
+        check(json.loads(line), results_line_schema, f"results: {name}:{number}")
+rejects({"benchmark": "foreign"}, results_line_schema, "the results-line schema accepted a foreign line")
+rejects({"model": "ff"}, results_line_schema, "the results-line schema accepted a run without its fields")
+check(cli("cost", f"{results}/study.json", "--price-per-hour", "2.5", "--format", "json"), cost_schema, "cost study.json")
+check(cli("compare", f"{results}/before.jsonl", f"{results}/after.jsonl", "--format", "json"), comparison_schema,
+      "compare before.jsonl after.jsonl")
+
 # The schemas must reject what the code never emits: a missing required field.
 broken = cli("analyze", "--model", "ff", "--format", "json")
 del broken["ops"][0]["bytes_read"]
