@@ -64,8 +64,11 @@ std::string speedup_sentence(const ResultsFile& results, const Findings& f) {
                          si(c.unattributed_seconds, "s"), rate);
       break;
     case SpeedupSource::kUnknown:
-      out += fmt::format(" Without per-layer times (--layer-runs 0) it cannot say whether dispatch or math got faster; "
-                         "{}.", rate);
+      out += fmt::format(" Whether dispatch or math got faster needs per-layer times of both runs, which {} not have "
+                         "(compiled programs are timed whole); {}.",
+                         e.layers.empty() && c.layers.empty() ? "they do" : e.layers.empty() ? "the eager run does"
+                                                                                          : "the compiled run does",
+                         rate);
       break;
   }
   std::size_t slower = 0;

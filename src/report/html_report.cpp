@@ -511,7 +511,7 @@ Chart speedup_chart(const ResultsFile& results, const Findings& f) {
     hi = std::max(hi, s.speedup);
     const char* source = s.source == SpeedupSource::kDispatch ? "mostly less dispatch (outside the layers)"
                          : s.source == SpeedupSource::kLayers ? "mostly faster layers"
-                                                              : "unknown (no per-layer times)";
+                                                              : "unknown (a run has no per-layer times)";
     bars.push_back({{"label", label_of(k)}, {"batch", k.batch}, {"speedup", s.speedup}, {"backend", k.backend},
                     {"text", fmt::format("{:.2f}x", s.speedup)},
                     {"tooltip",

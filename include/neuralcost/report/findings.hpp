@@ -39,7 +39,7 @@ struct ConfigWins {
 enum class SpeedupSource {
   kDispatch,  ///< most of the time saved was outside the layers (unattributed: dispatch, framework)
   kLayers,    ///< most of it was in the layers (faster kernels or fewer ops)
-  kUnknown,   ///< a run has no per-layer times (--layer-runs 0)
+  kUnknown,   ///< a run has no per-layer times (--layer-runs 0, or a compiled program timed whole)
 };
 
 struct Speedup {
