@@ -229,7 +229,7 @@ Chart roofline_chart(const ResultsFile& results, std::vector<std::string>& notes
                  color_scale(runs),
                  shape_scale(runs)};
   s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"title", "arithmetic intensity (FLOP/byte)"}, {"grid", true},
-                {"format", "~g"}},
+                {"format", "~g"}, {"labelOverlap", true}},
                {{"orient", "left"}, {"scale", "y"}, {"title", "FLOP/s"}, {"grid", true}, {"format", "~s"}}};
   s["legends"] = {{{"fill", "color"}, {"title", "framework"}, {"symbolType", "circle"}},
                   {{"shape", "shape"}, {"title", "mode"}}};
@@ -340,8 +340,9 @@ Chart latency_chart(const ResultsFile& results) {
                   {"range", "height"}, {"padding", 0.3}},
                  color_scale(runs),
                  shape_scale(runs)};
-  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"grid", true},
-                {"encode", {{"labels", {{"update", {{"text", {{"signal", "format(datum.value, '~s') + 's'"}}}}}}}}},
+  // the log axis's own labels (it leaves some ticks unlabelled), in seconds
+  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"grid", true}, {"format", "~s"}, {"labelOverlap", true},
+                {"encode", {{"labels", {{"update", {{"text", {{"signal", "datum.label ? datum.label + 's' : ''"}}}}}}}}},
                 {"title", "median time per pass; whiskers: 95% CI of the median"}},
                {{"orient", "left"}, {"scale", "y"}, {"labelLimit", 260}}};
   s["legends"] = {{{"fill", "color"}, {"title", "framework"}, {"symbolType", "circle"}},
@@ -400,8 +401,11 @@ Chart heatmap_chart(const ResultsFile& results) {
                {{"name", "shown"},
                 {"source", "cells"},
                 {"transform", json::array({{{"type", "filter"}, {"expr", "datum.batch === batch"}}})}}};
-  s["scales"] = {{{"name", "x"}, {"type", "band"}, {"domain", configs}, {"range", "width"}, {"padding", 0.04}},
-                 {{"name", "y"}, {"type", "band"}, {"domain", models}, {"range", "height"}, {"padding", 0.04}},
+  // the configurations and models of the chosen batch (a model may have been run at other batches only)
+  s["scales"] = {{{"name", "x"}, {"type", "band"}, {"domain", {{"data", "shown"}, {"field", "config"}}},
+                  {"range", "width"}, {"padding", 0.04}},
+                 {{"name", "y"}, {"type", "band"}, {"domain", {{"data", "shown"}, {"field", "model"}}},
+                  {"range", "height"}, {"padding", 0.04}},
                  {{"name", "heat"}, {"type", "linear"}, {"domain", {0, top > 0 ? top : 1}},
                   {"range", {{"scheme", "blues"}}}, {"zero", true}}};
   s["axes"] = {{{"orient", "top"}, {"scale", "x"}, {"labelLimit", 150}}, {{"orient", "left"}, {"scale", "y"}}};
@@ -650,9 +654,10 @@ h1{font-size:22px;margin:8px 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bo
 ul.findings li{margin:4px 0}
 table{border-collapse:collapse;font-size:12.5px;margin:8px 0}
 th,td{padding:3px 8px;border-bottom:1px solid #e6e6e6;text-align:left;vertical-align:top}
-th{background:#f3f3f3;font-weight:600}td:first-child{white-space:nowrap}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+th{background:#f3f3f3;font-weight:600}td.name{min-width:6em;max-width:24em;overflow-wrap:anywhere}
+.table{overflow-x:auto}td.num{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
 tr.mistrusted td{background:#fff4f2}tr.failed td{background:#f4f4f4;color:#666}
-.flag{color:#d62728;font-weight:600}.why{color:#8a3b2e;font-size:11.5px}
+.flag{color:#d62728;font-weight:600;white-space:nowrap}.why{color:#8a3b2e;font-size:11.5px}
 .chart{margin:6px 0 2px;overflow-x:auto}.vega-bindings{font-size:12.5px;margin:4px 0}
 code{font-size:12.5px;background:#f3f3f3;padding:0 3px;border-radius:3px}
 #nc-check{display:none}
@@ -698,15 +703,18 @@ std::string td(const std::string& text, bool number = false) {
   return fmt::format("<td{}>{}</td>", number ? " class=\"num\"" : "", html_text(text));
 }
 
+/// A cell holding a name (a model path, a layer): it may wrap anywhere, never widen the table much.
+std::string name_td(const std::string& text) { return "<td class=\"name\">" + html_text(text) + "</td>"; }
+
 std::string runs_table(const ResultsFile& results) {
   std::string out =
-      "<table><thead><tr><th>#</th><th>model</th><th>framework</th><th>mode</th><th>batch</th><th>device</th>"
+      "<div class=\"table\"><table><thead><tr><th>#</th><th>model</th><th>framework</th><th>mode</th><th>batch</th><th>device</th>"
       "<th>median</th><th>95% CI</th><th>CV</th><th>samples/s</th><th>FLOP/s</th><th>efficiency</th><th>limit</th>"
       "<th>verdict</th></tr></thead><tbody>\n";
   for (std::size_t i = 0; i < results.runs.size(); ++i) {
     const ResultRun& r = results.runs[i];
     out += fmt::format("<tr class=\"{}\">", r.verdict);
-    out += td(std::to_string(i + 1), true) + td(r.model) + td(r.backend) + td(r.mode) + td(std::to_string(r.batch), true) +
+    out += td(std::to_string(i + 1), true) + name_td(r.model) + td(r.backend) + td(r.mode) + td(std::to_string(r.batch), true) +
            td(r.device);
     if (r.failed()) {
       out += "<td colspan=\"7\">-</td><td><span class=\"flag\">failed</span></td></tr>\n";
@@ -717,15 +725,17 @@ std::string runs_table(const ResultsFile& results) {
            td(report::percent(r.cv), true) + td(si(r.samples_per_second, ""), true) +
            td(si(r.achieved_flops_per_second, "FLOP/s"), true) + td(report::percent(r.efficiency), true) + td(r.bound);
     if (r.mistrusted()) {
+      // the reasons on a row of their own, under the figures they qualify
       std::string why;
       for (const std::string& reason : r.reasons) why += (why.empty() ? "" : "; ") + reason;
-      out += "<td><span class=\"flag\">&#9888; mistrusted</span><div class=\"why\">" + html_text(why) + "</div></td>";
+      out += "<td><span class=\"flag\">&#9888; mistrusted</span></td></tr>\n<tr class=\"mistrusted\"><td></td>"
+             "<td colspan=\"13\" class=\"why\">mistrusted: " + html_text(why) + "</td>";
     } else {
       out += td(r.verdict);
     }
     out += "</tr>\n";
   }
-  return out + "</tbody></table>\n";
+  return out + "</tbody></table></div>\n";
 }
 
 std::string failed_list(const ResultsFile& results) {
@@ -754,7 +764,7 @@ std::string cost_section(const ResultsFile& results, const CostReport& cost) {
   for (std::size_t i = 0; i < results.runs.size(); ++i) {
     const ResultRun& r = results.runs[i];
     const std::optional<RunCost>& c = cost.runs[i];
-    out += "<tr class=\"" + r.verdict + "\">" + td(report::run_name(r));
+    out += "<tr class=\"" + r.verdict + "\">" + name_td(report::run_name(r));
     if (!c) {
       out += fmt::format("<td colspan=\"6\">{}</td></tr>\n", r.failed() ? "failed" : "no price for this hardware");
       continue;
@@ -769,7 +779,7 @@ std::string cost_section(const ResultsFile& results, const CostReport& cost) {
            td(fmt::format("{:.3g}{}", c->per_sample.value, r.mistrusted() ? " (mistrusted)" : ""), true) +
            td(report::money_interval(c->per_million_samples, cur), true) +
            td(c->per_million_tokens ? report::money_interval(*c->per_million_tokens, cur) : "-", true) +
-           td(report::money(c->above_bound_per_million_samples, cur), true) + td(layer) + "</tr>\n";
+           td(report::money(c->above_bound_per_million_samples, cur), true) + name_td(layer) + "</tr>\n";
   }
   out += "</tbody></table>\n";
   std::stable_sort(top.begin(), top.end(), [](const TopLayer& a, const TopLayer& b) {
@@ -783,8 +793,8 @@ std::string cost_section(const ResultsFile& results, const CostReport& cost) {
     for (const TopLayer& t : top) {
       const ResultRun& r = results.runs[t.run];
       const ResultLayer& l = r.layers[t.layer.layer];
-      out += "<tr>" + td(fmt::format("{}:{}", l.event, l.name)) + td(l.kind.empty() ? "-" : l.kind) +
-             td(report::run_name(r)) + td(si(l.measured_seconds, "s"), true) + td(si(l.lower_bound_seconds, "s"), true) +
+      out += "<tr>" + name_td(fmt::format("{}:{}", l.event, l.name)) + td(l.kind.empty() ? "-" : l.kind) +
+             name_td(report::run_name(r)) + td(si(l.measured_seconds, "s"), true) + td(si(l.lower_bound_seconds, "s"), true) +
              td(l.bound.empty() ? "-" : l.bound) + td(report::money(t.layer.above_bound_per_million_samples, cur), true) +
              "</tr>\n";
     }
@@ -802,7 +812,7 @@ std::string comparison_table(const ResultsComparison& c) {
     const bool compared = x.change != Change::kNotComparable;
     std::string notes;
     for (const std::string& n : x.notes) notes += (notes.empty() ? "" : "; ") + n;
-    out += "<tr>" + td(cell_name(x.cell)) + td(x.before.failed() ? "failed" : si(x.before.median_seconds, "s"), true) +
+    out += "<tr>" + name_td(cell_name(x.cell)) + td(x.before.failed() ? "failed" : si(x.before.median_seconds, "s"), true) +
            td(x.after.failed() ? "failed" : si(x.after.median_seconds, "s"), true) +
            td(compared ? fmt::format("{:+.1f}%", (x.ratio - 1) * 100) : "-", true) +
            td(compared ? fmt::format("{:+.1f}% .. {:+.1f}%", (x.ratio_ci95.low - 1) * 100, (x.ratio_ci95.high - 1) * 100)
