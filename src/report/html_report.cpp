@@ -692,7 +692,12 @@ const char* kPageScript = R"js(
     view.logLevel(vega.Warn);
     return view.runAsync().then(function () {
       var marks = element.querySelectorAll('svg g.' + chart.mark + ' > path');
-      check.charts[chart.id] = {expected: chart.expected, drawn: marks.length};
+      var named = {};  // items drawn per named mark (Vega gives a mark's name as a class)
+      element.querySelectorAll('svg g.role-mark').forEach(function (g) {
+        var name = g.getAttribute('class').split(' ')[2];
+        if (name) named[name] = g.querySelectorAll(':scope > path').length;
+      });
+      check.charts[chart.id] = {expected: chart.expected, drawn: marks.length, marks: named};
     });
   });
   Promise.all(drawn).catch(function (e) { record('error', [e && e.stack ? e.stack : e]); }).then(finish);

@@ -192,6 +192,13 @@ TEST(CliReportTest, HtmlReportIsOnePageWithOnlyItsOwnScripts) {
   const json data = report_data(html);
   EXPECT_EQ(data["charts"].size(), 5u);  // roofline, latency, efficiency, scaling, speedup
   EXPECT_EQ(data["charts"][0]["expected"], 16) << "a point per measured run";
+  // hovering a layer of the chosen run shows its figures
+  const json& spec = data["charts"][0]["spec"];
+  ASSERT_EQ(spec["data"][3]["name"], "layers");
+  ASSERT_FALSE(spec["data"][3]["values"].empty());
+  for (const char* key : {"layer", "kind", "FLOPs", "bytes", "arithmetic intensity", "time", "efficiency", "limit"}) {
+    EXPECT_TRUE(spec["data"][3]["values"][0]["tooltip"].contains(key)) << key;
+  }
   std::filesystem::remove(page);
 }
 

@@ -48,15 +48,30 @@ def chromium(args, page):
         return done.stdout, done.stderr
 
 
-def measured_runs(path):
-    """Runs of a results file that did not fail, counted from the file itself."""
+def runs_of(path):
     text = open(path, encoding="utf-8").read()
     try:
-        runs = json.loads(text)["runs"]
+        return json.loads(text)["runs"]
     except (ValueError, KeyError, TypeError):
         runs = [json.loads(line) for line in text.splitlines() if line.strip()]
-        runs = [r for r in runs if "model" in r]
-    return sum(1 for r in runs if not r["failed"])
+        return [r for r in runs if "model" in r]
+
+
+def measured_runs(path):
+    """Runs of a results file that did not fail, counted from the file itself."""
+    return sum(1 for r in runs_of(path) if not r["failed"])
+
+
+def first_run_layers(path):
+    """The layers the roofline shows first: of the first measured run with a layer it can place
+    (FLOPs, bytes and a measured time, for log axes)."""
+    for run in runs_of(path):
+        if run["failed"]:
+            continue
+        drawable = [l for l in run["layers"] if l["flops"] > 0 and l["bytes"] > 0 and l["measured_seconds"] > 0]
+        if drawable:
+            return len(drawable)
+    return 0
 
 
 class Elements(html.parser.HTMLParser):
@@ -122,10 +137,14 @@ def check_page(name, page, results):
     expected = measured_runs(results)
     if roofline != expected:
         fail(f"{name}: the roofline has {roofline} run points, the results file {expected} measured runs")
+    layers = charts.get("chart-roofline", {}).get("marks", {}).get("layer_points")
+    if layers != first_run_layers(results):
+        fail(f"{name}: the roofline shows {layers} layer points, the chosen run has {first_run_layers(results)}")
     for problem in injected(dom):
         fail(f"{name}: a name's markup became part of the page: {problem}")
     if len(FAILURES) == failures:
-        print(f"ok: {name}: {len(ids)} charts drawn as expected, {roofline} roofline points, no console message")
+        print(f"ok: {name}: {len(ids)} charts drawn as expected, {roofline} run and {layers} layer points on the "
+              "roofline, no console message")
     return dom
 
 

@@ -34,7 +34,7 @@ struct ReportInput {
 /// efficiency heatmap; batch scaling; compiled-over-eager speedup; cost (with prices); the
 /// comparison (with a baseline); every run with its verdict and CV; failed cells; warnings.
 /// A page script records what each chart drew in a hidden <pre id="nc-check"> (for the
-/// browser test): {"ready", "errors", "charts": {id: {"expected", "drawn"}}}.
+/// browser test): {"ready", "errors", "charts": {id: {"expected", "drawn", "marks": {name: items}}}}.
 std::string render_report_html(const ReportInput& input, const std::string& vega_script);
 
 /// The same report in Markdown: findings, tables (runs, failed cells, cost, comparison), no charts.
