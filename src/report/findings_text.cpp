@@ -129,9 +129,10 @@ std::vector<std::string> findings_sentences(const ReportInput& input) {
                               percent(b.efficiency), run_name(b), b.bound, percent(w.efficiency), run_name(w), w.bound));
   }
   if (f.mistrusted > 0) {
-    out.push_back(fmt::format("{} mistrusted: its figures are shown, marked, but cannot be believed (the reasons are in "
+    out.push_back(fmt::format("{} mistrusted: {} figures are shown, marked, but cannot be believed (the reasons are in "
                               "the table of runs).",
-                              f.mistrusted == 1 ? "1 run is" : fmt::format("{} runs are", f.mistrusted)));
+                              f.mistrusted == 1 ? "1 run is" : fmt::format("{} runs are", f.mistrusted),
+                              f.mistrusted == 1 ? "its" : "their"));
   }
   if (f.failed > 0) out.push_back(fmt::format("{} failed (listed below).", plural(f.failed, "cell", "cells")));
   if (input.cost) {
