@@ -123,6 +123,23 @@ TEST(ResultsTest, ReadsJsonLinesWithAHardwareHeader) {
   EXPECT_TRUE(layers) << "torch eager runs have per-layer times";
 }
 
+TEST(ResultsTest, AHeaderMayCarryMoreAndARunItsOwnHardware) {
+  // what `study` writes: a header with its settings (ignored here), then runs; a run with its own spec
+  json own = run_json("ff", "eager", 1, around(1e-3, 10));
+  own["hardware"] = {{"id", "other"}, {"peak_flops_per_second", {{"fp32", 2e12}}}, {"memory_bandwidth_bytes_per_second", 1e11}};
+  const std::string text = R"({"schema_version": 1, "study": {"models": ["ff"], "batches": [1]}, )"
+                           R"("hardware": {"id": "toy", "peak_flops_per_second": {"fp32": 1e12}, )"
+                           R"("memory_bandwidth_bytes_per_second": 1e11}})"
+                           "\n" +
+                           run_json("ff", "jit", 1, around(1e-4, 10)).dump() + "\n" + own.dump() + "\n";
+  const ResultsFile r = parse_results(text, "study.jsonl");
+  EXPECT_TRUE(r.warnings.empty());
+  ASSERT_EQ(r.runs.size(), 2u);
+  EXPECT_EQ(r.runs[0].hardware_id, "toy");
+  EXPECT_EQ(r.runs[1].hardware_id, "other");
+  EXPECT_EQ(r.hardware.size(), 2u);
+}
+
 TEST(ResultsTest, ATruncatedLastLineIsNamedAndTheGoodLinesAreRead) {
   std::vector<std::string> lines = lines_of(slurp(kResults + "before.jsonl"));
   std::string text;
