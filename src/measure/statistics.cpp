@@ -78,6 +78,94 @@ Interval bootstrap_median_ci95(const std::vector<double>& samples, int resamples
   return {percentile(medians, 2.5), percentile(medians, 97.5)};
 }
 
+Interval bootstrap_median_ratio_ci95(const std::vector<double>& before, const std::vector<double>& after,
+                                     int resamples, std::uint64_t seed) {
+  validate(before);
+  validate(after);
+  if (resamples < 1) throw Error(ErrorCode::kInvalidArgument, "bootstrap needs at least one resample");
+  std::mt19937_64 rng(seed);
+  std::uniform_int_distribution<std::size_t> pick_before(0, before.size() - 1), pick_after(0, after.size() - 1);
+  std::vector<double> ratios;
+  ratios.reserve(static_cast<std::size_t>(resamples));
+  std::vector<double> b(before.size()), a(after.size());
+  for (int r = 0; r < resamples; ++r) {
+    for (double& d : b) d = before[pick_before(rng)];
+    for (double& d : a) d = after[pick_after(rng)];
+    const double mb = median_in_place(b);
+    if (mb > 0) ratios.push_back(median_in_place(a) / mb);
+  }
+  if (ratios.empty()) throw Error(ErrorCode::kInvalidArgument, "the median before is 0: no ratio");
+  return {percentile(ratios, 2.5), percentile(ratios, 97.5)};
+}
+
+RankTest mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b) {
+  validate(a);
+  validate(b);
+  if (a.size() < 2 || b.size() < 2) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("a rank test needs at least 2 samples in each set (got {} and {})", a.size(), b.size()));
+  }
+  const std::size_t n1 = a.size(), n2 = b.size(), n = n1 + n2;
+  // pooled values, tagged with their set; midranks for ties
+  std::vector<std::pair<double, bool>> pooled;
+  pooled.reserve(n);
+  for (double x : a) pooled.emplace_back(x, true);
+  for (double x : b) pooled.emplace_back(x, false);
+  std::sort(pooled.begin(), pooled.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+  double rank_sum_a = 0, tie_term = 0;
+  bool ties = false;
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i;
+    while (j < n && pooled[j].first == pooled[i].first) ++j;
+    const double t = static_cast<double>(j - i), midrank = (static_cast<double>(i + j) + 1) / 2;  // 1-based
+    for (std::size_t k = i; k < j; ++k) {
+      if (pooled[k].second) rank_sum_a += midrank;
+    }
+    if (j - i > 1) {
+      ties = true;
+      tie_term += t * t * t - t;
+    }
+    i = j;
+  }
+  const double dn1 = static_cast<double>(n1), dn2 = static_cast<double>(n2), dn = static_cast<double>(n);
+  RankTest result;
+  result.u = rank_sum_a - dn1 * (dn1 + 1) / 2;
+  const double u_big = std::max(result.u, dn1 * dn2 - result.u);  // the larger of U1 and U2
+  if (std::min(n1, n2) <= 8 && !ties) {
+    // exact null distribution of U by counting arrangements: c[m][k][u], rolled over m
+    const std::size_t max_u = n1 * n2;
+    // ways[j][u]: arrangements of i samples of a and j of b with U = u (i advances in the outer loop)
+    std::vector<std::vector<double>> prev(n2 + 1, std::vector<double>(max_u + 1, 0.0)), cur = prev;
+    for (std::size_t j = 0; j <= n2; ++j) prev[j][0] = 1;  // i = 0: U = 0
+    for (std::size_t i = 1; i <= n1; ++i) {
+      for (std::size_t j = 0; j <= n2; ++j) {
+        for (std::size_t u = 0; u <= max_u; ++u) {
+          // the largest value is from a (it beats all j of b: U + j) or from b
+          double w = (u >= j ? prev[j][u - j] : 0.0);
+          if (j > 0) w += cur[j - 1][u];
+          cur[j][u] = w;
+        }
+      }
+      std::swap(prev, cur);
+    }
+    const std::vector<double>& counts = prev[n2];
+    double total = 0, tail = 0;
+    for (std::size_t u = 0; u <= max_u; ++u) {
+      total += counts[u];
+      if (static_cast<double>(u) >= u_big - 1e-9) tail += counts[u];
+    }
+    result.p_value = std::min(1.0, 2 * tail / total);
+    result.exact = true;
+    return result;
+  }
+  const double mu = dn1 * dn2 / 2;
+  const double variance = dn1 * dn2 / 12 * ((dn + 1) - tie_term / (dn * (dn - 1)));
+  if (variance <= 0) return result;  // every value equal: no evidence of a difference
+  const double z = (u_big - mu - 0.5) / std::sqrt(variance);
+  result.p_value = std::min(1.0, std::erfc(z / std::sqrt(2.0)));
+  return result;
+}
+
 SampleSummary summarize(const std::vector<double>& samples) {
   validate(samples);
   SampleSummary s;

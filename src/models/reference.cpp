@@ -102,6 +102,10 @@ const std::vector<std::string>& reference_model_names() {
   return names;
 }
 
+bool reference_model_takes_sequence(const std::string& name) {
+  return name == "rnn" || name == "lstm" || name == "transformer";
+}
+
 OpGraph build_reference_model(const ReferenceOptions& o) {
   require_range("batch", o.batch);
   require_range("seq", o.seq);

@@ -168,7 +168,9 @@ json timing_json(const TimingResult& t) {
           {"warmup_seconds", t.warmup_seconds}, {"sampling_seconds", t.sampling_seconds},
           {"clock_resolution_seconds", t.clock_resolution_seconds},
           {"reached_target", t.reached_target}, {"verdict", std::string(verdict_name(t.verdict))},
-          {"reasons", t.reasons}};
+          {"reasons", t.reasons},
+          // every sample in the order taken: what `compare` tests for a significant change
+          {"samples_seconds", t.samples_seconds}};
 }
 
 }  // namespace

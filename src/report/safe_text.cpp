@@ -48,8 +48,72 @@ std::string csv_safe(std::string_view cell) {
 std::string markdown_safe(std::string_view cell) {
   std::string out;
   for (char c : cell) {
-    if (c == '|') out += '\\';
-    out += c;
+    // a pipe would end the cell; < and & would start HTML (a name holding a <script> tag)
+    if (c == '<') out += "&lt;";
+    else if (c == '>') out += "&gt;";
+    else if (c == '&') out += "&amp;";
+    else {
+      if (c == '|') out += '\\';
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string markdown_text(std::string_view text) {
+  const std::string safe = neuralcost::terminal_text(text);
+  std::string out;
+  for (char c : safe) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '\\': case '`': case '*': case '_': case '[': case ']': case '|': case '#':
+        out += '\\';
+        out += c;
+        break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string html_text(std::string_view text) {
+  const std::string valid = valid_utf8(text);
+  std::string out;
+  out.reserve(valid.size());
+  for (char c : valid) {
+    const auto u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default:
+        if ((u < 0x20 && c != '\n' && c != '\t') || u == 0x7F) break;  // never raw in a page
+        out += c;
+    }
+  }
+  return out;
+}
+
+std::string json_for_script(const nlohmann::json& document) {
+  const std::string text = document.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    // these characters occur only inside strings in JSON text, where the escapes mean the same
+    if (c == '<') out += "\\u003c";
+    else if (c == '>') out += "\\u003e";
+    else if (c == '&') out += "\\u0026";
+    else if (c == '\xE2' && i + 2 < text.size() && text[i + 1] == '\x80' && (text[i + 2] == '\xA8' || text[i + 2] == '\xA9')) {
+      out += text[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";
+      i += 2;
+    } else {
+      out += c;
+    }
   }
   return out;
 }

@@ -5,6 +5,7 @@
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/report/views.hpp"
+#include "report/safe_text.hpp"
 #include "report/si_format.hpp"
 #include "report/tabular.hpp"
 
@@ -46,6 +47,22 @@ TEST(TabularTest, CsvUsesRawValuesAndEscapes) {
   t.rows = {{{"a,b", ""}, {"1.00 kB", "1000"}}};
   EXPECT_EQ(report::render_table(t, Format::kCsv), "name,value_bytes\n\"a,b\",1000\n");
   EXPECT_EQ(report::render_table(t, Format::kMarkdown), "| name | value   |\n|------|---------|\n| a,b  | 1.00 kB |\n");
+}
+
+TEST(SafeTextTest, NamesWithMarkupStayText) {
+  const std::string name = "<img src=x onerror=\"alert('x')\"></script>&amp;";
+  EXPECT_EQ(report::html_text(name), "&lt;img src=x onerror=&quot;alert(&#39;x&#39;)&quot;&gt;&lt;/script&gt;&amp;amp;");
+  EXPECT_EQ(report::html_text("a\x1b[31mb\tc\n"), "a[31mb\tc\n");  // no control characters in a page
+  // JSON in a <script> block: no '<' that could close it, and it parses back to the same string
+  const nlohmann::json doc = {{"name", name}, {"sep", "\u2028"}};
+  const std::string text = report::json_for_script(doc);
+  EXPECT_EQ(text.find('<'), std::string::npos);
+  EXPECT_EQ(text.find('>'), std::string::npos);
+  EXPECT_EQ(text.find('&'), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(text), doc);
+  EXPECT_EQ(report::markdown_text("a <b>*x*</b> [l](u) `c` | #"),
+            "a &lt;b&gt;\\*x\\*&lt;/b&gt; \\[l\\](u) \\`c\\` \\| \\#");
+  EXPECT_EQ(report::markdown_safe("a|<b>&"), "a\\|&lt;b&gt;&amp;");
 }
 
 TEST(AnalysisViewTest, TableShowsEveryLayerAndTotals) {

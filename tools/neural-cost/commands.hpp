@@ -27,5 +27,7 @@ void add_profile_command(CLI::App& app);
 void add_study_command(CLI::App& app);
 /// `neural-cost backends`: the backends of `profile` and whether they can run here.
 void add_backends_command(CLI::App& app);
+/// `neural-cost report`, `cost` and `compare`: views over results files.
+void add_report_commands(CLI::App& app);
 
 }  // namespace neuralcost::cli

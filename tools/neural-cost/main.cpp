@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   neuralcost::cli::add_profile_command(app);
   neuralcost::cli::add_study_command(app);
   neuralcost::cli::add_backends_command(app);
+  neuralcost::cli::add_report_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -27,6 +27,24 @@ struct Interval {
 Interval bootstrap_median_ci95(const std::vector<double>& samples, int resamples = 2000,
                                std::uint64_t seed = 0x6e657572616cULL);
 
+/// Percentile-bootstrap 95 % interval of median(after) / median(before): each resample draws
+/// both sets with replacement (independently, from a fixed seed). The change of a median between
+/// two runs, as a ratio; its width reflects both runs' noise.
+Interval bootstrap_median_ratio_ci95(const std::vector<double>& before, const std::vector<double>& after,
+                                     int resamples = 2000, std::uint64_t seed = 0x6e657572616cULL);
+
+/// The two-sided Mann-Whitney U test (Wilcoxon rank-sum) of two independent sets, as
+/// google/benchmark's compare tool runs it (scipy's mannwhitneyu, two-sided): `u` is U of `a`
+/// (midranks for ties). The p-value is exact when the smaller set has at most 8 samples and
+/// there are no ties, else the normal approximation with tie and continuity corrections. A set
+/// with fewer than 2 samples cannot be tested: kInvalidArgument; all values equal: p = 1.
+struct RankTest {
+  double u = 0;
+  double p_value = 1;
+  bool exact = false;
+};
+RankTest mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b);
+
 struct SampleSummary {
   std::size_t n = 0;
   double median = 0;

@@ -25,6 +25,10 @@ struct ReferenceOptions {
 /// The names accepted by build_reference_model, in the document's order.
 const std::vector<std::string>& reference_model_names();
 
+/// Whether a reference network reads a sequence of `seq` steps per sample (rnn, lstm,
+/// transformer): its samples are then seq tokens each.
+bool reference_model_takes_sequence(const std::string& name);
+
 /// Builds a reference network. Throws kNotFound for an unknown name and kInvalidArgument for
 /// options that cannot build it (batch < 1, width not divisible by heads, ...), naming the
 /// option; counts that would overflow 64 bits throw kOutOfRange.

@@ -1,0 +1,81 @@
+// Cost: a run's measured time priced at what its hardware costs per hour (the cost chapter:
+// "cost per sample or per million tokens using the actual accelerator price"). Per run: cost per
+// sample and per million samples, per million tokens for sequence models (tokens = batch x
+// sequence length, from the run's contract), each with the interval carried over from the
+// timing's 95% CI of the median; per layer, the money spent above its roofline lower bound
+// ((measured - bound) x price), so a report can say which layer costs most to leave as it is.
+//
+// Training cost to a quality target (price x step time x steps to the target) needs training
+// runs, which profile does not make yet: it is not offered rather than guessed.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "neuralcost/report/results.hpp"
+
+namespace neuralcost {
+
+/// The prices the user gives: one for every run (--price-per-hour), or per hardware id (a price
+/// file the user owns, docs/json-schema.md#price-file).
+struct PriceList {
+  std::optional<double> per_hour;                      ///< for any hardware
+  std::map<std::string, double> per_hour_by_hardware;  ///< by hardware id
+  std::string currency = "USD";                        ///< a label only: no conversion
+  std::string origin;                                  ///< "--price-per-hour" or the file's path
+
+  /// The hourly price of `hardware_id`: its own entry, else per_hour, else none.
+  std::optional<double> price_for(const std::string& hardware_id) const;
+};
+
+/// A price per hour written by a user: a finite number >= 0. kInvalidArgument naming `what`
+/// otherwise ("--price-per-hour 'abc' is not a number").
+double parse_price_per_hour(std::string_view text, const std::string& what);
+/// A price file: {"schema_version": 1, "currency": "USD", "price_per_hour": {"host": 0.05,
+/// "h100-sxm": 2.10}}. kNotFound when it cannot be opened; kInvalidArgument naming the field.
+PriceList load_price_file(const std::string& path);
+PriceList parse_price_file(std::string_view text, const std::string& origin);
+
+/// An amount with the interval of the time it prices.
+struct Money {
+  double value = 0;
+  double low = 0;   ///< at the timing's ci95_low_seconds
+  double high = 0;  ///< at ci95_high_seconds
+};
+
+struct LayerCost {
+  std::size_t layer = 0;  ///< index into the run's layers
+  /// measured - lower bound (its waste_seconds) x price, per million samples
+  double above_bound_per_million_samples = 0;
+};
+
+struct RunCost {
+  double price_per_hour = 0;
+  Money per_sample;            ///< price x median / batch
+  Money per_million_samples;   ///< 1e6 x per_sample
+  /// Tokens per sample: the sequence length of a sequence model (rnn, lstm, transformer, from the
+  /// contract's model_sizes); 0 when the run has no sequence (then no per-token cost).
+  std::int64_t tokens_per_sample = 0;
+  std::optional<Money> per_million_tokens;  ///< price x median / (batch x seq) x 1e6
+  /// The whole pass above its lower bound: (median - lower bound, at least 0) x price, per million samples.
+  double above_bound_per_million_samples = 0;
+  std::vector<LayerCost> layers;  ///< layers with time above their bound, most money first
+};
+
+/// The cost of one measured run at `price_per_hour`; nullopt for a failed run.
+std::optional<RunCost> run_cost(const ResultRun& run, double price_per_hour);
+
+struct CostReport {
+  std::string currency;
+  std::vector<std::optional<RunCost>> runs;  ///< one per run of the results, in order
+  std::vector<std::string> warnings;         ///< hardware without a price
+};
+
+/// Prices every run of `results` at the price of the hardware it was measured against.
+CostReport cost_of(const ResultsFile& results, const PriceList& prices);
+
+}  // namespace neuralcost

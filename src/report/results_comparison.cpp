@@ -1,0 +1,115 @@
+// Cell-by-cell comparison of two results files (see results_comparison.hpp).
+#include "neuralcost/report/results_comparison.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+namespace {
+
+/// The last run of each cell (a study may have re-run one), warning about repeats.
+std::map<CellKey, const ResultRun*> last_run_per_cell(const ResultsFile& file, std::vector<CellKey>* order,
+                                                      std::vector<std::string>& warnings) {
+  std::map<CellKey, const ResultRun*> cells;
+  for (const ResultRun& run : file.runs) {
+    const CellKey key = cell_of(run);
+    auto [it, inserted] = cells.try_emplace(key, &run);
+    if (!inserted) {
+      warnings.push_back(fmt::format("{}: {} appears again ({}): the later run is compared", run.source,
+                                     cell_name(key), it->second->source));
+      it->second = &run;
+    } else if (order) {
+      order->push_back(key);
+    }
+  }
+  return cells;
+}
+
+void compare_cell(CellChange& c, double alpha) {
+  if (c.before.failed() || c.after.failed()) {
+    c.change = Change::kNotComparable;
+    if (c.before.failed()) c.notes.push_back("before failed: " + c.before.error);
+    if (c.after.failed()) c.notes.push_back("after failed: " + c.after.error);
+    return;
+  }
+  for (const auto* run : {&c.before, &c.after}) {
+    if (run->mistrusted()) {
+      std::string why;
+      for (const std::string& r : run->reasons) why += (why.empty() ? "" : "; ") + r;
+      c.notes.push_back(fmt::format("{} is mistrusted: {}", run == &c.before ? "before" : "after", why));
+    }
+  }
+  if (c.before.hardware_id != c.after.hardware_id) {
+    c.notes.push_back(fmt::format("measured against different hardware specs ('{}' before, '{}' after)",
+                                  c.before.hardware_id, c.after.hardware_id));
+  }
+  if (c.before.median_seconds <= 0) {
+    c.change = Change::kNotComparable;
+    c.notes.push_back("the median before is 0");
+    return;
+  }
+  c.ratio = c.after.median_seconds / c.before.median_seconds;
+  const bool samples = c.before.samples_seconds.size() >= 2 && c.after.samples_seconds.size() >= 2;
+  if (samples) {
+    c.ratio_ci95 = bootstrap_median_ratio_ci95(c.before.samples_seconds, c.after.samples_seconds);
+    c.ratio_ci_from_samples = true;
+    c.test = mann_whitney_u(c.before.samples_seconds, c.after.samples_seconds);
+    if (c.test->p_value >= alpha) c.change = Change::kNoChange;
+    else c.change = c.ratio < 1 ? Change::kFaster : Change::kSlower;
+    return;
+  }
+  // no samples (a file written before they were kept): the widest ratio the two CIs allow
+  c.ratio_ci95 = {c.before.ci95_high_seconds > 0 ? c.after.ci95_low_seconds / c.before.ci95_high_seconds : 0,
+                  c.before.ci95_low_seconds > 0 ? c.after.ci95_high_seconds / c.before.ci95_low_seconds : 0};
+  c.change = Change::kNotTested;
+  c.notes.push_back("no per-sample times in the results: not tested, the interval is from the two CIs");
+}
+
+}  // namespace
+
+std::string_view change_name(Change change) {
+  switch (change) {
+    case Change::kFaster: return "faster";
+    case Change::kSlower: return "slower";
+    case Change::kNoChange: return "no significant change";
+    case Change::kNotTested: return "not tested";
+    case Change::kNotComparable: return "not comparable";
+  }
+  return "?";
+}
+
+ResultsComparison compare_results(const ResultsFile& before, const ResultsFile& after, double alpha) {
+  if (!(alpha > 0 && alpha < 1)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("significance level {} must be between 0 and 1", alpha));
+  }
+  ResultsComparison out;
+  out.before_path = before.path;
+  out.after_path = after.path;
+  out.alpha = alpha;
+  std::vector<CellKey> before_order, after_order;
+  const auto before_cells = last_run_per_cell(before, &before_order, out.warnings);
+  const auto after_cells = last_run_per_cell(after, &after_order, out.warnings);
+  for (const CellKey& key : after_order) {
+    const auto b = before_cells.find(key);
+    if (b == before_cells.end()) {
+      out.only_after.push_back(key);
+      continue;
+    }
+    CellChange c;
+    c.cell = key;
+    c.before = *b->second;
+    c.after = *after_cells.at(key);
+    compare_cell(c, alpha);
+    out.cells.push_back(std::move(c));
+  }
+  for (const CellKey& key : before_order) {
+    if (!after_cells.count(key)) out.only_before.push_back(key);
+  }
+  return out;
+}
+
+}  // namespace neuralcost

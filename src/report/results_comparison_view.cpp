@@ -1,0 +1,108 @@
+// Table, Markdown, CSV and JSON views of two results files compared (see report_views.hpp).
+#include <fmt/format.h>
+
+#include "neuralcost/report/report_views.hpp"
+#include "neuralcost/version.hpp"
+#include "report/findings_text.hpp"
+#include "report/safe_text.hpp"
+#include "report/si_format.hpp"
+#include "report/tabular.hpp"
+
+namespace neuralcost {
+namespace {
+
+using nlohmann::json;
+using report::Cell;
+
+json side_json(const ResultRun& r) {
+  json j{{"source", r.source}, {"verdict", r.verdict}};
+  if (r.failed()) {
+    j["error"] = r.error;
+    return j;
+  }
+  j["median_seconds"] = r.median_seconds;
+  j["ci95_low_seconds"] = r.ci95_low_seconds;
+  j["ci95_high_seconds"] = r.ci95_high_seconds;
+  j["samples"] = r.samples;
+  j["has_samples_seconds"] = !r.samples_seconds.empty();
+  return j;
+}
+
+json cell_json(const CellKey& c) {
+  return {{"model", c.model}, {"backend", c.backend}, {"mode", c.mode}, {"batch", c.batch}, {"device", c.device}};
+}
+
+}  // namespace
+
+json results_comparison_json(const ResultsComparison& c) {
+  json j{{"schema_version", 1},
+         {"tool", {{"name", "neural-cost"}, {"version", std::string(kVersion)}}},
+         {"before", c.before_path},
+         {"after", c.after_path},
+         {"alpha", c.alpha},
+         {"test", "two-sided Mann-Whitney U on timing.samples_seconds (exact for 8 or fewer samples without ties, "
+                  "else normal approximation with tie and continuity corrections)"},
+         {"warnings", c.warnings}};
+  j["cells"] = json::array();
+  for (const CellChange& x : c.cells) {
+    json cell = cell_json(x.cell);
+    cell["before"] = side_json(x.before);
+    cell["after"] = side_json(x.after);
+    cell["result"] = std::string(change_name(x.change));
+    if (x.change != Change::kNotComparable) {
+      cell["ratio"] = x.ratio;
+      cell["change"] = x.ratio - 1;
+      cell["change_ci95"] = {{"low", x.ratio_ci95.low - 1}, {"high", x.ratio_ci95.high - 1},
+                             {"from", x.ratio_ci_from_samples ? "bootstrap of both runs' samples" : "the two runs' CIs"}};
+    }
+    cell["u_test"] = x.test ? json{{"u", x.test->u}, {"p_value", x.test->p_value}, {"exact", x.test->exact}} : json(nullptr);
+    cell["notes"] = x.notes;
+    j["cells"].push_back(cell);
+  }
+  j["only_before"] = json::array();
+  for (const CellKey& k : c.only_before) j["only_before"].push_back(cell_json(k));
+  j["only_after"] = json::array();
+  for (const CellKey& k : c.only_after) j["only_after"].push_back(cell_json(k));
+  return j;
+}
+
+std::string render_results_comparison(const ResultsComparison& c, Format format) {
+  if (format == Format::kJson) return report::json_text(results_comparison_json(c));
+  report::Table t;
+  t.headers = {"cell", "before", "after", "change", "95% CI", "p", "result", "notes"};
+  t.raw_headers = {"cell", "before_median_seconds", "after_median_seconds", "change", "change_ci95", "p_value", "result",
+                   "notes"};
+  t.right_align = {false, true, true, true, true, true, false, false};
+  for (const CellChange& x : c.cells) {
+    std::string notes;
+    for (const std::string& n : x.notes) notes += (notes.empty() ? "" : "; ") + n;
+    auto median = [](const ResultRun& r) {
+      return r.failed() ? Cell{"failed", ""} : Cell{report::si(r.median_seconds, "s"), fmt::format("{}", r.median_seconds)};
+    };
+    const bool compared = x.change != Change::kNotComparable;
+    t.rows.push_back(
+        {{cell_name(x.cell), ""},
+         median(x.before),
+         median(x.after),
+         compared ? Cell{fmt::format("{:+.1f}%", (x.ratio - 1) * 100), fmt::format("{}", x.ratio - 1)} : Cell{"-", ""},
+         compared ? Cell{fmt::format("{:+.1f}% .. {:+.1f}%", (x.ratio_ci95.low - 1) * 100, (x.ratio_ci95.high - 1) * 100),
+                         fmt::format("{}:{}", x.ratio_ci95.low - 1, x.ratio_ci95.high - 1)}
+                  : Cell{"-", ""},
+         x.test ? Cell{fmt::format("{:.2g}", x.test->p_value), fmt::format("{}", x.test->p_value)} : Cell{"-", ""},
+         {std::string(change_name(x.change)), ""},
+         {notes, ""}});
+  }
+  std::string out = report::render_table(t, format);
+  if (format == Format::kCsv) return out;
+  // lines of text quote names: no control characters on a terminal, no markup in Markdown
+  auto line = [&](const std::string& text) {
+    return (format == Format::kMarkdown ? report::markdown_text(text) : terminal_text(text)) + "\n";
+  };
+  out += "\n" + line(report::comparison_sentence(c));
+  for (const CellKey& k : c.only_before) out += line("only before: " + cell_name(k));
+  for (const CellKey& k : c.only_after) out += line("only after: " + cell_name(k));
+  for (const std::string& w : c.warnings) out += line("warning: " + w);
+  return out;
+}
+
+}  // namespace neuralcost

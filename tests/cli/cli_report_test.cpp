@@ -1,0 +1,249 @@
+// `neural-cost report`, `cost` and `compare` end to end on real results (tests/inputs/results,
+// made by make_results.sh), and their answers to bad input: one `error:` line and exit 1 where
+// nothing can be reported, a warning naming the line where something can.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_run.hpp"
+
+namespace neuralcost {
+namespace {
+
+using namespace neuralcost::testing;
+using ::testing::HasSubstr;
+using ::testing::Not;
+using nlohmann::json;
+
+const std::string kResults = std::string(NEURALCOST_TEST_INPUTS) + "/results/";
+
+std::string temp_path(const std::string& name) {
+  return ::testing::TempDir() + "/nc_report_" + std::to_string(::getpid()) + "_" + name;
+}
+
+std::string write(const std::string& name, const std::string& text) {
+  const std::string path = temp_path(name);
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::size_t count_lines(const std::string& text) { return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')); }
+
+/// The JSON a report page embeds for its charts (and its cost).
+json report_data(const std::string& html) {
+  const std::string open = "<script type=\"application/json\" id=\"nc-report-data\">";
+  const std::size_t begin = html.find(open);
+  EXPECT_NE(begin, std::string::npos);
+  const std::size_t end = html.find("</script>", begin);
+  return json::parse(html.substr(begin + open.size(), end - begin - open.size()));
+}
+
+/// Cost per sample against price x median / batch for every measured run of `results`.
+void expect_cost_matches(const json& cost, const json& results_runs, double price) {
+  ASSERT_EQ(cost["runs"].size(), results_runs.size());
+  std::size_t priced = 0;
+  for (std::size_t i = 0; i < results_runs.size(); ++i) {
+    const json& run = results_runs[i];
+    const json& c = cost["runs"][i];
+    EXPECT_EQ(c["model"], run["model"]);
+    EXPECT_EQ(c["batch"], run["batch"]);
+    if (run["failed"].get<bool>()) {
+      EXPECT_TRUE(c["cost"].is_null());
+      continue;
+    }
+    const double median = run["timing"]["median_seconds"].get<double>();
+    const double batch = run["batch"].get<double>();
+    EXPECT_DOUBLE_EQ(c["cost"]["per_sample"]["value"].get<double>(), price / 3600 * median / batch);
+    EXPECT_DOUBLE_EQ(c["cost"]["per_sample"]["low"].get<double>(),
+                     price / 3600 * run["timing"]["ci95_low_seconds"].get<double>() / batch);
+    EXPECT_DOUBLE_EQ(c["cost"]["per_million_samples"]["value"].get<double>(), 1e6 * price / 3600 * median / batch);
+    ++priced;
+  }
+  EXPECT_GT(priced, 0u);
+}
+
+TEST(CliReportTest, CostPerSampleIsPriceTimesMedianOverBatchInTheJsonAndTheReport) {
+  const json study = json::parse(slurp(kResults + "study.json"));
+  CliResult r = run_cli("cost " + kResults + "study.json --price-per-hour 2.75 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json cost = json::parse(r.out);
+  EXPECT_EQ(cost["currency"], "USD");
+  EXPECT_THAT(cost["training"].get<std::string>(), HasSubstr("not available"));
+  expect_cost_matches(cost, study["runs"], 2.75);
+  // the report carries the same figures (and prints them in its cost table)
+  const std::string page = temp_path("cost.html");
+  r = run_cli("report " + kResults + "study.json --price-per-hour 2.75 -o " + page);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("note: wrote"));
+  expect_cost_matches(report_data(slurp(page))["cost"], study["runs"], 2.75);
+  std::filesystem::remove(page);
+}
+
+TEST(CliReportTest, CostTablesAndAPriceFile) {
+  const std::string prices = write("prices.json", R"({"currency": "EUR", "price_per_hour": {"host": 1.5}})");
+  CliResult r = run_cli("cost " + kResults + "before.jsonl --price-file " + prices);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("per 1M samples"));
+  EXPECT_THAT(r.out, HasSubstr("1.5 EUR"));
+  EXPECT_THAT(r.out, HasSubstr("Training cost to a quality target is not available"));
+  r = run_cli("cost " + kResults + "before.jsonl --price-file " + prices + " --format csv");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, ::testing::StartsWith("model,backend,mode,batch,price_per_hour,per_sample,"));
+  const std::string other = write("other.json", R"({"price_per_hour": {"h100-sxm": 2.5}})");
+  r = run_cli("cost " + kResults + "before.jsonl --price-file " + other + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("no price for hardware 'host'"));
+  r = run_cli("cost --help");
+  EXPECT_THAT(r.out, HasSubstr("Training cost to a quality target is not available yet"));
+  std::filesystem::remove(prices);
+  std::filesystem::remove(other);
+}
+
+TEST(CliReportTest, BadPricesAreOneErrorLine) {
+  for (const auto& [price, message] : std::vector<std::pair<std::string, std::string>>{
+           {"-2", "error: --price-per-hour '-2' must not be negative (got -2)\n"},
+           {"abc", "error: --price-per-hour 'abc' is not a number\n"},
+           {"nan", "error: --price-per-hour 'nan' must be a finite number\n"}}) {
+    for (const char* command : {"cost", "report"}) {
+      const CliResult r = run_cli(std::string(command) + " " + kResults + "study.json --price-per-hour=" + price + " -o " +
+                                  temp_path("never.md"));
+      EXPECT_EQ(r.exit_code, 1) << command << " " << price;
+      EXPECT_EQ(r.err, message) << command;
+      EXPECT_FALSE(std::filesystem::exists(temp_path("never.md")));
+    }
+  }
+  const CliResult r = run_cli("cost " + kResults + "study.json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: cost needs a price: --price-per-hour P or --price-file FILE\n");
+}
+
+TEST(CliReportTest, EmptyAndUnreadableFilesAreOneErrorLine) {
+  const std::string empty = write("empty.jsonl", "");
+  for (const char* command : {"report", "cost --price-per-hour 1", "compare " }) {
+    const std::string args = std::string(command) + " " + empty + (std::string(command).rfind("compare", 0) == 0 ? " " + empty : "");
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.err, "error: " + empty + ": empty: no runs to report\n") << args;
+    EXPECT_TRUE(r.out.empty());
+  }
+  CliResult r = run_cli("report /nonexistent/results.jsonl --format md");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: cannot open results file '/nonexistent/results.jsonl'\n");
+  // every line bad: each named, then one error
+  const std::string junk = write("junk.jsonl", "hello\n{\"model\": 3}\n");
+  r = run_cli("report " + junk + " --format md");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(count_lines(r.err), 3u) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("warning: " + junk + ":1: not JSON"));
+  EXPECT_THAT(r.err, HasSubstr("warning: " + junk + ":2: field 'model' must be a non-empty string; line skipped"));
+  EXPECT_THAT(r.err, HasSubstr("error: " + junk + ": no runs to report"));
+  std::filesystem::remove(empty);
+  std::filesystem::remove(junk);
+}
+
+TEST(CliReportTest, ATruncatedOrForeignLineIsAWarningAndTheGoodLinesAreReported) {
+  std::string text = slurp(kResults + "after.jsonl");
+  const std::size_t lines = count_lines(text);
+  text.insert(text.find('\n') + 1, "{\"benchmark\": \"something else\"}\n");  // a foreign line 2
+  text.resize(text.size() - 200);                                            // the last line cut short
+  const std::string cut = write("cut.jsonl", text);
+  const CliResult r = run_cli("report " + cut + " --format md");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("warning: " + cut + ":2: not a results line"));
+  EXPECT_THAT(r.err, HasSubstr(fmt::format("warning: {}:{}: truncated", cut, lines + 1)));
+  EXPECT_EQ(count_lines(r.err), 2u) << r.err;
+  // the report names them too, and shows the 7 runs that were read
+  EXPECT_THAT(r.out, HasSubstr("## Lines skipped"));
+  EXPECT_THAT(r.out, HasSubstr("7 runs: "));
+  std::filesystem::remove(cut);
+}
+
+TEST(CliReportTest, MarkdownReportEscapesNamesFromOutside) {
+  const CliResult r = run_cli("report " + kResults + "study.json --format md --price-per-hour 1");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("# neural-cost report"));
+  EXPECT_THAT(r.out, HasSubstr("## Findings"));
+  EXPECT_THAT(r.out, HasSubstr("## Failed cells"));
+  EXPECT_THAT(r.out, HasSubstr("## Cost"));
+  EXPECT_THAT(r.out, HasSubstr("&lt;script&gt;window.ncInjected=1&lt;/script&gt;"));
+  EXPECT_THAT(r.out, Not(HasSubstr("<script")));
+  EXPECT_THAT(r.out, Not(HasSubstr("<b>")));
+}
+
+TEST(CliReportTest, HtmlReportIsOnePageWithOnlyItsOwnScripts) {
+  const std::string page = temp_path("study.html");
+  const CliResult r = run_cli("report " + kResults + "study.json -o " + page);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string html = slurp(page);
+  // Vega, the data and the page script: no other script element, no file or network fetch
+  std::size_t scripts = 0;
+  for (std::size_t at = html.find("<script"); at != std::string::npos; at = html.find("<script", at + 1)) ++scripts;
+  EXPECT_EQ(scripts, 3u);
+  EXPECT_THAT(html, Not(HasSubstr("<b>bold")));
+  EXPECT_THAT(html, HasSubstr("&lt;script&gt;window.ncInjected=1&lt;/script&gt;"));
+  EXPECT_THAT(html, Not(HasSubstr("src=\"http")));
+  EXPECT_THAT(html, Not(HasSubstr("sourceMappingURL")));
+  const json data = report_data(html);
+  EXPECT_EQ(data["charts"].size(), 5u);  // roofline, latency, efficiency, scaling, speedup
+  EXPECT_EQ(data["charts"][0]["expected"], 16) << "a point per measured run";
+  // hovering a layer of the chosen run shows its figures
+  const json& spec = data["charts"][0]["spec"];
+  ASSERT_EQ(spec["data"][3]["name"], "layers");
+  ASSERT_FALSE(spec["data"][3]["values"].empty());
+  for (const char* key : {"layer", "kind", "FLOPs", "bytes", "arithmetic intensity", "time", "efficiency", "limit"}) {
+    EXPECT_TRUE(spec["data"][3]["values"][0]["tooltip"].contains(key)) << key;
+  }
+  std::filesystem::remove(page);
+}
+
+TEST(CliReportTest, HtmlNeedsVegaAndSaysWhere) {
+  const CliResult r = run_cli_env("NEURALCOST_VEGA_DIR=/nonexistent", "report " + kResults + "study.json -o " +
+                                                                         temp_path("novega.html"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(count_lines(r.err), 1u);
+  EXPECT_THAT(r.err, HasSubstr("error: the HTML report needs Vega, and /nonexistent/vega-util.min.js is missing: "
+                               "install Debian's libjs-vega"));
+  EXPECT_FALSE(std::filesystem::exists(temp_path("novega.html")));
+  // Markdown needs none
+  EXPECT_EQ(run_cli_env("NEURALCOST_VEGA_DIR=/nonexistent", "report " + kResults + "study.json --format md").exit_code, 0);
+}
+
+TEST(CliReportTest, CompareTablesJsonAndAReportSection) {
+  const std::string before = kResults + "before.jsonl", after = kResults + "after.jsonl";
+  CliResult r = run_cli("compare " + before + " " + after);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("ff, torch eager, batch 1"));
+  EXPECT_THAT(r.out, HasSubstr("Mann-Whitney U"));
+  r = run_cli("compare " + before + " " + after + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const json j = json::parse(r.out);
+  ASSERT_EQ(j["cells"].size(), 8u);
+  for (const json& c : j["cells"]) {
+    EXPECT_TRUE(c["u_test"].is_object());
+    const double p = c["u_test"]["p_value"].get<double>();
+    const std::string result = c["result"];
+    EXPECT_EQ(result == "faster" || result == "slower", p < 0.05) << result << " p " << p;
+    EXPECT_DOUBLE_EQ(c["ratio"].get<double>(), c["after"]["median_seconds"].get<double>() /
+                                                   c["before"]["median_seconds"].get<double>());
+  }
+  r = run_cli("compare " + before + " " + after + " --alpha 2");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: significance level 2 must be between 0 and 1\n");
+  r = run_cli("report " + after + " --baseline " + before + " --format md");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("## Compared with"));
+  EXPECT_THAT(r.out, HasSubstr("| cell "));
+  // a profile document and JSON Lines compare alike: the study's ff cells match
+  r = run_cli("compare " + kResults + "study.json " + after + " --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(json::parse(r.out)["cells"].size(), 8u);
+}
+
+}  // namespace
+}  // namespace neuralcost

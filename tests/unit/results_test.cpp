@@ -1,0 +1,412 @@
+// Results files read back, priced and compared: real CLI output (tests/inputs/results, made by
+// make_results.sh) for what a file holds, small hand-made runs for the decisions' edges, and one
+// malformed input per failure class.
+#include "neuralcost/report/cost.hpp"
+#include "neuralcost/report/findings.hpp"
+#include "neuralcost/report/results.hpp"
+#include "neuralcost/report/results_comparison.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+namespace {
+
+using ::testing::HasSubstr;
+using nlohmann::json;
+
+const std::string kResults = std::string(NEURALCOST_TEST_INPUTS) + "/results/";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  std::stringstream s(text);
+  for (std::string line; std::getline(s, line);) out.push_back(line);
+  return out;
+}
+
+/// A minimal measured run as a results line (hand-made: for the decisions, not the figures).
+json run_json(const std::string& model, const std::string& mode, std::int64_t batch, const std::vector<double>& samples,
+              const std::string& verdict = "ok") {
+  std::vector<double> sorted = samples;
+  std::sort(sorted.begin(), sorted.end());
+  const double median = sorted.empty() ? 1e-3 : sorted[sorted.size() / 2];
+  json timing{{"median_seconds", median}, {"ci95_low_seconds", median * 0.98}, {"ci95_high_seconds", median * 1.02},
+              {"cv", 0.01}, {"samples", std::max<std::size_t>(1, samples.size())}};
+  if (!samples.empty()) timing["samples_seconds"] = samples;
+  return {{"model", model},
+          {"backend", "jax"},
+          {"mode", mode},
+          {"batch", batch},
+          {"device", "cpu"},
+          {"failed", false},
+          {"outcome", {{"verdict", verdict}, {"reasons", verdict == "ok" ? json::array() : json::array({"too noisy"})}}},
+          {"timing", timing},
+          {"totals", {{"flops", 1000}, {"bytes_read", 400}, {"bytes_written", 100}, {"arithmetic_intensity", 2.0},
+                      {"lower_bound_seconds", median / 10}}},
+          {"efficiency", 0.1},
+          {"fused_efficiency", 0.1},
+          {"samples_per_second", static_cast<double>(batch) / median},
+          {"achieved_flops_per_second", 1000 / median},
+          {"bound", "memory"},
+          {"ops", json::array()},
+          {"layers", json::array()},
+          {"contract", {{"model_sizes", "seq 32, width 128, depth 2"}}},
+          {"warnings", json::array()}};
+}
+
+json failed_json(const std::string& model, const std::string& mode, std::int64_t batch) {
+  return {{"model", model}, {"backend", "jax"}, {"mode", mode}, {"batch", batch}, {"device", "cpu"}, {"failed", true},
+          {"outcome", {{"verdict", "failed"}, {"reasons", {"worker crashed"}}}}, {"error", "worker crashed"}};
+}
+
+std::string jsonl(const std::vector<json>& runs) {
+  std::string out = R"({"hardware": {"id": "toy", "peak_flops_per_second": {"fp32": 1e12}, )"
+                    R"("memory_bandwidth_bytes_per_second": 1e11}})"
+                    "\n";
+  for (const json& r : runs) out += r.dump() + "\n";
+  return out;
+}
+
+std::vector<double> around(double centre, int n) {
+  std::vector<double> s;
+  for (int i = 0; i < n; ++i) s.push_back(centre * (1 + 0.01 * ((i * 7) % 5 - 2)));
+  return s;
+}
+
+TEST(ResultsTest, ReadsAProfileDocumentWithItsHardware) {
+  const ResultsFile r = read_results(kResults + "study.json");
+  EXPECT_TRUE(r.warnings.empty());
+  // ff and cnn at two batches in two frameworks and two modes, and the missing model's failures
+  ASSERT_EQ(r.runs.size(), 20u);
+  ASSERT_EQ(r.hardware.size(), 1u);
+  std::size_t failed = 0;
+  for (const ResultRun& run : r.runs) {
+    EXPECT_EQ(run.hardware_id, r.hardware.front().id);
+    if (run.failed()) {
+      ++failed;
+      EXPECT_THAT(run.model, HasSubstr("<script>"));
+      EXPECT_FALSE(run.error.empty());
+      continue;
+    }
+    EXPECT_GT(run.median_seconds, 0);
+    EXPECT_EQ(run.samples_seconds.size(), static_cast<std::size_t>(run.samples));
+    EXPECT_LE(run.ci95_low_seconds, run.median_seconds);
+    EXPECT_GT(run.flops, 0u);
+  }
+  EXPECT_EQ(failed, 4u);
+  EXPECT_EQ(r.runs.front().source, kResults + "study.json: runs[0]");
+}
+
+TEST(ResultsTest, ReadsJsonLinesWithAHardwareHeader) {
+  const ResultsFile r = read_results(kResults + "before.jsonl");
+  EXPECT_TRUE(r.warnings.empty());
+  ASSERT_EQ(r.runs.size(), 8u);
+  ASSERT_EQ(r.hardware.size(), 1u);
+  EXPECT_EQ(r.runs.front().source, kResults + "before.jsonl:2");  // line 1 is the header
+  EXPECT_EQ(r.runs.front().hardware_id, r.hardware.front().id);
+  bool layers = false;
+  for (const ResultRun& run : r.runs) layers = layers || !run.layers.empty();
+  EXPECT_TRUE(layers) << "torch eager runs have per-layer times";
+}
+
+TEST(ResultsTest, AHeaderMayCarryMoreAndARunItsOwnHardware) {
+  // what `study` writes: a header with its settings (ignored here), then runs; a run with its own spec
+  json own = run_json("ff", "eager", 1, around(1e-3, 10));
+  own["hardware"] = {{"id", "other"}, {"peak_flops_per_second", {{"fp32", 2e12}}}, {"memory_bandwidth_bytes_per_second", 1e11}};
+  const std::string text = R"({"schema_version": 1, "study": {"models": ["ff"], "batches": [1]}, )"
+                           R"("hardware": {"id": "toy", "peak_flops_per_second": {"fp32": 1e12}, )"
+                           R"("memory_bandwidth_bytes_per_second": 1e11}})"
+                           "\n" +
+                           run_json("ff", "jit", 1, around(1e-4, 10)).dump() + "\n" + own.dump() + "\n";
+  const ResultsFile r = parse_results(text, "study.jsonl");
+  EXPECT_TRUE(r.warnings.empty());
+  ASSERT_EQ(r.runs.size(), 2u);
+  EXPECT_EQ(r.runs[0].hardware_id, "toy");
+  EXPECT_EQ(r.runs[1].hardware_id, "other");
+  EXPECT_EQ(r.hardware.size(), 2u);
+}
+
+TEST(ResultsTest, ATruncatedLastLineIsNamedAndTheGoodLinesAreRead) {
+  std::vector<std::string> lines = lines_of(slurp(kResults + "before.jsonl"));
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  text.resize(text.size() - lines.back().size() / 2 - 1);  // an interrupted write: half a line, no newline
+  const ResultsFile r = parse_results(text, "cut.jsonl");
+  EXPECT_EQ(r.runs.size(), lines.size() - 2);
+  ASSERT_EQ(r.warnings.size(), 1u);
+  EXPECT_THAT(r.warnings[0], HasSubstr(fmt::format("cut.jsonl:{}: truncated", lines.size())));
+}
+
+TEST(ResultsTest, ForeignAndMalformedLinesAreSkippedByLineNumber) {
+  const std::string text = jsonl({run_json("ff", "eager", 1, around(1e-3, 10))}) +
+                           "{\"name\": \"a line of something else\"}\n"
+                           "not json at all\n"
+                           "[1, 2, 3]\n" +
+                           run_json("ff", "jit", 1, around(5e-4, 10)).dump() + "\n";
+  const ResultsFile r = parse_results(text, "mixed.jsonl");
+  EXPECT_EQ(r.runs.size(), 2u);
+  ASSERT_EQ(r.warnings.size(), 3u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("mixed.jsonl:3: not a results line"));
+  EXPECT_THAT(r.warnings[1], HasSubstr("mixed.jsonl:4: not JSON"));
+  EXPECT_THAT(r.warnings[2], HasSubstr("mixed.jsonl:5: not a results line"));
+  EXPECT_EQ(r.runs[1].source, "mixed.jsonl:6");
+}
+
+TEST(ResultsTest, ARunWithABadFieldIsSkippedNamingTheField) {
+  json no_median = run_json("ff", "eager", 1, {});
+  no_median["timing"].erase("median_seconds");
+  json bad_batch = run_json("ff", "eager", 1, {});
+  bad_batch["batch"] = 0;
+  json disagrees = run_json("ff", "eager", 1, {});
+  disagrees["failed"] = true;
+  json future = run_json("ff", "eager", 1, {});
+  future["schema_version"] = 2;
+  const ResultsFile r = parse_results(jsonl({no_median, bad_batch, disagrees, future}), "bad.jsonl");
+  EXPECT_TRUE(r.runs.empty());
+  ASSERT_EQ(r.warnings.size(), 4u);
+  EXPECT_THAT(r.warnings[0], HasSubstr("bad.jsonl:2: field 'timing.median_seconds' is missing; line skipped"));
+  EXPECT_THAT(r.warnings[1], HasSubstr("bad.jsonl:3: field 'batch' must be an integer >= 1"));
+  EXPECT_THAT(r.warnings[2], HasSubstr("bad.jsonl:4: field 'failed' disagrees with outcome.verdict"));
+  EXPECT_THAT(r.warnings[3], HasSubstr("bad.jsonl:5: schema_version 2 (this neural-cost reads 1)"));
+  EXPECT_THROW(require_runs(r), Error);
+}
+
+TEST(ResultsTest, EmptyFilesAndCutDocumentsAreErrors) {
+  for (const char* empty : {"", "\n\n", "  \n"}) {
+    try {
+      parse_results(empty, "empty.jsonl");
+      ADD_FAILURE() << "an empty file must be an error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kDataLoss);
+      EXPECT_EQ(std::string(e.what()), "empty.jsonl: empty: no runs to report");
+    }
+  }
+  const std::string doc = slurp(kResults + "study.json");
+  try {
+    parse_results(doc.substr(0, doc.size() / 2), "half.json");
+    ADD_FAILURE() << "half a profile document must be an error";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("half.json:"));
+    EXPECT_THAT(e.what(), HasSubstr("not a complete profile document (truncated?): it ends early"));
+  }
+  // a header and nothing else: read, but nothing to report
+  const ResultsFile header_only = parse_results(jsonl({}), "header.jsonl");
+  EXPECT_TRUE(header_only.warnings.empty());
+  try {
+    require_runs(header_only);
+    ADD_FAILURE();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), "header.jsonl: no runs to report");
+  }
+  EXPECT_THROW(read_results(kResults + "no-such-file.jsonl"), Error);
+}
+
+TEST(ResultsTest, ManyBadLinesAreSummarised) {
+  std::string text;
+  for (int i = 0; i < 50; ++i) text += "garbage\n";
+  const ResultsFile r = parse_results(text + run_json("ff", "eager", 1, {}).dump() + "\n", "noisy.jsonl");
+  EXPECT_EQ(r.runs.size(), 1u);
+  ASSERT_EQ(r.warnings.size(), 21u);
+  EXPECT_EQ(r.warnings.back(), "noisy.jsonl: 30 more problems not listed");
+}
+
+TEST(CostTest, CostPerSampleIsPriceTimesMedianOverBatchForEveryRun) {
+  const ResultsFile r = read_results(kResults + "study.json");
+  PriceList prices;
+  prices.per_hour = 3.6;
+  const CostReport cost = cost_of(r, prices);
+  ASSERT_EQ(cost.runs.size(), r.runs.size());
+  for (std::size_t i = 0; i < r.runs.size(); ++i) {
+    const ResultRun& run = r.runs[i];
+    if (run.failed()) {
+      EXPECT_FALSE(cost.runs[i]);
+      continue;
+    }
+    ASSERT_TRUE(cost.runs[i]);
+    const RunCost& c = *cost.runs[i];
+    EXPECT_DOUBLE_EQ(c.per_sample.value, 3.6 / 3600 * run.median_seconds / static_cast<double>(run.batch));
+    EXPECT_DOUBLE_EQ(c.per_sample.low, 3.6 / 3600 * run.ci95_low_seconds / static_cast<double>(run.batch));
+    EXPECT_DOUBLE_EQ(c.per_sample.high, 3.6 / 3600 * run.ci95_high_seconds / static_cast<double>(run.batch));
+    EXPECT_DOUBLE_EQ(c.per_million_samples.value, 1e6 * c.per_sample.value);
+    EXPECT_FALSE(c.per_million_tokens) << "ff and cnn read no sequence";
+    for (const LayerCost& l : c.layers) {
+      EXPECT_DOUBLE_EQ(l.above_bound_per_million_samples,
+                       1e6 * 3.6 / 3600 * run.layers[l.layer].waste_seconds / static_cast<double>(run.batch));
+    }
+    for (std::size_t k = 1; k < c.layers.size(); ++k) {
+      EXPECT_GE(c.layers[k - 1].above_bound_per_million_samples, c.layers[k].above_bound_per_million_samples);
+    }
+  }
+}
+
+TEST(CostTest, SequenceModelsArePricedPerToken) {
+  const ResultsFile r = parse_results(jsonl({run_json("lstm", "eager", 4, around(2e-3, 10))}), "lstm.jsonl");
+  const std::optional<RunCost> c = run_cost(r.runs.front(), 1.0);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->tokens_per_sample, 32);
+  ASSERT_TRUE(c->per_million_tokens);
+  EXPECT_DOUBLE_EQ(c->per_million_tokens->value, 1e6 / 3600 * r.runs.front().median_seconds / (4 * 32));
+}
+
+TEST(CostTest, PricesFromUsersAreChecked) {
+  EXPECT_DOUBLE_EQ(parse_price_per_hour("2.10", "--price-per-hour"), 2.10);
+  EXPECT_DOUBLE_EQ(parse_price_per_hour("0", "--price-per-hour"), 0);
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {"-1", "--price-per-hour '-1' must not be negative (got -1)"},
+           {"abc", "--price-per-hour 'abc' is not a number"},
+           {"2.1x", "--price-per-hour '2.1x' is not a number"},
+           {"", "--price-per-hour '' is not a number"},
+           {"inf", "--price-per-hour 'inf' must be a finite number"},
+           {"nan", "--price-per-hour 'nan' must be a finite number"},
+           {"1e999", "--price-per-hour '1e999' is not a number"}}) {
+    try {
+      parse_price_per_hour(text, "--price-per-hour");
+      ADD_FAILURE() << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+}
+
+TEST(CostTest, APriceFileIsKeyedByHardwareId) {
+  const PriceList p = parse_price_file(R"({"currency": "EUR", "price_per_hour": {"toy": 2.0, "h100-sxm": 2.5}})", "p.json");
+  EXPECT_EQ(p.currency, "EUR");
+  EXPECT_EQ(p.price_for("toy"), 2.0);
+  EXPECT_FALSE(p.price_for("host"));
+  const ResultsFile r = parse_results(jsonl({run_json("ff", "eager", 1, {})}), "toy.jsonl");
+  EXPECT_TRUE(cost_of(r, p).runs.front());
+  PriceList other = parse_price_file(R"({"price_per_hour": {"h100-sxm": 2.5}})", "other.json");
+  const CostReport unpriced = cost_of(r, other);
+  EXPECT_FALSE(unpriced.runs.front());
+  ASSERT_EQ(unpriced.warnings.size(), 1u);
+  EXPECT_EQ(unpriced.warnings[0], "other.json: no price for hardware 'toy': its runs have no cost");
+  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"price_per_hour": {"toy": -2}})", "p.json: field 'price_per_hour.toy' must not be negative"},
+           {R"({"price_per_hour": {"toy": "2"}})", "p.json: field 'price_per_hour.toy' must be a number"},
+           {R"({"price_per_hour": {}})", "p.json: field 'price_per_hour' must be an object of hardware id -> price per "
+                                         "hour, with at least one entry"},
+           {R"({"prices": {"toy": 2}})", "p.json: field 'prices' is not a price file field (schema_version, currency, "
+                                         "price_per_hour, notes)"},
+           {"{", "p.json: malformed JSON at byte 2"}}) {
+    try {
+      parse_price_file(text, "p.json");
+      ADD_FAILURE() << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  }
+}
+
+TEST(CompareTest, ChangesAreTestedOnTheSamples) {
+  const ResultsFile before = parse_results(jsonl({run_json("ff", "eager", 1, around(1e-3, 30)),
+                                                  run_json("ff", "jit", 1, around(1e-4, 30)),
+                                                  run_json("cnn", "eager", 1, around(2e-3, 30)),
+                                                  run_json("rnn", "eager", 1, {}), failed_json("lstm", "eager", 1),
+                                                  run_json("transformer", "eager", 1, around(1e-3, 10))}),
+                                           "before.jsonl");
+  const ResultsFile after = parse_results(jsonl({run_json("ff", "eager", 1, around(0.8e-3, 30)),
+                                                 run_json("ff", "jit", 1, around(1e-4, 30)),
+                                                 run_json("cnn", "eager", 1, around(2.4e-3, 30)),
+                                                 run_json("rnn", "eager", 1, {}), run_json("lstm", "eager", 1, around(1e-3, 10)),
+                                                 run_json("ff", "eager", 4, around(1e-3, 10))}),
+                                          "after.jsonl");
+  const ResultsComparison c = compare_results(before, after);
+  ASSERT_EQ(c.cells.size(), 5u);
+  EXPECT_EQ(c.cells[0].change, Change::kFaster);
+  EXPECT_NEAR(c.cells[0].ratio, 0.8, 0.01);
+  EXPECT_LT(c.cells[0].ratio_ci95.high, 1.0);
+  EXPECT_LT(c.cells[0].test->p_value, 0.05);
+  EXPECT_EQ(c.cells[1].change, Change::kNoChange);
+  EXPECT_GE(c.cells[1].test->p_value, 0.05);
+  EXPECT_EQ(c.cells[2].change, Change::kSlower);
+  EXPECT_EQ(c.cells[3].change, Change::kNotTested) << "no per-sample times";
+  EXPECT_FALSE(c.cells[3].test);
+  EXPECT_LE(c.cells[3].ratio_ci95.low, 1.0);
+  EXPECT_GE(c.cells[3].ratio_ci95.high, 1.0);
+  EXPECT_EQ(c.cells[4].change, Change::kNotComparable);
+  EXPECT_THAT(c.cells[4].notes.front(), HasSubstr("before failed: worker crashed"));
+  ASSERT_EQ(c.only_before.size(), 1u);
+  EXPECT_EQ(c.only_before[0].model, "transformer");
+  ASSERT_EQ(c.only_after.size(), 1u);
+  EXPECT_EQ(c.only_after[0].batch, 4);
+  EXPECT_THROW(compare_results(before, after, 0), Error);
+  EXPECT_THROW(compare_results(before, after, 1), Error);
+}
+
+TEST(CompareTest, ARepeatedCellComparesItsLastRun) {
+  const ResultsFile before = parse_results(jsonl({run_json("ff", "eager", 1, around(1e-3, 20))}), "b.jsonl");
+  const ResultsFile after = parse_results(
+      jsonl({run_json("ff", "eager", 1, around(5e-3, 20)), run_json("ff", "eager", 1, around(1e-3, 20))}), "a.jsonl");
+  const ResultsComparison c = compare_results(before, after);
+  ASSERT_EQ(c.cells.size(), 1u);
+  EXPECT_EQ(c.cells[0].change, Change::kNoChange);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_THAT(c.warnings[0], HasSubstr("a.jsonl:3: ff, jax eager, batch 1 appears again (a.jsonl:2)"));
+}
+
+TEST(CompareTest, RealResultsCompareEveryCell) {
+  const ResultsComparison c =
+      compare_results(read_results(kResults + "before.jsonl"), read_results(kResults + "after.jsonl"));
+  ASSERT_EQ(c.cells.size(), 8u);
+  for (const CellChange& x : c.cells) {
+    ASSERT_TRUE(x.test) << cell_name(x.cell);
+    EXPECT_GE(x.test->p_value, 0);
+    EXPECT_LE(x.test->p_value, 1);
+    EXPECT_LE(x.ratio_ci95.low, x.ratio_ci95.high);
+  }
+  EXPECT_TRUE(c.only_before.empty());
+  EXPECT_TRUE(c.only_after.empty());
+}
+
+TEST(FindingsTest, CountsWinsAndSpeedupsOfRealResults) {
+  const ResultsFile r = read_results(kResults + "study.json");
+  const Findings f = find_findings(r);
+  EXPECT_EQ(f.runs, 20u);
+  EXPECT_EQ(f.failed, 4u);
+  EXPECT_EQ(f.ok + f.mistrusted, 16u);
+  EXPECT_EQ(f.memory_bound + f.compute_bound, 16u);
+  EXPECT_EQ(f.speedups.size(), 8u) << "every compiled run against the eager run of its cell";
+  ASSERT_TRUE(f.largest_speedup);
+  for (const Speedup& s : f.speedups) {
+    EXPECT_DOUBLE_EQ(s.speedup, r.runs[s.eager].median_seconds / r.runs[s.compiled].median_seconds);
+  }
+  EXPECT_EQ(f.models_compared, 2u);
+  std::size_t wins = 0;
+  for (const ConfigWins& w : f.wins) wins += w.models.size();
+  EXPECT_EQ(wins, 2u);
+}
+
+TEST(FindingsTest, SpeedupSourceComparesTimeInsideAndOutsideTheLayers) {
+  json eager = run_json("ff", "eager", 1, around(1e-3, 10));
+  json jit = run_json("ff", "jit", 1, around(2e-4, 10));
+  auto layer = [](double seconds) {
+    return json{{"event", 0}, {"name", "dot"}, {"ops", json::array()}, {"flops", 10}, {"bytes", 10},
+                {"lower_bound_seconds", 0.0}, {"measured_seconds", seconds}, {"efficiency", 0.0}, {"bound", nullptr}};
+  };
+  eager["layers"] = {layer(1.5e-4)};
+  eager["unattributed_seconds"] = 8.5e-4;  // dispatch: most of the eager pass
+  jit["layers"] = {layer(1.4e-4)};
+  jit["unattributed_seconds"] = 0.6e-4;
+  const ResultsFile r = parse_results(jsonl({eager, jit}), "s.jsonl");
+  const Findings f = find_findings(r);
+  ASSERT_EQ(f.speedups.size(), 1u);
+  EXPECT_EQ(f.speedups[0].source, SpeedupSource::kDispatch);
+}
+
+}  // namespace
+}  // namespace neuralcost

@@ -1,0 +1,220 @@
+// `neural-cost report`, `cost` and `compare`: views over results files (a `profile --format
+// json` document, or the JSON Lines a study appends). Parsing and wiring only: reading, pricing,
+// comparing and the findings are the library's (include/neuralcost/report/).
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/report/report_views.hpp"
+
+namespace neuralcost::cli {
+namespace {
+
+constexpr const char* kResultsHelp =
+    "Results file: `profile --format json` output, or JSON Lines (one run per line, optionally after a "
+    "{\"hardware\": ...} header line; docs/json-schema.md#results-lines)";
+
+constexpr const char* kTrainingNote =
+    "Training cost to a quality target is not available yet: neural-cost makes no training runs, so there is no "
+    "step time to price.";
+
+/// Reads a results file, printing what was skipped; an error when no run is left.
+ResultsFile read_for_report(const std::string& path) {
+  ResultsFile results = read_results(path);
+  for (const std::string& w : results.warnings) fmt::print(stderr, "warning: {}\n", terminal_text(w));
+  require_runs(results);
+  return results;
+}
+
+struct PriceArgs {
+  std::string per_hour;  // text: parsed by the library, which names what is wrong with it
+  std::string file;
+  std::string currency;
+};
+
+void add_price_options(CLI::App& cmd, PriceArgs& args) {
+  cmd.add_option("--price-per-hour", args.per_hour,
+                 "Price of the hardware per hour (e.g. 2.10): cost per sample and per million samples (tokens for "
+                 "sequence models), and per layer the money above its roofline lower bound");
+  cmd.add_option("--price-file", args.file,
+                 "JSON file of prices per hardware id: {\"currency\": \"USD\", \"price_per_hour\": {\"host\": 0.05, "
+                 "\"h100-sxm\": 2.10}}; --price-per-hour then prices the hardware it does not list");
+  cmd.add_option("--currency", args.currency, "Currency label of the prices (default USD, or the price file's)");
+}
+
+/// The prices given, or none.
+std::optional<PriceList> prices_of(const PriceArgs& args) {
+  if (args.per_hour.empty() && args.file.empty()) return std::nullopt;
+  PriceList prices;
+  if (!args.file.empty()) prices = load_price_file(args.file);
+  if (!args.per_hour.empty()) {
+    prices.per_hour = parse_price_per_hour(args.per_hour, "--price-per-hour");
+    if (args.file.empty()) prices.origin = "--price-per-hour";
+  }
+  if (!args.currency.empty()) prices.currency = args.currency;
+  return prices;
+}
+
+/// --format when given; else the output's extension; else `fallback`.
+std::string format_name(const CLI::App& cmd, const std::string& format, const std::string& output,
+                        const std::string& fallback) {
+  if (cmd.count("--format") > 0) return format;
+  auto ends = [&](const char* ext) {
+    const std::string e(ext);
+    return output.size() >= e.size() && output.compare(output.size() - e.size(), e.size(), e) == 0;
+  };
+  if (ends(".html") || ends(".htm")) return "html";
+  if (ends(".md") || ends(".markdown")) return "md";
+  if (ends(".json")) return "json";
+  if (ends(".csv")) return "csv";
+  return fallback;
+}
+
+/// The table/JSON/CSV/Markdown format named by `name`; HTML is the report's.
+Format view_format(const std::string& name, const char* command) {
+  const std::optional<Format> format = parse_format(name);
+  if (!format) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} writes table, json, csv or md, not '{}' (the HTML page is `neural-cost report`)", command,
+                            name));
+  }
+  return *format;
+}
+
+struct ReportArgs {
+  std::string results;
+  std::string output;
+  std::string format = "html";
+  PriceArgs price;
+  std::string baseline;
+  double alpha = 0.05;
+};
+
+void run_report(const ReportArgs& args, const CLI::App& cmd) {
+  const std::string format = format_name(cmd, args.format, args.output, "html");
+  // Vega first: a missing package should not cost the reading of a large file
+  const std::string vega = format == "html" ? load_vega_script(vega_directory()) : std::string();
+  const std::optional<PriceList> prices = prices_of(args.price);
+  const ResultsFile results = read_for_report(args.results);
+  ReportInput input;
+  input.results = &results;
+  input.findings = find_findings(results);
+  if (prices) {
+    input.cost = cost_of(results, *prices);
+    for (const std::string& w : input.cost->warnings) fmt::print(stderr, "warning: {}\n", terminal_text(w));
+  }
+  ResultsFile before;
+  if (!args.baseline.empty()) {
+    before = read_for_report(args.baseline);
+    input.comparison = compare_results(before, results, args.alpha);
+  }
+  emit(format == "html" ? render_report_html(input, vega) : render_report_markdown(input), args.output);
+  if (!args.output.empty()) {
+    fmt::print(stderr, "note: wrote {} ({} runs: {} ok, {} mistrusted, {} failed)\n", terminal_text(args.output),
+               input.findings.runs, input.findings.ok, input.findings.mistrusted, input.findings.failed);
+  }
+}
+
+struct CostArgs {
+  std::string results;
+  std::string output;
+  std::string format = "table";
+  PriceArgs price;
+};
+
+void run_cost(const CostArgs& args, const CLI::App& cmd) {
+  const std::optional<PriceList> prices = prices_of(args.price);
+  if (!prices) {
+    throw Error(ErrorCode::kInvalidArgument, "cost needs a price: --price-per-hour P or --price-file FILE");
+  }
+  const ResultsFile results = read_for_report(args.results);
+  const CostReport cost = cost_of(results, *prices);
+  const Format format = view_format(format_name(cmd, args.format, args.output, "table"), "cost");
+  if (format == Format::kJson || format == Format::kCsv) {
+    // the JSON carries them; the table and Markdown print them below the table
+    for (const std::string& w : cost.warnings) fmt::print(stderr, "warning: {}\n", terminal_text(w));
+  }
+  emit(render_cost(results, cost, format), args.output);
+}
+
+struct CompareArgs {
+  std::string before, after;
+  std::string output;
+  std::string format = "table";
+  double alpha = 0.05;
+};
+
+void run_compare(const CompareArgs& args, const CLI::App& cmd) {
+  const ResultsFile before = read_for_report(args.before);
+  const ResultsFile after = read_for_report(args.after);
+  const ResultsComparison comparison = compare_results(before, after, args.alpha);
+  const Format format = view_format(format_name(cmd, args.format, args.output, "table"), "compare");
+  if (format == Format::kJson || format == Format::kCsv) {
+    for (const std::string& w : comparison.warnings) fmt::print(stderr, "warning: {}\n", terminal_text(w));
+  }
+  emit(render_results_comparison(comparison, format), args.output);
+}
+
+}  // namespace
+
+void add_report_commands(CLI::App& app) {
+  {
+    auto args = std::make_shared<ReportArgs>();
+    CLI::App* cmd = app.add_subcommand(
+        "report",
+        "Write the report of a results file: one self-contained HTML page (works offline; Vega inlined from\n"
+        "Debian's libjs-vega) with the findings in sentences, the roofline of the machine with every run and\n"
+        "a chosen run's layers, latency with CIs, an efficiency heatmap, batch scaling, compiled-over-eager\n"
+        "speedups, cost (with a price), a comparison (with --baseline) and every run with its verdict; or the\n"
+        "same words and tables in Markdown (--format md). The report shows what the results say; it re-derives\n"
+        "no verdict.");
+    cmd->add_option("results", args->results, kResultsHelp)->required();
+    cmd->add_option("-o,--output", args->output,
+                    "Write to this file (atomically) instead of stdout; without --format, .md gives Markdown");
+    cmd->add_option("--format", args->format, "html or md")->check(CLI::IsMember({"html", "md"}))->capture_default_str();
+    add_price_options(*cmd, args->price);
+    cmd->add_option("--baseline", args->baseline,
+                    "An earlier results file: adds a section comparing every matching cell (see `compare`)");
+    cmd->add_option("--alpha", args->alpha, "Significance level of the comparison's test")->capture_default_str();
+    cmd->footer(kTrainingNote);
+    cmd->callback([args, cmd] { run_report(*args, *cmd); });
+  }
+  {
+    auto args = std::make_shared<CostArgs>();
+    CLI::App* cmd = app.add_subcommand(
+        "cost",
+        "Price the runs of a results file: per run, cost per sample and per million samples (per million\n"
+        "tokens for rnn, lstm and transformer: tokens = batch x sequence length), with the interval of the\n"
+        "timing's 95% CI; per layer, the money spent above its roofline lower bound. Needs --price-per-hour or\n"
+        "--price-file.");
+    cmd->add_option("results", args->results, kResultsHelp)->required();
+    add_price_options(*cmd, args->price);
+    add_format_option(*cmd, args->format);
+    cmd->add_option("-o,--output", args->output,
+                    "Write to this file (atomically) instead of stdout; without --format, the format follows its "
+                    "extension (.json, .csv, .md)");
+    cmd->footer(kTrainingNote);
+    cmd->callback([args, cmd] { run_cost(*args, *cmd); });
+  }
+  {
+    auto args = std::make_shared<CompareArgs>();
+    CLI::App* cmd = app.add_subcommand(
+        "compare",
+        "Compare two results files cell by cell (model, backend, mode, batch, device): the change of the\n"
+        "median with its 95% interval and a two-sided Mann-Whitney U test on the per-sample times (as\n"
+        "google/benchmark's compare tool does), so a real change is told apart from noise. The cells only\n"
+        "one file has are listed.");
+    cmd->add_option("before", args->before, "The earlier results file")->required();
+    cmd->add_option("after", args->after, "The later results file")->required();
+    cmd->add_option("--alpha", args->alpha, "Significance level of the test")->capture_default_str();
+    add_format_option(*cmd, args->format);
+    cmd->add_option("-o,--output", args->output,
+                    "Write to this file (atomically) instead of stdout; without --format, the format follows its "
+                    "extension (.json, .csv, .md)");
+    cmd->callback([args, cmd] { run_compare(*args, *cmd); });
+  }
+}
+
+}  // namespace neuralcost::cli
