@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# The main job: install, build, and profile the five reference networks on this machine in
-# four frameworks (LibTorch, JAX, TensorFlow, PyTorch 2), eager and compiled, at batch 32, then
-# print the summary (latency with its 95% CI, samples/s, FLOP/s, roofline efficiency, limit,
-# verdict) and the side-by-side comparison. Arguments, when given, replace these defaults and
-# go to `neural-cost profile` (e.g. --model cnn --batch 1,32 --backend jax).
+# The main job: install, build, then a study of this machine: the five reference networks in
+# four frameworks (LibTorch, JAX, TensorFlow, PyTorch 2), eager and compiled, at batch 1 and 32
+# (80 cells, each under the timing contract), into results/study-TIME.jsonl, and the report of it,
+# results/report-TIME.html (one offline page: roofline, latency, efficiency, batch scaling,
+# compiled speedups, findings). Prints where both are. Arguments, when given, go to
+# `neural-cost profile` instead (e.g. --model cnn --batch 1,32 --backend jax).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 log=$(mktemp)
@@ -12,7 +13,16 @@ rm -f "$log"
 # LibTorch's OpenMP pool and OpenBLAS's own pool take turns: passive waiting stops the idle
 # one from spinning on the CPUs the other needs (libgomp reads this at start-up).
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
-if [ $# -eq 0 ]; then
-  set -- --backend libtorch,jax,tensorflow,torch --mode eager,compiled --batch 32 --summary
+nc=./build/tools/neural-cost/neural-cost
+if [ $# -gt 0 ]; then
+  exec "$nc" profile "$@"
 fi
-exec ./build/tools/neural-cost/neural-cost profile "$@"
+mkdir -p results
+stamp=$(date +%Y%m%d-%H%M%S)
+results="results/study-$stamp.jsonl"
+report="results/report-$stamp.html"
+"$nc" study --model ff,cnn,rnn,lstm,transformer --backend libtorch,jax,tensorflow,torch --mode eager,compiled \
+  --batch 1,32 --budget 0.5 --layer-runs 5 -o "$results"
+"$nc" report "$results" -o "$report"
+echo "results: $results"
+echo "report:  $report (open it in a browser; it works offline)"
