@@ -128,6 +128,11 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
     check_load(run.timing);
     check_against_roofline(run.timing, run.analysis.totals.fused_lower_bound_seconds);
     const double t = run.timing.summary.median;
+    if (!(t > 0)) {
+      // a rate per 0 s is no number (it was null in JSON): the run failed to measure
+      throw Error(ErrorCode::kDataLoss, "the median pass took 0 s by the backend's clock: too short to time, so no "
+                                        "rate can be given (a larger batch or model measures)");
+    }
     run.efficiency = run.analysis.totals.lower_bound_seconds / t;
     run.fused_efficiency = run.analysis.totals.fused_lower_bound_seconds / t;
     run.samples_per_second = static_cast<double>(request.batch) / t;

@@ -18,7 +18,7 @@ using ::testing::HasSubstr;
 
 class FakeModel final : public PreparedModel {
  public:
-  explicit FakeModel(std::int64_t batch) : batch_(batch) {}
+  explicit FakeModel(std::int64_t batch, double seconds = 1e-3) : batch_(batch), seconds_(seconds) {}
   void run() override { ++runs_; }
   OpGraph captured_graph() override {
     ReferenceOptions o;
@@ -27,12 +27,13 @@ class FakeModel final : public PreparedModel {
     return build_reference_model(o);
   }
   // a scripted clock: every pass takes 1 ms (well above the lower bound of an ff on an H100)
-  std::optional<double> last_run_seconds() const override { return 1e-3; }
+  std::optional<double> last_run_seconds() const override { return seconds_; }
   // two page faults per pass, as a worker would report them
   std::optional<double> page_faults() const override { return 2.0 * runs_; }
 
  private:
   std::int64_t batch_;
+  double seconds_;
   int runs_ = 0;
 };
 
@@ -54,11 +55,12 @@ class FakeGpuBackend final : public Backend {
     ++prepared;
     last_device = run.device;
     if (fail) throw Error(ErrorCode::kUnimplemented, "the fake backend was told to fail");
-    return std::make_unique<FakeModel>(model.batch);
+    return std::make_unique<FakeModel>(model.batch, pass_seconds);
   }
 
   std::string gpu_name = "NVIDIA H100 80GB HBM3";
   bool fail = false;
+  double pass_seconds = 1e-3;  // what the fake's own clock says a pass took
   mutable int prepared = 0;
   mutable std::string last_device;
 };
@@ -197,6 +199,15 @@ TEST(DeviceTest, AFailureIsTheRunsOutcome) {
   EXPECT_EQ(runs[0].outcome.verdict, Verdict::kFailed);
   EXPECT_EQ(runs[0].outcome.error(), "the fake backend was told to fail");
   EXPECT_EQ(verdict_name(runs[0].outcome.verdict), "failed");
+}
+
+TEST(DeviceTest, PassesOfZeroSecondsFailTheRunInsteadOfGivingNoNumbers) {
+  FakeGpuBackend fake;
+  fake.pass_seconds = 0;  // a backend clock coarser than a pass
+  const auto runs = profile(fake, ff(), spec("h100-sxm"), on("cuda:0"));
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_TRUE(runs[0].outcome.failed());
+  EXPECT_THAT(runs[0].outcome.error(), HasSubstr("the median pass took 0 s"));
 }
 
 }  // namespace

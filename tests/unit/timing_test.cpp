@@ -236,6 +236,12 @@ TEST(TimingTest, BadOptionsAreRejected) {
   o = quick();
   o.budget_seconds = 0;
   EXPECT_THROW(time_until_stable(b.callable(), o), Error);
+  o = quick();
+  o.warmup_iterations = 2000000000;  // a typo must not be a run that never ends
+  EXPECT_THROW(time_until_stable(b.callable(), o), Error);
+  o = quick();
+  o.warmup_seconds = 1e9;
+  EXPECT_THROW(time_until_stable(b.callable(), o), Error);
   EXPECT_EQ(b.runs, 0);  // rejected before any pass
 }
 
