@@ -35,7 +35,16 @@ Calibration measure_for_cache(const HostDescription& host, int threads, bool ful
     c.warnings.push_back(status);
     return c;
   }
-  save_calibration(c);
+  try {
+    save_calibration(c);
+  } catch (const Error& e) {
+    // a cache we cannot write (a shared or foreign folder, a full disk) costs a recalibration
+    // next time, not this run
+    status = fmt::format("{}{} calibration ({} thread{}) measured now ({:.1f} s) but not saved: {}", before,
+                         full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds, e.what());
+    c.warnings.push_back(status);
+    return c;
+  }
   status = fmt::format("{}{} calibration ({} thread{}) measured now ({:.1f} s) and saved to {}", before,
                        full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds,
                        calibration_cache_path(c.threads));

@@ -91,4 +91,46 @@ void append_line_durably(const std::string& path, const std::string& line) {
   if (!ok) throw Error(ErrorCode::kDataLoss, fmt::format("cannot append to '{}': {}", path, std::strerror(saved)));
 }
 
+void replace_private_file(const std::string& path, const std::string& content, unsigned mode) {
+  std::string tmp = path + ".tmp.XXXXXX";
+  const int fd = ::mkstemp(tmp.data());
+  if (fd < 0) throw Error(ErrorCode::kDataLoss, fmt::format("cannot write '{}': {}", path, std::strerror(errno)));
+  const bool written = ::fchmod(fd, static_cast<mode_t>(mode)) == 0 && write_all(fd, content) && ::fsync(fd) == 0;
+  const int write_errno = errno;
+  if (::close(fd) != 0 || !written) {
+    std::remove(tmp.c_str());
+    throw Error(ErrorCode::kDataLoss, fmt::format("cannot write '{}': {}", path, std::strerror(write_errno)));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {  // rename replaces a link, it does not follow it
+    const int rename_errno = errno;
+    std::remove(tmp.c_str());
+    throw Error(ErrorCode::kDataLoss, fmt::format("cannot replace '{}': {}", path, std::strerror(rename_errno)));
+  }
+}
+
+void ensure_private_directory(const std::string& dir) {
+  std::error_code ec;
+  const std::filesystem::path d(dir);
+  if (d.has_parent_path()) std::filesystem::create_directories(d.parent_path(), ec);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    throw Error(ErrorCode::kDataLoss, fmt::format("cannot create '{}': {}", dir, std::strerror(errno)));
+  }
+  struct stat st {};
+  if (::lstat(dir.c_str(), &st) != 0) {
+    throw Error(ErrorCode::kDataLoss, fmt::format("cannot read '{}': {}", dir, std::strerror(errno)));
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("'{}' is not a directory of its own (a link or a file)", dir));
+  }
+  if (st.st_uid != ::geteuid()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("'{}' belongs to another user (uid {}); it is not used for our files", dir, st.st_uid));
+  }
+  if ((st.st_mode & 022) != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("'{}' can be written by other users (mode {:o}); make it private (chmod 700)", dir,
+                            st.st_mode & 0777));
+  }
+}
+
 }  // namespace neuralcost

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <cmath>
 #include <fstream>
 #include <sstream>
 
@@ -12,6 +13,7 @@
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/calibration.hpp"
+#include "neuralcost/hardware/host.hpp"
 #include "neuralcost/core/atomic_file.hpp"
 
 namespace neuralcost {
@@ -140,6 +142,32 @@ Calibration parse_calibration(std::string_view text, const std::string& origin) 
   return c;
 }
 
+/// A cached calibration is read as figures of this CPU only when they are possible here: no
+/// fp32/fp64 FMA rate above 3x the theoretical peak of its threads' cores (the table's clock is an upper
+/// bound already; 3x leaves room for a wrong row or an older description, not for a hand-edited x100), no bandwidth
+/// above 100 TB/s, nothing negative or not finite. Empty when plausible.
+static std::string implausible(const Calibration& c, const HostDescription& host) {
+  const HardwareSpec theory = theoretical_host_spec(host, c.threads);
+  for (const auto& [dtype, m] : c.fma) {
+    if (!std::isfinite(m.best) || m.best < 0) return fmt::format("{} FMA {}", dtype, m.best);
+    // fp32 and fp64 only: the theoretical spec's other rates (bf16 dot products) are not bounds
+    const auto d = parse_dtype(dtype);
+    if (!d || (*d != DType::kFp32 && *d != DType::kFp64)) continue;
+    const auto peak = theory.peak_flops_per_second.find(*d);
+    if (peak != theory.peak_flops_per_second.end() && m.best > 3 * peak->second) {
+      return fmt::format("{} FMA {:.3g} FLOP/s against a theoretical {:.3g}", dtype, m.best, peak->second);
+    }
+  }
+  for (const BandwidthLevel& l : c.levels) {
+    for (const RateMeasurement* r : {&l.read, &l.copy, &l.triad}) {
+      if (!std::isfinite(r->best) || r->best < 0 || r->best > 1e14) {
+        return fmt::format("{} bandwidth {:.3g} B/s", l.name, r->best);
+      }
+    }
+  }
+  return "";
+}
+
 std::string calibration_cache_path(int threads) {
   namespace fs = std::filesystem;
   fs::path dir;
@@ -162,9 +190,9 @@ int calibration_threads(const HostDescription& host, int threads) {
 
 void save_calibration(const Calibration& c) {
   const std::string path = calibration_cache_path(c.threads);
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  write_file_atomically(path, calibration_to_json(c));
+  // a private directory of ours, and a file we replace (never a link we would follow)
+  ensure_private_directory(std::filesystem::path(path).parent_path().string());
+  replace_private_file(path, calibration_to_json(c), 0600);
 }
 
 CachedCalibration load_cached_calibration(const HostDescription& host, int threads, bool full) {
@@ -172,6 +200,13 @@ CachedCalibration load_cached_calibration(const HostDescription& host, int threa
   const std::string path = calibration_cache_path(wanted);
   const std::string fingerprint = host_fingerprint(host);
   CachedCalibration out;
+  try {
+    ensure_private_directory(std::filesystem::path(path).parent_path().string());
+  } catch (const Error& e) {
+    out.status = fmt::format("the calibration cache is not used: {}", e.what());
+    out.stale = true;
+    return out;
+  }
   std::ifstream in(path);
   if (!in) {
     out.status = fmt::format("no calibration for {} thread(s) cached at {}", wanted, path);
@@ -181,6 +216,11 @@ CachedCalibration load_cached_calibration(const HostDescription& host, int threa
   text << in.rdbuf();
   try {
     Calibration c = parse_calibration(text.str(), path);
+    if (const std::string absurd = implausible(c, host); !absurd.empty()) {
+      out.status = fmt::format("{} holds figures no CPU like this reaches ({}): not used", path, absurd);
+      out.stale = true;
+      return out;
+    }
     if (c.fingerprint == fingerprint && c.threads == wanted && (!full || !c.quick)) {
       out.status = fmt::format("calibration of {} ({} thread{}) from {}", c.created, c.threads,
                                c.threads == 1 ? "" : "s", path);

@@ -243,12 +243,44 @@ TEST_F(CalibrationCacheTest, ACalibrationOfThisCpuIsReused) {
   EXPECT_EQ(status, "calibration of 2026-03-01T12:00:00Z (2 threads) from " + calibration_cache_path(2));
 }
 
+TEST_F(CalibrationCacheTest, TheCacheIsAFileOfOursNeverALinkFollowedNorAFolderOthersCanWrite) {
+  namespace fs = std::filesystem;
+  // a link at the cache's name (a corrupt cache replaced, an attacker's link): replaced, its
+  // target untouched, the file private
+  const fs::path target = dir_ / "elsewhere.json";
+  { std::ofstream(target) << "precious"; }
+  fs::create_symlink(target, dir_ / "host-calibration-2t.json");
+  save_calibration(canned());
+  EXPECT_EQ(read_text(target), "precious");
+  EXPECT_FALSE(fs::is_symlink(dir_ / "host-calibration-2t.json"));
+  EXPECT_EQ(fs::status(dir_ / "host-calibration-2t.json").permissions() & fs::perms::all,
+            fs::perms::owner_read | fs::perms::owner_write);
+  // a folder other users can write (a prepared /tmp/neural-cost): neither read nor written
+  fs::permissions(dir_, fs::perms::all);
+  const CachedCalibration cached = load_cached_calibration(zen4_vm(), 0, false);
+  EXPECT_FALSE(cached.calibration.has_value());
+  EXPECT_THAT(cached.status, HasSubstr("can be written by other users"));
+  EXPECT_THROW(save_calibration(canned()), Error);
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+}
+
+TEST_F(CalibrationCacheTest, AHandEditedHundredfoldCalibrationIsNotBelieved) {
+  Calibration c = canned();
+  for (auto& [dtype, m] : c.fma) m.best *= 100;
+  save_calibration(c);
+  const CachedCalibration cached = load_cached_calibration(zen4_vm(), 0, false);
+  EXPECT_FALSE(cached.calibration.has_value());
+  EXPECT_THAT(cached.status, HasSubstr("holds figures no CPU like this reaches"));
+}
+
 TEST_F(CalibrationCacheTest, CalibrationsAreCachedByThreadCount) {
   // a 1-thread calibration and the all-CPU one live side by side: a --threads 1 run gets the
   // first, the default the second, and saving one never throws the other away
   Calibration one = canned();
   one.threads = 1;
   one.created = "2026-03-02T00:00:00Z";
+  for (auto& [dtype, m] : one.fma) m.best /= 2;  // one core's figures (a cache read checks them)
   one.fma["fp32"].best = 115e9;
   save_calibration(one);
   save_calibration(canned());
