@@ -30,6 +30,7 @@
 
 #include <fmt/format.h>
 
+#include "neuralcost/measure/load.hpp"
 #include "calibrate/calibration_kernels.hpp"
 
 #if defined(__x86_64__)
@@ -45,14 +46,7 @@ using Clock = std::chrono::steady_clock;
 namespace cal = neuralcost::calibration;
 
 std::vector<int> allowed_cpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  std::vector<int> cpus;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    for (int c = 0; c < CPU_SETSIZE; ++c) {
-      if (CPU_ISSET(c, &set)) cpus.push_back(c);
-    }
-  }
+  std::vector<int> cpus = neuralcost::affinity_cpus();  // the library's reading of the affinity mask
   if (cpus.empty()) cpus.push_back(0);
   return cpus;
 }
