@@ -18,8 +18,8 @@ namespace neuralcost {
 /// A plugin exports it (NEURALCOST_PLUGIN_API_VERSION below); the loader refuses a plugin whose
 /// version differs, since calling through a changed vtable would crash. Bump it with every
 /// change to this header's classes and to the structs they pass (ModelRequest: 3 added its
-/// `inputs`).
-inline constexpr int kPluginApiVersion = 3;
+/// `inputs`; 4: OpRecord gained `differentiates`, op kinds for training steps, OpGraph hashed indexes).
+inline constexpr int kPluginApiVersion = 4;
 
 /// The run options: how a backend runs a model (the model itself is the ModelRequest).
 struct RunOptions {
