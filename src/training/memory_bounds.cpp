@@ -50,20 +50,23 @@ struct Moments {
 Moments propagate(const Index& ix, const std::vector<std::int64_t>& op_segment,
                   const std::vector<std::vector<std::size_t>>& io) {
   const std::size_t n = ix.records.size();
-  std::vector<std::size_t> bits;  // storage by bit
-  std::vector<std::int64_t> bit_of(ix.storages.size(), -1);
+  // kept storages by bit, in the order of their first keeper: a chunk's masks are zero before
+  // its first keeper, so each pass starts there
+  std::vector<std::size_t> bits;
   for (std::size_t s = 0; s < ix.storages.size(); ++s) {
-    if (!ix.storages[s].saved) continue;
-    bit_of[s] = static_cast<std::int64_t>(bits.size());
-    bits.push_back(s);
+    if (ix.storages[s].saved) bits.push_back(s);
   }
+  std::stable_sort(bits.begin(), bits.end(), [&](std::size_t x, std::size_t y) {
+    return ix.storages[x].first_saver < ix.storages[y].first_saver;
+  });
+  std::vector<std::int64_t> bit_of(ix.storages.size(), -1);
+  for (std::size_t b = 0; b < bits.size(); ++b) bit_of[bits[b]] = static_cast<std::int64_t>(b);
   Moments m{std::vector<std::uint64_t>(n, 0), std::vector<std::uint64_t>(n, 0), std::vector<std::uint64_t>(n, 0)};
-  std::vector<std::uint64_t> own_global(n), own_local(n), global(n), local(n);
+  std::vector<std::uint64_t> own_global(n, 0), own_local(n, 0), global(n, 0), local(n, 0);
   for (std::size_t lo = 0; lo < bits.size(); lo += 64) {
     const std::size_t hi = std::min(bits.size(), lo + 64);
+    const std::size_t start = ix.storages[bits[lo]].first_saver;
     std::array<std::uint64_t, 64> bytes{};
-    std::fill(own_global.begin(), own_global.end(), 0);
-    std::fill(own_local.begin(), own_local.end(), 0);
     for (std::size_t b = lo; b < hi; ++b) {
       const Storage& st = ix.storages[bits[b]];
       bytes[b - lo] = st.bytes;
@@ -72,7 +75,7 @@ Moments propagate(const Index& ix, const std::vector<std::int64_t>& op_segment,
       for (std::size_t op : st.local_savers) own_local[op] |= mask;
     }
     const ChunkSum sum(bytes);
-    for (std::size_t i = 0; i < n; ++i) {
+    for (std::size_t i = start; i < n; ++i) {
       std::uint64_t before = 0, segment_before = 0;
       for (std::size_t p : ix.grad_preds[i]) {
         before |= global[p];
@@ -80,15 +83,24 @@ Moments propagate(const Index& ix, const std::vector<std::int64_t>& op_segment,
       }
       global[i] = before | own_global[i];
       local[i] = segment_before | own_local[i];
-      m.forward_kept[i] += sum(before);
-      m.backward_kept[i] += sum(global[i] | local[i]);
-      for (std::size_t s : io[i]) {
-        const std::int64_t b = bit_of[s];
-        if (b >= static_cast<std::int64_t>(lo) && b < static_cast<std::int64_t>(hi) &&
-            ((before >> (static_cast<std::size_t>(b) - lo)) & 1) != 0) {
-          m.io_kept[i] += ix.storages[s].bytes;
+      if (before != 0) {
+        m.forward_kept[i] += sum(before);
+        for (std::size_t s : io[i]) {
+          const std::int64_t b = bit_of[s];
+          if (b >= static_cast<std::int64_t>(lo) && b < static_cast<std::int64_t>(hi) &&
+              ((before >> (static_cast<std::size_t>(b) - lo)) & 1) != 0) {
+            m.io_kept[i] += ix.storages[s].bytes;
+          }
         }
       }
+      if ((global[i] | local[i]) != 0) m.backward_kept[i] += sum(global[i] | local[i]);
+    }
+    // the next chunk starts from zero masks
+    std::fill(global.begin() + static_cast<std::ptrdiff_t>(start), global.end(), 0);
+    std::fill(local.begin() + static_cast<std::ptrdiff_t>(start), local.end(), 0);
+    for (std::size_t b = lo; b < hi; ++b) {
+      for (std::size_t op : ix.storages[bits[b]].global_savers) own_global[op] = 0;
+      for (std::size_t op : ix.storages[bits[b]].local_savers) own_local[op] = 0;
     }
   }
   return m;
@@ -108,8 +120,8 @@ void lower_bound(const OpGraph& g, const Index& ix, const std::vector<std::int64
   {  // the loss: everything kept, the graph outputs and their gradients
     std::vector<std::size_t> output_roots;
     std::uint64_t transient = 0;
-    for (const std::string& name : g.outputs()) {
-      const Tensor& t = ix.tensors.at(ix.id.at(name));
+    for (std::size_t out : ix.outputs) {
+      const Tensor& t = ix.tensors[out];
       if (t.needs_grad) transient += t.grad_bytes;
       for (std::size_t r : t.roots) push_unique(output_roots, r);
     }
@@ -146,8 +158,7 @@ void lower_bound(const OpGraph& g, const Index& ix, const std::vector<std::int64
 void largest_transient(const OpGraph& g, const Index& ix, ActivationMemory& a) {
   std::vector<bool> live(ix.tensors.size(), false);
   std::uint64_t current = 0;
-  for (const std::string& name : g.outputs()) {
-    const std::size_t t = ix.id.at(name);
+  for (std::size_t t : ix.outputs) {
     if (ix.tensors[t].needs_grad && !live[t]) {
       live[t] = true;
       current += ix.tensors[t].grad_bytes;

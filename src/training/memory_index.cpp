@@ -37,6 +37,7 @@ Index build_index(const OpGraph& g, Precision precision) {
   ix.records.assign(n, false);
   ix.grad_preds.resize(n);
   ix.keeps.resize(n);
+  ix.id.reserve(2 * n + 16);
   auto new_storage = [&](const TensorDesc& t, std::size_t producer) {
     Storage s;
     s.name = t.name;
@@ -85,6 +86,7 @@ Index build_index(const OpGraph& g, Precision precision) {
       push_unique(ix.op_out[i], it->second);
     }
   }
+  for (const std::string& name : g.outputs()) ix.outputs.push_back(ix.id.at(name));
   return ix;
 }
 

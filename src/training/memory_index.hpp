@@ -50,6 +50,7 @@ struct Index {
   std::vector<bool> records;                            ///< autograd records the op
   std::vector<std::vector<std::size_t>> grad_preds;     ///< producers of its inputs that need a gradient
   std::vector<std::vector<std::size_t>> keeps;          ///< storages each recorded op keeps
+  std::vector<std::size_t> outputs;                     ///< the graph's outputs (OpGraph::outputs)
 };
 
 inline void push_unique(std::vector<std::size_t>& v, std::size_t x) {

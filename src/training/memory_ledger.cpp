@@ -167,8 +167,8 @@ std::vector<std::int64_t> choose_segments(const OpGraph& g, const Index& ix, Mem
     for (std::size_t i = 0; i < n; ++i) {
       for (std::size_t s : ix.keeps[i]) kept_before[s] = true;
     }
-    for (const std::string& name : g.outputs()) {
-      for (std::size_t r : ix.tensors.at(ix.id.at(name)).roots) output_root[r] = true;
+    for (std::size_t out : ix.outputs) {
+      for (std::size_t r : ix.tensors[out].roots) output_root[r] = true;
     }
     std::size_t skipped = 0;
     for (CheckpointSegment& seg : l.segments) {
@@ -230,8 +230,8 @@ void mark_saves(const OpGraph& g, Index& ix, const std::vector<std::int64_t>& op
       }
     }
   }
-  for (const std::string& name : g.outputs()) {
-    for (std::size_t r : ix.tensors.at(ix.id.at(name)).roots) ix.storages[r].escapes = true;
+  for (std::size_t out : ix.outputs) {
+    for (std::size_t r : ix.tensors[out].roots) ix.storages[r].escapes = true;
   }
   const bool selective = l.options.checkpoint.kind == CheckpointKind::kSelective;
   for (std::size_t i = 0; i < g.size(); ++i) {
@@ -260,9 +260,18 @@ MemoryLedger memory_ledger(const OpGraph& g, const TrainingOptions& options) {
     for (const training::Tensor& t : ix.tensors) total = checked_add(total, t.grad_bytes, "activation bytes");
   }
   ActivationMemory& a = l.activations;
-  for (const Storage& st : ix.storages) {
-    if (!st.saved) continue;
+  std::vector<std::size_t> saved;  // storages someone keeps, in first-saver order
+  for (std::size_t s = 0; s < ix.storages.size(); ++s) {
+    if (ix.storages[s].saved) saved.push_back(s);
+  }
+  std::stable_sort(saved.begin(), saved.end(), [&](std::size_t x, std::size_t y) {
+    return ix.storages[x].first_saver < ix.storages[y].first_saver;
+  });
+  std::vector<std::size_t> listed(ix.storages.size(), kNoOp);
+  for (std::size_t s : saved) {
+    const Storage& st = ix.storages[s];
     const bool graph_input = st.producer == kNoOp;
+    listed[s] = l.saved.size();
     l.saved.push_back({st.name, st.kind, st.bytes, st.first_saver, graph_input, st.global});
     if (st.global) {
       a.saved_bytes += st.bytes;
@@ -272,8 +281,9 @@ MemoryLedger memory_ledger(const OpGraph& g, const TrainingOptions& options) {
       l.segments[static_cast<std::size_t>(st.segment)].recompute_saved_bytes += st.bytes;
     }
   }
-  std::stable_sort(l.saved.begin(), l.saved.end(),
-                   [](const SavedStorage& x, const SavedStorage& y) { return x.first_saver < y.first_saver; });
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    for (std::size_t s : ix.keeps[i]) l.ops[i].keeps.push_back(listed[s]);
+  }
   training::activation_bounds(g, ix, op_segment, l);
 
   if (options.precision != Precision::kFp32) {

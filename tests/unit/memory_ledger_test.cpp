@@ -3,6 +3,9 @@
 // precision, checkpoint policies, the budget search against a brute-force scan, the parsers.
 #include "neuralcost/training/memory.hpp"
 
+#include <map>
+#include <set>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -277,6 +280,118 @@ TEST(MemoryLedgerTest, BiggestSaversComeFirst) {
   const MemoryLedger l = memory_ledger(mlp("gelu"), training());
   EXPECT_THAT(biggest_savers(l, 2), ::testing::ElementsAre(1u, 2u));  // gelu 256, fc2 256, fc1 128
   EXPECT_THAT(biggest_savers(l, 10), ::testing::ElementsAre(1u, 2u, 0u));
+}
+
+/// The activation peak of one real schedule without checkpointing: the forward pass in graph
+/// order, each storage freed once no later op reads it and no op that keeps it is still to be
+/// differentiated; then the backward pass in reverse order, each gradient alive from its last
+/// consumer's backward to its producer's. Written apart from the ledger's liveness: only what
+/// each op keeps (OpMemory::keeps) comes from the ledger.
+std::uint64_t simulated_peak(const OpGraph& g, Precision precision, const MemoryLedger& l) {
+  std::map<std::string, std::string> root;  // tensor -> storage (views alias their first input)
+  std::map<std::string, std::uint64_t> bytes, grad;
+  std::map<std::string, int> readers;
+  std::vector<bool> records(g.size());
+  std::set<std::string> needs_grad;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const OpRecord& o = g.op(i);
+    bool rec = false;
+    for (const ParameterDesc& q : o.parameters) rec = rec || q.trainable;
+    for (const TensorDesc& x : o.inputs) {
+      if (!root.count(x.name)) {
+        root[x.name] = x.name;
+        bytes[x.name] = activation_bytes(x, precision);
+      }
+      grad[x.name] = activation_bytes(x, precision);
+      rec = rec || needs_grad.count(x.name) > 0;
+      ++readers[root[x.name]];
+    }
+    records[i] = rec;
+    for (const TensorDesc& y : o.outputs) {
+      root[y.name] = is_view(o) ? root[o.inputs.at(0).name] : y.name;
+      if (!is_view(o)) bytes[y.name] = activation_bytes(y, precision);
+      grad[y.name] = activation_bytes(y, precision);
+      if (rec && y.dtype != DType::kInt64) needs_grad.insert(y.name);
+    }
+  }
+  for (const std::string& out : g.outputs()) ++readers[root[out]];  // the loss reads them
+  // what each op keeps: the ledger's per-op lists (its rules are checked by the tests above)
+  std::map<std::string, int> keepers;
+  std::vector<std::vector<std::string>> keeps(g.size());
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    for (std::size_t k : l.ops[i].keeps) {
+      const SavedStorage& s = l.saved.at(k);
+      keeps[i].push_back(s.name);
+      ++keepers[s.name];
+      if (s.kind != SavedKind::kTensor) bytes[s.name] = s.bytes;
+    }
+  }
+  std::set<std::string> live, live_grads;
+  std::uint64_t current = 0, peak = 0, grads = 0;
+  auto alloc = [&](const std::string& s) {
+    if (live.insert(s).second) current += bytes[s];
+  };
+  auto maybe_free = [&](const std::string& s) {
+    if (readers[s] <= 0 && keepers[s] <= 0 && live.erase(s)) current -= bytes[s];
+  };
+  for (const TensorDesc& x : g.inputs()) alloc(root[x.name]);
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const OpRecord& o = g.op(i);
+    for (const TensorDesc& y : o.outputs) alloc(root[y.name]);
+    for (const std::string& k : keeps[i]) alloc(k);
+    peak = std::max(peak, current);
+    for (const TensorDesc& x : o.inputs) {
+      --readers[root[x.name]];
+      maybe_free(root[x.name]);
+    }
+    for (const TensorDesc& y : o.outputs) maybe_free(root[y.name]);
+  }
+  for (const std::string& out : g.outputs()) {
+    if (needs_grad.count(out) && live_grads.insert(out).second) grads += grad[out];
+  }
+  peak = std::max(peak, current + grads);
+  for (const std::string& out : g.outputs()) {
+    --readers[root[out]];
+    maybe_free(root[out]);
+  }
+  for (std::size_t i = g.size(); i-- > 0;) {
+    if (!records[i]) continue;
+    const OpRecord& o = g.op(i);
+    for (const TensorDesc& x : o.inputs) {
+      if (needs_grad.count(x.name) && live_grads.insert(x.name).second) grads += grad[x.name];
+    }
+    peak = std::max(peak, current + grads);
+    for (const TensorDesc& y : o.outputs) {
+      if (live_grads.erase(y.name)) grads -= grad[y.name];
+    }
+    for (const std::string& k : keeps[i]) {
+      --keepers[k];
+      maybe_free(k);
+    }
+  }
+  return peak;
+}
+
+// The interval's promise: a real schedule's peak lands inside it.
+TEST(MemoryLedgerTest, ASimulatedScheduleLandsInsideTheInterval) {
+  std::vector<OpGraph> graphs = {mlp(), mlp("gelu")};
+  for (const std::string& name : reference_model_names()) {
+    ReferenceOptions o;
+    o.model = name;
+    o.batch = 3;
+    graphs.push_back(build_reference_model(o));
+  }
+  for (const OpGraph& g : graphs) {
+    for (Precision precision : {Precision::kFp32, Precision::kBf16Mixed}) {
+      const MemoryLedger l = memory_ledger(g, training(precision));
+      const std::uint64_t peak = simulated_peak(g, precision, l);
+      EXPECT_LE(l.activations.lower_bound_bytes, peak) << g.name();
+      EXPECT_GE(l.activations.upper_bound_bytes, peak) << g.name();
+      EXPECT_GT(peak, l.activations.saved_bytes) << g.name();
+    }
+  }
+  // the hand-counted MLP: the schedule's peak is relu's backward, exactly the lower bound
+  EXPECT_EQ(simulated_peak(mlp(), Precision::kFp32, memory_ledger(mlp(), training())), 896u);
 }
 
 // ---- does it fit ---------------------------------------------------------------------------

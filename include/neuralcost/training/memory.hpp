@@ -58,6 +58,7 @@ struct OpMemory {
   Saves rule = Saves::kNothing;
   bool records = false;  ///< autograd records it: it has a trainable parameter or an input needing a gradient
   std::uint64_t keeps_bytes = 0;  ///< everything it keeps, storages shared with other ops included
+  std::vector<std::size_t> keeps; ///< what it keeps: indices into MemoryLedger::saved
   /// Bytes of the kept storages this op is the first saver of: summed over ops, equals
   /// ActivationMemory::saved_bytes (distinct storages once). Inside a recomputed segment only its
   /// first op has any: the checkpoint's inputs.
