@@ -154,6 +154,32 @@ TEST(MemoryLedgerTest, RulesRefinedByKindAndFunction) {
   EXPECT_EQ(l.parameter_count, 4u + 4 + 16);
 }
 
+// LSTM, 2 layers, bidirectional, batch 2, 3 steps, hidden 5: per step and direction 2 layers x
+// (4 gates + 1 cell) x 5 + 1 inner hidden state x 5 = 55 values, x 2 x 3 x 2 = 660 fp32 = 2,640 B;
+// plus its input [2,3,4] (96 B) and outputs [2,3,10], h_n and c_n [4,2,5] (240 + 160 + 160 B).
+// Attention over q, k, v [1,2,4,8]: the three inputs and the output (256 B each) and a logsumexp
+// per query row (1 x 2 x 4 fp32 = 32 B).
+TEST(MemoryLedgerTest, RecurrentAndAttentionOpsKeepTheirWorkspaces) {
+  OpGraph g("workspaces");
+  OpRecord lstm = op("lstm", OpKind::kLstm, {t("x", {2, 3, 4})},
+                     {t("y", {2, 3, 10}), t("h_n", {4, 2, 5}), t("c_n", {4, 2, 5})}, {p("w", {20, 4})});
+  lstm.attributes.set("hidden_size", std::int64_t{5});
+  lstm.attributes.set("num_layers", std::int64_t{2});
+  lstm.attributes.set("bidirectional", true);
+  lstm.attributes.set("batch_first", true);
+  g.add(std::move(lstm));
+  g.add(op("q", OpKind::kLinear, {t("x2", {1, 2, 4, 8})}, {t("qq", {1, 2, 4, 8})}, {p("wq", {8, 8})}));
+  g.add(op("k", OpKind::kLinear, {t("x2", {1, 2, 4, 8})}, {t("kk", {1, 2, 4, 8})}, {p("wk", {8, 8})}));
+  g.add(op("v", OpKind::kLinear, {t("x2", {1, 2, 4, 8})}, {t("vv", {1, 2, 4, 8})}, {p("wv", {8, 8})}));
+  g.add(op("sdpa", OpKind::kAttention, {t("qq", {1, 2, 4, 8}), t("kk", {1, 2, 4, 8}), t("vv", {1, 2, 4, 8})},
+           {t("o", {1, 2, 4, 8})}));
+  g.finalize();
+  const MemoryLedger l = memory_ledger(g, training());
+  EXPECT_EQ(l.ops[0].keeps_bytes, 2640u + 96 + 240 + 160 + 160);
+  EXPECT_EQ(l.ops[4].keeps_bytes, 4u * 256 + 32);
+  EXPECT_EQ(l.ops[4].rule, Saves::kInputsAndOutputs);
+}
+
 // Parameter counts typed in from docs/reference-networks.md.
 TEST(MemoryLedgerTest, AdamInFp32IsFourTimesTheParametersInFourBytes) {
   const std::vector<std::pair<std::string, std::uint64_t>> doc = {
