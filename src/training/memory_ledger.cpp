@@ -147,6 +147,18 @@ bool selective_run_pays(const Index& ix, std::size_t first, std::size_t last, co
   return frees > adds;
 }
 
+/// Ops after the run [first, last] that keep a tensor it produced.
+std::uint64_t later_keepers(const Index& ix, std::size_t first, std::size_t last) {
+  std::uint64_t count = 0;
+  for (std::size_t j = last + 1; j < ix.keeps.size(); ++j) {
+    count += std::any_of(ix.keeps[j].begin(), ix.keeps[j].end(), [&](std::size_t s) {
+      const std::size_t producer = ix.storages[s].producer;
+      return producer != kNoOp && producer >= first && producer <= last && ix.storages[s].kind == SavedKind::kTensor;
+    }) ? 1 : 0;
+  }
+  return count;
+}
+
 /// The policy's segments, which of them are recomputed, and their recompute FLOPs. Returns each
 /// op's recomputed segment or -1.
 std::vector<std::int64_t> choose_segments(const OpGraph& g, const Index& ix, MemoryLedger& l) {
@@ -187,15 +199,22 @@ std::vector<std::int64_t> choose_segments(const OpGraph& g, const Index& ix, Mem
   for (std::size_t s = 0; s < l.segments.size(); ++s) {
     CheckpointSegment& seg = l.segments[s];
     if (!seg.recomputed) continue;
+    std::uint64_t seg_contraction = 0;
     for (std::size_t i = seg.first_op; i <= seg.last_op; ++i) {
       op_segment[i] = static_cast<std::int64_t>(s);
       l.ops[i].segment = op_segment[i];
       const OpCost c = cost_of(g.op(i));
       if (!c.modeled) l.unmodeled_recompute.push_back(g.op(i).name);
       seg.recompute_flops = checked_add(seg.recompute_flops, c.flops, "recompute FLOPs");
-      l.recompute_contraction_flops = checked_add(l.recompute_contraction_flops, c.contraction_flops, "recompute FLOPs");
+      seg_contraction = checked_add(seg_contraction, c.contraction_flops, "recompute FLOPs");
     }
+    // selective: once before the run's own backward, and once for each later op that keeps one
+    // of its outputs (that op's backward comes first and needs it)
+    const std::uint64_t times = kind == CheckpointKind::kSelective ? 1 + later_keepers(ix, seg.first_op, seg.last_op) : 1;
+    seg.recompute_flops = checked_mul(seg.recompute_flops, times, "recompute FLOPs");
     l.recompute_flops = checked_add(l.recompute_flops, seg.recompute_flops, "recompute FLOPs");
+    l.recompute_contraction_flops = checked_add(l.recompute_contraction_flops,
+                                                checked_mul(seg_contraction, times, "recompute FLOPs"), "recompute FLOPs");
   }
   return op_segment;
 }

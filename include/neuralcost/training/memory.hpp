@@ -74,6 +74,7 @@ struct CheckpointSegment {
   std::uint64_t input_bytes = 0;     ///< its inputs' storages, kept by the checkpoint
   std::uint64_t recompute_saved_bytes = 0;  ///< what its ops save while it is differentiated
   std::uint64_t internal_bytes = 0;  ///< storages produced and used only inside it, plus its ops' buffers
+  /// cost_of() FLOPs of its ops; selective: times (1 + the later ops that keep one of its outputs)
   std::uint64_t recompute_flops = 0;
   /// Whether the ledger recomputes it. Not when none of its ops records (no backward), not the
   /// last segment of full and every:K (its backward follows its forward at once, as in torch's
