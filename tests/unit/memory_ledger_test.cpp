@@ -303,6 +303,34 @@ TEST(MemoryLedgerTest, TransformerCheckpointingKeepsTheIntervalOrdered) {
   EXPECT_LT(full.activations.upper_bound_bytes, none.activations.upper_bound_bytes);
 }
 
+TEST(MemoryLedgerTest, EveryNetworkPolicyAndPrecisionKeepsTheIntervalOrdered) {
+  for (const std::string& name : reference_model_names()) {
+    ReferenceOptions o;
+    o.model = name;
+    o.batch = 5;
+    o.depth = 3;
+    const OpGraph g = build_reference_model(o);
+    for (const char* policy : {"none", "full", "every", "every:2", "every:1000", "selective"}) {
+      for (Precision precision : {Precision::kFp32, Precision::kBf16Mixed, Precision::kFp16Mixed}) {
+        const MemoryLedger l = memory_ledger(g, training(precision, Optimizer::kAdamW, parse_checkpoint(policy)));
+        const ActivationMemory& a = l.activations;
+        const std::string what = name + " " + policy + " " + std::string(precision_name(precision));
+        EXPECT_LE(a.saved_bytes, a.lower_bound_bytes) << what;
+        EXPECT_LE(a.lower_bound_bytes, a.upper_bound_bytes) << what;
+        EXPECT_EQ(a.lower_bound_bytes, a.peak_saved_bytes + a.peak_transient_bytes) << what;
+        EXPECT_EQ(a.upper_bound_bytes, a.forward_bytes + a.largest_segment_bytes + a.largest_transient_bytes) << what;
+        std::uint64_t attributed = 0;
+        for (const OpMemory& m : l.ops) attributed += m.saved_bytes;
+        EXPECT_EQ(attributed, a.saved_bytes) << what;
+        bool any = false;
+        for (const CheckpointSegment& seg : l.segments) any = any || seg.recomputed;
+        EXPECT_EQ(l.recompute_flops > 0, any) << what;
+        EXPECT_TRUE(l.complete()) << what;
+      }
+    }
+  }
+}
+
 TEST(MemoryLedgerTest, BiggestSaversComeFirst) {
   const MemoryLedger l = memory_ledger(mlp("gelu"), training());
   EXPECT_THAT(biggest_savers(l, 2), ::testing::ElementsAre(1u, 2u));  // gelu 256, fc2 256, fc1 128
