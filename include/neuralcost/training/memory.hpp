@@ -69,7 +69,7 @@ struct OpMemory {
 /// A run of consecutive ops (topological order) that is run without saving in the forward pass
 /// and recomputed before its backward pass; only its inputs are kept.
 struct CheckpointSegment {
-  std::string name;              ///< "encoder0" (full), "ops 12-15" (every:K, selective)
+  std::string name;              ///< "encoder0" (full), "<first op> .. <last op>" (every:K, selective)
   std::size_t first_op = 0, last_op = 0;  ///< inclusive op indices
   std::uint64_t input_bytes = 0;     ///< its inputs' storages, kept by the checkpoint
   std::uint64_t recompute_saved_bytes = 0;  ///< what its ops save while it is differentiated
@@ -91,7 +91,7 @@ struct ActivationMemory {
   /// Lower bound of the activation peak over every order the graph allows: the largest set of
   /// storages that must be alive together at one moment, plus that moment's gradients.
   std::uint64_t lower_bound_bytes = 0;
-  std::size_t peak_op_index = 0;  ///< the op whose forward or backward is the lower bound's moment
+  std::size_t peak_op_index = 0;  ///< the op whose forward or backward is the lower bound's moment (op count: the loss)
   std::string peak_op;            ///< its name ("loss" at the loss moment)
   MemoryPhase peak_phase = MemoryPhase::kLoss;
   std::uint64_t peak_saved_bytes = 0;      ///< saved storages alive at that moment
@@ -126,7 +126,7 @@ struct MemoryLedger {
   std::vector<OpMemory> ops;             ///< one per op of the graph, in graph order
   std::vector<SavedStorage> saved;       ///< every storage some op keeps, in first-saver order
   std::vector<CheckpointSegment> segments;
-  std::uint64_t recompute_flops = 0;     ///< cost_of() FLOPs of every recomputed op
+  std::uint64_t recompute_flops = 0;     ///< the segments' recompute_flops summed
   std::uint64_t recompute_contraction_flops = 0;
   /// Recorded ops whose Saves rule is unknown (loop, custom, unmodeled): what they keep is not in
   /// the lower bound; their inputs and outputs are in the upper bound.
