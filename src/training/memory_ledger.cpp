@@ -147,16 +147,22 @@ bool selective_run_pays(const Index& ix, std::size_t first, std::size_t last, co
   return frees > adds;
 }
 
-/// Ops after the run [first, last] that keep a tensor it produced.
-std::uint64_t later_keepers(const Index& ix, std::size_t first, std::size_t last) {
-  std::uint64_t count = 0;
-  for (std::size_t j = last + 1; j < ix.keeps.size(); ++j) {
-    count += std::any_of(ix.keeps[j].begin(), ix.keeps[j].end(), [&](std::size_t s) {
-      const std::size_t producer = ix.storages[s].producer;
-      return producer != kNoOp && producer >= first && producer <= last && ix.storages[s].kind == SavedKind::kTensor;
-    }) ? 1 : 0;
+/// Ops after the run [first, last] that keep a tensor it produced (keepers: per storage, the ops
+/// that keep it).
+std::uint64_t later_keepers(const Index& ix, const std::vector<std::vector<std::size_t>>& keepers, std::size_t first,
+                            std::size_t last) {
+  std::vector<std::size_t> later;
+  for (std::size_t i = first; i <= last; ++i) {
+    for (std::size_t t : ix.op_out[i]) {
+      for (std::size_t r : ix.tensors[t].roots) {
+        if (ix.storages[r].producer != i) continue;
+        for (std::size_t j : keepers[r]) {
+          if (j > last) push_unique(later, j);
+        }
+      }
+    }
   }
-  return count;
+  return later.size();
 }
 
 /// The policy's segments, which of them are recomputed, and their recompute FLOPs. Returns each
@@ -195,6 +201,10 @@ std::vector<std::int64_t> choose_segments(const OpGraph& g, const Index& ix, Mem
                                     skipped, l.segments.size()));
     }
   }
+  std::vector<std::vector<std::size_t>> keepers(kind == CheckpointKind::kSelective ? ix.storages.size() : 0);
+  for (std::size_t i = 0; i < n && !keepers.empty(); ++i) {
+    for (std::size_t s : ix.keeps[i]) keepers[s].push_back(i);
+  }
   std::vector<std::int64_t> op_segment(n, -1);
   for (std::size_t s = 0; s < l.segments.size(); ++s) {
     CheckpointSegment& seg = l.segments[s];
@@ -210,7 +220,7 @@ std::vector<std::int64_t> choose_segments(const OpGraph& g, const Index& ix, Mem
     }
     // selective: once before the run's own backward, and once for each later op that keeps one
     // of its outputs (that op's backward comes first and needs it)
-    const std::uint64_t times = kind == CheckpointKind::kSelective ? 1 + later_keepers(ix, seg.first_op, seg.last_op) : 1;
+    const std::uint64_t times = kind == CheckpointKind::kSelective ? 1 + later_keepers(ix, keepers, seg.first_op, seg.last_op) : 1;
     seg.recompute_flops = checked_mul(seg.recompute_flops, times, "recompute FLOPs");
     l.recompute_flops = checked_add(l.recompute_flops, seg.recompute_flops, "recompute FLOPs");
     l.recompute_contraction_flops = checked_add(l.recompute_contraction_flops,
