@@ -201,7 +201,8 @@ struct BatchFit {
 /// then binary search, each probe a real graph from `graph_at(batch)` and its ledger (never an
 /// extrapolation); assumes memory grows with the batch. `bound` picks the activation figure:
 /// the upper bound (default) answers "fits for sure", the lower bound "cannot fit beyond".
-/// A probe whose counts overflow (kOutOfRange) does not fit. Throws kInvalidArgument when batch 1
+/// A probe whose counts overflow (kOutOfRange) does not fit; graph_at's other errors propagate.
+/// Throws kInvalidArgument for a zero budget or a reserve outside [0, 1), and when batch 1
 /// does not fit ("--memory-budget 1 MB cannot hold batch 1: it needs 5.2 GB (...)").
 BatchFit largest_batch(const std::function<OpGraph(std::int64_t batch)>& graph_at, const TrainingOptions& options,
                        std::uint64_t budget_bytes, double reserve, MemoryBound bound = MemoryBound::kUpper);
