@@ -25,6 +25,7 @@ json hardware_json(const HardwareSpec& s) {
   if (!vector.empty()) j["vector_flops_per_second"] = vector;
   j["memory_bandwidth_bytes_per_second"] = s.memory_bandwidth_bytes_per_second;
   if (s.memory_capacity_bytes) j["memory_capacity_bytes"] = *s.memory_capacity_bytes;
+  if (s.kernel_launch_seconds) j["kernel_launch_seconds"] = *s.kernel_launch_seconds;
   if (!s.caches.empty()) {
     j["caches"] = json::array();
     for (const CacheLevel& c : s.caches) {
