@@ -99,6 +99,8 @@ void PowerSampler::loop() {
 }
 
 void PowerSampler::start() {
+  running_ = false;  // a start without a stop ends the earlier phase's thread first
+  if (thread_.joinable()) thread_.join();
   origin_ = std::chrono::steady_clock::now();
   samples_.clear();
   energy_at_start_ = reader_->energy_joules();

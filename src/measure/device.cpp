@@ -143,10 +143,13 @@ void check_device_offered(const Backend& backend, const std::string& device) {
   parse_device(device);
   const std::vector<std::string> offered = backend.devices();
   if (std::find(offered.begin(), offered.end(), device) == offered.end()) {
-    // when the machine itself has no such GPU, that is the reason, whatever the backend offers
+    // a backend that offers no CUDA device at all: the machine's reason, when it has one (a backend
+    // that offers some sees GPUs, and the driver's view would only contradict it)
     const Device d = parse_device(device);
+    const bool offers_cuda = std::any_of(offered.begin(), offered.end(),
+                                         [](const std::string& o) { return o.rfind("cuda:", 0) == 0; });
     std::optional<std::string> machine;
-    if (d.kind == "cuda") machine = cuda_device_missing(cuda_devices(), d.index);
+    if (d.kind == "cuda" && !offers_cuda) machine = cuda_device_missing(cuda_devices(), d.index);
     throw Error(ErrorCode::kNotFound,
                 fmt::format("backend '{}' has no device '{}' on this machine (devices: {}){}", backend.name(), device,
                             offered.empty() ? "none" : fmt::format("{}", fmt::join(offered, ", ")),

@@ -18,6 +18,7 @@
 #include "neuralcost/gpu/nvml.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
+#include "neuralcost/report/views.hpp"
 
 namespace neuralcost {
 namespace {
@@ -224,6 +225,31 @@ TEST(GpuHostTest, CounterCheckSetsCountersBesideKnownWork) {
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "check.json: kernels[0].metrics must be an object (the kernel was not profiled)");
   }
+}
+
+}  // namespace
+}  // namespace neuralcost
+
+namespace neuralcost {
+namespace {
+
+TEST(GpuHostTest, CalibrationViewsShowRatiosFlagsAndSkips) {
+  GpuCalibration c = parse_gpu_calibration(read_input("calibration_plugin_handwritten.json"),
+                                           HardwareDatabase::builtin().find("h200-sxm"), "cal.json");
+  c.device = "cuda:0";
+  c.counter_checks = parse_counter_check(read_input("counter_check_handwritten.json"), "check.json");
+  const std::string table = render_gpu_calibration(c, Format::kTable);
+  EXPECT_THAT(table, HasSubstr("calibration of cuda:0 (NVIDIA H200, compute 9.0), compared with the datasheet of h200-sxm"));
+  EXPECT_THAT(table, HasSubstr("87.5%"));       // hbm_copy 4.2 of 4.8 TB/s
+  EXPECT_THAT(table, HasSubstr("105.9% (above!)"));  // fp64_fma 36 of 34 TFLOP/s
+  EXPECT_THAT(table, HasSubstr("hardware counters (CUPTI range profiler) on kernels of known work"));
+  EXPECT_THAT(table, HasSubstr("note: skipped gemm_fp8: cuBLASLt offers no algorithm"));
+  EXPECT_THAT(table, HasSubstr("warning: fp64_fma measured"));
+  const nlohmann::json j = nlohmann::json::parse(render_gpu_calibration(c, Format::kJson));
+  EXPECT_EQ(j["ceilings"].size(), 7u);
+  EXPECT_TRUE(j["ceilings"][4]["above_datasheet"].get<bool>());
+  EXPECT_TRUE(j["ceilings"][2]["ratio"].is_null());  // no L2 datasheet figure
+  EXPECT_EQ(j["counter_checks"].size(), 5u);
 }
 
 }  // namespace
