@@ -57,6 +57,68 @@ Datasheet datasheet_for(const std::string& name, const HardwareSpec& s) {
 
 }  // namespace
 
+HardwareSpec measured_gpu_spec(const HardwareSpec& datasheet, const GpuCalibration& c) {
+  HardwareSpec s = datasheet;
+  s.name = datasheet.name + " (calibrated)";
+  s.origin = "calibrated";
+  const std::string on = fmt::format("measured on {} ({}) by hardware calibrate{}", c.device, c.gpu_name,
+                                     c.quick ? " --quick" : "");
+  double best_memory = 0;
+  std::string memory_how;
+  for (const GpuCeiling& g : c.ceilings) {
+    if (g.above_datasheet) {
+      s.notes.push_back(fmt::format("{} measured {:.4g} {}, above the datasheet: not believed, the datasheet's {} stays",
+                                    g.name, g.measured, g.unit, g.datasheet_field));
+      continue;
+    }
+    const std::string source = fmt::format("{}: {} ({})", on, g.name, g.how);
+    auto peak = [&](DType d) {
+      s.peak_flops_per_second[d] = g.measured;
+      s.sources[fmt::format("peak_flops_per_second.{}", dtype_name(d))] = source;
+    };
+    auto fma = [&](DType d) {
+      // the FMA units' rate: the vector rate where the datasheet has one, else the peak
+      if (s.vector_flops_per_second.count(d)) {
+        s.vector_flops_per_second[d] = g.measured;
+        s.sources[fmt::format("vector_flops_per_second.{}", dtype_name(d))] = source;
+      } else {
+        peak(d);
+      }
+    };
+    if ((g.name == "hbm_copy" || g.name == "hbm_triad") && g.measured > best_memory) {
+      best_memory = g.measured;
+      memory_how = source;
+    } else if (g.name == "gemm_tf32") {
+      peak(DType::kTf32);
+    } else if (g.name == "gemm_bf16") {
+      peak(DType::kBf16);
+    } else if (g.name == "gemm_fp16") {
+      peak(DType::kFp16);
+    } else if (g.name == "gemm_fp8") {
+      peak(DType::kFp8);
+    } else if (g.name == "fp32_fma") {
+      fma(DType::kFp32);
+    } else if (g.name == "fp64_fma") {
+      fma(DType::kFp64);
+    } else if (g.name == "l2_read") {
+      for (CacheLevel& level : s.caches) {
+        if (level.name != "L2") continue;
+        level.bandwidth_bytes_per_second = g.measured;
+        s.sources["caches.L2.bandwidth_bytes_per_second"] = source;
+      }
+    } else if (g.name == "launch_floor") {
+      s.kernel_launch_seconds = g.measured;
+      s.sources["kernel_launch_seconds"] = source;
+    }
+  }
+  if (best_memory > 0) {
+    s.memory_bandwidth_bytes_per_second = best_memory;
+    s.sources["memory_bandwidth_bytes_per_second"] = memory_how;
+  }
+  s.notes.push_back(fmt::format("ceilings {}; figures it did not measure are the datasheet's", on));
+  return s;
+}
+
 bool cuda_plugin_built() {
 #ifdef NEURALCOST_WITH_CUDA
   return true;

@@ -41,6 +41,7 @@ TEST(CliGpuTest, OptionsThatDoNotApplyAreRefused) {
                    "--threads is for the CPU's calibration, not --device cuda:0");
   expect_one_error("hardware calibrate --device cuda:0 --force", "--force is for the CPU's calibration, not --device cuda:0");
   expect_one_error("hardware calibrate --counters", "--counters is for --device cuda:N, not the CPU");
+  expect_one_error("hardware calibrate --spec-output x.json", "--spec-output is for --device cuda:N");
   expect_one_error("hardware calibrate --device gpu0", "--device 'gpu0' is not a device name");
 }
 

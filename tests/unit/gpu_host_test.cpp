@@ -254,3 +254,33 @@ TEST(GpuHostTest, CalibrationViewsShowRatiosFlagsAndSkips) {
 
 }  // namespace
 }  // namespace neuralcost
+
+namespace neuralcost {
+namespace {
+
+TEST(GpuHostTest, MeasuredSpecTakesWhatWasMeasuredAndBelievable) {
+  const HardwareSpec& h200 = *HardwareDatabase::builtin().find("h200-sxm");
+  GpuCalibration c = parse_gpu_calibration(read_input("calibration_plugin_handwritten.json"), &h200, "cal.json");
+  c.device = "cuda:0";
+  const HardwareSpec s = measured_gpu_spec(h200, c);
+  EXPECT_DOUBLE_EQ(s.memory_bandwidth_bytes_per_second, 4.3e12);  // the better of copy and triad
+  EXPECT_THAT(s.sources.at("memory_bandwidth_bytes_per_second"), HasSubstr("measured on cuda:0 (NVIDIA H200)"));
+  EXPECT_THAT(s.sources.at("memory_bandwidth_bytes_per_second"), HasSubstr("hbm_triad"));
+  EXPECT_DOUBLE_EQ(s.peak_flops_per_second.at(DType::kBf16), 7.0e14);
+  EXPECT_DOUBLE_EQ(s.peak_flops_per_second.at(DType::kTf32), 4.945e14);  // not measured: the datasheet's
+  EXPECT_DOUBLE_EQ(s.peak_flops_per_second.at(DType::kFp32), 6.0e13);    // no vector fp32 in the spec
+  EXPECT_DOUBLE_EQ(s.vector_flops_per_second.at(DType::kFp64), 3.4e13);  // above the datasheet: not believed
+  EXPECT_DOUBLE_EQ(*s.kernel_launch_seconds, 2.5e-6);
+  ASSERT_EQ(s.caches.size(), 1u);
+  EXPECT_DOUBLE_EQ(*s.caches[0].bandwidth_bytes_per_second, 1.1e13);
+  bool noted = false;
+  for (const std::string& n : s.notes) noted = noted || n.find("fp64_fma measured") != std::string::npos;
+  EXPECT_TRUE(noted);
+  // what --spec-output writes is a spec file --hardware reads back
+  const HardwareSpec back = parse_hardware_spec(render_hardware(s, Format::kJson), "measured.json");
+  EXPECT_DOUBLE_EQ(back.memory_bandwidth_bytes_per_second, 4.3e12);
+  EXPECT_DOUBLE_EQ(*back.kernel_launch_seconds, 2.5e-6);
+}
+
+}  // namespace
+}  // namespace neuralcost

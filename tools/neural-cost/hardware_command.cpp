@@ -60,6 +60,7 @@ void add_hardware_command(CLI::App& app) {
     std::string device = "cpu";
     std::string format = "table";
     std::string output;
+    std::string spec_output;
   };
   auto cal = std::make_shared<CalibrateArgs>();
   CLI::App* calibrate_cmd = hw->add_subcommand(
@@ -84,6 +85,9 @@ void add_hardware_command(CLI::App& app) {
   calibrate_cmd->add_flag("--counters", cal->counters,
                           "With --device cuda:N: also check the GPU's hardware counters (CUPTI) on kernels whose FLOPs "
                           "and DRAM bytes are known");
+  calibrate_cmd->add_option("--spec-output", cal->spec_output,
+                            "With --device cuda:N: also write the GPU's spec with the measured ceilings in place of "
+                            "the datasheet's to FILE, for --hardware FILE");
   add_format_option(*calibrate_cmd, cal->format);
   calibrate_cmd->add_option("-o,--output", cal->output, "Write the result to FILE (atomically) instead of stdout");
   calibrate_cmd->callback([cal, calibrate_cmd] {
@@ -95,9 +99,19 @@ void add_hardware_command(CLI::App& app) {
                                                                cpu_only, cal->device));
         }
       }
-      emit(render_gpu_calibration(calibrate_gpu(cal->device, cal->quick, cal->counters), format), cal->output);
+      const GpuCalibration c = calibrate_gpu(cal->device, cal->quick, cal->counters);
+      emit(render_gpu_calibration(c, format), cal->output);
+      if (!cal->spec_output.empty()) {
+        const HardwareSpec* datasheet = HardwareDatabase::builtin().find(c.spec_id);
+        if (!datasheet) {
+          throw Error(ErrorCode::kNotFound, fmt::format("--spec-output: the built-in database names no GPU '{}', so "
+                                                        "there is no spec to put the measurements in", c.gpu_name));
+        }
+        emit(render_hardware(measured_gpu_spec(*datasheet, c), Format::kJson), cal->spec_output);
+      }
       return;
     }
+    if (!cal->spec_output.empty()) throw Error(ErrorCode::kInvalidArgument, "--spec-output is for --device cuda:N");
     if (cal->counters) throw Error(ErrorCode::kInvalidArgument, "--counters is for --device cuda:N, not the CPU");
     CalibrationOptions options;
     options.quick = cal->quick;

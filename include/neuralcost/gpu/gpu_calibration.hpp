@@ -49,6 +49,14 @@ struct GpuCalibration {
   std::vector<std::string> warnings;  ///< a ceiling above its datasheet, and the like
 };
 
+/// The datasheet spec with what `calibration` measured in its place: memory bandwidth (the better
+/// of HBM copy and triad), the GEMM peaks per dtype, the FMA peaks, the L2 bandwidth and the launch
+/// floor, each with "measured: ..." as its source. A figure above its datasheet ceiling is not
+/// believed and the datasheet's stays (a note says so); what was not measured keeps the datasheet
+/// figure. A spec file of it (`hardware calibrate --device cuda:N --spec-output FILE`) is what
+/// `--hardware FILE` takes: the roofline of what this GPU did, not of its datasheet.
+HardwareSpec measured_gpu_spec(const HardwareSpec& datasheet, const GpuCalibration& calibration);
+
 /// True when this build has the CUDA plugin (nvcc was found at build time).
 bool cuda_plugin_built();
 
