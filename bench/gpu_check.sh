@@ -5,6 +5,7 @@
 #   gpu_calibration.json                      HBM copy/triad, L2, FP32/FP64 FMA, cuBLASLt GEMM peaks
 #                                              (tf32, bf16, fp16, fp8), launch floor, each beside the
 #                                              datasheet; hardware counters (CUPTI) on kernels of known work
+#   measured_spec.json                        the GPU's spec with those measured ceilings (--hardware FILE)
 #   profile_torch_resnet18.json               ResNet-18 (batch 32) in the torch worker on cuda:0, eager and
 #                                              torch.compile, with the CUDA contract and GPU power counters
 #   profile_torch_reference.json              the cnn and transformer reference networks, likewise
@@ -54,11 +55,11 @@ step backends 60 "$bin" backends --format json && cp "$OUT/backends.out" "$OUT/b
 
 # 3. ceilings beside the datasheet, and the counters on kernels of known work
 step calibrate 150 "$bin" hardware calibrate --device cuda:0 --counters --format json \
-  && cp "$OUT/calibrate.out" "$OUT/gpu_calibration.json"
+  --spec-output "$OUT/measured_spec.json" && cp "$OUT/calibrate.out" "$OUT/gpu_calibration.json"
 if [ ! -s "$OUT/gpu_calibration.json" ]; then
   # counters may be refused (ERR_NVGPUCTRPERM: see calibrate.err); the ceilings alone still count
   step calibrate_no_counters 120 "$bin" hardware calibrate --device cuda:0 --format json \
-    && cp "$OUT/calibrate_no_counters.out" "$OUT/gpu_calibration.json"
+    --spec-output "$OUT/measured_spec.json" && cp "$OUT/calibrate_no_counters.out" "$OUT/gpu_calibration.json"
 fi
 
 # 4. measured runs: the torch worker on cuda:0 (the second framework on this GPU is not there yet:
