@@ -86,8 +86,7 @@ class CpuEnvironment final : public RunEnvironment {
 /// driver, CUDA, cuDNN, clocks, persistence, ECC, MIG: gpu/contract.hpp).
 class CudaEnvironment final : public RunEnvironment {
  public:
-  CudaEnvironment(std::string device, int index)
-      : device_(std::move(device)), index_(index), power_(std::make_shared<PowerLog>()) {}
+  explicit CudaEnvironment(int index) : index_(index), power_(std::make_shared<PowerLog>()) {}
   std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel&) const override {
     std::vector<std::unique_ptr<Sampler>> s;
     std::string why;
@@ -120,7 +119,6 @@ class CudaEnvironment final : public RunEnvironment {
   }
 
  private:
-  std::string device_;
   int index_;
   std::shared_ptr<PowerLog> power_;  // filled by the power sampler at the end of the timed phase
 };
@@ -205,7 +203,7 @@ std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, cons
 std::unique_ptr<RunEnvironment> run_environment(const std::string& device) {
   const Device d = parse_device(device);
   if (d.kind == "cpu") return std::make_unique<CpuEnvironment>();
-  return std::make_unique<CudaEnvironment>(d.name, d.index);
+  return std::make_unique<CudaEnvironment>(d.index);
 }
 
 std::optional<double> PreparedModel::page_faults() const {
