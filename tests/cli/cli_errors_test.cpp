@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_run.hpp"
+#include "neuralcost/gpu/cuda_devices.hpp"
 
 namespace neuralcost {
 namespace {
@@ -123,8 +124,12 @@ TEST(CliErrorsTest, UnknownDtypeKeyInSpec) {
 TEST(CliErrorsTest, UnknownDevice) {
   expect_error("profile --model ff --backend jax --device tpu",
                "--device 'tpu' is not a device name: cpu, or cuda:N for the N-th CUDA GPU");
+  // and why, when the machine has no CUDA at all (gpu/cuda_devices.hpp)
+  const CudaDevices& cuda = cuda_devices();
   expect_error("profile --model ff --backend jax --device cuda:0",
-               "backend 'jax' has no device 'cuda:0' on this machine (devices: cpu)");
+               "backend 'jax' has no device 'cuda:0' on this machine (devices: cpu)" +
+                   (cuda.unavailable_reason ? ": cuda:0: CUDA is not available here: " + *cuda.unavailable_reason
+                                            : std::string()));
 }
 
 TEST(CliErrorsTest, HardwareSpecOfAnotherKindOfDevice) {
