@@ -12,6 +12,10 @@ starts: XLA's CPU client sizes its thread pools from the CPUs it may run on. Wit
 --xla_cpu_multi_thread_eigen=false is added to XLA_FLAGS as well (single-threaded Eigen
 kernels). XLA has no flag for any other pool size. environment() reports what was set.
 
+Training. With a build request's `train` (training.py), run() is one training step and memory()
+its peak (jax_training.py: value_and_grad, optimizers in jax.numpy; the whole step jitted with
+parameters and state donated, or eager under disable_jit); capture() stays the forward's.
+
 Capture. jax.make_jaxpr of forward(params, x), walked into op records "jax::<primitive>" by
 jax_capture.py: parameters named by their pytree path, nested calls inlined, each `scan` and each
 `while` unrolled into the steps it runs (a while's trip count from one evaluation of the program
