@@ -63,15 +63,17 @@ def update(train, params, grads, state):
     b1, b2 = train["betas"]
     eps = train["eps"]
     t = state["step"] + 1
-    tf = t.astype(jnp.float32)
-    step_size = lr / (1 - b1 ** tf)
-    root_bc2 = jnp.sqrt(1 - b2 ** tf)
     if opt == "adamw" and wd:
         params = tree(lambda p: p * (1 - lr * wd), params)
     m = tree(lambda m, g: b1 * m + (1 - b1) * g, state["m"], grads)
     v = tree(lambda v, g: b2 * v + (1 - b2) * g * g, state["v"], grads)
-    params = tree(lambda p, m, v: p - (step_size * m / (jnp.sqrt(v) / root_bc2 + eps)).astype(p.dtype),
-                  params, m, v)
+
+    def adam(p, m, v):
+        step = t.astype(p.dtype)  # the bias corrections in the parameters' precision
+        denominator = jnp.sqrt(v) / jnp.sqrt(1 - b2 ** step) + eps
+        return p - lr / (1 - b1 ** step) * m / denominator
+
+    params = tree(adam, params, m, v)
     return params, {"step": t, "m": m, "v": v}
 
 

@@ -66,16 +66,14 @@ class Optimizer:
                 p.assign_sub(lr * b.assign(t["momentum"] * b + g))
             return
         b1, b2 = t["betas"]
-        step = tf.cast(self.step, tf.float32)
-        step_size = lr / (1.0 - tf.pow(b1, step))
-        root_bc2 = tf.sqrt(1.0 - tf.pow(b2, step))
         for p, g, m, v in zip(self.variables, grads, self.m, self.v):
+            step = tf.cast(self.step, p.dtype)
             if opt == "adamw" and wd:
                 p.assign(p * (1.0 - lr * wd))
             m.assign(b1 * m + (1.0 - b1) * g)
             v.assign(b2 * v + (1.0 - b2) * g * g)
-            update = step_size * m / (tf.sqrt(v) / root_bc2 + t["eps"])
-            p.assign_sub(tf.cast(update, p.dtype))
+            denominator = tf.sqrt(v) / tf.sqrt(1.0 - tf.pow(tf.constant(b2, p.dtype), step)) + t["eps"]
+            p.assign_sub(lr / (1.0 - tf.pow(tf.constant(b1, p.dtype), step)) * m / denominator)
 
 
 class Step:
