@@ -15,8 +15,10 @@ one extra step: the peak of bytes allocated through TensorFlow's allocator, the 
 (TensorFlow 2.21 on x86): with oneDNN (the default) the MklCPUAllocator counts only its BFC pool
 of allocations >= 256 KiB, smaller ones go uncounted; with TF_CPU_ALLOCATOR_USE_BFC=true in the
 worker's environment one BFC allocator serves and counts all; with TF_ENABLE_ONEDNN_OPTS=0 alone
-there are no statistics. A 4 KiB probe tensor tells which, and the source says it. oneDNN's own
-scratch buffers and, in xla mode, XLA's CPU runtime buffers are outside TensorFlow's allocator.
+there are no statistics. A 4 KiB probe tensor tells which, and the source says it. In xla mode
+XLA's buffers (temporaries included) come from the same allocator (checked: a jit-compiled
+function's 4 MB temporary shows in the peak); memory that oneDNN or Eigen allocate themselves,
+outside TensorFlow's allocator, does not.
 """
 import gc
 
@@ -148,6 +150,6 @@ class Step:
                 "source": "TensorFlow's CPU allocator statistics over one extra training step: "
                           "tf.config.experimental.get_memory_info('CPU:0')['peak'] after reset_memory_stats('CPU:0'); "
                           "bytes allocated through TensorFlow's allocator, variables (parameters, optimizer state) "
-                          "and input included, counting " + counted + "; oneDNN's scratch buffers"
-                          + (" and XLA's own CPU buffers" if self.mode == "xla" else "") + " are not in it",
+                          "and input included" + (", XLA's buffers too" if self.mode == "xla" else "")
+                          + ", counting " + counted + "; memory that oneDNN or Eigen allocate themselves is not in it",
                 "allocator_bytes_before_step": int(before), "allocator_bytes_after_step": int(after["current"])}
