@@ -1,13 +1,15 @@
 """The training step's pieces without a worker: the "train" object's checks (training.py), and the
 JAX and TensorFlow optimizers (jax_training.update, tf_training.Optimizer) against torch.optim
 itself, step by step, with the same hyperparameters: the three frameworks take the same step."""
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
 from neuralcost_worker import training
 from neuralcost_worker.protocol import WorkerError
-
-torch = pytest.importorskip("torch")  # the torch worker's framework, in the same .venv
 
 SHAPES = [(3, 4), (4,)]
 RNG = np.random.default_rng(7)
@@ -20,32 +22,55 @@ CASES = {
     "adamw": {"optimizer": "adamw", "learning_rate": 0.01, "betas": [0.8, 0.9], "eps": 1e-3},  # wd 0.01
 }
 
-
-def torch_steps(train):
-    ps = [torch.nn.Parameter(torch.tensor(p)) for p in PARAMS]
-    opt, lr, wd = train["optimizer"], train["learning_rate"], train["weight_decay"]
+# torch.optim's steps, in a process of its own: torch imported after TensorFlow in one process
+# aborts (its triton import), and the capture walkers' tests import TensorFlow first
+TORCH_STEPS = """
+import json, sys
+import torch
+request = json.loads(sys.stdin.read())
+out = {}
+for name, t in request["cases"].items():
+    ps = [torch.nn.Parameter(torch.tensor(p, dtype=torch.float32)) for p in request["params"]]
+    opt, lr, wd = t["optimizer"], t["learning_rate"], t["weight_decay"]
     if opt in ("sgd", "momentum"):
-        o = torch.optim.SGD(ps, lr=lr, momentum=train["momentum"] if opt == "momentum" else 0, weight_decay=wd)
+        o = torch.optim.SGD(ps, lr=lr, momentum=t["momentum"] if opt == "momentum" else 0, weight_decay=wd)
     else:
         cls = torch.optim.AdamW if opt == "adamw" else torch.optim.Adam
-        o = cls(ps, lr=lr, betas=train["betas"], eps=train["eps"], weight_decay=wd)
-    out = []
-    for grads in GRADS:
+        o = cls(ps, lr=lr, betas=tuple(t["betas"]), eps=t["eps"], weight_decay=wd)
+    out[name] = []
+    for grads in request["grads"]:
         for p, g in zip(ps, grads):
-            p.grad = torch.tensor(g)
+            p.grad = torch.tensor(g, dtype=torch.float32)
         o.step()
-        out.append([p.detach().numpy().copy() for p in ps])
-    return out
+        out[name].append([p.detach().tolist() for p in ps])
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def torch_steps():
+    """{case: [[each parameter after step k] for k in 1..3]} by torch.optim itself, each case's
+    hyperparameters completed by training.parse as the workers complete them."""
+    cases = {name: dict(training.parse(case)) for name, case in CASES.items()}
+    for case in cases.values():
+        case["betas"] = list(case["betas"])
+    request = {"cases": cases, "params": [p.tolist() for p in PARAMS],
+               "grads": [[g.tolist() for g in step] for step in GRADS]}
+    done = subprocess.run([sys.executable, "-c", TORCH_STEPS], input=json.dumps(request), capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return {name: [[np.asarray(p, np.float32) for p in step] for step in steps]
+            for name, steps in json.loads(done.stdout).items()}
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_jax_optimizers_take_torchs_steps(case):
+def test_jax_optimizers_take_torchs_steps(case, torch_steps):
     import jax.numpy as jnp
     from neuralcost_worker import jax_training
     train = training.parse(CASES[case])
     params = [jnp.asarray(p) for p in PARAMS]
     state = jax_training.init_state(train, params)
-    for grads, expected in zip(GRADS, torch_steps(train)):
+    for grads, expected in zip(GRADS, torch_steps[case]):
         params, state = jax_training.update(train, params, [jnp.asarray(g) for g in grads], state)
         for got, want in zip(params, expected):
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-6)
@@ -53,13 +78,13 @@ def test_jax_optimizers_take_torchs_steps(case):
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_tensorflow_optimizers_take_torchs_steps(case):
+def test_tensorflow_optimizers_take_torchs_steps(case, torch_steps):
     import tensorflow as tf
     from neuralcost_worker import tf_training
     train = training.parse(CASES[case])
     variables = [tf.Variable(p) for p in PARAMS]
     opt = tf_training.Optimizer(train, variables)
-    for grads, expected in zip(GRADS, torch_steps(train)):
+    for grads, expected in zip(GRADS, torch_steps[case]):
         opt.apply([tf.constant(g) for g in grads])
         for got, want in zip(variables, expected):
             np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
