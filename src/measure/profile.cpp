@@ -343,6 +343,16 @@ void check_modes(const std::vector<const Backend*>& backends, const std::vector<
   }
 }
 
+void check_training(const std::vector<ModelBackends>& plan, const ProfileOptions& options) {
+  if (!options.run.train) return;
+  for (const ModelBackends& entry : plan) {
+    if (!is_reference_model(entry.model)) {
+      throw Error(ErrorCode::kUnimplemented, fmt::format("--train runs the built-in networks only (ff, cnn, rnn, lstm, "
+                                                         "transformer), not the model file '{}'", entry.model));
+    }
+  }
+}
+
 bool is_reference_model(const std::string& model) {
   const auto& reference = reference_model_names();
   return std::find(reference.begin(), reference.end(), model) != reference.end();
@@ -385,6 +395,7 @@ std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, cons
   // the same for every backend: the command's error, not a failed run each
   check_hardware_matches(hardware, options.run.device, options.allow_hardware_mismatch);
   const std::vector<InputSpec> inputs = inputs_of(base);  // mixed or repeated inputs: before anything runs
+  check_training(plan, options);
   std::vector<ProfileRun> runs;
   for (const ModelBackends& entry : plan) {
     ModelRequest request = base;

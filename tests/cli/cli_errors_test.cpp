@@ -177,6 +177,9 @@ TEST(CliErrorsTest, TrainingOptionsNeedTrainAndKnownValues) {
   expect_error("profile ff --train --checkpoint every:4",
                "--checkpoint every:4: measured training steps run without checkpointing only (analyze --train "
                "counts it)");
+  expect_error("profile ff,/nonexistent/model.pt --train",
+               "--train runs the built-in networks only (ff, cnn, rnn, lstm, transformer), not the model file "
+               "'/nonexistent/model.pt'");
 }
 
 }  // namespace

@@ -186,6 +186,7 @@ RunSetup prepare_run(const RunArgs& args) {
   inputs_of(base);  // one way of giving inputs, each name once
   const std::vector<std::string> models = args.models.empty() ? reference_model_names() : args.models;
   setup.plan = choose_backends(models, args.backends);
+  check_training(setup.plan, options);
   const std::vector<ModelBackends>& plan = setup.plan;
   const std::vector<const Backend*> backends = backends_of(plan);
   check_modes(backends, options.modes);

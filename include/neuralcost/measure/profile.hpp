@@ -104,6 +104,10 @@ void validate(const ProfileOptions& options);
 /// (With one backend, profile() names the backend's own modes.)
 void check_modes(const std::vector<const Backend*>& backends, const std::vector<std::string>& modes);
 
+/// Training (options.run.train) runs the built-in networks only: kUnimplemented naming a model
+/// file of `plan`.
+void check_training(const std::vector<ModelBackends>& plan, const ProfileOptions& options);
+
 /// Whether `model` is one of the reference networks (then --batch sizes it; a model file's batch
 /// is the first dimension of its first input).
 bool is_reference_model(const std::string& model);

@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -339,6 +340,21 @@ const HandlerTable& aten_handlers() {
     h["aten::rnn_relu"] = recurrent(OpKind::kRnn);
     h["aten::_transformer_encoder_layer_fwd"] = transformer_encoder_layer;
     h["aten::_native_multi_head_attention"] = native_multi_head_attention;
+    // the fused kernels scaled_dot_product_attention dispatches to (the torch worker sees them in
+    // train mode, where TransformerEncoderLayer takes no fast path): one attention over q, k, v
+    // [B, H, L, D] (and an additive mask), its first output; logsumexp and the like are by-products
+    for (const auto& [name, causal, mask] : std::vector<std::tuple<const char*, std::size_t, std::optional<std::size_t>>>{
+             {"aten::_scaled_dot_product_flash_attention_for_cpu", 4, 5},  // (q, k, v, dropout_p, is_causal, *, attn_mask, scale)
+             {"aten::_scaled_dot_product_flash_attention", 4, std::nullopt},  // (q, k, v, dropout_p, is_causal, ...)
+             {"aten::_scaled_dot_product_efficient_attention", 6, 3}}) {   // (q, k, v, attn_bias, lse, dropout_p, is_causal, scale)
+      h[name] = [causal = causal, mask = mask](const CapturedOp& call) {
+        OpRecord r = mask && tensor_at(call, *mask) ? record_of(call, OpKind::kAttention, {0, 1, 2, *mask})
+                                                    : record_of(call, OpKind::kAttention, {0, 1, 2});
+        r.outputs.resize(1);
+        r.attributes.set("causal", bool_at(call, causal, false));
+        return one(std::move(r));
+      };
+    }
     return h;
   }();
   return table;
