@@ -8,31 +8,6 @@
 namespace neuralcost::cost {
 namespace {
 
-/// The operand list of a matmul: inputs first, then parameters (a weight may be either).
-Shape operand(const OpRecord& op, std::size_t i) {
-  if (i < op.inputs.size()) return op.inputs[i].shape;
-  const std::size_t p = i - op.inputs.size();
-  if (p < op.parameters.size()) return op.parameters[p].shape;
-  throw Error(ErrorCode::kInvalidArgument, fmt::format("needs operand #{} of the product", i));
-}
-
-/// Numpy broadcasting of two batch shapes; throws when they are incompatible.
-Shape broadcast(const Shape& a, const Shape& b) {
-  const std::size_t n = std::max(a.size(), b.size());
-  Shape r(n, 1);
-  for (std::size_t i = 0; i < n; ++i) {
-    const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
-    const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (da != db && da != 1 && db != 1) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("batch dimensions {} and {} do not broadcast", shape_string(a),
-                              shape_string(b)));
-    }
-    r[i] = da == 1 ? db : da;
-  }
-  return r;
-}
-
 struct ConvGeometry {
   std::size_t spatial_rank;
   std::vector<std::int64_t> stride, dilation, pad_total, kernel;
@@ -98,8 +73,8 @@ Filter filter_of(const OpRecord& op, const char* role) {
 }  // namespace
 
 void cost_matmul(const OpRecord& op, OpCost& cost) {
-  Shape a = operand(op, 0);
-  Shape b = operand(op, 1);
+  Shape a = operand_shape(op, 0);
+  Shape b = operand_shape(op, 1);
   if (a.empty() || b.empty()) throw Error(ErrorCode::kInvalidArgument, "operands must not be scalars");
   if (a.size() == 1) a.insert(a.begin(), 1);
   if (b.size() == 1) b.push_back(1);
@@ -108,18 +83,18 @@ void cost_matmul(const OpRecord& op, OpCost& cost) {
   const std::int64_t m = a[a.size() - 2], k = a.back(), kb = b[b.size() - 2], n = b.back();
   if (k != kb) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("inner dimensions differ: {} x {}", shape_string(operand(op, 0)),
-                            shape_string(operand(op, 1))));
+                fmt::format("inner dimensions differ: {} x {}", shape_string(operand_shape(op, 0)),
+                            shape_string(operand_shape(op, 1))));
   }
-  const Shape batch = broadcast(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  const Shape batch = broadcast_shapes(Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
   const std::uint64_t batches = element_count(batch, "batch");
   const std::uint64_t expected = product({batches, dim(m), dim(n)});
   const TensorDesc& y = output(op, 0, "product");
   if (y.elements() != expected) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("output '{}' has {} elements, expected {} from {} x {}", y.name,
-                            y.elements(), expected, shape_string(operand(op, 0)),
-                            shape_string(operand(op, 1))));
+                            y.elements(), expected, shape_string(operand_shape(op, 0)),
+                            shape_string(operand_shape(op, 1))));
   }
   add_contraction(cost, product({2, batches, dim(m), dim(n), dim(k)}));
   // a third operand is added to the product (addmm's bias, ONNX Gemm's C): 1 FLOP per output

@@ -57,6 +57,28 @@ const ParameterDesc& parameter(const OpRecord& op, std::size_t i, const char* ro
   return op.parameters[i];
 }
 
+Shape operand_shape(const OpRecord& op, std::size_t i) {
+  if (i < op.inputs.size()) return op.inputs[i].shape;
+  const std::size_t p = i - op.inputs.size();
+  if (p < op.parameters.size()) return op.parameters[p].shape;
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("needs operand #{}", i));
+}
+
+Shape broadcast_shapes(const Shape& a, const Shape& b) {
+  const std::size_t n = std::max(a.size(), b.size());
+  Shape r(n, 1);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    const std::int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("batch dimensions {} and {} do not broadcast", shape_string(a), shape_string(b)));
+    }
+    r[i] = da == 1 ? db : da;
+  }
+  return r;
+}
+
 void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank,
                   const std::string& what) {
   if (shape.size() < min_rank || shape.size() > max_rank) {

@@ -104,12 +104,16 @@ void cost_rms_norm(const OpRecord& op, OpCost& cost) {
 void cost_batch_norm(const OpRecord& op, OpCost& cost) {
   const TensorDesc& x = input(op, 0, "x [N, C, ...]");
   require_rank(x.shape, 2, 64, "input");
-  if (op.attributes.get_bool("training", false)) {
-    return unmodeled(cost, "training-mode batch norm (batch statistics) is not modeled");
-  }
   const std::uint64_t channels = dim(x.shape[1]);
   // parameters: [weight, bias,] running_mean, running_var (frozen weights are still affine)
   const bool affine = op.attributes.get_bool("affine", op.parameters.size() >= 4);
+  if (op.attributes.get_bool("training", false)) {
+    // batch statistics: mean (1 add per element, 1 divide per channel), variance (subtract,
+    // square, add per element, 1 divide), then the normalisation below; the running statistics
+    // are blended (2 FLOPs each for mean and variance per channel)
+    add_flops(cost, product({4, x.elements()}));
+    add_flops(cost, product({channels, 6}));
+  }
   add_flops(cost, product({2, x.elements()}));
   add_flops(cost, product({channels, affine ? 5u : 4u}));
   add_transcendentals(cost, channels);

@@ -29,6 +29,11 @@ void add_transcendentals(OpCost& cost, std::uint64_t count);
 const TensorDesc& input(const OpRecord& op, std::size_t i, const char* role);
 const TensorDesc& output(const OpRecord& op, std::size_t i, const char* role);
 const ParameterDesc& parameter(const OpRecord& op, std::size_t i, const char* role);
+/// Operand i of an op whose operands are its inputs then its parameters (a matmul's weight may
+/// be either); kInvalidArgument when there is none.
+Shape operand_shape(const OpRecord& op, std::size_t i);
+/// Numpy broadcasting of two shapes; kInvalidArgument when they are incompatible.
+Shape broadcast_shapes(const Shape& a, const Shape& b);
 /// Throws kInvalidArgument unless min_rank <= rank <= max_rank.
 void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank,
                   const std::string& what);
@@ -72,6 +77,34 @@ void cost_loop(const OpRecord& op, OpCost& cost);
 void cost_resize(const OpRecord& op, OpCost& cost);
 void cost_local_response_norm(const OpRecord& op, OpCost& cost);
 void cost_custom(const OpRecord& op, OpCost& cost);
+void cost_loss(const OpRecord& op, OpCost& cost);
+void cost_gradient(const OpRecord& op, OpCost& cost);
+void cost_optimizer_step(const OpRecord& op, OpCost& cost);
+
+// Gradient rules (gradient_costs.cpp, gradient_contractions.cpp): one part of a forward op's
+// gradient (op_kinds.hpp GradientRule).
+void gradient_matmul(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_linear(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_conv(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_conv_transpose(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_attention(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_recurrent(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_einsum(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_pool(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_unary(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_binary(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_activation(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_softmax(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_norm(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_embedding(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_reduction(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_data_movement(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_gather(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_scatter(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_cumulative(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_window_reduction(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_resize(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_loss(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
 void cost_unknown(const OpRecord& op, OpCost& cost);
 
 }  // namespace neuralcost::cost

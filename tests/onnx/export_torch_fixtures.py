@@ -8,7 +8,9 @@ Usage: /usr/bin/python3 export_torch_fixtures.py OUT_DIR            # validation
 Validation writes, per network, NAME.onnx (batch dimension symbolic: "batch") and one entry of
 expected.json: multiply-accumulates per sample counted by forward hooks on the PyTorch modules
 (Conv2d, Linear, MultiheadAttention: a count that never sees the ONNX graph), PyTorch's own
-parameter count, and, for the one export that lets the exporter fold batch norms into the
+parameter count, the multiply-accumulates per sample of one training step as autograd executes
+them (forward, loss, backward: every matrix product and convolution PyTorch dispatches, counted by
+a dispatch mode from the operands' shapes, never seeing the ONNX graph), and, for the one export that lets the exporter fold batch norms into the
 convolutions before them, the channels folded (each BatchNorm2d's 2*C parameters become a
 C-element convolution bias).
 Benchmark writes resnet50 and a ~1,000-node transformer, each once with embedded weights and
@@ -22,6 +24,7 @@ import warnings
 import torch
 import torchvision
 from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
 import reference_torch  # noqa: E402
@@ -80,6 +83,50 @@ def hooked_macs(net, example):
     return total[0] // example.shape[0]
 
 
+class _ExecutedMacs(TorchDispatchMode):
+    """Multiply-accumulates of the matrix products and convolutions PyTorch dispatches: mm, addmm,
+    bmm, baddbmm, convolution and convolution_backward (which computes the input and weight
+    gradients its output mask asks for, each as many as the forward)."""
+
+    def __init__(self):
+        super().__init__()
+        self.macs = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        name = func.overloadpacket.__name__
+        if name in ("mm", "addmm"):
+            a, b = args[-2:] if name == "addmm" else args[:2]
+            self.macs += a.shape[0] * a.shape[1] * b.shape[1]
+        elif name in ("bmm", "baddbmm"):
+            a, b = args[1:3] if name == "baddbmm" else args[:2]
+            self.macs += a.shape[0] * a.shape[1] * a.shape[2] * b.shape[2]
+        elif name in ("convolution", "_convolution"):
+            self.macs += out.numel() * args[1][0].numel()
+        elif name == "convolution_backward":
+            grad, weight, mask = args[0], args[2], args[-1]
+            self.macs += grad.numel() * weight[0].numel() * (int(mask[0]) + int(mask[1]))
+        elif name in ("matmul", "linear", "lstm", "gru", "rnn_tanh", "mkldnn_rnn", "mkldnn_convolution"):
+            raise RuntimeError(f"aten::{name} reached the dispatch mode undecomposed: its products are not counted")
+        return out
+
+
+def autograd_macs(net, example):
+    """Multiply-accumulates per sample of forward + loss + backward as autograd runs them: cross
+    entropy on [batch, classes] outputs, mean squared error otherwise (the step neural-cost counts)."""
+    net.zero_grad(set_to_none=True)
+    counter = _ExecutedMacs()
+    with torch.enable_grad(), counter:
+        y = net(example)
+        if y.dim() == 2 and y.shape[1] > 1:
+            loss = nn.functional.cross_entropy(y, torch.zeros(y.shape[0], dtype=torch.long))
+        else:
+            loss = nn.functional.mse_loss(y, torch.zeros_like(y))
+        loss.backward()
+    net.zero_grad(set_to_none=True)
+    return counter.macs // example.shape[0]
+
+
 def batchnorm_channels(net):
     return sum(m.num_features for m in net.modules() if isinstance(m, nn.BatchNorm2d))
 
@@ -127,6 +174,7 @@ def record(name, net, example, opset, extra=None, fold=False):
         "input": "x",
         "input_shape": list(example.shape[1:]),
         "macs_per_sample": hooked_macs(net, example),
+        "training_macs_per_sample": autograd_macs(net, example),
         "torch_parameters": sum(p.numel() for p in net.parameters()),
         "folded_batchnorm_channels": batchnorm_channels(net) if fold else 0,
         "opset": opset,

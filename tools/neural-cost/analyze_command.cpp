@@ -9,6 +9,8 @@
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
+#include "neuralcost/report/training_views.hpp"
+#include "neuralcost/training/training.hpp"
 
 namespace neuralcost::cli {
 namespace {
@@ -26,6 +28,10 @@ struct AnalyzeArgs {
   std::vector<std::string> inputs;  // NAME=SHAPE
   std::vector<std::string> dims;    // NAME=VALUE
   bool structure_only = false;
+  bool train = false;
+  std::string optimizer = "adam";
+  std::string precision = "fp32";
+  std::string checkpoint = "none";
 };
 
 /// Splits "NAME=VALUE" at the last '=' (input names may contain '=' only before it).
@@ -54,16 +60,40 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
                 fmt::format("--dtype '{}' is not one of fp64, fp32, tf32, fp16, bf16, int8, fp8", args.dtype));
   }
   const Format format = output_format(cmd, args.format, args.output);
+  TrainingOptions training;
+  for (const char* option : {"--optimizer", "--precision", "--checkpoint"}) {
+    if (!args.train && cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --train", option));
+    }
+  }
+  DType model_dtype = *dtype;
+  if (args.train) {
+    training.optimizer = parse_optimizer(args.optimizer);
+    training.precision = parse_precision(args.precision);
+    training.checkpoint = parse_checkpoint(args.checkpoint);
+    // mixed precision: the model's tensors in the low-precision type (fp32 master weights and
+    // optimizer states are the optimizer step's)
+    if (training.precision != Precision::kFp32) {
+      const DType low = training.precision == Precision::kBf16Mixed ? DType::kBf16 : DType::kFp16;
+      if (cmd.count("--dtype") > 0 && *dtype != low) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("--dtype {} contradicts --precision {} (which computes in {})", args.dtype,
+                                args.precision, dtype_name(low)));
+      }
+      model_dtype = low;
+    }
+  }
   const HardwareSpec hardware = hardware_for(args.hardware);
   ModelRequest base;
   base.seq = args.seq;
   base.width = args.width;
   base.depth = args.depth;
-  base.dtype = *dtype;
+  base.dtype = model_dtype;
   base.structure_only = args.structure_only;
   for (const char* option : {"batch", "seq", "width", "depth", "dtype"}) {
     if (cmd.count(std::string("--") + option) > 0) base.given.insert(option);
   }
+  if (model_dtype != *dtype) base.given.insert("dtype");
   for (const std::string& b : args.inputs) {
     const auto [name, shape_text] = binding(b, "--input");
     const Shape shape = parse_shape(shape_text, fmt::format("--input '{}'", b));
@@ -81,14 +111,18 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     const Importer& importer = importer_for(request);
     const OpGraph graph = importer.import(request);
     try {
-      analyses.push_back(analyze(graph, hardware));
+      analyses.push_back(args.train ? analyze(training_step(graph, training), hardware) : analyze(graph, hardware));
     } catch (const Error& e) {
       // importers name the file in their own errors; the analysis names the op, so add the file
       if (importer.name() == "reference") throw;
       throw Error(e.code(), fmt::format("{}: {}", request.model, e.what()));
     }
   }
-  if (analyses.size() > 1) {
+  if (args.train) {
+    emit(analyses.size() > 1 ? render_training_summary(analyses, training, format)
+                             : render_training(analyses.front(), training, format),
+         args.output);
+  } else if (analyses.size() > 1) {
     emit(render_summary(analyses, format), args.output);
   } else {
     emit(render_analysis(analyses.front(), format), args.output);
@@ -142,6 +176,17 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--hardware", args->hardware,
                   "Built-in hardware id or alias (see `hardware list`), a spec JSON file, host (this machine, "
                   "calibrated) or host-spec (its theoretical peaks)")
+      ->capture_default_str();
+  cmd->add_flag("--train", args->train,
+                "Analyse one training step (forward, loss, backward, optimizer) instead of a forward pass "
+                "(docs/counting.md \"Training\")");
+  cmd->add_option("--optimizer", args->optimizer, "With --train: sgd, momentum, adam or adamw")->capture_default_str();
+  cmd->add_option("--precision", args->precision,
+                  "With --train: fp32, bf16-mixed or fp16-mixed (low-precision model, fp32 master weights and states)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "With --train: activation checkpointing: none, full, every:K, every (K = square root of the op "
+                  "count) or selective")
       ->capture_default_str();
   add_format_option(*cmd, args->format);
   cmd->add_option("-o,--output", args->output,

@@ -40,6 +40,8 @@ class OpGraph {
   /// Tensors marked as outputs, plus produced tensors no op consumes.
   std::vector<std::string> outputs() const;
   bool is_output(const std::string& tensor) const;
+  /// Only the tensors marked as outputs, in marking order.
+  const std::vector<std::string>& marked_outputs() const { return marked_outputs_; }
   /// Tensors read but produced by no op, in first-use order.
   std::vector<TensorDesc> inputs() const;
 

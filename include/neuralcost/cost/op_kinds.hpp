@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -44,6 +45,20 @@ enum class Saves {
 
 using CostRule = void (*)(const OpRecord& op, OpCost& cost);
 
+/// Which part of an op's gradient a gradient record computes: the gradient of activation input
+/// `index` or of parameter `index` (docs/counting.md "Training").
+struct GradientPart {
+  enum class Of { kInput, kParameter } of = Of::kInput;
+  std::size_t index = 0;
+  /// Bit i set: the gradient of input i is asked for too (work shared by several parts, such as
+  /// attention's dP, is counted once, with the first part asked for).
+  std::uint64_t requested = ~std::uint64_t{0};
+};
+/// Counts one part of the gradient of `forward` (its FLOPs; bytes when they differ from reading
+/// the record's inputs and writing its output: an alias moves none). Throws kUnimplemented when
+/// the part has no rule (a function without a derivative rule): the step lists it as unmodeled.
+using GradientRule = void (*)(const OpRecord& forward, const GradientPart& part, OpCost& cost);
+
 struct OpKindTraits {
   OpKind kind;
   std::string_view name;  ///< as printed and parsed ("matmul", "layer_norm", ...)
@@ -54,6 +69,9 @@ struct OpKindTraits {
   bool fusible;
   ViewRule view;
   Saves saves;
+  /// The rule in src/cost/gradient_costs.cpp counting each part of the kind's gradient; nullptr
+  /// when the kind has no backward rule (its gradient is unmodeled, never zero).
+  GradientRule gradient;
 };
 
 /// The row of `kind`.
