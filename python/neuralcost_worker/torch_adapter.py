@@ -128,8 +128,8 @@ class _Recorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        out = self.call(func, args, kwargs)
         schema = func._schema
+        # the arguments as they are before the call: an in-place op (transpose_, ...) changes them
         values = []
         for i, a in enumerate(schema.arguments):
             if not a.kwarg_only and i < len(args):
@@ -139,6 +139,7 @@ class _Recorder(TorchDispatchMode):
             else:
                 v = a.default_value if a.has_default_value() else None
             values.append(self.value(v))
+        out = self.call(func, args, kwargs)
         outs = []
         for o in (out if isinstance(out, (tuple, list)) else (out,)):
             if isinstance(o, torch.Tensor):

@@ -338,6 +338,31 @@ const HandlerTable& aten_handlers() {
     h["aten::gru"] = recurrent(OpKind::kGru);
     h["aten::rnn_tanh"] = recurrent(OpKind::kRnn);
     h["aten::rnn_relu"] = recurrent(OpKind::kRnn);
+    // mkldnn_rnn_layer(input, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, batch_sizes, mode, hidden_size,
+    //                  num_layers, has_biases, bidirectional, batch_first, train): one layer in one
+    // direction, as PyTorch 2's CPU RNNs call it per layer (with autograd on); input [T, B, I]
+    h["aten::mkldnn_rnn_layer"] = [](const CapturedOp& call) {
+      const std::int64_t mode = int_at(call, 9, -1);  // oneDNN's: 0 relu, 1 tanh, 2 lstm, 3 gru
+      if (mode < 0 || mode > 3) {
+        OpRecord u = record(call, OpKind::kUnknown);
+        u.attributes.set("reason", fmt::format("mkldnn_rnn_layer mode {} is not one of 0-3", mode));
+        return one(std::move(u));
+      }
+      OpRecord r = record(call, mode == 2 ? OpKind::kLstm : mode == 3 ? OpKind::kGru : OpKind::kRnn);
+      r.outputs.resize(1);  // the layer's output; hy, cy and the workspace are by-products
+      if (mode == 0) r.attributes.set("nonlinearity", std::string("relu"));
+      r.attributes.set("bias", bool_at(call, 12, true));
+      r.attributes.set("num_layers", std::int64_t{1});
+      r.attributes.set("bidirectional", false);
+      // the layer runs sequence-first: its state hx is [B, H] and its input [T, B, I]
+      const CapturedTensor* x = tensor_at(call, 0);
+      const CapturedTensor* hx = tensor_at(call, 5);
+      const bool batch_first = x && hx && x->shape.size() == 3 && hx->shape.size() == 2 && x->shape[0] == hx->shape[0] &&
+                               x->shape[1] != hx->shape[0];
+      r.attributes.set("batch_first", batch_first);
+      r.attributes.set("hidden_size", int_at(call, 10, hx && !hx->shape.empty() ? hx->shape.back() : 0));
+      return one(std::move(r));
+    };
     h["aten::_transformer_encoder_layer_fwd"] = transformer_encoder_layer;
     h["aten::_native_multi_head_attention"] = native_multi_head_attention;
     // the fused kernels scaled_dot_product_attention dispatches to (the torch worker sees them in
