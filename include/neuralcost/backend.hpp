@@ -20,9 +20,10 @@ namespace neuralcost {
 /// A plugin exports it (NEURALCOST_PLUGIN_API_VERSION below); the loader refuses a plugin whose
 /// version differs, since calling through a changed vtable would crash. Bump it with every
 /// change to this header's classes and to the structs they pass (ModelRequest: 3 added its
-/// `inputs`; 4 added training: RunOptions::train, PreparedModel::step_memory, the step phases of
-/// LayerTiming).
-inline constexpr int kPluginApiVersion = 4;
+/// `inputs`; 4: OpRecord gained `differentiates`, op kinds for training steps, OpGraph hashed
+/// indexes; 5 added measured training: RunOptions::train, PreparedModel::step_memory, the step
+/// phases of LayerTiming).
+inline constexpr int kPluginApiVersion = 5;
 
 /// The loss of a training step: cross entropy on fixed random integer labels when the network's
 /// output is [batch, classes], mean squared error against a fixed random target otherwise.

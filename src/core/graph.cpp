@@ -66,12 +66,27 @@ void OpGraph::mark_output(const std::string& tensor) {
 }
 
 void OpGraph::finalize() {
+  // Already in topological order (every producer before its consumers: importers and the
+  // training transform add ops that way)? Then the order stands, and so does the index.
+  bool ordered = true;
+  for (std::size_t i = 0; i < ops_.size() && ordered; ++i) {
+    for (const TensorDesc& t : ops_[i].inputs) {
+      const auto it = producer_.find(t.name);
+      if (it != producer_.end() && it->second >= i) {
+        ordered = false;
+        break;
+      }
+    }
+  }
+  if (ordered) return;
   // Kahn's algorithm, stable: among ready ops the earliest added goes first.
   std::vector<std::size_t> pending(ops_.size(), 0);
   for (std::size_t i = 0; i < ops_.size(); ++i) {
-    std::set<std::string> names;
-    for (const TensorDesc& t : ops_[i].inputs) {
-      if (producer_.count(t.name) && names.insert(t.name).second) ++pending[i];
+    const std::vector<TensorDesc>& in = ops_[i].inputs;
+    for (std::size_t k = 0; k < in.size(); ++k) {
+      bool repeated = false;  // an op reading one tensor twice waits for it once
+      for (std::size_t j = 0; j < k && !repeated; ++j) repeated = in[j].name == in[k].name;
+      if (!repeated && producer_.count(in[k].name)) ++pending[i];
     }
   }
   std::set<std::size_t> ready;

@@ -1,7 +1,7 @@
 // Gradient rules of the ops that are not contractions, the gradient records' cost rule, the loss
 // and the optimizer step (docs/counting.md "Training"). A gradient record reads the gradient of
 // the op's outputs and what the op saved, and writes one gradient; its FLOPs come from the rule
-// of the forward op's kind (op_kinds.cpp), given the forward record it carries in `body`. FLOPs
+// of the forward op's kind (op_kinds.cpp), given the forward record it `differentiates`. FLOPs
 // per element of the derivatives are listed in docs/counting.md; keep the two in step.
 #include <map>
 #include <string>
@@ -280,10 +280,10 @@ void cost_optimizer_step(const OpRecord& op, OpCost& cost) {
 }
 
 void cost_gradient(const OpRecord& op, OpCost& cost) {
-  if (op.body == nullptr || op.body->size() != 1) {
-    throw Error(ErrorCode::kInvalidArgument, "a gradient record needs its forward op (body of one op)");
+  if (op.differentiates == nullptr) {
+    throw Error(ErrorCode::kInvalidArgument, "a gradient record needs the forward op it differentiates");
   }
-  const OpRecord& fwd = op.body->op(0);
+  const OpRecord& fwd = *op.differentiates;
   const GradientRule rule = traits_of(fwd.kind).gradient;
   if (rule == nullptr) {
     return unmodeled(cost, fmt::format("{} '{}' has no backward rule", op_kind_name(fwd.kind), fwd.name));

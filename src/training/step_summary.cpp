@@ -20,10 +20,7 @@ void add(StepWork& work, const OpRoofline& r) {
 /// producer of the tensor whose gradients an accumulation sums ("grad:<tensor>/sum"), or the
 /// op a recomputation repeats ("<op>/recompute").
 std::string owner(const OpRecord& op, const std::map<std::string, std::string>& producer_of) {
-  if (op.body != nullptr && op.body->size() == 1 &&
-      (op.kind == OpKind::kGradient || op.kind == OpKind::kContractionGradient)) {
-    return op.body->op(0).name;
-  }
+  if (op.differentiates != nullptr) return op.differentiates->name;
   const std::string suffix = "/recompute";
   if (pass_of(op) == Pass::kRecompute && op.name.size() > suffix.size() &&
       op.name.compare(op.name.size() - suffix.size(), suffix.size(), suffix) == 0) {

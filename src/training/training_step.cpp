@@ -1,5 +1,7 @@
 // The training transform (training/training.hpp): forward graph → step graph. Records keep their
 // forward names; gradient records are "<op>/grad:<operand>", their tensors "grad:<tensor>".
+#include <algorithm>
+#include <cmath>
 #include <map>
 #include <memory>
 #include <set>
@@ -37,6 +39,7 @@ class StepBuilder {
     find_tensors_needing_gradients();
     for (const OpRecord& op : forward_.ops()) add_forward(op);
     add_losses();
+    add_recomputation();
     for (std::size_t i = forward_.size(); i-- > 0;) add_gradients(forward_.op(i));
     add_optimizer_steps();
     step_.finalize();
@@ -105,6 +108,27 @@ class StepBuilder {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("'{}' has no trainable parameters that reach an output: there is nothing to train",
                               forward_.name()));
+    }
+  }
+
+  /// The recomputed ops, in forward order, before any gradient that needs them: each reads the
+  /// kept tensors or what an earlier recomputation produced, and writes "<tensor>@recompute".
+  void add_recomputation() {
+    const std::vector<bool> again = recomputed_ops(forward_, options_.checkpoint);
+    std::set<std::string> recomputed;
+    for (std::size_t i = 0; i < forward_.size(); ++i) {
+      if (!again[i]) continue;
+      OpRecord op = forward_ops_.at(forward_.op(i).name);
+      op.name += "/recompute";
+      for (TensorDesc& t : op.inputs) {
+        if (recomputed.count(t.name)) t.name += "@recompute";
+      }
+      for (TensorDesc& t : op.outputs) {
+        recomputed.insert(t.name);
+        t.name += "@recompute";
+      }
+      tag(op, Pass::kRecompute);
+      step_.add(std::move(op));
     }
   }
 
@@ -182,8 +206,7 @@ class StepBuilder {
       if (op.parameters[p].trainable) parts.push_back({GradientPart::Of::kParameter, p});
     }
     if (parts.empty()) return;
-    auto body = std::make_shared<OpGraph>(op.name);
-    body->add(op);
+    const auto forward = std::make_shared<const OpRecord>(op);
     const bool contraction = traits_of(op.kind).unit == ComputeUnit::kMatrix;
     for (GradientPart& part : parts) {
       part.requested = requested;
@@ -193,7 +216,7 @@ class StepBuilder {
       g.name = fmt::format("{}/grad:{}", op.name, operand);
       g.kind = contraction ? OpKind::kContractionGradient : OpKind::kGradient;
       g.source_type = fmt::format("{} backward", op_kind_name(op.kind));
-      g.body = body;
+      g.differentiates = forward;
       g.attributes.set("part", std::string(input ? "input" : "parameter"));
       g.attributes.set("index", static_cast<std::int64_t>(part.index));
       g.attributes.set("requested", static_cast<std::int64_t>(requested));
@@ -263,6 +286,26 @@ class StepBuilder {
 };
 
 }  // namespace
+
+std::vector<bool> recomputed_ops(const OpGraph& forward, const CheckpointPolicy& policy) {
+  const std::size_t n = forward.size();
+  std::vector<bool> again(n, false);
+  switch (policy.kind) {
+    case CheckpointKind::kNone: break;
+    case CheckpointKind::kFull: again.assign(n, true); break;
+    case CheckpointKind::kSelective:
+      for (std::size_t i = 0; i < n; ++i) again[i] = traits_of(forward.op(i).kind).fusible;
+      break;
+    case CheckpointKind::kEveryK: {
+      std::size_t k = static_cast<std::size_t>(policy.every);
+      if (k == 0) k = std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(std::sqrt(static_cast<double>(n)))));
+      const std::size_t last_segment_start = n == 0 ? 0 : ((n - 1) / k) * k;
+      for (std::size_t i = 0; i < last_segment_start; ++i) again[i] = true;
+      break;
+    }
+  }
+  return again;
+}
 
 OpGraph training_step(const OpGraph& forward, const TrainingOptions& options) {
   return StepBuilder(forward, options).build();

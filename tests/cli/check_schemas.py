@@ -52,6 +52,11 @@ def cli(*args):
 
 for model in ["ff", "cnn", "rnn", "lstm", "transformer"]:
     check(cli("analyze", "--model", model, "--format", "json"), analysis_schema, f"analyze {model}")
+    step = cli("analyze", "--model", model, "--train", "--checkpoint", "every", "--format", "json")
+    check(step, analysis_schema, f"analyze {model} --train")
+    expect("training" in step and step["training"]["checkpoint"] == "every", f"analyze {model} --train has its training object")
+for i, analysis in enumerate(cli("analyze", "--train", "--optimizer", "sgd", "--format", "json")["analyses"]):
+    check(analysis, analysis_schema, f"analyze --train summary #{i}")
 for i, analysis in enumerate(cli("analyze", "--format", "json")["analyses"]):
     check(analysis, analysis_schema, f"summary analysis {i}")
 # ONNX files: bound (complete) and with their symbolic dimensions unbound (unmodeled ops)

@@ -1,7 +1,8 @@
 // The ONNX importer against PyTorch: networks exported by Debian's torch and torchvision
 // (tests/onnx/export_torch_fixtures.py, random weights) must give the multiply-accumulates
 // counted by forward hooks on the PyTorch modules, PyTorch's parameter count, torchvision's
-// published MACs, and, for the five reference networks, the built-in model's counts.
+// published MACs, and, for the five reference networks, the built-in model's counts. A training
+// step's contraction FLOPs (forward + backward) must equal the products autograd dispatches.
 #include <cmath>
 #include <fstream>
 
@@ -12,6 +13,7 @@
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
+#include "neuralcost/training/training.hpp"
 
 namespace neuralcost {
 namespace {
@@ -55,6 +57,23 @@ TEST_P(TorchExportTest, CountsMatchThePyTorchModule) {
               static_cast<unsigned long long>(a.totals.parameter_count));
 }
 
+/// Contraction FLOPs of the step other than the optimizer's (which has none).
+std::uint64_t step_contractions(const OpGraph& forward) {
+  const Analysis step = analyze(training_step(forward, {}), HardwareDatabase::builtin().get("h100-sxm"));
+  EXPECT_TRUE(step.complete()) << (step.unmodeled.empty() ? "" : step.unmodeled[0].reason);
+  return step.totals.contraction_flops;
+}
+
+TEST_P(TorchExportTest, TrainingStepContractionsMatchWhatAutogradRuns) {
+  // autograd skips the input gradient of the first layer (the image needs none) and of an RNN's
+  // first step (h0 needs none); depthwise convolutions count per group
+  const auto macs = expected().at(GetParam()).at("training_macs_per_sample").get<std::uint64_t>();
+  ModelRequest request;
+  request.model = kFixtures + "/" + GetParam() + ".onnx";
+  request.dims["batch"] = kBatch;
+  EXPECT_EQ(step_contractions(importer_for(request).import(request)), 2 * macs * kBatch);
+}
+
 TEST_P(TorchExportTest, StructureOnlyCountsTheSameWithoutReadingWeights) {
   const Analysis full = analyze_fixture(GetParam());
   const Analysis structure = analyze_fixture(GetParam(), true);
@@ -86,6 +105,9 @@ TEST_P(ReferenceExportTest, TheExportedNetworkCountsLikeTheBuiltInOne) {
   // the export adds layout ops (ONNX's recurrent output layout, attention's head split), so
   // it moves at least the built-in bytes
   EXPECT_GE(onnx.totals.bytes_read + onnx.totals.bytes_written, builtin.totals.bytes_read + builtin.totals.bytes_written);
+  // and its training step: the built-in network against autograd on the PyTorch module
+  const auto macs = expected().at("reference_" + GetParam()).at("training_macs_per_sample").get<std::uint64_t>();
+  EXPECT_EQ(step_contractions(build_reference_model(options)), 2 * macs * kBatch);
 }
 
 INSTANTIATE_TEST_SUITE_P(Networks, ReferenceExportTest, ::testing::Values("ff", "cnn", "rnn", "lstm", "transformer"),

@@ -163,6 +163,20 @@ TEST(TrainingStepTest, ReferenceNetworksTrainWithEveryOpModeled) {
   }
 }
 
+TEST(TrainingStepTest, CheckpointingAddsTheRecomputedForward) {
+  const OpGraph g = mlp();
+  TrainingOptions o;
+  EXPECT_EQ(pass_flops(summary_of(g, o), Pass::kRecompute), 0u);
+  o.checkpoint = parse_checkpoint("full");  // the whole forward again
+  const StepSummary full = summary_of(g, o);
+  EXPECT_EQ(pass_flops(full, Pass::kRecompute), pass_flops(full, Pass::kForward) - row(full, "loss").forward.flops);
+  o.checkpoint = parse_checkpoint("every:2");  // segments {fc1, relu}, {fc2}: the last one is not recomputed
+  EXPECT_EQ(pass_flops(summary_of(g, o), Pass::kRecompute), 2u * 4 * 8 * 16 + 4 * 16 + 4 * 16);
+  o.checkpoint = parse_checkpoint("selective");  // relu only
+  EXPECT_EQ(pass_flops(summary_of(g, o), Pass::kRecompute), 4u * 16);
+  EXPECT_EQ(recomputed_ops(g, parse_checkpoint("every")), (std::vector<bool>{true, true, false}));  // K = round(sqrt 3) = 2
+}
+
 TEST(TrainingOptionsTest, ParsersNameTheOptionAndTheChoices) {
   EXPECT_EQ(parse_optimizer("adamw"), Optimizer::kAdamW);
   EXPECT_EQ(parse_precision("bf16-mixed"), Precision::kBf16Mixed);

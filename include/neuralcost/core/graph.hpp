@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "neuralcost/core/op.hpp"
@@ -64,10 +65,11 @@ class OpGraph {
 
   std::string name_;
   std::vector<OpRecord> ops_;
-  std::map<std::string, std::size_t> op_by_name_;
-  std::map<std::string, std::size_t> producer_;
-  std::map<std::string, std::vector<std::size_t>> consumers_;
-  std::map<std::string, TensorDesc> tensors_;
+  // hashed: a training step graph has several thousand records, each indexed by name
+  std::unordered_map<std::string, std::size_t> op_by_name_;
+  std::unordered_map<std::string, std::size_t> producer_;
+  std::unordered_map<std::string, std::vector<std::size_t>> consumers_;
+  std::unordered_map<std::string, TensorDesc> tensors_;
   std::vector<std::string> marked_outputs_;
   std::int64_t batch_ = 0;
   std::vector<std::string> notes_;

@@ -60,8 +60,8 @@ enum class OpKind {
   kResize,          ///< interpolation along every dim whose size changes: attr mode = linear | cubic
   kLocalResponseNorm,  ///< LRN over a window of attr size channels (dim 1)
   kLoss,            ///< training loss of a step graph: attr function = cross_entropy (inputs logits, labels) | mse
-  kContractionGradient,  ///< a part of a contraction's gradient (dgrad, wgrad): `body` holds the forward op, attr part
-  kGradient,        ///< a part of another op's gradient: `body` holds the forward op, attr part
+  kContractionGradient,  ///< a part of a contraction's gradient (dgrad, wgrad): `differentiates` is the forward op, attr part
+  kGradient,        ///< a part of another op's gradient: `differentiates` is the forward op, attr part
   kOptimizerStep,   ///< one parameter's update: attr function = sgd | momentum | adam | adamw, attr precision
   kCustom,          ///< FLOPs given by attr flops (and optional transcendentals)
   kUnknown,         ///< not modeled: listed as such with its share of the graph
@@ -109,8 +109,9 @@ struct OpRecord {
   /// int8) among the outputs, then the inputs (tf32 differs from its fp32 storage).
   std::optional<DType> compute_dtype;
   /// kLoop: the ops of one iteration, with their own tensors (the cost model walks them).
-  /// kGradient, kContractionGradient: a graph of one op, the forward op it differentiates.
   std::shared_ptr<const OpGraph> body = nullptr;
+  /// kGradient, kContractionGradient: the forward op whose gradient this record computes.
+  std::shared_ptr<const OpRecord> differentiates = nullptr;
 
   DType effective_compute_dtype() const;
 };
