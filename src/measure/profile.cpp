@@ -14,6 +14,7 @@
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/measure/load.hpp"
 #include "neuralcost/models/reference.hpp"
+#include "neuralcost/training/memory.hpp"
 #include "neuralcost/version.hpp"
 
 namespace neuralcost {
@@ -106,6 +107,36 @@ void add_step_memory(ProfileRun& run, PreparedModel& model) {
   run.contract["memory_includes"] = m.includes;
 }
 
+/// The measured peak beside the memory ledger of the step (training/memory.hpp): its total at
+/// the lower and upper end of the activation interval, and a verdict. A peak outside the
+/// interval is a warning naming both (the run's timing stands).
+void compare_with_ledger(ProfileRun& run, const OpGraph& forward, const TrainingOptions& options) {
+  if (!run.step_memory) return;
+  MemoryLedger ledger;
+  try {
+    ledger = memory_ledger(forward, options);
+  } catch (const Error& e) {
+    run.warnings.push_back(std::string("no memory ledger to compare the measured peak with: ") + e.what());
+    return;
+  }
+  const std::uint64_t lower = ledger.total_bytes(MemoryBound::kLower);
+  const std::uint64_t upper = ledger.total_bytes(MemoryBound::kUpper);
+  run.timing.counters.push_back({"ledger_lower_memory", static_cast<double>(lower), "B", Counter::Kind::kTotal});
+  run.timing.counters.push_back({"ledger_upper_memory", static_cast<double>(upper), "B", Counter::Kind::kTotal});
+  const std::uint64_t peak = run.step_memory->peak_bytes;
+  const std::string where = peak < lower ? "below" : peak > upper ? "above" : "inside";
+  run.contract["memory_verdict"] =
+      fmt::format("measured peak {} B is {} the ledger's [{}, {}] B (resident {} B + activations [{}, {}] B)", peak,
+                  where, lower, upper, ledger.resident_bytes(), lower - ledger.resident_bytes(),
+                  upper - ledger.resident_bytes());
+  if (where != "inside") {
+    run.warnings.push_back(fmt::format("the measured peak memory ({} B) is {} the ledger's interval [{}, {}] B: {}",
+                                       peak, where, lower, upper,
+                                       ledger.complete() ? "the ledger or the telemetry misses something"
+                                                         : "the ledger is incomplete (unknown saves)"));
+  }
+}
+
 /// The training settings of a run, for its contract.
 void describe_training(std::map<std::string, std::string>& c, const TrainRun& train) {
   const TrainHyperparameters& h = train.hyper;
@@ -196,9 +227,9 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
     const std::unique_ptr<RunEnvironment> device = run_environment(options.run.device);
     std::unique_ptr<PreparedModel> model = backend.prepare(request, mode, options.run);
     // training: the step graph of the forward ops that ran (their backward and optimizer records)
-    run.analysis = options.run.train ? analyze(training_step(model->captured_graph(), options.run.train->options), hw,
-                                               {request.batch})
-                                     : analyze(model->captured_graph(), hw, {request.batch});
+    OpGraph forward = model->captured_graph();
+    run.analysis = options.run.train ? analyze(training_step(forward, options.run.train->options), hw, {request.batch})
+                                     : analyze(std::move(forward), hw, {request.batch});
     const std::vector<std::unique_ptr<Sampler>> samplers = device->samplers(*model);
     TimedCallable work{[&] { model->run(); }, [&] { model->synchronize(); }, [&] { return model->last_run_seconds(); }, {}};
     for (const auto& s : samplers) work.samplers.push_back(s.get());
@@ -217,7 +248,10 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
     run.achieved_flops_per_second = static_cast<double>(run.analysis.totals.flops) / t;
     for (const std::string& why : run.timing.reasons) run.outcome.mistrust(why);
     if (mismatch) run.warnings.push_back(*mismatch);
-    if (options.run.train) add_step_memory(run, *model);
+    if (options.run.train) {
+      add_step_memory(run, *model);
+      compare_with_ledger(run, forward, options.run.train->options);
+    }
     fill_contract(run, request, hw, *model, *device, options);
     if (options.layer_runs > 0) {
       // per-layer times are extra: when they cannot be had, the run keeps its timing

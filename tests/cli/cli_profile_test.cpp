@@ -96,6 +96,15 @@ TEST(CliProfileTest, TrainTimesWholeStepsWithTheirPhasesAndMeasuredPeak) {
     ASSERT_NE(peak, run["counters"].end()) << mode;
     EXPECT_EQ((*peak)["unit"], "B");
     EXPECT_GT((*peak)["value"].get<double>(), 0);
+    // beside the ledger of the step: its interval and where the measured peak lies
+    double lower = -1, upper = -1;
+    for (const auto& k : run["counters"]) {
+      if (k["name"] == "ledger_lower_memory") lower = k["value"].get<double>();
+      if (k["name"] == "ledger_upper_memory") upper = k["value"].get<double>();
+    }
+    EXPECT_GT(lower, 0) << mode;
+    EXPECT_GE(upper, lower) << mode;
+    EXPECT_THAT(c["memory_verdict"].get<std::string>(), HasSubstr("the ledger's [")) << mode;
     // the layers are the step's phases, each with the records of its pass
     std::vector<std::string> phases;
     for (const auto& layer : run["layers"]) phases.push_back(layer["name"].get<std::string>());
