@@ -12,6 +12,10 @@ starts: XLA's CPU client sizes its thread pools from the CPUs it may run on. Wit
 --xla_cpu_multi_thread_eigen=false is added to XLA_FLAGS as well (single-threaded Eigen
 kernels). XLA has no flag for any other pool size. environment() reports what was set.
 
+Training. With a build request's `train` (training.py), run() is one training step and memory()
+its peak (jax_training.py: value_and_grad, optimizers in jax.numpy; the whole step jitted with
+parameters and state donated, or eager under disable_jit); capture() stays the forward's.
+
 Capture. jax.make_jaxpr of forward(params, x), walked into op records "jax::<primitive>" by
 jax_capture.py: parameters named by their pytree path, nested calls inlined, each `scan` and each
 `while` unrolled into the steps it runs (a while's trip count from one evaluation of the program
@@ -51,7 +55,7 @@ import jax  # noqa: E402  (after the thread settings)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from neuralcost_worker import jax_capture, jax_models  # noqa: E402
+from neuralcost_worker import jax_capture, jax_models, jax_training, training  # noqa: E402
 
 FRAMEWORK = "jax"
 MODES = ["eager", "jit"]
@@ -99,23 +103,35 @@ def build(request):
     if dtype == "fp64":
         jax.config.update("jax_enable_x64", True)  # process-wide; fp32 models stay fp32 (explicit dtypes)
     sizes = {k: _positive(request, k, d) for k, d in (("batch", 1), ("seq", 32), ("width", 128), ("depth", 2))}
+    train = training.parse(request["train"]) if "train" in request else None
     forward, params, x = jax_models.build(model, dtype=jnp.dtype(DTYPES[dtype]), **sizes)
-    return Model(model, request["mode"], forward, params, x)
+    return Model(model, request["mode"], forward, params, x, train)
 
 
 class Model:
-    def __init__(self, name, mode, forward, params, x):
+    """A built network; with `train` (training.parse), run() is one training step
+    (jax_training.py) and memory() that step's peak; capture() is the forward's either way."""
+
+    def __init__(self, name, mode, forward, params, x, train=None):
         self.name, self.mode, self.forward, self.params, self.x = name, mode, forward, params, x
         self.parameters = sum(int(np.prod(leaf.shape)) for leaf in jax.tree_util.tree_leaves(params))
         self.inputs = [{"name": "input0", "shape": list(x.shape), "dtype": str(x.dtype)}]
         self.origin = f"neuralcost_worker/jax_models.py: {name} in jax.numpy/lax (input {list(x.shape)}, seed 0)"
         self.environment = {"mode": mode, "x64": str(jax.config.jax_enable_x64),
                             "execution": "jax.disable_jit (op by op)" if mode == "eager" else "jax.jit"}
+        self.trainer = None
+        if train is not None:
+            self.compiled = None
+            self.trainer = jax_training.Step(forward, params, x, mode, train)  # compiles, runs a first step
+            self.environment.update(self.trainer.environment)
+            return
         self.compiled = jax.jit(forward) if mode == "jit" else None
         self.run()  # compiles here (jit: the program; eager: each primitive), not in the first timed run
 
     def run(self):
-        if self.compiled is not None:
+        if self.trainer is not None:
+            self.trainer.run()
+        elif self.compiled is not None:
             jax.block_until_ready(self.compiled(self.params, self.x))
         else:
             with jax.disable_jit():
@@ -124,15 +140,20 @@ class Model:
     def execution(self):
         """What the passes ran, by JAX's own count: the executables jax.jit compiled for the forward
         function (none op by op; one in jit mode, unless a pass retraced)."""
+        if self.trainer is not None:
+            return self.trainer.execution()
         if self.compiled is None:
             return {"compiled_programs": 0, "compiler": "none (jax.disable_jit: op by op)"}
         return {"compiled_programs": self.compiled._cache_size(), "compiler": "jax.jit (XLA)"}
 
     def memory(self):
+        if self.trainer is not None:
+            return self.trainer.memory()
         stats = jax.devices()[0].memory_stats()
         return {k: v for k, v in (stats or {}).items() if isinstance(v, numbers.Number)}
 
     def capture(self):
-        closed = jax.make_jaxpr(self.forward)(self.params, self.x)
-        ops = jax_capture.capture(closed, self.params, self.x, getattr(self.forward, "buffers", {}))
+        params = self.params if self.trainer is None else self.trainer.params  # a jit step donated these
+        closed = jax.make_jaxpr(self.forward)(params, self.x)
+        ops = jax_capture.capture(closed, params, self.x, getattr(self.forward, "buffers", {}))
         return ops, f"jaxpr of the {self.name} forward function (jax.make_jaxpr, {len(ops)} ops)"

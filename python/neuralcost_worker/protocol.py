@@ -84,6 +84,7 @@ class Worker:
         self.out = out
         self.adapter = None
         self.model = None
+        self.training = False
 
     def reply(self, obj):
         self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
@@ -123,6 +124,7 @@ class Worker:
                                            f"(devices: {', '.join(ids)})")
         req = dict(req, device=device)
         self.model = None
+        self.training = "train" in req
         self.model = self.adapter.build(req)
         m = self.model
         env = {k: str(v) for k, v in getattr(m, "environment", {}).items()}
@@ -174,14 +176,20 @@ class Worker:
     def memory(self, req):
         model = self.require_model()
         reply = {}
-        if getattr(model, "training", False):
+        telemetry = {}
+        if getattr(model, "training", False) and getattr(model, "step_memory", None) is not None:
             # one step with the allocator's peak reset before it (docs/worker-protocol.md, "Training")
-            step_memory = getattr(model, "step_memory", None)
-            if step_memory is None:
-                reply["reason"] = f"the {self.framework} worker has no memory telemetry for a training step"
-            else:
-                reply.update(step_memory())
-        telemetry = dict(model.memory())
+            reply.update(model.step_memory())
+            telemetry = dict(model.memory())
+        else:
+            telemetry = dict(model.memory())
+            if self.training:
+                # an adapter whose memory() reports the step's peak (jax, tensorflow): the same fields
+                for key in ("peak_bytes", "start_bytes", "source", "includes"):
+                    if key in telemetry:
+                        reply[key] = telemetry.pop(key)
+                if "peak_bytes" not in reply:
+                    reply["reason"] = f"the {self.framework} worker has no memory telemetry for a training step"
         telemetry["process_peak_rss_bytes"] = peak_rss_bytes()
         reply["telemetry"] = telemetry
         return reply

@@ -3,6 +3,9 @@
 Modes: eager (op by op), function (tf.function), xla (tf.function(jit_compile=True)). A forward
 pass is synchronised by taking its result's .numpy().
 
+Training (a build request's `train`): run() is one training step, memory() its peak; capture()
+stays the forward's (tf_training.py). Only the reference models train.
+
 Capture traces the forward once with tf.function into a concrete function and walks its frozen
 graph into op records: tf_capture.py (loops reported as the ops they run, step by step).
 """
@@ -15,7 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from neuralcost_worker import model_inputs, tf_models  # noqa: E402
+from neuralcost_worker import model_inputs, tf_models, tf_training, training  # noqa: E402
 from neuralcost_worker.protocol import WorkerError, cpu_name  # noqa: E402
 from neuralcost_worker.tf_capture import Tracer  # noqa: E402
 
@@ -63,12 +66,16 @@ def build(req):
     dtype = DTYPES.get(req.get("dtype", "fp32"))
     if dtype is None:
         raise WorkerError("invalid_argument", f"tensorflow: dtype '{req.get('dtype')}' is not one of {', '.join(DTYPES)}")
+    train = training.parse(req["train"]) if "train" in req else None
+    if train is not None and name not in tf_models.NAMES:
+        raise WorkerError("unimplemented", f"tensorflow: training runs the reference models only "
+                          f"({', '.join(tf_models.NAMES)}), not '{name}'")
     if name in tf_models.NAMES:
         size = {k: int(req.get(k, d)) for k, d in (("batch", 1), ("seq", 32), ("width", 128), ("depth", 2))}
         net, x = tf_models.build(name, dtype=dtype, **size)
         origin = (f"neuralcost_worker/tf_models.py: {name} (tf.Module, raw tf ops), "
                   + ", ".join(f"{k} {v}" for k, v in size.items()))
-        return Model(name, net.__call__, [x], mode, origin, net.trainable_variables)
+        return Model(name, net.__call__, [x], mode, origin, net.trainable_variables, train=train)
     if isinstance(name, str) and os.path.isdir(name):
         return saved_model(req, name, dtype)
     if isinstance(name, str) and os.path.exists(name):
@@ -145,7 +152,7 @@ def saved_model(req, path, dtype):
 
 
 class Model:
-    def __init__(self, name, forward, xs, mode, origin, trainable, loaded=None, names=None, described=""):
+    def __init__(self, name, forward, xs, mode, origin, trainable, loaded=None, names=None, described="", train=None):
         self.name, self.forward, self.xs, self.mode, self.origin = name, forward, list(xs), mode, origin
         self.loaded = loaded  # keeps a SavedModel's objects alive
         self.parameters = sum(int(np.prod(v.shape)) for v in trainable)
@@ -157,15 +164,22 @@ class Model:
                                      "xla": "tf.function(jit_compile=True)"}[mode]}
         if described:
             self.environment["input_values"] = described
-        if mode == "eager":
-            self.fn = forward
-        else:
-            self.fn = tf.function(forward, input_signature=self.specs, jit_compile=mode == "xla")
         started = time.perf_counter()
-        self.run()  # traces and compiles the compiled modes
+        self.trainer = None
+        if train is not None:  # run() is one training step (tf_training.py); capture() the forward
+            self.trainer = tf_training.Step(forward, self.xs, trainable, mode, train)  # runs a first step
+            self.environment.update(self.trainer.environment)
+        else:
+            if mode == "eager":
+                self.fn = forward
+            else:
+                self.fn = tf.function(forward, input_signature=self.specs, jit_compile=mode == "xla")
+            self.run()  # traces and compiles the compiled modes
         self.environment["first_run_seconds"] = f"{time.perf_counter() - started:.3f}"
 
     def run(self):
+        if self.trainer is not None:
+            return self.trainer.run()
         for y in tf.nest.flatten(self.fn(*self.xs)):
             y.numpy()
 
@@ -174,6 +188,8 @@ class Model:
         forward (none op by op; one in the compiled modes, unless a pass retraced). In xla mode the
         traced function must compile (`_XlaMustCompile`: TensorFlow raises instead of falling back
         to the graph) and XLA's optimized HLO of it has that many instructions."""
+        if self.trainer is not None:
+            return self.trainer.execution()
         if self.mode == "eager":
             return {"compiled_programs": 0, "compiler": "none (eager)"}
         facts = {"compiled_programs": self.fn.experimental_get_tracing_count(), "compiler": "tf.function graph"}
@@ -188,6 +204,8 @@ class Model:
         return facts
 
     def memory(self):
+        if self.trainer is not None:
+            return self.trainer.memory()
         for device in ("GPU:0", "CPU:0"):
             try:
                 info = tf.config.experimental.get_memory_info(device)

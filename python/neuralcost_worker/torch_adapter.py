@@ -265,17 +265,18 @@ class _TrainStep:
             out = net(*xs)
         if not isinstance(out, torch.Tensor):
             raise WorkerError("unimplemented", "training needs a model with one tensor output")
-        self.loss = train["loss"] or training.loss_for_output(list(out.shape))
-        generator = torch.Generator().manual_seed(train["labels_seed"])
+        shape = tuple(int(d) for d in out.shape)
+        self.loss = training.loss_for(train, shape)
+        # the same fixed labels (or target) as the JAX and TensorFlow workers (training.targets)
+        target = torch.from_numpy(training.targets(train, self.loss, shape))
         if self.loss == "cross_entropy":
-            if out.dim() != 2:
-                raise WorkerError("invalid_argument", f"cross entropy needs a [batch, classes] output, not {list(out.shape)}")
-            self.classes = int(out.shape[1])
-            self.target = torch.randint(0, self.classes, (out.shape[0],), generator=generator).to(device)
+            self.classes = shape[1]
+            self.target = target.to(device=device, dtype=torch.int64)
             loss_fn = torch.nn.functional.cross_entropy
         else:
-            self.target = torch.randn(tuple(out.shape), generator=generator, dtype=out.dtype).to(device)
+            self.target = target.to(device=device, dtype=out.dtype)
             loss_fn = torch.nn.functional.mse_loss
+        self.contract = training.contract(train, self.loss, shape)
 
         def forward_loss(*inputs):
             return loss_fn(net(*inputs), self.target)
@@ -400,7 +401,7 @@ class _Model:
             self.environment["input_values"] = described
         if self.cuda:
             self.environment["cuda_device"] = torch.cuda.get_device_name(self.device)
-        self.train = training.parse(request)
+        self.train = training.parse(request["train"]) if "train" in request else None
         self.training = self.train is not None
         self.step = None
         if self.training:
@@ -409,16 +410,11 @@ class _Model:
                                   f"({', '.join(reference_torch.NAMES)}), not model files")
             self.net.train()
             self.step = _TrainStep(self.net, self.xs, self.train, self.mode == "compile", self.device)
-            self.environment.update(training.describe(self.train, self.step.loss))
+            self.environment.update(self.step.contract)
             self.environment["train_zero_grad"] = "optimizer.zero_grad(set_to_none=True) after each step"
             self.environment["train_optimizer_implementation"] = (
                 f"torch.optim.{type(self.step.optimizer).__name__} (torch's default implementation: a for-loop "
                 "over the parameters on the CPU, foreach kernels on CUDA), eager")
-            if self.step.loss == "cross_entropy":
-                self.environment["train_labels"] = (f"int64 class labels uniform in [0, {self.step.classes}), "
-                                                    f"seed {self.train['labels_seed']}")
-            else:
-                self.environment["train_labels"] = f"standard normal target, seed {self.train['labels_seed']}"
         if self.mode == "compile" and self.training:
             self.forward = None
             self.origin = (f"{origin}, train mode, torch.compile (Inductor, default mode) of forward + loss "

@@ -1,61 +1,116 @@
-"""The build request's "train" object (docs/worker-protocol.md, "Training"), checked the same way
-for every framework, and the loss rule that every backend shares (include/neuralcost/backend.hpp,
-loss_for_output): cross entropy on fixed random integer labels when the network's output is
-[batch, classes], mean squared error against a fixed random target otherwise."""
+"""The training step's settings, framework-neutral (docs/worker-protocol.md, `build` with `train`):
+the request's "train" object checked and completed with its defaults, the loss's fixed targets,
+and the contract the build reply records. Each adapter writes the step itself (jax_training.py,
+tf_training.py) with the optimizers' formulas of torch.optim (the PyTorch 2 documentation):
+
+    sgd       g += wd p;  p -= lr g
+    momentum  g += wd p;  b = mu b + g (b starts at 0, so the first b is g);  p -= lr b
+    adam      g += wd p;  m = b1 m + (1-b1) g;  v = b2 v + (1-b2) g^2;  t += 1
+              p -= (lr / (1-b1^t)) m / (sqrt(v) / sqrt(1-b2^t) + eps)
+    adamw     p *= 1 - lr wd;  then adam without the g += wd p
+
+The loss: cross entropy (mean over the batch) against integer labels when the output is
+[batch, classes], mean squared error (mean over all elements) against a target of the output's
+shape otherwise; both are drawn once from numpy.random.default_rng(labels_seed): labels
+integers(0, classes, batch), a target standard_normal(output shape). Same values in every
+framework.
+
+    train = parse(request["train"])      # WorkerError(invalid_argument) when it is wrong
+    loss = loss_for(train, output_shape)
+    target = targets(train, loss, output_shape)
+    env = contract(train, loss, output_shape)
+"""
 import math
+import numbers
+
+import numpy as np
 
 from neuralcost_worker.protocol import WorkerError
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 LOSSES = ("cross_entropy", "mse")
+DEFAULTS = {"optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9, "betas": [0.9, 0.999], "eps": 1e-8,
+            "weight_decay": None, "loss": None, "labels_seed": 0}
+# which hyperparameters each optimizer uses (the others of the request do not apply to it)
+USES = {"sgd": ("learning_rate", "weight_decay"), "momentum": ("learning_rate", "momentum", "weight_decay"),
+        "adam": ("learning_rate", "betas", "eps", "weight_decay"),
+        "adamw": ("learning_rate", "betas", "eps", "weight_decay")}
 
 
-def _number(train, key, default, low, high, low_open=False, high_open=False):
-    v = train.get(key, default)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise WorkerError("invalid_argument", f"train.{key} must be a number (got {v!r})")
-    if v < low or v > high or (low_open and v == low) or (high_open and v == high):
-        raise WorkerError("invalid_argument", f"train.{key} must be in {'(' if low_open else '['}{low}, {high}"
-                          f"{')' if high_open else ']'} (got {v})")
-    return float(v)
+def _bad(message):
+    return WorkerError("invalid_argument", f"train: {message}")
 
 
-def parse(request):
-    """The request's training settings with their defaults, or None for a forward-only model."""
-    train = request.get("train")
-    if train is None:
-        return None
+def _real(value, key, low, high, low_open=False, high_open=True):
+    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not math.isfinite(value):
+        raise _bad(f"'{key}' must be a finite number (got {value!r})")
+    if value < low or (low_open and value == low) or value > high or (high_open and value == high):
+        lo, hi = "(" if low_open else "[", ")" if high_open else "]"
+        raise _bad(f"'{key}' must be in {lo}{low:g}, {high:g}{hi} (got {value!r})")
+    return float(value)
+
+
+def parse(train):
+    """The request's "train" object with its defaults: a dict of optimizer, learning_rate,
+    momentum, betas (tuple), eps, weight_decay (0 for adam/sgd/momentum, 0.01 for adamw when not
+    given), loss (None: by the output's shape), labels_seed."""
     if not isinstance(train, dict):
-        raise WorkerError("invalid_argument", "'train' must be an object")
-    optimizer = train.get("optimizer", "adam")
-    if optimizer not in OPTIMIZERS:
-        raise WorkerError("invalid_argument", f"train.optimizer '{optimizer}' is not one of {', '.join(OPTIMIZERS)}")
-    loss = train.get("loss")
-    if loss is not None and loss not in LOSSES:
-        raise WorkerError("invalid_argument", f"train.loss '{loss}' is not one of {', '.join(LOSSES)}")
-    betas = train.get("betas", [0.9, 0.999])
-    if not isinstance(betas, list) or len(betas) != 2:
-        raise WorkerError("invalid_argument", f"train.betas must be a list of two numbers (got {betas!r})")
-    seed = train.get("labels_seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise WorkerError("invalid_argument", f"train.labels_seed must be an integer >= 0 (got {seed!r})")
-    return {"optimizer": optimizer,
-            "learning_rate": _number(train, "learning_rate", 1e-3, 0, 10, low_open=True),
-            "momentum": _number(train, "momentum", 0.9, 0, 1, high_open=True),
-            "betas": [_number({"b": b}, "b", 0, 0, 1, high_open=True) for b in betas],
-            "eps": _number(train, "eps", 1e-8, 0, 1, low_open=True),
-            "weight_decay": _number(train, "weight_decay", 0.01 if optimizer == "adamw" else 0.0, 0, 1),
-            "loss": loss, "labels_seed": seed}
+        raise _bad(f"'train' must be an object (got {train!r})")
+    unknown = sorted(set(train) - set(DEFAULTS))
+    if unknown:
+        raise _bad(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+                   f"(keys: {', '.join(DEFAULTS)})")
+    t = dict(DEFAULTS, **{k: v for k, v in train.items() if v is not None})
+    if t["optimizer"] not in OPTIMIZERS:
+        raise _bad(f"unknown optimizer {t['optimizer']!r} (optimizers: {', '.join(OPTIMIZERS)})")
+    if t["loss"] is not None and t["loss"] not in LOSSES:
+        raise _bad(f"unknown loss {t['loss']!r} (losses: {', '.join(LOSSES)})")
+    t["learning_rate"] = _real(t["learning_rate"], "learning_rate", 0.0, math.inf, low_open=True)
+    t["momentum"] = _real(t["momentum"], "momentum", 0.0, 1.0)
+    betas = t["betas"]
+    if not isinstance(betas, (list, tuple)) or len(betas) != 2:
+        raise _bad(f"'betas' must be a list of two numbers (got {betas!r})")
+    t["betas"] = tuple(_real(b, f"betas[{i}]", 0.0, 1.0) for i, b in enumerate(betas))
+    t["eps"] = _real(t["eps"], "eps", 0.0, math.inf, low_open=True)
+    if t["weight_decay"] is None:
+        t["weight_decay"] = 0.01 if t["optimizer"] == "adamw" else 0.0
+    t["weight_decay"] = _real(t["weight_decay"], "weight_decay", 0.0, math.inf)
+    seed = t["labels_seed"]
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise _bad(f"'labels_seed' must be a non-negative integer (got {seed!r})")
+    return t
 
 
-def loss_for_output(shape):
-    """The loss for a network output of `shape` (a list of ints)."""
-    return "cross_entropy" if len(shape) == 2 and shape[1] >= 2 else "mse"
+def loss_for(train, output_shape):
+    """The loss the step uses for a network with this output shape."""
+    classifier = len(output_shape) == 2
+    loss = train["loss"] or ("cross_entropy" if classifier else "mse")
+    if loss == "cross_entropy" and not classifier:
+        raise _bad(f"loss 'cross_entropy' needs an output [batch, classes]; this network's output is "
+                   f"{list(output_shape)} (use 'mse')")
+    return loss
 
 
-def describe(train, loss):
-    """The settings as contract facts (strings), with the loss that ran."""
-    return {"train_loss": loss, "train_optimizer": train["optimizer"],
-            "train_hyperparameters": (f"learning_rate {train['learning_rate']}, momentum {train['momentum']}, betas "
-                                      f"{tuple(train['betas'])}, eps {train['eps']}, weight_decay "
-                                      f"{train['weight_decay']}, labels_seed {train['labels_seed']}")}
+def targets(train, loss, output_shape, dtype=np.float32):
+    """The fixed labels (int32 [batch]) or regression target (output_shape, dtype), numpy."""
+    rng = np.random.default_rng(train["labels_seed"])
+    if loss == "cross_entropy":
+        return rng.integers(0, output_shape[1], size=output_shape[0]).astype(np.int32)
+    return rng.standard_normal(output_shape).astype(dtype)
+
+
+def contract(train, loss, output_shape):
+    """The step's settings as the build reply's environment records them (strings)."""
+    env = {"train.optimizer": train["optimizer"]}
+    for key in USES[train["optimizer"]]:
+        value = train[key]
+        env[f"train.{key}"] = ",".join(f"{v:g}" for v in value) if isinstance(value, tuple) else f"{value:g}"
+    seed = train["labels_seed"]
+    if loss == "cross_entropy":
+        env["train.loss"] = (f"cross_entropy, mean over the batch, labels numpy.random.default_rng({seed})"
+                             f".integers(0, {output_shape[1]}, {output_shape[0]})")
+    else:
+        env["train.loss"] = (f"mse, mean over all elements, target numpy.random.default_rng({seed})"
+                             f".standard_normal({list(output_shape)})")
+    env["train.labels_seed"] = str(seed)
+    return env

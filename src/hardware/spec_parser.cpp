@@ -84,7 +84,7 @@ class Reader {
 const std::set<std::string> kKnownFields = {
     "schema_version", "id", "name", "vendor", "device_type", "aliases", "device_names", "peak_flops_per_second",
     "vector_flops_per_second", "memory_bandwidth_bytes_per_second", "memory_capacity_bytes",
-    "caches", "sources", "notes", "origin"};
+    "kernel_launch_seconds", "caches", "sources", "notes", "origin"};
 
 }  // namespace
 
@@ -141,6 +141,10 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
       r.in_range(doc["memory_bandwidth_bytes_per_second"], "memory_bandwidth_bytes_per_second", kMinBandwidth, kMaxBandwidth);
   if (doc.contains("memory_capacity_bytes")) {
     s.memory_capacity_bytes = r.in_range(doc["memory_capacity_bytes"], "memory_capacity_bytes", kMinSize, kMaxSize);
+  }
+  if (doc.contains("kernel_launch_seconds")) {
+    // a GPU's per-kernel launch floor: between 100 ns and 1 ms is plausible
+    s.kernel_launch_seconds = r.in_range(doc["kernel_launch_seconds"], "kernel_launch_seconds", 1e-7, 1e-3);
   }
   if (doc.contains("caches")) {
     if (!doc["caches"].is_array()) r.fail("caches", "must be a list");
@@ -205,6 +209,7 @@ HardwareSpec load_hardware_file(const std::string& path) {
   for (const auto& [dtype, v] : spec.vector_flops_per_second) fill("vector_flops_per_second." + std::string(dtype_name(dtype)));
   fill("memory_bandwidth_bytes_per_second");
   if (spec.memory_capacity_bytes) fill("memory_capacity_bytes");
+  if (spec.kernel_launch_seconds) fill("kernel_launch_seconds");
   for (const CacheLevel& c : spec.caches) {
     fill("caches." + c.name + ".size_bytes");
     if (c.bandwidth_bytes_per_second) fill("caches." + c.name + ".bandwidth_bytes_per_second");

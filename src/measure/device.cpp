@@ -12,6 +12,10 @@
 #include <fmt/ranges.h>
 
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/gpu/contract.hpp"
+#include "neuralcost/gpu/cuda_devices.hpp"
+#include "neuralcost/gpu/nvml.hpp"
+#include "neuralcost/gpu/power_sampler.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/measure/environment.hpp"
 #include "neuralcost/measure/load.hpp"
@@ -77,12 +81,22 @@ class CpuEnvironment final : public RunEnvironment {
 };
 
 /// A CUDA device reached through a backend that synchronises each pass itself (the torch worker).
-/// Its samples are that backend's clock around a synchronised pass; CUDA-event timing, the GPU's
-/// clocks and its counters belong here when a backend reports them.
+/// Its samples are that backend's clock around a synchronised pass. The environment samples the
+/// GPU's power during the timed phase (NVML, else nvidia-smi) and writes the CUDA contract (GPU,
+/// driver, CUDA, cuDNN, clocks, persistence, ECC, MIG: gpu/contract.hpp).
 class CudaEnvironment final : public RunEnvironment {
  public:
-  explicit CudaEnvironment(std::string device) : device_(std::move(device)) {}
-  std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel&) const override { return {}; }
+  explicit CudaEnvironment(int index) : index_(index), power_(std::make_shared<PowerLog>()) {}
+  std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel&) const override {
+    std::vector<std::unique_ptr<Sampler>> s;
+    std::string why;
+    if (std::unique_ptr<PowerReader> reader = open_power_reader(index_, why)) {
+      s.push_back(std::make_unique<PowerSampler>(std::move(reader), 0, power_));
+    } else {
+      power_->source = why;
+    }
+    return s;
+  }
   std::string clock(const TimingResult& timing) const override {
     if (timing.backend_clock) {
       return "the backend's own clock around each forward pass, after the device synchronised (a worker: "
@@ -91,14 +105,22 @@ class CudaEnvironment final : public RunEnvironment {
     return fmt::format("std::chrono::steady_clock around each synchronised pass, resolution {:.3g} s",
                        timing.clock_resolution_seconds);
   }
-  void describe(std::map<std::string, std::string>& c, const Counters&, std::vector<std::string>&) const override {
+  void describe(std::map<std::string, std::string>& c, const Counters&, std::vector<std::string>& warnings) const override {
     const EnvironmentFacts env = detect_environment();
     c["host_cpu_model"] = env.cpu_model;
-    c["cuda_device_index"] = device_.substr(device_.find(':') + 1);
+    c["cuda_device_index"] = std::to_string(index_);
+    std::string nvml_why;
+    const std::unique_ptr<Nvml> nvml = Nvml::load(nvml_why);
+    const CudaContract contract = query_cuda_contract(index_, nvml.get(), nvml_why);
+    write_cuda_contract(contract, c);
+    for (std::string& w : cuda_contract_warnings(contract)) warnings.push_back(std::move(w));
+    c["gpu.power_source"] = power_->source.empty() ? "not sampled" : power_->source;
+    for (const std::string& p : power_->summary.problems) warnings.push_back("GPU power: " + p);
   }
 
  private:
-  std::string device_;
+  int index_;
+  std::shared_ptr<PowerLog> power_;  // filled by the power sampler at the end of the timed phase
 };
 
 }  // namespace
@@ -119,9 +141,17 @@ void check_device_offered(const Backend& backend, const std::string& device) {
   parse_device(device);
   const std::vector<std::string> offered = backend.devices();
   if (std::find(offered.begin(), offered.end(), device) == offered.end()) {
-    throw Error(ErrorCode::kNotFound, fmt::format("backend '{}' has no device '{}' on this machine (devices: {})",
-                                                  backend.name(), device,
-                                                  offered.empty() ? "none" : fmt::format("{}", fmt::join(offered, ", "))));
+    // a backend that offers no CUDA device at all: the machine's reason, when it has one (a backend
+    // that offers some sees GPUs, and the driver's view would only contradict it)
+    const Device d = parse_device(device);
+    const bool offers_cuda = std::any_of(offered.begin(), offered.end(),
+                                         [](const std::string& o) { return o.rfind("cuda:", 0) == 0; });
+    std::optional<std::string> machine;
+    if (d.kind == "cuda" && !offers_cuda) machine = cuda_device_missing(cuda_devices(), d.index);
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("backend '{}' has no device '{}' on this machine (devices: {}){}", backend.name(), device,
+                            offered.empty() ? "none" : fmt::format("{}", fmt::join(offered, ", ")),
+                            machine ? ": " + *machine : std::string()));
   }
 }
 
@@ -173,7 +203,7 @@ std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, cons
 std::unique_ptr<RunEnvironment> run_environment(const std::string& device) {
   const Device d = parse_device(device);
   if (d.kind == "cpu") return std::make_unique<CpuEnvironment>();
-  return std::make_unique<CudaEnvironment>(d.name);
+  return std::make_unique<CudaEnvironment>(d.index);
 }
 
 std::optional<double> PreparedModel::page_faults() const {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "neuralcost/gpu/launch_floor.hpp"
+
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/report/views.hpp"
 #include "report/safe_text.hpp"
@@ -73,6 +75,16 @@ std::string totals_text(const Analysis& a) {
       report::si(t.lower_bound_seconds, "s"), bound_name(t.bound),
       report::si(t.fused_lower_bound_seconds, "s"),
       report::si(static_cast<double>(t.fused_bytes_read + t.fused_bytes_written), "B"));
+  if (const std::optional<LaunchFloor> f = launch_floor(a)) {
+    // the GPU's per-kernel launch floor, its own term beside the roofline (gpu/launch_floor.hpp)
+    out += fmt::format("launch floor: {} per kernel ({}): {} kernels unfused = {}, {} fused = {}; {} ops bound below "
+                       "it; with the floor the bound is {} unfused, {} fused\n",
+                       report::si(f->seconds_per_kernel, "s"),
+                       f->source.rfind("estimate", 0) == 0 ? "an estimate" : "measured or given",
+                       f->unfused_kernels, report::si(f->unfused_floor_seconds, "s"), f->fused_kernels,
+                       report::si(f->fused_floor_seconds, "s"), f->ops_below_floor,
+                       report::si(f->unfused_bound_seconds, "s"), report::si(f->fused_bound_seconds, "s"));
+  }
   if (t.dram_lower_bound_seconds > t.lower_bound_seconds * 1.0001) {
     out += fmt::format("cache-aware: ops whose working set fits a cache level are timed at its bandwidth; with every "
                        "byte from DRAM the unfused bound is {}\n", report::si(t.dram_lower_bound_seconds, "s"));

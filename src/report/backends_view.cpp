@@ -9,7 +9,7 @@
 
 namespace neuralcost {
 
-std::string render_backends(const std::vector<const Backend*>& backends, Format format) {
+std::string render_backends(const std::vector<const Backend*>& backends, Format format, const CudaDevices* cuda) {
   nlohmann::json list = nlohmann::json::array();
   report::Table t;
   t.headers = {"backend", "modes", "available", "devices", "description"};
@@ -28,6 +28,10 @@ std::string render_backends(const std::vector<const Backend*>& backends, Format 
                     {"devices", devices},
                     {"available", !why},
                     {"unavailable_reason", why ? nlohmann::json(*why) : nlohmann::json(nullptr)}});
+    if (cuda) {
+      list.back()["cuda_unavailable_reason"] =
+          cuda->unavailable_reason ? nlohmann::json(*cuda->unavailable_reason) : nlohmann::json(nullptr);
+    }
     t.rows.push_back({{std::string(b->name()), ""},
                       {why ? "-" : joined, ""},
                       {why ? "no: " + *why : "yes", why ? "no" : "yes"},
@@ -35,7 +39,11 @@ std::string render_backends(const std::vector<const Backend*>& backends, Format 
                       {std::string(b->description()), ""}});
   }
   if (format == Format::kJson) return report::json_text(list);
-  return report::render_table(t, format);
+  std::string out = report::render_table(t, format);
+  if (cuda && cuda->unavailable_reason && format != Format::kCsv) {
+    out += "note: no cuda:N devices: CUDA is not available here: " + *cuda->unavailable_reason + "\n";
+  }
+  return out;
 }
 
 }  // namespace neuralcost

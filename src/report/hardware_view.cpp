@@ -72,6 +72,7 @@ std::string render_hardware(const HardwareSpec& s, Format format) {
   }
   add("memory_bandwidth_bytes_per_second", s.memory_bandwidth_bytes_per_second, "B/s");
   if (s.memory_capacity_bytes) add("memory_capacity_bytes", *s.memory_capacity_bytes, "B");
+  if (s.kernel_launch_seconds) add("kernel_launch_seconds", *s.kernel_launch_seconds, "s");
   for (const CacheLevel& c : s.caches) {
     add("caches." + c.name + ".size_bytes", c.size_bytes, "B");
     if (c.bandwidth_bytes_per_second) {

@@ -13,6 +13,7 @@
 
 #include "neuralcost/hardware/cpu_parts.hpp"
 #include "neuralcost/report/views.hpp"
+#include "report/gpu_view.hpp"
 #include "report/safe_text.hpp"
 #include "report/si_format.hpp"
 #include "report/tabular.hpp"
@@ -27,7 +28,7 @@ Cell percent(double fraction) { return {fmt::format("{:.1f}%", fraction * 100), 
 
 }  // namespace
 
-std::string render_host(const HostDescription& h, Format format) {
+std::string render_host(const HostDescription& h, Format format, const CudaDevices* cuda) {
   nlohmann::ordered_json j;
   j["model"] = h.model;
   j["vendor"] = h.vendor;
@@ -59,11 +60,12 @@ std::string render_host(const HostDescription& h, Format format) {
   j["virtualized"] = h.virtualized;
   j["hypervisor"] = h.hypervisor;
   j["notes"] = h.notes;
+  if (cuda) j["cuda"] = report::cuda_json(*cuda);
   if (format == Format::kJson) return report::json_text(j);
   report::Table t;
   t.headers = t.raw_headers = {"field", "value"};
   for (const auto& [key, value] : j.items()) {
-    if (key == "caches" || key == "notes") continue;
+    if (key == "caches" || key == "notes" || key == "cuda") continue;
     std::string text = value.is_string() ? value.get<std::string>() : value.dump();
     if (key == "memory_bytes") text = report::si(static_cast<double>(h.memory_bytes), "B");
     if (key == "isa") {
@@ -77,6 +79,9 @@ std::string render_host(const HostDescription& h, Format format) {
                       {fmt::format("{} x {}, each shared by {} CPU(s){}", c.instances,
                                    report::si(static_cast<double>(c.size_bytes), "B"), c.shared_by_cpus,
                                    c.plausible ? "" : " (implausible: not used)"), ""}});
+  }
+  if (cuda) {
+    for (const auto& [key, text] : report::cuda_lines(*cuda)) t.rows.push_back({{key, ""}, {text, ""}});
   }
   std::string out = report::render_table(t, format);
   if (format != Format::kCsv) {

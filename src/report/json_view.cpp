@@ -2,6 +2,8 @@
 // Field names carry units (bytes, seconds, flops_per_second); counts are exact integers.
 #include <fmt/format.h>
 
+#include "neuralcost/gpu/launch_floor.hpp"
+
 #include "neuralcost/report/views.hpp"
 #include "neuralcost/version.hpp"
 
@@ -25,6 +27,7 @@ json hardware_json(const HardwareSpec& s) {
   if (!vector.empty()) j["vector_flops_per_second"] = vector;
   j["memory_bandwidth_bytes_per_second"] = s.memory_bandwidth_bytes_per_second;
   if (s.memory_capacity_bytes) j["memory_capacity_bytes"] = *s.memory_capacity_bytes;
+  if (s.kernel_launch_seconds) j["kernel_launch_seconds"] = *s.kernel_launch_seconds;
   if (!s.caches.empty()) {
     j["caches"] = json::array();
     for (const CacheLevel& c : s.caches) {
@@ -130,6 +133,17 @@ json analysis_json(const Analysis& a) {
         {"max_samples_per_second", t.lower_bound_seconds > 0 ? b / t.lower_bound_seconds : 0.0},
         {"fused_max_samples_per_second",
          t.fused_lower_bound_seconds > 0 ? b / t.fused_lower_bound_seconds : 0.0}};
+  }
+  if (const std::optional<LaunchFloor> f = launch_floor(a)) {
+    totals["launch_floor"] = {{"seconds_per_kernel", f->seconds_per_kernel},
+                              {"source", f->source},
+                              {"unfused_kernels", f->unfused_kernels},
+                              {"fused_kernels", f->fused_kernels},
+                              {"unfused_floor_seconds", f->unfused_floor_seconds},
+                              {"fused_floor_seconds", f->fused_floor_seconds},
+                              {"unfused_bound_seconds", f->unfused_bound_seconds},
+                              {"fused_bound_seconds", f->fused_bound_seconds},
+                              {"ops_below_floor", f->ops_below_floor}};
   }
   j["totals"] = totals;
   j["approximations"] = a.approximations;

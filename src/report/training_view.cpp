@@ -38,9 +38,95 @@ std::string options_text(const TrainingOptions& o) {
                      precision_name(o.precision), checkpoint_name(o.checkpoint));
 }
 
+std::string bytes(std::uint64_t b) { return memory_size_string(b); }
+
+std::string memory_text(const MemoryLedger& m, const std::vector<std::string>& names) {
+  const ActivationMemory& a = m.activations;
+  std::string out = fmt::format(
+      "memory (docs/training-memory.md): parameters {}, gradients {}, optimizer state {}{}{}\n", bytes(m.parameter_bytes),
+      bytes(m.gradient_bytes), bytes(m.optimizer_state_bytes),
+      m.master_weight_bytes ? fmt::format(", fp32 master weights {}", bytes(m.master_weight_bytes)) : "",
+      m.buffer_bytes ? fmt::format(", buffers {}", bytes(m.buffer_bytes)) : "");
+  out += fmt::format("activations: {} saved for backward; the peak is between {} (at '{}', {}) and {}\n", bytes(a.saved_bytes),
+                     bytes(a.lower_bound_bytes), terminal_text(a.peak_op), memory_phase_name(a.peak_phase),
+                     bytes(a.upper_bound_bytes));
+  out += fmt::format("step total: {} to {}\n", bytes(m.total_bytes(MemoryBound::kLower)), bytes(m.total_bytes(MemoryBound::kUpper)));
+  std::string savers;
+  for (std::size_t i : biggest_savers(m, 3)) {
+    if (m.ops[i].keeps_bytes == 0) continue;
+    savers += fmt::format("{}{} {}", savers.empty() ? "" : ", ", terminal_text(names.at(m.ops[i].op_index)),
+                          bytes(m.ops[i].keeps_bytes));
+  }
+  if (!savers.empty()) out += "biggest savers: " + savers + "\n";
+  if (m.options.checkpoint.kind != CheckpointKind::kNone) {
+    std::size_t recomputed = 0;
+    for (const CheckpointSegment& seg : m.segments) recomputed += seg.recomputed ? 1 : 0;
+    out += fmt::format("checkpointing {}: {} of {} segments recomputed, {} more\n", checkpoint_name(m.options.checkpoint),
+                       recomputed, m.segments.size(), report::si(static_cast<double>(m.recompute_flops), "FLOP"));
+  }
+  for (const std::string& n : m.notes) out += "note: " + terminal_text(n) + "\n";
+  if (!m.unknown_saves.empty()) {
+    out += fmt::format("warning: what {} op(s) keep for backward is not known (not in the lower bound): {}\n",
+                       m.unknown_saves.size(), terminal_text(m.unknown_saves.front()));
+  }
+  return out;
+}
+
+std::string fit_text(const BatchFit& f) {
+  std::string out = fmt::format("fits: budget {} with a {} reserve ({} usable): largest batch {}{}, needing {} ({} bound)",
+                                bytes(f.budget_bytes), report::percent(f.reserve), bytes(f.usable_bytes), f.batch,
+                                f.capped ? " (the largest tried)" : "", bytes(f.needed_bytes), memory_bound_name(f.bound));
+  if (!f.capped) out += fmt::format("; batch {} would need {}", f.batch + 1, bytes(f.next_batch_bytes));
+  const MemoryLedger& m = f.ledger;
+  out += fmt::format("\n  at batch {}: parameters {}, gradients {}, optimizer state {}, master weights {}, activations {}\n", f.batch,
+                     bytes(m.parameter_bytes), bytes(m.gradient_bytes), bytes(m.optimizer_state_bytes),
+                     bytes(m.master_weight_bytes),
+                     bytes(f.bound == MemoryBound::kUpper ? m.activations.upper_bound_bytes : m.activations.lower_bound_bytes));
+  return out;
+}
+
+nlohmann::json memory_json(const MemoryLedger& m, const std::vector<std::string>& names) {
+  const ActivationMemory& a = m.activations;
+  nlohmann::json j{{"parameter_count", m.parameter_count},
+                   {"parameter_bytes", m.parameter_bytes},
+                   {"buffer_bytes", m.buffer_bytes},
+                   {"gradient_bytes", m.gradient_bytes},
+                   {"optimizer_state_bytes", m.optimizer_state_bytes},
+                   {"master_weight_bytes", m.master_weight_bytes},
+                   {"resident_bytes", m.resident_bytes()},
+                   {"activations",
+                    {{"saved_bytes", a.saved_bytes},
+                     {"lower_bound_bytes", a.lower_bound_bytes},
+                     {"upper_bound_bytes", a.upper_bound_bytes},
+                     {"peak_op", a.peak_op},
+                     {"peak_phase", std::string(memory_phase_name(a.peak_phase))},
+                     {"largest_transient_bytes", a.largest_transient_bytes}}},
+                   {"total_lower_bytes", m.total_bytes(MemoryBound::kLower)},
+                   {"total_upper_bytes", m.total_bytes(MemoryBound::kUpper)},
+                   {"recompute_flops", m.recompute_flops},
+                   {"unknown_saves", m.unknown_saves},
+                   {"notes", m.notes}};
+  j["biggest_savers"] = nlohmann::json::array();
+  for (std::size_t i : biggest_savers(m, 5)) {
+    if (m.ops[i].keeps_bytes == 0) continue;
+    j["biggest_savers"].push_back({{"op", names.at(m.ops[i].op_index)}, {"bytes", m.ops[i].keeps_bytes}});
+  }
+  return j;
+}
+
 }  // namespace
 
-nlohmann::json training_json(const Analysis& step, const TrainingOptions& options) {
+TrainingReport training_report(const OpGraph& forward, const HardwareSpec& hardware, const TrainingOptions& options) {
+  TrainingReport r{analyze(training_step(forward, options), hardware), options, memory_ledger(forward, options),
+                   std::nullopt, {}};
+  if (r.memory.batch == 0) r.memory.batch = r.step.batch;
+  for (const OpRecord& op : forward.ops()) r.op_names.push_back(op.name);
+  return r;
+}
+
+nlohmann::json training_json(const TrainingReport& report) {
+  const Analysis& step = report.step;
+  const TrainingOptions& options = report.options;
   const StepSummary s = summarize_step(step);
   nlohmann::json t{{"optimizer", std::string(optimizer_name(options.optimizer))},
                    {"precision", std::string(precision_name(options.precision))},
@@ -61,13 +147,23 @@ nlohmann::json training_json(const Analysis& step, const TrainingOptions& option
   t["optimizer_step"]["parameters"] = s.optimizer_parameters;
   t["unmodeled_gradients"] = nlohmann::json::array();
   for (const auto& [name, why] : s.unmodeled_gradients) t["unmodeled_gradients"].push_back({{"op", name}, {"reason", why}});
+  t["memory"] = memory_json(report.memory, report.op_names);
+  if (report.fit) {
+    const BatchFit& f = *report.fit;
+    t["fit"] = {{"batch", f.batch}, {"capped", f.capped}, {"bound", std::string(memory_bound_name(f.bound))},
+                {"budget_bytes", f.budget_bytes}, {"reserve", f.reserve}, {"usable_bytes", f.usable_bytes},
+                {"needed_bytes", f.needed_bytes}, {"next_batch_bytes", f.next_batch_bytes},
+                {"memory", memory_json(f.ledger, report.op_names)}};
+  }
   nlohmann::json j = analysis_json(step);
   j["training"] = t;
   return j;
 }
 
-std::string render_training(const Analysis& step, const TrainingOptions& options, Format format) {
-  if (format == Format::kJson) return report::json_text(training_json(step, options));
+std::string render_training(const TrainingReport& report, Format format) {
+  if (format == Format::kJson) return report::json_text(training_json(report));
+  const Analysis& step = report.step;
+  const TrainingOptions& options = report.options;
   const StepSummary s = summarize_step(step);
   report::Table t;
   t.headers = {"op", "kind", "fwd FLOPs", "bwd FLOPs", "bwd/fwd", "fwd bytes", "bwd bytes", "lower bound"};
@@ -115,17 +211,27 @@ std::string render_training(const Analysis& step, const TrainingOptions& options
   for (const auto& [name, why] : s.unmodeled_gradients) {
     out += fmt::format("warning: the gradient of '{}' is not modeled: {}\n", terminal_text(name), terminal_text(why));
   }
+  out += "\n" + memory_text(report.memory, report.op_names);
+  if (report.fit) out += fit_text(*report.fit);
   return out;
 }
 
-std::string render_training_summary(const std::vector<Analysis>& steps, const TrainingOptions& options, Format format) {
+std::string render_training_summary(const std::vector<TrainingReport>& reports, Format format) {
   if (format == Format::kJson) {
     nlohmann::json j{{"schema_version", 1}, {"analyses", nlohmann::json::array()}};
-    for (const Analysis& a : steps) j["analyses"].push_back(training_json(a, options));
+    for (const TrainingReport& r : reports) j["analyses"].push_back(training_json(r));
     return report::json_text(j);
   }
+  std::vector<Analysis> steps;
+  for (const TrainingReport& r : reports) steps.push_back(r.step);
   std::string out = render_summary(steps, format);
-  if (format != Format::kCsv) out += fmt::format("training steps: {} (FLOPs, bytes and bounds are per step)\n", options_text(options));
+  if (format == Format::kCsv || reports.empty()) return out;
+  out += fmt::format("training steps: {} (FLOPs, bytes and bounds are per step)\n", options_text(reports.front().options));
+  for (const TrainingReport& r : reports) {
+    out += fmt::format("memory: {} batch {}: {} to {}{}\n", terminal_text(r.step.model), r.step.batch,
+                       bytes(r.memory.total_bytes(MemoryBound::kLower)), bytes(r.memory.total_bytes(MemoryBound::kUpper)),
+                       r.fit ? fmt::format("; largest batch in {}: {}", bytes(r.fit->budget_bytes), r.fit->batch) : "");
+  }
   return out;
 }
 

@@ -213,7 +213,7 @@ std::vector<std::int64_t> choose_segments(const OpGraph& g, const Index& ix, Mem
     for (std::size_t i = seg.first_op; i <= seg.last_op; ++i) {
       op_segment[i] = static_cast<std::int64_t>(s);
       l.ops[i].segment = op_segment[i];
-      const OpCost c = cost_of(g.op(i));
+      const OpCost c = cost_of(training_form(g.op(i)));
       if (!c.modeled) l.unmodeled_recompute.push_back(g.op(i).name);
       seg.recompute_flops = checked_add(seg.recompute_flops, c.flops, "recompute FLOPs");
       seg_contraction = checked_add(seg_contraction, c.contraction_flops, "recompute FLOPs");
@@ -221,6 +221,7 @@ std::vector<std::int64_t> choose_segments(const OpGraph& g, const Index& ix, Mem
     // selective: once before the run's own backward, and once for each later op that keeps one
     // of its outputs (that op's backward comes first and needs it)
     const std::uint64_t times = kind == CheckpointKind::kSelective ? 1 + later_keepers(ix, keepers, seg.first_op, seg.last_op) : 1;
+    seg.runs = times;
     seg.recompute_flops = checked_mul(seg.recompute_flops, times, "recompute FLOPs");
     l.recompute_flops = checked_add(l.recompute_flops, seg.recompute_flops, "recompute FLOPs");
     l.recompute_contraction_flops = checked_add(l.recompute_contraction_flops,

@@ -18,14 +18,11 @@ void add(StepWork& work, const OpRoofline& r) {
 
 /// The forward op a step record belongs to: itself, the op its gradient differentiates, the
 /// producer of the tensor whose gradients an accumulation sums ("grad:<tensor>/sum"), or the
-/// op a recomputation repeats ("<op>/recompute").
+/// op a recomputation repeats ("<op>/recompute", "<op>/recompute2", ...).
 std::string owner(const OpRecord& op, const std::map<std::string, std::string>& producer_of) {
   if (op.differentiates != nullptr) return op.differentiates->name;
-  const std::string suffix = "/recompute";
-  if (pass_of(op) == Pass::kRecompute && op.name.size() > suffix.size() &&
-      op.name.compare(op.name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-    return op.name.substr(0, op.name.size() - suffix.size());
-  }
+  const auto slash = op.name.rfind("/recompute");
+  if (pass_of(op) == Pass::kRecompute && slash != std::string::npos) return op.name.substr(0, slash);
   if (op.name.rfind("grad:", 0) == 0 && op.name.size() > 9 && op.name.compare(op.name.size() - 4, 4, "/sum") == 0) {
     const std::string tensor = op.name.substr(5, op.name.size() - 9);
     const auto it = producer_of.find(tensor);

@@ -10,6 +10,7 @@
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/cost/op_kinds.hpp"
+#include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/training.hpp"
 
 namespace neuralcost {
@@ -59,9 +60,8 @@ class StepBuilder {
     }
   }
 
-  void add_forward(OpRecord op) {
-    // a training step normalises with the batch's statistics
-    if (op.kind == OpKind::kBatchNorm) op.attributes.set("training", true);
+  void add_forward(const OpRecord& original) {
+    OpRecord op = training_form(original);
     forward_ops_[op.name] = op;
     tag(op, Pass::kForward);
     step_.add(std::move(op));
@@ -111,24 +111,31 @@ class StepBuilder {
     }
   }
 
-  /// The recomputed ops, in forward order, before any gradient that needs them: each reads the
-  /// kept tensors or what an earlier recomputation produced, and writes "<tensor>@recompute".
+  /// The checkpoint segments the memory ledger recomputes, in forward order, each as many times
+  /// as it runs: each copy reads the kept tensors or what its own run produced and writes
+  /// "<tensor>@recompute[N]".
   void add_recomputation() {
-    const std::vector<bool> again = recomputed_ops(forward_, options_.checkpoint);
-    std::set<std::string> recomputed;
-    for (std::size_t i = 0; i < forward_.size(); ++i) {
-      if (!again[i]) continue;
-      OpRecord op = forward_ops_.at(forward_.op(i).name);
-      op.name += "/recompute";
-      for (TensorDesc& t : op.inputs) {
-        if (recomputed.count(t.name)) t.name += "@recompute";
+    if (options_.checkpoint.kind == CheckpointKind::kNone) return;
+    const MemoryLedger ledger = memory_ledger(forward_, options_);
+    for (const CheckpointSegment& segment : ledger.segments) {
+      if (!segment.recomputed) continue;
+      for (std::uint64_t run = 0; run < segment.runs; ++run) {
+        const std::string suffix = run == 0 ? "recompute" : fmt::format("recompute{}", run + 1);
+        std::set<std::string> produced;
+        for (std::size_t i = segment.first_op; i <= segment.last_op; ++i) {
+          OpRecord op = forward_ops_.at(forward_.op(i).name);
+          op.name += "/" + suffix;
+          for (TensorDesc& t : op.inputs) {
+            if (produced.count(t.name)) t.name += "@" + suffix;
+          }
+          for (TensorDesc& t : op.outputs) {
+            produced.insert(t.name);
+            t.name += "@" + suffix;
+          }
+          tag(op, Pass::kRecompute);
+          step_.add(std::move(op));
+        }
       }
-      for (TensorDesc& t : op.outputs) {
-        recomputed.insert(t.name);
-        t.name += "@recompute";
-      }
-      tag(op, Pass::kRecompute);
-      step_.add(std::move(op));
     }
   }
 
@@ -287,24 +294,9 @@ class StepBuilder {
 
 }  // namespace
 
-std::vector<bool> recomputed_ops(const OpGraph& forward, const CheckpointPolicy& policy) {
-  const std::size_t n = forward.size();
-  std::vector<bool> again(n, false);
-  switch (policy.kind) {
-    case CheckpointKind::kNone: break;
-    case CheckpointKind::kFull: again.assign(n, true); break;
-    case CheckpointKind::kSelective:
-      for (std::size_t i = 0; i < n; ++i) again[i] = traits_of(forward.op(i).kind).fusible;
-      break;
-    case CheckpointKind::kEveryK: {
-      std::size_t k = static_cast<std::size_t>(policy.every);
-      if (k == 0) k = std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(std::sqrt(static_cast<double>(n)))));
-      const std::size_t last_segment_start = n == 0 ? 0 : ((n - 1) / k) * k;
-      for (std::size_t i = 0; i < last_segment_start; ++i) again[i] = true;
-      break;
-    }
-  }
-  return again;
+OpRecord training_form(OpRecord op) {
+  if (op.kind == OpKind::kBatchNorm) op.attributes.set("training", true);
+  return op;
 }
 
 OpGraph training_step(const OpGraph& forward, const TrainingOptions& options) {

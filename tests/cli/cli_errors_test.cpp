@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "cli/cli_run.hpp"
+#include "neuralcost/gpu/cuda_devices.hpp"
 
 namespace neuralcost {
 namespace {
@@ -123,8 +124,12 @@ TEST(CliErrorsTest, UnknownDtypeKeyInSpec) {
 TEST(CliErrorsTest, UnknownDevice) {
   expect_error("profile --model ff --backend jax --device tpu",
                "--device 'tpu' is not a device name: cpu, or cuda:N for the N-th CUDA GPU");
+  // and why, when the machine has no CUDA at all (gpu/cuda_devices.hpp)
+  const CudaDevices& cuda = cuda_devices();
   expect_error("profile --model ff --backend jax --device cuda:0",
-               "backend 'jax' has no device 'cuda:0' on this machine (devices: cpu)");
+               "backend 'jax' has no device 'cuda:0' on this machine (devices: cpu)" +
+                   (cuda.unavailable_reason ? ": cuda:0: CUDA is not available here: " + *cuda.unavailable_reason
+                                            : std::string()));
 }
 
 TEST(CliErrorsTest, HardwareSpecOfAnotherKindOfDevice) {
@@ -156,6 +161,29 @@ TEST(CliErrorsTest, DirectoryAsHardwareSpec) {
 TEST(CliErrorsTest, OptionsThatApplyToNoChosenModel) {
   expect_error("analyze ff --seq 64", "--seq does not apply to the built-in network 'ff' (it has no sequence)");
   expect_error("analyze --model ff,cnn --seq 64", "--seq does not apply to ff or cnn");
+}
+
+TEST(CliErrorsTest, TrainingOptionsWithoutTrain) {
+  expect_error("analyze --model ff --optimizer sgd", "--optimizer applies only with --train");
+  expect_error("analyze --model ff --memory-budget 24GB", "--memory-budget applies only with --train");
+  expect_error("analyze --model ff --train --reserve 5%", "--reserve applies only with --memory-budget");
+}
+
+TEST(CliErrorsTest, BadTrainingOptions) {
+  expect_error("analyze --model ff --train --optimizer lion", "--optimizer 'lion' is not one of sgd, momentum, adam, adamw");
+  expect_error("analyze --model ff --train --precision fp8", "--precision 'fp8' is not one of fp32, bf16-mixed, fp16-mixed");
+  expect_error("analyze --model ff --train --checkpoint every:0",
+               "--checkpoint 'every:0': K in every:K must be a positive integer");
+  expect_error("analyze --model ff --train --precision bf16-mixed --dtype fp32",
+               "--dtype fp32 contradicts --precision bf16-mixed (which computes in bf16)");
+  expect_error("analyze --model ff --train --memory-budget -4GB", "--memory-budget '-4GB' must be positive");
+}
+
+TEST(CliErrorsTest, BudgetThatCannotHoldBatchOne) {
+  const CliResult r = run_cli("analyze --model ff --train --memory-budget 1MB");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::StartsWith("error: --memory-budget 1 MB cannot hold batch 1: it needs 1.91 MB"));
+  EXPECT_TRUE(r.out.empty());
 }
 
 }  // namespace

@@ -53,6 +53,22 @@ TEST(CliTest, AnalyzeTransformerPrintsPerLayerTableAndTotals) {
   EXPECT_TRUE(r.err.empty()) << r.err;
 }
 
+TEST(CliTest, AnalyzeTrainPrintsPassesMemoryAndTheBatchThatFits) {
+  const CliResult r = run_cli("analyze --model cnn --train --optimizer adamw --checkpoint every:3 --memory-budget 2GB --batch 8");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"cnn training step (batch 8, fp32, optimizer adamw, precision fp32, checkpointing every:3)",
+                           "weight_gradient:", "recompute:", "optimizer step (10 tensors)", "step total:",
+                           "checkpointing every:3:", "fits: budget 2 GB with a 10.0% reserve (1.8 GB usable): largest batch"}) {
+    EXPECT_THAT(r.out, HasSubstr(line));
+  }
+  // the first convolution reads the image, which needs no gradient: no input gradient records
+  const nlohmann::json j = nlohmann::json::parse(run_cli("analyze --model cnn --train --format json").out);
+  for (const auto& op : j["training"]["ops"]) {
+    if (op["name"] == "stage0.conv") EXPECT_EQ(op["input_gradient"]["records"], 0);
+    if (op["name"] == "stage1.conv") EXPECT_EQ(op["input_gradient"]["contraction_flops"], op["forward"]["contraction_flops"]);
+  }
+}
+
 TEST(CliTest, JsonCsvAndMarkdownViews) {
   CliResult r = run_cli("analyze --model lstm --batch 4 --format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

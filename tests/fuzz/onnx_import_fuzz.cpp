@@ -1,5 +1,6 @@
 // libFuzzer target for the ONNX importer: any byte string, read as an .onnx file in full and
-// structure-only mode, must end in an analysis or a neuralcost::Error. Anything else (another
+// structure-only mode, must end in an analysis (and, for the full read, a training step's
+// analysis and memory ledger) or a neuralcost::Error. Anything else (another
 // exception escaping, a sanitizer report, a hang) is a bug. Built by tests/fuzz/build_fuzz.sh
 // with clang, -fsanitize=fuzzer,address,undefined, from the counting core and the importer only
 // (the roof is a fixed H100-like spec: the database is not linked).
@@ -10,6 +11,8 @@
 #include "importers/onnx/onnx_importer.hpp"
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/training/memory.hpp"
+#include "neuralcost/training/training.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   // a fixed name in the working folder: error messages (which name the file) are the same in
@@ -37,7 +40,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       request.structure_only = structure_only;
       if (*dim) request.dims[dim] = 2;
       try {
-        neuralcost::analyze(importer.import(request), hw);
+        const neuralcost::OpGraph graph = importer.import(request);
+        neuralcost::analyze(graph, hw);
+        if (!structure_only) {
+          // the training transform and the ledger on whatever the importer accepted
+          neuralcost::TrainingOptions training;
+          training.checkpoint.kind = neuralcost::CheckpointKind::kSelective;
+          neuralcost::analyze(neuralcost::training_step(graph, training), hw);
+          neuralcost::memory_ledger(graph, training);
+        }
         break;
       } catch (const neuralcost::Error& e) {
         // a clear rejection is the expected outcome for most inputs

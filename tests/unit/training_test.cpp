@@ -8,6 +8,7 @@
 #include "neuralcost/core/graph.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
+#include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/step_summary.hpp"
 #include "neuralcost/training/training.hpp"
 #include "unit/test_ops.hpp"
@@ -163,18 +164,23 @@ TEST(TrainingStepTest, ReferenceNetworksTrainWithEveryOpModeled) {
   }
 }
 
-TEST(TrainingStepTest, CheckpointingAddsTheRecomputedForward) {
-  const OpGraph g = mlp();
+TEST(TrainingStepTest, CheckpointingAddsTheLedgersRecomputation) {
+  // the step graph recomputes exactly what the memory ledger's segments say, as often
   TrainingOptions o;
-  EXPECT_EQ(pass_flops(summary_of(g, o), Pass::kRecompute), 0u);
-  o.checkpoint = parse_checkpoint("full");  // the whole forward again
-  const StepSummary full = summary_of(g, o);
-  EXPECT_EQ(pass_flops(full, Pass::kRecompute), pass_flops(full, Pass::kForward) - row(full, "loss").forward.flops);
+  EXPECT_EQ(pass_flops(summary_of(mlp(), o), Pass::kRecompute), 0u);
   o.checkpoint = parse_checkpoint("every:2");  // segments {fc1, relu}, {fc2}: the last one is not recomputed
-  EXPECT_EQ(pass_flops(summary_of(g, o), Pass::kRecompute), 2u * 4 * 8 * 16 + 4 * 16 + 4 * 16);
-  o.checkpoint = parse_checkpoint("selective");  // relu only
-  EXPECT_EQ(pass_flops(summary_of(g, o), Pass::kRecompute), 4u * 16);
-  EXPECT_EQ(recomputed_ops(g, parse_checkpoint("every")), (std::vector<bool>{true, true, false}));  // K = round(sqrt 3) = 2
+  EXPECT_EQ(pass_flops(summary_of(mlp(), o), Pass::kRecompute), (2u * 4 * 8 * 16 + 4 * 16) + 4 * 16);
+  for (const std::string& name : reference_model_names()) {
+    ReferenceOptions r;
+    r.model = name;
+    r.batch = 2;
+    const OpGraph forward = build_reference_model(r);
+    for (const char* policy : {"full", "every", "every:3", "selective"}) {
+      o.checkpoint = parse_checkpoint(policy);
+      EXPECT_EQ(pass_flops(summary_of(forward, o), Pass::kRecompute), memory_ledger(forward, o).recompute_flops)
+          << name << " " << policy;
+    }
+  }
 }
 
 TEST(TrainingOptionsTest, ParsersNameTheOptionAndTheChoices) {

@@ -10,6 +10,7 @@
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
 #include "neuralcost/report/training_views.hpp"
+#include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/training.hpp"
 
 namespace neuralcost::cli {
@@ -32,6 +33,8 @@ struct AnalyzeArgs {
   std::string optimizer = "adam";
   std::string precision = "fp32";
   std::string checkpoint = "none";
+  std::string memory_budget;
+  std::string reserve = "10%";
 };
 
 /// Splits "NAME=VALUE" at the last '=' (input names may contain '=' only before it).
@@ -61,7 +64,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   }
   const Format format = output_format(cmd, args.format, args.output);
   TrainingOptions training;
-  for (const char* option : {"--optimizer", "--precision", "--checkpoint"}) {
+  for (const char* option : {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve"}) {
     if (!args.train && cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --train", option));
     }
@@ -71,6 +74,9 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     training.optimizer = parse_optimizer(args.optimizer);
     training.precision = parse_precision(args.precision);
     training.checkpoint = parse_checkpoint(args.checkpoint);
+    if (cmd.count("--reserve") > 0 && args.memory_budget.empty()) {
+      throw Error(ErrorCode::kInvalidArgument, "--reserve applies only with --memory-budget");
+    }
     // mixed precision: the model's tensors in the low-precision type (fp32 master weights and
     // optimizer states are the optimizer step's)
     if (training.precision != Precision::kFp32) {
@@ -106,12 +112,40 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   const bool all = args.models.empty();
   const std::vector<ModelRequest> requests =
       model_requests(base, all ? reference_model_names() : args.models, args.batches);
+  std::optional<std::uint64_t> budget;
+  double reserve = 0;
+  if (!args.memory_budget.empty()) {
+    budget = parse_memory_size(args.memory_budget);
+    reserve = parse_reserve(args.reserve);
+  }
   std::vector<Analysis> analyses;
+  std::vector<TrainingReport> reports;
   for (const ModelRequest& request : requests) {
     const Importer& importer = importer_for(request);
     const OpGraph graph = importer.import(request);
     try {
-      analyses.push_back(args.train ? analyze(training_step(graph, training), hardware) : analyze(graph, hardware));
+      if (!args.train) {
+        analyses.push_back(analyze(graph, hardware));
+        continue;
+      }
+      reports.push_back(training_report(graph, hardware, training));
+      if (budget) {
+        // every probed batch is a real graph of the model at that batch
+        reports.back().fit = largest_batch(
+            [&](std::int64_t batch) {
+              ModelRequest at = request;
+              at.batch = batch;
+              at.given.insert("batch");
+              OpGraph g = importer.import(at);
+              if (g.batch() != 0 && g.batch() != batch) {
+                throw Error(ErrorCode::kInvalidArgument,
+                            fmt::format("{} fixes its batch at {}: --memory-budget cannot change it", request.model, g.batch()));
+              }
+              return g;
+            },
+            training, *budget, reserve);
+      }
+      analyses.push_back(reports.back().step);
     } catch (const Error& e) {
       // importers name the file in their own errors; the analysis names the op, so add the file
       if (importer.name() == "reference") throw;
@@ -119,8 +153,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     }
   }
   if (args.train) {
-    emit(analyses.size() > 1 ? render_training_summary(analyses, training, format)
-                             : render_training(analyses.front(), training, format),
+    emit(reports.size() > 1 ? render_training_summary(reports, format) : render_training(reports.front(), format),
          args.output);
   } else if (analyses.size() > 1) {
     emit(render_summary(analyses, format), args.output);
@@ -187,6 +220,11 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--checkpoint", args->checkpoint,
                   "With --train: activation checkpointing: none, full, every:K, every (K = square root of the op "
                   "count) or selective")
+      ->capture_default_str();
+  cmd->add_option("--memory-budget", args->memory_budget,
+                  "With --train: the device memory, e.g. 24GB or 80GiB: prints the largest batch whose step fits");
+  cmd->add_option("--reserve", args->reserve,
+                  "With --memory-budget: the share kept free (fragmentation, workspace), 10% or 0.1")
       ->capture_default_str();
   add_format_option(*cmd, args->format);
   cmd->add_option("-o,--output", args->output,

@@ -8,6 +8,9 @@
 #include "commands.hpp"
 #include "neuralcost/calibrate/calibrate.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/gpu/cuda_devices.hpp"
+#include "neuralcost/gpu/gpu_calibration.hpp"
+#include "neuralcost/measure/device.hpp"
 
 namespace neuralcost::cli {
 
@@ -41,16 +44,23 @@ void add_hardware_command(CLI::App& app) {
 
   auto detect_format = std::make_shared<std::string>("table");
   CLI::App* detect = hw->add_subcommand(
-      "detect", "What this machine is: CPU, cores, ISA, clock, caches, memory, NUMA, VM (from /proc and sysfs)");
+      "detect",
+      "What this machine is: CPU, cores, ISA, clock, caches, memory, NUMA, VM (from /proc and sysfs), and its CUDA "
+      "GPUs as the NVIDIA driver reports them (or why there are none)");
   add_format_option(*detect, *detect_format);
-  detect->callback([detect_format] { emit(render_host(describe_host(), *parse_format(*detect_format)), ""); });
+  detect->callback([detect_format] {
+    emit(render_host(describe_host(), *parse_format(*detect_format), &cuda_devices()), "");
+  });
 
   struct CalibrateArgs {
     bool quick = false;
     bool force = false;
+    bool counters = false;
     int threads = 0;
+    std::string device = "cpu";
     std::string format = "table";
     std::string output;
+    std::string spec_output;
   };
   auto cal = std::make_shared<CalibrateArgs>();
   CLI::App* calibrate_cmd = hw->add_subcommand(
@@ -67,10 +77,42 @@ void add_hardware_command(CLI::App& app) {
                             "Threads, one pinned per CPU: the ceilings of a run of N threads (default: one per CPU "
                             "this process may use)")
       ->check(CLI::Range(1, 4096));
+  calibrate_cmd->add_option("--device", cal->device,
+                            "cpu (this machine's CPU), or cuda:N: the GPU's HBM copy and triad, L2, FP32/FP64 FMA, "
+                            "cuBLASLt GEMM peaks (tf32, bf16, fp16, fp8) and launch floor beside its datasheet (needs "
+                            "the NVIDIA driver, and nvcc when neural-cost was built; not cached)")
+      ->capture_default_str();
+  calibrate_cmd->add_flag("--counters", cal->counters,
+                          "With --device cuda:N: also check the GPU's hardware counters (CUPTI) on kernels whose FLOPs "
+                          "and DRAM bytes are known");
+  calibrate_cmd->add_option("--spec-output", cal->spec_output,
+                            "With --device cuda:N: also write the GPU's spec with the measured ceilings in place of "
+                            "the datasheet's to FILE, for --hardware FILE");
   add_format_option(*calibrate_cmd, cal->format);
   calibrate_cmd->add_option("-o,--output", cal->output, "Write the result to FILE (atomically) instead of stdout");
-  calibrate_cmd->callback([cal] {
+  calibrate_cmd->callback([cal, calibrate_cmd] {
     const Format format = *parse_format(cal->format);
+    if (parse_device(cal->device).kind == "cuda") {
+      for (const char* cpu_only : {"--threads", "--force"}) {
+        if (calibrate_cmd->count(cpu_only) > 0) {
+          throw Error(ErrorCode::kInvalidArgument, fmt::format("{} is for the CPU's calibration, not --device {}",
+                                                               cpu_only, cal->device));
+        }
+      }
+      const GpuCalibration c = calibrate_gpu(cal->device, cal->quick, cal->counters);
+      emit(render_gpu_calibration(c, format), cal->output);
+      if (!cal->spec_output.empty()) {
+        const HardwareSpec* datasheet = HardwareDatabase::builtin().find(c.spec_id);
+        if (!datasheet) {
+          throw Error(ErrorCode::kNotFound, fmt::format("--spec-output: the built-in database names no GPU '{}', so "
+                                                        "there is no spec to put the measurements in", c.gpu_name));
+        }
+        emit(render_hardware(measured_gpu_spec(*datasheet, c), Format::kJson), cal->spec_output);
+      }
+      return;
+    }
+    if (!cal->spec_output.empty()) throw Error(ErrorCode::kInvalidArgument, "--spec-output is for --device cuda:N");
+    if (cal->counters) throw Error(ErrorCode::kInvalidArgument, "--counters is for --device cuda:N, not the CPU");
     CalibrationOptions options;
     options.quick = cal->quick;
     options.threads = cal->threads;

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "neuralcost/gpu/cuda_devices.hpp"
 #include "run_options.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
@@ -79,9 +80,10 @@ void add_backends_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "backends",
       "List the backends of `profile`: their modes, and whether each can run on this machine\n"
-      "(and if not, why: no LibTorch plugin, no Python environment for the workers).");
+      "(and if not, why: no LibTorch plugin, no Python environment for the workers), and why there are no\n"
+      "cuda:N devices when CUDA is not available here (no NVIDIA driver, no device).");
   add_format_option(*cmd, *format);
-  cmd->callback([format] { emit(render_backends(backends(), *parse_format(*format)), ""); });
+  cmd->callback([format] { emit(render_backends(backends(), *parse_format(*format), &cuda_devices()), ""); });
 }
 
 void add_profile_command(CLI::App& app) {

@@ -34,6 +34,10 @@ struct HardwareSpec {
   std::map<DType, double> vector_flops_per_second;
   double memory_bandwidth_bytes_per_second = 0;
   std::optional<double> memory_capacity_bytes;
+  /// (optional, GPUs) The launch floor: the least time one kernel takes, however little it does
+  /// (launch and scheduling overhead of back-to-back launches). A documented typical value in the
+  /// database, or measured by `hardware calibrate --device cuda:N`. See gpu/launch_floor.hpp.
+  std::optional<double> kernel_launch_seconds;
   std::vector<CacheLevel> caches;  ///< smallest/fastest first
   /// Where each number comes from, keyed by field path ("peak_flops_per_second.fp32",
   /// "memory_bandwidth_bytes_per_second", "caches.L2.size_bytes").

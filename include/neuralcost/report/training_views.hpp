@@ -6,18 +6,35 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+
 #include "neuralcost/report/views.hpp"
+#include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/step_summary.hpp"
 
 namespace neuralcost {
 
-/// `step` is analyze(training_step(forward, options)).
-///
+/// What `analyze --train` prints for one model: the step's analysis
+/// (analyze(training_step(forward, options))), its memory ledger, and, with a budget, the
+/// largest batch that fits.
+struct TrainingReport {
+  Analysis step;
+  TrainingOptions options;
+  MemoryLedger memory;
+  std::optional<BatchFit> fit;
+  std::vector<std::string> op_names;  ///< the forward graph's, which the ledger's op indices index
+};
+
+/// The step analysis and the ledger of `forward` (the CLI adds the budget search).
+TrainingReport training_report(const OpGraph& forward, const HardwareSpec& hardware, const TrainingOptions& options);
+
 ///   op      kind    fwd FLOPs  bwd FLOPs  bwd/fwd  fwd bytes  bwd bytes  lower bound
 ///   fc1     linear  8.4 M      16.8 M     2.0      1.1 MB     2.2 MB     1.2 µs
-std::string render_training(const Analysis& step, const TrainingOptions& options, Format format);
-/// Several steps: render_summary's table of the step totals (JSON: training_json of each).
-std::string render_training_summary(const std::vector<Analysis>& steps, const TrainingOptions& options, Format format);
-nlohmann::json training_json(const Analysis& step, const TrainingOptions& options);
+/// then the totals per pass, the step's bound and the memory ledger.
+std::string render_training(const TrainingReport& report, Format format);
+/// Several steps: render_summary's table of the step totals and one memory line each (JSON:
+/// training_json of each).
+std::string render_training_summary(const std::vector<TrainingReport>& reports, Format format);
+nlohmann::json training_json(const TrainingReport& report);
 
 }  // namespace neuralcost

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/gpu/cuda_devices.hpp"
+#include "neuralcost/gpu/gpu_calibration.hpp"
 #include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/hardware/host.hpp"
 #include "neuralcost/registry.hpp"
@@ -39,13 +41,18 @@ std::string render_summary(const std::vector<Analysis>& analyses, Format format)
 /// The backends: name, modes, whether each can run on this machine (and why not), the devices
 /// it offers here, description.
 /// Checks availability only (a plugin loads, a worker's Python exists); it starts no worker.
-std::string render_backends(const std::vector<const Backend*>& backends, Format format);
+/// With `cuda`, the machine's CUDA state too: why there are no cuda:N devices, when there are none.
+std::string render_backends(const std::vector<const Backend*>& backends, Format format,
+                            const CudaDevices* cuda = nullptr);
 /// The hardware database as a list: id, name, type, peaks, bandwidth, ridge point, aliases.
 std::string render_hardware_list(const std::vector<HardwareSpec>& specs, Format format);
 /// One spec with the source of every number. Its JSON is a valid hardware spec file.
 std::string render_hardware(const HardwareSpec& spec, Format format);
-/// What host detection found (`neural-cost hardware detect`).
-std::string render_host(const HostDescription& host, Format format);
+/// What host detection found (`neural-cost hardware detect`); with `cuda`, its CUDA devices (or
+/// why there are none) as well.
+std::string render_host(const HostDescription& host, Format format, const CudaDevices* cuda = nullptr);
+/// A GPU's measured ceilings beside its datasheet (`hardware calibrate --device cuda:N`).
+std::string render_gpu_calibration(const GpuCalibration& calibration, Format format);
 /// What calibration measured (`neural-cost hardware calibrate`); its JSON is the cache file.
 std::string render_calibration(const Calibration& calibration, Format format);
 

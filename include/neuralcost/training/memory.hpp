@@ -81,6 +81,9 @@ struct CheckpointSegment {
   /// checkpoint_sequential), and not a selective run whose inputs outweigh what it frees (a
   /// relu alone keeps its output for the next matmul anyway).
   bool recomputed = false;
+  /// How many times it is recomputed: 1, or for selective 1 + the later ops that keep one of its
+  /// outputs (their backward comes first and needs it). The step graph has that many copies.
+  std::uint64_t runs = 1;
 };
 
 struct ActivationMemory {

@@ -60,16 +60,11 @@ std::string checkpoint_name(const CheckpointPolicy& policy);
 /// element follow the precision's parameter dtype.
 std::uint64_t optimizer_state_bytes_per_element(Optimizer optimizer, Precision precision);
 
-/// The forward ops (by index in forward.ops()) that `policy` recomputes before the backward pass:
-/// none; full: every op (only the graph inputs and parameters are kept); every:K: consecutive
-/// segments of K ops (K = 0: the square root of the op count, rounded), all but the last
-/// segment recomputed, each segment's input kept (torch.utils.checkpoint_sequential); selective:
-/// the elementwise and normalisation ops (the op-kind table's fusible kinds), contraction and
-/// other outputs kept.
-std::vector<bool> recomputed_ops(const OpGraph& forward, const CheckpointPolicy& policy);
+/// A forward op as a training step runs it: batch norm normalises with the batch's statistics.
+OpRecord training_form(OpRecord op);
 
-/// The step graph of `forward`: the forward ops (with recomputation when the checkpoint policy
-/// asks), the gradient of a scalar loss of the graph's outputs, every op's input and weight
+/// The step graph of `forward`: the forward ops (with the recomputation of the checkpoint segments
+/// the memory ledger recomputes, training/memory.hpp, each as many times as it is run), the gradient of a scalar loss of the graph's outputs, every op's input and weight
 /// gradients in reverse order (only where a gradient is needed: "needs grad" flows from trainable
 /// parameters), and one optimizer record per trainable parameter. Throws the cost model's errors
 /// for malformed ops.
