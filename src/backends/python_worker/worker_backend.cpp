@@ -252,6 +252,10 @@ class WorkerModel final : public PreparedModel {
     m.source = member(reply, "source").is_string() ? member(reply, "source").get<std::string>() : "";
     m.includes = member(reply, "includes").is_string() ? member(reply, "includes").get<std::string>() : "";
     if (m.source.empty()) throw Error(ErrorCode::kDataLoss, "the worker's memory reply names no source of its peak");
+    if (m.peak_bytes == 0) {
+      // a step holds at least its parameters: 0 B is a figure the source did not measure
+      throw Error(ErrorCode::kDataLoss, fmt::format("the worker reported a peak of 0 B ({}): not a measurement", m.source));
+    }
     return m;
   }
 
