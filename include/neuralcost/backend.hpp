@@ -3,6 +3,7 @@
 // in measure/. The one list of backends is in registry.hpp.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "neuralcost/importer.hpp"
+#include "neuralcost/training/training.hpp"
 
 namespace neuralcost {
 
@@ -18,14 +20,58 @@ namespace neuralcost {
 /// A plugin exports it (NEURALCOST_PLUGIN_API_VERSION below); the loader refuses a plugin whose
 /// version differs, since calling through a changed vtable would crash. Bump it with every
 /// change to this header's classes and to the structs they pass (ModelRequest: 3 added its
-/// `inputs`; 4: OpRecord gained `differentiates`, op kinds for training steps, OpGraph hashed indexes).
-inline constexpr int kPluginApiVersion = 4;
+/// `inputs`; 4: OpRecord gained `differentiates`, op kinds for training steps, OpGraph hashed
+/// indexes; 5 added measured training: RunOptions::train, PreparedModel::step_memory, the step
+/// phases of LayerTiming).
+inline constexpr int kPluginApiVersion = 5;
+
+/// The loss of a training step: cross entropy on fixed random integer labels when the network's
+/// output is [batch, classes], mean squared error against a fixed random target otherwise.
+enum class Loss { kCrossEntropy, kMse };
+std::string_view loss_name(Loss loss);
+/// The loss for a network whose output has `output_shape` (the rule above).
+Loss loss_for_output(const std::vector<std::int64_t>& output_shape);
+
+/// The hyperparameters of a measured training step (recorded in the run's contract).
+struct TrainHyperparameters {
+  double learning_rate = 1e-3;
+  double momentum = 0.9;                ///< momentum (SGD with momentum)
+  double beta1 = 0.9, beta2 = 0.999;    ///< Adam, AdamW
+  double eps = 1e-8;                    ///< Adam, AdamW
+  /// decoupled for AdamW, L2 for the others; empty: 0.01 for AdamW, 0 for the others
+  std::optional<double> weight_decay;
+  std::uint64_t labels_seed = 0;        ///< seeds the labels (or the regression target)
+  double weight_decay_for(Optimizer optimizer) const {
+    return weight_decay.value_or(optimizer == Optimizer::kAdamW ? 0.01 : 0.0);
+  }
+};
+
+/// A measured training step: each run() is forward, loss, backward, optimizer step and
+/// zero-grad (gradients set to none), synchronised.
+struct TrainRun {
+  TrainingOptions options;
+  TrainHyperparameters hyper;
+};
 
 /// The run options: how a backend runs a model (the model itself is the ModelRequest).
 struct RunOptions {
   std::string device = "cpu";   ///< one of Backend::devices(): "cpu", "cuda:0", ...
   int threads = 0;              ///< intra-op threads; 0 = the library's default
   double worker_timeout_seconds = 300;  ///< a worker process's deadline per request
+  /// Train instead of infer: run() is one whole training step; captured_graph() still returns
+  /// the forward ops (the caller builds the step graph with training_step()). A backend that
+  /// cannot run the precision or checkpoint policy throws kUnimplemented saying so.
+  std::optional<TrainRun> train;
+};
+
+/// The measured peak memory of one training step (PreparedModel::step_memory).
+struct StepMemory {
+  std::uint64_t peak_bytes = 0;   ///< the most bytes live at once during the step
+  /// bytes live when the step began (parameters, optimizer state, inputs, labels...), included
+  /// in peak_bytes; empty when the source cannot tell
+  std::optional<std::uint64_t> start_bytes;
+  std::string source;             ///< what was measured, e.g. "counting CPU allocator (c10)"
+  std::string includes;           ///< one line: what the figure counts and what it leaves out
 };
 
 /// Per-layer times from a backend's profiler over several runs of one model.
@@ -36,6 +82,9 @@ struct LayerTiming {
   /// [run]: a plain pass run right before each profiled one, so that the profiler's overhead
   /// is measured against passes taken at the same moment (empty if the backend cannot)
   std::vector<double> plain_wall_seconds;
+  /// Training: the events are the step's phases, named after their pass tags ("forward" with
+  /// the loss, "backward", "optimizer" with zero-grad), instead of framework ops.
+  bool step_phases = false;
 };
 
 /// A model loaded by a backend, ready to run.
@@ -64,6 +113,9 @@ class PreparedModel {
   /// sampler of the CPU's run environment (measure/device.hpp). By default this process's; a
   /// worker counts those of its own passes. Empty when unknown.
   virtual std::optional<double> page_faults() const;
+  /// (optional) Training: runs one step with the allocator's peak reset before it and returns
+  /// that step's peak; empty when the backend has no real telemetry (never a guess).
+  virtual std::optional<StepMemory> step_memory() { return std::nullopt; }
   /// (optional) How the run's time is synchronised, for the contract.
   virtual std::string synchronisation() const {
     return "none needed: CPU ops return when their results are written";

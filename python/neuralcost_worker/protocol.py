@@ -9,7 +9,10 @@ An adapter module has:
     build(request) -> model     a prepared model on request["device"] (one of devices()), with .name, .parameters, .inputs, .origin,
                                 .environment (dict), .run() (one synchronised forward pass),
                                 .capture() -> (ops, source), .memory() -> dict, and optionally
-                                .layers(n) -> {"events", "seconds", "wall", "plain"}
+                                .layers(n) -> {"events", "seconds", "wall", "plain"}; with a "train"
+                                object in the request (training.parse): .training True, .run() one whole
+                                training step, .step_memory() -> {"peak_bytes", "start_bytes", "source",
+                                "includes"} of one step it runs, .train_evidence() -> {"loss_first", ...}
     out_of_memory(exc) -> bool  (optional) whether an exception is the framework's OOM
 """
 import importlib
@@ -81,6 +84,7 @@ class Worker:
         self.out = out
         self.adapter = None
         self.model = None
+        self.training = False
 
     def reply(self, obj):
         self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
@@ -120,6 +124,7 @@ class Worker:
                                            f"(devices: {', '.join(ids)})")
         req = dict(req, device=device)
         self.model = None
+        self.training = "train" in req
         self.model = self.adapter.build(req)
         m = self.model
         env = {k: str(v) for k, v in getattr(m, "environment", {}).items()}
@@ -148,6 +153,9 @@ class Worker:
         execution = getattr(self.model, "execution", None)
         if execution is not None:  # the framework's own evidence of what ran (docs/worker-protocol.md)
             reply["execution"] = {k: str(v) for k, v in execution().items()}
+        evidence = getattr(self.model, "train_evidence", None)
+        if getattr(self.model, "training", False) and evidence is not None:  # the losses of the steps run
+            reply["train"] = {k: str(v) for k, v in evidence().items()}
         return reply
 
     def run(self, req):
@@ -166,9 +174,25 @@ class Worker:
         return model.layers(n)
 
     def memory(self, req):
-        telemetry = dict(self.require_model().memory())
+        model = self.require_model()
+        reply = {}
+        telemetry = {}
+        if getattr(model, "training", False) and getattr(model, "step_memory", None) is not None:
+            # one step with the allocator's peak reset before it (docs/worker-protocol.md, "Training")
+            reply.update(model.step_memory())
+            telemetry = dict(model.memory())
+        else:
+            telemetry = dict(model.memory())
+            if self.training:
+                # an adapter whose memory() reports the step's peak (jax, tensorflow): the same fields
+                for key in ("peak_bytes", "start_bytes", "source", "includes"):
+                    if key in telemetry:
+                        reply[key] = telemetry.pop(key)
+                if "peak_bytes" not in reply:
+                    reply["reason"] = f"the {self.framework} worker has no memory telemetry for a training step"
         telemetry["process_peak_rss_bytes"] = peak_rss_bytes()
-        return {"telemetry": telemetry}
+        reply["telemetry"] = telemetry
+        return reply
 
     def classify(self, exc):
         if isinstance(exc, WorkerError):

@@ -14,6 +14,7 @@
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/measure/load.hpp"
 #include "neuralcost/models/reference.hpp"
+#include "neuralcost/training/memory.hpp"
 #include "neuralcost/version.hpp"
 
 namespace neuralcost {
@@ -47,6 +48,110 @@ std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTimin
     if (r.lower_bound_seconds > largest[e]) largest[e] = r.lower_bound_seconds, l.bound = r.bound;
   }
   return layers;
+}
+
+/// Training: the step's phases as layers, each with the records of its passes (forward and
+/// recompute; input and weight gradients; optimizer), so that each phase has its lower bound.
+std::vector<LayerMeasurement> measure_phases(const Analysis& a, const LayerTiming& t) {
+  const auto phase_of = [](Pass pass) -> std::string_view {
+    switch (pass) {
+      case Pass::kForward: case Pass::kRecompute: return "forward";
+      case Pass::kInputGradient: case Pass::kWeightGradient: return "backward";
+      case Pass::kOptimizer: return "optimizer";
+    }
+    return "forward";
+  };
+  std::vector<LayerMeasurement> layers(t.event_names.size());
+  for (std::size_t e = 0; e < layers.size(); ++e) {
+    layers[e].event = e;
+    layers[e].name = "step: " + t.event_names[e];
+    if (!t.seconds[e].empty()) layers[e].profiled_seconds = median(t.seconds[e]);
+  }
+  std::vector<double> largest(layers.size(), -1);
+  for (const OpRoofline& r : a.ops) {
+    const std::string_view phase = phase_of(pass_of(a.graph.op(r.op_index)));
+    const auto it = std::find(t.event_names.begin(), t.event_names.end(), phase);
+    if (it == t.event_names.end()) {
+      throw Error(ErrorCode::kInternal, fmt::format("the backend timed no '{}' phase of the step", phase));
+    }
+    const auto e = static_cast<std::size_t>(it - t.event_names.begin());
+    LayerMeasurement& l = layers[e];
+    l.records.push_back(r.op_index);
+    l.flops += r.cost.flops;
+    l.bytes += r.cost.bytes();
+    l.lower_bound_seconds += r.lower_bound_seconds;
+    l.modeled = l.modeled && r.cost.modeled;
+    if (r.lower_bound_seconds > largest[e]) largest[e] = r.lower_bound_seconds, l.bound = r.bound;
+  }
+  return layers;
+}
+
+/// The measured peak memory of one step (the backend's telemetry) as counters, and where it came from.
+void add_step_memory(ProfileRun& run, PreparedModel& model) {
+  try {
+    run.step_memory = model.step_memory();
+  } catch (const Error& e) {
+    run.warnings.push_back(std::string("no measured memory: ") + e.what());
+    return;
+  }
+  if (!run.step_memory) {
+    run.warnings.push_back("no measured memory: the backend has no allocator telemetry for this run");
+    return;
+  }
+  const StepMemory& m = *run.step_memory;
+  run.timing.counters.push_back({"step_peak_memory", static_cast<double>(m.peak_bytes), "B", Counter::Kind::kTotal});
+  if (m.start_bytes) {
+    run.timing.counters.push_back({"step_start_memory", static_cast<double>(*m.start_bytes), "B", Counter::Kind::kTotal});
+  }
+  run.contract["memory_source"] = m.source;
+  run.contract["memory_includes"] = m.includes;
+}
+
+/// The measured peak beside the memory ledger of the step (training/memory.hpp): its total at
+/// the lower and upper end of the activation interval, and a verdict. A peak outside the
+/// interval is a warning naming both (the run's timing stands).
+void compare_with_ledger(ProfileRun& run, const OpGraph& forward, const TrainingOptions& options) {
+  if (!run.step_memory) return;
+  MemoryLedger ledger;
+  try {
+    ledger = memory_ledger(forward, options);
+  } catch (const Error& e) {
+    run.warnings.push_back(std::string("no memory ledger to compare the measured peak with: ") + e.what());
+    return;
+  }
+  const std::uint64_t lower = ledger.total_bytes(MemoryBound::kLower);
+  const std::uint64_t upper = ledger.total_bytes(MemoryBound::kUpper);
+  run.timing.counters.push_back({"ledger_lower_memory", static_cast<double>(lower), "B", Counter::Kind::kTotal});
+  run.timing.counters.push_back({"ledger_upper_memory", static_cast<double>(upper), "B", Counter::Kind::kTotal});
+  const std::uint64_t peak = run.step_memory->peak_bytes;
+  const std::string where = peak < lower ? "below" : peak > upper ? "above" : "inside";
+  run.contract["memory_verdict"] =
+      fmt::format("measured peak {} B is {} the ledger's [{}, {}] B (resident {} B + activations [{}, {}] B)", peak,
+                  where, lower, upper, ledger.resident_bytes(), lower - ledger.resident_bytes(),
+                  upper - ledger.resident_bytes());
+  if (where != "inside") {
+    run.warnings.push_back(fmt::format("the measured peak memory ({} B) is {} the ledger's interval [{}, {}] B: {}",
+                                       peak, where, lower, upper,
+                                       ledger.complete() ? "the ledger or the telemetry misses something"
+                                                         : "the ledger is incomplete (unknown saves)"));
+  }
+}
+
+/// The training settings of a run, for its contract.
+void describe_training(std::map<std::string, std::string>& c, const TrainRun& train) {
+  const TrainHyperparameters& h = train.hyper;
+  const Optimizer o = train.options.optimizer;
+  c["workload"] = "train";
+  c["train_step"] = "forward, loss, backward, optimizer step, zero-grad; one step per sample of the timing";
+  c["train_optimizer"] = std::string(optimizer_name(o));
+  c["train_precision"] = std::string(precision_name(train.options.precision));
+  c["train_checkpoint"] = checkpoint_name(train.options.checkpoint);
+  std::string hyper = fmt::format("learning_rate {}", h.learning_rate);
+  if (o == Optimizer::kMomentum) hyper += fmt::format(", momentum {}", h.momentum);
+  if (o == Optimizer::kAdam || o == Optimizer::kAdamW) hyper += fmt::format(", betas ({}, {}), eps {}", h.beta1, h.beta2, h.eps);
+  hyper += fmt::format(", weight_decay {} ({}), labels_seed {}", h.weight_decay_for(o),
+                       o == Optimizer::kAdamW ? "decoupled" : "L2", h.labels_seed);
+  c["train_hyperparameters"] = hyper;
 }
 
 /// Layer times on the run's own scale: one efficiency per run (the headline's). The profiled
@@ -93,7 +198,8 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   }
   c["input_shapes"] = shapes;
   c["batch"] = std::to_string(request.batch);
-  c["counted_unit"] = fmt::format("samples ({} per forward pass)", request.batch);
+  c["counted_unit"] = fmt::format("samples ({} per {})", request.batch, options.run.train ? "training step" : "forward pass");
+  if (options.run.train) describe_training(c, *options.run.train);
   c["warmup_iterations"] = std::to_string(run.timing.warmup_iterations);
   c["warmup_seconds"] = fmt::format("{:.3f}", run.timing.warmup_seconds);
   c["samples"] = std::to_string(run.timing.summary.n);
@@ -120,7 +226,10 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
   try {
     const std::unique_ptr<RunEnvironment> device = run_environment(options.run.device);
     std::unique_ptr<PreparedModel> model = backend.prepare(request, mode, options.run);
-    run.analysis = analyze(model->captured_graph(), hw, {request.batch});
+    // training: the step graph of the forward ops that ran (their backward and optimizer records)
+    OpGraph forward = model->captured_graph();
+    run.analysis = options.run.train ? analyze(training_step(forward, options.run.train->options), hw, {request.batch})
+                                     : analyze(std::move(forward), hw, {request.batch});
     const std::vector<std::unique_ptr<Sampler>> samplers = device->samplers(*model);
     TimedCallable work{[&] { model->run(); }, [&] { model->synchronize(); }, [&] { return model->last_run_seconds(); }, {}};
     for (const auto& s : samplers) work.samplers.push_back(s.get());
@@ -139,13 +248,21 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
     run.achieved_flops_per_second = static_cast<double>(run.analysis.totals.flops) / t;
     for (const std::string& why : run.timing.reasons) run.outcome.mistrust(why);
     if (mismatch) run.warnings.push_back(*mismatch);
+    if (options.run.train) {
+      add_step_memory(run, *model);
+      compare_with_ledger(run, forward, options.run.train->options);
+    }
     fill_contract(run, request, hw, *model, *device, options);
     if (options.layer_runs > 0) {
       // per-layer times are extra: when they cannot be had, the run keeps its timing
       try {
       const LayerTiming lt = model->profile_layers(options.layer_runs);
       if (!lt.wall_seconds.empty()) {
-        run.layers = measure_layers(run.analysis, lt);
+        if (lt.step_phases != options.run.train.has_value()) {
+          throw Error(ErrorCode::kInternal, lt.step_phases ? "the backend timed a step's phases for a forward run"
+                                                           : "the backend timed forward ops, not a training step's phases");
+        }
+        run.layers = lt.step_phases ? measure_phases(run.analysis, lt) : measure_layers(run.analysis, lt);
         run.profiled_passes = static_cast<int>(lt.wall_seconds.size());
         run.profiled_pass_seconds = median(lt.wall_seconds);
         reconcile_layers(run);
@@ -185,6 +302,18 @@ std::vector<ProfileRun> failed_runs(const Backend& backend, const ModelRequest& 
 
 }  // namespace
 
+void validate(const TrainHyperparameters& h) {
+  const auto check = [](bool ok, const char* option, double value, const char* range) {
+    if (!ok) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} must be {} (got {})", option, range, value));
+  };
+  check(h.learning_rate > 0 && h.learning_rate <= 10, "--learning-rate", h.learning_rate, "more than 0 and at most 10");
+  check(h.momentum >= 0 && h.momentum < 1, "--momentum", h.momentum, "at least 0 and less than 1");
+  check(h.beta1 >= 0 && h.beta1 < 1, "--betas' first", h.beta1, "at least 0 and less than 1");
+  check(h.beta2 >= 0 && h.beta2 < 1, "--betas' second", h.beta2, "at least 0 and less than 1");
+  check(h.eps > 0 && h.eps <= 1, "--eps", h.eps, "more than 0 and at most 1");
+  if (h.weight_decay) check(*h.weight_decay >= 0 && *h.weight_decay <= 1, "--weight-decay", *h.weight_decay, "from 0 to 1");
+}
+
 void validate(const ProfileOptions& options) {
   const RunOptions& run = options.run;
   if (run.threads < 0 || run.threads > 4096) {
@@ -202,6 +331,20 @@ void validate(const ProfileOptions& options) {
                                                          "(got {})", run.worker_timeout_seconds));
   }
   parse_device(run.device);
+  if (run.train) {
+    validate(run.train->hyper);
+    // what the backends run today; analyze --train counts the others
+    if (run.train->options.precision != Precision::kFp32) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("--precision {}: measured training steps run in fp32 only (analyze --train counts it)",
+                              precision_name(run.train->options.precision)));
+    }
+    if (run.train->options.checkpoint.kind != CheckpointKind::kNone) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("--checkpoint {}: measured training steps run without checkpointing only (analyze "
+                              "--train counts it)", checkpoint_name(run.train->options.checkpoint)));
+    }
+  }
   validate(options.timing);
   if (options.layer_runs < 0) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be >= 0 (got {})", options.layer_runs));
@@ -231,6 +374,16 @@ void check_modes(const std::vector<const Backend*>& backends, const std::vector<
       return std::find(own.begin(), own.end(), m) != own.end();
     });
     if (!known) throw Error(ErrorCode::kInvalidArgument, fmt::format("no backend of --backend has a mode '{}'", m));
+  }
+}
+
+void check_training(const std::vector<ModelBackends>& plan, const ProfileOptions& options) {
+  if (!options.run.train) return;
+  for (const ModelBackends& entry : plan) {
+    if (!is_reference_model(entry.model)) {
+      throw Error(ErrorCode::kUnimplemented, fmt::format("--train runs the built-in networks only (ff, cnn, rnn, lstm, "
+                                                         "transformer), not the model file '{}'", entry.model));
+    }
   }
 }
 
@@ -276,6 +429,7 @@ std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, cons
   // the same for every backend: the command's error, not a failed run each
   check_hardware_matches(hardware, options.run.device, options.allow_hardware_mismatch);
   const std::vector<InputSpec> inputs = inputs_of(base);  // mixed or repeated inputs: before anything runs
+  check_training(plan, options);
   std::vector<ProfileRun> runs;
   for (const ModelBackends& entry : plan) {
     ModelRequest request = base;

@@ -188,3 +188,27 @@ TEST(CliErrorsTest, BudgetThatCannotHoldBatchOne) {
 
 }  // namespace
 }  // namespace neuralcost
+
+namespace neuralcost {
+namespace {
+
+TEST(CliErrorsTest, TrainingOptionsNeedTrainAndKnownValues) {
+  expect_error("profile ff --optimizer adam", "--optimizer applies to training runs only: add --train");
+  expect_error("study ff --learning-rate 0.1", "--learning-rate applies to training runs only: add --train");
+  expect_error("profile ff --train --optimizer lion", "--optimizer 'lion' is not one of sgd, momentum, adam, adamw");
+  expect_error("profile ff --train --optimizer sgd --betas 0.9,0.99",
+               "--betas does not apply to --optimizer sgd (only to adam, adamw)");
+  expect_error("profile ff --train --betas 0.9", "--betas '0.9' is not B1,B2 (e.g. 0.9,0.999)");
+  expect_error("profile ff --train --learning-rate -1", "--learning-rate must be more than 0 and at most 10 (got -1)");
+  expect_error("profile ff --train --precision bf16-mixed",
+               "--precision bf16-mixed: measured training steps run in fp32 only (analyze --train counts it)");
+  expect_error("profile ff --train --checkpoint every:4",
+               "--checkpoint every:4: measured training steps run without checkpointing only (analyze --train "
+               "counts it)");
+  expect_error("profile ff,/nonexistent/model.pt --train",
+               "--train runs the built-in networks only (ff, cnn, rnn, lstm, transformer), not the model file "
+               "'/nonexistent/model.pt'");
+}
+
+}  // namespace
+}  // namespace neuralcost

@@ -67,6 +67,51 @@ TEST(CliProfileTest, ProfilesEveryReferenceNetworkInBothModes) {
   }
 }
 
+TEST(CliProfileTest, TrainTimesWholeStepsWithTheirPhasesAndMeasuredPeak) {
+  const std::string sizes = " --batch 2 --seq 4 --width 16 --format json" + kQuick;
+  const CliResult fwd = run_cli("profile ff" + sizes);
+  ASSERT_EQ(fwd.exit_code, 0) << fwd.err;
+  const CliResult r = run_cli("profile ff --mode eager,compiled --train --optimizer momentum --momentum 0.8" + sizes);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto forward = nlohmann::json::parse(fwd.out)["runs"][0];
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  for (const auto& run : j["runs"]) {
+    const std::string mode = run["mode"].get<std::string>();
+    ASSERT_FALSE(run["failed"].get<bool>()) << mode << ": " << run.value("error", "");
+    // the step's counted FLOPs: forward, backward and optimizer
+    EXPECT_GT(run["totals"]["flops"].get<std::uint64_t>(), 2 * forward["totals"]["flops"].get<std::uint64_t>()) << mode;
+    const auto& c = run["contract"];
+    EXPECT_EQ(c["workload"], "train");
+    EXPECT_EQ(c["train_optimizer"], "momentum");
+    EXPECT_EQ(c["train_loss"], "cross_entropy");
+    EXPECT_EQ(c["train_precision"], "fp32");
+    EXPECT_THAT(c["train_hyperparameters"].get<std::string>(), HasSubstr("momentum 0.8"));
+    EXPECT_THAT(c["counted_unit"].get<std::string>(), HasSubstr("per training step"));
+    EXPECT_THAT(c["memory_source"].get<std::string>(), HasSubstr("counting CPU allocator"));
+    // it trained: the loss of the last step is below the first's
+    EXPECT_LT(std::stod(c["train_loss_last"].get<std::string>()), std::stod(c["train_loss_first"].get<std::string>()));
+    const auto peak = std::find_if(run["counters"].begin(), run["counters"].end(),
+                                   [](const auto& k) { return k["name"] == "step_peak_memory"; });
+    ASSERT_NE(peak, run["counters"].end()) << mode;
+    EXPECT_EQ((*peak)["unit"], "B");
+    EXPECT_GT((*peak)["value"].get<double>(), 0);
+    // beside the ledger of the step: its interval and where the measured peak lies
+    double lower = -1, upper = -1;
+    for (const auto& k : run["counters"]) {
+      if (k["name"] == "ledger_lower_memory") lower = k["value"].get<double>();
+      if (k["name"] == "ledger_upper_memory") upper = k["value"].get<double>();
+    }
+    EXPECT_GT(lower, 0) << mode;
+    EXPECT_GE(upper, lower) << mode;
+    EXPECT_THAT(c["memory_verdict"].get<std::string>(), HasSubstr("the ledger's [")) << mode;
+    // the layers are the step's phases, each with the records of its pass
+    std::vector<std::string> phases;
+    for (const auto& layer : run["layers"]) phases.push_back(layer["name"].get<std::string>());
+    EXPECT_EQ(phases, (std::vector<std::string>{"step: forward", "step: backward", "step: optimizer"})) << mode;
+  }
+}
+
 TEST(CliProfileTest, TableShowsLayersRemainderAndSummary) {
   const CliResult r =
       run_cli("profile --model transformer --batch 1 --hardware h100-sxm --allow-hardware-mismatch" + kQuick);

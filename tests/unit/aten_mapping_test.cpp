@@ -44,6 +44,22 @@ TEST(AtenMappingTest, FusedEncoderLayerIsDecomposedIntoItsContractions) {
   EXPECT_EQ(a.graph.ops().back().outputs[0].name, "%0");
 }
 
+TEST(AtenMappingTest, FusedScaledDotProductAttentionIsOneAttention) {
+  // what scaled_dot_product_attention dispatches to on the CPU (torch worker, train mode):
+  // (query, key, value, dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)
+  CapturedOp call;
+  call.name = "aten::_scaled_dot_product_flash_attention_for_cpu";
+  call.inputs = {tensor("q", {2, 4, 8, 16}), tensor("k", {2, 4, 8, 16}), tensor("v", {2, 4, 8, 16}),
+                 CapturedValue{}, boolean(false), none(), none()};
+  call.outputs = {tensor("%0", {2, 4, 8, 16}), tensor("%1", {2, 4, 8})};
+  Analysis a = analyze_calls({call});
+  EXPECT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 2 * 4 * 8 * 8 * 16);  // Q·Kᵀ and P·V
+  call.inputs[4] = boolean(true);  // causal: 36 of the 64 query-key pairs
+  a = analyze_calls({call});
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 2 * 4 * 36 * 16);
+}
+
 TEST(AtenMappingTest, UnknownCallsAreUnmodeledWithTheirBytes) {
   CapturedOp call;
   call.name = "aten::fancy_op";

@@ -1,6 +1,10 @@
 // The options of profile and study (see run_options.hpp).
 #include "run_options.hpp"
 
+#include <cmath>
+#include <optional>
+#include <stdexcept>
+
 #include <fmt/format.h>
 
 #include "commands.hpp"
@@ -75,7 +79,84 @@ void add_run_options(CLI::App& command, RunArgs& a) {
   cmd->add_option("--warmup", args->warmup, "Warm-up runs at least")->capture_default_str();
   cmd->add_option("--warmup-seconds", args->warmup_seconds, "Warm-up seconds at least")->capture_default_str();
   cmd->add_option("--layer-runs", args->layer_runs, "Profiled passes for per-layer times (0: skip)")->capture_default_str();
+  cmd->add_flag("--train", args->train,
+                "Time whole training steps (forward, loss, backward, optimizer step, zero-grad) of the built-in "
+                "networks: cross entropy on fixed random labels (mean squared error when the output is not [batch, "
+                "classes]); the roofline is the step's (analyze --train), per-layer times the step's phases, and "
+                "each run reports the allocator's measured peak memory of one step");
+  cmd->add_option("--optimizer", args->optimizer, "With --train: sgd, momentum, adam, adamw (default adam)");
+  cmd->add_option("--precision", args->precision,
+                  "With --train: fp32 (default; measured runs support fp32 only), bf16-mixed, fp16-mixed");
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "With --train: none (default; measured runs support none only), full, every:K, selective");
+  cmd->add_option("--learning-rate", args->learning_rate, "With --train: the learning rate (default 0.001)");
+  cmd->add_option("--momentum", args->momentum, "With --train --optimizer momentum: the momentum (default 0.9)");
+  cmd->add_option("--betas", args->betas, "With --train and adam or adamw: B1,B2 (default 0.9,0.999)");
+  cmd->add_option("--eps", args->eps, "With --train and adam or adamw: epsilon (default 1e-8)");
+  cmd->add_option("--weight-decay", args->weight_decay,
+                  "With --train: weight decay (default 0, adamw 0.01; decoupled for adamw, L2 for the others)");
+  cmd->add_option("--labels-seed", args->labels_seed, "With --train: seed of the labels or regression target (default 0)");
 }
+
+namespace {
+
+bool given(double v) { return !std::isnan(v); }
+
+/// The training settings of --train and its options; kInvalidArgument for an option given without
+/// --train or one that does not apply to the optimizer.
+std::optional<TrainRun> training_of(const RunArgs& a) {
+  const std::vector<std::pair<const char*, bool>> options = {
+      {"--optimizer", !a.optimizer.empty()},  {"--precision", !a.precision.empty()},
+      {"--checkpoint", !a.checkpoint.empty()}, {"--learning-rate", given(a.learning_rate)},
+      {"--momentum", given(a.momentum)},      {"--betas", !a.betas.empty()},
+      {"--eps", given(a.eps)},                {"--weight-decay", given(a.weight_decay)},
+      {"--labels-seed", a.labels_seed != -1}};
+  if (!a.train) {
+    for (const auto& [name, set] : options) {
+      if (set) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies to training runs only: add --train", name));
+    }
+    return std::nullopt;
+  }
+  TrainRun t;
+  if (!a.optimizer.empty()) t.options.optimizer = parse_optimizer(a.optimizer);
+  if (!a.precision.empty()) t.options.precision = parse_precision(a.precision);
+  if (!a.checkpoint.empty()) t.options.checkpoint = parse_checkpoint(a.checkpoint);
+  const Optimizer o = t.options.optimizer;
+  const bool adam = o == Optimizer::kAdam || o == Optimizer::kAdamW;
+  const auto only = [&](const char* option, bool set, bool applies, const char* which) {
+    if (set && !applies) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply to --optimizer {} (only to {})", option, optimizer_name(o), which));
+    }
+  };
+  only("--momentum", given(a.momentum), o == Optimizer::kMomentum, "momentum");
+  only("--betas", !a.betas.empty(), adam, "adam, adamw");
+  only("--eps", given(a.eps), adam, "adam, adamw");
+  TrainHyperparameters& h = t.hyper;
+  if (given(a.learning_rate)) h.learning_rate = a.learning_rate;
+  if (given(a.momentum)) h.momentum = a.momentum;
+  if (given(a.eps)) h.eps = a.eps;
+  if (given(a.weight_decay)) h.weight_decay = a.weight_decay;
+  if (a.labels_seed != -1) {
+    if (a.labels_seed < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("--labels-seed must be at least 0 (got {})", a.labels_seed));
+    h.labels_seed = static_cast<std::uint64_t>(a.labels_seed);
+  }
+  if (!a.betas.empty()) {
+    const auto comma = a.betas.find(',');
+    try {
+      std::size_t used1 = 0, used2 = 0;
+      if (comma == std::string::npos) throw std::invalid_argument("one value");
+      h.beta1 = std::stod(a.betas.substr(0, comma), &used1);
+      h.beta2 = std::stod(a.betas.substr(comma + 1), &used2);
+      if (used1 != comma || used2 != a.betas.size() - comma - 1) throw std::invalid_argument("trailing text");
+    } catch (const std::exception&) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("--betas '{}' is not B1,B2 (e.g. 0.9,0.999)", a.betas));
+    }
+  }
+  return t;
+}
+
+}  // namespace
 
 RunSetup prepare_run(const RunArgs& args) {
   const auto dtype = parse_dtype(args.dtype);
@@ -93,6 +174,7 @@ RunSetup prepare_run(const RunArgs& args) {
   options.timing.warmup_iterations = args.warmup;
   options.timing.warmup_seconds = args.warmup_seconds;
   options.allow_hardware_mismatch = args.allow_hardware_mismatch;
+  options.run.train = training_of(args);
   validate(options);  // before anything slow (calibration, workers)
   ModelRequest& base = setup.base;
   base.seq = args.seq;
@@ -104,6 +186,7 @@ RunSetup prepare_run(const RunArgs& args) {
   inputs_of(base);  // one way of giving inputs, each name once
   const std::vector<std::string> models = args.models.empty() ? reference_model_names() : args.models;
   setup.plan = choose_backends(models, args.backends);
+  check_training(setup.plan, options);
   const std::vector<ModelBackends>& plan = setup.plan;
   const std::vector<const Backend*> backends = backends_of(plan);
   check_modes(backends, options.modes);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -37,9 +38,15 @@ struct RunArgs {
   double warmup_seconds = 0.2;
   int layer_runs = 20;
   bool summary_only = false;
+  // training (--train); the others are refused without it. Empty or NaN: not given
+  bool train = false;
+  std::string optimizer, precision, checkpoint, betas;
+  double learning_rate = kNotGiven, momentum = kNotGiven, eps = kNotGiven, weight_decay = kNotGiven;
+  std::int64_t labels_seed = -1;
+  static constexpr double kNotGiven = std::numeric_limits<double>::quiet_NaN();
 };
 
-/// Registers the model, backend, mode, batch, size, device, hardware and timing options.
+/// Registers the model, backend, mode, batch, size, device, hardware, timing and training options.
 void add_run_options(CLI::App& cmd, RunArgs& args);
 
 /// What a run command runs: the models with their backends, the model options, the profile

@@ -28,7 +28,10 @@ struct ProfileOptions {
   std::vector<std::int64_t> batches = {1};
   TimingOptions timing;
   int layer_runs = 20;                    ///< profiled passes for per-layer times (0: skip)
-  RunOptions run;                         ///< device, threads, worker deadline
+  /// device, threads, worker deadline; with `train`, every run times whole training steps and
+  /// its analysis is that of training_step() of the captured forward graph: efficiency, FLOP/s
+  /// and samples/s are per step, and per-layer times are the step's phases
+  RunOptions run;
   /// Accept a hardware spec of another kind of device than run.device (each run then carries a
   /// warning); refused otherwise (measure/device.hpp, check_hardware_matches).
   bool allow_hardware_mismatch = false;
@@ -81,9 +84,17 @@ struct ProfileRun {
   double layer_scale = 1;            ///< timed median / profiled pass: what reconciles layers to the run
   /// profiled pass / plain pass - 1, over passes interleaved with the profiled ones
   double profiling_overhead = 0;
+  /// Training: the measured peak memory of one step (also the counters step_peak_memory and
+  /// step_start_memory, and the contract's memory_source and memory_includes); empty when the
+  /// backend has no telemetry (a warning says so) or the run is a forward pass.
+  std::optional<StepMemory> step_memory;
   std::map<std::string, std::string> contract;  ///< everything needed to reproduce the figure
   std::vector<std::string> warnings;            ///< facts that distort this measurement
 };
+
+/// Throws kInvalidArgument naming the option when a training hyperparameter is out of range
+/// (learning rate, momentum, betas, eps, weight decay).
+void validate(const TrainHyperparameters& hyper);
 
 /// Throws kInvalidArgument naming the option when `options` cannot work with any backend
 /// (ranges of threads, budget, layer runs, worker deadline; batches; timing options; device name).
@@ -92,6 +103,10 @@ void validate(const ProfileOptions& options);
 /// With several backends, a mode that none of them has is a typo: kInvalidArgument naming it.
 /// (With one backend, profile() names the backend's own modes.)
 void check_modes(const std::vector<const Backend*>& backends, const std::vector<std::string>& modes);
+
+/// Training (options.run.train) runs the built-in networks only: kUnimplemented naming a model
+/// file of `plan`.
+void check_training(const std::vector<ModelBackends>& plan, const ProfileOptions& options);
 
 /// Whether `model` is one of the reference networks (then --batch sizes it; a model file's batch
 /// is the first dimension of its first input).

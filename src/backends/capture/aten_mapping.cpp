@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -337,8 +338,48 @@ const HandlerTable& aten_handlers() {
     h["aten::gru"] = recurrent(OpKind::kGru);
     h["aten::rnn_tanh"] = recurrent(OpKind::kRnn);
     h["aten::rnn_relu"] = recurrent(OpKind::kRnn);
+    // mkldnn_rnn_layer(input, w_ih, w_hh, b_ih, b_hh, hx, cx, reverse, batch_sizes, mode, hidden_size,
+    //                  num_layers, has_biases, bidirectional, batch_first, train): one layer in one
+    // direction, as PyTorch 2's CPU RNNs call it per layer (with autograd on); input [T, B, I]
+    h["aten::mkldnn_rnn_layer"] = [](const CapturedOp& call) {
+      const std::int64_t mode = int_at(call, 9, -1);  // oneDNN's: 0 relu, 1 tanh, 2 lstm, 3 gru
+      if (mode < 0 || mode > 3) {
+        OpRecord u = record(call, OpKind::kUnknown);
+        u.attributes.set("reason", fmt::format("mkldnn_rnn_layer mode {} is not one of 0-3", mode));
+        return one(std::move(u));
+      }
+      OpRecord r = record(call, mode == 2 ? OpKind::kLstm : mode == 3 ? OpKind::kGru : OpKind::kRnn);
+      r.outputs.resize(1);  // the layer's output; hy, cy and the workspace are by-products
+      if (mode == 0) r.attributes.set("nonlinearity", std::string("relu"));
+      r.attributes.set("bias", bool_at(call, 12, true));
+      r.attributes.set("num_layers", std::int64_t{1});
+      r.attributes.set("bidirectional", false);
+      // the layer runs sequence-first: its state hx is [B, H] and its input [T, B, I]
+      const CapturedTensor* x = tensor_at(call, 0);
+      const CapturedTensor* hx = tensor_at(call, 5);
+      const bool batch_first = x && hx && x->shape.size() == 3 && hx->shape.size() == 2 && x->shape[0] == hx->shape[0] &&
+                               x->shape[1] != hx->shape[0];
+      r.attributes.set("batch_first", batch_first);
+      r.attributes.set("hidden_size", int_at(call, 10, hx && !hx->shape.empty() ? hx->shape.back() : 0));
+      return one(std::move(r));
+    };
     h["aten::_transformer_encoder_layer_fwd"] = transformer_encoder_layer;
     h["aten::_native_multi_head_attention"] = native_multi_head_attention;
+    // the fused kernels scaled_dot_product_attention dispatches to (the torch worker sees them in
+    // train mode, where TransformerEncoderLayer takes no fast path): one attention over q, k, v
+    // [B, H, L, D] (and an additive mask), its first output; logsumexp and the like are by-products
+    for (const auto& [name, causal, mask] : std::vector<std::tuple<const char*, std::size_t, std::optional<std::size_t>>>{
+             {"aten::_scaled_dot_product_flash_attention_for_cpu", 4, 5},  // (q, k, v, dropout_p, is_causal, *, attn_mask, scale)
+             {"aten::_scaled_dot_product_flash_attention", 4, std::nullopt},  // (q, k, v, dropout_p, is_causal, ...)
+             {"aten::_scaled_dot_product_efficient_attention", 6, 3}}) {   // (q, k, v, attn_bias, lse, dropout_p, is_causal, scale)
+      h[name] = [causal = causal, mask = mask](const CapturedOp& call) {
+        OpRecord r = mask && tensor_at(call, *mask) ? record_of(call, OpKind::kAttention, {0, 1, 2, *mask})
+                                                    : record_of(call, OpKind::kAttention, {0, 1, 2});
+        r.outputs.resize(1);
+        r.attributes.set("causal", bool_at(call, causal, false));
+        return one(std::move(r));
+      };
+    }
     return h;
   }();
   return table;

@@ -12,7 +12,9 @@
 #include <fmt/format.h>
 
 #include "backends/libtorch/capture.hpp"
+#include "backends/libtorch/counting_allocator.hpp"
 #include "backends/libtorch/reference_modules.hpp"
+#include "backends/libtorch/training_step.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
@@ -36,6 +38,31 @@ std::string reason_of(const std::string& what) {
     start = end + 1;
   }
   return last;
+}
+
+/// The contract facts of LibTorch itself: version, thread pools, BLAS, the CPU kernels' level.
+std::map<std::string, std::string> framework_environment() {
+  std::map<std::string, std::string> env;
+  env["libtorch_version"] = TORCH_VERSION;
+  env["intra_op_threads"] = std::to_string(at::get_num_threads());
+  env["inter_op_threads"] = std::to_string(at::get_num_interop_threads());
+  env["mkldnn"] = at::hasMKLDNN() ? "yes" : "no";
+  using GetInt = int (*)();
+  using GetText = char* (*)();
+  if (auto f = reinterpret_cast<GetInt>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) {
+    env["openblas_threads"] = std::to_string(f());
+  }
+  if (auto f = reinterpret_cast<GetText>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) env["openblas_config"] = f();
+  // the kernel set OpenBLAS chose (OPENBLAS_CORETYPE overrides it)
+  if (auto f = reinterpret_cast<GetText>(dlsym(RTLD_DEFAULT, "openblas_get_corename"))) env["openblas_core"] = f();
+  // LibTorch's intra-op pool is OpenMP's
+  if (auto f = reinterpret_cast<GetInt>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"))) {
+    env["openmp_threads"] = std::to_string(f());
+  }
+  const std::string config = at::show_config();
+  const auto cap = config.find("CPU capability usage: ");
+  if (cap != std::string::npos) env["cpu_capability"] = first_line(config.substr(cap + 22));
+  return env;
 }
 
 /// A model ready to run: a forward function over fixed inputs.
@@ -73,23 +100,7 @@ class TorchModel final : public PreparedModel {
   }
 
   std::map<std::string, std::string> environment() const override {
-    std::map<std::string, std::string> env;
-    env["libtorch_version"] = TORCH_VERSION;
-    env["intra_op_threads"] = std::to_string(at::get_num_threads());
-    env["inter_op_threads"] = std::to_string(at::get_num_interop_threads());
-    env["mkldnn"] = at::hasMKLDNN() ? "yes" : "no";
-    using GetInt = int (*)();
-    using GetText = char* (*)();
-    if (auto f = reinterpret_cast<GetInt>(dlsym(RTLD_DEFAULT, "openblas_get_num_threads"))) {
-      env["openblas_threads"] = std::to_string(f());
-    }
-    if (auto f = reinterpret_cast<GetText>(dlsym(RTLD_DEFAULT, "openblas_get_config"))) env["openblas_config"] = f();
-    // the kernel set OpenBLAS chose (OPENBLAS_CORETYPE overrides it)
-    if (auto f = reinterpret_cast<GetText>(dlsym(RTLD_DEFAULT, "openblas_get_corename"))) env["openblas_core"] = f();
-    // LibTorch's intra-op pool is OpenMP's
-    if (auto f = reinterpret_cast<GetInt>(dlsym(RTLD_DEFAULT, "omp_get_max_threads"))) {
-      env["openmp_threads"] = std::to_string(f());
-    }
+    std::map<std::string, std::string> env = framework_environment();
     env["model_origin"] = origin_;
     if (!input_values_.empty()) env["input_values"] = input_values_;
     // the module's own count, before freezing: constant pooling merges identical frozen weights
@@ -100,9 +111,6 @@ class TorchModel final : public PreparedModel {
     if (compiled_) {
       env["compile_pipeline"] = "torch::jit::freeze + OptimizeFrozenGraph (optimize_for_inference without MKLDNN layout conversion)";
     }
-    const std::string config = at::show_config();
-    const auto cap = config.find("CPU capability usage: ");
-    if (cap != std::string::npos) env["cpu_capability"] = first_line(config.substr(cap + 22));
     return env;
   }
 
@@ -132,6 +140,67 @@ class TorchModel final : public PreparedModel {
   std::string input_values_;
   at::Tensor output_;
 };
+
+/// A training step ready to run: run() is forward, loss, backward, optimizer step, zero-grad.
+class TrainModel final : public PreparedModel {
+ public:
+  TrainModel(std::string name, std::shared_ptr<void> keep_alive, libtorch::TrainingStep step, ParameterNames names,
+             std::string origin, std::int64_t parameters)
+      : name_(std::move(name)), keep_alive_(std::move(keep_alive)), step_(std::move(step)), names_(std::move(names)),
+        origin_(std::move(origin)), parameters_(parameters) {}
+
+  void run() override { note_loss(step_.step()); }
+
+  /// The forward ops of a step, recorded with autograd on as the step runs them (after a few
+  /// steps: TorchScript's profiling executor settles its differentiable graphs first).
+  OpGraph captured_graph() override {
+    for (int i = 0; i < kSettleSteps; ++i) note_loss(step_.step());
+    const auto calls = libtorch::capture_calls([this] { step_.forward()(step_.inputs()); }, step_.inputs(), names_);
+    return capture::graph_from_captured(calls, name_);
+  }
+
+  LayerTiming profile_layers(int runs) override { return step_.time_phases(runs); }
+
+  std::optional<StepMemory> step_memory() override { return step_.measure_memory(); }
+
+  std::map<std::string, std::string> environment() const override {
+    std::map<std::string, std::string> env = framework_environment();
+    for (const auto& [k, v] : step_.describe()) env[k] = v;
+    env["model_origin"] = origin_;
+    env["framework_parameters"] = std::to_string(parameters_);
+    env["layer_timer"] = "the step's phases (forward with the loss, backward, optimizer with zero-grad) by steady_clock";
+    if (steps_ > 0) {
+      env["train_steps_run"] = std::to_string(steps_);
+      env["train_loss_first"] = fmt::format("{:.6g}", first_loss_);
+      env["train_loss_last"] = fmt::format("{:.6g}", last_loss_);
+    }
+    return env;
+  }
+
+ private:
+  static constexpr int kSettleSteps = 3;
+  void note_loss(double loss) {
+    if (steps_++ == 0) first_loss_ = loss;
+    last_loss_ = loss;
+  }
+
+  std::string name_;
+  std::shared_ptr<void> keep_alive_;  ///< the module the step's forward and parameters belong to
+  libtorch::TrainingStep step_;
+  ParameterNames names_;
+  std::string origin_;
+  std::int64_t parameters_;
+  std::int64_t steps_ = 0;
+  double first_loss_ = 0, last_loss_ = 0;
+};
+
+std::vector<at::Tensor> trainable(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> out;
+  for (const at::Tensor& p : params) {
+    if (p.requires_grad()) out.push_back(p);
+  }
+  return out;
+}
 
 std::int64_t trainable_count(const std::vector<at::Tensor>& params) {
   std::int64_t n = 0;
@@ -168,6 +237,33 @@ at::Tensor run_script(torch::jit::Module& m, const std::vector<at::Tensor>& inpu
     return out.toTupleRef().elements()[0].toTensor();
   }
   return at::Tensor();
+}
+
+/// A training step of a reference network in train mode: eager (the torch::nn module) or compiled
+/// (its TorchScript twin, not frozen: freezing makes the weights constants, which cannot train).
+std::unique_ptr<PreparedModel> prepare_reference_training(const ModelRequest& request, const std::string& mode,
+                                                          const TrainRun& train) {
+  auto net = libtorch::make_reference_net(request);
+  net->train();
+  std::vector<at::Tensor> inputs = {libtorch::reference_input(request)};
+  const std::string name = fmt::format("{} ({}, libtorch, train)", request.model, mode);
+  std::vector<at::Tensor> params = trainable(net->parameters());
+  const std::int64_t count = trainable_count(params);
+  if (mode == "eager") {
+    libtorch::TrainingStep step([net](const std::vector<at::Tensor>& in) { return net->forward(in[0]); }, params,
+                                std::move(inputs), train);
+    return std::make_unique<TrainModel>(name, net, std::move(step), names_of(*net), "torch::nn module, train mode",
+                                        count);
+  }
+  auto scripted = std::make_shared<torch::jit::Module>(libtorch::script_reference_net(*net, true));
+  libtorch::TrainingStep step([scripted](const std::vector<at::Tensor>& in) { return run_script(*scripted, in); },
+                              params, std::move(inputs), train);
+  auto both = std::make_shared<std::pair<decltype(net), decltype(scripted)>>(net, scripted);
+  return std::make_unique<TrainModel>(
+      name, both, std::move(step), names_of(*net),
+      "TorchScript (scripted from the torch::nn module, train mode, not frozen: its profiling executor differentiates "
+      "the graph); the optimizer is torch::optim, eager",
+      count);
 }
 
 std::unique_ptr<PreparedModel> prepare_reference(const ModelRequest& request, const std::string& mode) {
@@ -318,6 +414,22 @@ class LibTorchBackend final : public Backend {
     }
     if (run.threads > 0) at::set_num_threads(run.threads);
     const auto& names = reference_model_names();
+    const bool reference = std::find(names.begin(), names.end(), request.model) != names.end();
+    if (run.train) {
+      if (!reference) {
+        throw Error(ErrorCode::kUnimplemented,
+                    fmt::format("libtorch: {}: training runs the built-in networks only (ff, cnn, rnn, lstm, "
+                                "transformer), not model files", request.model));
+      }
+      // before the model is built: its parameters and everything after are counted
+      libtorch::install_counting_allocator();
+      try {
+        return prepare_reference_training(request, mode, *run.train);
+      } catch (const c10::Error& e) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("libtorch: {}: {}", request.model, first_line(e.what_without_backtrace())));
+      }
+    }
     try {
       if (std::find(names.begin(), names.end(), request.model) != names.end()) {
         return prepare_reference(request, mode);

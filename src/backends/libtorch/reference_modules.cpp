@@ -30,7 +30,7 @@ class FeedForward : public ReferenceNet {
     for (std::size_t i = 0; i < linears_.size(); ++i) x = norms_[i]->forward(torch::relu(linears_[i]->forward(x)));
     return classifier_->forward(x);
   }
-  std::string script_source() const override {
+  std::string script_source(bool /*training*/) const override {
     std::string s = "def forward(self, x):\n";
     for (std::size_t i = 0; i < linears_.size(); ++i) {
       s += fmt::format("    x = torch.relu(torch.linear(x, {}, {}))\n", p(fmt::format("linear{}.weight", i)),
@@ -68,14 +68,15 @@ class Cnn : public ReferenceNet {
     x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
     return classifier_->forward(x);
   }
-  std::string script_source() const override {
+  std::string script_source(bool training) const override {
     std::string s = "def forward(self, x):\n";
     for (std::size_t i = 0; i < convs_.size(); ++i) {
       s += fmt::format("    x = torch.relu(torch.conv2d(x, {}, {}, [1, 1], [1, 1], [1, 1], 1))\n",
                        p(fmt::format("conv{}.weight", i)), p(fmt::format("conv{}.bias", i)));
-      s += fmt::format("    x = torch.batch_norm(x, {}, {}, {}, {}, False, 0.1, 1e-5, True)\n",
+      s += fmt::format("    x = torch.batch_norm(x, {}, {}, {}, {}, {}, 0.1, 1e-5, True)\n",
                        p(fmt::format("bn{}.weight", i)), p(fmt::format("bn{}.bias", i)),
-                       p(fmt::format("bn{}.running_mean", i)), p(fmt::format("bn{}.running_var", i)));
+                       p(fmt::format("bn{}.running_mean", i)), p(fmt::format("bn{}.running_var", i)),
+                       training ? "True" : "False");
       if (i + 1 < convs_.size()) s += "    x = torch.max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1], False)\n";
     }
     s += "    x = torch.mean(x, [2, 3])\n";
@@ -102,7 +103,7 @@ class Recurrent : public ReferenceNet {
     at::Tensor out = lstm_ ? std::get<0>(lstm_module_->forward(x)) : std::get<0>(rnn_module_->forward(x));
     return classifier_->forward(out.select(1, -1));
   }
-  std::string script_source() const override {
+  std::string script_source(bool /*training*/) const override {
     const std::string m = lstm_ ? "lstm" : "rnn";
     std::string params;
     for (std::int64_t l = 0; l < layers_; ++l) {
@@ -144,7 +145,7 @@ class Transformer : public ReferenceNet {
     for (auto& layer : layers_) h = layer->forward(h);
     return classifier_->forward(h.mean(0));
   }
-  std::string script_source() const override {
+  std::string script_source(bool /*training*/) const override {
     const std::int64_t dh = width_ / kHeads;
     std::string s = "def forward(self, x):\n    b = x.size(0)\n    t = x.size(1)\n";
     for (std::size_t l = 0; l < layers_.size(); ++l) {
@@ -222,12 +223,16 @@ at::Tensor reference_input(const ModelRequest& r) {
   return torch::randn({r.batch, r.seq, r.width}, options);
 }
 
-torch::jit::Module script_reference_net(ReferenceNet& net) {
+torch::jit::Module script_reference_net(ReferenceNet& net, bool training) {
   torch::jit::Module m("ReferenceNet");
   for (const auto& item : net.named_parameters()) m.register_parameter(script_name(item.key()), item.value(), false);
   for (const auto& item : net.named_buffers()) m.register_buffer(script_name(item.key()), item.value());
-  m.define(net.script_source());
-  m.eval();
+  m.define(net.script_source(training));
+  if (training) {
+    m.train();
+  } else {
+    m.eval();
+  }
   return m;
 }
 

@@ -14,8 +14,9 @@ class ReferenceNet : public torch::nn::Module {
  public:
   virtual at::Tensor forward(const at::Tensor& x) = 0;
   /// TorchScript source of the same computation; parameters are attributes named by
-  /// script_name(parameter name).
-  virtual std::string script_source() const = 0;
+  /// script_name(parameter name). `training`: batch norm normalises by the batch's statistics
+  /// (and updates the running ones), as the module does in train mode.
+  virtual std::string script_source(bool training) const = 0;
 };
 
 /// Builds the network of `request` (model ff|cnn|rnn|lstm|transformer, batch, seq, width,
@@ -29,7 +30,8 @@ at::Tensor reference_input(const ModelRequest& request);
 std::string script_name(const std::string& parameter_name);
 
 /// The TorchScript twin of `net`: its script_source() compiled with net's parameters and
-/// buffers registered under script_name(). Not frozen: the caller freezes and optimises.
-torch::jit::Module script_reference_net(ReferenceNet& net);
+/// buffers registered under script_name() (the same tensors: training one trains the other).
+/// Not frozen: the caller freezes and optimises. `training`: in train mode (script_source).
+torch::jit::Module script_reference_net(ReferenceNet& net, bool training = false);
 
 }  // namespace neuralcost::libtorch

@@ -112,6 +112,28 @@ WorkerProcess start_worker(const std::string& framework, const RunOptions& run) 
                        fmt::format("the {} worker", framework));
 }
 
+/// The build request's "train" object (docs/worker-protocol.md, "Training").
+json train_request(const TrainRun& train) {
+  const TrainHyperparameters& h = train.hyper;
+  const Optimizer o = train.options.optimizer;
+  return {{"optimizer", std::string(optimizer_name(o))},
+          {"learning_rate", h.learning_rate},
+          {"momentum", h.momentum},
+          {"betas", {h.beta1, h.beta2}},
+          {"eps", h.eps},
+          {"weight_decay", h.weight_decay_for(o)},
+          {"labels_seed", h.labels_seed}};
+}
+
+/// A reply's byte count `key`: a non-negative integer below 2^53 (kDataLoss otherwise).
+std::uint64_t bytes_in(const json& reply, const char* key) {
+  const json& v = member(reply, key);
+  if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 9007199254740992.0) {
+    throw Error(ErrorCode::kDataLoss, fmt::format("the worker's memory reply has no byte count '{}': {}", key, v.dump()));
+  }
+  return static_cast<std::uint64_t>(v.get<double>());
+}
+
 class WorkerModel final : public PreparedModel {
  public:
   WorkerModel(const std::string& framework, const ModelRequest& request, const std::string& mode, const RunOptions& run)
@@ -133,13 +155,20 @@ class WorkerModel final : public PreparedModel {
       if (in.range) one["range"] = {in.range->low, in.range->high};
       inputs.push_back(std::move(one));
     }
-    const json built = process_.request({{"cmd", "build"},      {"model", request.model},
-                                         {"mode", mode},         {"batch", request.batch},
-                                         {"seq", request.seq},   {"width", request.width},
-                                         {"depth", request.depth}, {"dtype", std::string(dtype_name(request.dtype))},
-                                         {"input_shapes", shapes}, {"inputs", inputs},
-                                         {"device", run.device}},
-                                        Seconds(timeout_));
+    json build = {{"cmd", "build"},      {"model", request.model},
+                  {"mode", mode},         {"batch", request.batch},
+                  {"seq", request.seq},   {"width", request.width},
+                  {"depth", request.depth}, {"dtype", std::string(dtype_name(request.dtype))},
+                  {"input_shapes", shapes}, {"inputs", inputs},
+                  {"device", run.device}};
+    training_ = run.train.has_value();
+    if (training_) build["train"] = train_request(*run.train);
+    const json built = process_.request(build, Seconds(timeout_));
+    if (training_ && !member(built, "environment").contains("train.loss")) {
+      throw Error(ErrorCode::kUnimplemented, fmt::format("the {} worker built '{}' without training it (its build reply "
+                                                         "names no train.loss): it would time forward passes as steps",
+                                                         framework, request.model));
+    }
     name_ = built.value("name", request.model);
     add_strings(environment_, built["environment"], "");
     environment_["model_origin"] = built.value("origin", std::string("unknown"));
@@ -166,6 +195,8 @@ class WorkerModel final : public PreparedModel {
       faults_per_pass_ = reply.value("page_faults", 0.0) / n;
       // the framework's evidence of what the passes ran (compiled programs; optional)
       if (const auto it = reply.find("execution"); it != reply.end()) add_strings(environment_, *it, "execution.");
+      // training: the loss of the first step the worker ran and of the last (evidence that it trains)
+      if (const auto it = reply.find("train"); it != reply.end()) add_strings(environment_, *it, "train_");
     }
     last_ = pending_.front();
     pending_.pop_front();
@@ -194,12 +225,38 @@ class WorkerModel final : public PreparedModel {
           median(overhead_) * 1e6, overhead_.size());
     }
     try {
-      const json reply = process_.request({{"cmd", "memory"}}, Seconds(timeout_));
+      // a training run's memory reply is the one step_memory() asked for (it runs a step)
+      const json reply = memory_reply_ ? *memory_reply_ : process_.request({{"cmd", "memory"}}, Seconds(timeout_));
       add_strings(env, member(reply, "telemetry"), "memory.");
     } catch (const Error& e) {
       env["memory"] = std::string("unavailable: ") + e.what();
     }
     return env;
+  }
+
+  /// Training: the worker's `memory` request runs one step with the allocator's peak reset
+  /// before it and reports the peak with its source.
+  std::optional<StepMemory> step_memory() override {
+    if (!training_) return std::nullopt;
+    const json reply = process_.request({{"cmd", "memory"}}, deadline(2));
+    memory_reply_ = reply;
+    if (member(reply, "peak_bytes").is_null()) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("the worker measured no peak: {}", member(reply, "reason").is_string()
+                                                                     ? member(reply, "reason").get<std::string>()
+                                                                     : std::string("it gave no reason")));
+    }
+    StepMemory m;
+    m.peak_bytes = bytes_in(reply, "peak_bytes");
+    if (!member(reply, "start_bytes").is_null()) m.start_bytes = bytes_in(reply, "start_bytes");
+    m.source = member(reply, "source").is_string() ? member(reply, "source").get<std::string>() : "";
+    m.includes = member(reply, "includes").is_string() ? member(reply, "includes").get<std::string>() : "";
+    if (m.source.empty()) throw Error(ErrorCode::kDataLoss, "the worker's memory reply names no source of its peak");
+    if (m.peak_bytes == 0) {
+      // a step holds at least its parameters: 0 B is a figure the source did not measure
+      throw Error(ErrorCode::kDataLoss, fmt::format("the worker reported a peak of 0 B ({}): not a measurement", m.source));
+    }
+    return m;
   }
 
   std::string synchronisation() const override { return sync_; }
@@ -212,6 +269,7 @@ class WorkerModel final : public PreparedModel {
     // each run is a plain pass and a profiled one
     const json reply = process_.request({{"cmd", "layers"}, {"n", runs}}, deadline(2 * runs));
     LayerTiming t;
+    t.step_phases = member(reply, "step_phases").is_boolean() && member(reply, "step_phases").get<bool>();
     const auto events = reply.find("events"), seconds = reply.find("seconds");
     if (events == reply.end() || seconds == reply.end() || !events->is_array() || !seconds->is_array() ||
         events->size() != seconds->size()) {
@@ -232,6 +290,8 @@ class WorkerModel final : public PreparedModel {
   std::string name_;
   std::map<std::string, std::string> environment_;
   std::string sync_;
+  bool training_ = false;
+  std::optional<json> memory_reply_;  ///< a training run's step-memory reply
   std::optional<double> last_;
   std::deque<double> pending_;    ///< passes of the last run request not yet handed out
   std::vector<double> overhead_;  ///< per run request: (round trip - passes) / passes

@@ -1,0 +1,54 @@
+// A measured training step in LibTorch: forward, loss, backward, optimizer step and zero-grad
+// (gradients set to none, as PyTorch 2's optimizers do by default) over a forward function and
+// its trainable parameters, with torch::optim's SGD, SGD with momentum, Adam and AdamW. Used by
+// the backend for eager torch::nn modules and TorchScript (libtorch_backend.cpp).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "neuralcost/backend.hpp"
+
+namespace neuralcost::libtorch {
+
+class TrainingStep {
+ public:
+  using Forward = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
+  /// Runs `forward` once on `inputs` to find the output's shape, which chooses the loss
+  /// (loss_for_output): labels or a target drawn from `train.hyper.labels_seed`. Throws
+  /// kUnimplemented for a precision or checkpoint policy other than fp32 and none.
+  TrainingStep(Forward forward, std::vector<at::Tensor> parameters, std::vector<at::Tensor> inputs,
+               const TrainRun& train);
+
+  /// One whole step; returns the loss before the update.
+  double step();
+  /// The step in three timed phases, `runs` times, each after a plain step: forward (with the
+  /// loss), backward, optimizer (with zero-grad).
+  LayerTiming time_phases(int runs);
+  /// One step with the counting allocator's peak reset before it.
+  StepMemory measure_memory();
+  /// The loss, optimizer and hyperparameters as they ran, for the contract.
+  std::map<std::string, std::string> describe() const;
+
+  const Forward& forward() const { return forward_; }
+  const std::vector<at::Tensor>& inputs() const { return inputs_; }
+
+ private:
+  at::Tensor loss_of(const at::Tensor& output) const;
+  void zero_grad();
+
+  Forward forward_;
+  std::vector<at::Tensor> parameters_, inputs_;
+  TrainRun train_;
+  Loss loss_ = Loss::kMse;
+  std::int64_t classes_ = 0;
+  at::Tensor target_;  ///< class labels (int64 [batch]) or a regression target
+  std::unique_ptr<torch::optim::Optimizer> optimizer_;
+};
+
+}  // namespace neuralcost::libtorch

@@ -1,0 +1,157 @@
+// Measured training steps in the LibTorch backend: each reference network trains (its loss falls
+// over a few steps, eager and TorchScript), the counting allocator's peak holds what a step must
+// hold (gradients on top of parameters and optimizer state), the step graph counts more than the
+// forward, the phases are timed, and what cannot run is refused with the reason.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "backends/libtorch/counting_allocator.hpp"
+#include "backends/libtorch/libtorch_backend.hpp"
+#include "backends/libtorch/reference_modules.hpp"
+#include "backends/libtorch/training_step.hpp"
+#include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+
+namespace neuralcost {
+namespace {
+
+using ::testing::HasSubstr;
+
+ModelRequest small(const std::string& model) {
+  ModelRequest r;
+  r.model = model;
+  r.batch = 2;
+  r.seq = 4;
+  r.width = 16;
+  r.depth = 2;
+  return r;
+}
+
+RunOptions training(Optimizer optimizer = Optimizer::kAdam, double learning_rate = 1e-2) {
+  RunOptions run;
+  run.threads = 1;
+  TrainRun t;
+  t.options.optimizer = optimizer;
+  t.hyper.learning_rate = learning_rate;
+  run.train = t;
+  return run;
+}
+
+double number(const std::map<std::string, std::string>& env, const std::string& key) {
+  const auto it = env.find(key);
+  if (it == env.end()) throw std::runtime_error("no " + key);
+  return std::stod(it->second);
+}
+
+std::uint64_t parameter_bytes(const std::string& model) {
+  auto net = libtorch::make_reference_net(small(model));
+  std::uint64_t bytes = 0;
+  for (const at::Tensor& p : net->parameters()) bytes += static_cast<std::uint64_t>(p.numel()) * 4;
+  return bytes;
+}
+
+class TrainingTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TrainingTest, LossFallsOverStepsInBothModes) {
+  for (const std::string mode : {"eager", "compiled"}) {
+    auto model = libtorch_backend().prepare(small(GetParam()), mode, training());
+    for (int i = 0; i < 30; ++i) model->run();
+    const auto env = model->environment();
+    EXPECT_EQ(env.at("train_loss"), "cross_entropy") << mode;  // every reference network ends in 10 classes
+    EXPECT_EQ(env.at("train_steps_run"), "30") << mode;
+    EXPECT_LT(number(env, "train_loss_last"), 0.8 * number(env, "train_loss_first")) << mode;
+  }
+}
+
+TEST_P(TrainingTest, StepGraphCountsMoreThanTheForwardAndPhasesAreTimed) {
+  const HardwareSpec hw = HardwareDatabase::builtin().get("h100-sxm");
+  auto model = libtorch_backend().prepare(small(GetParam()), "eager", training());
+  const OpGraph forward = model->captured_graph();
+  const Analysis f = analyze(forward, hw, {2});
+  const Analysis step = analyze(training_step(forward, TrainingOptions{}), hw, {2});
+  EXPECT_GT(step.totals.flops, f.totals.flops);
+  EXPECT_GT(step.totals.contraction_flops, f.totals.contraction_flops);
+  const LayerTiming t = model->profile_layers(2);
+  EXPECT_TRUE(t.step_phases);
+  EXPECT_EQ(t.event_names, (std::vector<std::string>{"forward", "backward", "optimizer"}));
+  ASSERT_EQ(t.seconds.size(), 3u);
+  for (const auto& phase : t.seconds) {
+    ASSERT_EQ(phase.size(), 2u);
+    EXPECT_GT(phase[0], 0);
+  }
+}
+
+TEST_P(TrainingTest, PeakMemoryHoldsGradientsOnTopOfParametersAndAdamState) {
+  auto model = libtorch_backend().prepare(small(GetParam()), "eager", training());
+  const std::optional<StepMemory> m = model->step_memory();
+  ASSERT_TRUE(m.has_value());
+  ASSERT_TRUE(m->start_bytes.has_value());
+  const std::uint64_t params = parameter_bytes(GetParam());
+  // between steps: parameters and Adam's two moments (inputs and labels on top)
+  EXPECT_GE(*m->start_bytes, 3 * params);
+  // during the step every gradient is live at once (they are set to none only after it)
+  EXPECT_GE(m->peak_bytes, *m->start_bytes + params);
+  EXPECT_THAT(m->source, HasSubstr("counting CPU allocator"));
+  EXPECT_THAT(m->includes, HasSubstr("allocations in the step"));
+}
+
+INSTANTIATE_TEST_SUITE_P(All, TrainingTest, ::testing::Values("ff", "cnn", "rnn", "lstm", "transformer"));
+
+TEST(TrainingStepTest, EveryOptimizerChangesTheParameters) {
+  for (Optimizer o : {Optimizer::kSgd, Optimizer::kMomentum, Optimizer::kAdam, Optimizer::kAdamW}) {
+    auto net = libtorch::make_reference_net(small("ff"));
+    net->train();
+    TrainRun train;
+    train.options.optimizer = o;
+    libtorch::TrainingStep step([net](const std::vector<at::Tensor>& in) { return net->forward(in[0]); },
+                                net->parameters(), {libtorch::reference_input(small("ff"))}, train);
+    const at::Tensor before = net->parameters().front().detach().clone();
+    const double first = step.step();
+    for (int i = 0; i < 10; ++i) step.step();
+    EXPECT_FALSE(torch::equal(before, net->parameters().front())) << optimizer_name(o);
+    EXPECT_LT(step.step(), first) << optimizer_name(o);
+    for (const at::Tensor& p : net->parameters()) EXPECT_FALSE(p.grad().defined()) << "zero-grad sets to none";
+  }
+}
+
+TEST(CountingAllocatorTest, CountsLiveBytesAndThePeak) {
+  libtorch::install_counting_allocator();
+  ASSERT_TRUE(libtorch::counting_allocator_installed());
+  libtorch::reset_allocator_peak();
+  const std::uint64_t start = libtorch::allocator_count().current_bytes;
+  {
+    at::Tensor a = torch::empty({1000}, torch::kFloat32);
+    at::Tensor b = torch::empty({500}, torch::kFloat32);
+    EXPECT_EQ(libtorch::allocator_count().current_bytes, start + 6000);
+  }
+  const libtorch::AllocatorCount c = libtorch::allocator_count();
+  EXPECT_EQ(c.current_bytes, start);
+  EXPECT_EQ(c.peak_bytes, start + 6000);
+  EXPECT_EQ(c.allocations, 2u);
+}
+
+TEST(LibTorchTrainingTest, RefusesWhatItCannotRun) {
+  RunOptions run = training();
+  run.train->options.precision = Precision::kBf16Mixed;
+  try {
+    libtorch_backend().prepare(small("ff"), "eager", run);
+    FAIL() << "bf16-mixed ran";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
+    EXPECT_THAT(e.what(), HasSubstr("fp32 only"));
+  }
+  run = training();
+  run.train->options.checkpoint = parse_checkpoint("full");
+  EXPECT_THROW(libtorch_backend().prepare(small("ff"), "eager", run), Error);
+  ModelRequest file = small("model.pt");
+  try {
+    libtorch_backend().prepare(file, "eager", training());
+    FAIL() << "a file trained";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("built-in networks only"));
+  }
+}
+
+}  // namespace
+}  // namespace neuralcost
