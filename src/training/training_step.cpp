@@ -219,8 +219,11 @@ class StepBuilder {
       part.requested = requested;
       const bool input = part.of == GradientPart::Of::kInput;
       const std::string operand = input ? op.inputs[part.index].name : op.parameters[part.index].id;
+      // an op reading one tensor twice (x·x) has a gradient part for each read
+      bool repeated = false;
+      for (std::size_t j = 0; input && j < part.index; ++j) repeated = repeated || op.inputs[j].name == operand;
       OpRecord g;
-      g.name = fmt::format("{}/grad:{}", op.name, operand);
+      g.name = repeated ? fmt::format("{}/grad:{}#{}", op.name, operand, part.index) : fmt::format("{}/grad:{}", op.name, operand);
       g.kind = contraction ? OpKind::kContractionGradient : OpKind::kGradient;
       g.source_type = fmt::format("{} backward", op_kind_name(op.kind));
       g.differentiates = forward;

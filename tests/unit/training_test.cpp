@@ -108,6 +108,17 @@ TEST(TrainingStepTest, SharedInputGradientsAreAccumulated) {
   EXPECT_EQ(row(s, "sum").input_gradient.bytes, 0u);     // an addition's gradients are aliases
 }
 
+TEST(TrainingStepTest, AnOpReadingOneTensorTwiceHasAGradientForEachRead) {
+  // y = h·h: dh = dy·h + dy·h, two parts and their sum
+  OpGraph g("square");
+  g.add(op("fc", OpKind::kLinear, {t("x", {2, 4})}, {t("h", {2, 4})}, {p("w", {4, 4})}));
+  g.add(with(op("sq", OpKind::kBinary, {t("h", {2, 4}), t("h", {2, 4})}, {t("y", {2, 4})}), "function", std::string("mul")));
+  g.finalize();
+  const StepSummary s = summary_of(g);
+  EXPECT_EQ(row(s, "sq").input_gradient.flops, 2u * 8);  // one multiply per element per read
+  EXPECT_EQ(row(s, "fc").input_gradient.flops, 8u);      // the two partial gradients summed
+}
+
 TEST(TrainingStepTest, DepthwiseConvolutionBackwardRespectsGroups) {
   // a depthwise 3x3 convolution over 32 channels (groups = 32): each gradient as many MACs as the
   // forward, 2·N·C·H·W·9 — not 32 times that (PyTorch's FlopCounterMode's error)
