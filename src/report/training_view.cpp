@@ -50,6 +50,9 @@ std::string memory_text(const MemoryLedger& m, const std::vector<std::string>& n
   out += fmt::format("activations: {} saved for backward; the peak is between {} (at '{}', {}) and {}\n", bytes(a.saved_bytes),
                      bytes(a.lower_bound_bytes), terminal_text(a.peak_op), memory_phase_name(a.peak_phase),
                      bytes(a.upper_bound_bytes));
+  if (m.optimizer_transient_bytes > 0) {
+    out += fmt::format("optimizer step temporaries: {} (after the backward pass)\n", bytes(m.optimizer_transient_bytes));
+  }
   out += fmt::format("step total: {} to {}\n", bytes(m.total_bytes(MemoryBound::kLower)), bytes(m.total_bytes(MemoryBound::kUpper)));
   std::string savers;
   for (std::size_t i : biggest_savers(m, 3)) {
@@ -93,6 +96,7 @@ nlohmann::json memory_json(const MemoryLedger& m, const std::vector<std::string>
                    {"gradient_bytes", m.gradient_bytes},
                    {"optimizer_state_bytes", m.optimizer_state_bytes},
                    {"master_weight_bytes", m.master_weight_bytes},
+                   {"optimizer_transient_bytes", m.optimizer_transient_bytes},
                    {"resident_bytes", m.resident_bytes()},
                    {"activations",
                     {{"saved_bytes", a.saved_bytes},

@@ -32,7 +32,11 @@ std::string breakdown(const MemoryLedger& l, MemoryBound bound) {
   if (l.buffer_bytes > 0) out += fmt::format(", buffers {}", memory_size_string(l.buffer_bytes));
   const std::uint64_t activations =
       bound == MemoryBound::kLower ? l.activations.lower_bound_bytes : l.activations.upper_bound_bytes;
-  return out + fmt::format(", activations {} ({} bound)", memory_size_string(activations), memory_bound_name(bound));
+  out += fmt::format(", activations {} ({} bound)", memory_size_string(activations), memory_bound_name(bound));
+  if (l.optimizer_transient_bytes > 0) {
+    out += fmt::format(", optimizer temporaries {}", memory_size_string(l.optimizer_transient_bytes));
+  }
+  return out;
 }
 
 }  // namespace

@@ -46,9 +46,12 @@ std::uint64_t MemoryLedger::resident_bytes() const {
 }
 
 std::uint64_t MemoryLedger::total_bytes(MemoryBound bound) const {
-  return checked_add(resident_bytes(),
-                     bound == MemoryBound::kLower ? activations.lower_bound_bytes : activations.upper_bound_bytes,
-                     "step memory");
+  // the optimizer runs after the backward pass, when the activations are gone: the lower bound
+  // is the larger of the two moments; the upper bound frees nothing
+  const std::uint64_t transient = bound == MemoryBound::kLower
+                                      ? std::max(activations.lower_bound_bytes, optimizer_transient_bytes)
+                                      : checked_add(activations.upper_bound_bytes, optimizer_transient_bytes, "step memory");
+  return checked_add(resident_bytes(), transient, "step memory");
 }
 
 std::vector<std::size_t> biggest_savers(const MemoryLedger& ledger, std::size_t count) {
@@ -85,6 +88,16 @@ void count_parameters(const OpGraph& g, MemoryLedger& l) {
   const std::uint64_t with_master = optimizer_state_bytes_per_element(l.options.optimizer, precision);
   l.optimizer_state_bytes = checked_mul(l.parameter_count, states, "optimizer state bytes");
   l.master_weight_bytes = checked_mul(l.parameter_count, with_master - states, "master weight bytes");
+  // Adam and AdamW update one parameter at a time with two fp32 temporaries the size of that
+  // parameter (PyTorch's per-parameter step: sqrt(v) and its scaled denominator); SGD and
+  // momentum update in place
+  if (l.options.optimizer == Optimizer::kAdam || l.options.optimizer == Optimizer::kAdamW) {
+    std::uint64_t largest = 0;
+    for (const ParameterDesc& p : g.unique_parameters()) {
+      if (p.trainable) largest = std::max(largest, p.elements());
+    }
+    l.optimizer_transient_bytes = checked_mul(largest, 2 * 4, "optimizer transient bytes");
+  }
 }
 
 /// What every recorded op keeps by its refined rule; its buffers become storages of their own.

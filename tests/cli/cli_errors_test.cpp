@@ -182,7 +182,7 @@ TEST(CliErrorsTest, BadTrainingOptions) {
 TEST(CliErrorsTest, BudgetThatCannotHoldBatchOne) {
   const CliResult r = run_cli("analyze --model ff --train --memory-budget 1MB");
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, ::testing::StartsWith("error: --memory-budget 1 MB cannot hold batch 1: it needs 1.91 MB"));
+  EXPECT_THAT(r.err, ::testing::StartsWith("error: --memory-budget 1 MB cannot hold batch 1: it needs 2.71 MB"));
   EXPECT_TRUE(r.out.empty());
 }
 

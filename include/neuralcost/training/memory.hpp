@@ -124,6 +124,9 @@ struct MemoryLedger {
   std::uint64_t gradient_bytes = 0;   ///< one gradient per trainable element, in the parameter dtype
   std::uint64_t optimizer_state_bytes = 0;  ///< momentum: 1, Adam/AdamW: 2 fp32 buffers per element
   std::uint64_t master_weight_bytes = 0;    ///< fp32 master weights (mixed precision only)
+  /// Temporaries of the optimizer step: Adam/AdamW 2 fp32 tensors the size of the largest
+  /// parameter (updated one at a time), SGD and momentum none (in place).
+  std::uint64_t optimizer_transient_bytes = 0;
 
   ActivationMemory activations;
   std::vector<OpMemory> ops;             ///< one per op of the graph, in graph order
@@ -141,7 +144,9 @@ struct MemoryLedger {
 
   /// Parameters, buffers, gradients, optimizer state and master weights.
   std::uint64_t resident_bytes() const;
-  /// resident_bytes() plus the activation bound.
+  /// resident_bytes() plus the activation bound and the optimizer's temporaries: lower, the larger
+  /// of the activation lower bound and the optimizer temporaries (they are never alive together);
+  /// upper, both.
   std::uint64_t total_bytes(MemoryBound bound) const;
   /// True when every recorded op's saves and every recomputed op's FLOPs are known.
   bool complete() const { return unknown_saves.empty() && unmodeled_recompute.empty(); }
