@@ -75,7 +75,8 @@ def test_each_mode_runs_trains_and_measures_its_peak(worker):
         assert env["train.loss"].startswith("cross_entropy") and "default_rng(0).integers(0, 10, 2)" in env["train.loss"]
         facts = trains(worker)
         assert int(facts["compiled_programs"]) == (0 if mode == "eager" else 1), (mode, facts)
-        telemetry = worker.request({"cmd": "memory"})["telemetry"]
+        # the step's peak and its source are the memory reply's own fields (protocol.py lifts them)
+        telemetry = worker.request({"cmd": "memory"})
         # at least the parameters and Adam's two states (13066 fp32 parameters for ff at width 16)
         assert telemetry["peak_bytes"] >= 3 * built["parameters"] * 4, (mode, telemetry)
         expected = {("jax", "jit"): "XLA buffer assignment of the compiled training step",
@@ -124,7 +125,7 @@ def test_tensorflow_says_what_the_default_allocator_counts():
     w = Worker("tensorflow", TF_CPU_ALLOCATOR_USE_BFC="")
     try:
         assert build(w, "ff", "eager", {}, batch=64, width=512)["ok"]
-        telemetry = w.request({"cmd": "memory"})["telemetry"]
+        telemetry = w.request({"cmd": "memory"})
         assert "only allocations of 256 KiB and more" in telemetry["source"], telemetry
         # the batch's [64, 512] activations are 128 KiB, the first layer's weight and its Adam states 1.5 MiB each
         assert telemetry["peak_bytes"] >= 3 * 784 * 512 * 4, telemetry
