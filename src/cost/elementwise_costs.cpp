@@ -16,12 +16,7 @@
 namespace neuralcost::cost {
 namespace {
 
-struct PerElement {
-  std::uint64_t flops;
-  std::uint64_t transcendentals;
-};
-
-using Table = std::map<std::string, PerElement>;
+using Table = PerElementTable;
 
 // The per-element counts of docs/counting.md; keep the two in step.
 const Table kUnary = {

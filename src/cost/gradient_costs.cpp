@@ -15,11 +15,7 @@
 namespace neuralcost::cost {
 namespace {
 
-struct PerElement {
-  std::uint64_t flops;
-  std::uint64_t transcendentals;
-};
-using Table = std::map<std::string, PerElement>;
+using Table = PerElementTable;
 
 // dx = dy · f'(x), with what the forward saved (its input or output)
 const Table kUnaryGradient = {

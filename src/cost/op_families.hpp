@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,14 @@ namespace neuralcost::cost {
 std::uint64_t product(std::initializer_list<std::uint64_t> factors);
 /// A dimension as an unsigned count (dimensions are checked non-negative by the graph).
 std::uint64_t dim(std::int64_t d);
+
+/// FLOPs (and transcendentals among them) per element, and a table of them by function name:
+/// the elementwise rules and their gradients.
+struct PerElement {
+  std::uint64_t flops;
+  std::uint64_t transcendentals;
+};
+using PerElementTable = std::map<std::string, PerElement>;
 
 /// Adds counts to an OpCost with overflow checks.
 void add_flops(OpCost& cost, std::uint64_t flops);
