@@ -4,6 +4,8 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 
@@ -12,6 +14,81 @@
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost {
+namespace {
+
+using Seconds = std::chrono::duration<double>;
+
+/// A model prepared by a plugin: each call runs on the backend's CallThread with a deadline, and
+/// each pass is timed there (plugin_backend.hpp).
+class GuardedModel final : public PreparedModel {
+ public:
+  GuardedModel(std::shared_ptr<PreparedModel> inner, std::shared_ptr<CallThread> thread, double timeout,
+               const std::string& what)
+      : inner_(std::move(inner)), thread_(std::move(thread)), timeout_(timeout), what_(what),
+        doing_run_("a forward pass of " + what) {}
+
+  void run() override {
+    thread_->run(
+        [inner = inner_, seconds = seconds_] {
+          const auto start = std::chrono::steady_clock::now();
+          inner->run();
+          inner->synchronize();
+          *seconds = Seconds(std::chrono::steady_clock::now() - start).count();
+        },
+        deadline(1), doing_run_);
+  }
+
+  OpGraph captured_graph() override {
+    auto graph = std::make_shared<OpGraph>();
+    // capturing settles the graph with a few passes first
+    thread_->run([inner = inner_, graph] { *graph = inner->captured_graph(); }, deadline(5),
+                 "capturing the ops of " + what_);
+    return std::move(*graph);
+  }
+
+  LayerTiming profile_layers(int runs) override {
+    auto timing = std::make_shared<LayerTiming>();
+    thread_->run([inner = inner_, timing, runs] { *timing = inner->profile_layers(runs); }, deadline(2 * runs + 5),
+                 fmt::format("{} profiled passes of {}", runs, what_));
+    return std::move(*timing);
+  }
+
+  std::map<std::string, std::string> environment() const override {
+    // on the model's thread: thread pools' sizes are per thread (OpenMP's)
+    auto env = std::make_shared<std::map<std::string, std::string>>();
+    thread_->run([inner = inner_, env] { *env = inner->environment(); }, deadline(0),
+                 "the environment of " + what_);
+    return std::move(*env);
+  }
+
+  std::optional<double> last_run_seconds() const override {
+    if (std::optional<double> own = inner_->last_run_seconds()) return own;
+    return *seconds_ >= 0 ? std::optional<double>(*seconds_) : std::nullopt;
+  }
+
+  std::optional<double> page_faults() const override { return inner_->page_faults(); }
+
+  std::optional<StepMemory> step_memory() override {
+    auto memory = std::make_shared<std::optional<StepMemory>>();
+    thread_->run([inner = inner_, memory] { *memory = inner->step_memory(); }, deadline(2),
+                 "measuring the memory of a step of " + what_);
+    return std::move(*memory);
+  }
+
+  std::string synchronisation() const override { return inner_->synchronisation(); }
+
+ private:
+  /// --worker-timeout plus what `passes` passes should take (10x the last one, for noise)
+  Seconds deadline(int passes) const { return Seconds(timeout_ + 10.0 * std::max(0.0, *seconds_) * passes); }
+
+  std::shared_ptr<PreparedModel> inner_;
+  std::shared_ptr<CallThread> thread_;
+  double timeout_;
+  std::string what_, doing_run_;
+  std::shared_ptr<double> seconds_ = std::make_shared<double>(-1);  ///< the last pass; -1 before any
+};
+
+}  // namespace
 
 PluginBackend::PluginBackend(std::string name, std::string description, std::string file, std::string symbol)
     : name_(std::move(name)), description_(std::move(description)), file_(std::move(file)), symbol_(std::move(symbol)) {}
@@ -77,7 +154,13 @@ std::unique_ptr<PreparedModel> PluginBackend::prepare(const ModelRequest& reques
                                                       const RunOptions& run) const {
   const Backend* b = load();
   if (!b) throw Error(ErrorCode::kUnimplemented, fmt::format("backend '{}' is unavailable: {}", name_, error_));
-  return b->prepare(request, mode, run);
+  std::call_once(thread_once_, [this] { thread_ = std::make_shared<CallThread>(name_); });
+  const std::string what = fmt::format("{} ({})", std::filesystem::path(request.model).filename().string(), mode);
+  auto prepared = std::make_shared<std::shared_ptr<PreparedModel>>();
+  // loading runs a first pass (a model file's): the same deadline as a request that builds
+  thread_->run([b, request, mode, run, prepared] { *prepared = b->prepare(request, mode, run); },
+               Seconds(run.worker_timeout_seconds), "loading " + what + " and its first pass");
+  return std::make_unique<GuardedModel>(std::move(*prepared), thread_, run.worker_timeout_seconds, what);
 }
 
 }  // namespace neuralcost

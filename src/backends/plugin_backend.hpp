@@ -3,10 +3,12 @@
 // initialise: every command (analyze, hardware, --help) paid for it before it became a plugin.
 #pragma once
 
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "neuralcost/backend.hpp"
+#include "neuralcost/core/call_thread.hpp"
 
 namespace neuralcost {
 
@@ -16,6 +18,12 @@ namespace neuralcost {
 /// plugin's neuralcost_plugin_api_version() (backend.hpp) against kPluginApiVersion. When
 /// loading fails or the versions differ, the backend is unavailable and unavailable_reason()
 /// says why (the loader's message, or both versions).
+///
+/// The plugin's framework runs in this process, so every call into it (prepare and each method
+/// of the prepared model) runs on the backend's CallThread with a deadline of --worker-timeout
+/// (plus the expected time of the passes it asks for): a call that never returns fails its run
+/// with an error, and the backend refuses every later call (core/call_thread.hpp). Each pass
+/// is timed on that thread (last_run_seconds), so the hand-over is not in the samples.
 class PluginBackend : public Backend {
  public:
   PluginBackend(std::string name, std::string description, std::string file, std::string symbol);
@@ -41,6 +49,8 @@ class PluginBackend : public Backend {
   mutable std::once_flag once_;
   mutable const Backend* loaded_ = nullptr;
   mutable std::string error_;
+  mutable std::once_flag thread_once_;
+  mutable std::shared_ptr<CallThread> thread_;  ///< shared with the models it prepared
 };
 
 }  // namespace neuralcost

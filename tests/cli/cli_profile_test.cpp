@@ -2,6 +2,7 @@
 // reference network, the JSON interface, and bad input (missing, corrupt or mis-shaped models).
 #include <unistd.h>
 
+#include <chrono>
 #include <fstream>
 
 #include <algorithm>
@@ -300,6 +301,65 @@ TEST_F(CliTokenModelTest, ABackendThatCannotRunTheFileIsOneErrorBeforeAnythingRu
   r = run_cli("profile --model tranformer" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: unknown model 'tranformer'; did you mean transformer?\n");
+}
+
+
+/// TorchScript files a user might be handed (tests/libtorch/make_hostile_torchscript.py, at build
+/// time): a forward that never returns, a decompression bomb (a 256 MiB zero weight, deflated to
+/// 256 kB), and a plain model to run after them.
+class CliHostileTorchScriptTest : public ::testing::Test {
+ protected:
+  static double seconds_since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+  const std::string hang_ = NEURALCOST_HOSTILE_TORCHSCRIPT "/hang.pt";
+  const std::string ok_ = NEURALCOST_HOSTILE_TORCHSCRIPT "/ok.pt";
+  const std::string bomb_ = NEURALCOST_HOSTILE_TORCHSCRIPT "/bomb.pt";
+};
+
+TEST_F(CliHostileTorchScriptTest, AForwardThatNeverReturnsFailsAtTheDeadlineAndTheCommandEnds) {
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult r = run_cli("profile --model " + hang_ + "," + ok_ + " --input-shape 4 --worker-timeout 2 --format json" + kQuick);
+  const double took = seconds_since(start);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_LT(took, 2 + 5) << "the deadline is --worker-timeout (+5 s to start and end)";
+  EXPECT_THAT(r.err, HasSubstr("libtorch: loading hang.pt (eager) and its first pass did not return within 2 s (--worker-timeout); "
+                               "it is left running in this process"));
+  // the next LibTorch run is refused, saying why, and the results of both are written
+  EXPECT_THAT(r.err, HasSubstr("libtorch: not run: an earlier call (loading hang.pt (eager) and its first pass)"));
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  EXPECT_TRUE(j["runs"][0]["failed"].get<bool>());
+  EXPECT_TRUE(j["runs"][1]["failed"].get<bool>());
+  // alone, the plain model runs: the refusal came from the hung call, not the file
+  const CliResult ok = run_cli("profile " + ok_ + " --input-shape 4" + kQuick);
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
+}
+
+TEST_F(CliHostileTorchScriptTest, CtrlCDuringAForwardThatNeverReturnsEndsTheCommand) {
+  // SIGINT after 2 s, far inside the 60 s deadline: the call gets a second's grace, then is left
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult r = run_cli_env("timeout --foreground --preserve-status --signal=INT 2",  // one SIGINT, to neural-cost alone
+                                  "profile " + hang_ + " --input-shape 4 --worker-timeout 60" + kQuick);
+  const double took = seconds_since(start);
+  EXPECT_EQ(r.exit_code, 130) << r.err;
+  EXPECT_LT(took, 2 + 5);
+  EXPECT_THAT(r.err, HasSubstr("error: interrupted by SIGINT"));
+}
+
+TEST_F(CliHostileTorchScriptTest, ADecompressionBombIsRefusedBeforeLibTorchOpensIt) {
+  const CliResult r = run_cli("profile " + bomb_ + " --input-shape 4" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("bomb.pt: refused: its zip entries expand to 268 MB from a "));
+  EXPECT_THAT(r.err, HasSubstr("is a decompression bomb"));
+  // not a zip archive at all: our reader says so before LibTorch reads a byte
+  const std::string text = ::testing::TempDir() + "/nc_hostile_text_" + std::to_string(::getpid()) + ".pt";
+  std::ofstream(text) << "not a model\n";
+  const CliResult t = run_cli("profile " + text + " --input-shape 4" + kQuick);
+  std::remove(text.c_str());
+  EXPECT_EQ(t.exit_code, 1);
+  EXPECT_THAT(t.err, HasSubstr(text + ": not a loadable TorchScript file: not a zip archive (no end-of-central-directory "
+                               "record); torch.jit.save writes a zip archive"));
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "neuralcost/core/call_thread.hpp"
 #include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/calibrate/calibrate.hpp"
 #include "neuralcost/core/error.hpp"
@@ -46,7 +47,8 @@ Format output_format(const CLI::App& command, const std::string& format, const s
 
 }  // namespace neuralcost::cli
 
-int main(int argc, char** argv) {
+namespace {
+int run_command(int argc, char** argv) {
   CLI::App app{
       "neural-cost: exact FLOPs and compulsory bytes per layer of a neural network, placed on a\n"
       "hardware roofline (lower-bound time, limiting roof, share of the model).",
@@ -89,4 +91,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   return 0;
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  // a backend call that never returned still runs: end without static destructors (call_thread.hpp)
+  return neuralcost::end_process(run_command(argc, argv));
 }

@@ -30,6 +30,9 @@ std::string report_median(const ProfileRun& r) {
 }
 
 void run_profile(const RunArgs& args, const CLI::App& cmd) {
+  // Ctrl-C ends the run in progress and its workers; -o holds every finished run as it ends.
+  // Installed first: a signal while the plan is made (calibration, loading plugins) is kept too.
+  install_interrupt_handlers();
   RunSetup setup = prepare_run(args);
   ProfileOptions& options = setup.options;
   const HardwareSpec& hardware = setup.hardware;
@@ -40,8 +43,6 @@ void run_profile(const RunArgs& args, const CLI::App& cmd) {
     return args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
                                                         : render_profile(runs, hardware, format);
   };
-  // Ctrl-C ends the run in progress and its workers; -o holds every finished run as it ends
-  install_interrupt_handlers();
   std::vector<ProfileRun> finished;
   const bool progress = ::isatty(2) != 0;
   options.on_run = [&](const ProfileRun& r) {

@@ -45,7 +45,10 @@ void add_run_options(CLI::App& command, RunArgs& a) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--worker-timeout", args->worker_timeout,
-                  "Seconds a Python worker may take per request (build and compile included) before it is killed")
+                  "Seconds one request to a backend may take beyond its passes' expected time: a Python worker's "
+                  "(start, build and compile included; then it is killed) or a LibTorch call's (loading a model "
+                  "with its first pass, a pass, a profiled series; then its run fails and later LibTorch runs "
+                  "are refused)")
       ->capture_default_str();
   cmd->add_option("--batch", args->batches,
                   "Batch sizes of the reference networks, comma-separated (a model file's batch is the first "

@@ -16,6 +16,7 @@
 #include "backends/libtorch/reference_modules.hpp"
 #include "backends/libtorch/training_step.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/measure/model_files.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
 
@@ -327,6 +328,7 @@ std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const s
                 fmt::format("{}: a TorchScript file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] or "
                             "--input-shape SHAPE (e.g. 32x3x32x32), once per input", path));
   }
+  check_torchscript_archive(path);  // our reader first: LibTorch allocates what the entries declare
   auto module = std::make_shared<torch::jit::Module>();
   try {
     *module = torch::jit::load(path);
