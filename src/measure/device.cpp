@@ -56,7 +56,10 @@ class CpuEnvironment final : public RunEnvironment {
   }
 
   std::string clock(const TimingResult& timing) const override {
-    if (timing.backend_clock) return "the backend's own clock around each forward pass (a worker: time.perf_counter_ns)";
+    if (timing.backend_clock) {
+      return "the backend's own clock around each forward pass (a worker: time.perf_counter_ns; LibTorch: "
+             "std::chrono::steady_clock on the thread that runs its calls)";
+    }
     return fmt::format("std::chrono::steady_clock, resolution {:.3g} s", timing.clock_resolution_seconds);
   }
 

@@ -202,26 +202,12 @@ nlohmann::json WorkerProcess::request(const nlohmann::json& req, std::chrono::du
   }
   const std::string reply_line = out_buffer_.substr(0, nl);
   out_buffer_.erase(0, nl + 1);
-  nlohmann::json reply = nlohmann::json::parse(reply_line, nullptr, false);
-  if (reply.is_discarded() || !reply.is_object() || !reply.contains("ok") || !reply["ok"].is_boolean()) {
+  try {
+    return decode_reply(reply_line, label_, cmd);
+  } catch (const WorkerFailure&) {
     drain_stderr();
-    throw WorkerFailure(WorkerFailure::Cause::kGarbage, ErrorCode::kDataLoss,
-                        fmt::format("{} answered '{}' with a line that is not a protocol reply: '{}'", label_, cmd,
-                                    reply_line.substr(0, 200)));
+    throw;
   }
-  if (!reply["ok"].get<bool>()) {
-    const std::string kind = reply.value("kind", std::string("internal"));
-    const ErrorCode code = kind == "invalid_argument" ? ErrorCode::kInvalidArgument
-                           : kind == "not_found"      ? ErrorCode::kNotFound
-                           : kind == "unimplemented"  ? ErrorCode::kUnimplemented
-                           : kind == "out_of_memory"  ? ErrorCode::kResourceExhausted
-                                                      : ErrorCode::kInternal;
-    drain_stderr();
-    throw WorkerFailure(WorkerFailure::Cause::kReply, code,
-                        fmt::format("{}: {}{}", label_, reply.value("error", std::string("failed without a message")),
-                                    kind == "out_of_memory" ? " (out of memory)" : ""));
-  }
-  return reply;
 }
 
 void WorkerProcess::stop() {

@@ -14,21 +14,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/python_worker/worker_reply.hpp"
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost::worker {
-
-/// Why a request failed: the worker's own error reply, or the process itself.
-class WorkerFailure : public Error {
- public:
-  enum class Cause { kReply, kExited, kKilled, kTimeout, kGarbage, kStart };
-  WorkerFailure(Cause cause, ErrorCode code, std::string message)
-      : Error(code, std::move(message)), cause_(cause) {}
-  Cause cause() const { return cause_; }
-
- private:
-  Cause cause_;
-};
 
 class WorkerProcess {
  public:

@@ -1,0 +1,63 @@
+// libFuzzer target for what a worker process writes back (docs/worker-protocol.md): any bytes,
+// read as reply lines, must end in a reply or a neuralcost::Error, and every capture reply among
+// them in an op graph whose analysis, training step and memory ledger end the same way. Anything
+// else (another exception escaping, a sanitizer report, a hang) is a bug: a worker is another
+// process, and a broken or hostile one must not crash the tool. The seeds
+// (tests/fuzz/worker_reply_seeds) are real conversations with the jax, tensorflow and torch
+// workers: hello, build, capture, run, memory, quit.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "backends/capture/captured_json.hpp"
+#include "backends/capture/captured_op.hpp"
+#include "backends/python_worker/worker_reply.hpp"
+#include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/training/memory.hpp"
+#include "neuralcost/training/training.hpp"
+
+namespace {
+
+const neuralcost::HardwareSpec& roofs() {
+  static const neuralcost::HardwareSpec hw = [] {
+    neuralcost::HardwareSpec s;
+    s.id = "fuzz";
+    s.name = "fixed roofs";
+    for (const neuralcost::DType d : neuralcost::compute_dtypes()) s.peak_flops_per_second[d] = 1e15;
+    s.memory_bandwidth_bytes_per_second = 3e12;
+    s.caches.push_back({"L2", 5e7, 1e13});
+    return s;
+  }();
+  return hw;
+}
+
+void take_reply(const std::string& line) {
+  const nlohmann::json reply = neuralcost::worker::decode_reply(line, "fuzz worker", "capture");
+  const auto ops = reply.find("ops");
+  if (ops == reply.end()) return;
+  const neuralcost::OpGraph graph =
+      neuralcost::capture::graph_from_captured(neuralcost::capture::captured_ops_from_json(*ops, "fuzz"), "fuzz");
+  neuralcost::analyze(graph, roofs());
+  neuralcost::TrainingOptions training;
+  training.checkpoint.kind = neuralcost::CheckpointKind::kSelective;
+  neuralcost::analyze(neuralcost::training_step(graph, training), roofs());
+  neuralcost::memory_ledger(graph, training);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  // one reply per line, as the tool reads them off the pipe
+  for (std::size_t start = 0; start < text.size();) {
+    const std::size_t end = std::min(text.find('\n', start), text.size());
+    try {
+      take_reply(std::string(text.substr(start, end - start)));
+    } catch (const neuralcost::Error&) {
+      // a clear rejection (WorkerFailure is one) is the expected outcome for most inputs
+    }
+    start = end + 1;
+  }
+  return 0;
+}
