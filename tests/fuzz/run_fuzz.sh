@@ -37,7 +37,7 @@ fi
 [ "$build_first" = 1 ] && bash "$here/build_fuzz.sh" "$build"
 build=$(cd "$build" && pwd)
 [ -x "$build/tests/fuzz/${target}_fuzz" ] || { echo "error: no fuzz target ${target}_fuzz in $build (run tests/fuzz/build_fuzz.sh $build)" >&2; exit 1; }
-corpus="$build/corpus-$target"
+corpus="$build/corpus-$target-$budget"  # a campaign and a smoke test may run at once
 rm -rf "$corpus"
 mkdir -p "$corpus" "$build/artifacts"
 [ "$target" = worker_reply ] && set -- "$here/worker_reply_seeds" "$@"
