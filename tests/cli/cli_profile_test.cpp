@@ -211,18 +211,11 @@ TEST(CliProfileTest, BadOptions) {
 
 /// A two-input model that takes token ids (tests/workers/make_token_model.py), scripted by Debian's
 /// torch 1.13: forward(ids [B, 8] int64 < 1000, mask [B, 8] float) = Linear(16 -> 4)(Embedding(ids) * mask).
+/// Written once per test run by CTest's fixture worker_model_files.
 class CliTokenModelTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    path_ = ::testing::TempDir() + "/nc_token_" + std::to_string(::getpid()) + ".pt";
-    const std::string command =
-        "/usr/bin/python3 " NEURALCOST_SOURCE_DIR "/tests/workers/make_token_model.py torchscript " + path_;
-    ASSERT_EQ(std::system(command.c_str()), 0) << command;
-  }
-  static void TearDownTestSuite() { std::remove(path_.c_str()); }
-  static std::string path_;
+  const std::string path_ = NEURALCOST_MODEL_FILES "/token.pt";
 };
-std::string CliTokenModelTest::path_;
 
 const std::string kInputs = " --input ids=2x8:int64:0..1000 --input mask=2x8";
 

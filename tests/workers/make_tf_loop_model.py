@@ -11,7 +11,7 @@ tests/workers/tf_loops_test.cpp.
                                            each hidden Linear; 118,794 parameters), each hidden block inside
                                            a tf.cond on all(isfinite(x)) whose other branch returns zeros
 
-The LSTMs take input [batch, 32, 128], the ff [batch, 784] (batch free); all are saved with a
+Several KIND DIR pairs write several models with one import of TensorFlow. The LSTMs take input [batch, 32, 128], the ff [batch, 784] (batch free); all are saved with a
 serving signature. Exit status 77: Keras is not installed.
 """
 import os
@@ -116,6 +116,16 @@ def main(kind, path):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
+    # KIND DIR [KIND DIR ...]: several models for one import of TensorFlow
+    pairs = sys.argv[1:]
+    if not pairs or len(pairs) % 2:
         sys.exit(__doc__)
-    main(sys.argv[1], sys.argv[2])
+    keras_missing = False
+    for kind, path in zip(pairs[::2], pairs[1::2]):
+        try:
+            main(kind, path)
+        except SystemExit as e:
+            if e.code != 77:
+                raise
+            keras_missing = True
+    sys.exit(77 if keras_missing else 0)

@@ -22,15 +22,12 @@ namespace {
 
 constexpr std::uint64_t kContractionPerSample = 16779776;  // 2 layers x 32 steps x 2 products, classifier
 
-/// Writes the SavedModel `kind` into the test's temporary directory; its path, or "" (Keras missing).
+/// The SavedModel `kind`, written once per test run by CTest's fixture worker_model_files
+/// (tests/workers/make_model_files.sh); "" when it is not there (tf_keras: Keras missing).
 std::string saved_model(const std::string& kind) {
-  const std::string dir = testing::TempDir() + "neuralcost_tf_" + kind;
-  const std::string command = worker::python_interpreter() + " " NEURALCOST_SOURCE_DIR
-                              "/tests/workers/make_tf_loop_model.py " + kind + " " + dir;
-  const int status = std::system(command.c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) return "";
-  EXPECT_EQ(status, 0) << command;
-  return dir;
+  const std::string dir = std::string(NEURALCOST_MODEL_FILES) + "/tf_" + kind;
+  if (kind != "keras") EXPECT_TRUE(std::filesystem::exists(dir)) << dir << " (run through ctest: its fixture writes it)";
+  return std::filesystem::exists(dir) ? dir : "";
 }
 
 /// Captures the SavedModel in `dir` with input `shape` in `mode` and checks that it is counted
@@ -67,7 +64,6 @@ TEST(TfLoopsTest, WhileLoopLstmCountsEveryStep) {
   for (const char* mode : {"eager", "function"}) {
     expect_counted(dir, kLstmInput, mode, 265482, kContractionPerSample, kLstmMatmuls);
   }
-  std::filesystem::remove_all(dir);
 }
 
 TEST(TfLoopsTest, CondFfCountsTheBranchTaken) {
@@ -76,7 +72,6 @@ TEST(TfLoopsTest, CondFfCountsTheBranchTaken) {
   const std::string dir = saved_model("cond");
   // 3 products: the two taken branches' Linear and the classifier
   for (const char* mode : {"eager", "function"}) expect_counted(dir, {3, 784}, mode, 118794, 236032, 3);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(TfLoopsTest, KerasLstmLayersCountEveryStep) {
@@ -86,7 +81,6 @@ TEST(TfLoopsTest, KerasLstmLayersCountEveryStep) {
   for (const char* mode : {"eager", "function"}) {
     expect_counted(dir, kLstmInput, mode, 265482 - 2 * 512, kContractionPerSample, kLstmMatmuls);
   }
-  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -147,9 +147,8 @@ TEST(WorkerBackendTest, TorchEagerHasPerOpTimesOfTheCapturedOps) {
 
 TEST(WorkerBackendTest, TorchExportProgramsCountLikeTheBuiltInNetwork) {
   // a user's model file: the reference cnn written by torch.export.save
-  const std::string file = testing::TempDir() + "neuralcost_cnn.pt2";
-  const std::string command = worker::python_interpreter() + " " NEURALCOST_SOURCE_DIR "/tests/workers/export_program.py cnn 2 " + file;
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  // written by CTest's fixture worker_model_files (tests/workers/make_model_files.sh)
+  const std::string file = NEURALCOST_MODEL_FILES "/cnn.pt2";
   ModelRequest request;
   request.model = file;
   request.input_shapes = {{2, 3, 32, 32}};

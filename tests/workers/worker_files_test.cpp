@@ -1,5 +1,5 @@
 // Model files in the Python workers through the CLI: a two-input model that takes token ids
-// (tests/workers/make_token_model.py, written with the project's .venv) runs in the backend its
+// (tests/workers/make_token_model.py, written with the project's .venv by the fixture) runs in the backend its
 // file calls for (.pt2: torch, a SavedModel: tensorflow) with inputs by name, dtype and value
 // range, and the inputs' errors name the model's own inputs.
 #include <unistd.h>
@@ -25,23 +25,14 @@ const std::string kQuick =
     " --threads 1 --budget 0.2 --warmup 2 --warmup-seconds 0 --layer-runs 2 --target-ci 0.5 --format json";
 const std::string kInputs = " --input ids=2x8:int64:0..1000 --input mask=2x8";
 
+/// The token model's files, written once per test run by CTest's fixture worker_model_files
+/// (tests/workers/make_model_files.sh).
 class WorkerFilesTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = ::testing::TempDir() + "/nc_worker_files_" + std::to_string(::getpid());
-    std::filesystem::create_directories(dir_);
-    for (const char* kind : {"export", "savedmodel"}) {
-      const std::string command = worker::python_interpreter() +
-                                  " " NEURALCOST_SOURCE_DIR "/tests/workers/make_token_model.py " + kind + " " +
-                                  file(kind) + " 2>/dev/null";
-      ASSERT_EQ(std::system(command.c_str()), 0) << command;
-    }
+  static std::string file(const std::string& kind) {
+    return std::string(NEURALCOST_MODEL_FILES) + (kind == "export" ? "/token.pt2" : "/token_saved");
   }
-  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
-  static std::string file(const std::string& kind) { return dir_ + (kind == "export" ? "/token.pt2" : "/token_saved"); }
-  static std::string dir_;
 };
-std::string WorkerFilesTest::dir_;
 
 /// The one run of a profile that must succeed.
 nlohmann::json only_run(const CliResult& r) {
