@@ -104,7 +104,7 @@ class Step:
         self.step = step
         self.jitted = jax.jit(step, donate_argnums=(0, 1)) if mode == "jit" else None
         self.environment = dict(training.contract(train, self.loss, out.shape))
-        self.environment["train.step"] = (
+        self.environment["train_step_implementation"] = (
             "jax.value_and_grad of the loss, optimizer written in jax.numpy (torch.optim's formulas); "
             + ("one jax.jit program, parameters and optimizer state donated" if self.jitted is not None
                else "eager: jax.disable_jit(), primitive by primitive")

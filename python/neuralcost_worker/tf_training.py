@@ -101,7 +101,7 @@ class Step:
         self.fn = step if mode == "eager" else tf.function(step, jit_compile=mode == "xla")
         self.mode = mode
         self.environment = dict(training.contract(train, self.loss, y.shape.as_list()))
-        self.environment["train.step"] = (
+        self.environment["train_step_implementation"] = (
             "tf.GradientTape, optimizer written in tf ops (torch.optim's formulas; not tf.keras.optimizers), "
             "its state in tf.Variables; " + {"eager": "eager, op by op", "function": "the whole step one tf.function",
                                              "xla": "the whole step one tf.function(jit_compile=True)"}[mode]

@@ -100,17 +100,20 @@ def targets(train, loss, output_shape, dtype=np.float32):
 
 
 def contract(train, loss, output_shape):
-    """The step's settings as the build reply's environment records them (strings)."""
-    env = {"train.optimizer": train["optimizer"]}
+    """The step's settings as the build reply's environment records them (strings), under the
+    contract keys LibTorch uses too: train_loss (the loss's name), train_labels (how its labels or
+    target were drawn), and train_applied (the optimizer and the hyperparameters it was built with,
+    beside the tool's own train_optimizer and train_hyperparameters)."""
+    applied = [train["optimizer"]]
     for key in USES[train["optimizer"]]:
         value = train[key]
-        env[f"train.{key}"] = ",".join(f"{v:g}" for v in value) if isinstance(value, tuple) else f"{value:g}"
+        applied.append(f"{key} " + (",".join(f"{v:g}" for v in value) if isinstance(value, tuple) else f"{value:g}"))
     seed = train["labels_seed"]
+    env = {"train_loss": loss, "train_applied": ", ".join(applied)}
     if loss == "cross_entropy":
-        env["train.loss"] = (f"cross_entropy, mean over the batch, labels numpy.random.default_rng({seed})"
-                             f".integers(0, {output_shape[1]}, {output_shape[0]})")
+        env["train_labels"] = (f"int class labels numpy.random.default_rng({seed}).integers(0, {output_shape[1]}, "
+                               f"{output_shape[0]}), mean over the batch")
     else:
-        env["train.loss"] = (f"mse, mean over all elements, target numpy.random.default_rng({seed})"
-                             f".standard_normal({list(output_shape)})")
-    env["train.labels_seed"] = str(seed)
+        env["train_labels"] = (f"target numpy.random.default_rng({seed}).standard_normal({list(output_shape)}), "
+                               "mean over all elements")
     return env

@@ -56,8 +56,9 @@ TEST(TorchWorkerTraining, EagerStepTrainsReportsItsPeakAndPhases) {
   EXPECT_GE(*m->start_bytes, 3 * params);            // parameters and Adam's two moments
   EXPECT_GE(m->peak_bytes, *m->start_bytes + params);  // every gradient at once
   const auto env = model->environment();
-  EXPECT_THAT(env.at("train.loss"), ::testing::StartsWith("cross_entropy"));
-  EXPECT_EQ(env.at("train.optimizer"), "adam");
+  EXPECT_EQ(env.at("train_loss"), "cross_entropy");  // the keys LibTorch writes too
+  EXPECT_THAT(env.at("train_labels"), HasSubstr("integers(0, 10, "));
+  EXPECT_THAT(env.at("train_applied"), ::testing::StartsWith("adam, learning_rate "));
   EXPECT_LT(number(env, "train_loss_last"), 0.8 * number(env, "train_loss_first"));
   const LayerTiming t = model->profile_layers(2);
   EXPECT_TRUE(t.step_phases);

@@ -164,9 +164,9 @@ class WorkerModel final : public PreparedModel {
     training_ = run.train.has_value();
     if (training_) build["train"] = train_request(*run.train);
     const json built = process_.request(build, Seconds(timeout_));
-    if (training_ && !member(built, "environment").contains("train.loss")) {
+    if (training_ && !member(built, "environment").contains("train_loss")) {
       throw Error(ErrorCode::kUnimplemented, fmt::format("the {} worker built '{}' without training it (its build reply "
-                                                         "names no train.loss): it would time forward passes as steps",
+                                                         "names no train_loss): it would time forward passes as steps",
                                                          framework, request.model));
     }
     name_ = built.value("name", request.model);
