@@ -8,6 +8,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/model_inputs.hpp"
+#include "neuralcost/training/training.hpp"
 
 namespace neuralcost {
 
@@ -36,7 +37,7 @@ std::vector<StudyCell> study_cells(const std::vector<ModelBackends>& plan, const
 
 nlohmann::json study_settings(const ModelRequest& base, const ProfileOptions& options, const std::string& hardware_id) {
   const TimingOptions& t = options.timing;
-  return {{"seq", base.seq},
+  nlohmann::json settings = {{"seq", base.seq},
           {"width", base.width},
           {"depth", base.depth},
           {"dtype", std::string(dtype_name(base.dtype))},
@@ -48,6 +49,23 @@ nlohmann::json study_settings(const ModelRequest& base, const ProfileOptions& op
           {"device", options.run.device},
           {"threads", options.run.threads},
           {"hardware_id", hardware_id}};
+  // a training study's cells are steps, not forward passes: resuming one with the other's
+  // settings is refused; the step's settings are the workload's (a file without it is forward)
+  settings["workload"] = "forward";
+  if (options.run.train) {
+    const TrainRun& train = *options.run.train;
+    settings["workload"] = {{"step", "train"},
+                            {"optimizer", std::string(optimizer_name(train.options.optimizer))},
+                            {"precision", std::string(precision_name(train.options.precision))},
+                            {"checkpoint", checkpoint_name(train.options.checkpoint)},
+                            {"learning_rate", train.hyper.learning_rate},
+                            {"momentum", train.hyper.momentum},
+                            {"betas", {train.hyper.beta1, train.hyper.beta2}},
+                            {"eps", train.hyper.eps},
+                            {"weight_decay", train.hyper.weight_decay_for(train.options.optimizer)},
+                            {"labels_seed", train.hyper.labels_seed}};
+  }
+  return settings;
 }
 
 std::string settings_difference(const nlohmann::json& in_file, const nlohmann::json& now) {
@@ -81,7 +99,11 @@ StudyProgress read_study_progress(const std::string& path) {
       throw Error(ErrorCode::kDataLoss, fmt::format("{}:{}: not a results line (JSON object)", path, number));
     }
     if (!j.contains("model")) {
-      if (!p.has_header && j.contains("study")) p.settings = j["study"];
+      if (!p.has_header && j.contains("study")) {
+        p.settings = j["study"];
+        // written before training studies existed: its cells are forward passes
+        if (p.settings.is_object() && !p.settings.contains("workload")) p.settings["workload"] = "forward";
+      }
       p.has_header = true;
       continue;
     }

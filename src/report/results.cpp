@@ -334,11 +334,15 @@ void read_lines(std::string_view text, Reader& reader) {
 
 }  // namespace
 
-CellKey cell_of(const ResultRun& run) { return {run.model, run.backend, run.mode, run.device, run.batch}; }
+CellKey cell_of(const ResultRun& run) {
+  const auto workload = run.contract.find("workload");
+  const bool training = workload != run.contract.end() && workload->second == "train";
+  return {run.model, run.backend, run.mode, run.device, run.batch, training};
+}
 
 std::string cell_name(const CellKey& c) {
-  return fmt::format("{}, {} {}, batch {}{}", c.model, c.backend, c.mode, c.batch,
-                     c.device == "cpu" ? "" : " on " + c.device);
+  return fmt::format("{}, {} {}, batch {}{}{}", c.model, c.backend, c.mode, c.batch,
+                     c.device == "cpu" ? "" : " on " + c.device, c.training ? ", training step" : "");
 }
 
 const HardwareSpec* find_hardware(const ResultsFile& results, const std::string& id) {

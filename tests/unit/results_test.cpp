@@ -359,6 +359,23 @@ TEST(CompareTest, ARepeatedCellComparesItsLastRun) {
   EXPECT_THAT(c.warnings[0], HasSubstr("a.jsonl:3: ff, jax eager, batch 1 appears again (a.jsonl:2)"));
 }
 
+TEST(CompareTest, ATrainingStepIsAnotherWorkloadThanTheForwardPass) {
+  json step = run_json("ff", "eager", 1, around(3e-3, 20));
+  step["contract"] = {{"workload", "train"}, {"train_optimizer", "adam"}};
+  const ResultsFile before = parse_results(jsonl({run_json("ff", "eager", 1, around(1e-3, 20))}), "b.jsonl");
+  const ResultsFile after = parse_results(jsonl({step}), "a.jsonl");
+  const ResultsComparison c = compare_results(before, after);
+  EXPECT_TRUE(c.cells.empty()) << "a step compared with a forward pass would read as 3x slower";
+  ASSERT_EQ(c.only_before.size(), 1u);
+  ASSERT_EQ(c.only_after.size(), 1u);
+  EXPECT_EQ(cell_name(c.only_before[0]), "ff, jax eager, batch 1");
+  EXPECT_EQ(cell_name(c.only_after[0]), "ff, jax eager, batch 1, training step");
+  // steps against steps compare
+  const ResultsComparison steps = compare_results(after, after);
+  ASSERT_EQ(steps.cells.size(), 1u);
+  EXPECT_TRUE(steps.cells[0].cell.training);
+}
+
 TEST(CompareTest, RealResultsCompareEveryCell) {
   const ResultsComparison c =
       compare_results(read_results(kResults + "before.jsonl"), read_results(kResults + "after.jsonl"));

@@ -71,14 +71,16 @@ struct ResultRun {
   bool mistrusted() const { return verdict == "mistrusted"; }
 };
 
-/// The workload a run measured: runs of two files match when these are equal.
+/// The workload a run measured: runs of two files match when these are equal. A training step
+/// (contract workload = train) is another workload than the forward pass of the same cell.
 struct CellKey {
   std::string model, backend, mode, device;
   std::int64_t batch = 0;
+  bool training = false;
   auto operator<=>(const CellKey&) const = default;
 };
 CellKey cell_of(const ResultRun& run);
-/// "transformer, jax jit, batch 4" (plus " on cuda:0" off the CPU).
+/// "transformer, jax jit, batch 4" (plus " on cuda:0" off the CPU, ", training step" for one).
 std::string cell_name(const CellKey& cell);
 
 struct ResultsFile {

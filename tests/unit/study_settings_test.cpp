@@ -1,0 +1,48 @@
+// A study's settings header (measure/study.hpp): what --resume checks before appending cells. A
+// training study's cells are steps: resuming one with forward settings, or the other way, is
+// refused by name; a header without a workload (written before training studies) is forward.
+#include <cstdio>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "neuralcost/measure/study.hpp"
+
+namespace neuralcost {
+namespace {
+
+TEST(StudySettingsTest, ATrainingStudyCannotResumeAForwardOneNorTheOtherWay) {
+  ModelRequest base;
+  ProfileOptions forward;
+  const nlohmann::json f = study_settings(base, forward, "host");
+  EXPECT_EQ(f["workload"], "forward");
+  ProfileOptions train = forward;
+  train.run.train = TrainRun{};
+  train.run.train->options.optimizer = Optimizer::kSgd;
+  const nlohmann::json t = study_settings(base, train, "host");
+  EXPECT_EQ(t["workload"]["step"], "train");
+  EXPECT_EQ(t["workload"]["optimizer"], "sgd");
+  EXPECT_EQ(settings_difference(f, t).rfind("workload: \"forward\" in the file, {", 0), 0u) << settings_difference(f, t);
+  EXPECT_EQ(settings_difference(t, f).rfind("workload: {", 0), 0u);
+  EXPECT_EQ(settings_difference(t, t), "");
+  // another optimizer or learning rate is another study
+  ProfileOptions adam = train;
+  adam.run.train->options.optimizer = Optimizer::kAdam;
+  adam.run.train->hyper.learning_rate = 0.01;
+  EXPECT_EQ(settings_difference(t, study_settings(base, adam, "host")).rfind("workload: ", 0), 0u);
+}
+
+TEST(StudySettingsTest, AFileFromBeforeTrainingStudiesResumesAsAForwardStudy) {
+  ModelRequest base;
+  ProfileOptions forward;
+  nlohmann::json old = study_settings(base, forward, "host");
+  old.erase("workload");
+  const std::string path = ::testing::TempDir() + "/nc_old_study.jsonl";
+  std::ofstream(path) << nlohmann::json{{"study", old}}.dump() << "\n";
+  const StudyProgress p = read_study_progress(path);
+  std::remove(path.c_str());
+  EXPECT_EQ(settings_difference(p.settings, study_settings(base, forward, "host")), "");
+}
+
+}  // namespace
+}  // namespace neuralcost
