@@ -3,13 +3,17 @@
 
 #include <dlfcn.h>
 
+#include <chrono>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "backends/plugin_backend.hpp"
+#include "neuralcost/core/call_thread.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
 #include "neuralcost/gpu/kernel_counters.hpp"
@@ -20,6 +24,9 @@ namespace neuralcost {
 namespace {
 
 constexpr int kCudaPluginVersion = 1;
+// the most a calibration (or the counter check) may take on the device: far more than its
+// kernels should need (never measured here: no GPU has run this code yet)
+constexpr std::chrono::seconds kGpuCallDeadline{600};
 
 /// The spec field each ceiling is compared with; a rate above it cannot be true.
 struct Datasheet {
@@ -259,25 +266,42 @@ GpuCalibration calibrate_gpu(const std::string& device, bool quick, bool counter
     throw Error(ErrorCode::kNotFound, fmt::format("{}: the CUDA plugin {} is not version {} of its interface (rebuild it)",
                                                   device, path, kCudaPluginVersion));
   }
-  char* json = nullptr;
-  char* error = nullptr;
-  const int rc = run(d.index, quick ? 1 : 0, &json, &error);
-  const std::string text = json ? json : "", message = error ? error : "";
-  if (json) release(json);
-  if (error) release(error);
-  if (rc != 0) throw Error(ErrorCode::kInternal, fmt::format("{}: GPU calibration failed: {}", device, message));
+  // the kernels run in this process: a call that never returns (a hung kernel, a wedged driver)
+  // fails the calibration at a deadline instead of hanging the command (core/call_thread.hpp)
+  CallThread thread("the CUDA plugin");
+  struct Answer {
+    int rc = -1;
+    std::string text, message;
+  };
+  const auto call = [release](const std::function<int(char**, char**)>& f) {
+    auto answer = std::make_shared<Answer>();
+    return std::make_pair(answer, [answer, f, release] {
+      char* json = nullptr;
+      char* error = nullptr;
+      answer->rc = f(&json, &error);
+      answer->text = json ? json : "";
+      answer->message = error ? error : "";
+      if (json) release(json);
+      if (error) release(error);
+    });
+  };
+  auto [calibrated, calibrate] = call([run, index = d.index, quick](char** j, char** e) { return run(index, quick ? 1 : 0, j, e); });
+  thread.run(calibrate, kGpuCallDeadline, fmt::format("GPU calibration on {}", device));
+  const std::string text = calibrated->text;
+  if (calibrated->rc != 0) {
+    throw Error(ErrorCode::kInternal, fmt::format("{}: GPU calibration failed: {}", device, calibrated->message));
+  }
   std::vector<CounterCheck> checks;
   if (counters) {
     using Check = int (*)(int, char**, char**);
     auto check = reinterpret_cast<Check>(::dlsym(h, "neuralcost_cuda_counter_check"));
     if (!check) throw Error(ErrorCode::kNotFound, fmt::format("{}: the CUDA plugin {} has no counter check", device, path));
-    json = error = nullptr;
-    const int crc = check(d.index, &json, &error);
-    const std::string ctext = json ? json : "", cmessage = error ? error : "";
-    if (json) release(json);
-    if (error) release(error);
-    if (crc != 0) throw Error(ErrorCode::kNotFound, fmt::format("{}: hardware counters not available here: {}", device, cmessage));
-    checks = parse_counter_check(ctext, path);
+    auto [checked, run_check] = call([check, index = d.index](char** j, char** e) { return check(index, j, e); });
+    thread.run(run_check, kGpuCallDeadline, fmt::format("the counter check on {}", device));
+    if (checked->rc != 0) {
+      throw Error(ErrorCode::kNotFound, fmt::format("{}: hardware counters not available here: {}", device, checked->message));
+    }
+    checks = parse_counter_check(checked->text, path);
   }
   const HardwareDatabase& db = HardwareDatabase::builtin();
   std::string name;
