@@ -48,7 +48,7 @@ class PageFaultSampler final : public Sampler {
 /// the load other processes and the hypervisor put on its CPUs meanwhile (measure/load.hpp).
 class CpuEnvironment final : public RunEnvironment {
  public:
-  std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel& model) const override {
+  std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel& model, std::int64_t) const override {
     std::vector<std::unique_ptr<Sampler>> s;
     s.push_back(std::make_unique<PageFaultSampler>(model));
     s.push_back(make_load_sampler());
@@ -90,11 +90,12 @@ class CpuEnvironment final : public RunEnvironment {
 class CudaEnvironment final : public RunEnvironment {
  public:
   explicit CudaEnvironment(int index) : index_(index), power_(std::make_shared<PowerLog>()) {}
-  std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel&) const override {
+  std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel&, std::int64_t batch) const override {
     std::vector<std::unique_ptr<Sampler>> s;
     std::string why;
     if (std::unique_ptr<PowerReader> reader = open_power_reader(index_, why)) {
-      s.push_back(std::make_unique<PowerSampler>(std::move(reader), 0, power_));
+      // with the batch: energy per sample and samples per joule beside the energy per pass
+      s.push_back(std::make_unique<PowerSampler>(std::move(reader), static_cast<int>(batch), power_));
     } else {
       power_->source = why;
     }

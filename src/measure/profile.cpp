@@ -230,7 +230,7 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
     OpGraph forward = model->captured_graph();
     run.analysis = options.run.train ? analyze(training_step(forward, options.run.train->options), hw, {request.batch})
                                      : analyze(std::move(forward), hw, {request.batch});
-    const std::vector<std::unique_ptr<Sampler>> samplers = device->samplers(*model);
+    const std::vector<std::unique_ptr<Sampler>> samplers = device->samplers(*model, request.batch);
     TimedCallable work{[&] { model->run(); }, [&] { model->synchronize(); }, [&] { return model->last_run_seconds(); }, {}};
     for (const auto& s : samplers) work.samplers.push_back(s.get());
     run.timing = time_until_stable(work, options.timing);

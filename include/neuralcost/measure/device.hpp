@@ -55,8 +55,9 @@ std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, cons
 class RunEnvironment {
  public:
   virtual ~RunEnvironment() = default;
-  /// Samplers for the timed phase of `model` (they live as long as the run).
-  virtual std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel& model) const = 0;
+  /// Samplers for the timed phase of `model`, whose passes carry `batch` samples each (for the
+  /// per-sample figures, e.g. a GPU's energy per sample); they live as long as the run.
+  virtual std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel& model, std::int64_t batch) const = 0;
   /// How the samples of `timing` were taken, for the contract's "clock".
   virtual std::string clock(const TimingResult& timing) const = 0;
   /// Adds the device's facts to `contract` (which already holds the backend's environment) and
