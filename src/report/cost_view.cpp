@@ -26,13 +26,13 @@ json cost_json(const ResultsFile& results, const CostReport& cost) {
          {"tool", {{"name", "neural-cost"}, {"version", std::string(kVersion)}}},
          {"results", results.path},
          {"currency", cost.currency},
-         {"training", "not available: neural-cost makes no training runs yet, so there is no step time to price "
-                      "and no cost to a quality target"},
+         {"training", kTrainingCostNote},
          {"warnings", cost.warnings}};
   j["runs"] = json::array();
   for (std::size_t i = 0; i < results.runs.size(); ++i) {
     const ResultRun& r = results.runs[i];
     json run{{"model", r.model}, {"backend", r.backend}, {"mode", r.mode}, {"batch", r.batch},
+             {"workload", cell_of(r).training ? "train" : "forward"},
              {"device", r.device}, {"hardware_id", r.hardware_id}, {"verdict", r.verdict}};
     if (!r.failed()) {
       run["median_seconds"] = r.median_seconds;
@@ -67,18 +67,20 @@ std::string render_cost(const ResultsFile& results, const CostReport& cost, Form
   if (format == Format::kJson) return report::json_text(cost_json(results, cost));
   report::Table t;
   t.headers = {"model", "backend", "mode", "batch", "price/h", "per sample", "per 1M samples", "per 1M tokens",
-               "above bound /1M", "costliest layer"};
+               "above bound /1M", "costliest layer", "workload"};
   t.raw_headers = {"model", "backend", "mode", "batch", "price_per_hour", "per_sample", "per_million_samples",
-                   "per_million_tokens", "above_bound_per_million_samples", "costliest_layer"};
-  t.right_align = {false, false, false, true, true, true, true, true, true, false};
+                   "per_million_tokens", "above_bound_per_million_samples", "costliest_layer", "workload"};
+  t.right_align = {false, false, false, true, true, true, true, true, true, false, false};
   const std::string& cur = cost.currency;
   for (std::size_t i = 0; i < results.runs.size(); ++i) {
     const ResultRun& r = results.runs[i];
     std::vector<Cell> row = {{r.model, ""}, {r.backend, ""}, {r.mode, ""}, {std::to_string(r.batch), ""}};
+    const Cell workload{cell_of(r).training ? "train" : "forward", ""};
     const std::optional<RunCost>& c = i < cost.runs.size() ? cost.runs[i] : std::nullopt;
     if (!c) {
       const std::string why = r.failed() ? "failed" : "no price";
       for (int k = 0; k < 6; ++k) row.push_back({k == 0 ? why : "-", ""});
+      row.push_back(workload);
       t.rows.push_back(row);
       continue;
     }
@@ -95,13 +97,13 @@ std::string render_cost(const ResultsFile& results, const CostReport& cost, Form
     row.push_back(c->per_million_tokens ? money_cell(*c->per_million_tokens, cur) : Cell{"-", ""});
     row.push_back({report::money(c->above_bound_per_million_samples, cur), fmt::format("{}", c->above_bound_per_million_samples)});
     row.push_back({layer, layer_raw});
+    row.push_back(workload);
     t.rows.push_back(row);
   }
   std::string out = report::render_table(t, format);
   if (format == Format::kCsv) return out;
   out += fmt::format("\ncost = price per hour / 3600 x median / batch; intervals from the 95% CI of the median; per "
-                     "token: samples x sequence length (rnn, lstm, transformer). Training cost to a quality target is "
-                     "not available: no training runs yet.\n");
+                     "token: samples x sequence length (rnn, lstm, transformer). {}\n", kTrainingCostNote);
   for (const std::string& w : cost.warnings) {
     out += (format == Format::kMarkdown ? report::markdown_text("warning: " + w) : terminal_text("warning: " + w)) + "\n";
   }

@@ -758,7 +758,7 @@ std::string cost_section(const ResultsFile& results, const CostReport& cost) {
       "<p class=\"note\">cost = price per hour / 3600 &times; median / batch; the intervals are the 95% CI of the "
       "median, priced the same way; per token: samples &times; sequence length (rnn, lstm, transformer). "
       "&ldquo;Above bound&rdquo; is the time above the roofline lower bound, priced: what leaving the run as it is "
-      "costs. Training cost to a quality target is not available: neural-cost makes no training runs yet.</p>\n"
+      "costs. " + html_text(kTrainingCostNote) + "</p>\n"
       "<table><thead><tr><th>run</th><th>price/h</th><th>per sample</th><th>per 1M samples</th><th>per 1M tokens</th>"
       "<th>above bound /1M samples</th><th>costliest layer above its bound /1M samples</th></tr></thead><tbody>\n";
   struct TopLayer {

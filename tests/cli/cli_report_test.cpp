@@ -91,7 +91,8 @@ TEST(CliReportTest, CostTablesAndAPriceFile) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("per 1M samples"));
   EXPECT_THAT(r.out, HasSubstr("1.5 EUR"));
-  EXPECT_THAT(r.out, HasSubstr("Training cost to a quality target is not available"));
+  EXPECT_THAT(r.out, HasSubstr("A training run (profile --train) is priced per training sample"));
+  EXPECT_THAT(r.out, HasSubstr("Training cost to a quality target is not available: it needs the steps"));
   r = run_cli("cost " + kResults + "before.jsonl --price-file " + prices + " --format csv");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ::testing::StartsWith("model,backend,mode,batch,price_per_hour,per_sample,"));
@@ -100,7 +101,7 @@ TEST(CliReportTest, CostTablesAndAPriceFile) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("no price for hardware 'host'"));
   r = run_cli("cost --help");
-  EXPECT_THAT(r.out, HasSubstr("Training cost to a quality target is not available yet"));
+  EXPECT_THAT(r.out, HasSubstr("Training cost to a quality target is not available: it needs the steps"));
   std::filesystem::remove(prices);
   std::filesystem::remove(other);
 }

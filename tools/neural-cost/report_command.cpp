@@ -16,9 +16,6 @@ constexpr const char* kResultsHelp =
     "Results file: `profile --format json` output, or JSON Lines (one run per line, optionally after a "
     "{\"hardware\": ...} header line; docs/json-schema.md#results-lines)";
 
-constexpr const char* kTrainingNote =
-    "Training cost to a quality target is not available yet: neural-cost makes no training runs, so there is no "
-    "step time to price.";
 
 /// Reads a results file, printing what was skipped; an error when no run is left.
 ResultsFile read_for_report(const std::string& path) {
@@ -178,7 +175,7 @@ void add_report_commands(CLI::App& app) {
     cmd->add_option("--baseline", args->baseline,
                     "An earlier results file: adds a section comparing every matching cell (see `compare`)");
     cmd->add_option("--alpha", args->alpha, "Significance level of the comparison's test")->capture_default_str();
-    cmd->footer(kTrainingNote);
+    cmd->footer(kTrainingCostNote);
     cmd->callback([args, cmd] { run_report(*args, *cmd); });
   }
   {
@@ -195,7 +192,7 @@ void add_report_commands(CLI::App& app) {
     cmd->add_option("-o,--output", args->output,
                     "Write to this file (atomically) instead of stdout; without --format, the format follows its "
                     "extension (.json, .csv, .md)");
-    cmd->footer(kTrainingNote);
+    cmd->footer(kTrainingCostNote);
     cmd->callback([args, cmd] { run_cost(*args, *cmd); });
   }
   {

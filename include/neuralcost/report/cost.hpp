@@ -5,8 +5,10 @@
 // timing's 95% CI of the median; per layer, the money spent above its roofline lower bound
 // ((measured - bound) x price), so a report can say which layer costs most to leave as it is.
 //
-// Training cost to a quality target (price x step time x steps to the target) needs training
-// runs, which profile does not make yet: it is not offered rather than guessed.
+// A training run (profile --train: its contract's workload is train) is priced the same way: per
+// sample is one training sample's share of a step (price x step time / batch). Training cost to a
+// quality target (x steps to reach it) needs the steps, which neural-cost does not measure: it is
+// not offered rather than guessed (kTrainingCostNote says so in every view).
 #pragma once
 
 #include <cstdint>
@@ -65,6 +67,11 @@ struct RunCost {
   double above_bound_per_million_samples = 0;
   std::vector<LayerCost> layers;  ///< layers with time above their bound, most money first
 };
+
+/// What the cost views say about training runs and the cost to a quality target.
+inline constexpr const char* kTrainingCostNote =
+    "A training run (profile --train) is priced per training sample: price x step time / batch. Training cost to a "
+    "quality target is not available: it needs the steps to reach the target, which neural-cost does not measure.";
 
 /// The cost of one measured run at `price_per_hour`; nullopt for a failed run.
 std::optional<RunCost> run_cost(const ResultRun& run, double price_per_hour);
