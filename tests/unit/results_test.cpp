@@ -4,6 +4,7 @@
 #include "neuralcost/report/cost.hpp"
 #include "neuralcost/report/findings.hpp"
 #include "neuralcost/report/results.hpp"
+#include "neuralcost/report/report_views.hpp"
 #include "neuralcost/report/results_comparison.hpp"
 
 #include <fstream>
@@ -251,6 +252,24 @@ TEST(CostTest, CostPerSampleIsPriceTimesMedianOverBatchForEveryRun) {
       EXPECT_GE(c.layers[k - 1].above_bound_per_million_samples, c.layers[k].above_bound_per_million_samples);
     }
   }
+}
+
+TEST(CostTest, ATrainingStepIsPricedPerTrainingSampleAndSaysSo) {
+  json step = run_json("ff", "eager", 8, around(4e-3, 20));
+  step["contract"] = {{"workload", "train"}};
+  const ResultsFile r = parse_results(jsonl({run_json("ff", "eager", 8, around(1e-3, 20)), step}), "t.jsonl");
+  PriceList prices;
+  prices.per_hour = 3.6;
+  const CostReport cost = cost_of(r, prices);
+  ASSERT_TRUE(cost.runs[1]);
+  EXPECT_DOUBLE_EQ(cost.runs[1]->per_sample.value, 3.6 / 3600 * r.runs[1].median_seconds / 8);
+  const json j = cost_json(r, cost);
+  EXPECT_EQ(j["runs"][0]["workload"], "forward");
+  EXPECT_EQ(j["runs"][1]["workload"], "train");
+  EXPECT_EQ(j["training"], kTrainingCostNote);
+  const std::string table = render_cost(r, cost, Format::kCsv);
+  EXPECT_THAT(table, HasSubstr(",forward\n"));
+  EXPECT_THAT(table, HasSubstr(",train\n"));
 }
 
 TEST(CostTest, SequenceModelsArePricedPerToken) {
