@@ -14,7 +14,8 @@ one extra step: the peak of bytes allocated through TensorFlow's allocator, the 
 (parameters, optimizer state) and the input included. What it counts depends on the allocator
 (TensorFlow 2.21 on x86): with oneDNN (the default) the MklCPUAllocator counts only its BFC pool
 of allocations >= 256 KiB, smaller ones go uncounted; with TF_CPU_ALLOCATOR_USE_BFC=true in the
-worker's environment one BFC allocator serves and counts all; with TF_ENABLE_ONEDNN_OPTS=0 alone
+worker's environment (neural-cost starts training workers with it) one BFC allocator serves and
+counts all; with TF_ENABLE_ONEDNN_OPTS=0 alone
 there are no statistics. A 4 KiB probe tensor tells which, and the source says it. In xla mode
 XLA's buffers (temporaries included) come from the same allocator (checked: a jit-compiled
 function's 4 MB temporary shows in the peak); memory that oneDNN or Eigen allocate themselves,

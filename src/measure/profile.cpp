@@ -126,9 +126,10 @@ void compare_with_ledger(ProfileRun& run, const OpGraph& forward, const Training
   const std::uint64_t peak = run.step_memory->peak_bytes;
   const std::string where = peak < lower ? "below" : peak > upper ? "above" : "inside";
   run.contract["memory_verdict"] =
-      fmt::format("measured peak {} B is {} the ledger's [{}, {}] B (resident {} B + activations [{}, {}] B)", peak,
-                  where, lower, upper, ledger.resident_bytes(), lower - ledger.resident_bytes(),
-                  upper - ledger.resident_bytes());
+      fmt::format("measured peak {} B is {} the ledger's [{}, {}] B (parameters, buffers and optimizer state {} B + "
+                  "gradients, activations and temporaries [{}, {}] B)",
+                  peak, where, lower, upper, ledger.persistent_bytes(), lower - ledger.persistent_bytes(),
+                  upper - ledger.persistent_bytes());
   if (where != "inside") {
     run.warnings.push_back(fmt::format("the measured peak memory ({} B) is {} the ledger's interval [{}, {}] B: {}",
                                        peak, where, lower, upper,

@@ -7,7 +7,7 @@
 //   - the loss: everything kept, the graph outputs and their gradients;
 //   - the backward of op j: what j and its grad-ancestors keep (an ancestor's backward needs
 //     j's input gradients, so it comes later), what j's segment keeps while it is recomputed,
-//     plus j's output and input gradients.
+//     plus j's output and input gradients and the gradients of j's parameters.
 // "What the ancestors keep" is a bitset over kept storages OR-ed along gradient edges, 64
 // storages per pass; a table of byte sums per 8 bits adds a word up in 8 lookups.
 // Upper bound: nothing is freed (one segment's recomputed internals at a time), plus the
@@ -106,9 +106,15 @@ Moments propagate(const Index& ix, const std::vector<std::int64_t>& op_segment,
   return m;
 }
 
-void lower_bound(const OpGraph& g, const Index& ix, const std::vector<std::int64_t>& op_segment, ActivationMemory& a) {
+void lower_bound(const OpGraph& g, const Index& ix, const std::vector<std::int64_t>& op_segment,
+                 std::uint64_t parameter_grad_bytes, ActivationMemory& a) {
   const std::size_t n = g.size();
-  auto consider = [&](std::uint64_t kept, std::uint64_t transient, std::size_t op, MemoryPhase phase) {
+  auto consider = [&](std::uint64_t kept, std::uint64_t transient, std::size_t op, MemoryPhase phase,
+                      std::uint64_t parameter_grads = 0) {
+    if (op == kNoOp || kept + transient + parameter_grads > a.lower_with_parameter_gradients_bytes) {
+      a.lower_with_parameter_gradients_bytes = kept + transient + parameter_grads;
+      a.lower_with_parameter_gradients_op = op == kNoOp ? "loss" : g.op(op).name;
+    }
     if (op != kNoOp && kept + transient <= a.lower_bound_bytes) return;
     a.lower_bound_bytes = kept + transient;
     a.peak_saved_bytes = kept;
@@ -149,7 +155,17 @@ void lower_bound(const OpGraph& g, const Index& ix, const std::vector<std::int64
     if (!is_view(g.op(i))) {  // a view's input gradient is a view of its output gradient
       for (std::size_t t : ix.op_in[i]) grads += ix.tensors[t].needs_grad ? ix.tensors[t].grad_bytes : 0;
     }
-    consider(m.backward_kept[i], grads, i, MemoryPhase::kBackward);
+    // the gradients of its own trainable parameters, which this backward writes (no other
+    // parameter gradient must exist yet: a weight gradient may be computed as late as the
+    // optimizer needs it)
+    std::uint64_t parameter_grads = 0;
+    std::vector<std::string> seen;
+    for (const ParameterDesc& p : g.op(i).parameters) {
+      if (!p.trainable || std::find(seen.begin(), seen.end(), p.id) != seen.end()) continue;
+      seen.push_back(p.id);
+      parameter_grads += p.elements() * parameter_grad_bytes;
+    }
+    consider(m.backward_kept[i], grads, i, MemoryPhase::kBackward, parameter_grads);
   }
 }
 
@@ -192,10 +208,11 @@ void largest_transient(const OpGraph& g, const Index& ix, ActivationMemory& a) {
 void activation_bounds(const OpGraph& g, const Index& ix, const std::vector<std::int64_t>& op_segment,
                        MemoryLedger& l) {
   ActivationMemory& a = l.activations;
-  lower_bound(g, ix, op_segment, a);
+  lower_bound(g, ix, op_segment, l.options.precision == Precision::kFp32 ? 4 : 2, a);
   largest_transient(g, ix, a);
   for (const Storage& st : ix.storages) {
-    if (st.kind != SavedKind::kTensor && !st.saved) continue;  // a buffer exists only when kept
+    // a buffer exists only when kept; an op's internals always (upper bound only)
+    if (st.kind != SavedKind::kTensor && !st.saved && !st.internal) continue;
     if (st.segment >= 0 && !st.escapes) {
       l.segments[static_cast<std::size_t>(st.segment)].internal_bytes += st.bytes;
     } else {

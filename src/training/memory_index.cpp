@@ -66,10 +66,15 @@ Index build_index(const OpGraph& g, Precision precision) {
     }
     ix.records[i] = records;
     const bool view = is_view(op) && !ix.op_in[i].empty();
+    // an in-place op (attribute in_place: ATen's add_, relu_, ...) writes into its first input's
+    // storage: its output is that storage, not a new one
+    const bool in_place = !view && op.attributes.get_bool("in_place", false) && !ix.op_in[i].empty() &&
+                          op.outputs.size() == 1 &&
+                          activation_bytes(op.outputs[0], precision) <= ix.storages[ix.tensors[ix.op_in[i][0]].roots.at(0)].bytes;
     for (const TensorDesc& t : op.outputs) {
       Tensor y{t, i, {}, records && carries_gradient(t.dtype), activation_bytes(t, precision)};
-      if (view) {  // an alias: a concatenation views every input, the others their first (data) input
-        const std::size_t aliased = op.kind == OpKind::kConcat ? ix.op_in[i].size() : 1;
+      if (view || in_place) {  // an alias: a concatenation views every input, the others their first (data) input
+        const std::size_t aliased = op.kind == OpKind::kConcat && view ? ix.op_in[i].size() : 1;
         for (std::size_t k = 0; k < aliased; ++k) {
           for (std::size_t r : ix.tensors[ix.op_in[i][k]].roots) push_unique(y.roots, r);
         }

@@ -24,6 +24,7 @@ struct Storage {
   std::int64_t segment = -1;     ///< recomputed checkpoint segment of the producer
   bool escapes = false;          ///< read outside its segment, or a graph output
   bool saved = false;            ///< some op or checkpoint keeps it
+  bool internal = false;         ///< an op's intermediate (OpSaves::internal_bytes): in the upper bound only
   bool global = false;           ///< kept from the forward pass to the backward pass
   std::size_t first_saver = kNoOp;
   std::size_t first_global_saver = kNoOp;

@@ -45,13 +45,19 @@ std::uint64_t MemoryLedger::resident_bytes() const {
   return total;
 }
 
+std::uint64_t MemoryLedger::persistent_bytes() const { return resident_bytes() - gradient_bytes; }
+
 std::uint64_t MemoryLedger::total_bytes(MemoryBound bound) const {
-  // the optimizer runs after the backward pass, when the activations are gone: the lower bound
-  // is the larger of the two moments; the upper bound frees nothing
-  const std::uint64_t transient = bound == MemoryBound::kLower
-                                      ? std::max(activations.lower_bound_bytes, optimizer_transient_bytes)
-                                      : checked_add(activations.upper_bound_bytes, optimizer_transient_bytes, "step memory");
-  return checked_add(resident_bytes(), transient, "step memory");
+  // lower: the activation moment (with the gradients of its own parameters) and the optimizer
+  // step (every gradient and the temporaries, the activations gone) never overlap; gradients
+  // that a framework keeps between steps only add. Upper: nothing is freed.
+  if (bound == MemoryBound::kLower) {
+    const std::uint64_t optimizer_step = checked_add(gradient_bytes, optimizer_transient_bytes, "step memory");
+    return checked_add(persistent_bytes(), std::max(activations.lower_with_parameter_gradients_bytes, optimizer_step),
+                       "step memory");
+  }
+  return checked_add(resident_bytes(), checked_add(activations.upper_bound_bytes, optimizer_transient_bytes, "step memory"),
+                     "step memory");
 }
 
 std::vector<std::size_t> biggest_savers(const MemoryLedger& ledger, std::size_t count) {
@@ -110,11 +116,23 @@ void collect_keeps(const OpGraph& g, Index& ix, MemoryLedger& l) {
     m.records = ix.records[i];
     const training::OpSaves s = training::saves_of(op, l.options.precision);
     m.rule = s.rule;
+    if (s.internal_bytes > 0) {  // made in the forward pass whether recorded or not
+      Storage st;
+      st.name = op.name + ".internals";
+      st.kind = SavedKind::kWorkspace;
+      st.bytes = s.internal_bytes;
+      st.producer = i;
+      st.internal = true;
+      ix.storages.push_back(std::move(st));
+    }
     if (!m.records) continue;
     if (s.rule == Saves::kUnknown) l.unknown_saves.push_back(op.name);
     std::vector<std::size_t>& keeps = ix.keeps[i];
-    for (std::size_t t : s.inputs ? ix.op_in[i] : std::vector<std::size_t>{}) {
-      for (std::size_t r : ix.tensors[t].roots) push_unique(keeps, r);
+    std::vector<bool> input_needs_grad;
+    for (const TensorDesc& x : op.inputs) input_needs_grad.push_back(ix.tensors[ix.id.at(x.name)].needs_grad);
+    for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+      if (!training::keeps_input(s, k, input_needs_grad)) continue;
+      for (std::size_t r : ix.tensors[ix.id.at(op.inputs[k].name)].roots) push_unique(keeps, r);
     }
     for (std::size_t t : s.outputs ? ix.op_out[i] : std::vector<std::size_t>{}) {
       for (std::size_t r : ix.tensors[t].roots) push_unique(keeps, r);

@@ -75,7 +75,8 @@ std::uint64_t normalised_rows(const OpRecord& op) {
 }
 
 /// Per layer and direction, per step: the gate activations (gates x hidden), the cell state
-/// (LSTM) and the hidden state of every layer but the last (the last is the op's output).
+/// (LSTM) and the hidden state of every layer but the last (the last is the op's output). A plain
+/// RNN's only gate is its hidden state (tanh and relu keep their output): no gate beyond it.
 std::uint64_t recurrent_workspace_elements(const OpRecord& op) {
   const TensorDesc& x = first(op.inputs, op, "input");
   if (x.shape.size() != 3) {
@@ -86,12 +87,34 @@ std::uint64_t recurrent_workspace_elements(const OpRecord& op) {
   const auto hidden = static_cast<std::uint64_t>(std::max<std::int64_t>(0, op.attributes.get_int("hidden_size")));
   const auto layers = static_cast<std::uint64_t>(std::max<std::int64_t>(1, op.attributes.get_int("num_layers", 1)));
   const std::uint64_t dirs = op.attributes.get_bool("bidirectional", false) ? 2 : 1;
-  const std::uint64_t gates = op.kind == OpKind::kLstm ? 4 : op.kind == OpKind::kGru ? 3 : 1;
+  const std::uint64_t gates = op.kind == OpKind::kLstm ? 4 : op.kind == OpKind::kGru ? 3 : 0;
   const std::uint64_t cell = op.kind == OpKind::kLstm ? 1 : 0;
   const std::uint64_t steps_and_batch = static_cast<std::uint64_t>(x.shape[0]) * static_cast<std::uint64_t>(x.shape[1]);
   const std::uint64_t per_step = checked_add(checked_mul(layers, checked_mul(gates + cell, hidden, "workspace"), "workspace"),
                                              checked_mul(layers - 1, hidden, "workspace"), "workspace");
   return checked_mul(checked_mul(steps_and_batch, dirs, "workspace"), per_step, "workspace elements");
+}
+
+/// The upper bound's view of a recurrent op run as a composite of per-step ops with nothing
+/// freed (LibTorch's CPU rnn_tanh and lstm): per step, layer and direction the two projections
+/// (input and hidden, gates x hidden each), their sum and its activation (gates x hidden each),
+/// the cell's elementwise intermediates (LSTM c, tanh c, f*c, i*g; GRU r*(W h), (1-z)*n, z*h),
+/// the hidden state (a plain RNN's is its activation) and the layer's stacked output; less what
+/// is counted already: the kept workspace and the output (the last layer's stack).
+std::uint64_t recurrent_internal_elements(const OpRecord& op, std::uint64_t workspace_elements) {
+  const TensorDesc& x = first(op.inputs, op, "input");
+  const TensorDesc& y = first(op.outputs, op, "output");
+  const auto hidden = static_cast<std::uint64_t>(std::max<std::int64_t>(0, op.attributes.get_int("hidden_size")));
+  const auto layers = static_cast<std::uint64_t>(std::max<std::int64_t>(1, op.attributes.get_int("num_layers", 1)));
+  const std::uint64_t dirs = op.attributes.get_bool("bidirectional", false) ? 2 : 1;
+  const std::uint64_t gates = op.kind == OpKind::kLstm ? 4 : op.kind == OpKind::kGru ? 3 : 1;
+  const std::uint64_t cell = op.kind == OpKind::kLstm ? 4 : op.kind == OpKind::kGru ? 3 : 0;
+  const std::uint64_t state = op.kind == OpKind::kRnn ? 0 : 1;
+  const std::uint64_t steps_and_batch = static_cast<std::uint64_t>(x.shape[0]) * static_cast<std::uint64_t>(x.shape[1]);
+  const std::uint64_t per_step = checked_mul(layers, checked_mul(4 * gates + cell + state + 1, hidden, "internals"), "internals");
+  const std::uint64_t all = checked_mul(checked_mul(steps_and_batch, dirs, "internals"), per_step, "internal elements");
+  const std::uint64_t counted = checked_add(workspace_elements, y.elements(), "internal elements");
+  return all > counted ? all - counted : 0;
 }
 
 }  // namespace
@@ -112,6 +135,8 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
         keep(s, Saves::kOutputs);
       } else if (kKeepNothing.count(function)) {
         keep(s, Saves::kNothing);
+      } else if (op.kind == OpKind::kBinary && (function == "mul" || function == "div")) {
+        s.operands = function == "mul" ? OpSaves::Operands::kMul : OpSaves::Operands::kDiv;
       }
       break;
     case OpKind::kReduction:
@@ -147,14 +172,35 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
     case OpKind::kGru:
     case OpKind::kLstm: {
       const TensorDesc& y = first(op.outputs, op, "output");
+      const std::uint64_t workspace = recurrent_workspace_elements(op);
       s.buffers.push_back({"workspace", SavedKind::kWorkspace,
-                           checked_mul(recurrent_workspace_elements(op), per_element(y, precision), "workspace bytes")});
+                           checked_mul(workspace, per_element(y, precision), "workspace bytes")});
+      s.internal_bytes = checked_mul(recurrent_internal_elements(op, workspace), per_element(y, precision), "internal bytes");
       break;
     }
     default:
       break;
   }
   return s;
+}
+
+bool keeps_input(const OpSaves& saves, std::size_t k, const std::vector<bool>& input_needs_grad) {
+  if (!saves.inputs) return false;
+  switch (saves.operands) {
+    case OpSaves::Operands::kAll:
+      return true;
+    case OpSaves::Operands::kMul:
+      for (std::size_t j = 0; j < input_needs_grad.size(); ++j) {
+        if (j != k && input_needs_grad[j]) return true;
+      }
+      return false;
+    case OpSaves::Operands::kDiv: {
+      const bool denominator_needs = input_needs_grad.size() > 1 && input_needs_grad[1];
+      if (k == 1) return denominator_needs || input_needs_grad[0];
+      return denominator_needs;
+    }
+  }
+  return true;
 }
 
 }  // namespace training

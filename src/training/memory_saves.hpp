@@ -22,8 +22,20 @@ struct OpSaves {
   Saves rule = Saves::kNothing;
   bool inputs = false;   ///< keeps its activation inputs
   bool outputs = false;  ///< keeps its outputs
+  /// mul and div keep an operand only for another operand's gradient (keeps_input())
+  enum class Operands { kAll, kMul, kDiv } operands = Operands::kAll;
   std::vector<SavedBuffer> buffers;
+  /// Storages the op makes inside itself beyond its outputs and buffers, for the upper bound
+  /// only (nothing freed): a recurrent op's per-step intermediates (recurrent_internal_bytes()).
+  std::uint64_t internal_bytes = 0;
 };
+
+/// Whether an op with these saves keeps its input at position k (of OpRecord::inputs), given
+/// which inputs need a gradient: every input when `inputs` is set, except that mul keeps an
+/// operand only when another operand needs a gradient (d(ab)/da = b), and div a/b keeps b when
+/// either needs one and a when b does (d(a/b)/db = -a/b^2). A scalar operand is no input: q * 0.125
+/// keeps nothing.
+bool keeps_input(const OpSaves& saves, std::size_t k, const std::vector<bool>& input_needs_grad);
 
 /// The refined rule of one op. Throws kInvalidArgument for attributes the rule needs and cannot
 /// read (a normalisation over more dims than its input has).

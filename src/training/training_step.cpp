@@ -12,6 +12,7 @@
 #include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/training.hpp"
+#include "training/memory_saves.hpp"
 
 namespace neuralcost {
 namespace {
@@ -187,17 +188,16 @@ class StepBuilder {
       }
       return reads;
     }
-    switch (traits.saves) {
-      case Saves::kInputs:
-      case Saves::kInputsAndStats: add_inputs(SIZE_MAX); break;
-      case Saves::kOutputs: reads = op.outputs; break;
-      case Saves::kInputsAndOutputs:
-        add_inputs(SIZE_MAX);
-        reads.insert(reads.end(), op.outputs.begin(), op.outputs.end());
-        break;
-      case Saves::kNothing:
-      case Saves::kUnknown: break;
+    // what the memory ledger says the op keeps (one rule, training/memory_saves.hpp): relu its
+    // output, add nothing, mul the other operand...; its buffers (statistics, masks, argmax) are
+    // no tensors of the graph
+    const training::OpSaves saves = training::saves_of(op, options_.precision);
+    std::vector<bool> needs_grad;
+    for (const TensorDesc& x : op.inputs) needs_grad.push_back(needs_.count(x.name) > 0);
+    for (std::size_t k = 0; k < op.inputs.size(); ++k) {
+      if (training::keeps_input(saves, k, needs_grad)) reads.push_back(op.inputs[k]);
     }
+    if (saves.outputs) reads.insert(reads.end(), op.outputs.begin(), op.outputs.end());
     return reads;
   }
 

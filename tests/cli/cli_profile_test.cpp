@@ -113,6 +113,22 @@ TEST(CliProfileTest, TrainTimesWholeStepsWithTheirPhasesAndMeasuredPeak) {
   }
 }
 
+// The done-when: LibTorch's measured peak of a training step (the counting allocator,
+// deterministic) lies inside the memory ledger's interval for the five reference networks at
+// two batch sizes (docs/training-memory.md "Measured: LibTorch against the ledger").
+TEST(CliProfileTest, TrainingPeakOfEveryReferenceNetworkLiesInsideTheLedger) {
+  const CliResult r = run_cli("profile --train --batch 2,8 --layer-runs 0 --format json --budget 0.2 --warmup 1 "
+                              "--warmup-seconds 0 --target-ci 0.5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 10u);
+  for (const auto& run : j["runs"]) {
+    const std::string what = run["model"].get<std::string>() + " batch " + std::to_string(run["batch"].get<int>());
+    ASSERT_FALSE(run["failed"].get<bool>()) << what;
+    EXPECT_THAT(run["contract"]["memory_verdict"].get<std::string>(), HasSubstr(" is inside the ledger's")) << what;
+  }
+}
+
 TEST(CliProfileTest, TableShowsLayersRemainderAndSummary) {
   const CliResult r =
       run_cli("profile --model transformer --batch 1 --hardware h100-sxm --allow-hardware-mismatch" + kQuick);

@@ -91,5 +91,20 @@ TEST(AtenMappingTest, ViewsOfWeightsAreNotOps) {
   EXPECT_EQ(g.size(), 0u);
 }
 
+// An ATen op with a trailing underscore writes into its first argument: the record says so (the
+// memory ledger aliases its output to that storage), the out-of-place op does not.
+TEST(AtenMappingTest, TrailingUnderscoreOpsAreInPlace) {
+  for (const char* name : {"aten::add_", "aten::relu_", "aten::add", "aten::relu"}) {
+    CapturedOp call;
+    call.name = name;
+    call.inputs = {tensor("input0", {2, 8})};
+    if (std::string(name).find("add") != std::string::npos) call.inputs.push_back(tensor("b", {8}, true));
+    call.outputs = {tensor("%0", {2, 8})};
+    const OpGraph g = graph_from_captured({call}, "in_place");
+    ASSERT_EQ(g.size(), 1u) << name;
+    EXPECT_EQ(g.op(0).attributes.get_bool("in_place", false), std::string(name).back() == '_') << name;
+  }
+}
+
 }  // namespace
 }  // namespace neuralcost::capture

@@ -82,7 +82,15 @@ TEST(MemoryLedgerTest, ThreeOpMlpMatchesTheHandCount) {
   // Adam's two fp32 temporaries of the largest parameter (the 8x16 weight, 128 elements: 1,024 B)
   // come after the activations are freed: the lower bound takes the larger, the upper both
   EXPECT_EQ(l.optimizer_transient_bytes, 2u * 4 * 128);
-  EXPECT_EQ(l.total_bytes(MemoryBound::kLower), 2848u + std::max(896u, 1024u));
+  // parameter gradients exist from the backward that writes them to the optimizer step: the
+  // activation moments with their own parameters' gradients peak at fc1's backward (x 128 kept,
+  // h's gradient 256, the gradients of w1 and b1 144 x 4 = 576), not at relu's (896, no weights)
+  EXPECT_EQ(a.lower_with_parameter_gradients_bytes, 960u);
+  EXPECT_EQ(a.lower_with_parameter_gradients_op, "fc1");
+  EXPECT_EQ(l.persistent_bytes(), 2848u - 712);
+  // lower: persistent + the larger of that moment and the optimizer step (all 712 B of
+  // gradients and the 1,024 B of temporaries)
+  EXPECT_EQ(l.total_bytes(MemoryBound::kLower), 2136u + std::max(960u, 712u + 1024));
   EXPECT_EQ(l.total_bytes(MemoryBound::kUpper), 2848u + 1184 + 1024);
 }
 
@@ -95,6 +103,9 @@ TEST(MemoryLedgerTest, GeluKeepsItsInputReluItsOutput) {
   EXPECT_EQ(l.activations.lower_bound_bytes, 928u);
   EXPECT_EQ(l.activations.peak_op, "fc2");
   EXPECT_EQ(l.activations.upper_bound_bytes, 1184u);
+  // with the gradients of w2 and b2 (34 x 4 = 136) that fc2's backward writes: 1,064
+  EXPECT_EQ(l.activations.lower_with_parameter_gradients_bytes, 1064u);
+  EXPECT_EQ(l.activations.lower_with_parameter_gradients_op, "fc2");
 }
 
 TEST(MemoryLedgerTest, ViewsSaveNothingNewAndASharedTensorCountsOnce) {
@@ -181,6 +192,85 @@ TEST(MemoryLedgerTest, RecurrentAndAttentionOpsKeepTheirWorkspaces) {
   EXPECT_EQ(l.ops[0].keeps_bytes, 2640u + 96 + 240 + 160 + 160);
   EXPECT_EQ(l.ops[4].keeps_bytes, 4u * 256 + 32);
   EXPECT_EQ(l.ops[4].rule, Saves::kInputsAndOutputs);
+}
+
+// A plain RNN's gate is its hidden state (tanh keeps its output): 2 layers, batch 2, 3 steps,
+// hidden 5 keep per step only the first layer's hidden state (the second's is the output):
+// 2 x 3 x 5 fp32 = 120 B, plus the input [2,3,4] (96 B) and outputs [2,3,5], h_n [2,2,5]
+// (120 + 80 B). LibTorch's CPU rnn_tanh keeps exactly its per-step tanh outputs and each
+// layer's input (measured with tests/libtorch/alloc_trace.cpp).
+TEST(MemoryLedgerTest, APlainRnnKeepsItsHiddenStatesAndNoGates) {
+  OpGraph g("rnn");
+  OpRecord rnn = op("rnn", OpKind::kRnn, {t("x", {2, 3, 4})}, {t("y", {2, 3, 5}), t("h_n", {2, 2, 5})},
+                    {p("w", {5, 4})});
+  rnn.attributes.set("hidden_size", std::int64_t{5});
+  rnn.attributes.set("num_layers", std::int64_t{2});
+  rnn.attributes.set("batch_first", true);
+  g.add(std::move(rnn));
+  g.finalize();
+  const MemoryLedger l = memory_ledger(g, training());
+  EXPECT_EQ(l.ops[0].keeps_bytes, 120u + 96 + 120 + 80);
+  // the upper bound adds the per-step intermediates of a composite cell, nothing freed: per step
+  // and layer the two projections, their sum, the activation (the hidden state) and the layer's
+  // stack, 5 x 5 values x 2 layers x 6 (steps x batch) = 300, less the kept workspace (30) and
+  // the output (30): 240 fp32 = 960 B
+  EXPECT_EQ(l.activations.forward_bytes, 96u + 120 + 80 + 120 + 960);
+}
+
+// mul keeps an operand only for another operand's gradient, div a/b keeps b for either and a
+// for b's: x needs a gradient (fc's output), c (a graph input) does not.
+TEST(MemoryLedgerTest, MulAndDivKeepAnOperandOnlyForAnotherOperandsGradient) {
+  OpGraph g("muldiv");
+  g.add(op("fc", OpKind::kLinear, {t("in", {4, 8})}, {t("x", {4, 8})}, {p("w", {8, 8})}));
+  auto binary = [](const std::string& name, const std::string& function, std::vector<TensorDesc> in,
+                   const std::string& out) {
+    return with(op(name, OpKind::kBinary, std::move(in), {t(out, {4, 8})}), "function", function);
+  };
+  g.add(binary("scale", "mul", {t("x", {4, 8})}, "s"));                      // x * 0.5: nothing
+  g.add(binary("xc", "mul", {t("x", {4, 8}), t("c", {4, 8})}, "m"));         // keeps c, not x
+  g.add(binary("xx", "mul", {t("x", {4, 8}), t("x", {4, 8})}, "q"));         // x * x keeps x
+  g.add(binary("x_over_c", "div", {t("x", {4, 8}), t("c", {4, 8})}, "d1"));  // keeps c
+  g.add(binary("c_over_x", "div", {t("c", {4, 8}), t("x", {4, 8})}, "d2"));  // keeps c and x
+  g.add(binary("halve", "div", {t("x", {4, 8})}, "d3"));                     // x / 2: nothing
+  g.finalize();
+  const MemoryLedger l = memory_ledger(g, training());
+  const auto names = [&](std::size_t i) {
+    std::vector<std::string> v;
+    for (std::size_t s : l.ops[i].keeps) v.push_back(l.saved[s].name);
+    return v;
+  };
+  using ::testing::ElementsAre;
+  using ::testing::IsEmpty;
+  using ::testing::UnorderedElementsAre;
+  EXPECT_THAT(names(1), IsEmpty());
+  EXPECT_THAT(names(2), ElementsAre("c"));
+  EXPECT_THAT(names(3), ElementsAre("x"));
+  EXPECT_THAT(names(4), ElementsAre("c"));
+  EXPECT_THAT(names(5), UnorderedElementsAre("c", "x"));
+  EXPECT_THAT(names(6), IsEmpty());
+}
+
+// An in-place op writes into its first input's storage: matmul then add_(bias) is one storage
+// (LibTorch 1.13's linear on a 3-D input): the upper bound counts h once.
+TEST(MemoryLedgerTest, AnInPlaceOpWritesIntoItsInputsStorage) {
+  const auto graph = [](bool in_place) {
+    OpGraph g("inplace");
+    g.add(op("mm", OpKind::kMatMul, {t("x", {4, 8}), t("w", {8, 8})}, {t("h", {4, 8})}));
+    OpRecord add = with(op("bias", OpKind::kBinary, {t("h", {4, 8})}, {t("hb", {4, 8})}, {p("b", {8})}), "function",
+                        std::string("add"));
+    if (in_place) add.attributes.set("in_place", true);
+    g.add(std::move(add));
+    g.add(with(op("relu", OpKind::kActivation, {t("hb", {4, 8})}, {t("r", {4, 8})}), "function", std::string("relu")));
+    g.mark_output("r");
+    g.finalize();
+    return g;
+  };
+  const MemoryLedger fresh = memory_ledger(graph(false), training());
+  const MemoryLedger aliased = memory_ledger(graph(true), training());
+  // x (128 B) and w (256 B), graph inputs, then h, hb, r (128 B each); in place hb is h
+  EXPECT_EQ(fresh.activations.forward_bytes, 128u + 256 + 3 * 128);
+  EXPECT_EQ(aliased.activations.forward_bytes, 128u + 256 + 2 * 128);
+  EXPECT_LT(aliased.activations.upper_bound_bytes, fresh.activations.upper_bound_bytes);
 }
 
 // Parameter counts typed in from docs/reference-networks.md.
@@ -321,6 +411,9 @@ TEST(MemoryLedgerTest, EveryNetworkPolicyAndPrecisionKeepsTheIntervalOrdered) {
         EXPECT_LE(a.saved_bytes, a.lower_bound_bytes) << what;
         EXPECT_LE(a.lower_bound_bytes, a.upper_bound_bytes) << what;
         EXPECT_EQ(a.lower_bound_bytes, a.peak_saved_bytes + a.peak_transient_bytes) << what;
+        EXPECT_LE(a.lower_bound_bytes, a.lower_with_parameter_gradients_bytes) << what;
+        EXPECT_LE(a.lower_with_parameter_gradients_bytes, a.lower_bound_bytes + l.gradient_bytes) << what;
+        EXPECT_LE(l.total_bytes(MemoryBound::kLower), l.total_bytes(MemoryBound::kUpper)) << what;
         EXPECT_EQ(a.upper_bound_bytes, a.forward_bytes + a.largest_segment_bytes + a.largest_transient_bytes) << what;
         std::uint64_t attributed = 0;
         for (const OpMemory& m : l.ops) attributed += m.saved_bytes;

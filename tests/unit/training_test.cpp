@@ -119,6 +119,36 @@ TEST(TrainingStepTest, AnOpReadingOneTensorTwiceHasAGradientForEachRead) {
   EXPECT_EQ(row(s, "fc").input_gradient.flops, 8u);      // the two partial gradients summed
 }
 
+// A gradient record reads what the memory ledger says its op keeps (one rule,
+// training/memory_saves.hpp): relu its output, add nothing, mul by a scalar nothing, x·c the
+// other operand c; besides the incoming gradient.
+TEST(TrainingStepTest, GradientRecordsReadWhatTheLedgerSaysTheOpKeeps) {
+  OpGraph g("reads");
+  g.add(op("fc", OpKind::kLinear, {t("x", {2, 4})}, {t("h", {2, 4})}, {p("w", {4, 4})}));
+  g.add(with(op("relu", OpKind::kActivation, {t("h", {2, 4})}, {t("r", {2, 4})}), "function", std::string("relu")));
+  g.add(with(op("res", OpKind::kBinary, {t("r", {2, 4}), t("h", {2, 4})}, {t("s", {2, 4})}), "function", std::string("add")));
+  g.add(with(op("scale", OpKind::kBinary, {t("s", {2, 4})}, {t("q", {2, 4})}), "function", std::string("mul")));
+  g.add(with(op("gate", OpKind::kBinary, {t("q", {2, 4}), t("c", {2, 4})}, {t("y", {2, 4})}), "function", std::string("mul")));
+  g.mark_output("y");
+  g.finalize();
+  const OpGraph step = training_step(g, {});
+  const auto reads = [&](const std::string& name) {
+    std::vector<std::string> v;
+    bool found = false;
+    for (const OpRecord& r : step.ops()) {
+      if (r.name != name) continue;
+      found = true;
+      for (std::size_t k = 1; k < r.inputs.size(); ++k) v.push_back(r.inputs[k].name);  // [0]: the incoming gradient
+    }
+    EXPECT_TRUE(found) << name;
+    return v;
+  };
+  EXPECT_EQ(reads("relu/grad:h"), std::vector<std::string>{"r"});
+  EXPECT_EQ(reads("res/grad:r"), std::vector<std::string>{});
+  EXPECT_EQ(reads("scale/grad:s"), std::vector<std::string>{});
+  EXPECT_EQ(reads("gate/grad:q"), std::vector<std::string>{"c"});
+}
+
 TEST(TrainingStepTest, DepthwiseConvolutionBackwardRespectsGroups) {
   // a depthwise 3x3 convolution over 32 channels (groups = 32): each gradient as many MACs as the
   // forward, 2·N·C·H·W·9 — not 32 times that (PyTorch's FlopCounterMode's error)

@@ -99,6 +99,11 @@ struct ActivationMemory {
   MemoryPhase peak_phase = MemoryPhase::kLoss;
   std::uint64_t peak_saved_bytes = 0;      ///< saved storages alive at that moment
   std::uint64_t peak_transient_bytes = 0;  ///< the rest: tensors and gradients the moment itself needs
+  /// The same moments with the gradients of the parameters each backward writes: a parameter
+  /// gradient exists from the backward that writes it to the optimizer step, so no other must
+  /// exist at a moment. At least lower_bound_bytes; MemoryLedger::total_bytes(kLower) reads it.
+  std::uint64_t lower_with_parameter_gradients_bytes = 0;
+  std::string lower_with_parameter_gradients_op;  ///< its moment's op ("loss" at the loss)
   /// Upper bound: every forward storage (graph inputs and op outputs, views aliased) and every
   /// op buffer alive at once, plus the largest backward transient. With checkpointing only the
   /// largest segment's internal storages count (segments are recomputed one at a time).
@@ -144,9 +149,14 @@ struct MemoryLedger {
 
   /// Parameters, buffers, gradients, optimizer state and master weights.
   std::uint64_t resident_bytes() const;
-  /// resident_bytes() plus the activation bound and the optimizer's temporaries: lower, the larger
-  /// of the activation lower bound and the optimizer temporaries (they are never alive together);
-  /// upper, both.
+  /// What is alive through the whole step: resident_bytes() without the gradients (they exist
+  /// from the backward that writes them to the optimizer step).
+  std::uint64_t persistent_bytes() const;
+  /// Upper: resident_bytes() + the activation upper bound + the optimizer's temporaries (nothing
+  /// freed). Lower: persistent_bytes() + the larger of two moments that never overlap: the
+  /// activations' (lower_with_parameter_gradients_bytes: the lower bound's moments with the
+  /// parameter gradients each writes) and the optimizer step's (every gradient and the
+  /// optimizer's temporaries; the activations are gone).
   std::uint64_t total_bytes(MemoryBound bound) const;
   /// True when every recorded op's saves and every recomputed op's FLOPs are known.
   bool complete() const { return unknown_saves.empty() && unmodeled_recompute.empty(); }

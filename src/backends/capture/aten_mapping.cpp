@@ -247,7 +247,16 @@ const HandlerTable& aten_handlers() {
         {"hardtanh_", "hardtanh"}, {"leaky_relu", "leaky_relu"}, {"elu", "elu"}, {"hardswish", "hardswish"},
         {"hardsigmoid", "hardsigmoid"}, {"softplus", "softplus"}, {"mish", "mish"}, {"relu6", "relu6"},
         {"prelu", "prelu"}, {"selu", "selu"}, {"celu", "celu"}};
-    for (const auto& [op, f] : activations) h["aten::" + op] = function_of(OpKind::kActivation, f);
+    // an ATen op named with a trailing underscore writes its result into its first argument
+    const auto in_place_if_named = [](const std::string& op, Handler handler) -> Handler {
+      if (op.empty() || op.back() != '_') return handler;
+      return [handler](const CapturedOp& call) {
+        std::vector<OpRecord> records = handler(call);
+        for (OpRecord& r : records) r.attributes.set("in_place", true);
+        return records;
+      };
+    };
+    for (const auto& [op, f] : activations) h["aten::" + op] = in_place_if_named(op, function_of(OpKind::kActivation, f));
     h["aten::gelu"] = [](const CapturedOp& call) {  // gelu(self, approximate = 'none' | 'tanh')
       OpRecord r = record(call, OpKind::kActivation);
       const bool tanh = call.inputs.size() > 1 && call.inputs[1].kind == Kind::kString && call.inputs[1].s == "tanh";
@@ -262,7 +271,7 @@ const HandlerTable& aten_handlers() {
         {"mul_", "mul"}, {"div", "div"}, {"div_", "div"}, {"maximum", "max"}, {"minimum", "min"},
         {"pow", "pow"}, {"eq", "equal"}, {"ne", "equal"}, {"lt", "less"}, {"gt", "greater"},
         {"le", "less"}, {"ge", "greater"}, {"where", "where"}, {"masked_fill", "where"}};
-    for (const auto& [op, f] : binaries) h["aten::" + op] = function_of(OpKind::kBinary, f);
+    for (const auto& [op, f] : binaries) h["aten::" + op] = in_place_if_named(op, function_of(OpKind::kBinary, f));
     // whole-tensor comparison returning one bool: a custom count (docs/counting.md, "custom ops")
     h["aten::equal"] = [](const CapturedOp& call) {
       OpRecord r = record(call, OpKind::kCustom);

@@ -6,6 +6,7 @@
 #include <c10/core/CPUAllocator.h>
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <unordered_map>
 
@@ -19,6 +20,7 @@ struct Counts {
   std::unordered_map<void*, std::size_t> sizes;  ///< live blocks allocated through us
   AllocatorCount count;
   c10::DeleterFnPtr inner_delete = nullptr;
+  std::atomic<AllocationHook> hook{nullptr};
 };
 
 Counts& counts() {
@@ -28,13 +30,18 @@ Counts& counts() {
 
 void counting_delete(void* ptr) {
   Counts& c = counts();
+  std::size_t freed = 0;
   {
     std::lock_guard<std::mutex> lock(c.mutex);
     const auto it = c.sizes.find(ptr);
     if (it != c.sizes.end()) {
+      freed = it->second;
       c.count.current_bytes -= it->second;
       c.sizes.erase(it);
     }
+  }
+  if (const AllocationHook hook = c.hook.load(); hook != nullptr && freed > 0) {
+    hook(ptr, -static_cast<std::int64_t>(freed));
   }
   c.inner_delete(ptr);
 }
@@ -57,6 +64,7 @@ class CountingAllocator final : public c10::Allocator {
       c.count.peak_bytes = std::max(c.count.peak_bytes, c.count.current_bytes);
       ++c.count.allocations;
     }
+    if (const AllocationHook hook = c.hook.load(); hook != nullptr) hook(ptr, static_cast<std::int64_t>(n));
     return {ptr, ptr, &counting_delete, block.device()};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &counting_delete; }
@@ -99,5 +107,7 @@ void reset_allocator_peak() {
   c.count.peak_bytes = c.count.current_bytes;
   c.count.allocations = 0;
 }
+
+void set_allocation_hook(AllocationHook hook) { counts().hook.store(hook); }
 
 }  // namespace neuralcost::libtorch

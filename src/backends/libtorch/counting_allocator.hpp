@@ -24,5 +24,10 @@ bool counting_allocator_installed();
 AllocatorCount allocator_count();
 /// Sets the peak to the current live bytes and the allocation count to 0 (before a step).
 void reset_allocator_peak();
+/// Called after each counted allocation (bytes > 0) and free (bytes < 0) with the block's
+/// pointer, outside the allocator's lock; nullptr (the default) calls nothing. For diagnostics:
+/// tests/libtorch/alloc_trace.cpp lists the blocks of a step by op.
+using AllocationHook = void (*)(const void* ptr, std::int64_t bytes);
+void set_allocation_hook(AllocationHook hook);
 
 }  // namespace neuralcost::libtorch

@@ -105,10 +105,14 @@ std::string device_list(const std::map<std::string, std::string>& devices) {
 }
 
 WorkerProcess start_worker(const std::string& framework, const RunOptions& run) {
-  return WorkerProcess({python_interpreter(), "-m", "neuralcost_worker", framework},
-                       {{"PYTHONPATH", worker_directory()},
-                        {"NEURALCOST_THREADS", std::to_string(run.threads)},
-                        {"PYTHONUNBUFFERED", "1"}},
+  std::map<std::string, std::string> env = {{"PYTHONPATH", worker_directory()},
+                                            {"NEURALCOST_THREADS", std::to_string(run.threads)},
+                                            {"PYTHONUNBUFFERED", "1"}};
+  // a TensorFlow training run measures its peak memory through the CPU allocator's statistics:
+  // one BFC allocator serves and counts every allocation (oneDNN's default allocator counts only
+  // those of 256 KiB and more); it must be set before TensorFlow starts (tf_training.py)
+  if (framework == "tensorflow" && run.train) env["TF_CPU_ALLOCATOR_USE_BFC"] = "true";
+  return WorkerProcess({python_interpreter(), "-m", "neuralcost_worker", framework}, std::move(env),
                        fmt::format("the {} worker", framework));
 }
 
