@@ -186,19 +186,27 @@ def program_runs(events):
     return [tuple(r) for r in runs.values()]
 
 
-def match_in_order(op_names, run_names, window=64):
-    """Op by op: the run of each captured op (an index into run_names, or None). Each op takes the
-    next run of its name not yet taken, looking at most `window` runs past the last one taken
-    (runs of ops the capture does not list, such as dtype conversions, are skipped)."""
-    out, j = [None] * len(op_names), 0
+def match_in_order(op_names, run_names):
+    """Op by op: the run of each captured op (an index into run_names, or None). The longest runs
+    of names the two sequences share are matched first (difflib); then the ops left over take,
+    name by name and in order, the runs of their name left over (a framework may run a graph's
+    ops in another order than the graph lists them: tf.nn.moments). Runs of ops the capture does
+    not list (dtype conversions, reading a variable) stay without ops."""
+    import difflib
+    out = [None] * len(op_names)
     taken = set()
+    matcher = difflib.SequenceMatcher(None, op_names, run_names, autojunk=False)
+    for a, b, size in matcher.get_matching_blocks():
+        for k in range(size):
+            out[a + k] = b + k
+            taken.add(b + k)
+    left = {}
+    for k, name in enumerate(run_names):
+        if k not in taken:
+            left.setdefault(name, []).append(k)
     for i, name in enumerate(op_names):
-        for k in range(j, min(j + window, len(run_names))):
-            if k not in taken and run_names[k] == name:
-                out[i] = k
-                taken.add(k)
-                j = k + 1
-                break
+        if out[i] is None and left.get(name):
+            out[i] = left[name].pop(0)
     return out
 
 
@@ -264,7 +272,7 @@ def event_name(kernel, op_names):
     return f"{kernel} ({shown})" if shown else kernel
 
 
-def time_kernels(run, n, order, names, module=None):
+def time_kernels(run, n, order, names, module=None, session=None):
     """The `layers` reply (docs/worker-protocol.md) of n passes of run() under the profiler, each
     after a plain pass: per kernel of `order` (named `names`), its thunks' time in each pass (a
     loop body's kernel summed over its steps). An untimed pass precedes each plain one: after
@@ -279,7 +287,7 @@ def time_kernels(run, n, order, names, module=None):
         t0 = clock()
         run()
         plain.append((clock() - t0) * 1e-9)
-        pass_seconds, events = session_events(run, module)
+        pass_seconds, events = (session or session_events)(run, module)
         wall.append(pass_seconds)
         sums = [0.0] * len(order)
         for name, s, _, _ in events:
@@ -291,10 +299,11 @@ def time_kernels(run, n, order, names, module=None):
     return {"events": list(names), "seconds": seconds, "wall": wall, "plain": plain, "kernels": True}
 
 
-def time_programs(run, n, programs, names):
+def time_programs(run, n, programs, names, session=None, runs_of=None):
     """time_kernels for op by op: each pass must run the same programs in the same order; each
-    event is one program run, timed by its thunks (the kernels, not JAX's dispatch: that is
-    the pass's unattributed rest)."""
+    event is one program run, timed by its thunks (JAX: the kernels, not JAX's dispatch, which
+    is the pass's unattributed rest). `session` and `runs_of` (events -> [(name, seconds)]) are
+    another framework's (tf_trace.py)."""
     import time
     from neuralcost_worker.protocol import WorkerError
     seconds, wall, plain = [[] for _ in programs], [], []
@@ -304,9 +313,9 @@ def time_programs(run, n, programs, names):
         t0 = clock()
         run()
         plain.append((clock() - t0) * 1e-9)
-        pass_seconds, events = session_events(run)
+        pass_seconds, events = (session or session_events)(run)
         wall.append(pass_seconds)
-        runs = program_runs(events)
+        runs = (runs_of or program_runs)(events)
         if [m for m, _ in runs] != list(programs):
             raise WorkerError("internal", f"two op-by-op passes ran different programs ({len(runs)} and "
                               f"{len(programs)}): no per-op times")
