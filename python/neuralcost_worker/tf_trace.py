@@ -5,7 +5,8 @@ records (docs/worker-protocol.md, "Kernel traces"); the TensorFlow adapter's `la
     its dispatch included), in order; the captured ops are matched to them in order by type
     (xla_trace.match_in_order). Executions the capture does not list (reading a variable,
     making a constant) are events without ops.
-  - function (tf.function): one event per graph node the executor runs, arg long_name =
+  - function (tf.function; also eager mode of a SavedModel, whose signature is a graph): one
+    event per graph node the executor runs, arg long_name =
     "<node>:<kernel type>", the node named as in the graph the capture walks. Grappler's
     remapper fuses nodes into one kernel named after the last (MatMul + BiasAdd + Relu into
     "_MklNativeFusedMatMul" named "Relu"): an op with no event of its own whose result only
@@ -16,8 +17,6 @@ records (docs/worker-protocol.md, "Kernel traces"); the TensorFlow adapter's `la
 import time
 from collections import OrderedDict
 
-from tensorflow.python.profiler.internal import _pywrap_profiler
-
 from neuralcost_worker import xla_trace, xspace
 
 
@@ -25,6 +24,7 @@ def session_events(run, module_prefix=None):
     """Runs `run()` once under TensorFlow's profiler (host events; no Python tracer); returns (the
     run's wall seconds, its events). For XLA thunks (module_prefix not None, "" for any), the
     events are (hlo_op, seconds, hlo_module, None) in start order, as xla_trace's."""
+    from tensorflow.python.profiler.internal import _pywrap_profiler
     session = _pywrap_profiler.ProfilerSession()
     session.start("", {"host_tracer_level": 2, "python_tracer_level": 0, "device_tracer_level": 0})
     t0 = time.perf_counter_ns()
@@ -98,14 +98,14 @@ def map_model(model, ops, nodes):
                 covered[op["event"]].append(op["op"])
         return [xla_trace.event_name(label(k), covered[j]) for j, k in enumerate(keys)]
 
-    if model.mode == "eager":
+    if model.mode == "eager" and getattr(model, "loaded", None) is None:
         _, events = session_events(model.run)
         runs = [t for t, _ in eager_runs(events)]
         owner = xla_trace.match_in_order([op["op"].split("::", 1)[1] for op in ops], runs)
         for op, e in zip(ops, owner):
             op["event"] = e
         return "eager", name_events(runs, lambda t: f"tf:{t}"), runs, None
-    if model.mode == "function":
+    if model.mode != "xla":  # tf.function, or a SavedModel's signature graph called from Python
         _, events = session_events(model.run)
         owner, order = map_nodes(ops, nodes, node_runs(events))
         for op, e in zip(ops, owner):
