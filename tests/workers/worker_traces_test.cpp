@@ -1,5 +1,6 @@
 // Per-kernel traces of the worker backends (docs/worker-protocol.md, "Kernel traces"): every
-// mode of JAX and TensorFlow has per-layer times from the framework's profiler, each captured
+// mode of JAX and TensorFlow has per-layer times from the framework's profiler, torch.compile
+// from its Inductor kernels, each captured
 // record is in at most one layer, and the layers' counted FLOPs with those of the records no
 // kernel ran add up to the run's counted total. One profile() per framework (a worker per
 // mode), on the transformer, whose product records are all in kernels.
@@ -76,6 +77,12 @@ TEST(WorkerTracesTest, TensorflowEagerFunctionAndXlaHaveATableOfKernelsThatAddsU
   expect_kernel_table(runs[0], false);
   expect_kernel_table(runs[1], true);   // grappler's fused MatMul + BiasAdd (+ activation)
   expect_kernel_table(runs[2], true);
+}
+
+TEST(WorkerTracesTest, TorchCompileHasATableOfInductorKernelsThatAddsUpToTheCountedTotal) {
+  const auto runs = profile_modes("torch", {"compile"});
+  ASSERT_EQ(runs.size(), 1u);
+  expect_kernel_table(runs[0], false);  // the transformer's compiled calls are library calls, one op each
 }
 
 }  // namespace
