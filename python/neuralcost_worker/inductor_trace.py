@@ -14,11 +14,15 @@ Mapping: a captured op goes to the first kernel call, from the one the previous 
 name contains the op's name or one of its aliases (aten::linear: addmm, mm; aten::conv2d:
 convolution; ...), a library call before a generated kernel for the ops that are library calls
 when compiled (products, convolutions); a library call runs one op, a generated kernel may run
-several. An op no call names stays unattributed: also every op of a part TorchDynamo left to
-eager Python (a graph break: nn.LSTM), whose time is then the pass's unattributed rest.
+several. The ops of a part TorchDynamo left to eager Python (a graph break: nn.LSTM) run in no
+kernel: they are timed by torch.profiler (the ATen ops directly inside a "Torch-Compiled Region",
+events after the kernel calls) and matched to them by name in order. An op neither names stays
+unattributed.
 """
 import re
 import time
+
+from neuralcost_worker import xla_trace
 
 _CALL = re.compile(r"^\s*(?:\w+\s*=\s*)?(cpp_fused_\w+|extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\(")
 ALIASES = {"linear": ("addmm", "mm", "linear"), "conv2d": ("convolution",), "_convolution": ("convolution",),
@@ -124,9 +128,50 @@ def match(op_names, calls, window=8):
     return out
 
 
-def time_calls(run, timer, n, expected):
+def eager_ops(prof):
+    """[(name, seconds)] of the ATen ops a compiled pass ran outside Inductor's kernels: those
+    torch.profiler sees directly inside a "Torch-Compiled Region" (the ops of a part TorchDynamo
+    left to eager Python, a graph break: nn.LSTM), in start order."""
+    out = []
+    for e in sorted(prof.events(), key=lambda e: e.time_range.start):
+        parent = e.cpu_parent
+        if e.name.startswith("aten::") and parent is not None and parent.name.startswith("Torch-Compiled Region"):
+            out.append((e.name, e.time_range.elapsed_us() * 1e-6))
+    return out
+
+
+def profiled_pass(run, timer, eager):
+    """One pass with the kernels timed (and, with `eager`, under torch.profiler for the ops left
+    to eager Python): (wall seconds, [(name, seconds)] kernel calls then eager ops)."""
+    import contextlib
+    from torch.profiler import ProfilerActivity, profile
+    prof = profile(activities=[ProfilerActivity.CPU]) if eager else contextlib.nullcontext()
+    with prof:
+        with timer:
+            t0 = time.perf_counter_ns()
+            run()
+            t1 = time.perf_counter_ns()
+    return (t1 - t0) * 1e-9, list(timer.log) + (eager_ops(prof) if eager else [])
+
+
+def map_ops(op_names, run, timer):
+    """(the event of each captured op or None, the events' names, whether eager ops were timed):
+    kernel calls by match(), then ops no kernel ran by the eager ATen ops of graph breaks."""
+    _, calls = profiled_pass(run, timer, True)
+    kernels = len(timer.log)
+    names = [n for n, _ in calls]
+    owner = match(op_names, names[:kernels])
+    left = [i for i, o in enumerate(owner) if o is None]
+    for i, k in zip(left, xla_trace.match_in_order([op_names[i] for i in left], names[kernels:])):
+        if k is not None:
+            owner[i] = kernels + k
+    return owner, names, kernels < len(names)
+
+
+def time_calls(run, timer, n, expected, eager):
     """The `layers` reply of n passes, each after a plain pass (and an untimed one after putting
-    the kernels back): each kernel call of a pass is an event, in call order."""
+    the kernels back): each kernel call of a pass is an event, in call order, then each eager
+    op of a graph break."""
     from neuralcost_worker.protocol import WorkerError
     clock = time.perf_counter_ns
     seconds, wall, plain = [[] for _ in expected], [], []
@@ -135,12 +180,10 @@ def time_calls(run, timer, n, expected):
         t0 = clock()
         run()
         plain.append((clock() - t0) * 1e-9)
-        with timer:
-            t0 = clock()
-            run()
-            wall.append((clock() - t0) * 1e-9)
-        if [name for name, _ in timer.log] != list(expected):
+        pass_seconds, calls = profiled_pass(run, timer, eager)
+        wall.append(pass_seconds)
+        if [name for name, _ in calls] != list(expected):
             raise WorkerError("internal", "two compiled passes ran different kernels: no per-kernel times")
-        for j, (_, s) in enumerate(timer.log):
+        for j, (_, s) in enumerate(calls):
             seconds[j].append(s)
     return seconds, wall, plain

@@ -483,16 +483,14 @@ class _Model:
         if self.mode == "compile" and self.inductor:
             # each op's event: the Inductor kernel call that ran it (inductor_trace.py), for layers()
             timer = inductor_trace.Timer(self.inductor)
-            with timer:
-                self.run()
-            calls = [name for name, _ in timer.log]
-            owner = inductor_trace.match([op["op"] for op in recorder.ops], calls)
+            owner, calls, eager = inductor_trace.map_ops([op["op"] for op in recorder.ops], self.run, timer)
             covered = [[] for _ in calls]
             for op, e in zip(recorder.ops, owner):
                 op["event"] = e
                 if e is not None:
                     covered[e].append(op["op"])
-            self.kernels = (timer, calls, [xla_trace.event_name(f"inductor:{c}", covered[j]) for j, c in enumerate(calls)])
+            self.kernels = (timer, calls, eager, [xla_trace.event_name(("inductor:" if j < len(timer.log) else "eager:") + c,
+                                                                      covered[j]) for j, c in enumerate(calls)])
             source += f"; each op's event is the Inductor kernel call that ran it ({len(calls)} calls)"
         return recorder.ops, source
 
@@ -506,8 +504,8 @@ class _Model:
                 raise WorkerError("unimplemented" if not self.inductor else "invalid_argument",
                                   "torch.compile wrote no Inductor module to time" if not self.inductor else
                                   "send 'capture' before 'layers': it maps the ops to the kernels")
-            timer, calls, names = self.kernels
-            seconds, wall, plain = inductor_trace.time_calls(self.run, timer, n, calls)
+            timer, calls, eager, names = self.kernels
+            seconds, wall, plain = inductor_trace.time_calls(self.run, timer, n, calls, eager)
             return {"events": names, "seconds": seconds, "wall": wall, "plain": plain, "kernels": True}
         clock = time.perf_counter_ns
         names, seconds, wall, plain = None, [], [], []
