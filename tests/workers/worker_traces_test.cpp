@@ -1,9 +1,9 @@
 // Per-kernel traces of the worker backends (docs/worker-protocol.md, "Kernel traces"): every
 // mode of JAX and TensorFlow has per-layer times from the framework's profiler, torch.compile
-// from its Inductor kernels, each captured
+// from its Inductor kernels (and torch.profiler for a graph break), each captured
 // record is in at most one layer, and the layers' counted FLOPs with those of the records no
 // kernel ran add up to the run's counted total. One profile() per framework (a worker per
-// mode), on the transformer, whose product records are all in kernels.
+// mode), on the transformer (torch.compile: the LSTM), whose product records are all in kernels.
 #include <cstdio>
 #include <set>
 
@@ -16,9 +16,10 @@
 namespace neuralcost {
 namespace {
 
-std::vector<ProfileRun> profile_modes(const std::string& backend, std::vector<std::string> modes) {
+std::vector<ProfileRun> profile_modes(const std::string& backend, std::vector<std::string> modes,
+                                      const std::string& model = "transformer") {
   ModelRequest request;
-  request.model = "transformer";
+  request.model = model;
   request.batch = 2;
   ProfileOptions options;
   options.modes = std::move(modes);
@@ -79,10 +80,17 @@ TEST(WorkerTracesTest, TensorflowEagerFunctionAndXlaHaveATableOfKernelsThatAddsU
   expect_kernel_table(runs[2], true);
 }
 
-TEST(WorkerTracesTest, TorchCompileHasATableOfInductorKernelsThatAddsUpToTheCountedTotal) {
-  const auto runs = profile_modes("torch", {"compile"});
+TEST(WorkerTracesTest, TorchCompileHasATableOfInductorKernelsAndGraphBreaksThatAddsUpToTheCountedTotal) {
+  // the LSTM: TorchDynamo leaves nn.LSTM to eager Python (a graph break), Inductor runs the classifier
+  const auto runs = profile_modes("torch", {"compile"}, "lstm");
   ASSERT_EQ(runs.size(), 1u);
-  expect_kernel_table(runs[0], false);  // the transformer's compiled calls are library calls, one op each
+  expect_kernel_table(runs[0], false);
+  bool lstm = false, inductor = false;
+  for (const LayerMeasurement& l : runs[0].layers) {
+    lstm = lstm || (l.name.rfind("eager:aten::lstm", 0) == 0 && l.flops > 0);
+    inductor = inductor || (l.name.rfind("inductor:", 0) == 0 && l.flops > 0);
+  }
+  EXPECT_TRUE(lstm && inductor);
 }
 
 }  // namespace
