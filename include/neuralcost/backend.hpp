@@ -22,8 +22,8 @@ namespace neuralcost {
 /// change to this header's classes and to the structs they pass (ModelRequest: 3 added its
 /// `inputs`; 4: OpRecord gained `differentiates`, op kinds for training steps, OpGraph hashed
 /// indexes; 5 added measured training: RunOptions::train, PreparedModel::step_memory, the step
-/// phases of LayerTiming).
-inline constexpr int kPluginApiVersion = 5;
+/// phases of LayerTiming; 6: LayerTiming::kernel_events).
+inline constexpr int kPluginApiVersion = 6;
 
 /// The loss of a training step: cross entropy on fixed random integer labels when the network's
 /// output is [batch, classes], mean squared error against a fixed random target otherwise.
@@ -85,6 +85,11 @@ struct LayerTiming {
   /// Training: the events are the step's phases, named after their pass tags ("forward" with
   /// the loss, "backward", "optimizer" with zero-grad), instead of framework ops.
   bool step_phases = false;
+  /// The events are a compiled program's kernels (XLA thunks, Inductor kernels, graph nodes),
+  /// named by the backend: one kernel may run several records of different ops, and a record
+  /// no kernel ran has event -1 (unattributed). False: each event is one framework op, named
+  /// as its records' source_type.
+  bool kernel_events = false;
 };
 
 /// A model loaded by a backend, ready to run.

@@ -55,7 +55,7 @@ import jax  # noqa: E402  (after the thread settings)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from neuralcost_worker import jax_capture, jax_models, jax_training, training  # noqa: E402
+from neuralcost_worker import jax_capture, jax_models, jax_training, training, xla_trace  # noqa: E402
 
 FRAMEWORK = "jax"
 MODES = ["eager", "jit"]
@@ -155,5 +155,60 @@ class Model:
     def capture(self):
         params = self.params if self.trainer is None else self.trainer.params  # a jit step donated these
         closed = jax.make_jaxpr(self.forward)(params, self.x)
-        ops = jax_capture.capture(closed, params, self.x, getattr(self.forward, "buffers", {}))
-        return ops, f"jaxpr of the {self.name} forward function (jax.make_jaxpr, {len(ops)} ops)"
+        keys = []
+        ops = jax_capture.capture(closed, params, self.x, getattr(self.forward, "buffers", {}), keys)
+        source = f"jaxpr of the {self.name} forward function (jax.make_jaxpr, {len(ops)} ops)"
+        if self.trainer is None and self.compiled is not None:
+            self.kernels = self._map_kernels(ops, keys)
+            source += f"; each op's event is the XLA kernel that ran it ({len(self.kernels[1])} kernels)"
+        elif self.trainer is None:
+            self.kernels = self._map_programs(ops)
+            source += f"; each op's event is the program JAX dispatched for it ({len(self.kernels[1])} programs)"
+        return ops, source
+
+    def _map_programs(self, ops):
+        """Op by op (eager): sets each op's "event" to the one-primitive XLA program ("jit_add")
+        that ran it, matched in order by primitive (xla_trace.match_in_order) over one profiled
+        pass; programs the capture does not list (dtype conversions of jax.numpy) are events
+        without ops. Returns (None, program names, None) for layers()."""
+        _, events = xla_trace.session_events(self.run)
+        runs = [module for module, _ in xla_trace.program_runs(events)]
+        owner = xla_trace.match_in_order(["jit_" + op["op"].split("::", 1)[1] for op in ops], runs)
+        covered = [[] for _ in runs]
+        for op, e in zip(ops, owner):
+            op["event"] = e
+            if e is not None:
+                covered[e].append(op["op"])
+        return None, runs, [xla_trace.event_name(f"xla:{m}", covered[j]) for j, m in enumerate(runs)], None
+
+    def _map_kernels(self, ops, keys):
+        """Sets each op's "event" to the XLA kernel (thunk) of the jitted program that ran it
+        (xla_trace.py), by the HLO metadata of the compiled program and one profiled pass (which
+        kernels run); returns (module name, kernel names, container names) for layers()."""
+        text = self.compiled.lower(self.params, self.x).compile().as_text()
+        module = text.split(None, 2)[1].rstrip(",") if text.startswith("HloModule") else None
+        kernels, containers = xla_trace.parse_hlo(text, jax_capture.hlo_key)
+        _, events = xla_trace.session_events(self.run, module)
+        ran = {e[0] for e in events}
+        order = [k for k in kernels if k in ran]
+        owner = xla_trace.attribute(keys, ops, kernels, order)
+        covered = [[] for _ in order]
+        for op, e in zip(ops, owner):
+            op["event"] = e
+            if e is not None:
+                covered[e].append(op["op"])
+        names = [xla_trace.event_name(f"xla:{k}", covered[j]) for j, k in enumerate(order)]
+        return module, order, names, containers
+
+    def layers(self, n):
+        """Per-kernel times of n passes under XLA's profiler, each after a plain pass: the kernels
+        (jit) or one-primitive programs (eager) capture() mapped the ops to
+        (docs/worker-protocol.md, "Kernel traces")."""
+        if self.trainer is not None:
+            raise WorkerError("unimplemented", "the jax worker times the kernels of a forward pass, not of a training step")
+        if getattr(self, "kernels", None) is None:
+            raise WorkerError("invalid_argument", "send 'capture' before 'layers': it maps the ops to the kernels")
+        module, order, names, _ = self.kernels
+        if self.compiled is not None:
+            return xla_trace.time_kernels(self.run, n, order, names, module)
+        return xla_trace.time_programs(self.run, n, order, names)

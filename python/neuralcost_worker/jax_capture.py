@@ -43,6 +43,7 @@ import numbers
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax._src import source_info_util
 from jax.extend.core import ClosedJaxpr, Jaxpr, Literal, jaxpr_as_fun
 
 from neuralcost_worker.protocol import tensor
@@ -56,15 +57,33 @@ LAYOUT = {"reshape", "squeeze", "expand_dims", "broadcast_in_dim", "transpose", 
 MAX_UNROLLED = 200_000  # ops a while may unroll into; a longer one stays one (unmodeled) op
 
 
-def capture(closed, params, x, buffers):
-    """The op records of `closed` (the jaxpr of forward(params, x)); `buffers` names constants."""
+def capture(closed, params, x, buffers, keys=None):
+    """The op records of `closed` (the jaxpr of forward(params, x)); `buffers` names constants.
+    With a list `keys`, appends each op's eqn_key, for xla_trace.attribute (a scan's slices and
+    stacking, which the walker makes, get the scan's location; None: no location)."""
     leaves = jax.tree_util.tree_flatten_with_path(params)[0]
     args = [tensor(path_name(p), leaf.shape, leaf.dtype, param=True) for p, leaf in leaves]
     args.append(tensor("input0", x.shape, x.dtype))
     named = jax.tree_util.tree_flatten_with_path(buffers)[0]
     walker = _Walker({id(leaf): "const:" + path_name(p) for p, leaf in named}, _has_control(closed))
     walker.call(closed, args, [leaf for _, leaf in leaves] + [x])
+    if keys is not None:
+        keys.extend(walker.keys)
     return walker.ops
+
+
+def eqn_key(eqn, outer=None):
+    """(primitive, (file, line, column) of the user's code that made it): what XLA's HLO metadata
+    says of the instructions the equation became (xla_trace.py). An equation of a library
+    function (jax.nn.relu's max) has no user frame of its own: it has its caller's, `outer`."""
+    frame = source_info_util.user_frame(eqn.source_info.traceback)
+    where = (frame.file_name, frame.start_line, frame.start_column) if frame is not None else outer
+    return eqn.primitive.name, where
+
+
+def hlo_key(op_name, frame):
+    """The eqn_key of an HLO instruction's metadata: op_name "jit(forward)/.../dot_general"."""
+    return op_name.rsplit("/", 1)[-1], frame
 
 
 def path_name(path):
@@ -173,6 +192,10 @@ class _Walker:
         self.consts = {}                # id(array) -> value, so a constant read twice is one
         self.concrete = concrete
         self.jitted = {}                # id(closed jaxpr) -> (jaxpr, jitted function): a while's cond, body
+        self.keys = []                  # per op: (primitive, source location) of its equation, or None
+        self.eqn = None                 # the equation being emitted (None: an op the walker makes)
+        self.outer = None               # the source location of the innermost call being inlined
+        self.scan_where = None          # ... of the innermost scan being unrolled
 
     def fresh(self, shape, dtype):
         self.edges += 1
@@ -202,6 +225,10 @@ class _Walker:
         if attrs:
             op["attrs"] = attrs
         self.ops.append(op)
+        if self.eqn is not None and self.eqn.primitive.name == name:
+            self.keys.append(eqn_key(self.eqn, self.outer))
+        else:  # a scan's slices and stacking: where the scan is (XLA's dynamic slices carry it)
+            self.keys.append((name, self.scan_where) if self.scan_where is not None else None)
 
     def evaluate(self, eqn, vals):
         """The concrete outputs of `eqn` on `vals` (None where they cannot be had)."""
@@ -228,9 +255,13 @@ class _Walker:
             name = eqn.primitive.name
             inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
             if name in INLINED and inner is not None:
+                outer, self.outer = self.outer, eqn_key(eqn, self.outer)[1]
                 outs, out_vals = self.call(inner, ins, in_vals)
+                self.outer = outer
             elif name == "scan":
+                where, self.scan_where = self.scan_where, eqn_key(eqn, self.outer)[1]
                 outs, out_vals = self.scan(eqn.params, ins, in_vals, [v.aval for v in eqn.outvars])
+                self.scan_where = where
             elif name == "while":
                 outs, out_vals = self.loop(eqn, ins, in_vals)
             elif name == "cond":
@@ -239,7 +270,9 @@ class _Walker:
                 outs, out_vals = folded, folded
             else:
                 outs = [self.result(name, ins, v.aval) for v in eqn.outvars]
+                self.eqn = eqn
                 self.emit(name, ins, outs, _attrs(eqn))
+                self.eqn = None
                 out_vals = self.evaluate(eqn, in_vals)
             env.update(zip(eqn.outvars, outs))
             if self.concrete:

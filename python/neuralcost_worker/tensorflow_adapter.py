@@ -18,7 +18,7 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from neuralcost_worker import model_inputs, tf_models, tf_training, training  # noqa: E402
+from neuralcost_worker import model_inputs, tf_models, tf_trace, tf_training, training  # noqa: E402
 from neuralcost_worker.protocol import WorkerError, cpu_name  # noqa: E402
 from neuralcost_worker.tf_capture import Tracer  # noqa: E402
 
@@ -217,4 +217,19 @@ class Model:
     def capture(self):
         concrete = tf.function(self.forward).get_concrete_function(*self.specs)
         inputs = ", ".join(f"{list(s.shape)} {s.dtype.name}" for s in self.specs)
-        return Tracer(concrete, self.xs).ops, f"graph of tf.function(forward) for input{'s' if len(self.specs) > 1 else ''} {inputs}"
+        tracer = Tracer(concrete, self.xs)
+        source = f"graph of tf.function(forward) for input{'s' if len(self.specs) > 1 else ''} {inputs}"
+        if self.trainer is None:
+            # each op's event: the kernel that ran it in this mode (tf_trace.py), for layers()
+            self.kernels = tf_trace.map_model(self, tracer.ops, tracer.nodes)
+            source += f"; each op's event is the {self.kernels[0]} kernel that ran it ({len(self.kernels[1])} kernels)"
+        return tracer.ops, source
+
+    def layers(self, n):
+        """Per-kernel times of n passes under TensorFlow's profiler, each after a plain pass
+        (docs/worker-protocol.md, "Kernel traces")."""
+        if self.trainer is not None:
+            raise WorkerError("unimplemented", "the tensorflow worker times the kernels of a forward pass, not of a training step")
+        if getattr(self, "kernels", None) is None:
+            raise WorkerError("invalid_argument", "send 'capture' before 'layers': it maps the ops to the kernels")
+        return tf_trace.time_model(self, n, self.kernels)

@@ -235,6 +235,7 @@ class Tracer:
         self.library = graph_def.library
         self.functions = {f.signature.name: f for f in graph_def.library.function}
         self.programs, self.lineages, self.ops = {}, [], []
+        self.nodes = []  # per op: its graph node's name (in a loop body or branch: the body's node)
         graph = frozen.graph
         program = Program(graph, graph.inputs, graph.outputs, frozen.prune)
         env = {t.name: tensor(f"input{i}", t.shape, t.dtype.name) for i, t in enumerate(graph.inputs)}
@@ -319,6 +320,7 @@ class Tracer:
             env[t.name] = value
         self.learn(op, values, record["out"])
         self.ops.append(record)
+        self.nodes.append(op.name)
 
     def lineage(self, op, values, index):
         """The TensorList an op's variant output `index` is a version of (None: not a TensorList)."""

@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import reference_torch  # noqa: E402
 
-from neuralcost_worker import model_inputs, training  # noqa: E402
+from neuralcost_worker import inductor_trace, model_inputs, training, xla_trace  # noqa: E402
 from neuralcost_worker.protocol import WorkerError, cpu_name, tensor  # noqa: E402
 
 if _THREADS > 0:
@@ -430,6 +430,7 @@ class _Model:
         else:
             self.forward = self.net
             self.origin = f"{origin}, eager"
+        before = inductor_trace.snapshot() if self.mode == "compile" and not self.training else None
         try:
             self.run()  # compiles in compile mode; fails here when the model cannot run
         except Exception as e:
@@ -438,6 +439,8 @@ class _Model:
             shapes = ", ".join("x".join(map(str, x.shape)) for x in self.xs)
             raise WorkerError("invalid_argument", f"{request['model']}: forward failed for input shape(s) {shapes}: "
                               f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+        # the modules Inductor wrote for this model: their kernels are what layers() times
+        self.inductor = inductor_trace.modules_since(before) if before is not None else []
 
     def run(self):
         if self.training:
@@ -475,8 +478,21 @@ class _Model:
                                   "(TorchDispatchMode): the forward of the training step")
         with torch.inference_mode(), recorder:
             self.net(*self.xs)
-        return recorder.ops, ("ATen ops dispatched by one eager forward pass (TorchDispatchMode); "
-                              "torch.compile runs the same program through Inductor's fused kernels")
+        source = ("ATen ops dispatched by one eager forward pass (TorchDispatchMode); "
+                  "torch.compile runs the same program through Inductor's fused kernels")
+        if self.mode == "compile" and self.inductor:
+            # each op's event: the Inductor kernel call that ran it (inductor_trace.py), for layers()
+            timer = inductor_trace.Timer(self.inductor)
+            owner, calls, eager = inductor_trace.map_ops([op["op"] for op in recorder.ops], self.run, timer)
+            covered = [[] for _ in calls]
+            for op, e in zip(recorder.ops, owner):
+                op["event"] = e
+                if e is not None:
+                    covered[e].append(op["op"])
+            self.kernels = (timer, calls, eager, [xla_trace.event_name(("inductor:" if j < len(timer.log) else "eager:") + c,
+                                                                      covered[j]) for j, c in enumerate(calls)])
+            source += f"; each op's event is the Inductor kernel call that ran it ({len(calls)} calls)"
+        return recorder.ops, source
 
     def layers(self, n):
         """Per-op times of n eager passes, each after a plain pass (for the timer's overhead); a
@@ -484,7 +500,13 @@ class _Model:
         if self.training:
             return self.step.phases(n)
         if self.mode != "eager":
-            raise WorkerError("unimplemented", "torch.compile runs fused kernels: per-op times exist in eager mode only")
+            if getattr(self, "kernels", None) is None:
+                raise WorkerError("unimplemented" if not self.inductor else "invalid_argument",
+                                  "torch.compile wrote no Inductor module to time" if not self.inductor else
+                                  "send 'capture' before 'layers': it maps the ops to the kernels")
+            timer, calls, eager, names = self.kernels
+            seconds, wall, plain = inductor_trace.time_calls(self.run, timer, n, calls, eager)
+            return {"events": names, "seconds": seconds, "wall": wall, "plain": plain, "kernels": True}
         clock = time.perf_counter_ns
         names, seconds, wall, plain = None, [], [], []
         for _ in range(n):

@@ -30,13 +30,15 @@ std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTimin
   std::vector<double> largest(layers.size(), -1);
   for (const OpRoofline& r : a.ops) {
     const OpRecord& op = a.graph.op(r.op_index);
-    const auto e = static_cast<std::size_t>(op.attributes.get_int("event", -1));
+    const std::int64_t event = op.attributes.get_int("event", -1);
+    if (t.kernel_events && event < 0) continue;  // no kernel ran it: unattributed
+    const auto e = static_cast<std::size_t>(event);
     if (e >= layers.size()) {
       throw Error(ErrorCode::kInternal,
                   fmt::format("op '{}' belongs to framework op #{}, but the profiler saw {} ops", op.name, e, layers.size()));
     }
     LayerMeasurement& l = layers[e];
-    if (l.name != op.source_type) {
+    if (!t.kernel_events && l.name != op.source_type) {
       throw Error(ErrorCode::kInternal,
                   fmt::format("profiled op #{} is '{}' but the captured op is '{}': the runs differ", e, l.name, op.source_type));
     }

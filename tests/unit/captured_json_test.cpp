@@ -73,5 +73,31 @@ TEST(CapturedJsonTest, MalformedOpsNameTheOpAndField) {
               HasSubstr("has rank 17 (at most 16)"));
 }
 
+TEST(CapturedJsonTest, AKernelsEventBecomesEveryRecordsEventAndNullIsNone) {
+  // docs/worker-protocol.md, "Kernel traces": a fused kernel (event 0) ran both ops; the third no kernel ran
+  const json ops = json::parse(R"([
+      {"op": "jax::add", "in": [{"tensor": "input0", "shape": [2, 3], "dtype": "float32"}, 1.0],
+       "out": [{"tensor": "%1", "shape": [2, 3], "dtype": "float32"}], "event": 0},
+      {"op": "jax::tanh", "in": [{"tensor": "%1", "shape": [2, 3], "dtype": "float32"}],
+       "out": [{"tensor": "%2", "shape": [2, 3], "dtype": "float32"}], "event": 0},
+      {"op": "jax::exp", "in": [{"tensor": "%2", "shape": [2, 3], "dtype": "float32"}],
+       "out": [{"tensor": "%3", "shape": [2, 3], "dtype": "float32"}], "event": null}])");
+  const std::vector<CapturedOp> calls = captured_ops_from_json(ops, "capture reply");
+  ASSERT_EQ(calls.size(), 3u);
+  EXPECT_EQ(calls[1].event, std::optional<std::int64_t>(0));
+  EXPECT_EQ(calls[2].event, std::optional<std::int64_t>(-1));
+  const OpGraph graph = graph_from_captured(calls, "g");
+  std::vector<std::int64_t> events;
+  for (std::size_t i = 0; i < graph.size(); ++i) events.push_back(graph.op(i).attributes.get_int("event", -2));
+  EXPECT_EQ(events, (std::vector<std::int64_t>{0, 0, -1}));
+  // without "event", each op is its own event (op by op)
+  const OpGraph plain = graph_from_captured(captured_ops_from_json(json::parse(R"([{"op": "jax::exp",
+      "in": [{"tensor": "input0", "shape": [2], "dtype": "float32"}], "out": [{"tensor": "%1", "shape": [2], "dtype": "float32"}]}])"),
+      "capture reply"), "g");
+  EXPECT_EQ(plain.op(0).attributes.get_int("event", -2), 0);
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "r", "event": -1}])")), HasSubstr("field 'event': must be a kernel's index"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "r", "event": "0"}])")), HasSubstr("field 'event'"));
+}
+
 }  // namespace
 }  // namespace neuralcost::capture

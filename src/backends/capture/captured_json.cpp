@@ -122,6 +122,13 @@ std::vector<CapturedOp> captured_ops_from_json(const json& ops, const std::strin
       if (!j["attrs"].is_object()) c.fail("attrs", "must be an object");
       for (const auto& [k, v] : j["attrs"].items()) op.attributes[k] = value_from(v, c, "attrs." + k);
     }
+    if (j.contains("event")) {  // the kernel that ran it (null: none)
+      const json& e = j["event"];
+      if (!e.is_null() && !(e.is_number_integer() && e.get<std::int64_t>() >= 0)) {
+        c.fail("event", "must be a kernel's index (an integer from 0) or null");
+      }
+      op.event = e.is_null() ? -1 : e.get<std::int64_t>();
+    }
     out.push_back(std::move(op));
   }
   return out;

@@ -12,7 +12,7 @@
 
 namespace neuralcost::capture {
 
-/// Parses an array of op objects {"op", "in", "out", "attrs"}. Throws Error (kDataLoss) naming
+/// Parses an array of op objects {"op", "in", "out", "attrs", "event"}. Throws Error (kDataLoss) naming
 /// `source`, the op's index and name, and the field.
 std::vector<CapturedOp> captured_ops_from_json(const nlohmann::json& ops, const std::string& source);
 

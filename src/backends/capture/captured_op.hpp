@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,11 +40,15 @@ struct CapturedOp {
   std::vector<CapturedValue> inputs;
   std::vector<CapturedValue> outputs;
   std::map<std::string, CapturedValue> attributes;  ///< named parameters (JAX params, TF attrs)
+  /// The profiler event (compiled kernel) that ran the op, when the worker mapped its ops to the
+  /// kernels of a compiled program (docs/worker-protocol.md, "Kernel traces"); -1: no kernel ran
+  /// it (folded into a constant, a layout change). Empty: the op is its own event (op by op).
+  std::optional<std::int64_t> event;
 };
 
 /// Turns the ops of one forward pass into an op graph. Each record carries attribute "event" =
 /// the index of the op it came from (one op may become several records, e.g. a fused
-/// transformer layer). Ops no table knows become kUnknown records: listed as unmodeled, never
+/// transformer layer), or the op's own `event` when the worker gave one (-1: none). Ops no table knows become kUnknown records: listed as unmodeled, never
 /// zero.
 OpGraph graph_from_captured(const std::vector<CapturedOp>& calls, const std::string& graph_name);
 

@@ -28,7 +28,7 @@ OpGraph graph_from_captured(const std::vector<CapturedOp>& calls, const std::str
       OpRecord& r = records[k];
       const std::string base = fmt::format("{}:{}", e, call.name);
       r.name = records.size() == 1 ? base : fmt::format("{}.{}", base, r.name.empty() ? std::to_string(k) : r.name);
-      r.attributes.set("event", static_cast<std::int64_t>(e));
+      r.attributes.set("event", call.event.value_or(static_cast<std::int64_t>(e)));
       graph.add(std::move(r));
     }
   }

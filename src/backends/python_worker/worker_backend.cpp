@@ -274,6 +274,7 @@ class WorkerModel final : public PreparedModel {
     const json reply = process_.request({{"cmd", "layers"}, {"n", runs}}, deadline(2 * runs));
     LayerTiming t;
     t.step_phases = member(reply, "step_phases").is_boolean() && member(reply, "step_phases").get<bool>();
+    t.kernel_events = member(reply, "kernels").is_boolean() && member(reply, "kernels").get<bool>();
     const auto events = reply.find("events"), seconds = reply.find("seconds");
     if (events == reply.end() || seconds == reply.end() || !events->is_array() || !seconds->is_array() ||
         events->size() != seconds->size()) {
