@@ -39,11 +39,14 @@ struct CapturedOp {
   std::vector<CapturedValue> inputs;
   std::vector<CapturedValue> outputs;
   std::map<std::string, CapturedValue> attributes;  ///< named parameters (JAX params, TF attrs)
+  /// the module path the op ran in, as the user's model names it ("stage0.conv"); "" unknown
+  std::string module;
 };
 
 /// Turns the ops of one forward pass into an op graph. Each record carries attribute "event" =
 /// the index of the op it came from (one op may become several records, e.g. a fused
-/// transformer layer). Ops no table knows become kUnknown records: listed as unmodeled, never
+/// transformer layer), and, when the op's module is known, attribute "module": the module path,
+/// followed by the record's own name when the op became several ("encoder0.self_attn.in_proj"). Ops no table knows become kUnknown records: listed as unmodeled, never
 /// zero.
 OpGraph graph_from_captured(const std::vector<CapturedOp>& calls, const std::string& graph_name);
 
