@@ -112,7 +112,8 @@ void add_profile_command(CLI::App& app) {
   add_run_options(*cmd, *args);
   cmd->add_flag("--summary", args->summary_only, "Print only the summary across runs (table, md, csv)");
   cmd->add_option("--top", layer_args->top,
-                  "Per-layer tables: keep the first N rows (after --sort and --group-by); one row sums the rest");
+                  "Per-layer tables (table, md, csv; an error with --summary, --format json or --layer-runs 0): keep the "
+                  "first N rows (after --sort and --group-by); one row sums the rest");
   cmd->add_option("--sort", layer_args->sort,
                   "Per-layer tables: time (longest first), waste (time above the lower bound, largest first) or "
                   "efficiency (lowest first); default: execution order");
