@@ -22,8 +22,8 @@ namespace neuralcost {
 /// change to this header's classes and to the structs they pass (ModelRequest: 3 added its
 /// `inputs`; 4: OpRecord gained `differentiates`, op kinds for training steps, OpGraph hashed
 /// indexes; 5 added measured training: RunOptions::train, PreparedModel::step_memory, the step
-/// phases of LayerTiming).
-inline constexpr int kPluginApiVersion = 5;
+/// phases of LayerTiming; 6: LayerTiming::event_modules).
+inline constexpr int kPluginApiVersion = 6;
 
 /// The loss of a training step: cross entropy on fixed random integer labels when the network's
 /// output is [batch, classes], mean squared error against a fixed random target otherwise.

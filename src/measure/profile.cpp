@@ -40,6 +40,19 @@ std::string common_prefix(const std::vector<std::string>& names) {
   return prefix;
 }
 
+/// The distinct names of `names` in order, joined by "+" ("stage0.relu+stage0.bn"), at most
+/// three and then how many more.
+std::string joined(const std::vector<std::string>& names) {
+  std::vector<std::string> distinct;
+  for (const std::string& n : names) {
+    if (std::find(distinct.begin(), distinct.end(), n) == distinct.end()) distinct.push_back(n);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < distinct.size() && i < 3; ++i) out += (i ? "+" : "") + distinct[i];
+  if (distinct.size() > 3) out += fmt::format("+{} more", distinct.size() - 3);
+  return out;
+}
+
 /// The module of the weights a record reads: "block0.linear" from block0.linear.weight/bias.
 std::string module_of_parameters(const OpRecord& op) {
   std::vector<std::string> modules;
@@ -70,6 +83,7 @@ void describe_layers(std::vector<LayerMeasurement>& layers, const OpGraph& graph
       l.module = t.event_modules[l.event];
     } else if (!modules.empty()) {
       l.module = common_prefix(modules);
+      if (l.module.empty()) l.module = joined(modules);  // a kernel that fused unrelated layers
     }
     // the weights name a module inside the scope more precisely (encoder0 -> encoder0.linear1)
     const std::string w = common_prefix(weights);

@@ -22,8 +22,8 @@ using ::testing::HasSubstr;
 /// attribute, event 4 the second linear, relu and norm fused into one op, event 5 the classifier.
 class FakeModel final : public PreparedModel {
  public:
-  explicit FakeModel(std::vector<double> layer_seconds, double pass_seconds)
-      : layer_seconds_(std::move(layer_seconds)), pass_seconds_(pass_seconds) {}
+  FakeModel(std::vector<double> layer_seconds, double pass_seconds, bool unrelated = false)
+      : layer_seconds_(std::move(layer_seconds)), pass_seconds_(pass_seconds), unrelated_(unrelated) {}
   void run() override {}
   std::optional<double> last_run_seconds() const override { return 1e-3; }
   OpGraph captured_graph() override {
@@ -38,6 +38,8 @@ class FakeModel final : public PreparedModel {
       r.source_type = names()[static_cast<std::size_t>(events[i])];
       if (i == 1 || i == 2) r.attributes.set("module", r.name);
       if (events[i] == 4) r.attributes.set("module", r.name);  // block1.linear, block1.relu, block1.norm
+      // a kernel that fused layers of no common module
+      if (events[i] == 4 && unrelated_) r.attributes.set("module", std::string(i == 3 ? "a.x" : i == 4 ? "b.y" : "c.z"));
       g.add(std::move(r));
     }
     g.finalize();
@@ -59,27 +61,30 @@ class FakeModel final : public PreparedModel {
  private:
   std::vector<double> layer_seconds_;
   double pass_seconds_;
+  bool unrelated_;
 };
 
 class FakeBackend final : public Backend {
  public:
-  FakeBackend(std::vector<double> layers, double pass) : layers_(std::move(layers)), pass_(pass) {}
+  FakeBackend(std::vector<double> layers, double pass, bool unrelated = false)
+      : layers_(std::move(layers)), pass_(pass), unrelated_(unrelated) {}
   std::string_view name() const override { return "fake"; }
   std::string_view description() const override { return "scripted layers"; }
   std::optional<std::string> unavailable_reason() const override { return std::nullopt; }
   std::vector<std::string> modes() const override { return {"eager"}; }
   using Backend::prepare;
   std::unique_ptr<PreparedModel> prepare(const ModelRequest&, const std::string&, const RunOptions&) const override {
-    return std::make_unique<FakeModel>(layers_, pass_);
+    return std::make_unique<FakeModel>(layers_, pass_, unrelated_);
   }
 
  private:
   std::vector<double> layers_;
   double pass_;
+  bool unrelated_;
 };
 
-ProfileRun profile_fake(std::vector<double> layers, double pass) {
-  FakeBackend backend(std::move(layers), pass);
+ProfileRun profile_fake(std::vector<double> layers, double pass, bool unrelated = false) {
+  FakeBackend backend(std::move(layers), pass, unrelated);
   ProfileOptions options;
   options.timing.budget_seconds = 0.05;
   options.timing.warmup_iterations = 1;
@@ -108,6 +113,13 @@ TEST(LayerTableTest, LayersAreNamedByModulesWithKindAndShape) {
   EXPECT_EQ(r.layers[1].output_shape, "1x128");
   EXPECT_EQ(r.layers[0].output_shape, "");
   EXPECT_EQ(r.layers[4].records.size(), 3u);
+}
+
+TEST(LayerTableTest, AFusedLayerOfUnrelatedModulesNamesThemAll) {
+  const ProfileRun r = profile_fake(kLayers, 80e-6, true);
+  ASSERT_FALSE(r.outcome.failed()) << r.outcome.error();
+  EXPECT_EQ(layer_name(r.layers[4]), "a.x+b.y+c.z");
+  EXPECT_EQ(r.layers[4].kind, "fused");
 }
 
 TEST(LayerTableTest, LayersAndUnattributedAddUpToTheRunWithItsOneEfficiency) {

@@ -39,18 +39,18 @@ void run_profile(const RunArgs& args, const LayerArgs& layer_args, const CLI::Ap
   const LayerTableOptions table = layer_table_options(
       cmd.count("--top") ? std::optional<long long>(layer_args.top) : std::nullopt, layer_args.sort, layer_args.group,
       args.layer_runs);
+  const Format format = output_format(cmd, args.format, args.output);
+  if (table.any() && (args.summary_only || format == Format::kJson)) {
+    // JSON has every layer; --summary prints no layer table (checked before anything slow runs)
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--top, --sort and --group-by shape the layer tables of table, md and csv output, not {}",
+                            args.summary_only ? "--summary" : "--format json"));
+  }
   RunSetup setup = prepare_run(args);
   ProfileOptions& options = setup.options;
   const HardwareSpec& hardware = setup.hardware;
   const std::vector<ModelBackends>& plan = setup.plan;
   const ModelRequest& base = setup.base;
-  const Format format = output_format(cmd, args.format, args.output);
-  if (table.any() && (args.summary_only || format == Format::kJson)) {
-    // JSON has every layer; --summary prints no layer table
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--top, --sort and --group-by shape the layer tables of table, md and csv output, not {}",
-                            args.summary_only ? "--summary" : "--format json"));
-  }
   auto render = [&](const std::vector<ProfileRun>& runs) {
     return args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
                                                         : render_profile(runs, hardware, format, table);
