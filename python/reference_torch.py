@@ -1,6 +1,8 @@
 """The five reference networks of docs/reference-networks.md in PyTorch (torch.nn), built the
 same way as the C++ LibTorch twins (src/backends/libtorch/reference_modules.cpp): same layers,
-same parameter counts, same contraction FLOPs. Works with Debian's torch 1.13 and PyPI's 2.x.
+same parameter counts, same contraction FLOPs. Works with Debian's torch 1.13 and PyPI's 2.x. Modules are named as analyze
+names the layers (block0.linear, stage0.pool, lstm, encoder1, last_step), so that module hooks
+name the ops that ran with the names of the static model.
 
     net, example = build("lstm", batch=1)   # eval mode, random weights (seeded)
 """
@@ -11,17 +13,43 @@ HEADS = 4
 CLASSES = 10
 
 
+class _Block(nn.Module):
+    """Named sub-modules in the order they run, so that every op runs inside a module whose path
+    is the name analyze gives the layer (block0.linear, stage1.pool, ...)."""
+
+    def __init__(self, **layers):
+        super().__init__()
+        for name, layer in layers.items():
+            self.add_module(name, layer)
+
+    def forward(self, x):
+        for layer in self.children():
+            x = layer(x)
+        return x
+
+
+class _Lambda(nn.Module):
+    """A function as a named module (last_step, mean_over_time): its ops get the module's name."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(x)
+
+
 class FeedForward(nn.Module):
     def __init__(self, width, depth):
         super().__init__()
         dims = [784] + [width] * depth
-        self.linears = nn.ModuleList(nn.Linear(a, b) for a, b in zip(dims, dims[1:]))
-        self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(depth))
+        for i, (a, b) in enumerate(zip(dims, dims[1:])):
+            self.add_module(f"block{i}", _Block(linear=nn.Linear(a, b), relu=nn.ReLU(), norm=nn.LayerNorm(width)))
         self.classifier = nn.Linear(width, CLASSES)
 
     def forward(self, x):
-        for linear, norm in zip(self.linears, self.norms):
-            x = norm(torch.relu(linear(x)))
+        for block in list(self.children())[:-1]:
+            x = block(x)
         return self.classifier(x)
 
 
@@ -31,28 +59,33 @@ class Cnn(nn.Module):
     def __init__(self, width, depth):
         super().__init__()
         channels = [3] + [width >> (depth - 1 - s) for s in range(depth)]
-        self.convs = nn.ModuleList(nn.Conv2d(a, b, 3, padding=1) for a, b in zip(channels, channels[1:]))
-        self.norms = nn.ModuleList(nn.BatchNorm2d(c) for c in channels[1:])
+        for s, (a, b) in enumerate(zip(channels, channels[1:])):
+            layers = dict(conv=nn.Conv2d(a, b, 3, padding=1), relu=nn.ReLU(), bn=nn.BatchNorm2d(b))
+            if s + 1 < depth:
+                layers["pool"] = nn.MaxPool2d(2)
+            self.add_module(f"stage{s}", _Block(**layers))
+        self.global_pool = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten(1)
         self.classifier = nn.Linear(width, CLASSES)
 
     def forward(self, x):
-        for s, (conv, norm) in enumerate(zip(self.convs, self.norms)):
-            x = norm(torch.relu(conv(x)))
-            if s + 1 < len(self.convs):
-                x = torch.max_pool2d(x, 2)
-        return self.classifier(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1))
+        for layer in self.children():
+            x = layer(x)
+        return x
 
 
 class Recurrent(nn.Module):
     def __init__(self, width, depth, lstm):
         super().__init__()
+        self.kind = "lstm" if lstm else "rnn"
         cell = nn.LSTM if lstm else nn.RNN
-        self.recurrent = cell(width, width, num_layers=depth, batch_first=True)
+        self.add_module(self.kind, cell(width, width, num_layers=depth, batch_first=True))
+        self.last_step = _Lambda(lambda out: out[:, -1])
         self.classifier = nn.Linear(width, CLASSES)
 
     def forward(self, x):
-        out, _ = self.recurrent(x)
-        return self.classifier(out[:, -1])
+        out, _ = getattr(self, self.kind)(x)
+        return self.classifier(self.last_step(out))
 
 
 class Transformer(nn.Module):
@@ -60,14 +93,17 @@ class Transformer(nn.Module):
 
     def __init__(self, width, depth):
         super().__init__()
-        self.layers = nn.ModuleList(
-            nn.TransformerEncoderLayer(width, HEADS, 4 * width, dropout=0.0, batch_first=True) for _ in range(depth))
+        self.depth = depth
+        for i in range(depth):
+            self.add_module(f"encoder{i}", nn.TransformerEncoderLayer(width, HEADS, 4 * width, dropout=0.0,
+                                                                      batch_first=True))
+        self.mean_over_time = _Lambda(lambda x: x.mean(1))
         self.classifier = nn.Linear(width, CLASSES)
 
     def forward(self, x):
-        for layer in self.layers:
-            x = layer(x)
-        return self.classifier(x.mean(1))
+        for i in range(self.depth):
+            x = getattr(self, f"encoder{i}")(x)
+        return self.classifier(self.mean_over_time(x))
 
 
 def build(name, batch=1, seq=32, width=128, depth=2):

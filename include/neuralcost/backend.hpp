@@ -22,8 +22,8 @@ namespace neuralcost {
 /// change to this header's classes and to the structs they pass (ModelRequest: 3 added its
 /// `inputs`; 4: OpRecord gained `differentiates`, op kinds for training steps, OpGraph hashed
 /// indexes; 5 added measured training: RunOptions::train, PreparedModel::step_memory, the step
-/// phases of LayerTiming; 6: LayerTiming::kernel_events).
-inline constexpr int kPluginApiVersion = 6;
+/// phases of LayerTiming; 6: LayerTiming::kernel_events; 7: LayerTiming::event_modules).
+inline constexpr int kPluginApiVersion = 7;
 
 /// The loss of a training step: cross entropy on fixed random integer labels when the network's
 /// output is [batch, classes], mean squared error against a fixed random target otherwise.
@@ -82,6 +82,9 @@ struct LayerTiming {
   /// [run]: a plain pass run right before each profiled one, so that the profiler's overhead
   /// is measured against passes taken at the same moment (empty if the backend cannot)
   std::vector<double> plain_wall_seconds;
+  /// (optional) [event]: the module path the op ran in ("stage0.conv"; "" when unknown), for
+  /// events that became no op record (views such as aten::t), whose records cannot carry it
+  std::vector<std::string> event_modules;
   /// Training: the events are the step's phases, named after their pass tags ("forward" with
   /// the loss, "backward", "optimizer" with zero-grad), instead of framework ops.
   bool step_phases = false;
@@ -102,7 +105,9 @@ class PreparedModel {
   virtual void synchronize() {}
   /// Runs once while recording the ops that execute, and returns them with their shapes as an
   /// op graph. Each record has an integer attribute "event": the index of the framework op
-  /// it came from, as counted in profile_layers().
+  /// it came from, as counted in profile_layers(); several records sharing one event are one
+  /// (fused) layer. (optional) A string attribute "module": the record's name as the user's
+  /// model calls it ("stage0.conv", "encoder0.self_attn.in_proj"), when the framework says.
   virtual OpGraph captured_graph() = 0;
   /// (optional) Runs `runs` times under the framework's profiler: per-op and whole-pass times.
   virtual LayerTiming profile_layers(int runs) {

@@ -9,6 +9,7 @@
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
+#include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/measure/statistics.hpp"
 #include "neuralcost/measure/device.hpp"
 #include "neuralcost/model_inputs.hpp"
@@ -19,6 +20,76 @@
 
 namespace neuralcost {
 namespace {
+
+/// The longest dotted prefix common to `names` ("encoder0.norm1", "encoder0.linear1" ->
+/// "encoder0"); "" when they share none.
+std::string common_prefix(const std::vector<std::string>& names) {
+  if (names.empty()) return "";
+  std::string prefix = names.front();
+  for (const std::string& n : names) {
+    std::size_t i = 0;
+    while (i < prefix.size() && i < n.size() && prefix[i] == n[i]) ++i;
+    // cut back to a whole component: "block1" and "block10" share no "block1"
+    const bool whole = (i == prefix.size() || prefix[i] == '.') && (i == n.size() || n[i] == '.');
+    if (!whole) {
+      const std::size_t dot = i == 0 ? std::string::npos : prefix.rfind('.', i - 1);
+      i = dot == std::string::npos ? 0 : dot;
+    }
+    prefix.resize(i);
+  }
+  return prefix;
+}
+
+/// The distinct names of `names` in order, joined by "+" ("stage0.relu+stage0.bn"), at most
+/// three and then how many more.
+std::string joined(const std::vector<std::string>& names) {
+  std::vector<std::string> distinct;
+  for (const std::string& n : names) {
+    if (std::find(distinct.begin(), distinct.end(), n) == distinct.end()) distinct.push_back(n);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < distinct.size() && i < 3; ++i) out += (i ? "+" : "") + distinct[i];
+  if (distinct.size() > 3) out += fmt::format("+{} more", distinct.size() - 3);
+  return out;
+}
+
+/// The module of the weights a record reads: "block0.linear" from block0.linear.weight/bias.
+std::string module_of_parameters(const OpRecord& op) {
+  std::vector<std::string> modules;
+  for (const ParameterDesc& p : op.parameters) {
+    const std::size_t dot = p.id.rfind('.');
+    if (dot != std::string::npos && dot > 0) modules.push_back(p.id.substr(0, dot));
+  }
+  return common_prefix(modules);
+}
+
+/// Names, kinds and output shapes of the layers, from their records (see LayerMeasurement).
+void describe_layers(std::vector<LayerMeasurement>& layers, const OpGraph& graph, const LayerTiming& t) {
+  for (LayerMeasurement& l : layers) {
+    std::vector<std::string> modules;
+    std::vector<std::string> weights;
+    l.kind = l.records.empty() ? "none" : "";
+    for (std::size_t i : l.records) {
+      const OpRecord& op = graph.op(i);
+      const std::string module = op.attributes.get_string("module", "");
+      if (!module.empty()) modules.push_back(module);
+      const std::string w = module_of_parameters(op);
+      if (!w.empty()) weights.push_back(w);
+      const std::string kind(op_kind_name(op.kind));
+      l.kind = l.kind.empty() || l.kind == kind ? kind : "fused";
+      if (!op.outputs.empty()) l.output_shape = shape_string(op.outputs.front().shape);
+    }
+    if (l.event < t.event_modules.size() && !t.event_modules[l.event].empty()) {
+      l.module = t.event_modules[l.event];
+    } else if (!modules.empty()) {
+      l.module = common_prefix(modules);
+      if (l.module.empty()) l.module = joined(modules);  // a kernel that fused unrelated layers
+    }
+    // the weights name a module inside the scope more precisely (encoder0 -> encoder0.linear1)
+    const std::string w = common_prefix(weights);
+    if (l.module.empty() || w.rfind(l.module + ".", 0) == 0) l.module = w;
+  }
+}
 
 std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTiming& t) {
   std::vector<LayerMeasurement> layers(t.event_names.size());
@@ -49,6 +120,7 @@ std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTimin
     l.modeled = l.modeled && r.cost.modeled;
     if (r.lower_bound_seconds > largest[e]) largest[e] = r.lower_bound_seconds, l.bound = r.bound;
   }
+  describe_layers(layers, a.graph, t);
   return layers;
 }
 
@@ -67,6 +139,7 @@ std::vector<LayerMeasurement> measure_phases(const Analysis& a, const LayerTimin
   for (std::size_t e = 0; e < layers.size(); ++e) {
     layers[e].event = e;
     layers[e].name = "step: " + t.event_names[e];
+    layers[e].kind = "step phase";
     if (!t.seconds[e].empty()) layers[e].profiled_seconds = median(t.seconds[e]);
   }
   std::vector<double> largest(layers.size(), -1);

@@ -48,7 +48,7 @@ json cost_json(const ResultsFile& results, const CostReport& cost) {
     json layers = json::array();
     for (const LayerCost& lc : c->layers) {
       const ResultLayer& l = r.layers[lc.layer];
-      layers.push_back({{"event", l.event}, {"name", l.name}, {"kind", l.kind}, {"waste_seconds", l.waste_seconds},
+      layers.push_back({{"event", l.event}, {"name", l.name}, {"module", l.module}, {"kind", l.kind}, {"waste_seconds", l.waste_seconds},
                         {"above_bound_per_million_samples", lc.above_bound_per_million_samples}});
     }
     run["cost"] = {{"price_per_hour", c->price_per_hour},
@@ -87,8 +87,8 @@ std::string render_cost(const ResultsFile& results, const CostReport& cost, Form
     std::string layer = "-", layer_raw;
     if (!c->layers.empty()) {
       const ResultLayer& l = r.layers[c->layers.front().layer];
-      layer = fmt::format("{}:{} {}", l.event, l.name, report::money(c->layers.front().above_bound_per_million_samples, cur));
-      layer_raw = fmt::format("{}:{}", l.event, l.name);
+      layer = fmt::format("{} {}", l.label(), report::money(c->layers.front().above_bound_per_million_samples, cur));
+      layer_raw = l.label();
     }
     row.push_back({report::money(c->price_per_hour, cur), fmt::format("{}", c->price_per_hour)});
     row.push_back({fmt::format("{:.3g}{}", c->per_sample.value, r.mistrusted() ? " (mistrusted)" : ""),

@@ -159,9 +159,9 @@ std::vector<std::string> findings_sentences(const ReportInput& input) {
     if (costliest_layer) {
       const ResultRun& r = results.runs[costliest_layer->first];
       const ResultLayer& l = r.layers[costliest_layer->second.layer];
-      out.push_back(fmt::format("The layer that costs most to leave as it is: {}:{} ({}) of {}, {} per million samples "
+      out.push_back(fmt::format("The layer that costs most to leave as it is: {} ({}) of {}, {} per million samples "
                                 "above its roofline lower bound ({} measured against a bound of {}).",
-                                l.event, l.name, l.kind.empty() ? "no op records" : l.kind, run_name(r),
+                                l.label(), l.kind.empty() ? "no op records" : l.kind, run_name(r),
                                 money(costliest_layer->second.above_bound_per_million_samples, cost.currency),
                                 si(l.measured_seconds, "s"), si(l.lower_bound_seconds, "s")));
     }

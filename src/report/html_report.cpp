@@ -149,7 +149,7 @@ Chart roofline_chart(const ResultsFile& results, std::vector<std::string>& notes
       layer_points.push_back(
           {{"run", i}, {"x", ai}, {"y", rate},
            {"tooltip",
-            {{"layer", fmt::format("{}:{}", l.event, l.name)},
+            {{"layer", l.label()},
              {"kind", l.kind.empty() ? "-" : l.kind},
              {"FLOPs", si(static_cast<double>(l.flops), "FLOP")},
              {"bytes", si(static_cast<double>(l.bytes), "B")},
@@ -778,7 +778,7 @@ std::string cost_section(const ResultsFile& results, const CostReport& cost) {
     std::string layer = "-";
     if (!c->layers.empty()) {
       const ResultLayer& l = r.layers[c->layers.front().layer];
-      layer = fmt::format("{}:{} ({})", l.event, l.name, report::money(c->layers.front().above_bound_per_million_samples, cur));
+      layer = fmt::format("{} ({})", l.label(), report::money(c->layers.front().above_bound_per_million_samples, cur));
     }
     out += td(report::money(c->price_per_hour, cur), true) +
            td(fmt::format("{:.3g}{}", c->per_sample.value, r.mistrusted() ? " (mistrusted)" : ""), true) +
@@ -798,7 +798,7 @@ std::string cost_section(const ResultsFile& results, const CostReport& cost) {
     for (const TopLayer& t : top) {
       const ResultRun& r = results.runs[t.run];
       const ResultLayer& l = r.layers[t.layer.layer];
-      out += "<tr>" + name_td(fmt::format("{}:{}", l.event, l.name)) + td(l.kind.empty() ? "-" : l.kind) +
+      out += "<tr>" + name_td(l.label()) + td(l.kind.empty() ? "-" : l.kind) +
              name_td(report::run_name(r)) + td(si(l.measured_seconds, "s"), true) + td(si(l.lower_bound_seconds, "s"), true) +
              td(l.bound.empty() ? "-" : l.bound) + td(report::money(t.layer.above_bound_per_million_samples, cur), true) +
              "</tr>\n";

@@ -40,15 +40,28 @@ std::string run_title(const ProfileRun& r) {
   return fmt::format("{}, {} {}{}, batch {}", r.model, r.backend, r.mode, device, r.batch);
 }
 
-/// The per-layer table of a run: its layers, the unattributed rest and the total (the timed
-/// median, whose efficiency is the run's). `keys` adds the run's model, backend, mode and batch
-/// to each row (the CSV of layers across runs).
-report::Table layer_table(const ProfileRun& r, bool keys) {
+/// One row of a layer table: a layer, a group, or the layers --top left out.
+std::vector<Cell> layer_cells(const LayerRow& l, bool counted = true) {
+  const bool work = l.has_work;
+  const std::string count = counted && l.layers > 1 ? fmt::format(" ({})", l.layers) : "";
+  return {text(l.name + count), text(l.kind), text(l.op), text(l.output_shape),
+          l.modeled ? Cell{report::si(static_cast<double>(l.flops), ""), std::to_string(l.flops)} : text("?"),
+          {report::si(static_cast<double>(l.bytes), "B"), std::to_string(l.bytes)}, secs(l.lower_bound_seconds),
+          secs(l.measured_seconds), pct(l.share), secs(l.waste_seconds),
+          work && l.modeled && l.measured_seconds > 0 ? pct(l.efficiency) : text("-"),
+          text(!l.modeled ? "unmodeled" : l.bound && work ? std::string(bound_name(*l.bound)) : "-")};
+}
+
+/// The per-layer table of a run (measure/layer_table.hpp shapes its rows): its layers, the
+/// unattributed rest and the total (the timed median, whose efficiency is the run's). `keys`
+/// adds the run's model, backend, mode and batch to each row (the CSV of layers across runs).
+report::Table layer_table(const ProfileRun& r, const LayerTableOptions& options, bool keys) {
   report::Table t;
-  t.headers = {"layer", "FLOPs", "bytes", "lower bound", "measured", "share", "waste", "efficiency", "bound"};
-  t.raw_headers = {"layer", "flops", "bytes", "lower_bound_seconds", "measured_seconds", "share", "waste_seconds",
-                   "efficiency", "bound"};
-  t.right_align = {false, true, true, true, true, true, true, true, false};
+  t.headers = {"layer", "kind", "op", "output", "FLOPs", "bytes", "lower bound", "measured", "share", "waste",
+               "efficiency", "limit"};
+  t.raw_headers = {"layer", "kind", "op", "output_shape", "flops", "bytes", "lower_bound_seconds", "measured_seconds",
+                   "share", "waste_seconds", "efficiency", "bound"};
+  t.right_align = {false, false, false, false, true, true, true, true, true, true, true, false};
   if (keys) {
     t.headers.insert(t.headers.begin(), {"model", "backend", "mode", "batch"});
     t.raw_headers.insert(t.raw_headers.begin(), {"model", "backend", "mode", "batch"});
@@ -58,27 +71,23 @@ report::Table layer_table(const ProfileRun& r, bool keys) {
     if (keys) cells.insert(cells.begin(), {text(r.model), text(r.backend), text(r.mode), text(std::to_string(r.batch))});
     t.rows.push_back(std::move(cells));
   };
-  for (const LayerMeasurement& l : r.layers) {
-    const bool work = l.flops > 0 || l.bytes > 0;
-    row({text(fmt::format("{}:{}", l.event, l.name)),
-         l.modeled ? Cell{report::si(static_cast<double>(l.flops), ""), std::to_string(l.flops)} : text("?"),
-         {report::si(static_cast<double>(l.bytes), "B"), std::to_string(l.bytes)}, secs(l.lower_bound_seconds),
-         secs(l.measured_seconds), pct(l.share), secs(l.waste_seconds),
-         work && l.modeled ? pct(l.efficiency) : text("-"),
-         text(!l.modeled ? "unmodeled" : l.bound && work ? std::string(bound_name(*l.bound)) : "-")});
-  }
+  const LayerTableRows rows = layer_rows(r, options);
+  for (const LayerRow& l : rows.rows) row(layer_cells(l));
+  if (rows.rest) row(layer_cells(*rows.rest, false));
   const double median = r.timing.summary.median;
-  row({text("unattributed (dispatch, framework)"), text(""), text(""), text(""), secs(r.unattributed_seconds),
-       pct(median > 0 ? r.unattributed_seconds / median : 0), secs(r.unattributed_seconds), text(""), text("")});
+  row({text("unattributed (dispatch, framework)"), text(""), text(""), text(""), text(""), text(""), text(""),
+       secs(r.unattributed_seconds), pct(median > 0 ? r.unattributed_seconds / median : 0), secs(r.unattributed_seconds),
+       text(""), text("")});
   const ModelTotals& tot = r.analysis.totals;
-  row({text("total (timed median)"), {report::si(static_cast<double>(tot.flops), ""), std::to_string(tot.flops)},
+  row({text("total (timed median)"), text(""), text(""), text(""),
+       {report::si(static_cast<double>(tot.flops), ""), std::to_string(tot.flops)},
        {report::si(static_cast<double>(tot.bytes_read + tot.bytes_written), "B"), std::to_string(tot.bytes_read + tot.bytes_written)},
        secs(tot.lower_bound_seconds), secs(median), pct(1.0), secs(std::max(0.0, median - tot.lower_bound_seconds)),
        pct(r.efficiency), text(bound_of(r))});
   return t;
 }
 
-std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format) {
+std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format, const LayerTableOptions& options) {
   std::string out = fmt::format("{}{} on {} [{}]\n", format == Format::kMarkdown ? "### " : "", run_title(r), hw.name, hw.id);
   if (r.outcome.failed()) return out + "error: " + r.outcome.error() + "\n\n";
   // a model file's inputs: what its numbers were measured on (token ids' range, dtypes)
@@ -97,7 +106,7 @@ std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format
     out += "counters: " + counters + "\n";
   }
   if (!r.layers.empty()) {
-    out += "\n" + report::render_table(layer_table(r, false), format);
+    out += "\n" + report::render_table(layer_table(r, options, false), format);
     out += fmt::format("per-layer times: medians of {} profiled passes, scaled by {:.3f} to the timed median (the "
                        "profiler adds {} to a pass; its overhead is taken as proportional)\n",
                        r.profiled_passes, r.layer_scale, report::percent(r.profiling_overhead));
@@ -204,7 +213,8 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
   for (const LayerMeasurement& l : r.layers) {
     json records = json::array();
     for (std::size_t i : l.records) records.push_back(r.analysis.graph.op(i).name);
-    run["layers"].push_back({{"event", l.event}, {"name", l.name}, {"ops", records}, {"flops", l.flops},
+    run["layers"].push_back({{"event", l.event}, {"name", l.name}, {"module", l.module}, {"kind", l.kind},
+                             {"output_shape", l.output_shape}, {"ops", records}, {"flops", l.flops},
                              {"bytes", l.bytes}, {"lower_bound_seconds", l.lower_bound_seconds},
                              {"profiled_seconds", l.profiled_seconds}, {"measured_seconds", l.measured_seconds},
                              {"share", l.share}, {"waste_seconds", l.waste_seconds}, {"efficiency", l.efficiency},
@@ -236,7 +246,8 @@ std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format f
   return out;
 }
 
-std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format) {
+std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format,
+                           const LayerTableOptions& options) {
   if (format == Format::kJson) return report::json_text(profile_json(runs, hardware));
   if (format == Format::kCsv) {
     // one table: the layers of every run that has them, else the runs
@@ -246,14 +257,14 @@ std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSp
     report::Table all;
     for (const ProfileRun& r : runs) {
       if (r.layers.empty()) continue;
-      report::Table t = layer_table(r, true);
+      report::Table t = layer_table(r, options, true);
       if (all.headers.empty()) all = t;
       else all.rows.insert(all.rows.end(), t.rows.begin(), t.rows.end());
     }
     return report::render_table(all, format);
   }
   std::string out;
-  for (const ProfileRun& r : runs) out += run_block(r, hardware, format);
+  for (const ProfileRun& r : runs) out += run_block(r, hardware, format, options);
   out += format == Format::kMarkdown ? "### summary\n\n" : "summary\n";
   return out + render_profile_summary(runs, format);
 }

@@ -118,6 +118,7 @@ void read_layers(const json& run_json, ResultRun& run) {
     ResultLayer layer;
     layer.event = l.integer("event", 0);
     layer.name = l.text("name");
+    if (l.has("module")) layer.module = l.text("module", false);
     layer.flops = l.count("flops");
     layer.bytes = l.count("bytes");
     layer.lower_bound_seconds = l.nonneg("lower_bound_seconds");

@@ -146,15 +146,56 @@ TEST(CliProfileTest, TableShowsLayersRemainderAndSummary) {
 TEST(CliProfileTest, CsvHasTheLayersOfEveryRunAndTheirTotalIsTheRunsEfficiency) {
   const CliResult r = run_cli("profile --model ff,cnn --format csv" + kQuick);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ::testing::StartsWith("model,backend,mode,batch,layer,flops,bytes,lower_bound_seconds,"
-                                           "measured_seconds,share,waste_seconds,efficiency,bound\n"));
-  EXPECT_THAT(r.out, HasSubstr("\nff,libtorch,eager,1,1:aten::addmm,"));
+  EXPECT_THAT(r.out, ::testing::StartsWith("model,backend,mode,batch,layer,kind,op,output_shape,flops,bytes,"
+                                           "lower_bound_seconds,measured_seconds,share,waste_seconds,efficiency,bound\n"));
+  // rows are named as analyze names the layers, with kind, op and output shape beside them
+  EXPECT_THAT(r.out, HasSubstr("\nff,libtorch,eager,1,block0.linear,matmul,aten::addmm,1x128,"));
+  EXPECT_THAT(r.out, HasSubstr("\ncnn,libtorch,eager,1,stage1.conv,conv,"));
   EXPECT_THAT(r.out, HasSubstr("\ncnn,libtorch,eager,1,total (timed median),"));
   const auto json = nlohmann::json::parse(run_cli("profile --model ff --format json" + kQuick).out);
   const auto& run = json["runs"][0];
   // the table's total row is the run's one efficiency: lower bound / timed median
   EXPECT_NEAR(run["efficiency"].get<double>(),
               run["totals"]["lower_bound_seconds"].get<double>() / run["timing"]["median_seconds"].get<double>(), 1e-12);
+}
+
+TEST(CliProfileTest, LayerTablesSortGroupAndCutToTheTopRows) {
+  const CliResult r = run_cli("profile cnn --sort time --group-by module --top 3" + kQuick);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  // three module rows, longest first, then one row for the other 7 modules (8 layers: the
+  // classifier is aten::t and aten::addmm)
+  EXPECT_THAT(r.out, HasSubstr("the other 7 row(s) (8 layer(s))"));
+  EXPECT_THAT(r.out, HasSubstr("unattributed (dispatch, framework)"));
+  const CliResult md = run_cli("profile ff --sort waste --top 2 --format md" + kQuick);
+  ASSERT_EQ(md.exit_code, 0) << md.err;
+  EXPECT_THAT(md.out, ::testing::ContainsRegex(R"(\| layer +\| kind +\| op +\| output +\|)"));
+  EXPECT_THAT(md.out, HasSubstr("| the other "));
+  const CliResult kinds = run_cli("profile transformer --group-by kind --format csv" + kQuick);
+  ASSERT_EQ(kinds.exit_code, 0) << kinds.err;
+  EXPECT_THAT(kinds.out, HasSubstr("\ntransformer,libtorch,eager,1,matmul ("));
+  EXPECT_THAT(kinds.out, HasSubstr("\ntransformer,libtorch,eager,1,layer_norm (4),layer_norm,aten::layer_norm,"));
+}
+
+TEST(CliProfileTest, LayerTableOptionsThatDoNotApplyAreErrors) {
+  CliResult r = run_cli("profile ff --top 0" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --top must be at least 1 (got 0)\n");
+  r = run_cli("profile ff --sort speed" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --sort must be time, waste or efficiency (got 'speed')\n");
+  r = run_cli("profile ff --group-by op" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --group-by must be kind or module (got 'op')\n");
+  r = run_cli("profile ff --budget 0.2 --layer-runs 0 --top 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --top shapes the per-layer tables, but --layer-runs 0 measures no per-layer times\n");
+  r = run_cli("profile ff --sort time --format json" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --top, --sort and --group-by shape the layer tables of table, md and csv output, not "
+                   "--format json\n");
+  r = run_cli("profile ff --group-by kind --summary" + kQuick);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("not --summary"));
 }
 
 TEST(CliProfileTest, AFailedRunIsRecordedAndTheOthersGoOn) {

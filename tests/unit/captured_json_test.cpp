@@ -1,6 +1,7 @@
 // Captured ops as a worker sends them (docs/worker-protocol.md): values of every kind parse,
 // and a malformed op names the source, the op's index and name, and the field.
 #include "backends/capture/captured_json.hpp"
+#include "backends/capture/captured_op.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -97,6 +98,23 @@ TEST(CapturedJsonTest, AKernelsEventBecomesEveryRecordsEventAndNullIsNone) {
   EXPECT_EQ(plain.op(0).attributes.get_int("event", -2), 0);
   EXPECT_THAT(error_of(json::parse(R"([{"op": "r", "event": -1}])")), HasSubstr("field 'event': must be a kernel's index"));
   EXPECT_THAT(error_of(json::parse(R"([{"op": "r", "event": "0"}])")), HasSubstr("field 'event'"));
+}
+
+TEST(CapturedJsonTest, AnOpsModuleNamesItsRecords) {
+  const json ops = json::parse(R"([{"op": "aten::relu", "module": "stage0.relu",
+      "in": [{"tensor": "input0", "shape": [2, 3], "dtype": "float32"}],
+      "out": [{"tensor": "%0", "shape": [2, 3], "dtype": "float32"}]},
+    {"op": "aten::relu", "in": [{"tensor": "%0", "shape": [2, 3], "dtype": "float32"}],
+      "out": [{"tensor": "%1", "shape": [2, 3], "dtype": "float32"}]}])");
+  const auto parsed = captured_ops_from_json(ops, "test");
+  ASSERT_EQ(parsed.size(), 2u);
+  EXPECT_EQ(parsed[0].module, "stage0.relu");
+  EXPECT_EQ(parsed[1].module, "");
+  const OpGraph g = graph_from_captured(parsed, "g");
+  EXPECT_EQ(g.op(0).attributes.get_string("module", "?"), "stage0.relu");
+  EXPECT_EQ(g.op(1).attributes.get_string("module", "?"), "?");  // no module: no attribute
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "aten::relu", "module": 3}])")),
+              HasSubstr("must be a string (the module path the op ran in)"));
 }
 
 }  // namespace

@@ -29,19 +29,34 @@ std::string report_median(const ProfileRun& r) {
   return s >= 1 ? fmt::format("{:.3g} s", s) : s >= 1e-3 ? fmt::format("{:.3g} ms", s * 1e3) : fmt::format("{:.3g} µs", s * 1e6);
 }
 
-void run_profile(const RunArgs& args, const CLI::App& cmd) {
+/// The options of profile's per-layer tables (--top, --sort, --group-by).
+struct LayerArgs {
+  long long top = 0;
+  std::string sort, group;
+};
+
+void run_profile(const RunArgs& args, const LayerArgs& layer_args, const CLI::App& cmd) {
   // Ctrl-C ends the run in progress and its workers; -o holds every finished run as it ends.
   // Installed first: a signal while the plan is made (calibration, loading plugins) is kept too.
   install_interrupt_handlers();
+  const LayerTableOptions table = layer_table_options(
+      cmd.count("--top") ? std::optional<long long>(layer_args.top) : std::nullopt, layer_args.sort, layer_args.group,
+      args.layer_runs);
+  const Format format = output_format(cmd, args.format, args.output);
+  if (table.any() && (args.summary_only || format == Format::kJson)) {
+    // JSON has every layer; --summary prints no layer table (checked before anything slow runs)
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--top, --sort and --group-by shape the layer tables of table, md and csv output, not {}",
+                            args.summary_only ? "--summary" : "--format json"));
+  }
   RunSetup setup = prepare_run(args);
   ProfileOptions& options = setup.options;
   const HardwareSpec& hardware = setup.hardware;
   const std::vector<ModelBackends>& plan = setup.plan;
   const ModelRequest& base = setup.base;
-  const Format format = output_format(cmd, args.format, args.output);
   auto render = [&](const std::vector<ProfileRun>& runs) {
     return args.summary_only && format != Format::kJson ? render_profile_summary(runs, format)
-                                                        : render_profile(runs, hardware, format);
+                                                        : render_profile(runs, hardware, format, table);
   };
   std::vector<ProfileRun> finished;
   const bool progress = ::isatty(2) != 0;
@@ -89,6 +104,7 @@ void add_backends_command(CLI::App& app) {
 
 void add_profile_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
+  auto layer_args = std::make_shared<LayerArgs>();
   CLI::App* cmd = app.add_subcommand(
       "profile",
       "Run models through a backend, time them under the timing contract and compare with the\n"
@@ -96,11 +112,19 @@ void add_profile_command(CLI::App& app) {
       "run, and measured time per layer. Without --model: the five reference networks.");
   add_run_options(*cmd, *args);
   cmd->add_flag("--summary", args->summary_only, "Print only the summary across runs (table, md, csv)");
+  cmd->add_option("--top", layer_args->top,
+                  "Per-layer tables (table, md, csv; an error with --summary, --format json or --layer-runs 0): keep the "
+                  "first N rows (after --sort and --group-by); one row sums the rest");
+  cmd->add_option("--sort", layer_args->sort,
+                  "Per-layer tables: time (longest first), waste (time above the lower bound, largest first) or "
+                  "efficiency (lowest first); default: execution order");
+  cmd->add_option("--group-by", layer_args->group,
+                  "Per-layer tables: one row per op kind (kind) or per module path (module), summing their layers");
   add_format_option(*cmd, args->format);
   cmd->add_option("-o,--output", args->output,
                   "Write to this file (atomically) instead of stdout; without --format, the format follows its "
                   "extension (.json, .csv, .md)");
-  cmd->callback([args, cmd] { run_profile(*args, *cmd); });
+  cmd->callback([args, layer_args, cmd] { run_profile(*args, *layer_args, *cmd); });
 }
 
 }  // namespace neuralcost::cli

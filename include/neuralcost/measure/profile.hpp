@@ -45,6 +45,16 @@ struct ProfileOptions {
 struct LayerMeasurement {
   std::size_t event = 0;
   std::string name;                  ///< the framework's name, e.g. "aten::linear"
+  /// the module path users know ("stage0.conv"): the event's, else the longest dotted prefix
+  /// common to its records' "module" attributes (their distinct modules joined by "+" when they
+  /// share none: a kernel that fused unrelated layers), else the module of the weights they
+  /// read ("block0.linear" from block0.linear.weight), which also wins when it lies inside the
+  /// module found ("encoder0" -> "encoder0.linear1"); "" when nothing names it
+  std::string module;
+  /// the op kind of its records ("linear"), "fused" when they are of several kinds, "none"
+  /// when the op became no record (a view, a metadata call)
+  std::string kind;
+  std::string output_shape;          ///< of its last record's first output ("32x128"), "" without records
   std::vector<std::size_t> records;  ///< indices into ProfileRun::analysis.ops
   std::uint64_t flops = 0;
   std::uint64_t bytes = 0;

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/measure/comparison.hpp"
+#include "neuralcost/measure/layer_table.hpp"
 #include "neuralcost/measure/profile.hpp"
 #include "neuralcost/report/views.hpp"
 
@@ -15,17 +16,21 @@ namespace neuralcost {
 
 /// Table/Markdown: for each run a block like
 ///
-///   transformer, libtorch eager, batch 32 on this machine [host]
-///   median 1.52 ms (95% CI 1.50-1.55 ms, n 140, CV 3.1%), verdict ok
-///   layer               FLOPs  bytes   lower bound  measured  efficiency  bound
-///   0:aten::transpose   0      0 B     0 s          1.2 µs    -           -
+///   ff, libtorch eager, batch 32 on this machine [host]
+///   median 113 µs (95% CI 113 µs - 114 µs, n 20, CV 2.3%), ...; verdict ok
+///   layer          kind    op           output  FLOPs   bytes   lower bound  measured  share  waste    efficiency  limit
+///   block0.linear  none    aten::t              0       0 B     0 s          517 ns    0.5%   517 ns   -           -
+///   block0.linear  linear  aten::addmm  32x128  6.43 M  519 kB  21.5 µs      76.7 µs   67.7%  55.2 µs  28.1%       compute
 ///   ...
-///   unattributed (dispatch, framework)             85.0 µs
+///   unattributed (dispatch, framework)                                      3.05 µs   2.7%   3.05 µs
+///   total (timed median)                        7.63 M  773 kB  25.6 µs      113 µs    100%   87.7 µs  22.6%       compute
 ///
-/// (a model file's block has, after its title, the values its inputs were filled with:
-/// "inputs: ids: 8x128 int64, integers uniform in [0, 30522); mask: 8x128 fp32, standard normal")
-/// then the summary across runs. CSV: the summary rows only.
-std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format);
+/// whose rows `options` groups, sorts and cuts (measure/layer_table.hpp); a model file's block
+/// has, after its title, the values its inputs were filled with ("inputs: ids: 8x128 int64, ...").
+/// Then the summary across runs. CSV: the layer rows of every run that has them, each keyed by
+/// model, backend, mode and batch; the summary rows when no run has layers.
+std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format,
+                           const LayerTableOptions& options = {});
 
 /// Only the summary table across runs.
 std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format format);

@@ -118,6 +118,10 @@ std::vector<CapturedOp> captured_ops_from_json(const json& ops, const std::strin
     op.name = c.op = j["op"].get<std::string>();
     op.inputs = values_from(j, c, "in");
     op.outputs = values_from(j, c, "out");
+    if (j.contains("module")) {
+      if (!j["module"].is_string()) c.fail("module", "must be a string (the module path the op ran in)");
+      op.module = j["module"].get<std::string>();
+    }
     if (j.contains("attrs")) {
       if (!j["attrs"].is_object()) c.fail("attrs", "must be an object");
       for (const auto& [k, v] : j["attrs"].items()) op.attributes[k] = value_from(v, c, "attrs." + k);

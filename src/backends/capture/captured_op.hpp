@@ -44,11 +44,15 @@ struct CapturedOp {
   /// kernels of a compiled program (docs/worker-protocol.md, "Kernel traces"); -1: no kernel ran
   /// it (folded into a constant, a layout change). Empty: the op is its own event (op by op).
   std::optional<std::int64_t> event;
+  /// the module path the op ran in, as the user's model names it ("stage0.conv"); "" unknown
+  std::string module;
 };
 
 /// Turns the ops of one forward pass into an op graph. Each record carries attribute "event" =
 /// the index of the op it came from (one op may become several records, e.g. a fused
-/// transformer layer), or the op's own `event` when the worker gave one (-1: none). Ops no table knows become kUnknown records: listed as unmodeled, never
+/// transformer layer), or the op's own `event` when the worker gave one (-1: none); and, when the
+/// op's module is known, attribute "module": the module path, followed by the record's own name
+/// when the op became several ("encoder0.self_attn.in_proj"). Ops no table knows become kUnknown records: listed as unmodeled, never
 /// zero.
 OpGraph graph_from_captured(const std::vector<CapturedOp>& calls, const std::string& graph_name);
 

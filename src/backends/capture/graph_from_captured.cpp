@@ -26,6 +26,10 @@ OpGraph graph_from_captured(const std::vector<CapturedOp>& calls, const std::str
         it != table.end() ? it->second(call) : one(record(call, OpKind::kUnknown));
     for (std::size_t k = 0; k < records.size(); ++k) {
       OpRecord& r = records[k];
+      if (!call.module.empty()) {
+        const bool part = records.size() > 1 && !r.name.empty();
+        r.attributes.set("module", part ? call.module + "." + r.name : call.module);
+      }
       const std::string base = fmt::format("{}:{}", e, call.name);
       r.name = records.size() == 1 ? base : fmt::format("{}.{}", base, r.name.empty() ? std::to_string(k) : r.name);
       r.attributes.set("event", call.event.value_or(static_cast<std::int64_t>(e)));

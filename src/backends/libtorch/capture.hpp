@@ -28,9 +28,11 @@ using ParameterNames = std::unordered_map<const void*, std::string>;
 std::vector<CapturedOp> capture_calls(const std::function<void()>& forward,
                                       const std::vector<at::Tensor>& inputs, const ParameterNames& names);
 
-/// Runs `forward` `runs` times with a RecordFunction observer that only timestamps the entry
-/// and exit of top-level operators (no names, shapes or allocations recorded): the cheapest
-/// per-op timer LibTorch offers. Same result layout as profile_calls().
+/// Runs `forward` once untimed (to learn which top-level operators call several others), then
+/// `runs` times, each after a plain pass, with a RecordFunction observer that only timestamps the
+/// entry and exit of top-level operators (names from the first timed pass; no shapes, no
+/// allocations after it) and switches RecordFunction off inside those that call several ops, so
+/// that nested calls cost no callback. Same result layout as profile_calls().
 LayerTiming time_calls(const std::function<void()>& forward, int runs);
 
 /// Runs `forward` `runs` times under the legacy autograd profiler and returns the duration of

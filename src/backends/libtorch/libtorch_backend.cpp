@@ -84,10 +84,19 @@ class TorchModel final : public PreparedModel {
     torch::NoGradGuard no_grad;
     warm_up();
     const auto calls = libtorch::capture_calls([this] { output_ = forward_(inputs_); }, inputs_, names_);
+    event_modules_.clear();
+    for (const auto& call : calls) event_modules_.push_back(call.module);
     return capture::graph_from_captured(calls, name_);
   }
 
   LayerTiming profile_layers(int runs) override {
+    LayerTiming timing = time_layers(runs);
+    // the captured pass's module scopes, for ops that became no record (aten::t of a Linear)
+    if (timing.event_names.size() == event_modules_.size()) timing.event_modules = event_modules_;
+    return timing;
+  }
+
+  LayerTiming time_layers(int runs) {
     torch::NoGradGuard no_grad;
     warm_up();
     if (legacy_profiler()) {
@@ -140,6 +149,7 @@ class TorchModel final : public PreparedModel {
   std::int64_t parameters_;
   std::string input_values_;
   at::Tensor output_;
+  std::vector<std::string> event_modules_;  ///< [event] of the captured pass: its module scope
 };
 
 /// A training step ready to run: run() is forward, loss, backward, optimizer step, zero-grad.

@@ -3,6 +3,8 @@
 // and FLOPs against the static model and outputs of eager against compiled.
 #include "backends/libtorch/reference_modules.hpp"
 
+#include <ATen/record_function.h>
+
 #include <fmt/format.h>
 
 #include "neuralcost/core/error.hpp"
@@ -14,29 +16,50 @@ namespace nn = torch::nn;
 
 std::string p(const std::string& name) { return "self." + script_name(name); }
 
+/// A module that only groups others under a name ("block0" holding "linear" and "norm"), so
+/// that parameter names are the module paths of the static model (block0.linear.weight).
+std::shared_ptr<nn::Module> group(nn::Module& parent, const std::string& name) {
+  return parent.register_module(name, std::make_shared<nn::Module>());
+}
+
+/// Runs `f` inside a RecordFunction user scope named `path`: torch::nn in C++ has no module
+/// hooks, so the forward passes name their layers for the op observer (capture.hpp) with the
+/// names the static model gives them (docs/reference-networks.md). Free when nothing observes.
+template <typename F>
+at::Tensor in_scope(const std::string& path, F&& f) {
+  RECORD_USER_SCOPE(path);
+  return f();
+}
+
 class FeedForward : public ReferenceNet {
  public:
   explicit FeedForward(const ModelRequest& r) {
     std::int64_t in = 784;
     for (std::int64_t i = 0; i < r.depth; ++i) {
-      linears_.push_back(register_module(fmt::format("linear{}", i), nn::Linear(in, r.width)));
-      norms_.push_back(register_module(fmt::format("norm{}", i), nn::LayerNorm(nn::LayerNormOptions({r.width}))));
+      auto block = group(*this, fmt::format("block{}", i));
+      linears_.push_back(block->register_module("linear", nn::Linear(in, r.width)));
+      norms_.push_back(block->register_module("norm", nn::LayerNorm(nn::LayerNormOptions({r.width}))));
       in = r.width;
     }
     classifier_ = register_module("classifier", nn::Linear(r.width, 10));
   }
   at::Tensor forward(const at::Tensor& input) override {
     at::Tensor x = input;
-    for (std::size_t i = 0; i < linears_.size(); ++i) x = norms_[i]->forward(torch::relu(linears_[i]->forward(x)));
-    return classifier_->forward(x);
+    for (std::size_t i = 0; i < linears_.size(); ++i) {
+      const std::string b = fmt::format("block{}.", i);
+      x = in_scope(b + "linear", [&] { return linears_[i]->forward(x); });
+      x = in_scope(b + "relu", [&] { return torch::relu(x); });
+      x = in_scope(b + "norm", [&] { return norms_[i]->forward(x); });
+    }
+    return in_scope("classifier", [&] { return classifier_->forward(x); });
   }
   std::string script_source(bool /*training*/) const override {
     std::string s = "def forward(self, x):\n";
     for (std::size_t i = 0; i < linears_.size(); ++i) {
-      s += fmt::format("    x = torch.relu(torch.linear(x, {}, {}))\n", p(fmt::format("linear{}.weight", i)),
-                       p(fmt::format("linear{}.bias", i)));
+      s += fmt::format("    x = torch.relu(torch.linear(x, {}, {}))\n", p(fmt::format("block{}.linear.weight", i)),
+                       p(fmt::format("block{}.linear.bias", i)));
       s += fmt::format("    x = torch.layer_norm(x, [x.size(-1)], {}, {}, 1e-5, True)\n",
-                       p(fmt::format("norm{}.weight", i)), p(fmt::format("norm{}.bias", i)));
+                       p(fmt::format("block{}.norm.weight", i)), p(fmt::format("block{}.norm.bias", i)));
     }
     return s + fmt::format("    return torch.linear(x, {}, {})\n", p("classifier.weight"), p("classifier.bias"));
   }
@@ -53,8 +76,9 @@ class Cnn : public ReferenceNet {
     std::int64_t in = 3;
     for (std::int64_t s = 0; s < r.depth; ++s) {
       const std::int64_t channels = r.width / (std::int64_t{1} << (r.depth - 1 - s));
-      convs_.push_back(register_module(fmt::format("conv{}", s), nn::Conv2d(nn::Conv2dOptions(in, channels, 3).padding(1))));
-      norms_.push_back(register_module(fmt::format("bn{}", s), nn::BatchNorm2d(channels)));
+      auto stage = group(*this, fmt::format("stage{}", s));
+      convs_.push_back(stage->register_module("conv", nn::Conv2d(nn::Conv2dOptions(in, channels, 3).padding(1))));
+      norms_.push_back(stage->register_module("bn", nn::BatchNorm2d(channels)));
       in = channels;
     }
     classifier_ = register_module("classifier", nn::Linear(r.width, 10));
@@ -62,20 +86,24 @@ class Cnn : public ReferenceNet {
   at::Tensor forward(const at::Tensor& input) override {
     at::Tensor x = input;
     for (std::size_t s = 0; s < convs_.size(); ++s) {
-      x = norms_[s]->forward(torch::relu(convs_[s]->forward(x)));
-      if (s + 1 < convs_.size()) x = torch::max_pool2d(x, 2);
+      const std::string n = fmt::format("stage{}.", s);
+      x = in_scope(n + "conv", [&] { return convs_[s]->forward(x); });
+      x = in_scope(n + "relu", [&] { return torch::relu(x); });
+      x = in_scope(n + "bn", [&] { return norms_[s]->forward(x); });
+      if (s + 1 < convs_.size()) x = in_scope(n + "pool", [&] { return torch::max_pool2d(x, 2); });
     }
-    x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
-    return classifier_->forward(x);
+    x = in_scope("global_pool", [&] { return torch::adaptive_avg_pool2d(x, {1, 1}); });
+    x = in_scope("flatten", [&] { return x.flatten(1); });
+    return in_scope("classifier", [&] { return classifier_->forward(x); });
   }
   std::string script_source(bool training) const override {
     std::string s = "def forward(self, x):\n";
     for (std::size_t i = 0; i < convs_.size(); ++i) {
       s += fmt::format("    x = torch.relu(torch.conv2d(x, {}, {}, [1, 1], [1, 1], [1, 1], 1))\n",
-                       p(fmt::format("conv{}.weight", i)), p(fmt::format("conv{}.bias", i)));
+                       p(fmt::format("stage{}.conv.weight", i)), p(fmt::format("stage{}.conv.bias", i)));
       s += fmt::format("    x = torch.batch_norm(x, {}, {}, {}, {}, {}, 0.1, 1e-5, True)\n",
-                       p(fmt::format("bn{}.weight", i)), p(fmt::format("bn{}.bias", i)),
-                       p(fmt::format("bn{}.running_mean", i)), p(fmt::format("bn{}.running_var", i)),
+                       p(fmt::format("stage{}.bn.weight", i)), p(fmt::format("stage{}.bn.bias", i)),
+                       p(fmt::format("stage{}.bn.running_mean", i)), p(fmt::format("stage{}.bn.running_var", i)),
                        training ? "True" : "False");
       if (i + 1 < convs_.size()) s += "    x = torch.max_pool2d(x, [2, 2], [2, 2], [0, 0], [1, 1], False)\n";
     }
@@ -100,8 +128,11 @@ class Recurrent : public ReferenceNet {
     classifier_ = register_module("classifier", nn::Linear(r.width, 10));
   }
   at::Tensor forward(const at::Tensor& x) override {
-    at::Tensor out = lstm_ ? std::get<0>(lstm_module_->forward(x)) : std::get<0>(rnn_module_->forward(x));
-    return classifier_->forward(out.select(1, -1));
+    at::Tensor out = in_scope(lstm_ ? "lstm" : "rnn", [&] {
+      return lstm_ ? std::get<0>(lstm_module_->forward(x)) : std::get<0>(rnn_module_->forward(x));
+    });
+    out = in_scope("last_step", [&] { return out.select(1, -1); });
+    return in_scope("classifier", [&] { return classifier_->forward(out); });
   }
   std::string script_source(bool /*training*/) const override {
     const std::string m = lstm_ ? "lstm" : "rnn";
@@ -142,8 +173,11 @@ class Transformer : public ReferenceNet {
   at::Tensor forward(const at::Tensor& x) override {
     // torch::nn's encoder layer is sequence-first: [B,T,d] -> [T,B,d] and back by a view
     at::Tensor h = x.transpose(0, 1);
-    for (auto& layer : layers_) h = layer->forward(h);
-    return classifier_->forward(h.mean(0));
+    for (std::size_t l = 0; l < layers_.size(); ++l) {
+      h = in_scope(fmt::format("encoder{}", l), [&] { return layers_[l]->forward(h); });
+    }
+    h = in_scope("mean_over_time", [&] { return h.mean(0); });
+    return in_scope("classifier", [&] { return classifier_->forward(h); });
   }
   std::string script_source(bool /*training*/) const override {
     const std::int64_t dh = width_ / kHeads;

@@ -286,6 +286,11 @@ class WorkerModel final : public PreparedModel {
     }
     t.wall_seconds = durations(reply, "wall");
     t.plain_wall_seconds = durations(reply, "plain");
+    // (optional) the module path of each event, "" unknown
+    if (const auto modules = reply.find("modules"); modules != reply.end() && modules->is_array() &&
+                                                    modules->size() == events->size()) {
+      for (const json& m : *modules) t.event_modules.push_back(m.is_string() ? m.get<std::string>() : "");
+    }
     return t;
   }
 
