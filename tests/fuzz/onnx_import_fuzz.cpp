@@ -9,10 +9,8 @@
 #include <string>
 
 #include "importers/onnx/onnx_importer.hpp"
-#include "neuralcost/analysis/roofline.hpp"
+#include "fuzz_common.hpp"
 #include "neuralcost/core/error.hpp"
-#include "neuralcost/training/memory.hpp"
-#include "neuralcost/training/training.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   // a fixed name in the working folder: error messages (which name the file) are the same in
@@ -22,15 +20,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
   }
-  static const neuralcost::HardwareSpec hw = [] {
-    neuralcost::HardwareSpec s;
-    s.id = "fuzz";
-    s.name = "fixed roofs";
-    for (const neuralcost::DType d : neuralcost::compute_dtypes()) s.peak_flops_per_second[d] = 1e15;
-    s.memory_bandwidth_bytes_per_second = 3e12;
-    s.caches.push_back({"L2", 5e7, 1e13});
-    return s;
-  }();
   static const neuralcost::OnnxImporter importer;
   for (const bool structure_only : {false, true}) {
     // the fixtures' symbolic batch is N or batch; a --dim the graph lacks is an error, so try both
@@ -40,15 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       request.structure_only = structure_only;
       if (*dim) request.dims[dim] = 2;
       try {
-        const neuralcost::OpGraph graph = importer.import(request);
-        neuralcost::analyze(graph, hw);
-        if (!structure_only) {
-          // the training transform and the ledger on whatever the importer accepted
-          neuralcost::TrainingOptions training;
-          training.checkpoint.kind = neuralcost::CheckpointKind::kSelective;
-          neuralcost::analyze(neuralcost::training_step(graph, training), hw);
-          neuralcost::memory_ledger(graph, training);
-        }
+        // the training transform and the ledger on whatever the full import accepted
+        neuralcost::fuzz::analyze_all(importer.import(request), !structure_only);
         break;
       } catch (const neuralcost::Error& e) {
         // a clear rejection is the expected outcome for most inputs

@@ -12,37 +12,17 @@
 #include "backends/capture/captured_json.hpp"
 #include "backends/capture/captured_op.hpp"
 #include "backends/python_worker/worker_reply.hpp"
-#include "neuralcost/analysis/roofline.hpp"
+#include "fuzz_common.hpp"
 #include "neuralcost/core/error.hpp"
-#include "neuralcost/training/memory.hpp"
-#include "neuralcost/training/training.hpp"
 
 namespace {
-
-const neuralcost::HardwareSpec& roofs() {
-  static const neuralcost::HardwareSpec hw = [] {
-    neuralcost::HardwareSpec s;
-    s.id = "fuzz";
-    s.name = "fixed roofs";
-    for (const neuralcost::DType d : neuralcost::compute_dtypes()) s.peak_flops_per_second[d] = 1e15;
-    s.memory_bandwidth_bytes_per_second = 3e12;
-    s.caches.push_back({"L2", 5e7, 1e13});
-    return s;
-  }();
-  return hw;
-}
 
 void take_reply(const std::string& line) {
   const nlohmann::json reply = neuralcost::worker::decode_reply(line, "fuzz worker", "capture");
   const auto ops = reply.find("ops");
   if (ops == reply.end()) return;
-  const neuralcost::OpGraph graph =
-      neuralcost::capture::graph_from_captured(neuralcost::capture::captured_ops_from_json(*ops, "fuzz"), "fuzz");
-  neuralcost::analyze(graph, roofs());
-  neuralcost::TrainingOptions training;
-  training.checkpoint.kind = neuralcost::CheckpointKind::kSelective;
-  neuralcost::analyze(neuralcost::training_step(graph, training), roofs());
-  neuralcost::memory_ledger(graph, training);
+  neuralcost::fuzz::analyze_all(
+      neuralcost::capture::graph_from_captured(neuralcost::capture::captured_ops_from_json(*ops, "fuzz"), "fuzz"), true);
 }
 
 }  // namespace
