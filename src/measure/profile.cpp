@@ -433,7 +433,12 @@ void validate(const ProfileOptions& options) {
 
 void check_modes(const std::vector<const Backend*>& backends, const std::vector<std::string>& modes) {
   if (backends.size() == 1) {
-    // one backend: its own modes, before anything slow (a calibration) runs
+    // one backend: its own modes, before anything slow (a calibration) runs; a backend that cannot
+    // run here has no modes, so its reason comes first (not "has no mode 'eager' (modes: )")
+    if (auto why = backends.front()->unavailable_reason()) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("backend '{}' cannot run here: {}", backends.front()->name(), *why));
+    }
     const auto known = backends.front()->modes();
     for (const std::string& m : modes) {
       if (std::find(known.begin(), known.end(), m) == known.end()) {

@@ -97,8 +97,9 @@ with tempfile.TemporaryDirectory() as cache:
 
 # neural-cost profile: short runs, then a run list with a failed run (exit code 1, JSON still
 # printed). Skipped when the binary has no profiling backend (built without LibTorch).
+# a fixed roof: no calibration per command (the calibration's own schema is checked above)
 QUICK = ["--batch", "2", "--budget", "0.2", "--warmup", "2", "--warmup-seconds", "0", "--layer-runs", "3",
-         "--target-ci", "0.5", "--format", "json"]
+         "--target-ci", "0.5", "--format", "json", "--hardware", f"{source}/tests/inputs/good/test_cpu_2core.json"]
 profile = subprocess.run([binary, "profile", "--model", "ff,rnn", "--mode", "eager,compiled", *QUICK],
                          capture_output=True, text=True)
 profiled = None

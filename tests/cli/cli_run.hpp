@@ -27,6 +27,11 @@ inline std::string slurp(const std::string& path) {
   return s.str();
 }
 
+/// `--hardware` for tests that are not about the roof: a fixed spec, so that no command calibrates
+/// (a calibration on a busy machine, as under `ctest -j2`, is not cached, so every command measured
+/// again: 5-20 s each). The calibration path and the default `host` have their own tests.
+inline const std::string kTestRoof = " --hardware " NEURALCOST_TEST_INPUTS "/good/test_cpu_2core.json";
+
 /// Runs `ENV neural-cost ARGS` through the shell (both shell syntax; ENV: "NAME=value ...").
 inline CliResult run_cli_env(const std::string& env, const std::string& args) {
   const std::string dir = ::testing::TempDir();

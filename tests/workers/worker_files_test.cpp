@@ -22,7 +22,7 @@ using namespace neuralcost::testing;
 using ::testing::HasSubstr;
 
 const std::string kQuick =
-    " --threads 1 --budget 0.2 --warmup 2 --warmup-seconds 0 --layer-runs 2 --target-ci 0.5 --format json";
+    " --threads 1 --budget 0.2 --warmup 2 --warmup-seconds 0 --layer-runs 2 --target-ci 0.5 --format json" + kTestRoof;
 const std::string kInputs = " --input ids=2x8:int64:0..1000 --input mask=2x8";
 
 /// The token model's files, written once per test run by CTest's fixture worker_model_files
