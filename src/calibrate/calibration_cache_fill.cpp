@@ -63,6 +63,10 @@ std::vector<std::string> why_not_cacheable(const Calibration& c) {
                                   "took the cores, or the CPU table's row is wrong for this CPU)",
                                   100 * fma->second.best / theory->second, 100 * kMinFmaOfTheory));
   }
+  if (c.clock_ghz > kMaxPlausibleClockGhz) {
+    reasons.push_back(fmt::format("the clock measured {:.2f} GHz, above any CPU's (the add chain did not run one "
+                                  "add per cycle)", c.clock_ghz));
+  }
   return reasons;
 }
 

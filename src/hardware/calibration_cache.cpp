@@ -147,6 +147,11 @@ Calibration parse_calibration(std::string_view text, const std::string& origin) 
 /// bound already; 3x leaves room for a wrong row or an older description, not for a hand-edited x100), no bandwidth
 /// above 100 TB/s, nothing negative or not finite. Empty when plausible.
 static std::string implausible(const Calibration& c, const HostDescription& host) {
+  // no CPU clocks above 6.2 GHz; a cache from before the clock kernel used register adds may
+  // hold the 12-20 "GHz" of folded add-immediates, and the clock sizes the theoretical peaks
+  if (!std::isfinite(c.clock_ghz) || c.clock_ghz <= 0 || c.clock_ghz > kMaxPlausibleClockGhz) {
+    return fmt::format("a clock of {:.3g} GHz", c.clock_ghz);
+  }
   const HardwareSpec theory = theoretical_host_spec(host, c.threads);
   for (const auto& [dtype, m] : c.fma) {
     if (!std::isfinite(m.best) || m.best < 0) return fmt::format("{} FMA {}", dtype, m.best);

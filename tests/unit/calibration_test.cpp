@@ -274,6 +274,19 @@ TEST_F(CalibrationCacheTest, AHandEditedHundredfoldCalibrationIsNotBelieved) {
   EXPECT_THAT(cached.status, HasSubstr("holds figures no CPU like this reaches"));
 }
 
+TEST_F(CalibrationCacheTest, AClockNoCpuRunsAtIsNotBelieved) {
+  // what the add-immediate clock kernel measured on Golden Cove cores (folded at rename)
+  Calibration c = canned();
+  c.clock_ghz = 19.6;
+  save_calibration(c);
+  CachedCalibration cached = load_cached_calibration(zen4_vm(), 0, false);
+  EXPECT_FALSE(cached.calibration.has_value());
+  EXPECT_THAT(cached.status, HasSubstr("holds figures no CPU like this reaches (a clock of 19.6 GHz)"));
+  c.clock_ghz = 4.4;
+  save_calibration(c);
+  EXPECT_TRUE(load_cached_calibration(zen4_vm(), 0, false).calibration.has_value());
+}
+
 TEST_F(CalibrationCacheTest, CalibrationsAreCachedByThreadCount) {
   // a 1-thread calibration and the all-CPU one live side by side: a --threads 1 run gets the
   // first, the default the second, and saving one never throws the other away
@@ -309,6 +322,9 @@ TEST_F(CalibrationCacheTest, ABusyCalibrationIsNotCacheable) {
   c.busy.clear();
   c.fma["fp32"].best = 0.4 * c.theoretical_flops.at("fp32");
   EXPECT_THAT(why_not_cacheable(c), ::testing::ElementsAre(HasSubstr("FP32 FMA reached only 40% of the theoretical")));
+  c = canned();
+  c.clock_ghz = 11.96;  // CI's reading of the add-immediate chain
+  EXPECT_THAT(why_not_cacheable(c), ::testing::ElementsAre(HasSubstr("the clock measured 11.96 GHz, above any CPU's")));
 }
 
 TEST(CalibrationTest, AboveTheTheoreticalPeakIsAFindingOnlyBeyondFivePercent) {

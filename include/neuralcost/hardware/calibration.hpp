@@ -28,6 +28,10 @@ struct RateMeasurement {
   double round_agreement = 0;
 };
 
+/// Above any CPU's clock (the fastest boost at 6.2 GHz): a calibration that measured more is
+/// not believed (a chain of add-immediates that the core folded at rename read 12-20 GHz).
+inline constexpr double kMaxPlausibleClockGhz = 7.0;
+
 /// What the load of the machine was around a calibration (measure/load.hpp measures it).
 struct CalibrationLoad {
   double seconds = 0;          ///< the window
