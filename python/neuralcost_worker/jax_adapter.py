@@ -156,7 +156,8 @@ class Model:
         params = self.params if self.trainer is None else self.trainer.params  # a jit step donated these
         closed = jax.make_jaxpr(self.forward)(params, self.x)
         keys = []
-        ops = jax_capture.capture(closed, params, self.x, getattr(self.forward, "buffers", {}), keys)
+        ops = jax_capture.capture(closed, params, self.x, getattr(self.forward, "buffers", {}), keys,
+                                  jax_models.LAYERS)
         source = f"jaxpr of the {self.name} forward function (jax.make_jaxpr, {len(ops)} ops)"
         if self.trainer is None and self.compiled is not None:
             self.kernels = self._map_kernels(ops, keys)
@@ -187,7 +188,8 @@ class Model:
         kernels run); returns (module name, kernel names, container names) for layers()."""
         text = self.compiled.lower(self.params, self.x).compile().as_text()
         module = text.split(None, 2)[1].rstrip(",") if text.startswith("HloModule") else None
-        kernels, containers = xla_trace.parse_hlo(text, jax_capture.hlo_key)
+        kernels, containers = xla_trace.parse_hlo(
+            text, lambda op_name, frame: jax_capture.hlo_key(op_name, frame, jax_models.LAYERS))
         _, events = xla_trace.session_events(self.run, module)
         ran = {e[0] for e in events}
         order = [k for k in kernels if k in ran]

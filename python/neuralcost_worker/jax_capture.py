@@ -1,7 +1,11 @@
 """Capture for the JAX adapter (jax_adapter.py): the jaxpr of a forward function as op records
 "jax::<primitive>" (docs/worker-protocol.md), which src/backends/capture/jax_mapping.cpp maps.
 
-  - parameters are "param": true and named by their pytree path ("layers.0.linear1.weight");
+  - an op made inside jax.named_scope(...) carries "module": the scopes around it joined with "."
+    (those of an inlined call's caller first): the layer name of the per-layer table. With
+    `layers` (the names jax_models.scope opened), the longest leading join that is one of them:
+    "encoder0.self_attn.sdpa", not the "bhqd,bhkd->bhqk" scope jnp.einsum opens inside it.
+  - parameters are "param": true and named by their pytree path ("encoder0.linear1.weight");
     the input is "input0"; other values are fresh edges "%N". Scalar literals are numbers, and
     scalar arithmetic on them alone (a fori_loop's counter) is computed here, not reported.
   - constants of the program (closed-over arrays: batch-norm running statistics) are "param"
@@ -57,37 +61,53 @@ LAYOUT = {"reshape", "squeeze", "expand_dims", "broadcast_in_dim", "transpose", 
 MAX_UNROLLED = 200_000  # ops a while may unroll into; a longer one stays one (unmodeled) op
 
 
-def capture(closed, params, x, buffers, keys=None):
-    """The op records of `closed` (the jaxpr of forward(params, x)); `buffers` names constants.
+def capture(closed, params, x, buffers, keys=None, layers=None):
+    """The op records of `closed` (the jaxpr of forward(params, x)); `buffers` names constants;
+    `layers`: the model's layer names, if its scopes name them (the module docstring).
     With a list `keys`, appends each op's eqn_key, for xla_trace.attribute (a scan's slices and
     stacking, which the walker makes, get the scan's location; None: no location)."""
     leaves = jax.tree_util.tree_flatten_with_path(params)[0]
     args = [tensor(path_name(p), leaf.shape, leaf.dtype, param=True) for p, leaf in leaves]
     args.append(tensor("input0", x.shape, x.dtype))
     named = jax.tree_util.tree_flatten_with_path(buffers)[0]
-    walker = _Walker({id(leaf): "const:" + path_name(p) for p, leaf in named}, _has_control(closed))
+    walker = _Walker({id(leaf): "const:" + path_name(p) for p, leaf in named}, _has_control(closed), layers)
     walker.call(closed, args, [leaf for _, leaf in leaves] + [x])
     if keys is not None:
         keys.extend(walker.keys)
     return walker.ops
 
 
-def eqn_key(eqn, outer=None):
+def eqn_key(eqn, outer=None, module=""):
     """(primitive, (file, line, column) of the user's code that made it): what XLA's HLO metadata
     says of the instructions the equation became (xla_trace.py). An equation of a library
-    function (jax.nn.relu's max) has no user frame of its own: it has its caller's, `outer`."""
+    function (jax.nn.relu's max) has no user frame of its own: it has its caller's, `outer`.
+    In a layer (`module`), the primitive is "<module>/<primitive>": the same line run for two
+    layers (a Python loop over stages) is two keys."""
     frame = source_info_util.user_frame(eqn.source_info.traceback)
     where = (frame.file_name, frame.start_line, frame.start_column) if frame is not None else outer
-    return eqn.primitive.name, where
+    return (f"{module}/{eqn.primitive.name}" if module else eqn.primitive.name), where
 
 
-def hlo_key(op_name, frame):
-    """The eqn_key of an HLO instruction's metadata: op_name "jit(forward)/.../dot_general"."""
-    return op_name.rsplit("/", 1)[-1], frame
+def scopes(eqn):
+    """The jax.named_scope names around an equation ("encoder0", "self_attn.sdpa"): an op's module
+    path is their join with "." ("encoder0.self_attn.sdpa"); transformations (jvp, vmap) are not
+    scopes."""
+    return tuple(c.name for c in eqn.source_info.name_stack.stack if isinstance(c, source_info_util.Scope))
+
+
+def hlo_key(op_name, frame, layers=None):
+    """The eqn_key of an HLO instruction's metadata: op_name "jit(forward)/.../dot_general", whose
+    middle is the name stack ("stage0.relu/jit(relu)"): with `layers`, its longest leading join
+    of scopes (transformations such as "jit(relu)" left out) that is a layer is the module."""
+    parts = op_name.split("/")
+    scopes = [p for p in parts[1:-1] if not p.endswith(")")]
+    module = next((".".join(scopes[:k]) for k in range(len(scopes), 0, -1)
+                   if layers and ".".join(scopes[:k]) in layers), "")
+    return (f"{module}/{parts[-1]}" if module else parts[-1]), frame
 
 
 def path_name(path):
-    """A pytree path as a dotted name: layers.0.linear1.weight."""
+    """A pytree path as a dotted name: encoder0.linear1.weight."""
     parts = []
     for k in path:
         parts.append(str(getattr(k, "key", getattr(k, "idx", getattr(k, "name", k)))))
@@ -185,8 +205,9 @@ class _Walker:
     the op records. With `concrete`, every value's array is carried along (None where unknown),
     for the whiles and conds."""
 
-    def __init__(self, const_names, concrete):
+    def __init__(self, const_names, concrete, layers=None):
         self.ops = []
+        self.layers = layers            # the layer names the scopes may name (None: any scope)
         self.edges = 0
         self.const_names = const_names  # id(array) -> name, for named constants
         self.consts = {}                # id(array) -> value, so a constant read twice is one
@@ -196,6 +217,15 @@ class _Walker:
         self.eqn = None                 # the equation being emitted (None: an op the walker makes)
         self.outer = None               # the source location of the innermost call being inlined
         self.scan_where = None          # ... of the innermost scan being unrolled
+        self.scope = ()                 # the named scopes (jax.named_scope) the op is made in
+
+    def module(self):
+        """The layer of an op made in self.scope: the longest leading join that is a layer."""
+        for k in range(len(self.scope), 0, -1):
+            name = ".".join(self.scope[:k])
+            if self.layers is None or name in self.layers:
+                return name
+        return ""
 
     def fresh(self, shape, dtype):
         self.edges += 1
@@ -224,11 +254,15 @@ class _Walker:
         op = {"op": f"jax::{name}", "in": ins, "out": outs}
         if attrs:
             op["attrs"] = attrs
+        module = self.module()
+        if module:
+            op["module"] = module
         self.ops.append(op)
         if self.eqn is not None and self.eqn.primitive.name == name:
-            self.keys.append(eqn_key(self.eqn, self.outer))
+            self.keys.append(eqn_key(self.eqn, self.outer, module if self.layers else ""))
         else:  # a scan's slices and stacking: where the scan is (XLA's dynamic slices carry it)
-            self.keys.append((name, self.scan_where) if self.scan_where is not None else None)
+            qualified = f"{module}/{name}" if module and self.layers else name
+            self.keys.append((qualified, self.scan_where) if self.scan_where is not None else None)
 
     def evaluate(self, eqn, vals):
         """The concrete outputs of `eqn` on `vals` (None where they cannot be had)."""
@@ -249,7 +283,10 @@ class _Walker:
         env.update(zip(jaxpr.invars, args))
         known = dict(zip(jaxpr.constvars, consts)) if self.concrete else {}
         known.update(zip(jaxpr.invars, vals if vals is not None else [None] * len(args)))
+        scope = self.scope
         for eqn in jaxpr.eqns:
+            # an inlined call's equations name their scopes relative to the call's
+            self.scope = scope + scopes(eqn)
             ins = [self.read(env, v) for v in eqn.invars]
             in_vals = [self.value(known, v) for v in eqn.invars]
             name = eqn.primitive.name
@@ -277,6 +314,7 @@ class _Walker:
             env.update(zip(eqn.outvars, outs))
             if self.concrete:
                 known.update(zip(eqn.outvars, out_vals))
+        self.scope = scope
         return [self.read(env, v) for v in jaxpr.outvars], [self.value(known, v) for v in jaxpr.outvars]
 
     @staticmethod

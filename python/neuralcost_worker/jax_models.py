@@ -1,8 +1,10 @@
 """The five reference networks of docs/reference-networks.md in plain JAX (jax.numpy and jax.lax,
 no Flax): the same layers, parameter counts and contraction FLOPs as python/reference_torch.py and
 the C++ static models. Parameters are a nested dict whose flattened paths are the PyTorch names
-("linears.0.weight", "recurrent.weight_hh_l1", "layers.0.self_attn.in_proj_weight"); weights are
-[out, in] and convolutions NCHW/OIHW, as in PyTorch.
+("block0.linear.weight", "lstm.weight_hh_l1", "encoder0.self_attn.in_proj_weight"); weights are
+[out, in] and convolutions NCHW/OIHW, as in PyTorch. Every layer's ops run in a jax.named_scope
+named as `analyze` names the layer ("block0.linear", "stage1.pool", "encoder0.self_attn.sdpa"),
+so that the capture (jax_capture.py: an op's "module") and the per-layer table name them so.
 
     forward, params, x = build("lstm", batch=1)
     y = forward(params, x)
@@ -51,6 +53,15 @@ class _Init:
         return {"weight": jnp.ones((n,), self.dtype), "bias": jnp.zeros((n,), self.dtype)}
 
 
+LAYERS = set()  # the layer names scope() has opened
+
+
+def scope(name):
+    """The layer an op belongs to, as `analyze` names it (jax_capture.py reads it back)."""
+    LAYERS.add(name)
+    return jax.named_scope(name)
+
+
 def dense(x, w, b=None):
     """x[..., in] @ w[out, in]^T (+ b): one dot_general contracting the last dims, no transpose."""
     y = lax.dot_general(x, w, (((x.ndim - 1,), (1,)), ((), ())))
@@ -68,20 +79,26 @@ def ff(init, width, depth, conds=False):
     """With `conds` (TEST_MODELS' ff_cond), each hidden block is the taken branch of a lax.cond
     on whether its input is all finite; the other branch returns zeros."""
     dims = [784] + [width] * depth
-    params = {"linears": [init.linear(a, b) for a, b in zip(dims, dims[1:])],
-              "norms": [init.norm(width) for _ in range(depth)],
-              "classifier": init.linear(width, CLASSES)}
+    params = {f"block{i}": {"linear": init.linear(a, b), "norm": init.norm(width)}
+              for i, (a, b) in enumerate(zip(dims, dims[1:]))}
+    params["classifier"] = init.linear(width, CLASSES)
 
     def forward(p, x):
-        for linear, norm in zip(p["linears"], p["norms"]):
-            def block(x, linear=linear, norm=norm):
-                return layer_norm(jax.nn.relu(dense(x, linear["weight"], linear["bias"])), norm)
+        for i in range(depth):
+            def block(x, i=i, linear=p[f"block{i}"]["linear"], norm=p[f"block{i}"]["norm"]):
+                with scope(f"block{i}.linear"):
+                    x = dense(x, linear["weight"], linear["bias"])
+                with scope(f"block{i}.relu"):
+                    x = jax.nn.relu(x)
+                with scope(f"block{i}.norm"):
+                    return layer_norm(x, norm)
             if conds:
                 x = lax.cond(jnp.all(jnp.isfinite(x)), block,
                              lambda x: jnp.zeros(x.shape[:-1] + (width,), x.dtype), x)
             else:
                 x = block(x)
-        return dense(x, p["classifier"]["weight"], p["classifier"]["bias"])
+        with scope("classifier"):
+            return dense(x, p["classifier"]["weight"], p["classifier"]["bias"])
 
     return forward, params, {}
 
@@ -93,26 +110,32 @@ def cnn(init, width, depth):
     if width % (1 << (depth - 1)):
         raise ValueError(f"cnn: width {width} must be divisible by {1 << (depth - 1)} for {depth} stages")
     channels = [3] + [width >> (depth - 1 - s) for s in range(depth)]
-    convs = []
-    for a, b in zip(channels, channels[1:]):
-        convs.append({"weight": init.uniform((b, a, 3, 3), a * 9), "bias": init.uniform((b,), a * 9)})
-    params = {"convs": convs, "norms": [init.norm(c) for c in channels[1:]],
-              "classifier": init.linear(width, CLASSES)}
+    params = {f"stage{s}": {"conv": {"weight": init.uniform((b, a, 3, 3), a * 9), "bias": init.uniform((b,), a * 9)},
+                            "bn": init.norm(b)}
+              for s, (a, b) in enumerate(zip(channels, channels[1:]))}
+    params["classifier"] = init.linear(width, CLASSES)
     # running statistics of a "trained" model: frozen constants, not parameters
-    buffers = {"norms": [{"running_mean": init.uniform((c,), 4), "running_var": 1.0 + init.uniform((c,), 4)}
-                         for c in channels[1:]]}
+    buffers = {f"stage{s}": {"bn": {"running_mean": init.uniform((c,), 4), "running_var": 1.0 + init.uniform((c,), 4)}}
+               for s, c in enumerate(channels[1:])}
 
     def forward(p, x):
-        for s, (conv, norm, stats) in enumerate(zip(p["convs"], p["norms"], buffers["norms"])):
-            x = lax.conv_general_dilated(x, conv["weight"], (1, 1), ((1, 1), (1, 1)),
-                                         dimension_numbers=("NCHW", "OIHW", "NCHW"))
-            x = jax.nn.relu(x + conv["bias"][:, None, None])
-            scale = norm["weight"] * lax.rsqrt(stats["running_var"] + 1e-5)  # eval-mode batch norm
-            x = (x - stats["running_mean"][:, None, None]) * scale[:, None, None] + norm["bias"][:, None, None]
+        for s in range(depth):
+            conv, norm, stats = p[f"stage{s}"]["conv"], p[f"stage{s}"]["bn"], buffers[f"stage{s}"]["bn"]
+            with scope(f"stage{s}.conv"):
+                x = lax.conv_general_dilated(x, conv["weight"], (1, 1), ((1, 1), (1, 1)),
+                                             dimension_numbers=("NCHW", "OIHW", "NCHW")) + conv["bias"][:, None, None]
+            with scope(f"stage{s}.relu"):
+                x = jax.nn.relu(x)
+            with scope(f"stage{s}.bn"):
+                scale = norm["weight"] * lax.rsqrt(stats["running_var"] + 1e-5)  # eval-mode batch norm
+                x = (x - stats["running_mean"][:, None, None]) * scale[:, None, None] + norm["bias"][:, None, None]
             if s + 1 < depth:
-                x = lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
-        x = jnp.mean(x, axis=(2, 3))  # global average pool
-        return dense(x, p["classifier"]["weight"], p["classifier"]["bias"])
+                with scope(f"stage{s}.pool"):
+                    x = lax.reduce_window(x, -jnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        with scope("global_pool"):
+            x = jnp.mean(x, axis=(2, 3))  # global average pool (flatten: no op)
+        with scope("classifier"):
+            return dense(x, p["classifier"]["weight"], p["classifier"]["bias"])
 
     return forward, params, buffers
 
@@ -128,10 +151,16 @@ def recurrent(init, width, depth, lstm, while_loops=False):
             rnn[f"weight_{kind}_l{layer}"] = init.uniform((gates * width, n_in), width)
         for kind in ("ih", "hh"):
             rnn[f"bias_{kind}_l{layer}"] = init.uniform((gates * width,), width)
-    params = {"recurrent": rnn, "classifier": init.linear(width, CLASSES)}
+    kind = "lstm" if lstm else "rnn"
+    params = {kind: rnn, "classifier": init.linear(width, CLASSES)}
 
     def forward(p, x):
-        r = p["recurrent"]
+        with scope(kind):
+            h = layers(p[kind], x)
+        with scope("classifier"):  # the last layer's final state is the last step (no op)
+            return dense(h, p["classifier"]["weight"], p["classifier"]["bias"])
+
+    def layers(r, x):
         xs = jnp.swapaxes(x, 0, 1)  # [T, B, D]: scan runs over the leading axis
         h = None
         for layer in range(depth):
@@ -156,7 +185,7 @@ def recurrent(init, width, depth, lstm, while_loops=False):
                     h = jnp.tanh(xw_t + dense(h, w_hh, b_hh))
                     return h, (h if collect else None)
                 h, xs = lax.scan(step, zeros, xw)
-        return dense(h, p["classifier"]["weight"], p["classifier"]["bias"])
+        return h
 
     return forward, params, {}
 
@@ -193,25 +222,46 @@ def transformer(init, width, depth):
         return {"self_attn": attn, "linear1": init.linear(width, 4 * width),
                 "linear2": init.linear(4 * width, width), "norm1": init.norm(width), "norm2": init.norm(width)}
 
-    params = {"layers": [layer() for _ in range(depth)], "classifier": init.linear(width, CLASSES)}
+    params = {f"encoder{i}": layer() for i in range(depth)}
+    params["classifier"] = init.linear(width, CLASSES)
 
-    def attention(p, x):
+    def attention(p, x, name):
         b, t, d = x.shape
-        qkv = dense(x, p["in_proj_weight"], p["in_proj_bias"])
-        q, k, v = (part.reshape(b, t, HEADS, d // HEADS).transpose(0, 2, 1, 3)  # [B, H, T, D]
-                   for part in jnp.split(qkv, 3, axis=-1))
-        scores = jnp.einsum("bhqd,bhkd->bhqk", q * (d // HEADS) ** -0.5, k)
-        out = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(scores, axis=-1), v)
-        out = out.transpose(0, 2, 1, 3).reshape(b, t, d)
-        return dense(out, p["out_proj"]["weight"], p["out_proj"]["bias"])
+        with scope(f"{name}.in_proj"):
+            qkv = dense(x, p["in_proj_weight"], p["in_proj_bias"])
+        with scope(f"{name}.split_heads"):
+            q, k, v = [part.reshape(b, t, HEADS, d // HEADS).transpose(0, 2, 1, 3)  # [B, H, T, D]
+                       for part in jnp.split(qkv, 3, axis=-1)]
+        with scope(f"{name}.sdpa"):
+            scores = jnp.einsum("bhqd,bhkd->bhqk", q * (d // HEADS) ** -0.5, k)
+            out = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(scores, axis=-1), v)
+        with scope(f"{name}.merge_heads"):
+            out = out.transpose(0, 2, 1, 3).reshape(b, t, d)
+        with scope(f"{name}.out_proj"):
+            return dense(out, p["out_proj"]["weight"], p["out_proj"]["bias"])
 
     def forward(p, x):
-        for lp in p["layers"]:
-            x = layer_norm(x + attention(lp["self_attn"], x), lp["norm1"])
-            f = dense(jax.nn.relu(dense(x, lp["linear1"]["weight"], lp["linear1"]["bias"])),
-                      lp["linear2"]["weight"], lp["linear2"]["bias"])
-            x = layer_norm(x + f, lp["norm2"])
-        return dense(jnp.mean(x, axis=1), p["classifier"]["weight"], p["classifier"]["bias"])
+        for i in range(depth):
+            lp, name = p[f"encoder{i}"], f"encoder{i}"
+            a = attention(lp["self_attn"], x, f"{name}.self_attn")
+            with scope(f"{name}.residual1"):
+                x = x + a
+            with scope(f"{name}.norm1"):
+                x = layer_norm(x, lp["norm1"])
+            with scope(f"{name}.linear1"):
+                f = dense(x, lp["linear1"]["weight"], lp["linear1"]["bias"])
+            with scope(f"{name}.relu"):
+                f = jax.nn.relu(f)
+            with scope(f"{name}.linear2"):
+                f = dense(f, lp["linear2"]["weight"], lp["linear2"]["bias"])
+            with scope(f"{name}.residual2"):
+                x = x + f
+            with scope(f"{name}.norm2"):
+                x = layer_norm(x, lp["norm2"])
+        with scope("mean_over_time"):
+            x = jnp.mean(x, axis=1)
+        with scope("classifier"):
+            return dense(x, p["classifier"]["weight"], p["classifier"]["bias"])
 
     return forward, params, {}
 

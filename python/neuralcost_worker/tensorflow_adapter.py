@@ -75,7 +75,8 @@ def build(req):
         net, x = tf_models.build(name, dtype=dtype, **size)
         origin = (f"neuralcost_worker/tf_models.py: {name} (tf.Module, raw tf ops), "
                   + ", ".join(f"{k} {v}" for k, v in size.items()))
-        return Model(name, net.__call__, [x], mode, origin, net.trainable_variables, train=train)
+        return Model(name, net.__call__, [x], mode, origin, net.trainable_variables, train=train,
+                     layers=tf_models.LAYERS)
     if isinstance(name, str) and os.path.isdir(name):
         return saved_model(req, name, dtype)
     if isinstance(name, str) and os.path.exists(name):
@@ -152,8 +153,10 @@ def saved_model(req, path, dtype):
 
 
 class Model:
-    def __init__(self, name, forward, xs, mode, origin, trainable, loaded=None, names=None, described="", train=None):
+    def __init__(self, name, forward, xs, mode, origin, trainable, loaded=None, names=None, described="", train=None,
+                 layers=None):
         self.name, self.forward, self.xs, self.mode, self.origin = name, forward, list(xs), mode, origin
+        self.scopes = layers  # the layer names of the model's name scopes (tf_capture.Tracer)
         self.loaded = loaded  # keeps a SavedModel's objects alive
         self.parameters = sum(int(np.prod(v.shape)) for v in trainable)
         names = names or [f"input{i}" for i in range(len(self.xs))]
@@ -217,7 +220,7 @@ class Model:
     def capture(self):
         concrete = tf.function(self.forward).get_concrete_function(*self.specs)
         inputs = ", ".join(f"{list(s.shape)} {s.dtype.name}" for s in self.specs)
-        tracer = Tracer(concrete, self.xs)
+        tracer = Tracer(concrete, self.xs, self.scopes)
         source = f"graph of tf.function(forward) for input{'s' if len(self.specs) > 1 else ''} {inputs}"
         if self.trainer is None:
             # each op's event: the kernel that ran it in this mode (tf_trace.py), for layers()

@@ -37,6 +37,12 @@ the op's outputs, and a weight read in it keeps its name. An If or Case whose br
 known (its predicate is no scalar) stays one op with attribute "not_inlined" (why), listed as
 unmodeled.
 
+Modules. An op's "module" is the layer it was made in, from its node's name (name scopes; in a
+loop body or branch, the loop's or branch's node's name before it): with `layers` (the names
+tf_models.scope opened) the longest leading scope path that is one of them ("encoder0.norm1" of
+"encoder0.norm1/moments/mean"), else the whole scope path ("sequential/dense" of
+"sequential/dense/MatMul"); an op outside every scope has none.
+
 TensorLists (TensorArray: a loop's per-step inputs and outputs) are variant tensors; they are
 reported as tensors [length, element...] of their element dtype. The length and element shape
 are learnt from the ops that make, fill and read the list (an element shape may be partly
@@ -218,8 +224,10 @@ class Frame:
 class Tracer:
     """Walks the graph of a concrete function into op records (self.ops)."""
 
-    def __init__(self, concrete, example):
-        """`example`: the input, or a list of the inputs, the trip counts and branches are read on."""
+    def __init__(self, concrete, example, layers=None):
+        """`example`: the input, or a list of the inputs, the trip counts and branches are read on;
+        `layers`: the layer names of the model's name scopes, if it has them (Modules above)."""
+        self.layers = layers
         examples = list(example) if isinstance(example, (list, tuple)) else [example]
         by_handle = {id(v.handle): v for v in concrete.variables}
         variables, seen = {}, {}
@@ -319,8 +327,21 @@ class Tracer:
             record["out"].append(value)
             env[t.name] = value
         self.learn(op, values, record["out"])
+        module = self.module(frame.scope + op.name)
+        if module:
+            record["module"] = module
         self.ops.append(record)
         self.nodes.append(op.name)
+
+    def module(self, node):
+        """The layer of the op whose node (with its loop's or branch's scope) is `node`."""
+        parts = node.split("/")[:-1]
+        if self.layers is None:
+            return "/".join(parts)
+        for k in range(len(parts), 0, -1):
+            if "/".join(parts[:k]) in self.layers:
+                return "/".join(parts[:k])
+        return ""
 
     def lineage(self, op, values, index):
         """The TensorList an op's variant output `index` is a version of (None: not a TensorList)."""

@@ -68,6 +68,7 @@ void describe_layers(std::vector<LayerMeasurement>& layers, const OpGraph& graph
   for (LayerMeasurement& l : layers) {
     std::vector<std::string> modules;
     std::vector<std::string> weights;
+    bool every_record_has_weights = true;
     l.kind = l.records.empty() ? "none" : "";
     for (std::size_t i : l.records) {
       const OpRecord& op = graph.op(i);
@@ -75,6 +76,7 @@ void describe_layers(std::vector<LayerMeasurement>& layers, const OpGraph& graph
       if (!module.empty()) modules.push_back(module);
       const std::string w = module_of_parameters(op);
       if (!w.empty()) weights.push_back(w);
+      every_record_has_weights = every_record_has_weights && !w.empty();
       const std::string kind(op_kind_name(op.kind));
       l.kind = l.kind.empty() || l.kind == kind ? kind : "fused";
       if (!op.outputs.empty()) l.output_shape = shape_string(op.outputs.front().shape);
@@ -85,9 +87,11 @@ void describe_layers(std::vector<LayerMeasurement>& layers, const OpGraph& graph
       l.module = common_prefix(modules);
       if (l.module.empty()) l.module = joined(modules);  // a kernel that fused unrelated layers
     }
-    // the weights name a module inside the scope more precisely (encoder0 -> encoder0.linear1)
+    // the weights name a module inside the scope more precisely (encoder0 -> encoder0.linear1),
+    // unless some record reads none: a kernel that fused block0.linear with block0.relu is
+    // block0, not block0.linear
     const std::string w = common_prefix(weights);
-    if (l.module.empty() || w.rfind(l.module + ".", 0) == 0) l.module = w;
+    if (l.module.empty() || (every_record_has_weights && w.rfind(l.module + ".", 0) == 0)) l.module = w;
   }
 }
 

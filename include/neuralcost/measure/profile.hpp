@@ -49,7 +49,8 @@ struct LayerMeasurement {
   /// common to its records' "module" attributes (their distinct modules joined by "+" when they
   /// share none: a kernel that fused unrelated layers), else the module of the weights they
   /// read ("block0.linear" from block0.linear.weight), which also wins when it lies inside the
-  /// module found ("encoder0" -> "encoder0.linear1"); "" when nothing names it
+  /// module found and every record reads weights ("encoder0" -> "encoder0.linear1"; a kernel
+  /// that fused block0.linear with block0.relu stays block0); "" when nothing names it
   std::string module;
   /// the op kind of its records ("linear"), "fused" when they are of several kinds, "none"
   /// when the op became no record (a view, a metadata call)
