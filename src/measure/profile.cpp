@@ -3,6 +3,7 @@
 #include "neuralcost/measure/profile.hpp"
 
 #include <algorithm>
+#include <new>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -354,6 +355,8 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
         run.warnings.push_back(std::string("no per-layer times: ") + e.what());
       }
     }
+  } catch (const std::bad_alloc&) {
+    run.outcome = Outcome::failure("out of memory (the model or the worker's reply is too large for this machine)");
   } catch (const std::exception& e) {
     run.outcome = Outcome::failure(e.what());
   }

@@ -210,5 +210,13 @@ TEST(CliErrorsTest, TrainingOptionsNeedTrainAndKnownValues) {
                "'/nonexistent/model.pt'");
 }
 
+TEST(CliErrorsTest, WarmUpsThatWouldNeverEndAreOneErrorLine) {
+  for (const std::string command : {"profile", "study"}) {
+    expect_error(command + " ff --warmup 2000000" + kTestRoof, "--warmup must be at most 1,000,000 passes (got 2000000)");
+    expect_error(command + " ff --warmup-seconds 1e9" + kTestRoof, "--warmup-seconds must be at most 3600 (got 1000000000)");
+  }
+  expect_usage_error("profile ff --warmup 99999999999" + kTestRoof, "--warmup");  // beyond an int
+}
+
 }  // namespace
 }  // namespace neuralcost

@@ -148,6 +148,22 @@ TEST(CliReportTest, EmptyAndUnreadableFilesAreOneErrorLine) {
   std::filesystem::remove(junk);
 }
 
+TEST(CliReportTest, ALineTooLargeForTheMemoryLimitIsOneErrorLineNotATerminate) {
+  // a million small objects on one line (12 MB) under a 256 MiB address-space limit: the parse
+  // runs out of memory, and nlohmann::json's destructor, which allocates, used to fail too
+  // while unwinding (std::terminate, exit 134). The limit leaves room for an ordinary report.
+  std::string line = "[";
+  for (int i = 0; i < 1000000; ++i) line += i == 0 ? "{\"k\":[0,1]}" : ",{\"k\":[0,1]}";
+  const std::string big = write("big.jsonl", line + "]\n");
+  const std::string limit = "ulimit -v 262144;";
+  const CliResult ordinary = run_cli_env(limit, "report " + kResults + "before.jsonl --format md");
+  ASSERT_EQ(ordinary.exit_code, 0) << ordinary.err;
+  const CliResult r = run_cli_env(limit, "report " + big + " --format md");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err, "error: out of memory (the model or an input is too large for this machine)\n");
+  std::filesystem::remove(big);
+}
+
 TEST(CliReportTest, ATruncatedOrForeignLineIsAWarningAndTheGoodLinesAreReported) {
   std::string text = slurp(kResults + "after.jsonl");
   const std::size_t lines = count_lines(text);

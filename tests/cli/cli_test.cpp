@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -248,6 +249,23 @@ TEST(CliTest, CalibrateOnABusyMachinePrintsButDoesNotSave) {
   const nlohmann::json printed = nlohmann::json::parse(r.out);  // still printed, whole
   EXPECT_FALSE(printed["load"]["busy"].empty());
   EXPECT_TRUE(std::filesystem::is_empty(cache.dir));  // nothing saved
+}
+
+TEST(CliTest, CalibrateKeepsItsResultFileWhenTheCacheCannotBeWrittenAndCapsAbsurdThreads) {
+  // one calibration for both (they are slow): a cache folder that cannot be made (a file is in
+  // its way) and 4096 threads on this machine's few CPUs (they died in libgomp)
+  ScratchCache cache;
+  std::ofstream(cache.dir / "file") << "not a folder";
+  const std::string out = (cache.dir / "calibration.json").string();
+  const CliResult r = run_cli_env("NEURALCOST_CACHE_DIR=" + (cache.dir / "file" / "cache").string(),
+                                  "hardware calibrate --quick --force --threads 4096 --format json -o " + out);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, fmt::format("error: calibration not saved: cannot create '{}': Not a directory (the result is in {})\n",
+                               (cache.dir / "file" / "cache").string(), out));
+  const nlohmann::json c = nlohmann::json::parse(slurp(out));  // kept, whole
+  EXPECT_EQ(c["threads"], describe_host().logical_cpus);
+  EXPECT_THAT(c["warnings"].dump(), HasSubstr(fmt::format("4096 threads asked for on {} CPUs: calibrated with {}",
+                                                          describe_host().logical_cpus, describe_host().logical_cpus)));
 }
 
 }  // namespace

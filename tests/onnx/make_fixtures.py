@@ -69,6 +69,13 @@ for name, where in (("escaping_external_abs", "/etc/hostname"), ("escaping_exter
             if kv.key == "location":
                 kv.value = where
     onnx.save(escaping, os.path.join(out, name + ".onnx"))
+# wrapping_external: an offset + length past 2^64, which wraps to a small end inside the file
+wrapping = onnx.load(os.path.join(out, "external.onnx"), load_external_data=False)
+for t in wrapping.graph.initializer:
+    del t.external_data[:]
+    for key, value in (("location", "external.bin"), ("offset", str(2**64 - 8)), ("length", "1024")):
+        t.external_data.add(key=key, value=value)
+onnx.save(wrapping, os.path.join(out, "wrapping_external.onnx"))
 
 # newer_opset: asks for an opset far beyond any ONNX release
 newer = onnx.ModelProto()

@@ -421,6 +421,20 @@ TEST_F(CalibrationCacheTest, ACalibrationUnderSyntheticLoadIsNotCachedAndSaysWhy
   EXPECT_THAT(why_not_cacheable(c), testing::Not(testing::IsEmpty()));
 }
 
+TEST_F(CalibrationCacheTest, ACacheThatCannotBeWrittenCostsTheSaveNotTheRun) {
+  // the cache's folder cannot be made (a file is in its way): --hardware host measures, says so
+  // and goes on; it failed after measuring
+  { std::ofstream(dir_ / "file") << "not a folder"; }
+  ::setenv("NEURALCOST_CACHE_DIR", (dir_ / "file" / "cache").c_str(), 1);
+  std::string status;
+  const Calibration c = cached_calibration(cut_down_host(), 0, false, status);
+  EXPECT_THAT(status, HasSubstr("the calibration cache is not used: cannot create"));
+  EXPECT_THAT(status, HasSubstr("measured now"));
+  EXPECT_THAT(status, HasSubstr("but not saved"));
+  if (why_not_cacheable(c).empty()) EXPECT_THAT(status, ::testing::EndsWith("Not a directory"));  // the save's failure
+  EXPECT_FALSE(c.fma.empty());
+}
+
 TEST_F(CalibrationCacheTest, AnotherCpusCalibrationIsReplaced) {
   const HostDescription host = cut_down_host();
   Calibration c = canned();

@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "cli/cli_run.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/measure/profile.hpp"
@@ -27,7 +28,9 @@
 namespace neuralcost {
 namespace {
 
-using testing::HasSubstr;
+using ::testing::HasSubstr;
+using neuralcost::testing::CliResult;
+using neuralcost::testing::run_cli;
 
 /// Sets the worker environment of one fault for the life of the object.
 class Fault {
@@ -109,6 +112,42 @@ TEST(WorkerFaultsTest, RealOutOfMemoryIsReportedAsSuch) {
   }
 }
 
+TEST(WorkerFaultsTest, RepliesWithoutEnvironmentOrTelemetryLeaveThoseFactsOutAndTheRunGoesOn) {
+  // a missing key of a const reply was read with operator[] (undefined behaviour once asserts are
+  // compiled out); a reply without them is answered, with the facts they would have given absent
+  setenv("NEURALCOST_FAULT_KEY", "environment", 1);
+  for (const char* fault_name : {"without-at-hello", "without-at-build"}) {
+    Fault fault(fault_name);
+    auto model = backend_named("jax").prepare(ff(), "eager", deadline());
+    model->run();
+    const auto env = model->environment();
+    EXPECT_EQ(env.at("framework_mode"), "eager") << fault_name;
+    EXPECT_EQ(env.count(std::string(fault_name) == "without-at-hello" ? "python" : "blas_library"), 0u) << fault_name;
+  }
+  setenv("NEURALCOST_FAULT_KEY", "telemetry", 1);
+  Fault fault("without-at-memory");
+  auto model = backend_named("jax").prepare(ff(), "eager", deadline());
+  model->run();
+  const auto env = model->environment();
+  EXPECT_EQ(env.count("memory.process_peak_rss_bytes"), 0u);
+  EXPECT_EQ(env.count("memory"), 0u);  // not a failure: the reply had nothing to say
+  EXPECT_EQ(env.count("blas_library"), 1u);
+  unsetenv("NEURALCOST_FAULT_KEY");
+}
+
+TEST(WorkerFaultsTest, AWorkerSilentAtHelloIsKilledAtTheTimeoutWithOneErrorLine) {
+  Fault fault("hang-at-hello");
+  const auto start = std::chrono::steady_clock::now();
+  const CliResult r = run_cli("profile --backend jax --model ff --batch 2 --budget 0.2 --layer-runs 0 "
+                              "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch --worker-timeout 2");
+  const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(waited, 2 + 5);  // hello waited 120 s whatever --worker-timeout said
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::StartsWith("error: ff (jax eager, batch 2): the jax worker did not answer 'hello' "
+                                           "within 2 s (--worker-timeout); it was killed"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 TEST(WorkerFaultsTest, HangIsKilledAtTheDeadline) {
   Fault fault("hang-at-run");
   // the start (importing JAX) and the build must fit in the deadline too, on a busy machine
@@ -161,10 +200,12 @@ bool alive(int pid) {
   return close != std::string::npos && line[close + 2] != 'Z';
 }
 
-TEST(WorkerFaultsTest, CtrlCEndsTheRunAndEveryProcessOfOursAndKeepsWhatFinished) {
-  // ff runs normally; cnn's worker starts a child in a session of its own and hangs
+/// Sends `sig` to a profile of ff (runs normally) and cnn (its worker hangs with a child in a
+/// session of its own) while cnn runs; expects every process of ours ended, ff's run in the -o
+/// file and the exit status 128 + sig.
+void expect_signal_ends_everything_and_keeps_what_finished(int sig) {
   Fault fault("orphan-at-run");
-  const std::string dir = ::testing::TempDir() + "/nc_sigint_" + std::to_string(::getpid());
+  const std::string dir = ::testing::TempDir() + "/nc_signal_" + std::to_string(sig) + "_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::string pidfile = dir + "/pids", out = dir + "/out.json";
@@ -190,15 +231,15 @@ TEST(WorkerFaultsTest, CtrlCEndsTheRunAndEveryProcessOfOursAndKeepsWhatFinished)
   }
   ASSERT_GT(child, 0) << "the hanging worker never started";
   ASSERT_TRUE(alive(worker) && alive(child));
-  ::kill(cli, SIGINT);
+  ::kill(cli, sig);
   int status = 0;
   const auto start = std::chrono::steady_clock::now();
   while (::waitpid(cli, &status, WNOHANG) == 0 &&
          std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
-  ASSERT_TRUE(WIFEXITED(status)) << "still running 20 s after SIGINT";
-  EXPECT_EQ(WEXITSTATUS(status), 130);
+  ASSERT_TRUE(WIFEXITED(status)) << "still running 20 s after signal " << sig;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + sig);
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_FALSE(alive(worker));
   EXPECT_FALSE(alive(child));  // out of the worker's process group, ended all the same
@@ -209,6 +250,29 @@ TEST(WorkerFaultsTest, CtrlCEndsTheRunAndEveryProcessOfOursAndKeepsWhatFinished)
   EXPECT_EQ(j["runs"][0]["model"], "ff");
   EXPECT_FALSE(j["runs"][0]["failed"].get<bool>());
   std::filesystem::remove_all(dir);
+}
+
+TEST(WorkerFaultsTest, CtrlCEndsTheRunAndEveryProcessOfOursAndKeepsWhatFinished) {
+  expect_signal_ends_everything_and_keeps_what_finished(SIGINT);
+}
+
+TEST(WorkerFaultsTest, SigtermEndsTheRunAndEveryProcessOfOursAndKeepsWhatFinished) {
+  expect_signal_ends_everything_and_keeps_what_finished(SIGTERM);
+}
+
+TEST(WorkerFaultsTest, AWorkersLastWordsCutInsideACharacterKeepTheJsonReportValid) {
+  // its last line is cut at 500 bytes, in the middle of a two-byte character: one invalid byte
+  // made the whole JSON report unwritable (exit 2, no output)
+  Fault fault("babble-at-build");
+  const CliResult r = run_cli("profile --backend jax --model ff --batch 2 --budget 0.2 --layer-runs 0 "
+                              "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch --format json");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  const auto j = nlohmann::json::parse(r.out);  // throws on invalid UTF-8
+  ASSERT_EQ(j["runs"].size(), 1u);
+  const std::string error = j["runs"][0]["error"].get<std::string>();
+  EXPECT_THAT(error, HasSubstr("the jax worker exited with status 3 while answering 'build'"));
+  EXPECT_THAT(error, HasSubstr("faulty worker: \u00e9\u00e9"));
+  EXPECT_THAT(error, ::testing::EndsWith("\u00e9\ufffd"));  // the cut character, replaced
 }
 
 TEST(WorkerFaultsTest, GarbageIsNotAReply) {

@@ -123,7 +123,12 @@ void add_hardware_command(CLI::App& app) {
     }
     emit(render_calibration(c, format), cal->output);
     if (doubts.empty() || cal->force) {
-      save_calibration(c);
+      try {
+        save_calibration(c);
+      } catch (const Error& e) {
+        throw Error(e.code(), fmt::format("calibration not saved: {} (the result is {})", e.what(),
+                                          cal->output.empty() ? "printed above" : "in " + cal->output));
+      }
       std::fprintf(stderr, "note: saved to %s; --hardware host uses it for runs of %d thread%s\n",
                    calibration_cache_path(c.threads).c_str(), c.threads, c.threads == 1 ? "" : "s");
       return;

@@ -1,5 +1,6 @@
 // neural-cost: counts what a network asks of the machine and places it on the hardware's
 // roofline. Argument parsing and printing only; the work is in the neuralcost library.
+#include <atomic>
 #include <new>
 
 #include <fmt/format.h>
@@ -48,6 +49,25 @@ Format output_format(const CLI::App& command, const std::string& format, const s
 }  // namespace neuralcost::cli
 
 namespace {
+
+/// Room for the way out of an allocation failure. A failed allocation unwinds through
+/// destructors, and nlohmann::json's allocates (the stack it frees a tree with): when that
+/// fails too, the process ends in std::terminate instead of an error line (issue 13: a results
+/// line of a million values under an address-space limit). The first failure frees this
+/// reserve and fails as usual, so what unwinds has room.
+std::atomic<char*> g_reserve{nullptr};
+
+void release_reserve() {
+  delete[] g_reserve.exchange(nullptr);  // any thread's failure: freed once
+  std::set_new_handler(nullptr);
+  throw std::bad_alloc();
+}
+
+void hold_reserve() {
+  g_reserve = new char[64 << 20];  // address space only: never touched, so never resident
+  std::set_new_handler(release_reserve);
+}
+
 int run_command(int argc, char** argv) {
   CLI::App app{
       "neural-cost: exact FLOPs and compulsory bytes per layer of a neural network, placed on a\n"
@@ -96,5 +116,6 @@ int run_command(int argc, char** argv) {
 
 int main(int argc, char** argv) {
   // a backend call that never returned still runs: end without static destructors (call_thread.hpp)
+  hold_reserve();
   return neuralcost::end_process(run_command(argc, argv));
 }

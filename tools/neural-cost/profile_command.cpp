@@ -77,12 +77,16 @@ void run_profile(const RunArgs& args, const LayerArgs& layer_args, const CLI::Ap
                                   args.output.empty() ? " (printed above)" : " and are in " + args.output));
   }
   emit(render(runs), args.output);
+  const auto why = [](const ProfileRun& r) {
+    return fmt::format("{} ({} {}, batch {}): {}", r.model, r.backend, r.mode, r.batch, r.outcome.error());
+  };
+  // the only run failed: its reason is the one error line
+  if (runs.size() == 1 && runs[0].outcome.failed()) throw Error(ErrorCode::kInvalidArgument, why(runs[0]));
   std::size_t failed = 0;
   for (const ProfileRun& r : runs) {
     if (r.outcome.failed()) {
       ++failed;
-      fmt::print(stderr, "error: {} ({} {}, batch {}): {}\n", terminal_text(r.model), r.backend, r.mode, r.batch,
-                 terminal_text(r.outcome.error()));
+      fmt::print(stderr, "error: {}\n", terminal_text(why(r)));
     }
   }
   // the other runs are printed (and written) above; the exit code still says that some failed

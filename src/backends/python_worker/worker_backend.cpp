@@ -174,7 +174,7 @@ class WorkerModel final : public PreparedModel {
                                                          framework, request.model));
     }
     name_ = built.value("name", request.model);
-    add_strings(environment_, built["environment"], "");
+    add_strings(environment_, member(built, "environment"), "");
     environment_["model_origin"] = built.value("origin", std::string("unknown"));
     environment_["framework_mode"] = mode;
     environment_["framework_parameters"] = std::to_string(built.value("parameters", std::int64_t{-1}));
@@ -216,7 +216,7 @@ class WorkerModel final : public PreparedModel {
     const json reply = process_.request({{"cmd", "capture"}}, Seconds(timeout_));
     environment_["capture_source"] = reply.value("source", std::string("unknown"));
     return capture::graph_from_captured(
-        capture::captured_ops_from_json(reply.contains("ops") ? reply["ops"] : json(), "capture reply of " + name_), name_);
+        capture::captured_ops_from_json(member(reply, "ops"), "capture reply of " + name_), name_);
   }
 
   std::map<std::string, std::string> environment() const override {

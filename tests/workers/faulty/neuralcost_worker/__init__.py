@@ -4,13 +4,15 @@ package's parent folder; NEURALCOST_FAULT says what goes wrong and when, as FAUL
     exit-at-hello       exits with status 3 instead of answering
     abort-at-build      dies of SIGABRT (a crash in native code)
     sigkill-at-run      is killed by SIGKILL (what the kernel's OOM killer does)
-    hang-at-run         never answers
+    hang-at-run         never answers (hang-at-hello: never answers hello)
     hangsecond-at-run   answers the first run request, never a later one
     orphan-at-run       starts a child in a session of its own, writes "WORKER_PID CHILD_PID" to
                         $NEURALCOST_FAULT_PIDFILE, then never answers
 With NEURALCOST_FAULT_MODEL=NAME the fault strikes only a worker that built that model.
     garbage-at-capture  answers with a line that is not JSON
     protocol-at-hello   speaks protocol 99
+    without-at-build    answers without the field $NEURALCOST_FAULT_KEY (also -at-memory, -at-hello)
+    babble-at-build     writes a 1,000-character line of non-ASCII text to stderr, then exits with status 3
     oom-at-build        runs out of memory for real (under a 512 MiB address-space limit) and
                         answers with the protocol's out_of_memory error
 """

@@ -8,7 +8,7 @@ import time
 from neuralcost_worker import protocol
 
 fault, _, when = os.environ.get("NEURALCOST_FAULT", "").partition("-at-")
-real = {name: getattr(protocol.Worker, name) for name in ("hello", "build", "capture", "run")}
+real = {name: getattr(protocol.Worker, name) for name in ("hello", "build", "capture", "run", "memory")}
 calls = {}
 
 
@@ -49,6 +49,16 @@ def faulty(name):
             self.out.write("Traceback (most recent call last): this is not a reply\n")
             self.out.flush()
             return real[name](self, req)
+        if fault == "without":
+            # the real reply less the field $NEURALCOST_FAULT_KEY (environment, telemetry)
+            reply = real[name](self, req)
+            reply.pop(os.environ["NEURALCOST_FAULT_KEY"], None)
+            return reply
+        if fault == "babble":
+            # a long last line of non-ASCII text, then an exit: the cut at 500 bytes falls in a character
+            sys.stderr.write("faulty worker: " + "é" * 1000 + "\n")
+            sys.stderr.flush()
+            sys.exit(3)
         if fault == "protocol":
             return {"protocol": 99, "framework": self.framework, "modes": [], "environment": {}}
         if fault == "oom":
