@@ -149,7 +149,7 @@ Calibration parse_calibration(std::string_view text, const std::string& origin) 
 static std::string implausible(const Calibration& c, const HostDescription& host) {
   // no CPU clocks above 6.2 GHz; a cache from before the clock kernel used register adds may
   // hold the 12-20 "GHz" of folded add-immediates, and the clock sizes the theoretical peaks
-  if (!std::isfinite(c.clock_ghz) || c.clock_ghz <= 0 || c.clock_ghz > kMaxPlausibleClockGhz) {
+  if (!std::isfinite(c.clock_ghz) || c.clock_ghz < 0 || c.clock_ghz > kMaxPlausibleClockGhz) {
     return fmt::format("a clock of {:.3g} GHz", c.clock_ghz);
   }
   const HardwareSpec theory = theoretical_host_spec(host, c.threads);
