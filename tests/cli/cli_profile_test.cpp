@@ -130,6 +130,38 @@ TEST(CliProfileTest, TrainingPeakOfEveryReferenceNetworkLiesInsideTheLedger) {
   }
 }
 
+TEST(CliProfileTest, TheTorchWorkersTrainingPeakOfEveryReferenceNetworkLiesInsideTheLedger) {
+  // the torch worker's peak is torch.profiler's allocation events (docs/training-memory.md)
+  const CliResult r = run_cli("profile --train --backend torch --mode eager --batch 2,8 --layer-runs 0 --format json "
+                              "--budget 0.2 --warmup 1 --warmup-seconds 0 --target-ci 0.5 --threads 1" + kTestRoof);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 10u);
+  for (const auto& run : j["runs"]) {
+    const std::string what = run["model"].get<std::string>() + " batch " + std::to_string(run["batch"].get<int>());
+    ASSERT_FALSE(run["failed"].get<bool>()) << what;
+    EXPECT_THAT(run["contract"]["memory_verdict"].get<std::string>(), HasSubstr(" is inside the ledger's")) << what;
+  }
+}
+
+TEST(CliProfileTest, TrainingStepsOfEveryFrameworkAndModeAreOneModel) {
+  // the same network, loss and optimizer in four frameworks, eager and compiled: every run
+  // trains, and the comparison's same-model check (parameters and contraction FLOPs) holds
+  const CliResult r = run_cli("profile --train --model ff --backend libtorch,jax,tensorflow,torch --mode eager,compiled "
+                              "--batch 2 --layer-runs 0 --format json --budget 0.1 --warmup 1 --warmup-seconds 0 "
+                              "--target-ci 0.5 --threads 1" + kTestRoof);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 8u);
+  for (const auto& run : j["runs"]) {
+    const std::string what = run["backend"].get<std::string>() + " " + run["mode"].get<std::string>();
+    EXPECT_FALSE(run["failed"].get<bool>()) << what;
+    EXPECT_EQ(run["contract"]["workload"], "train") << what;
+  }
+  ASSERT_TRUE(j.contains("comparison")) << r.out.substr(0, 2000);
+  for (const auto& row : j["comparison"]) EXPECT_TRUE(row["same_model"].get<bool>()) << row.dump();
+}
+
 TEST(CliProfileTest, TableShowsLayersRemainderAndSummary) {
   const CliResult r =
       run_cli("profile --model transformer --batch 1 --hardware h100-sxm --allow-hardware-mismatch --budget 0.2 --warmup 2 "
