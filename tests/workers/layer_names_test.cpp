@@ -101,6 +101,53 @@ TEST_P(LayerNames, MatchAnalyzesNames) {
   for (const ProfileRun& run : runs) expect_analyzes_names(run, expected);
 }
 
+TEST(LayerNamesTest, LibTorchsFrozenGraphNamesARowOnlyByItsOwnWeights) {
+  // the frozen graph has no scopes: rows are named by the weights they read, and constant
+  // pooling makes equal weights of two layers one (block0.norm's and block1.norm's unit
+  // scales); a row is then unnamed, never named after the other layer. ff and cnn run their
+  // layers in analyze's order, one op each: row i with work is op i of the static model.
+  const Backend& backend = backend_named("libtorch");
+  if (auto why = backend.unavailable_reason()) GTEST_SKIP() << "libtorch cannot run here: " << *why;
+  for (const char* model : {"ff", "cnn"}) {
+    ModelRequest request;
+    request.model = model;
+    request.batch = 2;
+    ProfileOptions options;
+    options.modes = {"compiled"};
+    options.batches = {2};
+    options.layer_runs = 1;
+    options.timing.budget_seconds = 0.05;
+    options.timing.warmup_iterations = 1;
+    options.timing.warmup_seconds = 0;
+    options.run.threads = 1;
+    const auto runs = profile(backend, request, HardwareDatabase::builtin().get("epyc-9654"), options);
+    ASSERT_EQ(runs.size(), 1u);
+    ASSERT_FALSE(runs[0].outcome.failed()) << runs[0].outcome.error();
+    ReferenceOptions o;
+    o.model = model;
+    o.batch = 2;
+    const OpGraph graph = build_reference_model(o);
+    std::vector<std::string> expected;
+    for (const OpRecord& op : graph.ops()) {
+      if (op.kind != OpKind::kReshape) expected.push_back(op.name);  // cnn's flatten is a view
+    }
+    std::vector<std::string> named;
+    std::size_t row = 0;
+    for (const LayerMeasurement& l : runs[0].layers) {
+      if (l.flops == 0 && l.bytes == 0) continue;
+      ASSERT_LT(row, expected.size()) << model;
+      if (!l.module.empty()) {
+        EXPECT_EQ(l.module, expected[row]) << model << " row " << row << " (" << l.name << ")";
+        named.push_back(l.module);
+      }
+      ++row;
+    }
+    EXPECT_EQ(row, expected.size()) << model;
+    // the layers with weights of their own are named: the linears, convolutions and batch norms
+    EXPECT_GE(named.size(), std::string(model) == "ff" ? 3u : 5u) << ::testing::PrintToString(named);
+  }
+}
+
 std::vector<Case> cases() {
   const std::vector<std::pair<std::string, std::vector<std::string>>> backends = {
       {"libtorch", {"eager"}},

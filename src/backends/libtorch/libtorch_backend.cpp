@@ -226,6 +226,29 @@ ParameterNames names_of(const torch::nn::Module& net) {
   return names;
 }
 
+/// names_of() for the frozen graph: freezing's constant pooling makes equal weights one constant
+/// (block0.norm.weight and block1.norm.weight, both ones), which then carries one of their names
+/// into the other layer's row; a weight equal to one of another module is left unnamed instead
+/// (stage0.bn's unit weight and running variance pool within their module, and keep their names).
+ParameterNames frozen_names_of(const torch::nn::Module& net) {
+  std::vector<std::pair<std::string, at::Tensor>> all;
+  for (const auto& item : net.named_parameters()) all.emplace_back(item.key(), item.value());
+  for (const auto& item : net.named_buffers()) all.emplace_back(item.key(), item.value());
+  const auto module = [](const std::string& name) { return name.substr(0, name.rfind('.')); };
+  ParameterNames names;
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    const at::Tensor& t = all[i].second;
+    bool pooled = false;
+    for (std::size_t j = 0; j < all.size() && !pooled; ++j) {
+      const at::Tensor& u = all[j].second;
+      pooled = module(all[j].first) != module(all[i].first) && u.scalar_type() == t.scalar_type() &&
+               u.sizes() == t.sizes() && torch::equal(u, t);
+    }
+    if (!pooled) names[t.data_ptr()] = all[i].first;
+  }
+  return names;
+}
+
 /// Compiled mode: freeze (weights become constants, attributes inlined), then the frozen-graph
 /// optimisations of optimize_for_inference (conv/batch-norm and linear folding, dropout
 /// removal, constant propagation). optimize_for_inference's last step, the MKLDNN layout
@@ -289,7 +312,7 @@ std::unique_ptr<PreparedModel> prepare_reference(const ModelRequest& request, co
   auto compiled = std::make_shared<torch::jit::Module>(compile(libtorch::script_reference_net(*net)));
   return std::make_unique<TorchModel>(
       name, [compiled, net](const std::vector<at::Tensor>& in) { return run_script(*compiled, in); },
-      std::move(inputs), names_of(*net), "TorchScript (scripted from the torch::nn module), frozen and optimized",
+      std::move(inputs), frozen_names_of(*net), "TorchScript (scripted from the torch::nn module), frozen and optimized",
       true, trainable_count(net->parameters()));
 }
 
