@@ -1,6 +1,6 @@
 // Filling the calibration cache (see calibrate.hpp): measure when the cache has nothing usable,
-// keep only a calibration taken on a quiet machine, and turn it into the spec `--hardware host`
-// asked for.
+// one process at a time (the cache's lock), keep only a calibration taken on a quiet machine, and
+// turn it into the spec `--hardware host` asked for.
 #include <fmt/format.h>
 
 #include "neuralcost/calibrate/calibrate.hpp"
@@ -15,17 +15,20 @@ std::string joined(const std::vector<std::string>& reasons) {
   return out;
 }
 
-/// Measures a new calibration for the cache; `why` says why the cached one was not used ("" when
-/// there was none).
+/// Measures a new calibration for the cache while holding its lock; `why` says why the cached one
+/// was not used ("" when there was none). Without the lock it measures but does not save.
 Calibration measure_for_cache(const HostDescription& host, int threads, bool full, const std::string& why,
-                              std::string& status) {
+                              const CalibrationLock& lock, std::string& status) {
   CalibrationOptions options;
   options.quick = !full;
   options.threads = calibration_threads(host, threads);
   Calibration c = calibrate(host, options);
   // a calibration taken while other work ran would be used until the CPU changes: keep only one
   // of a quiet machine whose rounds agree
-  const std::string before = why.empty() ? "" : why + "; recalibrating. ";
+  std::string before = why.empty() ? "" : why + "; recalibrating. ";
+  if (lock.held() && lock.waited_seconds() > 0) {
+    before += fmt::format("Waited {:.1f} s for another calibration of this CPU, which saved none. ", lock.waited_seconds());
+  }
   const std::vector<std::string> doubts = why_not_cacheable(c);
   if (!doubts.empty()) {
     status = fmt::format("{}{} calibration ({} thread{}) measured now ({:.1f} s) but not saved: {}; the next run "
@@ -35,13 +38,19 @@ Calibration measure_for_cache(const HostDescription& host, int threads, bool ful
     c.warnings.push_back(status);
     return c;
   }
-  try {
-    save_calibration(c);
-  } catch (const Error& e) {
-    // a cache we cannot write (a shared or foreign folder, a full disk) costs a recalibration
-    // next time, not this run
+  // a cache we cannot write (a shared or foreign folder, a full disk) or whose lock another
+  // calibration kept costs a recalibration next time, not this run
+  std::string unsaved = lock.why_not();
+  if (lock.held()) {
+    try {
+      save_calibration(c);
+    } catch (const Error& e) {
+      unsaved = e.what();
+    }
+  }
+  if (!unsaved.empty()) {
     status = fmt::format("{}{} calibration ({} thread{}) measured now ({:.1f} s) but not saved: {}", before,
-                         full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds, e.what());
+                         full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds, unsaved);
     c.warnings.push_back(status);
     return c;
   }
@@ -49,6 +58,23 @@ Calibration measure_for_cache(const HostDescription& host, int threads, bool ful
                        full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds,
                        calibration_cache_path(c.threads));
   return c;
+}
+
+/// A calibration for the cache, one process at a time: another process measuring the same
+/// thread count is waited for, and what it saved is used instead of measuring again.
+Calibration fill_cache(const HostDescription& host, int threads, bool full, const std::string& why,
+                       std::string& status) {
+  const CalibrationLock lock(calibration_threads(host, threads), kCalibrationLockSeconds);
+  if (lock.held()) {
+    CachedCalibration cached = load_cached_calibration(host, threads, full);
+    if (cached.calibration) {
+      status = lock.waited_seconds() > 0 ? fmt::format("waited {:.1f} s for another calibration of this CPU; {}",
+                                                       lock.waited_seconds(), cached.status)
+                                         : cached.status;
+      return *cached.calibration;
+    }
+  }
+  return measure_for_cache(host, threads, full, why, lock, status);
 }
 
 }  // namespace
@@ -76,7 +102,7 @@ Calibration cached_calibration(const HostDescription& host, int threads, bool fu
     status = cached.status;
     return *cached.calibration;
   }
-  return measure_for_cache(host, threads, full, cached.stale ? cached.status : "", status);
+  return fill_cache(host, threads, full, cached.stale ? cached.status : "", status);
 }
 
 HardwareSpec calibrate_if_needed(const ResolvedHardware& resolved, std::string& status) {
@@ -87,7 +113,7 @@ HardwareSpec calibrate_if_needed(const ResolvedHardware& resolved, std::string& 
   }
   const HostDescription host = describe_host();
   const Calibration c =
-      measure_for_cache(host, resolved.threads, false, resolved.stale_calibration ? resolved.status : "", status);
+      fill_cache(host, resolved.threads, false, resolved.stale_calibration ? resolved.status : "", status);
   return host_spec_from_calibration(resolved.request, host, c, status);
 }
 

@@ -1,8 +1,17 @@
 // The calibration's JSON form (the cache file and `hardware calibrate --format json` print the
 // same document) and the per-user cache (see calibration.hpp). Reading and writing only: a new
 // calibration is measured in src/calibrate/.
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <thread>
 #include <filesystem>
 #include <cmath>
 #include <fstream>
@@ -15,6 +24,7 @@
 #include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/hardware/host.hpp"
 #include "neuralcost/core/atomic_file.hpp"
+#include "neuralcost/core/interrupt.hpp"
 
 namespace neuralcost {
 namespace {
@@ -198,6 +208,56 @@ void save_calibration(const Calibration& c) {
   // a private directory of ours, and a file we replace (never a link we would follow)
   ensure_private_directory(std::filesystem::path(path).parent_path().string());
   replace_private_file(path, calibration_to_json(c), 0600);
+}
+
+CalibrationLock::CalibrationLock(int threads, double timeout_seconds) {
+  const std::filesystem::path cache = calibration_cache_path(threads);
+  const std::string path = std::filesystem::path(cache).replace_extension(".lock").string();
+  try {
+    ensure_private_directory(cache.parent_path().string());
+  } catch (const Error& e) {
+    why_not_ = e.what();
+    return;
+  }
+  // in a folder of ours, yet never a link someone left there
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    why_not_ = fmt::format("cannot open the lock {}: {}", path, std::strerror(errno));
+    return;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != ::geteuid()) {
+    ::close(fd);
+    why_not_ = fmt::format("the lock {} is not a file of ours", path);
+    return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int error = errno;
+    waited_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (error != EWOULDBLOCK && error != EINTR) {
+      ::close(fd);
+      why_not_ = fmt::format("cannot lock {}: {}", path, std::strerror(error));
+      return;
+    }
+    if (waited_seconds_ >= timeout_seconds) {
+      ::close(fd);
+      why_not_ = fmt::format("another calibration held {} for {:.0f} s", path, waited_seconds_);
+      return;
+    }
+    try {
+      throw_if_interrupted();
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  fd_ = fd;
+}
+
+CalibrationLock::~CalibrationLock() {
+  if (fd_ >= 0) ::close(fd_);  // closing releases the lock
 }
 
 CachedCalibration load_cached_calibration(const HostDescription& host, int threads, bool full) {

@@ -133,7 +133,7 @@ std::optional<Format> format_for_path(std::string_view path) {
   return std::nullopt;
 }
 
-std::string render_analysis(const Analysis& a, Format format) {
+static std::string analysis_view(const Analysis& a, Format format) {
   if (format == Format::kJson) return report::json_text(analysis_json(a));
   report::Table t;
   t.headers = {"op", "kind", "output", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound", "share"};
@@ -168,7 +168,7 @@ std::string render_analysis(const Analysis& a, Format format) {
   return out;
 }
 
-std::string render_summary(const std::vector<Analysis>& analyses, Format format) {
+static std::string summary_view(const std::vector<Analysis>& analyses, Format format) {
   if (format == Format::kJson) {
     nlohmann::json j{{"schema_version", 1}, {"analyses", nlohmann::json::array()}};
     for (const Analysis& a : analyses) j["analyses"].push_back(analysis_json(a));
@@ -213,6 +213,15 @@ std::string render_summary(const std::vector<Analysis>& analyses, Format format)
     for (const std::string& n : a.graph.notes()) out += fmt::format("note: {}: {}\n", terminal_text(a.model), terminal_text(n));
   }
   return out;
+}
+
+// the table and Markdown views say when text from outside was not UTF-8 (safe_text.hpp)
+std::string render_analysis(const Analysis& a, Format format) {
+  return report::noting_invalid_utf8(format, [&] { return analysis_view(a, format); });
+}
+
+std::string render_summary(const std::vector<Analysis>& analyses, Format format) {
+  return report::noting_invalid_utf8(format, [&] { return summary_view(analyses, format); });
 }
 
 }  // namespace neuralcost

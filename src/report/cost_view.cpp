@@ -63,7 +63,7 @@ json cost_json(const ResultsFile& results, const CostReport& cost) {
   return j;
 }
 
-std::string render_cost(const ResultsFile& results, const CostReport& cost, Format format) {
+static std::string cost_view(const ResultsFile& results, const CostReport& cost, Format format) {
   if (format == Format::kJson) return report::json_text(cost_json(results, cost));
   report::Table t;
   t.headers = {"model", "backend", "mode", "batch", "price/h", "per sample", "per 1M samples", "per 1M tokens",
@@ -108,6 +108,11 @@ std::string render_cost(const ResultsFile& results, const CostReport& cost, Form
     out += (format == Format::kMarkdown ? report::markdown_text("warning: " + w) : terminal_text("warning: " + w)) + "\n";
   }
   return out;
+}
+
+// the table and Markdown views say when text from outside was not UTF-8 (safe_text.hpp)
+std::string render_cost(const ResultsFile& results, const CostReport& cost, Format format) {
+  return report::noting_invalid_utf8(format, [&] { return cost_view(results, cost, format); });
 }
 
 }  // namespace neuralcost

@@ -47,7 +47,7 @@ report::Table runs_table(const ResultsFile& results) {
 
 }  // namespace
 
-std::string render_report_markdown(const ReportInput& input) {
+static std::string report_markdown_view(const ReportInput& input) {
   const ResultsFile& results = *input.results;
   std::string hardware;
   for (const HardwareSpec& h : results.hardware) hardware += (hardware.empty() ? "" : "; ") + h.name + " [" + h.id + "]";
@@ -75,6 +75,11 @@ std::string render_report_markdown(const ReportInput& input) {
     for (const std::string& w : results.warnings) out += "- " + report::markdown_text(w) + "\n";
   }
   return out;
+}
+
+// the table and Markdown views say when text from outside was not UTF-8 (safe_text.hpp)
+std::string render_report_markdown(const ReportInput& input) {
+  return report::noting_invalid_utf8(Format::kMarkdown, [&] { return report_markdown_view(input); });
 }
 
 }  // namespace neuralcost

@@ -37,7 +37,7 @@ std::string bound_of(const ProfileRun& r) { return std::string(bound_name(r.anal
 
 std::string run_title(const ProfileRun& r) {
   const std::string device = r.device == "cpu" ? "" : " on " + r.device;
-  return fmt::format("{}, {} {}{}, batch {}", r.model, r.backend, r.mode, device, r.batch);
+  return fmt::format("{}, {} {}{}, batch {}", terminal_text(r.model), r.backend, r.mode, device, r.batch);
 }
 
 /// One row of a layer table: a layer, a group, or the layers --top left out.
@@ -89,7 +89,7 @@ report::Table layer_table(const ProfileRun& r, const LayerTableOptions& options,
 
 std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format, const LayerTableOptions& options) {
   std::string out = fmt::format("{}{} on {} [{}]\n", format == Format::kMarkdown ? "### " : "", run_title(r), hw.name, hw.id);
-  if (r.outcome.failed()) return out + "error: " + r.outcome.error() + "\n\n";
+  if (r.outcome.failed()) return out + "error: " + report::valid_utf8(r.outcome.error()) + "\n\n";
   // a model file's inputs: what its numbers were measured on (token ids' range, dtypes)
   if (const auto in = r.contract.find("input_values"); in != r.contract.end()) out += "inputs: " + in->second + "\n";
   const SampleSummary& s = r.timing.summary;
@@ -240,14 +240,14 @@ nlohmann::json profile_json(const std::vector<ProfileRun>& runs, const HardwareS
   return j;
 }
 
-std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format format) {
+static std::string profile_summary_view(const std::vector<ProfileRun>& runs, Format format) {
   std::string out = report::render_table(summary_table(runs, format == Format::kCsv), format);
   if (has_comparison(runs) && format != Format::kCsv) out += "\n" + render_comparison(runs, format);
   return out;
 }
 
-std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format,
-                           const LayerTableOptions& options) {
+static std::string profile_view(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format,
+                                const LayerTableOptions& options) {
   if (format == Format::kJson) return report::json_text(profile_json(runs, hardware));
   if (format == Format::kCsv) {
     // one table: the layers of every run that has them, else the runs
@@ -267,6 +267,16 @@ std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSp
   for (const ProfileRun& r : runs) out += run_block(r, hardware, format, options);
   out += format == Format::kMarkdown ? "### summary\n\n" : "summary\n";
   return out + render_profile_summary(runs, format);
+}
+
+// the table and Markdown views say when text from outside was not UTF-8 (safe_text.hpp)
+std::string render_profile_summary(const std::vector<ProfileRun>& runs, Format format) {
+  return report::noting_invalid_utf8(format, [&] { return profile_summary_view(runs, format); });
+}
+
+std::string render_profile(const std::vector<ProfileRun>& runs, const HardwareSpec& hardware, Format format,
+                           const LayerTableOptions& options) {
+  return report::noting_invalid_utf8(format, [&] { return profile_view(runs, hardware, format, options); });
 }
 
 }  // namespace neuralcost

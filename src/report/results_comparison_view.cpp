@@ -66,7 +66,7 @@ json results_comparison_json(const ResultsComparison& c) {
   return j;
 }
 
-std::string render_results_comparison(const ResultsComparison& c, Format format) {
+static std::string results_comparison_view(const ResultsComparison& c, Format format) {
   if (format == Format::kJson) return report::json_text(results_comparison_json(c));
   report::Table t;
   t.headers = {"cell", "before", "after", "change", "95% CI", "p", "result", "notes"};
@@ -103,6 +103,11 @@ std::string render_results_comparison(const ResultsComparison& c, Format format)
   for (const CellKey& k : c.only_after) out += line("only after: " + cell_name(k));
   for (const std::string& w : c.warnings) out += line("warning: " + w);
   return out;
+}
+
+// the table and Markdown views say when text from outside was not UTF-8 (safe_text.hpp)
+std::string render_results_comparison(const ResultsComparison& c, Format format) {
+  return report::noting_invalid_utf8(format, [&] { return results_comparison_view(c, format); });
 }
 
 }  // namespace neuralcost

@@ -1,5 +1,7 @@
 #include "report/safe_text.hpp"
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -9,29 +11,94 @@
 namespace neuralcost {
 namespace report {
 
+namespace {
+
+/// Texts valid_utf8 mended in this thread while noting_invalid_utf8 runs (null otherwise).
+thread_local std::size_t* mended_texts = nullptr;
+
+/// The length of the valid UTF-8 sequence at s[i], or 0 when the byte there starts none.
+std::size_t sequence_at(std::string_view s, std::size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  bool ok = n > 0 && i + n <= s.size();
+  for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
+  if (ok && n > 1) {
+    // overlong forms, surrogates and code points past U+10FFFF are invalid too
+    std::uint32_t cp = c & (0x7F >> n);
+    for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    const std::uint32_t min = n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000;
+    ok = cp >= min && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
+  }
+  return ok ? n : 0;
+}
+
+bool is_valid_utf8(std::string_view s) {
+  for (std::size_t i = 0; i < s.size();) {
+    const std::size_t n = sequence_at(s, i);
+    if (n == 0) return false;
+    i += n;
+  }
+  return true;
+}
+
+/// Mends every string and key of `j` in place; counts the strings mended and keeps the JSON
+/// pointer (RFC 6901) of the first.
+void mend_json(nlohmann::json& j, const std::string& where, std::size_t& count, std::string& first) {
+  auto mended = [&](const std::string& at) {
+    if (count++ == 0) first = at.empty() ? "/" : at;
+  };
+  auto pointer_step = [](const std::string& key) {
+    std::string out = "/";
+    for (char c : valid_utf8(key)) out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+    return out;
+  };
+  if (j.is_string()) {
+    if (!is_valid_utf8(j.get_ref<const std::string&>())) {
+      j = valid_utf8(j.get_ref<const std::string&>());
+      mended(where);
+    }
+  } else if (j.is_array()) {
+    for (std::size_t i = 0; i < j.size(); ++i) mend_json(j[i], where + "/" + std::to_string(i), count, first);
+  } else if (j.is_object()) {
+    nlohmann::json out = nlohmann::json::object();
+    for (auto& [key, value] : j.items()) {
+      const std::string at = where + pointer_step(key);
+      if (!is_valid_utf8(key)) mended(at);
+      mend_json(value, at, count, first);
+      out[valid_utf8(key)] = std::move(value);
+    }
+    j = std::move(out);
+  }
+}
+
+bool holds_invalid_utf8(const nlohmann::json& j) {
+  if (j.is_string()) return !is_valid_utf8(j.get_ref<const std::string&>());
+  if (j.is_array()) return std::any_of(j.begin(), j.end(), holds_invalid_utf8);
+  if (!j.is_object()) return false;
+  for (const auto& [key, value] : j.items()) {
+    if (!is_valid_utf8(key) || holds_invalid_utf8(value)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 std::string valid_utf8(std::string_view s) {
   std::string out;
   out.reserve(s.size());
+  bool replaced = false;
   for (std::size_t i = 0; i < s.size();) {
-    const auto c = static_cast<unsigned char>(s[i]);
-    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-    bool ok = n > 0 && i + n <= s.size();
-    for (std::size_t k = 1; ok && k < n; ++k) ok = (static_cast<unsigned char>(s[i + k]) & 0xC0) == 0x80;
-    if (ok && n > 1) {
-      // overlong forms, surrogates and code points past U+10FFFF are invalid too
-      std::uint32_t cp = c & (0x7F >> n);
-      for (std::size_t k = 1; k < n; ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-      const std::uint32_t min = n == 2 ? 0x80 : n == 3 ? 0x800 : 0x10000;
-      ok = cp >= min && cp <= 0x10FFFF && (cp < 0xD800 || cp > 0xDFFF);
-    }
-    if (ok) {
+    const std::size_t n = sequence_at(s, i);
+    if (n > 0) {
       out.append(s.substr(i, n));
       i += n;
     } else {
       out += "\xEF\xBF\xBD";
+      replaced = true;
       ++i;
     }
   }
+  if (replaced && mended_texts != nullptr) ++*mended_texts;
   return out;
 }
 
@@ -119,7 +186,38 @@ std::string json_for_script(const nlohmann::json& document) {
 }
 
 std::string json_text(const nlohmann::json& document) {
-  return document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  // (the dumps' own replacement stays as a last resort: every string is valid by then)
+  constexpr auto replace = nlohmann::json::error_handler_t::replace;
+  if (!holds_invalid_utf8(document)) return document.dump(2, ' ', false, replace) + "\n";
+  nlohmann::json mended = document;
+  std::size_t count = 0;
+  std::string first;
+  mend_json(mended, "", count, first);
+  if (mended.is_object() && (!mended.contains("warnings") || mended["warnings"].is_array())) {
+    mended["warnings"].push_back(fmt::format(
+        "{} string{} from outside (a name, a path, a worker's output) held bytes that are not UTF-8, replaced by "
+        "U+FFFD (the first at {})",
+        count, count == 1 ? "" : "s", first));
+  }
+  return mended.dump(2, ' ', false, replace) + "\n";
+}
+
+std::string noting_invalid_utf8(Format format, const std::function<std::string()>& render) {
+  if (format == Format::kJson || format == Format::kCsv || mended_texts != nullptr) return render();
+  std::size_t count = 0;
+  mended_texts = &count;
+  std::string out;
+  try {
+    out = render();
+  } catch (...) {
+    mended_texts = nullptr;
+    throw;
+  }
+  mended_texts = nullptr;
+  if (count == 0) return out;
+  return out + (format == Format::kMarkdown ? "\n" : "") +
+         "warning: text from outside (a name, a path, a worker's output) held bytes that are not UTF-8; they are "
+         "shown as U+FFFD\n";
 }
 
 }  // namespace report

@@ -166,7 +166,7 @@ nlohmann::json training_json(const TrainingReport& report) {
   return j;
 }
 
-std::string render_training(const TrainingReport& report, Format format) {
+static std::string training_view(const TrainingReport& report, Format format) {
   if (format == Format::kJson) return report::json_text(training_json(report));
   const Analysis& step = report.step;
   const TrainingOptions& options = report.options;
@@ -222,7 +222,7 @@ std::string render_training(const TrainingReport& report, Format format) {
   return out;
 }
 
-std::string render_training_summary(const std::vector<TrainingReport>& reports, Format format) {
+static std::string training_summary_view(const std::vector<TrainingReport>& reports, Format format) {
   if (format == Format::kJson) {
     nlohmann::json j{{"schema_version", 1}, {"analyses", nlohmann::json::array()}};
     for (const TrainingReport& r : reports) j["analyses"].push_back(training_json(r));
@@ -239,6 +239,15 @@ std::string render_training_summary(const std::vector<TrainingReport>& reports, 
                        r.fit ? fmt::format("; largest batch in {}: {}", bytes(r.fit->budget_bytes), r.fit->batch) : "");
   }
   return out;
+}
+
+// the table and Markdown views say when text from outside was not UTF-8 (safe_text.hpp)
+std::string render_training(const TrainingReport& report, Format format) {
+  return report::noting_invalid_utf8(format, [&] { return training_view(report, format); });
+}
+
+std::string render_training_summary(const std::vector<TrainingReport>& reports, Format format) {
+  return report::noting_invalid_utf8(format, [&] { return training_summary_view(reports, format); });
 }
 
 }  // namespace neuralcost

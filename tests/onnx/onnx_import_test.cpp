@@ -118,19 +118,29 @@ TEST(OnnxImportTest, SwinsWindowPaddingIsFoldedThroughReversedSlicesAndTranspose
 
 TEST(OnnxImportTest, AHostileNodeNameIsMadeSafeForEveryOutput) {
   const std::string model = kFixtures + "/hostile_name.onnx";
-  // JSON: the report survives the invalid byte (replaced by U+FFFD)
+  // JSON: the report survives the invalid byte (replaced by U+FFFD), and says that it was replaced
   const auto j = analyze_json(model);
   EXPECT_EQ(j["ops"][0]["name"], "=\xEF\xBF\xBD\x1b[2J\n|x=1+1!z");
-  // a terminal sees no escape sequence and no forged line
+  const std::string note = "held bytes that are not UTF-8, replaced by U+FFFD";
+  ASSERT_TRUE(j.contains("warnings"));
+  EXPECT_THAT(j["warnings"], ::testing::Contains(::testing::AllOf(HasSubstr(note), HasSubstr("first at /fusion_groups/0/ops/0"))))
+      << j["warnings"].dump();
+  // a terminal sees no escape sequence and no forged line, and a warning about the byte
   CliResult r = run_cli("analyze " + model);
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(r.out.find('\x1b'), std::string::npos);
   EXPECT_THAT(r.out, HasSubstr("=\xEF\xBF\xBD\\x1b[2J\\x0a|x=1+1!z"));
+  EXPECT_THAT(r.out, HasSubstr("\nwarning: text from outside (a name, a path, a worker's output) held bytes that are "
+                               "not UTF-8; they are shown as U+FFFD\n"));
   // CSV: not a formula; Markdown: the pipe does not end the cell
   r = run_cli("analyze " + model + " --format csv");
   EXPECT_THAT(r.out, HasSubstr("\n\"'=\xEF\xBF\xBD"));  // quoted: the cell holds a newline
   r = run_cli("analyze " + model + " --format md");
   EXPECT_THAT(r.out, HasSubstr("\\x0a\\|x=1+1!z"));
+  EXPECT_THAT(r.out, HasSubstr("\n\nwarning: text from outside"));
+  // a clean model has no such warning
+  EXPECT_FALSE(analyze_json(kFixtures + "/small_cnn.onnx").contains("warnings"));
+  EXPECT_THAT(run_cli("analyze " + kFixtures + "/small_cnn.onnx").out, ::testing::Not(HasSubstr("not UTF-8")));
 }
 
 TEST(OnnxImportTest, TokenIdsStayIntegersAndDtypeConvertsTheFloats) {

@@ -12,12 +12,15 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -456,6 +459,51 @@ TEST_F(CalibrationCacheTest, AnotherCpusCalibrationIsReplaced) {
     EXPECT_EQ(saved.fingerprint, c.fingerprint);
     EXPECT_THAT(status, HasSubstr("not saved"));
   }
+}
+
+TEST_F(CalibrationCacheTest, ACalibrationWaitsForTheOneInProgressAndUsesWhatItSaved) {
+  // concurrent calibrations took each other's cores and each saved wrong figures. Here another
+  // calibration of the 2 threads (this thread, holding the cache's lock) is about to save; a run
+  // that finds no cache waits for it, then uses its figures instead of measuring beside it
+  HostDescription vm = zen4_vm();
+  vm.memory_bytes = 1ull << 30;  // were it to measure (as it did), a short calibration
+  auto other = std::make_unique<CalibrationLock>(2, 1.0);
+  ASSERT_TRUE(other->held()) << other->why_not();
+  std::string status;
+  Calibration got;
+  std::thread run([&] { got = cached_calibration(vm, 0, false, status); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  save_calibration(canned());
+  other.reset();
+  run.join();
+  EXPECT_EQ(got.created, "2026-03-01T12:00:00Z");  // the other's figures, not measured again
+  EXPECT_THAT(status, ::testing::StartsWith("waited "));
+  EXPECT_THAT(status, HasSubstr("s for another calibration of this CPU; calibration of 2026-03-01T12:00:00Z (2 "
+                                "threads) from " + calibration_cache_path(2)));
+}
+
+TEST_F(CalibrationCacheTest, TheCacheLockIsExclusiveWaitsBoundedAndIsNeverALinkFollowed) {
+  {
+    const CalibrationLock first(2, 1.0);
+    ASSERT_TRUE(first.held()) << first.why_not();
+    EXPECT_DOUBLE_EQ(first.waited_seconds(), 0.0);
+    EXPECT_TRUE(std::filesystem::is_regular_file(dir_ / "host-calibration-2t.lock"));
+    EXPECT_EQ(std::filesystem::status(dir_ / "host-calibration-2t.lock").permissions() & std::filesystem::perms::all,
+              std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    const CalibrationLock second(2, 0.2);  // not while the first holds it, and not forever
+    EXPECT_FALSE(second.held());
+    EXPECT_GE(second.waited_seconds(), 0.2);
+    EXPECT_THAT(second.why_not(), HasSubstr("another calibration held " + (dir_ / "host-calibration-2t.lock").string()));
+    EXPECT_TRUE(CalibrationLock(1, 0.2).held());  // another thread count is another lock
+  }
+  EXPECT_TRUE(CalibrationLock(2, 0.2).held());  // released with the first
+  // a link at the lock's name is not followed (its target neither created nor locked)
+  std::filesystem::remove(dir_ / "host-calibration-2t.lock");
+  std::filesystem::create_symlink(dir_ / "elsewhere", dir_ / "host-calibration-2t.lock");
+  const CalibrationLock linked(2, 0.2);
+  EXPECT_FALSE(linked.held());
+  EXPECT_THAT(linked.why_not(), HasSubstr("cannot open the lock"));
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "elsewhere"));
 }
 
 TEST_F(CalibrationCacheTest, AFileWithOtherThreadsIsStale) {

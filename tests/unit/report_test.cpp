@@ -4,6 +4,7 @@
 
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
+#include "neuralcost/report/profile_views.hpp"
 #include "neuralcost/report/views.hpp"
 #include "report/safe_text.hpp"
 #include "report/si_format.hpp"
@@ -63,6 +64,34 @@ TEST(SafeTextTest, NamesWithMarkupStayText) {
   EXPECT_EQ(report::markdown_text("a <b>*x*</b> [l](u) `c` | #"),
             "a &lt;b&gt;\\*x\\*&lt;/b&gt; \\[l\\](u) \\`c\\` \\| \\#");
   EXPECT_EQ(report::markdown_safe("a|<b>&"), "a\\|&lt;b&gt;&amp;");
+}
+
+TEST(SafeTextTest, BytesThatAreNotUtf8AreReplacedAndSaidSoInEveryProfileOutput) {
+  // a worker's stderr cut at 500 bytes in the middle of a character, after a long profile
+  ProfileRun run;
+  run.backend = "python";
+  run.mode = "eager";
+  run.model = "ff";
+  run.outcome = Outcome::failure("the worker exited: caf\xc3");
+  const HardwareSpec& hw = HardwareDatabase::builtin().get("h100-sxm");
+  const nlohmann::json j = nlohmann::json::parse(render_profile({run}, hw, Format::kJson));
+  EXPECT_EQ(j["runs"][0]["error"], "the worker exited: caf\xEF\xBF\xBD");
+  ASSERT_TRUE(j.contains("warnings")) << j.dump();
+  ASSERT_EQ(j["warnings"].size(), 1u) << j.dump();
+  EXPECT_THAT(j["warnings"][0].get<std::string>(),
+              HasSubstr("2 strings from outside (a name, a path, a worker's output) held bytes that are not UTF-8, "
+                        "replaced by U+FFFD (the first at /runs/0/error)"));
+  const std::string table = render_profile({run}, hw, Format::kTable);
+  EXPECT_THAT(table, HasSubstr("\nerror: the worker exited: caf\xEF\xBF\xBD\n"));
+  EXPECT_THAT(table, ::testing::EndsWith("\nwarning: text from outside (a name, a path, a worker's output) held bytes "
+                                         "that are not UTF-8; they are shown as U+FFFD\n"));
+  // a document with warnings of its own (cost, compare) gets one more; a clean one none
+  const nlohmann::json cost = nlohmann::json::parse(report::json_text({{"warnings", {"no price"}}, {"m\xff", 1}}));
+  ASSERT_EQ(cost["warnings"].size(), 2u);
+  EXPECT_THAT(cost["warnings"][1].get<std::string>(), HasSubstr("1 string from outside"));
+  EXPECT_EQ(cost["m\xEF\xBF\xBD"], 1);
+  EXPECT_FALSE(nlohmann::json::parse(render_profile({}, hw, Format::kJson)).contains("warnings"));
+  EXPECT_THAT(render_profile({}, hw, Format::kTable), ::testing::Not(HasSubstr("UTF-8")));
 }
 
 TEST(AnalysisViewTest, TableShowsEveryLayerAndTotals) {

@@ -116,7 +116,13 @@ void add_hardware_command(CLI::App& app) {
     CalibrationOptions options;
     options.quick = cal->quick;
     options.threads = cal->threads;
-    Calibration c = calibrate(describe_host(), options);
+    const HostDescription host = describe_host();
+    // one calibration of these threads at a time: side by side they take each other's cores
+    const CalibrationLock lock(calibration_threads(host, cal->threads), kCalibrationLockSeconds);
+    if (lock.waited_seconds() > 0) {
+      std::fprintf(stderr, "note: waited %.1f s for another calibration of this CPU to finish\n", lock.waited_seconds());
+    }
+    Calibration c = calibrate(host, options);
     const std::vector<std::string> doubts = why_not_cacheable(c);
     if (!doubts.empty() && cal->force) {
       for (const std::string& d : doubts) c.warnings.push_back("saved with --force although " + d);
@@ -124,6 +130,7 @@ void add_hardware_command(CLI::App& app) {
     emit(render_calibration(c, format), cal->output);
     if (doubts.empty() || cal->force) {
       try {
+        if (!lock.held()) throw Error(ErrorCode::kDataLoss, lock.why_not());
         save_calibration(c);
       } catch (const Error& e) {
         throw Error(e.code(), fmt::format("calibration not saved: {} (the result is {})", e.what(),

@@ -120,4 +120,29 @@ CachedCalibration load_cached_calibration(const HostDescription& host, int threa
 /// Saves a calibration to calibration_cache_path(calibration.threads) (atomically; creates the folder).
 void save_calibration(const Calibration& calibration);
 
+/// How long a calibration for the cache waits for another one of the same thread count to finish.
+inline constexpr double kCalibrationLockSeconds = 300;
+
+/// An exclusive hold on the cache's calibration of `threads` threads, so that one process
+/// measures while the others wait and then use its result (calibrations run side by side take
+/// each other's cores and each measure wrong figures): flock on host-calibration-<threads>t.lock
+/// in the private cache folder, opened with O_NOFOLLOW, mode 0600. Released when destroyed.
+class CalibrationLock {
+ public:
+  /// Waits at most `timeout_seconds` (a signal ends the wait: Interrupted); held() is false when
+  /// that passed or the lock cannot be used, and why_not() says why.
+  CalibrationLock(int threads, double timeout_seconds);
+  ~CalibrationLock();
+  CalibrationLock(const CalibrationLock&) = delete;
+  CalibrationLock& operator=(const CalibrationLock&) = delete;
+  bool held() const { return fd_ >= 0; }
+  double waited_seconds() const { return waited_seconds_; }  ///< 0 when nobody else held it
+  const std::string& why_not() const { return why_not_; }
+
+ private:
+  int fd_ = -1;
+  double waited_seconds_ = 0;
+  std::string why_not_;
+};
+
 }  // namespace neuralcost
