@@ -56,5 +56,41 @@ TEST(AtomicFileTest, FilesAndLinksPlantedAtLikelyTemporaryNamesAreNeitherFollowe
   fs::remove_all(dir);
 }
 
+TEST(AtomicFileTest, APrivateDirectoryIsRefusedWhenAnotherUserOwnsItOrOthersCanWriteIt) {
+  // the calibration cache's folder (ensure_private_directory): one that another user prepared
+  // is never used for our files, nor one that others can write
+  const fs::path dir = fs::path(::testing::TempDir()) / ("nc_private_dir_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  ensure_private_directory(dir.string());
+  EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
+  ensure_private_directory(dir.string());  // ours: used again
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_write | fs::perms::others_write);
+  EXPECT_THROW(
+      {
+        try {
+          ensure_private_directory(dir.string());
+        } catch (const std::exception& e) {
+          EXPECT_NE(std::string(e.what()).find("can be written by other users (mode 722)"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      std::exception);
+  fs::permissions(dir, fs::perms::owner_all);
+  if (::geteuid() == 0) {  // only root can give a folder away
+    ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
+    EXPECT_THROW(
+        {
+          try {
+            ensure_private_directory(dir.string());
+          } catch (const std::exception& e) {
+            EXPECT_NE(std::string(e.what()).find("belongs to another user (uid 65534)"), std::string::npos) << e.what();
+            throw;
+          }
+        },
+        std::exception);
+  }
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace neuralcost
