@@ -64,30 +64,20 @@ TEST(AtomicFileTest, APrivateDirectoryIsRefusedWhenAnotherUserOwnsItOrOthersCanW
   ensure_private_directory(dir.string());
   EXPECT_EQ(fs::status(dir).permissions() & fs::perms::all, fs::perms::owner_all);
   ensure_private_directory(dir.string());  // ours: used again
+  const auto refusal = [&] {
+    try {
+      ensure_private_directory(dir.string());
+    } catch (const std::exception& e) {
+      return std::string(e.what());
+    }
+    return std::string("(used)");
+  };
   fs::permissions(dir, fs::perms::owner_all | fs::perms::group_write | fs::perms::others_write);
-  EXPECT_THROW(
-      {
-        try {
-          ensure_private_directory(dir.string());
-        } catch (const std::exception& e) {
-          EXPECT_NE(std::string(e.what()).find("can be written by other users (mode 722)"), std::string::npos) << e.what();
-          throw;
-        }
-      },
-      std::exception);
+  EXPECT_NE(refusal().find("can be written by other users (mode 722)"), std::string::npos) << refusal();
   fs::permissions(dir, fs::perms::owner_all);
   if (::geteuid() == 0) {  // only root can give a folder away
     ASSERT_EQ(::chown(dir.c_str(), 65534, 65534), 0);
-    EXPECT_THROW(
-        {
-          try {
-            ensure_private_directory(dir.string());
-          } catch (const std::exception& e) {
-            EXPECT_NE(std::string(e.what()).find("belongs to another user (uid 65534)"), std::string::npos) << e.what();
-            throw;
-          }
-        },
-        std::exception);
+    EXPECT_NE(refusal().find("belongs to another user (uid 65534)"), std::string::npos) << refusal();
   }
   fs::remove_all(dir);
 }

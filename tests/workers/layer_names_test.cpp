@@ -43,6 +43,23 @@ std::vector<std::string> parts(const std::string& name) {
   return out;
 }
 
+/// Short runs of `model` at batch 2 in `modes`, with `layer_runs` profiled passes each.
+std::vector<ProfileRun> profile_briefly(const Backend& backend, const std::string& model,
+                                        const std::vector<std::string>& modes, int layer_runs) {
+  ModelRequest request;
+  request.model = model;
+  request.batch = 2;
+  ProfileOptions options;
+  options.modes = modes;
+  options.batches = {2};
+  options.layer_runs = layer_runs;
+  options.timing.budget_seconds = 0.05;
+  options.timing.warmup_iterations = 1;
+  options.timing.warmup_seconds = 0;
+  options.run.threads = 1;
+  return profile(backend, request, HardwareDatabase::builtin().get("epyc-9654"), options);
+}
+
 TEST(LayerNamesTest, AJoinedNameIsItsParts) {
   EXPECT_EQ(parts("block0.linear"), std::vector<std::string>{"block0.linear"});
   EXPECT_EQ(parts("a.x+b.y+c.z+2 more"), (std::vector<std::string>{"a.x", "b.y", "c.z"}));
@@ -81,18 +98,7 @@ TEST_P(LayerNames, MatchAnalyzesNames) {
   const Case& c = GetParam();
   const Backend& backend = backend_named(c.backend);
   if (auto why = backend.unavailable_reason()) GTEST_SKIP() << c.backend << " cannot run here: " << *why;
-  ModelRequest request;
-  request.model = c.model;
-  request.batch = 2;
-  ProfileOptions options;
-  options.modes = c.modes;
-  options.batches = {2};
-  options.layer_runs = 2;
-  options.timing.budget_seconds = 0.05;
-  options.timing.warmup_iterations = 1;
-  options.timing.warmup_seconds = 0;
-  options.run.threads = 1;
-  const auto runs = profile(backend, request, HardwareDatabase::builtin().get("epyc-9654"), options);
+  const auto runs = profile_briefly(backend, c.model, c.modes, 2);
   ASSERT_EQ(runs.size(), c.modes.size());
   ReferenceOptions o;
   o.model = c.model;
@@ -109,18 +115,7 @@ TEST(LayerNamesTest, LibTorchsFrozenGraphNamesARowOnlyByItsOwnWeights) {
   const Backend& backend = backend_named("libtorch");
   if (auto why = backend.unavailable_reason()) GTEST_SKIP() << "libtorch cannot run here: " << *why;
   for (const char* model : {"ff", "cnn"}) {
-    ModelRequest request;
-    request.model = model;
-    request.batch = 2;
-    ProfileOptions options;
-    options.modes = {"compiled"};
-    options.batches = {2};
-    options.layer_runs = 1;
-    options.timing.budget_seconds = 0.05;
-    options.timing.warmup_iterations = 1;
-    options.timing.warmup_seconds = 0;
-    options.run.threads = 1;
-    const auto runs = profile(backend, request, HardwareDatabase::builtin().get("epyc-9654"), options);
+    const auto runs = profile_briefly(backend, model, {"compiled"}, 1);
     ASSERT_EQ(runs.size(), 1u);
     ASSERT_FALSE(runs[0].outcome.failed()) << runs[0].outcome.error();
     ReferenceOptions o;
