@@ -23,7 +23,7 @@ namespace neuralcost {
 /// `inputs`; 4: OpRecord gained `differentiates`, op kinds for training steps, OpGraph hashed
 /// indexes; 5 added measured training: RunOptions::train, PreparedModel::step_memory, the step
 /// phases of LayerTiming; 6: LayerTiming::kernel_events; 7: LayerTiming::event_modules).
-inline constexpr int kPluginApiVersion = 7;
+inline constexpr int kPluginApiVersion = 8;
 
 /// The loss of a training step: cross entropy on fixed random integer labels when the network's
 /// output is [batch, classes], mean squared error against a fixed random target otherwise.
@@ -144,9 +144,11 @@ class Backend {
   /// The devices prepare() accepts on this machine, "cpu" first ("cuda:0", ...).
   virtual std::vector<std::string> devices() const { return {"cpu"}; }
   /// (optional) The name the framework gives `device` ("NVIDIA H100 80GB HBM3"), from which
-  /// the device's hardware spec is found; empty when the backend cannot tell.
-  virtual std::optional<std::string> device_name(const std::string& device) const {
+  /// the device's hardware spec is found; empty when the backend cannot tell. A backend that
+  /// must start something to ask gives up after `timeout_seconds` (the run's worker timeout).
+  virtual std::optional<std::string> device_name(const std::string& device, double timeout_seconds) const {
     (void)device;
+    (void)timeout_seconds;
     return std::nullopt;
   }
   /// Loads or builds the model in `mode` on `run.device`. Throws neuralcost::Error naming the

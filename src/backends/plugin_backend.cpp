@@ -145,9 +145,9 @@ std::vector<std::string> PluginBackend::devices() const {
   return b ? b->devices() : std::vector<std::string>{};
 }
 
-std::optional<std::string> PluginBackend::device_name(const std::string& device) const {
+std::optional<std::string> PluginBackend::device_name(const std::string& device, double timeout_seconds) const {
   const Backend* b = load();
-  return b ? b->device_name(device) : std::nullopt;
+  return b ? b->device_name(device, timeout_seconds) : std::nullopt;
 }
 
 std::unique_ptr<PreparedModel> PluginBackend::prepare(const ModelRequest& request, const std::string& mode,

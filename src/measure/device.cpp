@@ -159,14 +159,15 @@ void check_device_offered(const Backend& backend, const std::string& device) {
   }
 }
 
-std::string default_hardware_for(const std::vector<const Backend*>& backends, const std::string& device) {
+std::string default_hardware_for(const std::vector<const Backend*>& backends, const std::string& device,
+                                 double worker_timeout_seconds) {
   const Device d = parse_device(device);
   if (d.kind == "cpu") return "host";
   std::optional<std::string> gpu;
   for (const Backend* b : backends) {
     const std::vector<std::string> offered = b->devices();
     if (std::find(offered.begin(), offered.end(), device) == offered.end()) continue;
-    gpu = b->device_name(device);
+    gpu = b->device_name(device, worker_timeout_seconds);
     break;
   }
   if (!gpu) {

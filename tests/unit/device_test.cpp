@@ -45,7 +45,8 @@ class FakeGpuBackend final : public Backend {
   std::optional<std::string> unavailable_reason() const override { return std::nullopt; }
   std::vector<std::string> modes() const override { return {"eager"}; }
   std::vector<std::string> devices() const override { return {"cpu", "cuda:0"}; }
-  std::optional<std::string> device_name(const std::string& device) const override {
+  std::optional<std::string> device_name(const std::string& device, double timeout_seconds) const override {
+    asked_timeout = timeout_seconds;
     if (device == "cuda:0") return gpu_name;
     return std::nullopt;
   }
@@ -59,6 +60,7 @@ class FakeGpuBackend final : public Backend {
   }
 
   std::string gpu_name = "NVIDIA H100 80GB HBM3";
+  mutable double asked_timeout = 0;  ///< the timeout device_name() was given
   bool fail = false;
   double pass_seconds = 1e-3;  // what the fake's own clock says a pass took
   mutable int prepared = 0;
@@ -155,25 +157,29 @@ TEST(DeviceTest, AMatchingSpecRunsOnTheNamedDevice) {
 
 TEST(DeviceTest, TheSpecFollowsTheDevice) {
   FakeGpuBackend fake;
-  EXPECT_EQ(default_hardware_for({&fake}, "cpu"), "host");
-  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "h100-sxm");  // by the spec's device_names
+  EXPECT_EQ(default_hardware_for({&fake}, "cpu", 300), "host");
+  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0", 300), "h100-sxm");  // by the spec's device_names
   fake.gpu_name = "nvidia a100-sxm4-40gb";                           // exact, but not case
-  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "a100-sxm-40gb");
+  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0", 300), "a100-sxm-40gb");
   fake.gpu_name = "NVIDIA GH200 480GB";  // named after the superchip's CPU memory; 96GB HBM3 GPU
-  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "gh200-96gb");
+  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0", 300), "gh200-96gb");
   fake.gpu_name = "AMD Instinct MI325X";  // ROCm's name, reached through cuda:N
-  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0"), "mi325x");
+  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0", 300), "mi325x");
   EXPECT_FALSE(check_hardware_matches(spec("mi325x"), "cuda:0", false).has_value());
   fake.gpu_name = "Some Future GPU";
   try {
-    default_hardware_for({&fake}, "cuda:0");
+    default_hardware_for({&fake}, "cuda:0", 300);
     FAIL() << "an unknown GPU got a spec";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kNotFound);
     EXPECT_THAT(e.what(), HasSubstr("cuda:0 is 'Some Future GPU'"));
     EXPECT_THAT(e.what(), HasSubstr("--hardware"));
   }
-  EXPECT_THROW(default_hardware_for({&fake}, "cuda:7"), Error);  // no backend offers it
+  EXPECT_THROW(default_hardware_for({&fake}, "cuda:7", 300), Error);  // no backend offers it
+  // asking a backend for its GPU's name waits no longer than the run's --worker-timeout
+  fake.gpu_name = "NVIDIA H100 80GB HBM3";
+  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0", 2), "h100-sxm");
+  EXPECT_EQ(fake.asked_timeout, 2);
 }
 
 TEST(DeviceTest, TheCpuSamplersCountPageFaultsAndLoadOfTheTimedPhase) {

@@ -197,7 +197,9 @@ RunSetup prepare_run(const RunArgs& args) {
   if (backends.size() == 1) check_device_offered(*backends.front(), options.run.device);
   // the roof of a CPU run is the ceiling of the cores its threads use (host's calibration by thread count)
   setup.hardware =
-      hardware_for(args.hardware.empty() ? default_hardware_for(backends, options.run.device) : args.hardware,
+      hardware_for(args.hardware.empty()
+                       ? default_hardware_for(backends, options.run.device, options.run.worker_timeout_seconds)
+                       : args.hardware,
                    options.run.threads);
   return setup;
 }

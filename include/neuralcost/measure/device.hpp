@@ -42,7 +42,8 @@ void check_device_offered(const Backend& backend, const std::string& device);
 /// hold the GPU's name
 /// as the first of `backends` that offers the device reports it. kNotFound asking for
 /// --hardware when no backend can tell the name or the database has no such GPU.
-std::string default_hardware_for(const std::vector<const Backend*>& backends, const std::string& device);
+std::string default_hardware_for(const std::vector<const Backend*>& backends, const std::string& device,
+                                 double worker_timeout_seconds);
 
 /// Checks that `spec` is a roofline of `device`'s kind of hardware (its device_type). A spec for
 /// another kind (a CPU's for a cuda run, a GPU's for a cpu run) is refused with

@@ -394,15 +394,16 @@ std::vector<std::string> WorkerBackend::devices() const {
   return d;
 }
 
-std::optional<std::string> WorkerBackend::device_name(const std::string& device) const {
+std::optional<std::string> WorkerBackend::device_name(const std::string& device, double timeout_seconds) const {
   const std::lock_guard<std::mutex> lock(names_mutex_);
   if (!names_) {
     // the framework's own names for its devices, from one worker's hello
     if (unavailable_reason()) return std::nullopt;
     RunOptions run;
     run.threads = 1;
+    run.worker_timeout_seconds = timeout_seconds;
     WorkerProcess process = start_worker(framework_, run);
-    names_ = devices_of(say_hello(process, framework_, run.worker_timeout_seconds), framework_);
+    names_ = devices_of(say_hello(process, framework_, timeout_seconds), framework_);
     process.stop();
   }
   const auto it = names_->find(device);

@@ -53,7 +53,7 @@ class WorkerBackend final : public Backend {
   /// cpu, and with `cuda` a cuda:N for each NVIDIA GPU this machine shows (visible_cuda_gpus).
   std::vector<std::string> devices() const override;
   /// The framework's name for `device`, from a worker's hello (started once, on first use).
-  std::optional<std::string> device_name(const std::string& device) const override;
+  std::optional<std::string> device_name(const std::string& device, double timeout_seconds) const override;
   using Backend::prepare;
   std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode,
                                          const RunOptions& run) const override;
