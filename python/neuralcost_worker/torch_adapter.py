@@ -511,7 +511,10 @@ class _Model:
         recorder = _Recorder(self._namer(), _Modules(self.net))
         if self.training:
             with torch.enable_grad(), recorder.modules, recorder:  # as the step runs it: train mode, autograd on
-                self.net(*self.xs)
+                out = self.net(*self.xs)
+            # the network's output is what the loss reads; autograd's aten::detach of saved
+            # tensors (relu's output) leaves outputs no op reads, which are no results
+            self.capture_outputs = [recorder.namer.describe(out)["tensor"]]
             return recorder.ops, ("ATen ops dispatched by one eager forward pass in train mode with autograd on "
                                   "(TorchDispatchMode): the forward of the training step")
         with torch.inference_mode(), recorder.modules, recorder:
