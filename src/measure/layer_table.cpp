@@ -109,6 +109,7 @@ LayerTableOptions layer_table_options(std::optional<long long> top, std::string_
 }
 
 std::string layer_name(const LayerMeasurement& l) {
+  if (!l.pass.empty()) return l.module.empty() ? l.pass : fmt::format("{}: {}", l.pass, l.module);
   return l.module.empty() ? fmt::format("{}:{}", l.event, l.name) : l.module;
 }
 
