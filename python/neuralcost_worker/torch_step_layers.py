@@ -79,9 +79,10 @@ class StepLayers:
         self.modules.append(module)
 
     def _hooks(self):
-        clock, stack = time.perf_counter_ns, []
+        clock, stack, sync = time.perf_counter_ns, [], self.sync  # sync: a module's GPU kernels end in its time
 
         def pre(module, _args):
+            sync()
             t = clock()
             if stack:
                 self._charge(("forward", stack[-1]), (t - self.mark) * 1e-9)
@@ -90,6 +91,7 @@ class StepLayers:
             self.mark = clock()
 
         def post(_module, _args, _out):
+            sync()
             t = clock()
             if not stack:
                 return

@@ -61,8 +61,8 @@ std::string step_module(const OpGraph& g, const OpRecord& op, int depth = 0) {
 }
 
 /// The kind and output shape of a row: those of the op its record with the largest lower bound
-/// runs ("conv"; "conv backward" for a gradient of a conv, the conv's output shape); "none"
-/// without records.
+/// runs ("conv"; "conv backward" for a gradient of a conv, the conv's output shape; the
+/// optimizer's row has no one shape); "none" without records.
 void describe(LayerMeasurement& l, const Analysis& a) {
   const OpRoofline* top = nullptr;
   for (std::size_t i : l.records) {
@@ -75,7 +75,7 @@ void describe(LayerMeasurement& l, const Analysis& a) {
   const OpRecord& op = a.graph.op(top->op_index);
   const OpRecord& of = op.differentiates ? *op.differentiates : op;
   l.kind = std::string(op_kind_name(of.kind)) + (op.differentiates ? " backward" : "");
-  if (!of.outputs.empty()) l.output_shape = shape_string(of.outputs.front().shape);
+  if (!of.outputs.empty() && l.pass != "optimizer") l.output_shape = shape_string(of.outputs.front().shape);
 }
 
 }  // namespace

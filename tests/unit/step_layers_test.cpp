@@ -93,6 +93,8 @@ TEST(StepLayersTest, EachRecordIsInTheRowOfItsPhaseAndModule) {
   ASSERT_FALSE(relu->records.empty());
   for (std::size_t i : relu->records) EXPECT_EQ(a.graph.op(i).differentiates->name, "block0.relu");
   EXPECT_EQ(row(rows, "optimizer")->kind, "optimizer_step");
+  EXPECT_EQ(row(rows, "optimizer")->output_shape, "");
+  EXPECT_EQ(row(rows, "backward: block0.linear")->output_shape, row(rows, "forward: block0.linear")->output_shape);
   EXPECT_EQ(row(rows, "forward: loss")->kind, "loss");
   EXPECT_EQ(row(rows, "forward: block0.linear")->pass, "forward");
 }
