@@ -115,7 +115,11 @@ std::string layer_name(const LayerMeasurement& l) {
 
 LayerTableRows layer_rows(const ProfileRun& run, const LayerTableOptions& options) {
   LayerTableRows table;
-  for (const LayerMeasurement& l : run.layers) table.rows.push_back(row_of(l));
+  for (const LayerMeasurement& l : run.layers) {
+    table.rows.push_back(row_of(l));
+    // a training step's rows of one module (its forward and its backward) are that module's
+    if (options.group == LayerGroup::kModule && !l.pass.empty() && !l.module.empty()) table.rows.back().name = l.module;
+  }
   if (options.group != LayerGroup::kNone) table.rows = grouped(table.rows, options.group);
   auto& rows = table.rows;
   switch (options.sort) {

@@ -99,6 +99,33 @@ TEST(StepLayersTest, EachRecordIsInTheRowOfItsPhaseAndModule) {
   EXPECT_EQ(row(rows, "forward: block0.linear")->pass, "forward");
 }
 
+TEST(StepLayersTest, GroupedByModuleALayersForwardAndBackwardAreOneRow) {
+  const Analysis a = step_of_ff();
+  const LayerTiming t = timing({{"forward", "block0.linear"}, {"forward", "block0.relu"}, {"forward", "block0.norm"},
+                                {"forward", "classifier"}, {"forward", "loss"}, {"backward", "loss"},
+                                {"backward", "classifier"}, {"backward", "block0.norm"}, {"backward", "block0.relu"},
+                                {"backward", "block0.linear"}, {"optimizer", ""}});
+  std::vector<std::string> warnings;
+  ProfileRun run;
+  run.layers = measure_step_layers(a, t, warnings);
+  LayerTableOptions o;
+  o.group = LayerGroup::kModule;
+  std::vector<std::string> names;
+  std::uint64_t linear = 0;
+  for (const LayerMeasurement& l : run.layers) {
+    if (l.module == "block0.linear") linear += l.flops;
+  }
+  for (const LayerRow& r : layer_rows(run, o).rows) {
+    names.push_back(r.name);
+    if (r.name == "block0.linear") {
+      EXPECT_EQ(r.layers, 2u);
+      EXPECT_EQ(r.flops, linear);
+    }
+  }
+  EXPECT_EQ(names, (std::vector<std::string>{"block0.linear", "block0.relu", "block0.norm", "classifier", "loss",
+                                             "optimizer"}));
+}
+
 TEST(StepLayersTest, ARecordWithoutARowGetsOneWithoutTimeAndAWarning) {
   const Analysis a = step_of_ff();
   const LayerTiming t = timing({{"forward", "block0.linear"}, {"forward", "block0.relu"}, {"forward", "block0.norm"},
