@@ -1,8 +1,9 @@
 // Measured training steps in the torch worker (PyTorch 2 of the project's .venv): the step trains
 // (the loss falls, eager and torch.compile), its peak memory comes from torch.profiler's memory
 // events and holds what a step must hold, the phases are timed, and the worker refuses bad
-// training settings with one line. `profile --train` in eager mode has a forward and a backward
-// row per layer, named as analyze names it, each holding the step-graph records of its phase.
+// training settings with one line. `profile --train` in eager mode (the torch worker and
+// LibTorch) has a forward and a backward row per layer, named as analyze names it, each holding
+// the step-graph records of its phase.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -83,10 +84,12 @@ std::string module_of(const OpRecord& op) {
   return forward.kind == OpKind::kLoss ? "loss" : forward.attributes.get_string("module", "");
 }
 
-class StepLayers : public testing::TestWithParam<std::string> {};
+class StepLayers : public testing::TestWithParam<std::pair<std::string, std::string>> {};
 
 TEST_P(StepLayers, EagerStepHasAForwardAndABackwardRowPerLayer) {
-  const std::string name = GetParam();
+  const auto& [backend_name, name] = GetParam();
+  const Backend& backend = backend_named(backend_name);
+  if (auto why = backend.unavailable_reason()) GTEST_SKIP() << backend_name << " cannot run here: " << *why;
   ModelRequest request;
   request.model = name;
   request.batch = 4;
@@ -98,7 +101,7 @@ TEST_P(StepLayers, EagerStepHasAForwardAndABackwardRowPerLayer) {
   options.timing.warmup_iterations = 1;
   options.timing.warmup_seconds = 0;
   options.run = training();
-  const auto runs = profile(backend_named("torch"), request, HardwareDatabase::builtin().get("epyc-9654"), options);
+  const auto runs = profile(backend, request, HardwareDatabase::builtin().get("epyc-9654"), options);
   ASSERT_EQ(runs.size(), 1u);
   const ProfileRun& run = runs[0];
   ASSERT_FALSE(run.outcome.failed()) << run.outcome.error();
@@ -150,7 +153,13 @@ TEST_P(StepLayers, EagerStepHasAForwardAndABackwardRowPerLayer) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(TorchEager, StepLayers, testing::Values("ff", "cnn"));
+// the torch worker's module and node hooks; LibTorch's user scopes and node hooks (its plugin)
+INSTANTIATE_TEST_SUITE_P(Eager, StepLayers,
+                         testing::Values(std::pair<std::string, std::string>{"torch", "ff"},
+                                         std::pair<std::string, std::string>{"torch", "cnn"},
+                                         std::pair<std::string, std::string>{"libtorch", "ff"},
+                                         std::pair<std::string, std::string>{"libtorch", "cnn"}),
+                         [](const auto& info) { return info.param.first + "_" + info.param.second; });
 
 TEST(TorchWorkerTraining, CompiledStepTrainsThroughTheCompiledProgram) {
   auto model = backend_named("torch").prepare(small("ff"), "compiled", training());
