@@ -4,6 +4,8 @@
 # interleaved one to one (target: at most 3%), and the observer's cost per top-level op:
 # (profiled - plain) / ops per pass. Prints the 1-minute load average before each run: a figure
 # taken while the load is above the CPU count is noise, not a reference.
+# With --train (issue 14): profiled training steps against plain ones, "ops" being the step's
+# rows (a forward and a backward per layer, the loss, the optimizer).
 # Usage: bench/layer_overhead_bench.sh [BIN] [extra neural-cost profile options]
 #   BIN: the neural-cost binary (default ./build/tools/neural-cost/neural-cost)
 set -euo pipefail

@@ -86,7 +86,10 @@ struct LayerTiming {
   /// events that became no op record (views such as aten::t), whose records cannot carry it
   std::vector<std::string> event_modules;
   /// Training: the events are the step's phases, named after their pass tags ("forward" with
-  /// the loss, "backward", "optimizer" with zero-grad), instead of framework ops.
+  /// the loss, "backward", "optimizer" with zero-grad), instead of framework ops. With
+  /// event_modules, each event is one phase of one module ("backward" of "block0.linear"; the
+  /// loss is "loss", "" the network's own ops outside its modules or the whole phase, as for
+  /// the optimizer): the per-layer rows of measure/step_layers.hpp.
   bool step_phases = false;
   /// The events are a compiled program's kernels (XLA thunks, Inductor kernels, graph nodes),
   /// named by the backend: one kernel may run several records of different ops, and a record

@@ -133,8 +133,13 @@ class Worker:
                 "environment": env}
 
     def capture(self, req):
-        ops, source = self.require_model().capture()
-        return {"ops": ops, "source": source}
+        model = self.require_model()
+        ops, source = model.capture()
+        reply = {"ops": ops, "source": source}
+        outputs = getattr(model, "capture_outputs", None)  # the model's results among the ops' tensors
+        if outputs:
+            reply["outputs"] = outputs
+        return reply
 
     def _timed(self, n):
         if not isinstance(n, int) or isinstance(n, bool) or n < 1 or n > 1_000_000:

@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import reference_torch  # noqa: E402
 
-from neuralcost_worker import inductor_trace, model_inputs, training, xla_trace  # noqa: E402
+from neuralcost_worker import inductor_trace, model_inputs, torch_step_layers, training, xla_trace  # noqa: E402
 from neuralcost_worker.protocol import WorkerError, cpu_name, tensor  # noqa: E402
 
 if _THREADS > 0:
@@ -319,6 +319,7 @@ class _TrainStep:
         def forward_loss(*inputs):
             return loss_fn(net(*inputs), self.target)
 
+        self.loss_fn, self.compiled = loss_fn, compile_mode
         self.forward_loss = torch.compile(forward_loss) if compile_mode else forward_loss
         self.optimizer = _optimizer(self.params, train)
         self.losses = []  # the loss tensors of the first and the latest step (read without a sync per step)
@@ -341,8 +342,11 @@ class _TrainStep:
         self._keep(loss)
 
     def phases(self, n):
-        """n steps timed in three phases (forward with the loss, backward, optimizer with zero-grad),
-        each after a plain step."""
+        """n steps, each after a plain step: eager, each module's forward and backward, the loss and
+        the optimizer (torch_step_layers.py); compiled (or a torch that does not number autograd
+        nodes visibly), three phases (forward with the loss, backward, optimizer with zero-grad)."""
+        if not self.compiled and torch_step_layers.available():
+            return torch_step_layers.time_steps(self, n)
         clock = time.perf_counter_ns
         seconds, wall, plain = [[], [], []], [], []
         for _ in range(n):
@@ -511,7 +515,10 @@ class _Model:
         recorder = _Recorder(self._namer(), _Modules(self.net))
         if self.training:
             with torch.enable_grad(), recorder.modules, recorder:  # as the step runs it: train mode, autograd on
-                self.net(*self.xs)
+                out = self.net(*self.xs)
+            # the network's output is what the loss reads; autograd's aten::detach of saved
+            # tensors (relu's output) leaves outputs no op reads, which are no results
+            self.capture_outputs = [recorder.namer.describe(out)["tensor"]]
             return recorder.ops, ("ATen ops dispatched by one eager forward pass in train mode with autograd on "
                                   "(TorchDispatchMode): the forward of the training step")
         with torch.inference_mode(), recorder.modules, recorder:

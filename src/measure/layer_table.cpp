@@ -109,12 +109,17 @@ LayerTableOptions layer_table_options(std::optional<long long> top, std::string_
 }
 
 std::string layer_name(const LayerMeasurement& l) {
+  if (!l.pass.empty()) return l.module.empty() ? l.pass : fmt::format("{}: {}", l.pass, l.module);
   return l.module.empty() ? fmt::format("{}:{}", l.event, l.name) : l.module;
 }
 
 LayerTableRows layer_rows(const ProfileRun& run, const LayerTableOptions& options) {
   LayerTableRows table;
-  for (const LayerMeasurement& l : run.layers) table.rows.push_back(row_of(l));
+  for (const LayerMeasurement& l : run.layers) {
+    table.rows.push_back(row_of(l));
+    // a training step's rows of one module (its forward and its backward) are that module's
+    if (options.group == LayerGroup::kModule && !l.pass.empty() && !l.module.empty()) table.rows.back().name = l.module;
+  }
   if (options.group != LayerGroup::kNone) table.rows = grouped(table.rows, options.group);
   auto& rows = table.rows;
   switch (options.sort) {

@@ -18,6 +18,7 @@
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/version.hpp"
+#include "measure/step_layers.hpp"
 
 namespace neuralcost {
 namespace {
@@ -126,43 +127,6 @@ std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTimin
     if (r.lower_bound_seconds > largest[e]) largest[e] = r.lower_bound_seconds, l.bound = r.bound;
   }
   describe_layers(layers, a.graph, t);
-  return layers;
-}
-
-/// Training: the step's phases as layers, each with the records of its passes (forward and
-/// recompute; input and weight gradients; optimizer), so that each phase has its lower bound.
-std::vector<LayerMeasurement> measure_phases(const Analysis& a, const LayerTiming& t) {
-  const auto phase_of = [](Pass pass) -> std::string_view {
-    switch (pass) {
-      case Pass::kForward: case Pass::kRecompute: return "forward";
-      case Pass::kInputGradient: case Pass::kWeightGradient: return "backward";
-      case Pass::kOptimizer: return "optimizer";
-    }
-    return "forward";
-  };
-  std::vector<LayerMeasurement> layers(t.event_names.size());
-  for (std::size_t e = 0; e < layers.size(); ++e) {
-    layers[e].event = e;
-    layers[e].name = "step: " + t.event_names[e];
-    layers[e].kind = "step phase";
-    if (!t.seconds[e].empty()) layers[e].profiled_seconds = median(t.seconds[e]);
-  }
-  std::vector<double> largest(layers.size(), -1);
-  for (const OpRoofline& r : a.ops) {
-    const std::string_view phase = phase_of(pass_of(a.graph.op(r.op_index)));
-    const auto it = std::find(t.event_names.begin(), t.event_names.end(), phase);
-    if (it == t.event_names.end()) {
-      throw Error(ErrorCode::kInternal, fmt::format("the backend timed no '{}' phase of the step", phase));
-    }
-    const auto e = static_cast<std::size_t>(it - t.event_names.begin());
-    LayerMeasurement& l = layers[e];
-    l.records.push_back(r.op_index);
-    l.flops += r.cost.flops;
-    l.bytes += r.cost.bytes();
-    l.lower_bound_seconds += r.lower_bound_seconds;
-    l.modeled = l.modeled && r.cost.modeled;
-    if (r.lower_bound_seconds > largest[e]) largest[e] = r.lower_bound_seconds, l.bound = r.bound;
-  }
   return layers;
 }
 
@@ -343,7 +307,10 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
           throw Error(ErrorCode::kInternal, lt.step_phases ? "the backend timed a step's phases for a forward run"
                                                            : "the backend timed forward ops, not a training step's phases");
         }
-        run.layers = lt.step_phases ? measure_phases(run.analysis, lt) : measure_layers(run.analysis, lt);
+        // a step's phases, or each phase of each module when the backend says which it timed
+        run.layers = !lt.step_phases             ? measure_layers(run.analysis, lt)
+                     : lt.event_modules.empty() ? measure_phases(run.analysis, lt)
+                                                : measure_step_layers(run.analysis, lt, run.warnings);
         run.profiled_passes = static_cast<int>(lt.wall_seconds.size());
         run.profiled_pass_seconds = median(lt.wall_seconds);
         reconcile_layers(run);

@@ -220,6 +220,7 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
                              {"share", l.share}, {"waste_seconds", l.waste_seconds}, {"efficiency", l.efficiency},
                              {"bound", l.bound ? json(std::string(bound_name(*l.bound))) : json(nullptr)},
                              {"modeled", l.modeled}});
+    if (!l.pass.empty()) run["layers"].back()["pass"] = l.pass;
   }
   run["profiled_passes"] = r.profiled_passes;
   run["profiled_pass_seconds"] = r.profiled_pass_seconds;

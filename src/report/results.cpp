@@ -119,6 +119,7 @@ void read_layers(const json& run_json, ResultRun& run) {
     layer.event = l.integer("event", 0);
     layer.name = l.text("name");
     if (l.has("module")) layer.module = l.text("module", false);
+    if (l.has("pass")) layer.pass = l.text("pass", false);
     layer.flops = l.count("flops");
     layer.bytes = l.count("bytes");
     layer.lower_bound_seconds = l.nonneg("lower_bound_seconds");

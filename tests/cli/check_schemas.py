@@ -136,6 +136,15 @@ else:
                "profile of four backends: expected a run per backend")
         expect(len(document["comparison"]) == 1 and document["comparison"][0]["same_model"],
                "profile of four backends: expected one comparison row with the same model")
+    # a training step in the torch worker's eager mode: a row per phase of each layer, with its pass
+    step = subprocess.run([binary, "profile", "--model", "ff", "--backend", "torch", "--mode", "eager", "--train",
+                           *QUICK], capture_output=True, text=True)
+    expect(step.returncode == 0, f"profile --train of the torch worker exited {step.returncode}: {step.stderr.strip()}")
+    if step.returncode == 0:
+        document = json.loads(step.stdout)
+        check(document, profile_schema, "profile --train, torch eager")
+        passes = {layer.get("pass") for layer in document["runs"][0]["layers"]}
+        expect(passes == {"forward", "backward", "optimizer"}, f"profile --train, torch eager: passes {passes}")
 
 # Results files (tests/inputs/results, written by the real CLI: make_results.sh): the profile
 # document, every line of the JSON Lines files, and what cost and compare print from them. The

@@ -1,7 +1,8 @@
 // Measured training steps in the LibTorch backend: each reference network trains (its loss falls
 // over a few steps, eager and TorchScript), the counting allocator's peak holds what a step must
 // hold (gradients on top of parameters and optimizer state), the step graph counts more than the
-// forward, the phases are timed, and what cannot run is refused with the reason.
+// forward, each layer's forward and backward are timed in eager mode and the phases in compiled
+// mode, and what cannot run is refused with the reason.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -64,7 +65,7 @@ TEST_P(TrainingTest, LossFallsOverStepsInBothModes) {
   }
 }
 
-TEST_P(TrainingTest, StepGraphCountsMoreThanTheForwardAndPhasesAreTimed) {
+TEST_P(TrainingTest, StepGraphCountsMoreThanTheForwardAndLayersOrPhasesAreTimed) {
   const HardwareSpec hw = HardwareDatabase::builtin().get("h100-sxm");
   auto model = libtorch_backend().prepare(small(GetParam()), "eager", training());
   const OpGraph forward = model->captured_graph();
@@ -72,11 +73,26 @@ TEST_P(TrainingTest, StepGraphCountsMoreThanTheForwardAndPhasesAreTimed) {
   const Analysis step = analyze(training_step(forward, TrainingOptions{}), hw, {2});
   EXPECT_GT(step.totals.flops, f.totals.flops);
   EXPECT_GT(step.totals.contraction_flops, f.totals.contraction_flops);
+  // eager: each layer's forward and backward (its user scope), the loss's, the optimizer's
   const LayerTiming t = model->profile_layers(2);
   EXPECT_TRUE(t.step_phases);
-  EXPECT_EQ(t.event_names, (std::vector<std::string>{"forward", "backward", "optimizer"}));
-  ASSERT_EQ(t.seconds.size(), 3u);
-  for (const auto& phase : t.seconds) {
+  ASSERT_EQ(t.event_modules.size(), t.event_names.size());
+  EXPECT_THAT(t.event_modules, ::testing::IsSupersetOf({"classifier", "loss"}));
+  EXPECT_THAT(t.event_names, ::testing::IsSupersetOf({"forward", "backward", "optimizer"}));
+  ASSERT_EQ(t.wall_seconds.size(), 2u);
+  for (int run = 0; run < 2; ++run) {
+    double sum = 0;
+    for (const auto& event : t.seconds) sum += event.at(run);
+    EXPECT_LE(sum, t.wall_seconds[run]);  // disjoint stretches of the step
+  }
+  // compiled (TorchScript: no scopes): the three phases
+  auto compiled = libtorch_backend().prepare(small(GetParam()), "compiled", training());
+  const LayerTiming p = compiled->profile_layers(2);
+  EXPECT_TRUE(p.step_phases);
+  EXPECT_TRUE(p.event_modules.empty());
+  EXPECT_EQ(p.event_names, (std::vector<std::string>{"forward", "backward", "optimizer"}));
+  ASSERT_EQ(p.seconds.size(), 3u);
+  for (const auto& phase : p.seconds) {
     ASSERT_EQ(phase.size(), 2u);
     EXPECT_GT(phase[0], 0);
   }

@@ -52,6 +52,10 @@ struct LayerMeasurement {
   /// module found and every record reads weights ("encoder0" -> "encoder0.linear1"; a kernel
   /// that fused block0.linear with block0.relu stays block0); "" when nothing names it
   std::string module;
+  /// Training, per-layer rows of a step: the phase the row times ("forward", "backward",
+  /// "optimizer"), the row then being that phase of `module` (measure/step_layers.hpp); "" for
+  /// the layers of a forward run and for whole-phase rows ("step: forward")
+  std::string pass;
   /// the op kind of its records ("linear"), "fused" when they are of several kinds, "none"
   /// when the op became no record (a view, a metadata call)
   std::string kind;

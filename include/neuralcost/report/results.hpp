@@ -23,8 +23,13 @@ struct ResultLayer {
   std::int64_t event = 0;
   std::string name;            ///< the framework's op name (outside text: escape it)
   std::string module;          ///< the module path users know ("stage0.conv"); empty in older files or when unknown
-  /// How views name the layer: its module path, else "EVENT:NAME" (outside text: escape it).
-  std::string label() const { return module.empty() ? std::to_string(event) + ":" + name : module; }
+  std::string pass;            ///< a training step's row: its phase ("backward"), else empty
+  /// How views name the layer: "PASS: MODULE" for a step's row, its module path, else
+  /// "EVENT:NAME" (outside text: escape it); as layer_name() of measure/layer_table.hpp.
+  std::string label() const {
+    if (!pass.empty()) return module.empty() ? pass : pass + ": " + module;
+    return module.empty() ? std::to_string(event) + ":" + name : module;
+  }
   std::string kind;            ///< op kind of its record with the largest lower bound; empty when none
   std::uint64_t flops = 0;
   std::uint64_t bytes = 0;

@@ -155,10 +155,12 @@ class TorchModel final : public PreparedModel {
 /// A training step ready to run: run() is forward, loss, backward, optimizer step, zero-grad.
 class TrainModel final : public PreparedModel {
  public:
+  /// `per_layer`: the forward opens a user scope per layer (eager torch::nn), so profile_layers
+  /// times each layer's forward and backward; else the step's three phases.
   TrainModel(std::string name, std::shared_ptr<void> keep_alive, libtorch::TrainingStep step, ParameterNames names,
-             std::string origin, std::int64_t parameters)
+             std::string origin, std::int64_t parameters, bool per_layer)
       : name_(std::move(name)), keep_alive_(std::move(keep_alive)), step_(std::move(step)), names_(std::move(names)),
-        origin_(std::move(origin)), parameters_(parameters) {}
+        origin_(std::move(origin)), parameters_(parameters), per_layer_(per_layer) {}
 
   void run() override { note_loss(step_.step()); }
 
@@ -170,7 +172,9 @@ class TrainModel final : public PreparedModel {
     return capture::graph_from_captured(calls, name_);
   }
 
-  LayerTiming profile_layers(int runs) override { return step_.time_phases(runs); }
+  LayerTiming profile_layers(int runs) override {
+    return per_layer_ ? step_.time_layers(runs) : step_.time_phases(runs);
+  }
 
   std::optional<StepMemory> step_memory() override { return step_.measure_memory(); }
 
@@ -179,7 +183,10 @@ class TrainModel final : public PreparedModel {
     for (const auto& [k, v] : step_.describe()) env[k] = v;
     env["model_origin"] = origin_;
     env["framework_parameters"] = std::to_string(parameters_);
-    env["layer_timer"] = "the step's phases (forward with the loss, backward, optimizer with zero-grad) by steady_clock";
+    env["layer_timer"] =
+        per_layer_ ? "each layer's forward (RecordFunction user scopes) and backward (pre- and post-hooks on each "
+                     "autograd node), the loss and the optimizer with zero-grad, by steady_clock"
+                   : "the step's phases (forward with the loss, backward, optimizer with zero-grad) by steady_clock";
     if (steps_ > 0) {
       env["train_steps_run"] = std::to_string(steps_);
       env["train_loss_first"] = fmt::format("{:.6g}", first_loss_);
@@ -201,6 +208,7 @@ class TrainModel final : public PreparedModel {
   ParameterNames names_;
   std::string origin_;
   std::int64_t parameters_;
+  bool per_layer_;
   std::int64_t steps_ = 0;
   double first_loss_ = 0, last_loss_ = 0;
 };
@@ -287,7 +295,7 @@ std::unique_ptr<PreparedModel> prepare_reference_training(const ModelRequest& re
     libtorch::TrainingStep step([net](const std::vector<at::Tensor>& in) { return net->forward(in[0]); }, params,
                                 std::move(inputs), train);
     return std::make_unique<TrainModel>(name, net, std::move(step), names_of(*net), "torch::nn module, train mode",
-                                        count);
+                                        count, true);
   }
   auto scripted = std::make_shared<torch::jit::Module>(libtorch::script_reference_net(*net, true));
   libtorch::TrainingStep step([scripted](const std::vector<at::Tensor>& in) { return run_script(*scripted, in); },
@@ -297,7 +305,7 @@ std::unique_ptr<PreparedModel> prepare_reference_training(const ModelRequest& re
       name, both, std::move(step), names_of(*net),
       "TorchScript (scripted from the torch::nn module, train mode, not frozen: its profiling executor differentiates "
       "the graph); the optimizer is torch::optim, eager",
-      count);
+      count, false);
 }
 
 std::unique_ptr<PreparedModel> prepare_reference(const ModelRequest& request, const std::string& mode) {

@@ -30,6 +30,10 @@ class TrainingStep {
   /// The step in three timed phases, `runs` times, each after a plain step: forward (with the
   /// loss), backward, optimizer (with zero-grad).
   LayerTiming time_phases(int runs);
+  /// Eager torch::nn networks whose forward opens a RecordFunction user scope per layer: `runs`
+  /// steps, each after a plain step, timed per phase of each scope ("forward"/"backward" of
+  /// "block0.linear"), the loss and the optimizer (with zero-grad): step_layers.cpp.
+  LayerTiming time_layers(int runs);
   /// One step with the counting allocator's peak reset before it.
   StepMemory measure_memory();
   /// The loss, optimizer and hyperparameters as they ran, for the contract.

@@ -215,8 +215,20 @@ class WorkerModel final : public PreparedModel {
   OpGraph captured_graph() override {
     const json reply = process_.request({{"cmd", "capture"}}, Seconds(timeout_));
     environment_["capture_source"] = reply.value("source", std::string("unknown"));
-    return capture::graph_from_captured(
+    OpGraph graph = capture::graph_from_captured(
         capture::captured_ops_from_json(member(reply, "ops"), "capture reply of " + name_), name_);
+    // (optional) the model's results: a training step's loss reads them, not every tensor no op
+    // reads (the torch worker's train-mode capture has autograd's detaches of saved tensors)
+    if (const auto outputs = reply.find("outputs"); outputs != reply.end() && outputs->is_array()) {
+      for (const json& o : *outputs) {
+        if (!o.is_string() || !graph.producer(o.get<std::string>())) {
+          throw Error(ErrorCode::kDataLoss, fmt::format("the capture reply of {} names an output '{}' that no op "
+                                                        "produced", name_, o.is_string() ? o.get<std::string>() : o.dump()));
+        }
+        graph.mark_output(o.get<std::string>());
+      }
+    }
+    return graph;
   }
 
   std::map<std::string, std::string> environment() const override {
