@@ -275,6 +275,18 @@ TEST(WorkerFaultsTest, AWorkersLastWordsCutInsideACharacterKeepTheJsonReportVali
   EXPECT_THAT(error, ::testing::EndsWith("\u00e9\ufffd"));  // the cut character, replaced
 }
 
+TEST(WorkerFaultsTest, AWorkerSlowToExitIsReportedByItsOwnStatusNotAsKilledForMemory) {
+  // it closed its output and exited 1.5 s later: waiting 0.5 s for the status, the core killed
+  // it and reported "killed by signal 9: the kernel's out-of-memory killer does this" (seen in
+  // a loaded suite, where JAX's teardown took that long)
+  Fault fault("linger-at-build");
+  const CliResult r = run_cli("profile --backend jax --model ff --batch 2 --budget 0.2 --layer-runs 0 "
+                              "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch");
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("the jax worker exited with status 3 while answering 'build'"));
+  EXPECT_THAT(r.err, Not(HasSubstr("out-of-memory")));
+}
+
 TEST(WorkerFaultsTest, GarbageIsNotAReply) {
   Fault fault("garbage-at-capture");
   auto model = backend_named("jax").prepare(ff(), "eager", deadline());

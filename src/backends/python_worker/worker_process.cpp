@@ -139,21 +139,28 @@ void WorkerProcess::fail_process(const std::string& doing) {
     reap(true);
     throw Interrupted();
   }
-  // the worker is gone (or its stdout closed): wait a moment for its status and last words
-  for (int i = 0; i < 50 && !reap(false); ++i) {
+  // the worker is gone (or its stdout closed): wait for its status and last words; a Python
+  // that is exiting may take seconds to tear a framework down on a loaded machine
+  constexpr int kExitWaitMs = 5000;
+  for (int waited = 0; waited < kExitWaitMs && !reap(false); waited += 10) {
     drain_stderr();
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   drain_stderr();
+  const std::string last_words =
+      err_lines_.empty() && err_partial_.empty() ? "" : "; its last output:" + stderr_tail();
   if (!reaped_) {
+    // our kill, not the kernel's: do not blame memory for it
     ::kill(-pid_, SIGKILL);
     reap(true);
+    throw WorkerFailure(WorkerFailure::Cause::kExited, ErrorCode::kInternal,
+                        fmt::format("{} closed its output while {} and had not exited {} s later, so it was killed{}",
+                                    label_, doing, kExitWaitMs / 1000, last_words));
   }
   const bool killed = WIFSIGNALED(exit_status_);
   throw WorkerFailure(killed ? WorkerFailure::Cause::kKilled : WorkerFailure::Cause::kExited,
                       killed && WTERMSIG(exit_status_) == SIGKILL ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
-                      fmt::format("{} {} while {}{}", label_, describe_status(exit_status_), doing,
-                                  err_lines_.empty() && err_partial_.empty() ? "" : "; its last output:" + stderr_tail()));
+                      fmt::format("{} {} while {}{}", label_, describe_status(exit_status_), doing, last_words));
 }
 
 nlohmann::json WorkerProcess::request(const nlohmann::json& req, std::chrono::duration<double> timeout) {

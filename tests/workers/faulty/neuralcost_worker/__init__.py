@@ -12,6 +12,7 @@ With NEURALCOST_FAULT_MODEL=NAME the fault strikes only a worker that built that
     garbage-at-capture  answers with a line that is not JSON
     protocol-at-hello   speaks protocol 99
     without-at-build    answers without the field $NEURALCOST_FAULT_KEY (also -at-memory, -at-hello)
+    linger-at-build     closes its stdout, then exits with status 3 1.5 s later
     babble-at-build     writes a 1,000-character line of non-ASCII text to stderr, then exits with status 3
     oom-at-build        runs out of memory for real (under a 512 MiB address-space limit) and
                         answers with the protocol's out_of_memory error

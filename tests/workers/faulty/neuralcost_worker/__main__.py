@@ -59,6 +59,12 @@ def faulty(name):
             sys.stderr.write("faulty worker: " + "é" * 1000 + "\n")
             sys.stderr.flush()
             sys.exit(3)
+        if fault == "linger":
+            # closes its output, then takes 1.5 s to exit (a framework's teardown on a busy machine)
+            self.out.flush()
+            os.close(self.out.fileno())
+            time.sleep(1.5)
+            os._exit(3)
         if fault == "protocol":
             return {"protocol": 99, "framework": self.framework, "modes": [], "environment": {}}
         if fault == "oom":
