@@ -22,8 +22,9 @@ namespace neuralcost {
 /// change to this header's classes and to the structs they pass (ModelRequest: 3 added its
 /// `inputs`; 4: OpRecord gained `differentiates`, op kinds for training steps, OpGraph hashed
 /// indexes; 5 added measured training: RunOptions::train, PreparedModel::step_memory, the step
-/// phases of LayerTiming; 6: LayerTiming::kernel_events; 7: LayerTiming::event_modules).
-inline constexpr int kPluginApiVersion = 8;
+/// phases of LayerTiming; 6: LayerTiming::kernel_events; 7: LayerTiming::event_modules; 8:
+/// Backend::device_name takes the worker timeout; 9: LayerTiming::timer and timer_warning).
+inline constexpr int kPluginApiVersion = 9;
 
 /// The loss of a training step: cross entropy on fixed random integer labels when the network's
 /// output is [batch, classes], mean squared error against a fixed random target otherwise.
@@ -96,6 +97,10 @@ struct LayerTiming {
   /// no kernel ran has event -1 (unattributed). False: each event is one framework op, named
   /// as its records' source_type.
   bool kernel_events = false;
+  /// (optional) what timed the events, for the run's contract ("layer_timer"), and a warning
+  /// when it is not the backend's usual timer (a fallback that costs more per op)
+  std::string timer;
+  std::string timer_warning;
 };
 
 /// A model loaded by a backend, ready to run.

@@ -21,7 +21,7 @@ from torch.utils._python_dispatch import TorchDispatchMode  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import reference_torch  # noqa: E402
 
-from neuralcost_worker import inductor_trace, model_inputs, torch_step_layers, training, xla_trace  # noqa: E402
+from neuralcost_worker import inductor_trace, model_inputs, native_timer, torch_step_layers, training, xla_trace  # noqa: E402
 from neuralcost_worker.protocol import WorkerError, cpu_name, tensor  # noqa: E402
 
 if _THREADS > 0:
@@ -439,6 +439,9 @@ class _Model:
         self.inputs = [{"name": n, "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
                        for n, x in zip(names, self.xs)]
         self.environment = {"device": str(self.device)}
+        # the compiled per-op timer (native_timer.py) on the CPU; on a GPU each op is synchronised
+        # by the Python dispatch mode
+        self.native, self.native_why = native_timer.load() if not self.cuda else (None, "a CUDA device")
         if described:
             self.environment["input_values"] = described
         if self.cuda:
@@ -553,28 +556,72 @@ class _Model:
             timer, calls, eager, names = self.kernels
             seconds, wall, plain = inductor_trace.time_calls(self.run, timer, n, calls, eager)
             return {"events": names, "seconds": seconds, "wall": wall, "plain": plain, "kernels": True}
+        timed, warning = None, ""
+        if self.native is not None:
+            try:
+                timed = self._native_layers(n)
+                timer = f"RecordFunction timestamps on the dispatch mode's ops (compiled observer {self.native.path})"
+            except RuntimeError as e:
+                warning = (f"per-op times by the Python dispatch mode (a few µs per op), not the compiled timer: {e}")
+        if timed is None:
+            timed = self._mode_layers(n)
+            timer = "TorchDispatchMode timestamps (Python)" + ("" if self.native else f": no compiled timer ({self.native_why})")
+        names, seconds, wall, plain = timed
+        reply = {"events": names, "seconds": [list(e) for e in zip(*seconds)], "wall": wall, "plain": plain,
+                 "timer": timer}
+        if warning:
+            reply["timer_warning"] = warning
+        modules = getattr(self, "event_modules", None)
+        if modules is not None and len(modules) == len(names):
+            reply["modules"] = modules  # of the captured pass: names ops that became no record (aten::t)
+        return reply
+
+    def _mode_pass(self):
+        """(op names, op seconds, wall seconds) of one eager pass timed by the Python dispatch mode."""
+        timer = _Timer(self.device)
+        t0 = time.perf_counter_ns()
+        with torch.inference_mode(), timer:
+            self.out = self.net(*self.xs)
+        return timer.names, timer.seconds, (time.perf_counter_ns() - t0) * 1e-9
+
+    def _mode_layers(self, n):
         clock = time.perf_counter_ns
         names, seconds, wall, plain = None, [], [], []
         for _ in range(n):
             t0 = clock()
             self.run()
             plain.append((clock() - t0) * 1e-9)
-            timer = _Timer(self.device)
-            t0 = clock()
-            with torch.inference_mode(), timer:
-                self.out = self.net(*self.xs)
-            wall.append((clock() - t0) * 1e-9)
-            ops = timer.names
+            ops, op_seconds, w = self._mode_pass()
+            wall.append(w)
             if names is None:
                 names = ops
             elif ops != names:
                 raise WorkerError("internal", "two eager passes dispatched different ops: no per-op times")
-            seconds.append(timer.seconds)
-        reply = {"events": names, "seconds": [list(e) for e in zip(*seconds)], "wall": wall, "plain": plain}
-        modules = getattr(self, "event_modules", None)
-        if modules is not None and len(modules) == len(names):
-            reply["modules"] = modules  # of the captured pass: names ops that became no record (aten::t)
-        return reply
+            seconds.append(op_seconds)
+        return names, seconds, wall, plain
+
+    def _native_layers(self, n):
+        """The same ops as _mode_layers, timed by the compiled RecordFunction observer (native_timer.py):
+        the dispatch mode names the ops of one pass, the observer learns the calls of the next and
+        times the passes after."""
+        def forward():
+            with torch.inference_mode():
+                self.out = self.net(*self.xs)
+        clock = time.perf_counter_ns
+        names = self._mode_pass()[0]
+        self.native.plan(forward, names)  # RuntimeError: it cannot time these ops (the caller falls back)
+        seconds, wall, plain = [], [], []
+        for _ in range(n):
+            t0 = clock()
+            self.run()
+            plain.append((clock() - t0) * 1e-9)
+            try:
+                w, op_seconds = self.native.time(forward)
+            except RuntimeError as e:
+                raise WorkerError("internal", f"two eager passes dispatched different ops: no per-op times ({e})") from e
+            wall.append(w)
+            seconds.append(op_seconds)
+        return names, seconds, wall, plain
 
     def step_memory(self):
         return self.step.memory()

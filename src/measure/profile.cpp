@@ -311,6 +311,8 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
         run.layers = !lt.step_phases             ? measure_layers(run.analysis, lt)
                      : lt.event_modules.empty() ? measure_phases(run.analysis, lt)
                                                 : measure_step_layers(run.analysis, lt, run.warnings);
+        if (!lt.timer.empty()) run.contract["layer_timer"] = lt.timer;
+        if (!lt.timer_warning.empty()) run.warnings.push_back(lt.timer_warning);
         run.profiled_passes = static_cast<int>(lt.wall_seconds.size());
         run.profiled_pass_seconds = median(lt.wall_seconds);
         reconcile_layers(run);

@@ -5,6 +5,7 @@
 // kernel ran add up to the run's counted total. One profile() per framework (a worker per
 // mode), on the transformer (torch.compile: the LSTM), whose product records are all in kernels.
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -91,6 +92,39 @@ TEST(WorkerTracesTest, TorchCompileHasATableOfInductorKernelsAndGraphBreaksThatA
     inductor = inductor || (l.name.rfind("inductor:", 0) == 0 && l.flops > 0);
   }
   EXPECT_TRUE(lstm && inductor);
+}
+
+/// A torch eager run's per-op table: one layer per captured op, each named as its op, the
+/// layers' FLOPs the run's total; and what timed them.
+std::string expect_op_table(const ProfileRun& r) {
+  SCOPED_TRACE(r.backend + " " + r.mode);
+  EXPECT_FALSE(r.outcome.failed()) << r.outcome.error();
+  EXPECT_FALSE(r.layers.empty());
+  std::uint64_t flops = 0;
+  for (const LayerMeasurement& l : r.layers) {
+    flops += l.flops;
+    EXPECT_GT(l.profiled_seconds, 0) << l.name;
+  }
+  EXPECT_EQ(flops, r.analysis.totals.flops);
+  std::printf("[ overhead ] %s %s: profiled pass %+.1f %% over the plain pass (%zu ops)\n", r.backend.c_str(),
+              r.mode.c_str(), r.profiling_overhead * 100, r.layers.size());
+  const auto it = r.contract.find("layer_timer");
+  return it == r.contract.end() ? "" : it->second;
+}
+
+TEST(WorkerTracesTest, TorchEagerOpsAreTimedByTheCompiledObserverOrTheDispatchModeWhenToldSo) {
+  ::unsetenv("NEURALCOST_TORCH_TIMER");
+  auto runs = profile_modes("torch", {"eager"}, "lstm");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(expect_op_table(runs[0]).rfind("RecordFunction timestamps on the dispatch mode's ops (compiled observer ", 0), 0u);
+  for (const std::string& w : runs[0].warnings) EXPECT_EQ(w.find("per-op times by the Python dispatch mode"), std::string::npos) << w;
+  const std::size_t ops = runs[0].layers.size();
+  ::setenv("NEURALCOST_TORCH_TIMER", "off", 1);
+  runs = profile_modes("torch", {"eager"}, "lstm");
+  ::unsetenv("NEURALCOST_TORCH_TIMER");
+  ASSERT_EQ(runs.size(), 1u);
+  EXPECT_EQ(expect_op_table(runs[0]), "TorchDispatchMode timestamps (Python): no compiled timer ($NEURALCOST_TORCH_TIMER=off)");
+  EXPECT_EQ(runs[0].layers.size(), ops);
 }
 
 }  // namespace

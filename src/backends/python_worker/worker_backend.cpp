@@ -112,6 +112,11 @@ WorkerProcess start_worker(const std::string& framework, const RunOptions& run) 
   // one BFC allocator serves and counts every allocation (oneDNN's default allocator counts only
   // those of 256 KiB and more); it must be set before TensorFlow starts (tf_training.py)
   if (framework == "tensorflow" && run.train) env["TF_CPU_ALLOCATOR_USE_BFC"] = "true";
+  // the torch worker's compiled per-op timer (python/native/), built beside the library
+  if (framework == "torch") {
+    env["NEURALCOST_TORCH_TIMER"] =
+        env_or("NEURALCOST_TORCH_TIMER", library_directory() + "/neuralcost/torch-timer/libneuralcost_torch_timer.so");
+  }
   return WorkerProcess({python_interpreter(), "-m", "neuralcost_worker", framework}, std::move(env),
                        fmt::format("the {} worker", framework));
 }
@@ -296,6 +301,8 @@ class WorkerModel final : public PreparedModel {
       t.event_names.push_back((*events)[e].is_string() ? (*events)[e].get<std::string>() : "?");
       t.seconds.push_back(durations_in((*seconds)[e], fmt::format("seconds[{}]", e)));
     }
+    if (const auto timer = reply.find("timer"); timer != reply.end() && timer->is_string()) t.timer = *timer;
+    if (const auto w = reply.find("timer_warning"); w != reply.end() && w->is_string()) t.timer_warning = *w;
     t.wall_seconds = durations(reply, "wall");
     t.plain_wall_seconds = durations(reply, "plain");
     // (optional) the module path of each event, "" unknown

@@ -1,0 +1,92 @@
+"""The torch worker's compiled per-op timer (python/native/torch_timer.cpp), loaded with ctypes.
+
+It times the same ops as a TorchDispatchMode (the ops the capture records) with a RecordFunction
+observer: a fraction of a microsecond per op instead of the mode's few microseconds. The library
+is built by CMake against the worker environment's torch; the core names it in
+$NEURALCOST_TORCH_TIMER ("off": not used). `load()` returns the timer, or None with the reason it cannot be used
+(not built, another torch version, no symbol), and the worker then times with its Python mode.
+"""
+import ctypes
+import os
+import time
+
+import torch
+
+# an op that makes this many calls inside or more switches RecordFunction off until its exit:
+# switching off and on costs about as much as that many callbacks (bench/torch_timer_bench.py)
+SWITCH_OFF_FROM = 3
+
+
+class NativeTimer:
+    def __init__(self, lib, path):
+        self.lib = lib
+        self.path = path
+        lib.neuralcost_timer_error.restype = ctypes.c_char_p
+        lib.neuralcost_timer_plan.argtypes = [ctypes.POINTER(ctypes.c_char_p), ctypes.c_int, ctypes.c_int]
+        lib.neuralcost_timer_seconds.restype = ctypes.POINTER(ctypes.c_double)
+        lib.neuralcost_timer_learned_call.restype = ctypes.c_char_p
+        lib.neuralcost_timer_learned_call.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
+        self.n = None
+
+    def learned(self):
+        """The calls of the last learned pass in pre-order: [(name, calls it made)]."""
+        calls, inside = [], ctypes.c_int()
+        for i in range(self.lib.neuralcost_timer_learned_calls()):
+            calls.append((self.lib.neuralcost_timer_learned_call(i, ctypes.byref(inside)).decode(), inside.value))
+        return calls
+
+    def _error(self):
+        return self.lib.neuralcost_timer_error().decode(errors="replace")
+
+    def plan(self, forward, names):
+        """Learns the calls of one pass of `forward` and matches `names` (the ops a dispatch mode
+        saw, in order) to them; raises RuntimeError with the reason when they do not match."""
+        if self.lib.neuralcost_timer_learn() != 0:
+            raise RuntimeError(self._error())
+        try:
+            forward()
+        finally:
+            self.lib.neuralcost_timer_end()
+        encoded = [n.encode() for n in names]
+        array = (ctypes.c_char_p * len(encoded))(*encoded)
+        if self.lib.neuralcost_timer_plan(array, len(encoded), SWITCH_OFF_FROM) != 0:
+            raise RuntimeError(self._error())
+        self.n = len(names)
+
+    def time(self, forward):
+        """One timed pass of `forward`: (wall seconds, seconds of each planned op)."""
+        if self.n is None:
+            raise RuntimeError("plan a pass before timing one")
+        if self.lib.neuralcost_timer_time() != 0:
+            raise RuntimeError(self._error())
+        clock = time.perf_counter_ns
+        try:
+            t0 = clock()
+            forward()
+            wall = (clock() - t0) * 1e-9
+        finally:
+            failed = self.lib.neuralcost_timer_end() != 0
+        if failed:
+            raise RuntimeError(self._error())
+        return wall, self.lib.neuralcost_timer_seconds()[:self.n]
+
+
+def load():
+    """(NativeTimer, "") when the library of $NEURALCOST_TORCH_TIMER loads into this torch, else
+    (None, why not)."""
+    path = os.environ.get("NEURALCOST_TORCH_TIMER", "")
+    if not path:
+        return None, "$NEURALCOST_TORCH_TIMER is not set"
+    if path == "off":
+        return None, "$NEURALCOST_TORCH_TIMER=off"
+    if not os.path.exists(path):
+        return None, f"{path} was not built (CMake: NEURALCOST_WITH_TORCH_TIMER, a worker environment with torch)"
+    try:
+        lib = ctypes.CDLL(path)
+        lib.neuralcost_timer_torch_version.restype = ctypes.c_char_p
+        built_for = lib.neuralcost_timer_torch_version().decode()
+    except (OSError, AttributeError) as e:
+        return None, f"{path} does not load: {e}"
+    if built_for != torch.__version__:
+        return None, f"{path} was built for torch {built_for}, this is torch {torch.__version__}"
+    return NativeTimer(lib, path), ""
