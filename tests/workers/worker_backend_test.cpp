@@ -1,6 +1,6 @@
 // The worker backends with the real frameworks (JAX, TensorFlow, PyTorch 2 from the project's
-// .venv): each builds the five reference networks with the same parameter count and the same
-// contraction FLOPs as the C++ static model, and its compiled mode runs the compiled program.
+// .venv): the compiled mode runs the compiled program, model files and bad requests. (That each
+// builds the five reference networks as the C++ static model is tested in layer_names_test.)
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -19,53 +19,9 @@
 namespace neuralcost {
 namespace {
 
-struct Case {
-  std::string backend, model;
-  std::int64_t batch;
-};
-
-std::string case_name(const testing::TestParamInfo<Case>& info) {
-  return info.param.backend + "_" + info.param.model + "_b" + std::to_string(info.param.batch);
-}
-
-class ReferenceNets : public testing::TestWithParam<Case> {};
-
-TEST_P(ReferenceNets, MatchTheStaticModel) {
-  const Case& c = GetParam();
-  const HardwareSpec hw = HardwareDatabase::builtin().get("h100-sxm");
-  ModelRequest request;
-  request.model = c.model;
-  request.batch = c.batch;
-  RunOptions run;
-  run.threads = 1;
-  auto model = backend_named(c.backend).prepare(request, "eager", run);
-  const Analysis captured = analyze(model->captured_graph(), hw, {c.batch});
-  ReferenceOptions o;
-  o.model = c.model;
-  o.batch = c.batch;
-  const Analysis expected = analyze(build_reference_model(o), hw, {c.batch});
-  EXPECT_TRUE(captured.complete()) << captured.unmodeled.size() << " op(s) not modeled, e.g. "
-                                   << captured.graph.op(captured.unmodeled.front().op_index).source_type;
-  EXPECT_EQ(captured.totals.parameter_count, expected.totals.parameter_count);
-  EXPECT_EQ(captured.totals.contraction_flops, expected.totals.contraction_flops);
-  // the framework's own count of its trainable parameters agrees
-  EXPECT_EQ(model->environment().at("framework_parameters"), std::to_string(expected.totals.parameter_count));
-  model->run();
-  ASSERT_TRUE(model->last_run_seconds().has_value());
-  EXPECT_GT(*model->last_run_seconds(), 0);
-  // eager passes ran no compiled program, by the framework's own count
-  EXPECT_EQ(model->environment().at("execution.compiled_programs"), "0");
-}
-
-std::vector<Case> cases() {
-  std::vector<Case> all;
-  for (const char* backend : {"jax", "tensorflow", "torch"}) {
-    for (const std::string& model : reference_model_names()) all.push_back({backend, model, model == "cnn" ? 2 : 3});
-  }
-  return all;
-}
-
-INSTANTIATE_TEST_SUITE_P(Workers, ReferenceNets, testing::ValuesIn(cases()), case_name);
+// The five reference networks in each worker are checked against the static model (parameters,
+// contraction FLOPs, every op modeled, no compiled program in eager mode) by layer_names_test,
+// in the runs that check their layer names: one framework process for both.
 
 class CompiledModes : public testing::TestWithParam<std::string> {};
 
