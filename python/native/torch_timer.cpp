@@ -121,13 +121,13 @@ std::unique_ptr<at::ObserverContext> time_enter(const at::RecordFunction& fn) {
 }
 
 void time_exit(const at::RecordFunction&, at::ObserverContext*) {
-  const Clock::time_point now = Clock::now();
   Timer& t = timer;
   if (!t.inside) return;  // the exit of a composite op
-  if (t.depth > 0) {
+  if (t.depth > 0) {      // of a call inside the timed op: no clock read
     --t.depth;
     return;
   }
+  const Clock::time_point now = Clock::now();
   t.inside = false;
   if (t.switched_off) at::enableRecordFunction(true), t.switched_off = false;
   t.seconds[static_cast<std::size_t>(t.event)] = std::chrono::duration<double>(now - t.start).count();
