@@ -59,10 +59,17 @@ if(EXISTS "${SOURCE_DIR}/.venv/bin/python3")
   execute_process(COMMAND ${CMAKE_COMMAND} -E env --unset=NEURALCOST_WORKER_DIR
                           "NEURALCOST_PYTHON=${SOURCE_DIR}/.venv/bin/python3" "NEURALCOST_CACHE_DIR=${WORK_DIR}/cache"
                           "${prefix}/bin/neural-cost" profile --model ff --backend torch --mode eager --format json
-                          --budget 0.1 --warmup 1 --warmup-seconds 0 --layer-runs 0 --target-ci 0.5
+                          --budget 0.1 --warmup 1 --warmup-seconds 0 --layer-runs 2 --target-ci 0.5
                   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   string(FIND "${out}" "PYTHONPATH=${libdir}/neuralcost/python)" at)
   if(rc OR at EQUAL -1)
     message(FATAL_ERROR "the installed tool did not run its installed worker (rc ${rc}):\n${err}\n${out}")
+  endif()
+  # ...and times its ops with the installed per-op timer (built against that environment's torch)
+  if(EXISTS "${libdir}/neuralcost/torch-timer/libneuralcost_torch_timer.so")
+    string(FIND "${out}" "(compiled observer ${libdir}/neuralcost/torch-timer/libneuralcost_torch_timer.so)" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "the installed torch worker did not time its ops with the installed timer:\n${out}")
+    endif()
   endif()
 endif()
