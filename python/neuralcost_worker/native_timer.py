@@ -17,6 +17,10 @@ import torch
 SWITCH_OFF_FROM = 3
 
 
+class TimerError(RuntimeError):
+    """The timer cannot time these ops (its own refusal, not an error of the model's ops)."""
+
+
 class NativeTimer:
     def __init__(self, lib, path):
         self.lib = lib
@@ -40,9 +44,9 @@ class NativeTimer:
 
     def plan(self, forward, names):
         """Learns the calls of one pass of `forward` and matches `names` (the ops a dispatch mode
-        saw, in order) to them; raises RuntimeError with the reason when they do not match."""
+        saw, in order) to them; raises TimerError with the reason when they do not match."""
         if self.lib.neuralcost_timer_learn() != 0:
-            raise RuntimeError(self._error())
+            raise TimerError(self._error())
         try:
             forward()
         finally:
@@ -50,15 +54,15 @@ class NativeTimer:
         encoded = [n.encode() for n in names]
         array = (ctypes.c_char_p * len(encoded))(*encoded)
         if self.lib.neuralcost_timer_plan(array, len(encoded), SWITCH_OFF_FROM) != 0:
-            raise RuntimeError(self._error())
+            raise TimerError(self._error())
         self.n = len(names)
 
     def time(self, forward):
         """One timed pass of `forward`: (wall seconds, seconds of each planned op)."""
         if self.n is None:
-            raise RuntimeError("plan a pass before timing one")
+            raise TimerError("plan a pass before timing one")
         if self.lib.neuralcost_timer_time() != 0:
-            raise RuntimeError(self._error())
+            raise TimerError(self._error())
         clock = time.perf_counter_ns
         try:
             t0 = clock()
@@ -67,7 +71,7 @@ class NativeTimer:
         finally:
             failed = self.lib.neuralcost_timer_end() != 0
         if failed:
-            raise RuntimeError(self._error())
+            raise TimerError(self._error())
         return wall, self.lib.neuralcost_timer_seconds()[:self.n]
 
 

@@ -439,9 +439,6 @@ class _Model:
         self.inputs = [{"name": n, "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
                        for n, x in zip(names, self.xs)]
         self.environment = {"device": str(self.device)}
-        # the compiled per-op timer (native_timer.py) on the CPU; on a GPU each op is synchronised
-        # by the Python dispatch mode
-        self.native, self.native_why = native_timer.load() if not self.cuda else (None, "a CUDA device")
         if described:
             self.environment["input_values"] = described
         if self.cuda:
@@ -556,12 +553,16 @@ class _Model:
             timer, calls, eager, names = self.kernels
             seconds, wall, plain = inductor_trace.time_calls(self.run, timer, n, calls, eager)
             return {"events": names, "seconds": seconds, "wall": wall, "plain": plain, "kernels": True}
+        # the compiled per-op timer (native_timer.py), loaded on first use, on the CPU; on a GPU
+        # each op is synchronised by the Python dispatch mode
+        if not hasattr(self, "native"):
+            self.native, self.native_why = native_timer.load() if not self.cuda else (None, "a CUDA device")
         timed, warning = None, ""
         if self.native is not None:
             try:
                 timed = self._native_layers(n)
                 timer = f"RecordFunction timestamps on the dispatch mode's ops (compiled observer {self.native.path})"
-            except RuntimeError as e:
+            except native_timer.TimerError as e:
                 warning = (f"per-op times by the Python dispatch mode (a few µs per op), not the compiled timer: {e}")
         if timed is None:
             timed = self._mode_layers(n)
@@ -609,7 +610,7 @@ class _Model:
                 self.out = self.net(*self.xs)
         clock = time.perf_counter_ns
         names = self._mode_pass()[0]
-        self.native.plan(forward, names)  # RuntimeError: it cannot time these ops (the caller falls back)
+        self.native.plan(forward, names)  # TimerError: it cannot time these ops (the caller falls back)
         seconds, wall, plain = [], [], []
         for _ in range(n):
             t0 = clock()
@@ -617,7 +618,7 @@ class _Model:
             plain.append((clock() - t0) * 1e-9)
             try:
                 w, op_seconds = self.native.time(forward)
-            except RuntimeError as e:
+            except native_timer.TimerError as e:
                 raise WorkerError("internal", f"two eager passes dispatched different ops: no per-op times ({e})") from e
             wall.append(w)
             seconds.append(op_seconds)
