@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Per-layer timing overhead (issue 16 item 4) for the five reference networks in LibTorch eager
-# and the torch worker's eager mode (its compiled per-op timer, and its Python dispatch mode): median profiled pass / median plain pass - 1, over passes
-# interleaved one to one (target: at most 3%), and the observer's cost per top-level op:
+# and the torch worker's eager mode (its compiled per-op timer, and its Python dispatch mode):
+# median profiled pass / median plain pass - 1, over passes interleaved one to one (target: at
+# most 3%), and the observer's cost per top-level op:
 # (profiled - plain) / ops per pass. Prints the 1-minute load average before each run: a figure
 # taken while the load is above the CPU count is noise, not a reference.
 # With --train (issue 14): profiled training steps against plain ones, "ops" being the step's
