@@ -14,7 +14,8 @@ With NEURALCOST_FAULT_MODEL=NAME the fault strikes only a worker that built that
     without-at-build    answers without the field $NEURALCOST_FAULT_KEY (also -at-memory, -at-hello)
     linger-at-build     closes its stdout, then exits with status 3 1.5 s later
     babble-at-build     writes a 1,000-character line of non-ASCII text to stderr, then exits with status 3
-    oom-at-build        runs out of memory for real (under a 512 MiB address-space limit) and
+    oom-at-build        runs out of memory for real (under an address-space limit 256 MiB above its
+                        size, lifted again as the MemoryError leaves) and
                         answers with the protocol's out_of_memory error
 """
 import os

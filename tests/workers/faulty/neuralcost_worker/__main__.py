@@ -68,8 +68,19 @@ def faulty(name):
         if fault == "protocol":
             return {"protocol": 99, "framework": self.framework, "modes": [], "environment": {}}
         if fault == "oom":
-            resource.setrlimit(resource.RLIMIT_AS, (512 << 20, resource.getrlimit(resource.RLIMIT_AS)[1]))
-            hog = [bytearray(64 << 20) for _ in range(64)]  # 4 GiB: raises MemoryError
+            # a real allocation failure under an address-space limit 256 MiB above what the process
+            # already maps, so the other threads (a framework's pools, a library's first thread-local
+            # block) still have room: a limit below the current size made any thread's next mapping
+            # fail, and glibc aborts a thread that cannot get its thread-local data (status 127).
+            # The limit is lifted again as the MemoryError leaves, as memory is freed after a real one.
+            with open("/proc/self/status") as status:
+                mapped = next(int(line.split()[1]) << 10 for line in status if line.startswith("VmSize:"))
+            soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+            resource.setrlimit(resource.RLIMIT_AS, (mapped + (256 << 20), hard))
+            try:
+                hog = bytearray(mapped + (1 << 30))  # one mapping past the limit: raises MemoryError
+            finally:
+                resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
             return {"held": len(hog)}
         raise SystemExit(f"unknown fault {fault!r}")
     return handler
