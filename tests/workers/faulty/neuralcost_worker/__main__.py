@@ -76,7 +76,8 @@ def faulty(name):
             with open("/proc/self/status") as status:
                 mapped = next(int(line.split()[1]) << 10 for line in status if line.startswith("VmSize:"))
             soft, hard = resource.getrlimit(resource.RLIMIT_AS)
-            resource.setrlimit(resource.RLIMIT_AS, (mapped + (256 << 20), hard))
+            limit = mapped + (256 << 20)
+            resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
             try:
                 hog = bytearray(mapped + (1 << 30))  # one mapping past the limit: raises MemoryError
             finally:
