@@ -31,7 +31,7 @@ echo "base $rev in $tree: building"
 cmake -S "$tree" -B "$tree/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo > "$out/base-configure.log" 2>&1 \
   || { cat "$out/base-configure.log"; exit 1; }
 cmake --build "$tree/build" --parallel > "$out/base-build.log" 2>&1 || { tail -30 "$out/base-build.log"; exit 1; }
-cmake --build build --parallel > /dev/null
+cmake --build build --parallel > "$out/head-build.log" 2>&1 || { tail -30 "$out/head-build.log"; exit 1; }
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 run() {  # NAME TREE
   local t0 t1

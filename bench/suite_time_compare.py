@@ -39,7 +39,8 @@ def main():
     base, head = sides["base"][1], sides["head"][1]
     common = sorted(set(base) & set(head))
     b, h = sum(base[n] for n in common), sum(head[n] for n in common)
-    print(f"both suites by name: {len(common)} tests, base {b:.1f} s, head {h:.1f} s ({(h / b - 1) * 100:+.1f} %)")
+    change = f" ({(h / b - 1) * 100:+.1f} %)" if b > 0 else ""
+    print(f"both suites by name: {len(common)} tests, base {b:.1f} s, head {h:.1f} s{change}")
     for side, mine, other in [("base", base, head), ("head", head, base)]:
         only = sorted(set(mine) - set(other), key=lambda n: -mine[n])
         print(f"only in {side}: {len(only)} tests, {sum(mine[n] for n in only):.1f} s")
