@@ -146,10 +146,18 @@ TEST_P(StepLayers, EagerStepHasAForwardAndABackwardRowPerLayer) {
     }
   }
   for (const char* row : {"forward: loss", "backward: loss", "optimizer"}) EXPECT_THAT(rows, ::testing::Contains(row));
-  // every record has a timed row, and the rows are disjoint stretches of the step
-  for (const std::string& w : run.warnings) {
-    EXPECT_THAT(w, ::testing::Not(HasSubstr("timed no event")));
-    EXPECT_THAT(w, ::testing::Not(HasSubstr("more than the profiled pass")));
+  // every record has a timed row
+  for (const std::string& w : run.warnings) EXPECT_THAT(w, ::testing::Not(HasSubstr("timed no event")));
+  // the rows are disjoint stretches of the step: in each profiled step, the rows' times add up to
+  // no more than the step's. (Checked pass by pass: the run's "more than the profiled pass"
+  // warning compares medians over 3 passes, whose sum exceeded the median step by 8 % under load.)
+  auto model = backend.prepare(request, "eager", training());
+  const LayerTiming timing = model->profile_layers(3);
+  ASSERT_EQ(timing.wall_seconds.size(), 3u);
+  for (std::size_t r = 0; r < timing.wall_seconds.size(); ++r) {
+    double sum = 0;
+    for (const std::vector<double>& event : timing.seconds) sum += event.at(r);
+    EXPECT_LE(sum, timing.wall_seconds[r] * (1 + 1e-9)) << "pass " << r;
   }
 }
 
