@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <new>
+#include <variant>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -18,117 +19,13 @@
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/version.hpp"
+#include "measure/cell_session.hpp"
+#include "neuralcost/measure/schedule.hpp"
+#include "measure/layer_attribution.hpp"
 #include "measure/step_layers.hpp"
 
 namespace neuralcost {
 namespace {
-
-/// The longest dotted prefix common to `names` ("encoder0.norm1", "encoder0.linear1" ->
-/// "encoder0"); "" when they share none.
-std::string common_prefix(const std::vector<std::string>& names) {
-  if (names.empty()) return "";
-  std::string prefix = names.front();
-  for (const std::string& n : names) {
-    std::size_t i = 0;
-    while (i < prefix.size() && i < n.size() && prefix[i] == n[i]) ++i;
-    // cut back to a whole component: "block1" and "block10" share no "block1"
-    const bool whole = (i == prefix.size() || prefix[i] == '.') && (i == n.size() || n[i] == '.');
-    if (!whole) {
-      const std::size_t dot = i == 0 ? std::string::npos : prefix.rfind('.', i - 1);
-      i = dot == std::string::npos ? 0 : dot;
-    }
-    prefix.resize(i);
-  }
-  return prefix;
-}
-
-/// The distinct names of `names` in order, joined by "+" ("stage0.relu+stage0.bn"), at most
-/// three and then how many more.
-std::string joined(const std::vector<std::string>& names) {
-  std::vector<std::string> distinct;
-  for (const std::string& n : names) {
-    if (std::find(distinct.begin(), distinct.end(), n) == distinct.end()) distinct.push_back(n);
-  }
-  std::string out;
-  for (std::size_t i = 0; i < distinct.size() && i < 3; ++i) out += (i ? "+" : "") + distinct[i];
-  if (distinct.size() > 3) out += fmt::format("+{} more", distinct.size() - 3);
-  return out;
-}
-
-/// The module of the weights a record reads: "block0.linear" from block0.linear.weight/bias.
-std::string module_of_parameters(const OpRecord& op) {
-  std::vector<std::string> modules;
-  for (const ParameterDesc& p : op.parameters) {
-    const std::size_t dot = p.id.rfind('.');
-    if (dot != std::string::npos && dot > 0) modules.push_back(p.id.substr(0, dot));
-  }
-  return common_prefix(modules);
-}
-
-/// Names, kinds and output shapes of the layers, from their records (see LayerMeasurement).
-void describe_layers(std::vector<LayerMeasurement>& layers, const OpGraph& graph, const LayerTiming& t) {
-  for (LayerMeasurement& l : layers) {
-    std::vector<std::string> modules;
-    std::vector<std::string> weights;
-    bool every_record_has_weights = true;
-    l.kind = l.records.empty() ? "none" : "";
-    for (std::size_t i : l.records) {
-      const OpRecord& op = graph.op(i);
-      const std::string module = op.attributes.get_string("module", "");
-      if (!module.empty()) modules.push_back(module);
-      const std::string w = module_of_parameters(op);
-      if (!w.empty()) weights.push_back(w);
-      every_record_has_weights = every_record_has_weights && !w.empty();
-      const std::string kind(op_kind_name(op.kind));
-      l.kind = l.kind.empty() || l.kind == kind ? kind : "fused";
-      if (!op.outputs.empty()) l.output_shape = shape_string(op.outputs.front().shape);
-    }
-    if (l.event < t.event_modules.size() && !t.event_modules[l.event].empty()) {
-      l.module = t.event_modules[l.event];
-    } else if (!modules.empty()) {
-      l.module = common_prefix(modules);
-      if (l.module.empty()) l.module = joined(modules);  // a kernel that fused unrelated layers
-    }
-    // the weights name a module inside the scope more precisely (encoder0 -> encoder0.linear1),
-    // unless some record reads none: a kernel that fused block0.linear with block0.relu is
-    // block0, not block0.linear
-    const std::string w = common_prefix(weights);
-    if (l.module.empty() || (every_record_has_weights && w.rfind(l.module + ".", 0) == 0)) l.module = w;
-  }
-}
-
-std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTiming& t) {
-  std::vector<LayerMeasurement> layers(t.event_names.size());
-  for (std::size_t e = 0; e < layers.size(); ++e) {
-    layers[e].event = e;
-    layers[e].name = t.event_names[e];
-    if (!t.seconds[e].empty()) layers[e].profiled_seconds = median(t.seconds[e]);
-  }
-  std::vector<double> largest(layers.size(), -1);
-  for (const OpRoofline& r : a.ops) {
-    const OpRecord& op = a.graph.op(r.op_index);
-    const std::int64_t event = op.attributes.get_int("event", -1);
-    if (t.kernel_events && event < 0) continue;  // no kernel ran it: unattributed
-    const auto e = static_cast<std::size_t>(event);
-    if (e >= layers.size()) {
-      throw Error(ErrorCode::kInternal,
-                  fmt::format("op '{}' belongs to framework op #{}, but the profiler saw {} ops", op.name, e, layers.size()));
-    }
-    LayerMeasurement& l = layers[e];
-    if (!t.kernel_events && l.name != op.source_type) {
-      throw Error(ErrorCode::kInternal,
-                  fmt::format("profiled op #{} is '{}' but the captured op is '{}': the runs differ", e, l.name, op.source_type));
-    }
-    l.records.push_back(r.op_index);
-    l.flops += r.cost.flops;
-    l.bytes += r.cost.bytes();
-    l.lower_bound_seconds += r.lower_bound_seconds;
-    l.modeled = l.modeled && r.cost.modeled;
-    if (r.lower_bound_seconds > largest[e]) largest[e] = r.lower_bound_seconds, l.bound = r.bound;
-  }
-  describe_layers(layers, a.graph, t);
-  return layers;
-}
 
 /// The measured peak memory of one step (the backend's telemetry) as counters, and where it came from.
 void add_step_memory(ProfileRun& run, PreparedModel& model) {
@@ -225,10 +122,10 @@ void reconcile_layers(ProfileRun& run) {
   run.unattributed_seconds = (pass - sum) * run.layer_scale;
 }
 
-void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareSpec& hw, PreparedModel& model,
+void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareSpec& hw, const CellSession& session,
                    const RunEnvironment& device, const ProfileOptions& options) {
   auto& c = run.contract;
-  for (const auto& [k, v] : model.environment()) c[k] = v;
+  for (const auto& [k, v] : session.model_environment) c[k] = v;
   device.describe(c, run.timing.counters, run.warnings);
   c["neural_cost_version"] = std::string(kVersion);
   c["device"] = run.device;
@@ -248,38 +145,156 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   c["warmup_iterations"] = std::to_string(run.timing.warmup_iterations);
   c["warmup_seconds"] = fmt::format("{:.3f}", run.timing.warmup_seconds);
   c["samples"] = std::to_string(run.timing.summary.n);
-  c["synchronisation"] = model.synchronisation();
+  c["synchronisation"] = session.synchronisation;
   c["clock"] = device.clock(run.timing);
   c["model_sizes"] = fmt::format("seq {}, width {}, depth {}", request.seq, request.width, request.depth);
   const TimingOptions& o = options.timing;
+  const RoundOptions& ro = options.rounds;
+  const TimingOptions round = round_timing(options, true);
   c["timing_options"] = fmt::format(
-      "warm-up >= {} runs and >= {} s; {}..{} samples; stop at 95% CI <= {} of the median or after {} s; "
-      "CV limit {}; p5 below the CI by at most {} of the median; clock-tick floor {}",
-      o.warmup_iterations, o.warmup_seconds, o.min_samples, o.max_samples, o.target_relative_ci, o.budget_seconds,
-      o.max_cv, o.max_p5_gap, o.min_clock_ticks);
+      "per round: warm-up >= {} runs and >= {} s after a preparation, >= {} runs and >= {} s after other cells ran; "
+      "{}..{} samples; stop at the round's 95% CI <= {} of its median or after {:.3g} s (--budget {} s over {} "
+      "rounds); clock-tick floor {}",
+      round.warmup_iterations, round.warmup_seconds, round_timing(options, false).warmup_iterations,
+      round_timing(options, false).warmup_seconds, round.min_samples, round.max_samples, o.target_relative_ci,
+      round.budget_seconds, o.budget_seconds, ro.rounds, o.min_clock_ticks);
+  c["rounds"] = fmt::format(
+      "{} rounds ({} to {}, more while the interval is wider than +-{}) in {} preparation(s), interleaved in a seeded "
+      "order (seed {}) with the other cells of the same model and batch; estimate: the median of the round medians; "
+      "interval: order statistics {}..{} of the round medians, coverage {:.1f}%",
+      run.estimate.rounds, ro.rounds, ro.max_rounds, ro.ok_half_width, run.preparations, ro.seed,
+      run.estimate.interval.k, run.estimate.rounds + 1 - run.estimate.interval.k,
+      100 * run.estimate.interval.coverage);
   c["layer_profiled_passes"] = std::to_string(options.layer_runs);
 }
 
-ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::string& mode, const HardwareSpec& hw,
-                       const ProfileOptions& options, const std::optional<std::string>& mismatch) {
-  ProfileRun run;
-  run.backend = std::string(backend.name());
-  run.mode = mode;
-  run.model = request.model;
-  run.batch = request.batch;
-  run.device = options.run.device;
+}  // namespace
+
+TimingOptions round_timing(const ProfileOptions& options, bool after_preparation) {
+  TimingOptions t = options.timing;
+  t.budget_seconds = options.timing.budget_seconds / std::max(1, options.rounds.rounds);
+  t.min_samples = std::min(t.min_samples, kRoundMinSamples);
+  t.max_samples = std::max(t.max_samples, t.min_samples);
+  t.pass_verdict = false;
+  if (!after_preparation) {
+    // the model is warm; what other cells left in the caches is part of the round
+    t.warmup_iterations = std::max(1, t.warmup_iterations / 5);
+    t.warmup_seconds = t.warmup_seconds / 10;
+  }
+  return t;
+}
+
+void open_session(CellSession& s, const HardwareSpec& hw, const ProfileOptions& options) {
+  const CellPlan& plan = s.plan;
+  ProfileRun& run = s.run;
+  s.device = run_environment(options.run.device);
+  s.model = plan.backend->prepare(plan.request, plan.mode, options.run);
+  ++s.preparations;
+  s.model_environment = s.model->environment();
+  s.synchronisation = s.model->synchronisation();
+  // training: the step graph of the forward ops that ran (their backward and optimizer records)
+  s.forward = s.model->captured_graph();
+  run.analysis = options.run.train ? analyze(training_step(s.forward, options.run.train->options), hw, {plan.request.batch})
+                                   : analyze(s.forward, hw, {plan.request.batch});
+  s.samplers = s.device->samplers(*s.model, plan.request.batch);
+  s.opened = true;
+  if (options.run.train) add_step_memory(run, *s.model);
+  if (options.layer_runs <= 0) return;
+  // per-layer times are extra: when they cannot be had, the run keeps its timing
   try {
-    const std::unique_ptr<RunEnvironment> device = run_environment(options.run.device);
-    std::unique_ptr<PreparedModel> model = backend.prepare(request, mode, options.run);
-    // training: the step graph of the forward ops that ran (their backward and optimizer records)
-    OpGraph forward = model->captured_graph();
-    run.analysis = options.run.train ? analyze(training_step(forward, options.run.train->options), hw, {request.batch})
-                                     : analyze(std::move(forward), hw, {request.batch});
-    const std::vector<std::unique_ptr<Sampler>> samplers = device->samplers(*model, request.batch);
-    TimedCallable work{[&] { model->run(); }, [&] { model->synchronize(); }, [&] { return model->last_run_seconds(); }, {}};
-    for (const auto& s : samplers) work.samplers.push_back(s.get());
-    run.timing = time_until_stable(work, options.timing);
-    check_load(run.timing);
+    for (int i = 0; i < options.timing.warmup_iterations; ++i) {
+      throw_if_interrupted();
+      s.model->run();
+      s.model->synchronize();
+    }
+    LayerTiming lt = s.model->profile_layers(options.layer_runs);
+    if (!lt.wall_seconds.empty()) {
+      if (lt.step_phases != options.run.train.has_value()) {
+        throw Error(ErrorCode::kInternal, lt.step_phases ? "the backend timed a step's phases for a forward run"
+                                                         : "the backend timed forward ops, not a training step's phases");
+      }
+      s.layer_timing = std::move(lt);
+    }
+  } catch (const Interrupted&) {
+    throw;
+  } catch (const Error& e) {
+    run.warnings.push_back(std::string("no per-layer times: ") + e.what());
+  }
+}
+
+void prepare_again(CellSession& s, const ProfileOptions& options) {
+  close_model(s);
+  s.model = s.plan.backend->prepare(s.plan.request, s.plan.mode, options.run);
+  ++s.preparations;
+  s.samplers = s.device->samplers(*s.model, s.plan.request.batch);
+}
+
+void close_model(CellSession& s) {
+  s.samplers.clear();
+  s.model.reset();
+}
+
+Round time_round(CellSession& s, const ProfileOptions& options, bool after_preparation) {
+  PreparedModel& model = *s.model;
+  TimedCallable work{[&] { model.run(); }, [&] { model.synchronize(); }, [&] { return model.last_run_seconds(); }, {}};
+  for (const auto& sampler : s.samplers) work.samplers.push_back(sampler.get());
+  TimingResult t = time_until_stable(work, round_timing(options, after_preparation));
+  check_load(t);
+  Round r;
+  r.process = s.preparations - 1;
+  r.samples_seconds = t.samples_seconds;
+  r.summary = t.summary;
+  r.reasons = t.reasons;
+  if (!s.first_timing) {
+    // the model's contract facts after it ran (a training step's losses, a worker's execution)
+    s.model_environment = model.environment();
+    s.first_timing = std::move(t);
+  }
+  return r;
+}
+
+ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileOptions& options,
+                          const std::string& cut_short) {
+  ProfileRun& run = s.run;
+  run.preparations = s.preparations;
+  try {
+    if (s.rounds.empty()) throw Error(ErrorCode::kDataLoss, "no round was timed" + (cut_short.empty() ? "" : ": " + cut_short));
+    run.rounds = s.rounds;
+    run.estimate = estimate_rounds(s.rounds);
+    // the rounds' passes pooled, for their spread; the headline is the rounds' estimate
+    const Counters at_open = run.timing.counters;  // a training step's measured memory
+    run.timing = s.first_timing ? *s.first_timing : TimingResult{};
+    run.timing.counters.insert(run.timing.counters.end(), at_open.begin(), at_open.end());
+    run.timing.samples_seconds.clear();
+    run.timing.sampling_seconds = 0;
+    std::size_t mistrusted_rounds = 0;
+    std::string first_reason;
+    for (const Round& r : s.rounds) {
+      run.timing.samples_seconds.insert(run.timing.samples_seconds.end(), r.samples_seconds.begin(), r.samples_seconds.end());
+      for (double x : r.samples_seconds) run.timing.sampling_seconds += x;
+      if (!r.reasons.empty()) {
+        ++mistrusted_rounds;
+        if (first_reason.empty()) {
+          for (const std::string& why : r.reasons) first_reason += (first_reason.empty() ? "" : "; ") + why;
+        }
+      }
+    }
+    run.timing.summary = summarize(run.timing.samples_seconds);
+    run.timing.summary.median = run.estimate.median_seconds;
+    run.timing.summary.ci95_median = run.estimate.interval.interval;
+    run.timing.reasons.clear();
+    run.timing.reached_target = rounds_agree(run.estimate, options.rounds);
+    if (mistrusted_rounds > 0) {
+      const std::string what = fmt::format("{} of {} rounds were measured under conditions that distort them; the "
+                                           "first: {}", mistrusted_rounds, s.rounds.size(), first_reason);
+      // one loaded round among many is a round of the distribution; most of them is the cell
+      if (2 * mistrusted_rounds > s.rounds.size()) run.timing.reasons.push_back(what);
+      else run.warnings.push_back(what);
+    }
+    const std::string disagreement = rounds_disagreement(run.estimate, options.rounds);
+    if (!disagreement.empty()) run.timing.reasons.push_back(disagreement);
+    if (!cut_short.empty()) run.timing.reasons.push_back(cut_short);
+    run.timing.verdict = run.timing.reasons.empty() ? Verdict::kOk : Verdict::kMistrusted;
     check_against_roofline(run.timing, run.analysis.totals.fused_lower_bound_seconds);
     const double t = run.timing.summary.median;
     if (!(t > 0)) {
@@ -289,24 +304,16 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
     }
     run.efficiency = run.analysis.totals.lower_bound_seconds / t;
     run.fused_efficiency = run.analysis.totals.fused_lower_bound_seconds / t;
-    run.samples_per_second = static_cast<double>(request.batch) / t;
+    run.samples_per_second = static_cast<double>(s.plan.request.batch) / t;
     run.achieved_flops_per_second = static_cast<double>(run.analysis.totals.flops) / t;
     for (const std::string& why : run.timing.reasons) run.outcome.mistrust(why);
-    if (mismatch) run.warnings.push_back(*mismatch);
-    if (options.run.train) {
-      add_step_memory(run, *model);
-      compare_with_ledger(run, forward, options.run.train->options);
-    }
-    fill_contract(run, request, hw, *model, *device, options);
-    if (options.layer_runs > 0) {
-      // per-layer times are extra: when they cannot be had, the run keeps its timing
+    if (s.plan.mismatch) run.warnings.push_back(*s.plan.mismatch);
+    if (options.run.train) compare_with_ledger(run, s.forward, options.run.train->options);
+    fill_contract(run, s.plan.request, hw, s, *s.device, options);
+    if (!s.plan.chosen_by.empty()) run.contract["backend_chosen_by"] = s.plan.chosen_by;
+    if (s.layer_timing) {
       try {
-      const LayerTiming lt = model->profile_layers(options.layer_runs);
-      if (!lt.wall_seconds.empty()) {
-        if (lt.step_phases != options.run.train.has_value()) {
-          throw Error(ErrorCode::kInternal, lt.step_phases ? "the backend timed a step's phases for a forward run"
-                                                           : "the backend timed forward ops, not a training step's phases");
-        }
+        const LayerTiming& lt = *s.layer_timing;
         // a step's phases, or each phase of each module when the backend says which it timed
         run.layers = !lt.step_phases             ? measure_layers(run.analysis, lt)
                      : lt.event_modules.empty() ? measure_phases(run.analysis, lt)
@@ -318,7 +325,6 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
         reconcile_layers(run);
         run.profiling_overhead =
             run.profiled_pass_seconds / (lt.plain_wall_seconds.empty() ? t : median(lt.plain_wall_seconds)) - 1;
-      }
       } catch (const Error& e) {
         run.layers.clear();
         run.warnings.push_back(std::string("no per-layer times: ") + e.what());
@@ -329,8 +335,23 @@ ProfileRun profile_one(const Backend& backend, ModelRequest request, const std::
   } catch (const std::exception& e) {
     run.outcome = Outcome::failure(e.what());
   }
+  close_model(s);
   return run;
 }
+
+ProfileRun failed_cell(const CellPlan& plan, const ProfileOptions& options, const std::string& error) {
+  ProfileRun r;
+  r.backend = std::string(plan.backend->name());
+  r.mode = plan.mode;
+  r.model = plan.request.model;
+  r.batch = plan.request.batch;
+  r.device = options.run.device;
+  r.outcome = Outcome::failure(error);
+  if (!plan.chosen_by.empty()) r.contract["backend_chosen_by"] = plan.chosen_by;
+  return r;
+}
+
+namespace {
 
 /// Runs that record why `backend` could not run at all, one per batch and mode.
 std::vector<ProfileRun> failed_runs(const Backend& backend, const ModelRequest& base, const ProfileOptions& options,
@@ -398,6 +419,22 @@ void validate(const ProfileOptions& options) {
     }
   }
   validate(options.timing);
+  const RoundOptions& r = options.rounds;
+  if (r.rounds < 1 || r.rounds > 1000) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--rounds must be 1 to 1000 (got {})", r.rounds));
+  }
+  if (r.max_rounds < r.rounds || r.max_rounds > 1000) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--max-rounds must be from --rounds ({}) to 1000 (got {})", r.rounds, r.max_rounds));
+  }
+  if (r.processes < 1 || r.processes > r.rounds) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--preparations must be 1 to --rounds ({}) (got {}): each "
+                                                         "preparation takes at least one round", r.rounds, r.processes));
+  }
+  if (!(r.ok_half_width > 0 && r.ok_half_width < 1)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--ok-within must be more than 0 and less than 100 percent (got {})", 100 * r.ok_half_width));
+  }
   if (options.layer_runs < 0) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be >= 0 (got {})", options.layer_runs));
   }
@@ -449,8 +486,8 @@ bool is_reference_model(const std::string& model) {
   return std::find(reference.begin(), reference.end(), model) != reference.end();
 }
 
-std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base, const HardwareSpec& hardware,
-                                const ProfileOptions& options) {
+std::vector<CellPlan> backend_cells(const Backend& backend, const ModelRequest& base, const HardwareSpec& hardware,
+                                    const ProfileOptions& options, const std::string& chosen_by) {
   if (auto why = backend.unavailable_reason()) {
     throw Error(ErrorCode::kUnimplemented, fmt::format("backend '{}' cannot run here: {}", backend.name(), *why));
   }
@@ -466,17 +503,22 @@ std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base
   check_device_offered(backend, options.run.device);
   const std::optional<std::string> mismatch =
       check_hardware_matches(hardware, options.run.device, options.allow_hardware_mismatch);
-  std::vector<ProfileRun> runs;
+  std::vector<CellPlan> cells;
   for (std::int64_t batch : options.batches) {
     for (const std::string& mode : modes) {
-      ModelRequest request = base;
-      request.batch = batch;
-      runs.push_back(profile_one(backend, request, mode, hardware, options, mismatch));
-      if (options.on_run) options.on_run(runs.back());
-      if (interrupted()) return runs;
+      CellPlan cell{&backend, base, mode, chosen_by, mismatch};
+      cell.request.batch = batch;
+      cells.push_back(std::move(cell));
     }
   }
-  return runs;
+  return cells;
+}
+
+std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base, const HardwareSpec& hardware,
+                                const ProfileOptions& options) {
+  ScheduleHooks hooks;
+  if (options.on_run) hooks.on_run = [&](const ProfileRun& r, std::size_t) { options.on_run(r); };
+  return measure_cells(backend_cells(backend, base, hardware, options), hardware, options, std::move(hooks));
 }
 
 std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, const ModelRequest& base,
@@ -487,7 +529,9 @@ std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, cons
   check_hardware_matches(hardware, options.run.device, options.allow_hardware_mismatch);
   const std::vector<InputSpec> inputs = inputs_of(base);  // mixed or repeated inputs: before anything runs
   check_training(plan, options);
-  std::vector<ProfileRun> runs;
+  std::vector<CellPlan> cells;
+  // the runs in plan order: a failed backend's runs, or the index of a measured cell
+  std::vector<std::variant<ProfileRun, std::size_t>> order;
   for (const ModelBackends& entry : plan) {
     ModelRequest request = base;
     request.model = entry.model;
@@ -495,29 +539,43 @@ std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, cons
     if (!is_reference_model(entry.model)) {
       these.batches = {inputs.empty() || inputs[0].shape.empty() ? 1 : inputs[0].shape[0]};
     }
-    these.on_run = [&](const ProfileRun& r) {
-      if (!options.on_run) return;
-      ProfileRun chosen = r;
-      chosen.contract["backend_chosen_by"] = entry.chosen_by;
-      options.on_run(chosen);
-    };
     for (const Backend* backend : entry.backends) {
-      std::vector<ProfileRun> some;
+      std::vector<CellPlan> some;
       if (entry.backends.size() == 1) {
-        some = profile(*backend, request, hardware, these);
+        some = backend_cells(*backend, request, hardware, these, entry.chosen_by);
       } else {
         try {
-          some = profile(*backend, request, hardware, these);
+          some = backend_cells(*backend, request, hardware, these, entry.chosen_by);
         } catch (const Error& e) {
-          some = failed_runs(*backend, request, these, e.what());
-          for (const ProfileRun& r : some) these.on_run(r);
+          // a backend that cannot run (unavailable, no such mode or device) fails its cells; the others go on
+          for (ProfileRun& r : failed_runs(*backend, request, these, e.what())) {
+            r.contract["backend_chosen_by"] = entry.chosen_by;
+            if (options.on_run) options.on_run(r);
+            order.emplace_back(std::move(r));
+          }
         }
       }
-      for (ProfileRun& r : some) {
-        r.contract["backend_chosen_by"] = entry.chosen_by;
-        runs.push_back(std::move(r));
+      for (CellPlan& c : some) {
+        order.emplace_back(cells.size());
+        cells.push_back(std::move(c));
       }
-      if (interrupted()) return runs;
+    }
+  }
+  ScheduleHooks hooks;
+  if (options.on_run) hooks.on_run = [&](const ProfileRun& r, std::size_t) { options.on_run(r); };
+  const std::vector<ProfileRun> measured = measure_cells(cells, hardware, options, std::move(hooks));
+  // measure_cells returns the finished cells in cell order (fewer after an interruption)
+  std::vector<ProfileRun> runs;
+  std::size_t next = 0;
+  for (auto& slot : order) {
+    if (auto* r = std::get_if<ProfileRun>(&slot)) {
+      runs.push_back(std::move(*r));
+      continue;
+    }
+    const CellPlan& c = cells[std::get<std::size_t>(slot)];
+    if (next < measured.size() && measured[next].backend == c.backend->name() && measured[next].mode == c.mode &&
+        measured[next].model == c.request.model && measured[next].batch == c.request.batch) {
+      runs.push_back(measured[next++]);
     }
   }
   return runs;

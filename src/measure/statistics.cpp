@@ -166,6 +166,45 @@ RankTest mann_whitney_u(const std::vector<double>& a, const std::vector<double>&
   return result;
 }
 
+MedianInterval order_statistic_median_ci(std::vector<double> values, double confidence) {
+  validate(values);
+  if (!(confidence > 0 && confidence < 1)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("confidence {} must be between 0 and 1", confidence));
+  }
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  // cdf[j] = P(Binomial(n, 1/2) <= j), in logs for large n
+  std::vector<double> cdf(n + 1);
+  double acc = 0;
+  for (std::size_t j = 0; j <= n; ++j) {
+    const double log_p = std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(j) + 1) -
+                         std::lgamma(static_cast<double>(n - j) + 1) - static_cast<double>(n) * std::log(2.0);
+    acc += std::exp(log_p);
+    cdf[j] = acc;
+  }
+  MedianInterval out;
+  out.k = 1;
+  out.coverage = n == 1 ? 0.0 : 1 - 2 * cdf[0];
+  for (std::size_t k = 2; 2 * k <= n + 1; ++k) {
+    const double coverage = 1 - 2 * cdf[k - 1];
+    if (coverage < confidence) break;
+    out.k = k;
+    out.coverage = coverage;
+  }
+  out.interval = {values[out.k - 1], values[n - out.k]};
+  return out;
+}
+
+double iqr(const std::vector<double>& samples) { return percentile(samples, 75) - percentile(samples, 25); }
+
+double mad(const std::vector<double>& samples) {
+  const double m = median(samples);
+  std::vector<double> deviations;
+  deviations.reserve(samples.size());
+  for (double x : samples) deviations.push_back(std::fabs(x - m));
+  return median_in_place(deviations);
+}
+
 SampleSummary summarize(const std::vector<double>& samples) {
   validate(samples);
   SampleSummary s;
@@ -178,6 +217,8 @@ SampleSummary summarize(const std::vector<double>& samples) {
   s.max = *std::max_element(samples.begin(), samples.end());
   s.p5 = percentile(samples, 5);
   s.p95 = percentile(samples, 95);
+  s.iqr = iqr(samples);
+  s.mad = mad(samples);
   s.ci95_median = bootstrap_median_ci95(samples);
   return s;
 }

@@ -7,6 +7,8 @@
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
+#include "neuralcost/measure/schedule.hpp"
+#include "neuralcost/measure/statistics.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/training/training.hpp"
 
@@ -48,7 +50,13 @@ nlohmann::json study_settings(const ModelRequest& base, const ProfileOptions& op
           {"layer_runs", options.layer_runs},
           {"device", options.run.device},
           {"threads", options.run.threads},
-          {"hardware_id", hardware_id}};
+          {"hardware_id", hardware_id},
+          {"rounds",
+           {{"rounds", options.rounds.rounds},
+            {"max_rounds", options.rounds.max_rounds},
+            {"preparations", options.rounds.processes},
+            {"ok_half_width", options.rounds.ok_half_width},
+            {"seed", options.rounds.seed}}}};
   // a training study's cells are steps, not forward passes: resuming one with the other's
   // settings is refused; the step's settings are the workload's (a file without it is forward)
   settings["workload"] = "forward";
@@ -98,6 +106,23 @@ StudyProgress read_study_progress(const std::string& path) {
     if (j.is_discarded() || !j.is_object()) {
       throw Error(ErrorCode::kDataLoss, fmt::format("{}:{}: not a results line (JSON object)", path, number));
     }
+    if (j.contains("round") && !j.contains("model")) {
+      try {
+        const nlohmann::json& r = j.at("round");
+        Round round;
+        round.process = r.at("process").get<int>();
+        round.sweep = r.at("sweep").get<int>();
+        round.pass = r.at("pass").get<int>();
+        round.start_seconds = r.value("start_seconds", 0.0);
+        round.samples_seconds = r.at("samples_seconds").get<std::vector<double>>();
+        round.reasons = r.value("reasons", std::vector<std::string>{});
+        round.summary = summarize(round.samples_seconds);
+        p.rounds[r.at("cell").get<std::string>()].push_back(std::move(round));
+      } catch (const std::exception& e) {
+        throw Error(ErrorCode::kDataLoss, fmt::format("{}:{}: a round line that cannot be read ({})", path, number, e.what()));
+      }
+      continue;
+    }
     if (!j.contains("model")) {
       if (!p.has_header && j.contains("study")) {
         p.settings = j["study"];
@@ -118,23 +143,35 @@ StudyProgress read_study_progress(const std::string& path) {
   return p;
 }
 
+nlohmann::json round_line(const std::string& cell, const Round& r) {
+  return {{"round",
+           {{"cell", cell}, {"process", r.process}, {"sweep", r.sweep}, {"pass", r.pass},
+            {"start_seconds", r.start_seconds}, {"median_seconds", r.summary.median},
+            {"samples_seconds", r.samples_seconds}, {"reasons", r.reasons}}}};
+}
+
 std::size_t run_study(const std::vector<StudyCell>& cells, const ModelRequest& base, const HardwareSpec& hardware,
-                      const ProfileOptions& options, const std::set<std::string>& skip,
+                      const ProfileOptions& options, const StudyProgress& progress, double time_limit,
+                      const std::function<void(const Round&, const std::string& cell)>& on_round,
                       const std::function<void(const ProfileRun&, std::size_t index)>& on_run) {
-  std::size_t ran = 0;
+  std::vector<CellPlan> plans;
+  std::vector<std::size_t> index;  // of each plan in `cells`
+  std::vector<std::string> keys;
+  ScheduleHooks hooks;
+  hooks.finish_partial_cells = false;  // the file keeps their rounds; --resume finishes them
+  hooks.time_limit_seconds = time_limit;
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const StudyCell& c = cells[i];
-    if (skip.count(cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch, options.run.device))) continue;
-    if (interrupted()) break;
+    const std::string key = cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch, options.run.device);
+    if (progress.done.count(key)) continue;
     ModelRequest request = base;
     request.model = c.model;
+    request.batch = c.batch;
     ProfileOptions one = options;
     one.modes = {c.mode};
     one.batches = {c.batch};
-    one.on_run = nullptr;
-    std::vector<ProfileRun> runs;
     try {
-      runs = profile(*c.backend, request, hardware, one);
+      for (CellPlan& p : backend_cells(*c.backend, request, hardware, one)) plans.push_back(std::move(p));
     } catch (const Error& e) {
       // a backend that cannot run here fails its cells, and the study goes on
       ProfileRun r;
@@ -144,12 +181,21 @@ std::size_t run_study(const std::vector<StudyCell>& cells, const ModelRequest& b
       r.batch = c.batch;
       r.device = options.run.device;
       r.outcome = Outcome::failure(e.what());
-      runs.push_back(std::move(r));
+      on_run(r, i);
+      continue;
     }
-    if (interrupted()) break;  // the cell the signal cut short is not a result
-    ++ran;
-    for (const ProfileRun& r : runs) on_run(r, i);
+    index.push_back(i);
+    keys.push_back(key);
+    const auto done = progress.rounds.find(key);
+    hooks.done.push_back(done == progress.rounds.end() ? std::vector<Round>{} : done->second);
   }
+  std::size_t ran = 0;
+  hooks.on_round = [&](const Round& r, std::size_t cell) { on_round(r, keys[cell]); };
+  hooks.on_run = [&](const ProfileRun& r, std::size_t cell) {
+    ++ran;
+    on_run(r, index[cell]);
+  };
+  measure_cells(plans, hardware, options, std::move(hooks));
   return ran;
 }
 

@@ -104,20 +104,20 @@ TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o
   r.reached_target = relative_width(r.summary) <= o.target_relative_ci;
 
   const SampleSummary& s = r.summary;
-  if (!r.reached_target) {
+  if (!r.reached_target && o.pass_verdict) {
     r.reasons.push_back(fmt::format(
         "too noisy: the 95% CI of the median spans {:.1f}% of it after {} samples ({:.1f} s budget; target {:.1f}%); "
         "raise --budget, or rerun on an idle machine",
         100 * relative_width(s), s.n, o.budget_seconds, 100 * o.target_relative_ci));
   }
-  if (s.cv > o.max_cv) {
+  if (s.cv > o.max_cv && o.pass_verdict) {
     r.reasons.push_back(fmt::format(
         "too noisy: coefficient of variation {:.2f} exceeds {:.2f} (passes from {:.3g} s to {:.3g} s): a median of "
         "passes this uneven describes none of them; rerun on an idle machine, with more --warmup if the first passes "
         "are the slow ones",
         s.cv, o.max_cv, s.min, s.max));
   }
-  if (s.median > 0 && (s.ci95_median.low - s.p5) > o.max_p5_gap * s.median) {
+  if (o.pass_verdict && s.median > 0 && (s.ci95_median.low - s.p5) > o.max_p5_gap * s.median) {
     r.reasons.push_back(fmt::format(
         "the fastest passes disagree with the median: p5 {:.3g} s is {:.0f}% below the median {:.3g} s, beyond its "
         "95% CI ({:.3g} - {:.3g} s) by more than {:.0f}% of it: the machine can run a pass that fast, so most passes "

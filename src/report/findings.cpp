@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <map>
+
+#include "neuralcost/measure/rounds.hpp"
 #include <tuple>
 
 namespace neuralcost {
@@ -20,6 +22,39 @@ SpeedupSource source_of(const ResultRun& eager, const ResultRun& compiled) {
   const double outside = eager.unattributed_seconds - compiled.unattributed_seconds;
   const double inside = layer_seconds(eager) - layer_seconds(compiled);
   return std::abs(outside) >= std::abs(inside) ? SpeedupSource::kDispatch : SpeedupSource::kLayers;
+}
+
+/// b / a with its 95% interval: from rounds of a and b taken side by side (the same sweep and
+/// pass of one study), else the widest ratio the two runs' intervals allow.
+struct Ratio {
+  double value = 0;
+  Interval ci95;
+  std::size_t pairs = 0;
+  bool holds95 = false;  ///< the interval covers 95% (enough pairs, or two round-based intervals)
+};
+Ratio ratio_of(const ResultRun& a, const ResultRun& b) {
+  Ratio r;
+  r.value = a.median_seconds > 0 ? b.median_seconds / a.median_seconds : 0;
+  std::map<std::pair<int, int>, double> first;
+  for (const ResultRound& x : a.rounds) first[{x.sweep, x.pass}] = x.median_seconds;
+  std::vector<double> x, y;
+  for (const ResultRound& z : b.rounds) {
+    const auto it = first.find({z.sweep, z.pass});
+    if (it == first.end()) continue;
+    x.push_back(it->second);
+    y.push_back(z.median_seconds);
+  }
+  const PairedRatio p = paired_ratio(x, y);
+  if (p.pairs >= 2) {
+    r.ci95 = p.interval.interval;
+    r.pairs = p.pairs;
+    r.holds95 = p.interval.coverage >= 0.95;
+    return r;
+  }
+  r.ci95 = {a.ci95_high_seconds > 0 ? b.ci95_low_seconds / a.ci95_high_seconds : 0,
+            a.ci95_low_seconds > 0 ? b.ci95_high_seconds / a.ci95_low_seconds : 0};
+  r.holds95 = a.interval_coverage >= 0.95 && b.interval_coverage >= 0.95;
+  return r;
 }
 
 }  // namespace
@@ -48,11 +83,23 @@ Findings find_findings(const ResultsFile& results) {
   std::map<std::string, std::int64_t> largest_batch;  // per model, among groups with 2+ configurations
   for (const auto& [key, members] : groups) {
     if (members.size() < 2) continue;
-    std::size_t best = members.front();
-    for (std::size_t i : members) {
-      if (runs[i].median_seconds < runs[best].median_seconds) best = i;
-    }
-    f.winners.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), best, members.size(), runs[best].mistrusted()});
+    std::vector<std::size_t> by_time = members;
+    std::stable_sort(by_time.begin(), by_time.end(),
+                     [&](std::size_t a, std::size_t b) { return runs[a].median_seconds < runs[b].median_seconds; });
+    Winner w;
+    w.model = std::get<0>(key);
+    w.batch = std::get<1>(key);
+    w.device = std::get<2>(key);
+    w.run = by_time[0];
+    w.contenders = members.size();
+    w.mistrusted = runs[by_time[0]].mistrusted();
+    w.runner_up = by_time[1];
+    const Ratio margin = ratio_of(runs[w.run], runs[w.runner_up]);
+    w.margin = margin.value;
+    w.margin_ci95 = margin.ci95;
+    w.pairs = margin.pairs;
+    w.decided = margin.holds95 && margin.ci95.low > 1;
+    f.winners.push_back(w);
     std::int64_t& b = largest_batch[std::get<0>(key)];
     b = std::max(b, std::get<1>(key));
   }
@@ -64,7 +111,8 @@ Findings find_findings(const ResultsFile& results) {
     if (w.batch != largest_batch[w.model]) continue;
     if (std::find(counted.begin(), counted.end(), w.model) != counted.end()) continue;
     counted.push_back(w.model);
-    wins[{runs[w.run].backend, runs[w.run].mode}].push_back(w.model);
+    if (w.decided) wins[{runs[w.run].backend, runs[w.run].mode}].push_back(w.model);
+    else f.tied_models.push_back(w.model);
   }
   f.models_compared = counted.size();
   for (auto& [config, models] : wins) f.wins.push_back({config, models});
@@ -80,7 +128,16 @@ Findings find_findings(const ResultsFile& results) {
           eager.backend != compiled.backend || eager.batch != compiled.batch || eager.device != compiled.device) {
         continue;
       }
-      f.speedups.push_back({e, c, eager.median_seconds / compiled.median_seconds, source_of(eager, compiled)});
+      Speedup s;
+      s.eager = e;
+      s.compiled = c;
+      s.speedup = eager.median_seconds / compiled.median_seconds;
+      s.source = source_of(eager, compiled);
+      // eager / compiled per pair of rounds: the ratio of compiled to eager, inverted
+      const Ratio r = ratio_of(compiled, eager);
+      s.ci95 = r.ci95;
+      s.pairs = r.pairs;
+      f.speedups.push_back(s);
     }
   }
   // the largest among pairs whose runs are both trusted; among all only when there are none

@@ -3,6 +3,8 @@
 
 #include <cmath>
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "report/si_format.hpp"
@@ -40,9 +42,13 @@ std::string speedup_sentence(const ResultsFile& results, const Findings& f) {
                        "eager ({} against {}).",
                        config_name(c), c.model, c.batch, s.speedup, si(c.median_seconds, "s"), si(e.median_seconds, "s"));
   }
-  out = fmt::format("The largest compiled-over-eager speedup is {} on {}, batch {}: {:.2f}x ({} eager, {} {}){}.",
-                    config_name(c), c.model, c.batch, s.speedup, si(e.median_seconds, "s"), si(c.median_seconds, "s"),
-                    c.mode, c.mistrusted() || e.mistrusted() ? ", with a mistrusted run" : "");
+  out = fmt::format("The largest compiled-over-eager speedup is {} on {}, batch {}: {:.2f}x, 95% CI {:.2f}x to {:.2f}x "
+                    "{} ({} eager, {} {}){}.",
+                    config_name(c), c.model, c.batch, s.speedup, s.ci95.low, s.ci95.high,
+                    s.pairs > 0 ? fmt::format("from {} rounds taken side by side", s.pairs)
+                                : std::string("from the two runs' intervals"),
+                    si(e.median_seconds, "s"), si(c.median_seconds, "s"), c.mode,
+                    c.mistrusted() || e.mistrusted() ? ", with a mistrusted run" : "");
   const std::string flops =
       e.flops == c.flops
           ? fmt::format("the same {} per pass", si(static_cast<double>(c.flops), "FLOP"))
@@ -110,7 +116,13 @@ std::vector<std::string> findings_sentences(const ReportInput& input) {
       parts.push_back(fmt::format("{} {} is fastest on {} of {} ({})", w.config.backend, w.config.mode,
                                   w.models.size(), plural(f.models_compared, "model", "models"), list(w.models)));
     }
-    out.push_back(list(parts) + ", each model at its largest batch.");
+    out.push_back(list(parts) + ", each model at its largest batch (a win: the runner-up's 95% interval lies "
+                                "above the winner's time).");
+  }
+  if (!f.tied_models.empty()) {
+    out.push_back(fmt::format("No winner on {} of {} ({}): the fastest two are a tie within their 95% interval.",
+                              f.tied_models.size(), plural(f.models_compared, "model", "models"),
+                              list(f.tied_models)));
   }
   if (f.largest_speedup) out.push_back(speedup_sentence(results, f));
   const std::size_t measured = f.ok + f.mistrusted;
@@ -186,10 +198,12 @@ std::string comparison_sentence(const ResultsComparison& c) {
       biggest = &x;
     }
   }
-  std::string out = fmt::format("Against {}, {} {}: {} got faster and {} slower (two-sided Mann-Whitney U, p < {}), "
-                                "{} show no significant change",
+  const bool on_passes = std::any_of(c.cells.begin(), c.cells.end(), [](const CellChange& x) { return x.tested_on == "passes"; });
+  std::string out = fmt::format("Against {}, {} {}: {} got faster and {} slower (two-sided Mann-Whitney U on round "
+                                "medians{}, p < {}, by at least {:.0f}%), {} show no significant change",
                                 c.before_path, plural(c.cells.size(), "cell", "cells"), c.cells.size() == 1 ? "matches" : "match",
-                                faster, slower, c.alpha, same);
+                                faster, slower, on_passes ? ", or passes where a file has no rounds" : "", c.alpha,
+                                100 * c.min_effect, same);
   if (untested > 0) out += fmt::format(", {} could not be tested (no per-sample times)", untested);
   if (incomparable > 0) out += fmt::format(", {} failed on one side", incomparable);
   out += ".";

@@ -194,6 +194,30 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
   }
   const json analysis = analysis_json(r.analysis);
   run["timing"] = timing_json(r.timing);
+  run["timing"]["iqr_seconds"] = r.timing.summary.iqr;
+  run["timing"]["mad_seconds"] = r.timing.summary.mad;
+  if (!r.rounds.empty()) {
+    // the unit of evidence: the median and interval above are the rounds' (docs/profiling.md, "Rounds")
+    const RoundsEstimate& e = r.estimate;
+    run["timing"]["estimate"] = {
+        {"method", "median of the round medians; interval: order statistics of the round medians"},
+        {"rounds", e.rounds},
+        {"preparations", r.preparations},
+        {"coverage", e.interval.coverage},
+        {"order_statistic", e.interval.k},
+        {"relative_half_width", e.relative_half_width},
+        {"within_round_spread", e.within_round_spread},
+        {"between_round_spread", e.between_round_spread},
+        {"expected_between_spread", e.expected_between_spread},
+        {"dominant_spread", e.dominant}};
+    json rounds = json::array();
+    for (const Round& x : r.rounds) {
+      rounds.push_back({{"process", x.process}, {"sweep", x.sweep}, {"pass", x.pass}, {"start_seconds", x.start_seconds},
+                        {"median_seconds", x.summary.median}, {"samples", x.summary.n}, {"cv", x.summary.cv},
+                        {"iqr_seconds", x.summary.iqr}, {"reasons", x.reasons}});
+    }
+    run["timing"]["rounds"] = std::move(rounds);
+  }
   run["counters"] = json::array();
   for (const Counter& c : r.timing.counters) run["counters"].push_back(counter_json(c));
   run["totals"] = analysis["totals"];

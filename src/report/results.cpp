@@ -182,6 +182,20 @@ ResultRun read_run(const json& j, const std::string& source) {
       run.samples_seconds.push_back(x.get<double>());
     }
   }
+  if (timing.has("rounds")) {
+    const json& rounds = timing.at("rounds");
+    if (!rounds.is_array()) timing.fail("rounds", "must be a list of rounds");
+    for (const json& x : rounds) {
+      const Fields r(x, "timing.rounds[].");
+      ResultRound round;
+      round.process = static_cast<int>(r.integer("process", 0));
+      round.sweep = static_cast<int>(r.integer("sweep", 0));
+      round.pass = static_cast<int>(r.integer("pass", 0));
+      round.median_seconds = r.nonneg("median_seconds");
+      run.rounds.push_back(round);
+    }
+    if (timing.has("estimate")) run.interval_coverage = timing.object("estimate").nonneg("coverage");
+  }
   const Fields totals = f.object("totals");
   run.flops = totals.count("flops");
   run.bytes = totals.count("bytes_read") + totals.count("bytes_written");
@@ -323,6 +337,8 @@ void read_lines(std::string_view text, Reader& reader) {
       if (j.contains("model")) {
         const std::string id = j.contains("hardware") ? reader.add_hardware(j["hardware"], where) : hardware_id;
         reader.add_run(j, where, id);
+      } else if (j.contains("round")) {
+        // a study's round of a cell still in progress (its run line, when written, holds it)
       } else if (j.contains("hardware")) {
         hardware_id = reader.add_hardware(j["hardware"], where);
       } else {

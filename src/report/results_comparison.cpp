@@ -2,6 +2,7 @@
 #include "neuralcost/report/results_comparison.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -29,7 +30,7 @@ std::map<CellKey, const ResultRun*> last_run_per_cell(const ResultsFile& file, s
   return cells;
 }
 
-void compare_cell(CellChange& c, double alpha) {
+void compare_cell(CellChange& c, double alpha, double min_effect) {
   if (c.before.failed() || c.after.failed()) {
     c.change = Change::kNotComparable;
     if (c.before.failed()) c.notes.push_back("before failed: " + c.before.error);
@@ -53,13 +54,32 @@ void compare_cell(CellChange& c, double alpha) {
     return;
   }
   c.ratio = c.after.median_seconds / c.before.median_seconds;
+  const auto decide = [&] {
+    if (c.test->p_value >= alpha || std::abs(c.ratio - 1) < min_effect) c.change = Change::kNoChange;
+    else c.change = c.ratio < 1 ? Change::kFaster : Change::kSlower;
+  };
+  if (c.before.rounds.size() >= 2 && c.after.rounds.size() >= 2) {
+    const std::vector<double> before = c.before.round_medians(), after = c.after.round_medians();
+    c.ratio_ci95 = bootstrap_median_ratio_ci95(before, after);
+    c.ratio_ci_from_samples = true;
+    c.tested_on = "rounds";
+    c.test = mann_whitney_u(before, after);
+    decide();
+    if (std::min(before.size(), after.size()) < 5) {
+      c.notes.push_back(fmt::format("{} and {} rounds: too few for the U test to find a change at alpha {} "
+                                    "(5 or more each)", before.size(), after.size(), alpha));
+    }
+    return;
+  }
   const bool samples = c.before.samples_seconds.size() >= 2 && c.after.samples_seconds.size() >= 2;
   if (samples) {
     c.ratio_ci95 = bootstrap_median_ratio_ci95(c.before.samples_seconds, c.after.samples_seconds);
     c.ratio_ci_from_samples = true;
+    c.tested_on = "passes";
     c.test = mann_whitney_u(c.before.samples_seconds, c.after.samples_seconds);
-    if (c.test->p_value >= alpha) c.change = Change::kNoChange;
-    else c.change = c.ratio < 1 ? Change::kFaster : Change::kSlower;
+    decide();
+    c.notes.push_back("no rounds in the results (an older file): tested on the passes of one window each, which "
+                      "understates the noise between windows (the test is overconfident)");
     return;
   }
   // no samples (a file written before they were kept): the widest ratio the two CIs allow
@@ -82,14 +102,20 @@ std::string_view change_name(Change change) {
   return "?";
 }
 
-ResultsComparison compare_results(const ResultsFile& before, const ResultsFile& after, double alpha) {
+ResultsComparison compare_results(const ResultsFile& before, const ResultsFile& after, double alpha,
+                                  double min_effect) {
   if (!(alpha > 0 && alpha < 1)) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("significance level {} must be between 0 and 1", alpha));
+  }
+  if (!(min_effect >= 0 && min_effect < 1)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("minimum effect {}% must be at least 0 and below 100%", 100 * min_effect));
   }
   ResultsComparison out;
   out.before_path = before.path;
   out.after_path = after.path;
   out.alpha = alpha;
+  out.min_effect = min_effect;
   std::vector<CellKey> before_order, after_order;
   const auto before_cells = last_run_per_cell(before, &before_order, out.warnings);
   const auto after_cells = last_run_per_cell(after, &after_order, out.warnings);
@@ -103,13 +129,21 @@ ResultsComparison compare_results(const ResultsFile& before, const ResultsFile& 
     c.cell = key;
     c.before = *b->second;
     c.after = *after_cells.at(key);
-    compare_cell(c, alpha);
+    compare_cell(c, alpha, min_effect);
     out.cells.push_back(std::move(c));
   }
   for (const CellKey& key : before_order) {
     if (!after_cells.count(key)) out.only_before.push_back(key);
   }
   return out;
+}
+
+std::vector<const CellChange*> slower_than(const ResultsComparison& comparison, double threshold) {
+  std::vector<const CellChange*> slower;
+  for (const CellChange& c : comparison.cells) {
+    if (c.change == Change::kSlower && c.ratio > 1 + threshold) slower.push_back(&c);
+  }
+  return slower;
 }
 
 }  // namespace neuralcost

@@ -25,6 +25,7 @@ json side_json(const ResultRun& r) {
   j["ci95_high_seconds"] = r.ci95_high_seconds;
   j["samples"] = r.samples;
   j["has_samples_seconds"] = !r.samples_seconds.empty();
+  j["rounds"] = r.rounds.size();
   return j;
 }
 
@@ -40,8 +41,10 @@ json results_comparison_json(const ResultsComparison& c) {
          {"before", c.before_path},
          {"after", c.after_path},
          {"alpha", c.alpha},
-         {"test", "two-sided Mann-Whitney U on timing.samples_seconds (exact for 8 or fewer samples without ties, "
-                  "else normal approximation with tie and continuity corrections)"},
+         {"min_effect", c.min_effect},
+         {"test", "two-sided Mann-Whitney U on the round medians (timing.rounds; timing.samples_seconds for files "
+                  "without rounds), exact for 8 or fewer values without ties, else the normal approximation with tie "
+                  "and continuity corrections; significant when p < alpha and |change| >= min_effect"},
          {"warnings", c.warnings}};
   j["cells"] = json::array();
   for (const CellChange& x : c.cells) {
@@ -53,9 +56,13 @@ json results_comparison_json(const ResultsComparison& c) {
       cell["ratio"] = x.ratio;
       cell["change"] = x.ratio - 1;
       cell["change_ci95"] = {{"low", x.ratio_ci95.low - 1}, {"high", x.ratio_ci95.high - 1},
-                             {"from", x.ratio_ci_from_samples ? "bootstrap of both runs' samples" : "the two runs' CIs"}};
+                             {"from", !x.ratio_ci_from_samples ? "the two runs' CIs"
+                                      : x.tested_on == "rounds" ? "bootstrap of both runs' round medians"
+                                                                : "bootstrap of both runs' samples"}};
     }
-    cell["u_test"] = x.test ? json{{"u", x.test->u}, {"p_value", x.test->p_value}, {"exact", x.test->exact}} : json(nullptr);
+    cell["u_test"] = x.test ? json{{"u", x.test->u}, {"p_value", x.test->p_value}, {"exact", x.test->exact},
+                                   {"on", x.tested_on}}
+                            : json(nullptr);
     cell["notes"] = x.notes;
     j["cells"].push_back(cell);
   }

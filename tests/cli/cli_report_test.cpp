@@ -3,6 +3,7 @@
 // nothing can be reported, a warning naming the line where something can.
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -245,10 +246,29 @@ TEST(CliReportTest, CompareTablesJsonAndAReportSection) {
     EXPECT_TRUE(c["u_test"].is_object());
     const double p = c["u_test"]["p_value"].get<double>();
     const std::string result = c["result"];
-    EXPECT_EQ(result == "faster" || result == "slower", p < 0.05) << result << " p " << p;
+    // significant: p below alpha and a change of at least the minimum effect (5% by default)
+    const double change = std::abs(c["ratio"].get<double>() - 1);
+    EXPECT_EQ(result == "faster" || result == "slower", p < 0.05 && change >= 0.05) << result << " p " << p;
     EXPECT_DOUBLE_EQ(c["ratio"].get<double>(), c["after"]["median_seconds"].get<double>() /
                                                    c["before"]["median_seconds"].get<double>());
   }
+  EXPECT_DOUBLE_EQ(j["min_effect"].get<double>(), 0.05);
+  // the CI gate: exits 1 naming the cells slower by more than 5%, after printing the table
+  r = run_cli("compare " + before + " " + after + " --fail-if-slower 5%");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.out, HasSubstr("ff, torch eager, batch 1"));
+  EXPECT_THAT(r.err, HasSubstr("error: --fail-if-slower 5%: 4 cell(s) slower by more than that"));
+  EXPECT_THAT(r.err, HasSubstr("ff, torch compiled, batch 4 (+19.1%)"));
+  r = run_cli("compare " + before + " " + after + " --fail-if-slower 80");  // none is 80% slower
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("compare " + before + " " + before + " --fail-if-slower 5%");  // A/A: passes
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("compare " + before + " " + after + " --fail-if-slower fast");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --fail-if-slower 'fast' must be a percentage from 0 to below 100 (e.g. 5%)\n");
+  r = run_cli("compare " + before + " " + after + " --min-effect 120");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("minimum effect 120% must be at least 0 and below 100%"));
   r = run_cli("compare " + before + " " + after + " --alpha 2");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: significance level 2 must be between 0 and 1\n");

@@ -239,6 +239,7 @@ TEST(LoadTest, AProfileRunUnderSyntheticLoadIsMistrustedWithTheReason) {
   o.timing.budget_seconds = 0.4;
   o.timing.min_samples = 5;
   o.timing.target_relative_ci = 1e-6;  // sample for the whole budget
+  o.rounds = {1, 1, 1};  // one window: the load is what it judges
   ModelRequest request;
   request.model = "ff";
   const auto runs = profile(SpinningBackend(), request, HardwareDatabase::builtin().get("epyc-9654"), o);
@@ -270,6 +271,7 @@ TEST(LoadTest, AShortProfileRunUnderSyntheticLoadIsMistrustedToo) {
   o.timing.budget_seconds = 0.001;
   o.timing.min_samples = 5;
   o.timing.target_relative_ci = 0.5;
+  o.rounds = {1, 1, 1};  // one window: the load is what it judges
   ModelRequest request;
   request.model = "ff";
   const auto runs = profile(SpinningBackend(), request, HardwareDatabase::builtin().get("epyc-9654"), o);

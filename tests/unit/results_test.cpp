@@ -422,9 +422,103 @@ TEST(FindingsTest, CountsWinsAndSpeedupsOfRealResults) {
     EXPECT_DOUBLE_EQ(s.speedup, r.runs[s.eager].median_seconds / r.runs[s.compiled].median_seconds);
   }
   EXPECT_EQ(f.models_compared, 2u);
+  // written before rounds: a window's passes make no 95% interval of the cell, so no model has a
+  // decided winner; the fastest is still each winner's run, and both models are ties
   std::size_t wins = 0;
   for (const ConfigWins& w : f.wins) wins += w.models.size();
-  EXPECT_EQ(wins, 2u);
+  EXPECT_EQ(wins, 0u);
+  EXPECT_EQ(f.tied_models.size(), 2u);
+  for (const Winner& w : f.winners) {
+    EXPECT_LE(r.runs[w.run].median_seconds, r.runs[w.runner_up].median_seconds);
+    EXPECT_FALSE(w.decided);
+  }
+}
+
+/// A run with rounds: round i's median is `centre` x drift[i] (the machine's speed in that
+/// window), taken in sweep 0, pass i; its estimate and interval are the rounds'.
+json rounds_run(const std::string& backend, const std::string& mode, double centre, const std::vector<double>& drift) {
+  json r = run_json("ff", mode, 1, around(centre, 10));
+  r["backend"] = backend;
+  json rounds = json::array();
+  std::vector<double> medians;
+  for (std::size_t i = 0; i < drift.size(); ++i) {
+    medians.push_back(centre * drift[i]);
+    rounds.push_back({{"process", 0}, {"sweep", 0}, {"pass", static_cast<int>(i)}, {"median_seconds", medians.back()}});
+  }
+  std::sort(medians.begin(), medians.end());
+  r["timing"]["rounds"] = rounds;
+  r["timing"]["median_seconds"] = (medians[2] + medians[3]) / 2;
+  r["timing"]["ci95_low_seconds"] = medians.front();
+  r["timing"]["ci95_high_seconds"] = medians.back();
+  r["timing"]["estimate"] = {{"coverage", 0.96875}};
+  return r;
+}
+
+const std::vector<double> kDrift = {1.0, 1.08, 0.95, 1.12, 1.03, 0.97};    // one study's windows
+const std::vector<double> kDrift2 = {1.05, 0.96, 1.1, 0.99, 1.02, 0.94};   // another's
+
+TEST(CompareTest, RoundsOfTwoIdenticalStudiesShowNoChange) {
+  const ResultsFile a = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift)}), "a.jsonl");
+  const ResultsFile b = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift2)}), "b.jsonl");
+  const ResultsComparison c = compare_results(a, b);
+  ASSERT_EQ(c.cells.size(), 1u);
+  EXPECT_EQ(c.cells[0].tested_on, "rounds");
+  EXPECT_EQ(c.cells[0].change, Change::kNoChange);
+  EXPECT_LE(c.cells[0].ratio_ci95.low, 1.0);
+  EXPECT_GE(c.cells[0].ratio_ci95.high, 1.0);
+  EXPECT_TRUE(slower_than(c, 0.05).empty());
+}
+
+TEST(CompareTest, AKnownSlowdownIsFoundAndTheGateFailsOnIt) {
+  const ResultsFile a = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift),
+                                             rounds_run("torch", "eager", 1e-3, kDrift)}), "a.jsonl");
+  std::vector<double> slow = kDrift2;
+  const ResultsFile b = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift2),
+                                             rounds_run("torch", "eager", 1.3e-3, kDrift2)}), "b.jsonl");
+  const ResultsComparison c = compare_results(a, b);
+  ASSERT_EQ(c.cells.size(), 2u);
+  EXPECT_EQ(c.cells[0].change, Change::kNoChange);  // jax: the same
+  EXPECT_EQ(c.cells[1].change, Change::kSlower);    // torch: 30% slower, every round
+  ASSERT_TRUE(c.cells[1].test);
+  EXPECT_NEAR(c.cells[1].test->p_value, 0.0021645021645021645, 1e-12);  // scipy: 6 vs 6, all apart
+  ASSERT_EQ(slower_than(c, 0.05).size(), 1u);
+  EXPECT_EQ(slower_than(c, 0.05)[0]->cell.backend, "torch");
+  EXPECT_TRUE(slower_than(c, 0.5).empty());  // not 50% slower
+  // below the minimum effect a significant change is no change
+  const ResultsComparison lenient = compare_results(a, b, 0.05, 0.4);
+  EXPECT_EQ(lenient.cells[1].change, Change::kNoChange);
+  EXPECT_THROW(compare_results(a, b, 0.05, 1.5), Error);
+}
+
+TEST(FindingsTest, AWinnerIsNamedOnlyWhenPairedRoundsSaySo) {
+  // torch is 10% faster than jax in every window, while the windows differ by up to 12%: paired
+  // rounds decide it, though the two intervals overlap
+  std::vector<json> runs = {rounds_run("jax", "eager", 1.1e-3, kDrift), rounds_run("torch", "eager", 1e-3, kDrift)};
+  Findings f = find_findings(parse_results(jsonl(runs), "s.jsonl"));
+  ASSERT_EQ(f.winners.size(), 1u);
+  EXPECT_TRUE(f.winners[0].decided);
+  EXPECT_EQ(f.winners[0].pairs, 6u);
+  EXPECT_NEAR(f.winners[0].margin_ci95.low, 1.1, 1e-9);
+  ASSERT_EQ(f.wins.size(), 1u);
+  EXPECT_EQ(f.wins[0].config.backend, "torch");
+  // 2% apart with window-to-window noise of its own: a tie, and no win is claimed
+  runs = {rounds_run("jax", "eager", 1.02e-3, kDrift2), rounds_run("torch", "eager", 1e-3, kDrift)};
+  f = find_findings(parse_results(jsonl(runs), "s.jsonl"));
+  ASSERT_EQ(f.winners.size(), 1u);
+  EXPECT_FALSE(f.winners[0].decided);
+  EXPECT_TRUE(f.wins.empty());
+  EXPECT_EQ(f.tied_models, std::vector<std::string>{"ff"});
+}
+
+TEST(FindingsTest, ASpeedupCarriesThePairedInterval) {
+  std::vector<double> jit_drift = kDrift;
+  jit_drift[0] *= 1.02;  // the pairs disagree a little
+  const std::vector<json> runs = {rounds_run("jax", "eager", 2e-3, kDrift), rounds_run("jax", "jit", 1e-3, jit_drift)};
+  const Findings f = find_findings(parse_results(jsonl(runs), "s.jsonl"));
+  ASSERT_EQ(f.speedups.size(), 1u);
+  EXPECT_EQ(f.speedups[0].pairs, 6u);
+  EXPECT_NEAR(f.speedups[0].ci95.high, 2.0, 1e-9);
+  EXPECT_NEAR(f.speedups[0].ci95.low, 2.0 / 1.02, 1e-9);
 }
 
 TEST(FindingsTest, SpeedupSourceComparesTimeInsideAndOutsideTheLayers) {

@@ -364,7 +364,10 @@ TEST(StudyTest, AnInterruptedStudyResumesToTheSameCellsAndNeverTruncatesALine) {
   const std::vector<std::string> study = {"study", "--backend", "jax", "--model", "ff,cnn", "--mode", "eager",
                                           "--batch", "1", "--budget", "0.1", "--layer-runs", "0",
                                           "--warmup-seconds", "0", "--hardware", "epyc-9654",
-                                          "--allow-hardware-mismatch", "--worker-timeout", "120"};
+                                          "--allow-hardware-mismatch", "--worker-timeout", "120",
+                                          // seed 1 visits ff's group first; 6 rounds and no more, so
+                                          // ff's cell is finished before cnn's starts
+                                          "--seed", "1", "--max-rounds", "6"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = study;
     a.insert(a.end(), extra.begin(), extra.end());
@@ -405,6 +408,13 @@ TEST(StudyTest, AnInterruptedStudyResumesToTheSameCellsAndNeverTruncatesALine) {
   EXPECT_TRUE(complete_lines);
   EXPECT_EQ(before.size(), 1u);  // ff's cell
   EXPECT_FALSE(alive(child));
+  {
+    // ff's six rounds are round lines too, each before the cell's line
+    std::ifstream in(part);
+    int rounds = 0;
+    for (std::string line; std::getline(in, line);) rounds += nlohmann::json::parse(line).contains("round") ? 1 : 0;
+    EXPECT_EQ(rounds, 6);
+  }
   // a write cut short is dropped on resume
   { std::ofstream(part, std::ios::app) << "{\"model\": \"cnn\", \"back"; }
   ASSERT_EQ(run_cli_status(with({"-o", part, "--resume"})), 0);

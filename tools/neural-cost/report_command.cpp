@@ -87,6 +87,7 @@ struct ReportArgs {
   PriceArgs price;
   std::string baseline;
   double alpha = 0.05;
+  double min_effect = 5;  // percent
 };
 
 void run_report(const ReportArgs& args, const CLI::App& cmd) {
@@ -105,7 +106,7 @@ void run_report(const ReportArgs& args, const CLI::App& cmd) {
   ResultsFile before;
   if (!args.baseline.empty()) {
     before = read_for_report(args.baseline);
-    input.comparison = compare_results(before, results, args.alpha);
+    input.comparison = compare_results(before, results, args.alpha, args.min_effect / 100);
   }
   emit(format == "html" ? render_report_html(input, vega) : render_report_markdown(input), args.output);
   if (!args.output.empty()) {
@@ -141,17 +142,44 @@ struct CompareArgs {
   std::string output;
   std::string format = "table";
   double alpha = 0.05;
+  double min_effect = 5;                // percent
+  double fail_if_slower = -1;           // percent; negative: no gate
 };
+
+/// "5%" or "5" -> 5; kInvalidArgument naming the option otherwise.
+double percent_option(const std::string& text, const char* option) {
+  std::string t = text;
+  if (!t.empty() && t.back() == '%') t.pop_back();
+  try {
+    std::size_t used = 0;
+    const double v = std::stod(t, &used);
+    if (used == t.size() && v >= 0 && v < 100) return v;
+  } catch (const std::exception&) {
+  }
+  throw Error(ErrorCode::kInvalidArgument, fmt::format("{} '{}' must be a percentage from 0 to below 100 (e.g. 5%)", option, text));
+}
 
 void run_compare(const CompareArgs& args, const CLI::App& cmd) {
   const ResultsFile before = read_for_report(args.before);
   const ResultsFile after = read_for_report(args.after);
-  const ResultsComparison comparison = compare_results(before, after, args.alpha);
+  const ResultsComparison comparison = compare_results(before, after, args.alpha, args.min_effect / 100);
   const Format format = view_format(format_name(cmd, args.format, args.output, "table"), "compare");
   if (format == Format::kJson || format == Format::kCsv) {
     for (const std::string& w : comparison.warnings) fmt::print(stderr, "warning: {}\n", terminal_text(w));
   }
   emit(render_results_comparison(comparison, format), args.output);
+  if (args.fail_if_slower < 0) return;
+  // the gate: a significant slowdown beyond the threshold fails the command (after printing)
+  const std::vector<const CellChange*> slower = slower_than(comparison, args.fail_if_slower / 100);
+  if (slower.empty()) return;
+  std::string cells;
+  for (std::size_t i = 0; i < slower.size() && i < 5; ++i) {
+    cells += fmt::format("{}{} ({:+.1f}%)", i ? "; " : "", cell_name(slower[i]->cell), 100 * (slower[i]->ratio - 1));
+  }
+  if (slower.size() > 5) cells += fmt::format("; and {} more", slower.size() - 5);
+  throw Error(ErrorCode::kInvalidArgument,
+              terminal_text(fmt::format("--fail-if-slower {}%: {} cell(s) slower by more than that at alpha {}: {}",
+                                        args.fail_if_slower, slower.size(), args.alpha, cells)));
 }
 
 }  // namespace
@@ -175,6 +203,9 @@ void add_report_commands(CLI::App& app) {
     cmd->add_option("--baseline", args->baseline,
                     "An earlier results file: adds a section comparing every matching cell (see `compare`)");
     cmd->add_option("--alpha", args->alpha, "Significance level of the comparison's test")->capture_default_str();
+    cmd->add_option("--min-effect", args->min_effect,
+                    "With --baseline: a change smaller than this percentage is no significant change")
+        ->capture_default_str();
     cmd->footer(kTrainingCostNote);
     cmd->callback([args, cmd] { run_report(*args, *cmd); });
   }
@@ -200,12 +231,23 @@ void add_report_commands(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "compare",
         "Compare two results files cell by cell (model, backend, mode, batch, device): the change of the\n"
-        "median with its 95% interval and a two-sided Mann-Whitney U test on the per-sample times (as\n"
-        "google/benchmark's compare tool does), so a real change is told apart from noise. The cells only\n"
-        "one file has are listed.");
+        "estimate with its 95% interval and a two-sided Mann-Whitney U test on the round medians (as\n"
+        "google/benchmark's compare tool tests repetitions), so a real change is told apart from noise; a\n"
+        "change below --min-effect is no significant change. The cells only one file has are listed.\n"
+        "--fail-if-slower makes it a CI gate.");
     cmd->add_option("before", args->before, "The earlier results file")->required();
     cmd->add_option("after", args->after, "The later results file")->required();
     cmd->add_option("--alpha", args->alpha, "Significance level of the test")->capture_default_str();
+    cmd->add_option("--min-effect", args->min_effect,
+                    "A change smaller than this percentage is no significant change, whatever the test says")
+        ->capture_default_str();
+    auto gate = std::make_shared<std::string>();
+    cmd->add_option("--fail-if-slower", *gate,
+                    "Exit 1 (after printing) when a cell is slower by more than this percentage (e.g. 5%) with "
+                    "significance: a CI gate");
+    cmd->parse_complete_callback([args, gate] {
+      if (!gate->empty()) args->fail_if_slower = percent_option(*gate, "--fail-if-slower");
+    });
     add_format_option(*cmd, args->format);
     cmd->add_option("-o,--output", args->output,
                     "Write to this file (atomically) instead of stdout; without --format, the format follows its "

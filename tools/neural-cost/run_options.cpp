@@ -76,8 +76,26 @@ void add_run_options(CLI::App& command, RunArgs& a) {
   cmd->add_flag("--allow-hardware-mismatch", args->allow_hardware_mismatch,
                 "Accept a --hardware spec of another kind of device than --device (e.g. a GPU's roofline for a "
                 "cpu run); every run then carries a warning");
-  cmd->add_option("--budget", args->budget, "Seconds of sampling per run at most")->capture_default_str();
-  cmd->add_option("--target-ci", args->target_ci, "Stop when the 95% CI of the median is this fraction of it")
+  cmd->add_option("--budget", args->budget, "Seconds of sampling per cell, split over its rounds")->capture_default_str();
+  cmd->add_option("--target-ci", args->target_ci,
+                  "A round stops sampling when the 95% CI of its median is this fraction of it (or its budget is spent)")
+      ->capture_default_str();
+  cmd->add_option("--rounds", args->rounds,
+                  "Rounds per cell at least: each a window of its own, interleaved with the other cells of the same "
+                  "model and batch; the cell's interval comes from the rounds (6 or more give a 95% interval)")
+      ->capture_default_str();
+  cmd->add_option("--max-rounds", args->max_rounds,
+                  "More rounds, up to this, for cells whose interval is wider than --ok-within")
+      ->each([args](const std::string&) { args->max_rounds_given = true; })
+      ->capture_default_str();
+  cmd->add_option("--preparations", args->preparations,
+                  "Preparations per cell, each in a sweep of its own: the model built afresh (a worker: a fresh "
+                  "process), so that rounds sample what differs between processes too")
+      ->capture_default_str();
+  cmd->add_option("--ok-within", args->ok_within,
+                  "The verdict's threshold in percent: `ok` needs the cell's 95% interval within this of its median")
+      ->capture_default_str();
+  cmd->add_option("--seed", args->seed, "Seed of the interleaving order (the same seed, the same order)")
       ->capture_default_str();
   cmd->add_option("--warmup", args->warmup, "Warm-up runs at least")->capture_default_str();
   cmd->add_option("--warmup-seconds", args->warmup_seconds, "Warm-up seconds at least")->capture_default_str();
@@ -176,6 +194,15 @@ RunSetup prepare_run(const RunArgs& args) {
   options.timing.target_relative_ci = args.target_ci;
   options.timing.warmup_iterations = args.warmup;
   options.timing.warmup_seconds = args.warmup_seconds;
+  options.rounds.rounds = args.rounds;
+  options.rounds.max_rounds = std::max(args.max_rounds, args.rounds);
+  options.rounds.processes = args.preparations;
+  options.rounds.ok_half_width = args.ok_within / 100;
+  options.rounds.seed = args.seed;
+  if (args.max_rounds < args.rounds && args.max_rounds_given) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--max-rounds ({}) must be at least --rounds ({})", args.max_rounds, args.rounds));
+  }
   options.allow_hardware_mismatch = args.allow_hardware_mismatch;
   options.run.train = training_of(args);
   validate(options);  // before anything slow (calibration, workers)

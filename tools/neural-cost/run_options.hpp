@@ -37,6 +37,10 @@ struct RunArgs {
   int warmup = 5;
   double warmup_seconds = 0.2;
   int layer_runs = 20;
+  int rounds = 6, max_rounds = 12, preparations = 1;
+  bool max_rounds_given = false;  // set by the command when --max-rounds is on its line
+  double ok_within = 5;
+  std::uint64_t seed = 1;
   bool summary_only = false;
   // training (--train); the others are refused without it. Empty or NaN: not given
   bool train = false;

@@ -29,7 +29,7 @@ std::string duration(double s) {
   return total >= 3600 ? fmt::format("{}h{:02}m", total / 3600, total / 60 % 60) : fmt::format("{}m{:02}s", total / 60, total % 60);
 }
 
-void run_study_command(const RunArgs& args, bool resume) {
+void run_study_command(const RunArgs& args, bool resume, double time_limit) {
   const std::string& path = args.output;
   RunSetup setup = prepare_run(args);
   const std::vector<StudyCell> cells = study_cells(setup.plan, setup.base, setup.options);
@@ -68,7 +68,15 @@ void run_study_command(const RunArgs& args, bool resume) {
   std::size_t done = 0, failed = 0;
   fmt::print(stderr, "study: {} cells, {} to run{}, into {}\n", cells.size(), todo,
              todo < cells.size() ? fmt::format(" ({} already in the file)", cells.size() - todo) : "", path);
-  run_study(cells, setup.base, setup.hardware, setup.options, progress.done, [&](const ProfileRun& r, std::size_t) {
+  if (!(time_limit >= 0 && time_limit <= 7 * 86400)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--time-limit must be 0 (none) to 604800 seconds (got {})", time_limit));
+  }
+  std::size_t rounds_kept = 0;
+  for (const auto& [key, rounds] : progress.rounds) rounds_kept += progress.done.count(key) ? 0 : rounds.size();
+  if (rounds_kept > 0) fmt::print(stderr, "study: {} finished rounds of unfinished cells are reused\n", rounds_kept);
+  const auto on_round = [&](const Round& r, const std::string& cell) { append_line_durably(path, line_of(round_line(cell, r))); };
+  run_study(cells, setup.base, setup.hardware, setup.options, progress, time_limit, on_round,
+            [&](const ProfileRun& r, std::size_t) {
     append_line_durably(path, line_of(profile_run_json(r)));
     ++done;
     failed += r.outcome.failed() ? 1 : 0;
@@ -101,17 +109,23 @@ void add_study_command(CLI::App& app) {
   args->batches = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   args->output = "study.jsonl";
   auto resume = std::make_shared<bool>(false);
+  auto time_limit = std::make_shared<double>(0);
   CLI::App* cmd = app.add_subcommand(
       "study",
-      "Profile every model x backend x mode x batch size (the cells) under the timing contract, one\n"
-      "cell at a time, appending each run to a JSON Lines results file as it ends. Ctrl-C keeps\n"
-      "every finished cell; --resume continues. `neural-cost report FILE` draws the results.");
+      "Profile every model x backend x mode x batch size (the cells) under the timing contract, in\n"
+      "rounds interleaved with the other cells of the same model and batch (in a seeded random order),\n"
+      "appending each round and each finished cell to a JSON Lines results file. Ctrl-C keeps every\n"
+      "finished round; --resume continues. `neural-cost report FILE` draws the results.");
   add_run_options(*cmd, *args);
   cmd->add_option("-o,--output", args->output, "The JSON Lines results file (docs/json-schema.md, \"Results lines\")")
       ->capture_default_str();
   cmd->add_flag("--resume", *resume,
                 "Continue the study in the results file: skip its cells, refuse it if it was made with other settings");
-  cmd->callback([args, resume] { run_study_command(*args, *resume); });
+  cmd->add_option("--time-limit", *time_limit,
+                  "Seconds for the whole study (0: none): rounds beyond --rounds, for cells whose rounds disagree, "
+                  "are taken only while the study keeps within it")
+      ->capture_default_str();
+  cmd->callback([args, resume, time_limit] { run_study_command(*args, *resume, *time_limit); });
 }
 
 }  // namespace neuralcost::cli

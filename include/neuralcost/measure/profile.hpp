@@ -16,6 +16,7 @@
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/measure/model_files.hpp"
 #include "neuralcost/measure/outcome.hpp"
+#include "neuralcost/measure/rounds.hpp"
 #include "neuralcost/measure/timing.hpp"
 #include "neuralcost/backend.hpp"
 
@@ -26,7 +27,11 @@ struct ProfileRun;
 struct ProfileOptions {
   std::vector<std::string> modes;         ///< empty: the backend's default mode
   std::vector<std::int64_t> batches = {1};
+  /// One round's sampling (warm-up, samples, stop rule); budget_seconds is the cell's sampling
+  /// budget, split evenly over its rounds
   TimingOptions timing;
+  /// The rounds of each cell and how they are scheduled (measure/rounds.hpp, schedule.hpp)
+  RoundOptions rounds;
   int layer_runs = 20;                    ///< profiled passes for per-layer times (0: skip)
   /// device, threads, worker deadline; with `train`, every run times whole training steps and
   /// its analysis is that of training_step() of the captured forward graph: efficiency, FLOP/s
@@ -84,7 +89,12 @@ struct ProfileRun {
   /// ok, mistrusted (the timing contract's and the roofline's reasons) or failed (its error).
   Outcome outcome;
   Analysis analysis;              ///< of the ops that actually ran
-  TimingResult timing;            ///< with the counters the device's samplers measured
+  /// The passes of every round pooled (samples_seconds, spread), with the counters of the first
+  /// round; its summary's median and ci95_median are the rounds' estimate and interval
+  TimingResult timing;
+  std::vector<Round> rounds;      ///< the cell's rounds, in the order taken
+  RoundsEstimate estimate;        ///< from the rounds: the run's median and interval
+  int preparations = 0;           ///< how many times the model was prepared (worker processes)
   /// analysis lower bound / median time. Above 1 means the run beat the unfused bound (the
   /// framework fused or reused data in cache); only beating the fused bound is mistrusted.
   double efficiency = 0;

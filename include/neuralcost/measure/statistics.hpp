@@ -45,6 +45,25 @@ struct RankTest {
 };
 RankTest mann_whitney_u(const std::vector<double>& a, const std::vector<double>& b);
 
+/// The distribution-free confidence interval of a median from order statistics (the sign test's
+/// interval; scipy.stats.quantile_test(x, q=median).confidence_interval() is the same):
+/// [x(k), x(n+1-k)] of the sorted values, with the largest k whose coverage
+/// 1 - 2 P(Binomial(n, 1/2) <= k - 1) is at least `confidence`. It assumes only that the values
+/// are independent draws of one distribution (rounds of a cell, not passes of one window). With
+/// n <= 5 no k reaches 95 %: the interval is then [min, max] and `coverage` says what it holds
+/// (93.75 % for 5); callers name it.
+struct MedianInterval {
+  Interval interval;
+  double coverage = 0;  ///< the exact coverage of this interval for the population median
+  std::size_t k = 0;    ///< the 1-based order statistic of its low end
+};
+MedianInterval order_statistic_median_ci(std::vector<double> values, double confidence = 0.95);
+
+/// Interquartile range (p75 - p25, type 7) and the median absolute deviation from the median
+/// (unscaled): robust spreads that a few slow passes do not move.
+double iqr(const std::vector<double>& samples);
+double mad(const std::vector<double>& samples);
+
 struct SampleSummary {
   std::size_t n = 0;
   double median = 0;
@@ -55,6 +74,8 @@ struct SampleSummary {
   double max = 0;
   double p5 = 0;
   double p95 = 0;
+  double iqr = 0;  ///< p75 - p25
+  double mad = 0;  ///< median absolute deviation (unscaled)
   Interval ci95_median;
 };
 

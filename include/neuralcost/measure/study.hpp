@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/measure/profile.hpp"
+#include "neuralcost/measure/rounds.hpp"
 
 namespace neuralcost {
 
@@ -41,6 +43,8 @@ struct StudyProgress {
   bool has_header = false;
   nlohmann::json settings;        ///< the header's "study" object
   std::set<std::string> done;     ///< cell_key of every run line (failed ones too)
+  /// the round lines of cells without a run line (a study cut short keeps its finished rounds)
+  std::map<std::string, std::vector<Round>> rounds;
   std::uint64_t good_bytes = 0;   ///< the length of the file up to its last complete line
 };
 /// Reads `path` (which must exist): its header's settings and the cells of its run lines. A last
@@ -50,11 +54,19 @@ StudyProgress read_study_progress(const std::string& path);
 /// The first difference between two settings objects ("--budget: 2 in the file, 0.5 now"), or empty.
 std::string settings_difference(const nlohmann::json& in_file, const nlohmann::json& now);
 
-/// Profiles each cell (skipping those whose key is in `skip`), calling `on_run` as each ends
-/// (failed ones too). Stops after a SIGINT/SIGTERM (core/interrupt.hpp): the cell it cut short
-/// is not passed on. Returns the number of cells run.
+/// A round line of a results file: {"round": {"cell": KEY, "process", "sweep", "pass",
+/// "start_seconds", "samples_seconds", "reasons"}} (docs/json-schema.md, "Results lines").
+nlohmann::json round_line(const std::string& cell, const Round& round);
+
+/// Measures the cells (skipping those in progress.done, reusing progress.rounds) on the
+/// interleaved schedule of measure/schedule.hpp, calling `on_round` as each round ends and
+/// `on_run` as each cell is finished (failed ones too). Stops after a SIGINT/SIGTERM
+/// (core/interrupt.hpp): a cell it cut short is not passed on (its rounds were). `time_limit`:
+/// seconds for the whole study (0: none), which more rounds than the minimum must fit in.
+/// Returns the number of cells finished.
 std::size_t run_study(const std::vector<StudyCell>& cells, const ModelRequest& base, const HardwareSpec& hardware,
-                      const ProfileOptions& options, const std::set<std::string>& skip,
+                      const ProfileOptions& options, const StudyProgress& progress, double time_limit,
+                      const std::function<void(const Round&, const std::string& cell)>& on_round,
                       const std::function<void(const ProfileRun&, std::size_t index)>& on_run);
 
 }  // namespace neuralcost

@@ -30,6 +30,9 @@ struct TimingOptions {
   /// The fastest passes disagree with the median when p5 lies below the CI's low end by more
   /// than this fraction of the median: most passes were slowed by something else.
   double max_p5_gap = 0.25;
+  /// Judge the window's passes (interval target, CV, p5 gap) as reasons to mistrust; false for a
+  /// round of a cell, whose verdict comes from its rounds (only the clock's floor stays)
+  bool pass_verdict = true;
 };
 
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "neuralcost/measure/statistics.hpp"
 #include "neuralcost/report/results.hpp"
 
 namespace neuralcost {
@@ -28,11 +29,20 @@ struct Winner {
   std::size_t run = 0;         ///< index into ResultsFile::runs of the fastest
   std::size_t contenders = 0;  ///< measured configurations compared
   bool mistrusted = false;     ///< the fastest run is mistrusted
+  /// The runner-up's time over the fastest's, with its 95% interval: from rounds taken side by
+  /// side (paired by sweep and pass) when both runs have them, else from the two runs' intervals
+  std::size_t runner_up = 0;   ///< index into ResultsFile::runs
+  double margin = 0;
+  Interval margin_ci95;
+  std::size_t pairs = 0;       ///< paired rounds behind the margin (0: from the two intervals)
+  /// The interval says the fastest is faster (margin_ci95.low > 1 with 95% coverage); otherwise a
+  /// tie: the report names no winner
+  bool decided = false;
 };
 
 struct ConfigWins {
   Config config;
-  std::vector<std::string> models;  ///< the models it is fastest on (at their largest batch)
+  std::vector<std::string> models;  ///< the models it is fastest on (at their largest batch), decided wins only
 };
 
 /// Where a compiled mode's time went against eager.
@@ -47,6 +57,10 @@ struct Speedup {
   std::size_t compiled = 0;  ///< index into ResultsFile::runs
   double speedup = 0;        ///< eager median / compiled median (below 1: compiling made it slower)
   SpeedupSource source = SpeedupSource::kUnknown;
+  /// 95% interval of the speedup: of paired rounds (eager / compiled round medians taken side by
+  /// side) when both runs have them (`pairs` > 0), else from the two runs' intervals
+  Interval ci95;
+  std::size_t pairs = 0;
 };
 
 struct Findings {
@@ -56,6 +70,7 @@ struct Findings {
   /// Wins per configuration over the models, each model at its largest batch; most wins first.
   std::vector<ConfigWins> wins;
   std::size_t models_compared = 0;     ///< models with 2+ configurations at their largest batch
+  std::vector<std::string> tied_models;  ///< of those, the ones whose fastest is not decided (a tie)
   std::vector<Speedup> speedups;       ///< every compiled run with an eager run of the same cell
   /// Index into speedups of the largest whose two runs are trusted (of any, when none are).
   std::optional<std::size_t> largest_speedup;

@@ -41,6 +41,12 @@ struct ResultLayer {
   bool modeled = true;
 };
 
+/// One round of a run (timing.rounds[]): the unit of evidence of its estimate.
+struct ResultRound {
+  int process = 0, sweep = 0, pass = 0;  ///< (sweep, pass) pairs it with a round of another cell of the study
+  double median_seconds = 0;
+};
+
 /// One run as the file holds it. Every figure is the file's: nothing is re-derived here.
 struct ResultRun {
   std::string source;  ///< where it was read: "results.jsonl:7" or "profile.json: runs[3]"
@@ -61,6 +67,14 @@ struct ResultRun {
   double cv = 0;
   std::int64_t samples = 0;
   std::vector<double> samples_seconds;  ///< empty in files written before it was added
+  std::vector<ResultRound> rounds;      ///< empty in files written before rounds (one window: overconfident)
+  double interval_coverage = 0;         ///< of [ci95_low, ci95_high] from the rounds; 0 without rounds
+  /// the round medians
+  std::vector<double> round_medians() const {
+    std::vector<double> m;
+    for (const ResultRound& r : rounds) m.push_back(r.median_seconds);
+    return m;
+  }
   double efficiency = 0;
   double fused_efficiency = 0;
   double samples_per_second = 0;

@@ -17,6 +17,10 @@ With NEURALCOST_FAULT_MODEL=NAME the fault strikes only a worker that built that
     oom-at-build        runs out of memory for real (under an address-space limit 256 MiB above its
                         size, lifted again as the MemoryError leaves) and
                         answers with the protocol's out_of_memory error
+    slow-at-build       builds the model for real, then makes each of its passes
+                        $NEURALCOST_FAULT_SLOWDOWN (default 0.10) longer with busy work: a known
+                        change for A/B tests (bench/aa_bench.sh)
+With NEURALCOST_FAULT_FRAMEWORK=NAME (jax, tensorflow, torch) only that framework's worker is faulty.
 """
 import os
 

@@ -17,7 +17,10 @@ def faulty(name):
         if name == "build":
             self.fault_model = req.get("model")
         only = os.environ.get("NEURALCOST_FAULT_MODEL")
-        if name != when or (only and getattr(self, "fault_model", None) != only):
+        framework = os.environ.get("NEURALCOST_FAULT_FRAMEWORK")
+        if name != when or (only and getattr(self, "fault_model", None) != only) or (
+            framework and framework != self.framework
+        ):
             return real[name](self, req)
         calls[name] = calls.get(name, 0) + 1
         if fault == "hangsecond" and calls[name] == 1:
@@ -65,6 +68,22 @@ def faulty(name):
             os.close(self.out.fileno())
             time.sleep(1.5)
             os._exit(3)
+        if fault == "slow":
+            # a known change for A/B tests (bench/aa_bench.sh): every pass of the built model takes
+            # $NEURALCOST_FAULT_SLOWDOWN (default 0.10) longer, as busy work on this CPU after it
+            reply = real[name](self, req)
+            slowdown = float(os.environ.get("NEURALCOST_FAULT_SLOWDOWN", "0.10"))
+            inner = self.model.run
+
+            def slowed():
+                t0 = time.perf_counter_ns()
+                inner()
+                end = time.perf_counter_ns() + (time.perf_counter_ns() - t0) * slowdown
+                while time.perf_counter_ns() < end:
+                    pass
+
+            self.model.run = slowed
+            return reply
         if fault == "protocol":
             return {"protocol": 99, "framework": self.framework, "modes": [], "environment": {}}
         if fault == "oom":

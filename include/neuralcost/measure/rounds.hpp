@@ -1,0 +1,82 @@
+// Rounds: the unit of evidence of a measured cell (docs/profiling.md, "Rounds"). A round is the
+// cell timed in its own window of time (after other cells ran, some rounds in a freshly
+// prepared model: a fresh worker process); a cell's estimate is the median of its rounds'
+// medians and its 95 % interval comes from the rounds (order statistics of the round medians),
+// never from passes of one window treated as independent: on a shared machine the variance lives
+// between windows. Pure arithmetic here; the schedule that takes the rounds is schedule.hpp.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "neuralcost/measure/statistics.hpp"
+
+namespace neuralcost {
+
+struct RoundOptions {
+  int rounds = 6;       ///< rounds per cell at least (6: the [min, max] of 6 medians is a 96.9 % interval)
+  int max_rounds = 12;  ///< more while the interval is wider than ok_half_width, up to this
+  /// Preparations per cell: its rounds are split over this many, each in a freshly prepared
+  /// model (a fresh worker process), each in its own sweep over the study's cells. A cell whose
+  /// rounds disagree gets one more, for its rounds beyond `rounds` (schedule.hpp)
+  int processes = 1;
+  /// The verdict's threshold: `ok` needs the 95 % interval within this fraction of the estimate
+  /// on both sides (and a 95 % coverage: at least 6 rounds)
+  double ok_half_width = 0.05;
+  std::uint64_t seed = 1;  ///< of the interleaving order (the same seed, the same order)
+};
+
+/// One round of a cell.
+struct Round {
+  int process = 0;  ///< which preparation of the cell took it (0: the first)
+  int sweep = 0;    ///< the schedule's sweep (rounds of one sweep and pass of a group were taken side by side)
+  int pass = 0;     ///< the pass over the group's cells within the sweep: (sweep, pass) pairs rounds of two cells
+  double start_seconds = 0;  ///< when it started, from the start of the schedule
+  std::vector<double> samples_seconds;
+  SampleSummary summary;
+  std::vector<std::string> reasons;  ///< what the timing contract mistrusted in this round (load, clock)
+};
+
+struct RoundsEstimate {
+  std::size_t rounds = 0;
+  double median_seconds = 0;  ///< the median of the round medians
+  MedianInterval interval;    ///< order statistics of the round medians (coverage says what it holds)
+  double relative_half_width = 0;  ///< max(estimate - low, high - estimate) / estimate
+  /// Robust relative spreads: within a round, the median over rounds of 1.4826 MAD / median of
+  /// its passes; between rounds, 1.4826 MAD / median of the round medians
+  double within_round_spread = 0;
+  double between_round_spread = 0;
+  /// The spread of round medians that within-round noise alone would give (the median's standard
+  /// error, 1.2533 x within spread / sqrt(passes)); between_round_spread above it means the
+  /// variance lives between windows
+  double expected_between_spread = 0;
+  std::string dominant;  ///< "between rounds" or "within rounds"
+};
+
+/// The estimate and interval of a cell from its rounds (at least one; kInvalidArgument otherwise).
+RoundsEstimate estimate_rounds(const std::vector<Round>& rounds);
+
+/// Whether the estimate's interval is narrow enough to act on (and holds 95 %).
+bool rounds_agree(const RoundsEstimate& estimate, const RoundOptions& options);
+
+/// Why a cell's rounds are not `ok`, as one reason line; empty when they agree.
+std::string rounds_disagreement(const RoundsEstimate& estimate, const RoundOptions& options);
+
+/// A seeded random permutation of 0..n-1 (std::mt19937_64 seeded with seed and salt, a
+/// Fisher-Yates shuffle): the same arguments give the same order on every machine.
+std::vector<std::size_t> seeded_order(std::size_t n, std::uint64_t seed, std::uint64_t salt);
+
+/// A paired comparison of two cells whose rounds were taken side by side (the same sweep and
+/// pass): per pair the ratio b / a of their round medians; the estimate is the median ratio and
+/// the interval its order-statistic 95 % interval. `pairs` 0 when none pair.
+struct PairedRatio {
+  std::size_t pairs = 0;
+  double ratio = 0;
+  MedianInterval interval;
+};
+PairedRatio paired_ratio(const std::vector<Round>& a, const std::vector<Round>& b);
+/// The same from round medians already paired (a[i] with b[i]).
+PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>& b);
+
+}  // namespace neuralcost

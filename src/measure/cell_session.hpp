@@ -1,0 +1,58 @@
+// One cell while the schedule measures it (schedule.hpp): its prepared model between rounds, the
+// rounds so far, and what its first preparation learnt (analysis, per-layer times, the model's
+// contract facts). Implemented in profile.cpp, beside the pipeline's other steps.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "neuralcost/measure/device.hpp"
+#include "neuralcost/measure/schedule.hpp"
+
+namespace neuralcost {
+
+/// A round's passes fewer than this are enough: the round's median is one value of the cell's
+/// estimate, whose interval comes from the rounds.
+inline constexpr int kRoundMinSamples = 10;
+
+struct CellSession {
+  CellPlan plan;
+  ProfileRun run;  ///< identity; after open_session the analysis (and a training step's memory)
+  OpGraph forward;
+  std::unique_ptr<RunEnvironment> device;
+  std::unique_ptr<PreparedModel> model;  ///< empty between preparations
+  std::vector<std::unique_ptr<Sampler>> samplers;
+  std::map<std::string, std::string> model_environment;
+  std::string synchronisation;
+  std::optional<LayerTiming> layer_timing;
+  std::optional<TimingResult> first_timing;  ///< its counters and warm-up are the run's
+  std::vector<Round> rounds;
+  int preparations = 0;
+  bool opened = false;  ///< analysed (the first preparation)
+  bool failed = false;  ///< finished as failed
+};
+
+/// The timing options of one round: --budget split over the rounds, the round's own verdict off,
+/// a shorter warm-up unless the model was just prepared.
+TimingOptions round_timing(const ProfileOptions& options, bool after_preparation);
+
+/// Prepares the cell's model, captures and analyses it, starts its samplers and takes its
+/// per-layer times (and a training step's measured memory). Throws when it cannot be prepared.
+void open_session(CellSession& session, const HardwareSpec& hardware, const ProfileOptions& options);
+/// The model prepared afresh (for a worker: a fresh process); throws when it cannot be.
+void prepare_again(CellSession& session, const ProfileOptions& options);
+/// Releases the model (a worker process ends).
+void close_model(CellSession& session);
+/// One round in the prepared model.
+Round time_round(CellSession& session, const ProfileOptions& options, bool after_preparation);
+/// The cell's run from its rounds: estimate, interval, verdict, rates, contract, layers;
+/// `cut_short` (when not empty) is a reason to mistrust it (interrupted, a failed preparation).
+ProfileRun finish_session(CellSession& session, const HardwareSpec& hardware, const ProfileOptions& options,
+                          const std::string& cut_short);
+/// The run of a cell that could not be measured at all.
+ProfileRun failed_cell(const CellPlan& plan, const ProfileOptions& options, const std::string& error);
+
+}  // namespace neuralcost

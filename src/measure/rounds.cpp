@@ -1,0 +1,110 @@
+// A cell's estimate from its rounds (see rounds.hpp).
+#include "neuralcost/measure/rounds.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+namespace {
+
+constexpr double kMadToSigma = 1.4826;      // MAD of a normal distribution -> its sigma
+constexpr double kMedianEfficiency = 1.2533;  // sqrt(pi / 2): the median's standard error in sigmas / sqrt(n)
+
+double robust_relative_spread(const std::vector<double>& values) {
+  const double m = median(values);
+  return m > 0 ? kMadToSigma * mad(values) / m : 0.0;
+}
+
+}  // namespace
+
+RoundsEstimate estimate_rounds(const std::vector<Round>& rounds) {
+  if (rounds.empty()) throw Error(ErrorCode::kInvalidArgument, "a cell without rounds has no estimate");
+  RoundsEstimate e;
+  e.rounds = rounds.size();
+  std::vector<double> medians, within;
+  double passes = 0;
+  for (const Round& r : rounds) {
+    medians.push_back(r.summary.median);
+    within.push_back(r.summary.median > 0 ? kMadToSigma * r.summary.mad / r.summary.median : 0.0);
+    passes += static_cast<double>(r.summary.n);
+  }
+  e.median_seconds = median(medians);
+  e.interval = order_statistic_median_ci(medians);
+  if (e.median_seconds > 0) {
+    e.relative_half_width = std::max(e.median_seconds - e.interval.interval.low,
+                                     e.interval.interval.high - e.median_seconds) / e.median_seconds;
+  }
+  e.within_round_spread = median(within);
+  e.between_round_spread = robust_relative_spread(medians);
+  const double passes_per_round = std::max(1.0, passes / static_cast<double>(rounds.size()));
+  e.expected_between_spread = kMedianEfficiency * e.within_round_spread / std::sqrt(passes_per_round);
+  e.dominant = e.between_round_spread > e.expected_between_spread ? "between rounds" : "within rounds";
+  return e;
+}
+
+bool rounds_agree(const RoundsEstimate& e, const RoundOptions& o) {
+  return e.interval.coverage >= 0.95 && e.relative_half_width <= o.ok_half_width;
+}
+
+std::string rounds_disagreement(const RoundsEstimate& e, const RoundOptions& o) {
+  if (rounds_agree(e, o)) return "";
+  if (e.interval.coverage < 0.95) {
+    return fmt::format("too few rounds: {} round(s) give an interval of {:.1f}% coverage, not 95% (6 or more do); "
+                       "raise --rounds", e.rounds, 100 * e.interval.coverage);
+  }
+  return fmt::format("rounds disagree: the 95% interval of {} rounds spans {:+.1f}% to {:+.1f}% of the median, "
+                     "beyond the +-{:.0f}% that `ok` allows (spread between rounds {:.1f}%, within a round {:.1f}%: "
+                     "the variance lives {}); more --rounds narrow it, an idle machine more so",
+                     e.rounds, 100 * (e.interval.interval.low / e.median_seconds - 1),
+                     100 * (e.interval.interval.high / e.median_seconds - 1), 100 * o.ok_half_width,
+                     100 * e.between_round_spread, 100 * e.within_round_spread,
+                     e.dominant == "between rounds" ? "between windows of time" : "within a window");
+}
+
+std::vector<std::size_t> seeded_order(std::size_t n, std::uint64_t seed, std::uint64_t salt) {
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::mt19937_64 rng(seed * 0x9e3779b97f4a7c15ULL + salt);
+  // Fisher-Yates with our own draw: std::shuffle's algorithm is the library's, not fixed
+  for (std::size_t i = n; i > 1; --i) {
+    const std::size_t j = static_cast<std::size_t>(rng() % i);
+    std::swap(order[i - 1], order[j]);
+  }
+  return order;
+}
+
+PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>& b) {
+  if (a.size() != b.size()) throw Error(ErrorCode::kInvalidArgument, "paired values of unequal count");
+  PairedRatio p;
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (a[i] > 0) ratios.push_back(b[i] / a[i]);
+  }
+  p.pairs = ratios.size();
+  if (ratios.empty()) return p;
+  p.ratio = median(ratios);
+  p.interval = order_statistic_median_ci(ratios);
+  return p;
+}
+
+PairedRatio paired_ratio(const std::vector<Round>& a, const std::vector<Round>& b) {
+  std::map<std::pair<int, int>, double> first;
+  for (const Round& r : a) first[{r.sweep, r.pass}] = r.summary.median;
+  std::vector<double> x, y;
+  for (const Round& r : b) {
+    const auto it = first.find({r.sweep, r.pass});
+    if (it == first.end()) continue;
+    x.push_back(it->second);
+    y.push_back(r.summary.median);
+  }
+  return paired_ratio(x, y);
+}
+
+}  // namespace neuralcost
