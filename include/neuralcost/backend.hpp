@@ -23,8 +23,9 @@ namespace neuralcost {
 /// `inputs`; 4: OpRecord gained `differentiates`, op kinds for training steps, OpGraph hashed
 /// indexes; 5 added measured training: RunOptions::train, PreparedModel::step_memory, the step
 /// phases of LayerTiming; 6: LayerTiming::kernel_events; 7: LayerTiming::event_modules; 8:
-/// Backend::device_name takes the worker timeout; 9: LayerTiming::timer and timer_warning).
-inline constexpr int kPluginApiVersion = 9;
+/// Backend::device_name takes the worker timeout; 9: LayerTiming::timer and timer_warning; 10:
+/// PreparedModel::pause and resume).
+inline constexpr int kPluginApiVersion = 10;
 
 /// The loss of a training step: cross entropy on fixed random integer labels when the network's
 /// output is [batch, classes], mean squared error against a fixed random target otherwise.
@@ -134,6 +135,12 @@ class PreparedModel {
   /// (optional) Training: runs one step with the allocator's peak reset before it and returns
   /// that step's peak; empty when the backend has no real telemetry (never a guess).
   virtual std::optional<StepMemory> step_memory() { return std::nullopt; }
+  /// (optional) Stops the process that runs the model while other cells' rounds run, and lets it
+  /// go on before its own (measure/schedule.hpp): a framework's idle thread pools, spinning after
+  /// a pass, must not take the CPUs another cell is measuring. A no-op for a model run in this
+  /// process. Any other call resumes a paused model first.
+  virtual void pause() {}
+  virtual void resume() {}
   /// (optional) How the run's time is synchronised, for the contract.
   virtual std::string synchronisation() const {
     return "none needed: CPU ops return when their results are written";

@@ -9,6 +9,9 @@
 namespace neuralcost {
 namespace {
 
+/// How calibrate() begins the reason of rounds that never agreed (calibrate.cpp).
+constexpr const char* kRoundsDisagree = "the best rounds do not agree";
+
 std::string joined(const std::vector<std::string>& reasons) {
   std::string out;
   for (const std::string& r : reasons) out += (out.empty() ? "" : "; ") + r;
@@ -57,6 +60,10 @@ Calibration measure_for_cache(const HostDescription& host, int threads, bool ful
   status = fmt::format("{}{} calibration ({} thread{}) measured now ({:.1f} s) and saved to {}", before,
                        full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds,
                        calibration_cache_path(c.threads));
+  if (const std::string spread = rounds_disagreement(c); !spread.empty()) {
+    status += fmt::format(" with its spread ({}; each figure's spread is in the file, and later runs use it rather "
+                          "than calibrate again)", spread);
+  }
   return c;
 }
 
@@ -79,8 +86,18 @@ Calibration fill_cache(const HostDescription& host, int threads, bool full, cons
 
 }  // namespace
 
+std::string rounds_disagreement(const Calibration& c) {
+  for (const std::string& b : c.busy) {
+    if (b.rfind(kRoundsDisagree, 0) == 0) return b;
+  }
+  return "";
+}
+
 std::vector<std::string> why_not_cacheable(const Calibration& c) {
-  std::vector<std::string> reasons = c.busy;
+  std::vector<std::string> reasons;
+  for (const std::string& b : c.busy) {
+    if (b.rfind(kRoundsDisagree, 0) != 0) reasons.push_back(b);
+  }
   const auto fma = c.fma.find("fp32");
   const auto theory = c.theoretical_flops.find("fp32");
   if (fma != c.fma.end() && theory != c.theoretical_flops.end() && theory->second > 0 &&

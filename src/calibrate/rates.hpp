@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "neuralcost/hardware/calibration.hpp"
-#include "neuralcost/measure/statistics.hpp"
+#include "neuralcost/core/statistics.hpp"
 
 namespace neuralcost {
 

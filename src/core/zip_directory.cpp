@@ -5,6 +5,8 @@
 #include "neuralcost/core/zip_directory.hpp"
 
 #include <algorithm>
+#include <filesystem>
+#include <iterator>
 #include <fstream>
 #include <optional>
 
@@ -14,6 +16,16 @@
 
 namespace neuralcost {
 namespace {
+
+constexpr double kMaxExpansion = 32, kExpansionAllowance = 64.0 * (1 << 20);
+
+/// Bytes with a decimal prefix, three significant digits ("268 MB").
+std::string decimal_bytes(double bytes) {
+  const char* prefixes[] = {"", "k", "M", "G", "T", "P"};
+  std::size_t i = 0;
+  while (i + 1 < std::size(prefixes) && bytes >= 1000) bytes /= 1000, ++i;
+  return fmt::format("{:.3g} {}B", bytes, prefixes[i]);
+}
 
 constexpr std::uint32_t kEndSignature = 0x06054b50, kZip64EndSignature = 0x06064b50,
                         kZip64LocatorSignature = 0x07064b50, kEntrySignature = 0x02014b50;
@@ -137,6 +149,30 @@ std::vector<ZipEntry> read_zip_directory(const std::string& path) {
     out.push_back(std::move(e));
   }
   return out;
+}
+
+void check_torchscript_archive(const std::string& path) {
+  std::vector<ZipEntry> entries;
+  try {
+    entries = read_zip_directory(path);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kDataLoss) throw;
+    std::string why = e.what();  // "PATH: not a zip archive (...)"
+    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
+    throw Error(ErrorCode::kDataLoss,
+                fmt::format("{}: not a loadable TorchScript file: {}; torch.jit.save writes a zip archive", path, why));
+  }
+  double expanded = 0;  // sums of 64-bit sizes: a double cannot overflow here
+  for (const ZipEntry& e : entries) expanded += static_cast<double>(e.uncompressed);
+  std::error_code ec;
+  const auto size = static_cast<double>(std::filesystem::file_size(path, ec));
+  if (!ec && expanded > size * kMaxExpansion + kExpansionAllowance) {
+    throw Error(ErrorCode::kDataLoss,
+                fmt::format("{}: refused: its zip entries expand to {} from a {} file ({:.0f}x); torch.jit.save "
+                            "stores tensors uncompressed, so more than {}x the file plus {} is a decompression bomb",
+                            path, decimal_bytes(expanded), decimal_bytes(size), expanded / std::max(size, 1.0),
+                            kMaxExpansion, decimal_bytes(kExpansionAllowance)));
+  }
 }
 
 }  // namespace neuralcost

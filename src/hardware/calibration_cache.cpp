@@ -289,6 +289,8 @@ CachedCalibration load_cached_calibration(const HostDescription& host, int threa
     if (c.fingerprint == fingerprint && c.threads == wanted && (!full || !c.quick)) {
       out.status = fmt::format("calibration of {} ({} thread{}) from {}", c.created, c.threads,
                                c.threads == 1 ? "" : "s", path);
+      // saved with rounds that never agreed: say so each time it is used (calibrate.hpp, why_not_cacheable)
+      for (const std::string& b : c.busy) out.status += fmt::format(" (saved with its spread: {})", b);
       out.calibration = std::move(c);
       return out;
     }

@@ -77,6 +77,11 @@ class CpuEnvironment final : public RunEnvironment {
     c["cpu_model"] = env.cpu_model;
     c["logical_cpus"] = std::to_string(env.logical_cpus);
     c["virtual_machine"] = env.virtual_machine ? "yes" : "no";
+    // what makes rounds disagree (docs/profiling.md §2a, "Machine hygiene")
+    c["transparent_hugepages"] = env.transparent_hugepages;
+    c["frequency_governor"] = env.frequency_governor;
+    c["numa_nodes"] = env.numa_nodes > 0 ? std::to_string(env.numa_nodes) : "unknown";
+    c["cpus_pinned"] = env.machine_cpus > 0 ? fmt::format("{} of {}", env.logical_cpus, env.machine_cpus) : "unknown";
     // kept under its old name: the contract is read by scripts
     c["page_faults_per_iteration"] = faults ? fmt::format("{:.1f}", faults->value) : "unknown";
     warnings.insert(warnings.end(), env.warnings.begin(), env.warnings.end());

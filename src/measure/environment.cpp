@@ -2,8 +2,10 @@
 #include "neuralcost/measure/environment.hpp"
 
 #include <sched.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -22,6 +24,49 @@ long faults_now() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_minflt + u.ru_majflt;
+}
+
+std::string first_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  return in && std::getline(in, line) ? line : "";
+}
+
+/// THP, the governor, NUMA nodes and online CPUs (sysfs), with a warning where one distorts rounds.
+void read_machine_hygiene(EnvironmentFacts& f) {
+  // "always [madvise] never": the bracketed one is in force
+  const std::string thp = first_line("/sys/kernel/mm/transparent_hugepage/enabled");
+  const std::size_t open = thp.find('['), close = thp.find(']');
+  if (open != std::string::npos && close != std::string::npos && close > open) {
+    f.transparent_hugepages = thp.substr(open + 1, close - open - 1);
+  }
+  std::error_code ec;
+  const bool cpufreq = std::filesystem::exists("/sys/devices/system/cpu/cpu0/cpufreq", ec);
+  const std::string governor = first_line("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor");
+  f.frequency_governor = !governor.empty() ? governor : cpufreq ? "unknown" : "none";
+  int nodes = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/sys/devices/system/node", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("node", 0) == 0 && name.size() > 4 && std::isdigit(static_cast<unsigned char>(name[4]))) ++nodes;
+  }
+  f.numa_nodes = nodes;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  f.machine_cpus = online > 0 ? static_cast<int>(online) : 0;
+  if (f.transparent_hugepages == "always") {
+    f.warnings.push_back("transparent huge pages are 'always': khugepaged compacts memory in the background, and a "
+                         "pass whose buffers it collapses runs at another speed than the next (rounds disagree); "
+                         "'madvise' avoids it");
+  }
+  if (f.frequency_governor != "none" && f.frequency_governor != "unknown" && f.frequency_governor != "performance") {
+    f.warnings.push_back(fmt::format("CPU frequency governor '{}': the clock follows the load, so rounds run at "
+                                     "different clocks; 'performance' holds it",
+                                     f.frequency_governor));
+  }
+  if (f.numa_nodes > 1 && f.logical_cpus == f.machine_cpus) {
+    f.warnings.push_back(fmt::format("{} NUMA nodes and the process may run on any CPU: memory on the other node is "
+                                     "slower, and rounds differ by where they ran; pin with numactl or taskset",
+                                     f.numa_nodes));
+  }
 }
 
 }  // namespace
@@ -53,6 +98,7 @@ EnvironmentFacts detect_environment() {
         f.variables["OPENBLAS_CORETYPE"]));
   }
   if (f.virtual_machine) f.warnings.push_back("running in a virtual machine: other guests can add noise");
+  read_machine_hygiene(f);
   return f;
 }
 

@@ -8,7 +8,7 @@
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/cost/op_kinds.hpp"
-#include "neuralcost/measure/statistics.hpp"
+#include "neuralcost/core/statistics.hpp"
 
 namespace neuralcost {
 namespace {

@@ -13,7 +13,6 @@
 #include "neuralcost/core/zip_directory.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
-#include "report/si_format.hpp"
 
 namespace neuralcost {
 namespace {
@@ -22,7 +21,6 @@ namespace fs = std::filesystem;
 
 // a TorchScript file's entries may expand to this many times the file, plus the allowance
 // (pickled code is deflated; tensors are stored)
-constexpr double kMaxExpansion = 32, kExpansionAllowance = 64.0 * (1 << 20);
 
 /// Per kind: how messages name it, and the backend that loads it (empty: none, or any that is named).
 struct KindFacts {
@@ -119,30 +117,6 @@ std::vector<ModelBackends> choose_backends(const std::vector<std::string>& model
     out.push_back(std::move(entry));
   }
   return out;
-}
-
-void check_torchscript_archive(const std::string& path) {
-  std::vector<ZipEntry> entries;
-  try {
-    entries = read_zip_directory(path);
-  } catch (const Error& e) {
-    if (e.code() != ErrorCode::kDataLoss) throw;
-    std::string why = e.what();  // "PATH: not a zip archive (...)"
-    if (why.rfind(path + ": ", 0) == 0) why.erase(0, path.size() + 2);
-    throw Error(ErrorCode::kDataLoss,
-                fmt::format("{}: not a loadable TorchScript file: {}; torch.jit.save writes a zip archive", path, why));
-  }
-  double expanded = 0;  // sums of 64-bit sizes: a double cannot overflow here
-  for (const ZipEntry& e : entries) expanded += static_cast<double>(e.uncompressed);
-  std::error_code ec;
-  const auto size = static_cast<double>(fs::file_size(path, ec));
-  if (!ec && expanded > size * kMaxExpansion + kExpansionAllowance) {
-    throw Error(ErrorCode::kDataLoss,
-                fmt::format("{}: refused: its zip entries expand to {} from a {} file ({:.0f}x); torch.jit.save "
-                            "stores tensors uncompressed, so more than {}x the file plus {} is a decompression bomb",
-                            path, report::si(expanded, "B"), report::si(size, "B"), expanded / std::max(size, 1.0),
-                            kMaxExpansion, report::si(kExpansionAllowance, "B")));
-  }
 }
 
 }  // namespace neuralcost

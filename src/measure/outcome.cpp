@@ -1,5 +1,4 @@
-// Outcomes and counters (see outcome.hpp, counters.hpp).
-#include "neuralcost/measure/counters.hpp"
+// Outcomes (see outcome.hpp).
 #include "neuralcost/measure/outcome.hpp"
 
 namespace neuralcost {
@@ -19,21 +18,5 @@ void Outcome::mistrust(std::string reason) {
 }
 
 Outcome Outcome::failure(std::string error) { return {Verdict::kFailed, {std::move(error)}}; }
-
-std::string counter_kind_name(Counter::Kind kind) {
-  switch (kind) {
-    case Counter::Kind::kPerIteration: return "per_iteration";
-    case Counter::Kind::kTotal: return "total";
-    case Counter::Kind::kRate: return "rate";
-  }
-  return "?";
-}
-
-const Counter* find_counter(const Counters& counters, const std::string& name) {
-  for (const Counter& c : counters) {
-    if (c.name == name) return &c;
-  }
-  return nullptr;
-}
 
 }  // namespace neuralcost

@@ -12,7 +12,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/cost/op_kinds.hpp"
-#include "neuralcost/measure/statistics.hpp"
+#include "neuralcost/core/statistics.hpp"
 #include "neuralcost/measure/device.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/measure/load.hpp"
@@ -199,7 +199,10 @@ void open_session(CellSession& s, const HardwareSpec& hw, const ProfileOptions& 
   s.samplers = s.device->samplers(*s.model, plan.request.batch);
   s.opened = true;
   if (options.run.train) add_step_memory(run, *s.model);
-  if (options.layer_runs <= 0) return;
+  if (options.layer_runs <= 0) {
+    s.model->pause();
+    return;
+  }
   // per-layer times are extra: when they cannot be had, the run keeps its timing
   try {
     for (int i = 0; i < options.timing.warmup_iterations; ++i) {
@@ -220,6 +223,7 @@ void open_session(CellSession& s, const HardwareSpec& hw, const ProfileOptions& 
   } catch (const Error& e) {
     run.warnings.push_back(std::string("no per-layer times: ") + e.what());
   }
+  s.model->pause();  // until its first round: other cells of its group are prepared and measured
 }
 
 void prepare_again(CellSession& s, const ProfileOptions& options) {
@@ -227,6 +231,7 @@ void prepare_again(CellSession& s, const ProfileOptions& options) {
   s.model = s.plan.backend->prepare(s.plan.request, s.plan.mode, options.run);
   ++s.preparations;
   s.samplers = s.device->samplers(*s.model, s.plan.request.batch);
+  s.model->pause();
 }
 
 void close_model(CellSession& s) {
@@ -236,6 +241,12 @@ void close_model(CellSession& s) {
 
 Round time_round(CellSession& s, const ProfileOptions& options, bool after_preparation) {
   PreparedModel& model = *s.model;
+  model.resume();
+  // paused again whatever happens: its threads stay off the CPUs while the other cells run
+  struct Pause {
+    PreparedModel& m;
+    ~Pause() { m.pause(); }
+  } pause{model};
   TimedCallable work{[&] { model.run(); }, [&] { model.synchronize(); }, [&] { return model.last_run_seconds(); }, {}};
   for (const auto& sampler : s.samplers) work.samplers.push_back(sampler.get());
   TimingResult t = time_until_stable(work, round_timing(options, after_preparation));

@@ -8,7 +8,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/measure/schedule.hpp"
-#include "neuralcost/measure/statistics.hpp"
+#include "neuralcost/core/statistics.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/training/training.hpp"
 

@@ -77,16 +77,28 @@ std::string speedup_sentence(const ResultsFile& results, const Findings& f) {
                          rate);
       break;
   }
-  std::size_t slower = 0;
+  // slower only where the interval says so; below 1 inside an interval that holds 1: a tie
+  std::size_t slower = 0, tied = 0;
   const Speedup* worst = nullptr;
   for (const Speedup& x : f.speedups) {
-    if (x.speedup < 1) ++slower;
-    if (!worst || x.speedup < worst->speedup) worst = &x;
+    if (x.speedup >= 1) continue;
+    if (x.ci95.high < 1) {
+      ++slower;
+      if (!worst || x.speedup < worst->speedup) worst = &x;
+    } else {
+      ++tied;
+    }
   }
   if (slower > 0) {
     const ResultRun& w = results.runs[worst->compiled];
-    out += fmt::format(" Compiling was slower than eager in {} of {} (worst: {} on {}, batch {}, {:.2f}x).", slower,
-                       plural(f.speedups.size(), "cell", "cells"), config_name(w), w.model, w.batch, worst->speedup);
+    out += fmt::format(" Compiling was slower than eager in {} of {} (worst: {} on {}, batch {}, {:.2f}x, 95% CI "
+                       "{:.2f}x to {:.2f}x).",
+                       slower, plural(f.speedups.size(), "cell", "cells"), config_name(w), w.model, w.batch,
+                       worst->speedup, worst->ci95.low, worst->ci95.high);
+  }
+  if (tied > 0) {
+    out += fmt::format(" In {} of {} compiled and eager are a tie within the 95% interval.", tied,
+                       plural(f.speedups.size(), "cell", "cells"));
   }
   return out;
 }

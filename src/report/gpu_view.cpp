@@ -9,7 +9,7 @@
 // above 100% is marked and repeated in the warnings.
 #include <fmt/format.h>
 
-#include "neuralcost/gpu/gpu_calibration.hpp"
+#include "neuralcost/calibrate/gpu_calibration.hpp"
 #include "neuralcost/report/views.hpp"
 #include "report/gpu_view.hpp"
 #include "report/safe_text.hpp"

@@ -160,6 +160,22 @@ check(json.load(open(f"{results}/study.json")), profile_schema, "results: study.
 for name in ["before.jsonl", "after.jsonl"]:
     for number, line in enumerate(open(f"{results}/{name}"), 1):
         check(json.loads(line), results_line_schema, f"results: {name}:{number}")
+# a study's own lines: its header, every round line and every run line (with its rounds)
+with tempfile.TemporaryDirectory() as out:
+    lines = f"{out}/study.jsonl"
+    quick = [a for i, a in enumerate(QUICK) if a != "--format" and (i == 0 or QUICK[i - 1] != "--format")]
+    done = subprocess.run([binary, "study", "--model", "ff", "--backend", "libtorch", "--mode", "eager,compiled",
+                           *quick, "-o", lines], capture_output=True, text=True)
+    expect(done.returncode == 0, f"study exited {done.returncode}: {done.stderr.strip()}")
+    kinds = set()
+    for number, line in enumerate(open(lines), 1):
+        j = json.loads(line)
+        kinds.add("round" if "round" in j else "run" if "model" in j else "header")
+        check(j, results_line_schema, f"study.jsonl:{number}")
+        if "model" in j and not j["failed"]:
+            expect(len(j["timing"]["rounds"]) >= 6, f"study.jsonl:{number}: fewer than 6 rounds")
+    expect(kinds == {"header", "round", "run"}, f"study.jsonl: lines of kinds {kinds}")
+rejects({"round": {"cell": "x"}}, results_line_schema, "the results-line schema accepted a round without its fields")
 rejects({"benchmark": "foreign"}, results_line_schema, "the results-line schema accepted a foreign line")
 rejects({"model": "ff"}, results_line_schema, "the results-line schema accepted a run without its fields")
 check(cli("cost", f"{results}/study.json", "--price-per-hour", "2.5", "--format", "json"), cost_schema, "cost study.json")

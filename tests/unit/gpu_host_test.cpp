@@ -13,7 +13,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/gpu/contract.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
-#include "neuralcost/gpu/gpu_calibration.hpp"
+#include "neuralcost/calibrate/gpu_calibration.hpp"
 #include "neuralcost/gpu/launch_floor.hpp"
 #include "neuralcost/gpu/nvml.hpp"
 #include "neuralcost/hardware/database.hpp"

@@ -1,5 +1,5 @@
 // Sample statistics on known sets, with the edge cases written down.
-#include "neuralcost/measure/statistics.hpp"
+#include "neuralcost/core/statistics.hpp"
 
 #include <gtest/gtest.h>
 

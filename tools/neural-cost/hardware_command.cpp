@@ -9,7 +9,7 @@
 #include "neuralcost/calibrate/calibrate.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
-#include "neuralcost/gpu/gpu_calibration.hpp"
+#include "neuralcost/calibrate/gpu_calibration.hpp"
 #include "neuralcost/measure/device.hpp"
 
 namespace neuralcost::cli {

@@ -47,10 +47,15 @@ Calibration calibrate(const HostDescription& host, const CalibrationOptions& opt
 /// calibrate() adds them to its warnings.
 std::vector<std::string> ceiling_findings(const Calibration& calibration, const HostDescription& host);
 
-/// Why `calibration` must not be cached, each with the fix: its `busy` reasons (load before or
-/// during it, rounds that disagree) and an FP32 FMA below kMinFmaOfTheory of the theoretical
-/// peak. Empty when it may be.
+/// Why `calibration` must not be cached, each with the fix: its `busy` reasons of load (before or
+/// during it) and an FP32 FMA below kMinFmaOfTheory of the theoretical peak. Empty when it may
+/// be. Rounds that never agreed within the tolerance on a quiet machine are no reason: the
+/// machine's own round-to-round spread is what a recalibration would meet again, so such a
+/// calibration is cached with its spread (each figure's `spread` and `round_agreement`) and
+/// the status says so (rounds_disagreement), instead of being redone by every run (issue 23).
 std::vector<std::string> why_not_cacheable(const Calibration& calibration);
+/// The `busy` reason that says the best rounds did not agree, or "" (see why_not_cacheable).
+std::string rounds_disagreement(const Calibration& calibration);
 
 /// The calibration `--hardware host` uses for a run of `threads` threads (0: one per CPU): the
 /// cache file when load_cached_calibration accepts it; else a new calibration (quick unless

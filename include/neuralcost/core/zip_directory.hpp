@@ -23,4 +23,12 @@ struct ZipEntry {
 /// opened. Reads at most the directory (refused above 256 MiB or 10^6 entries).
 std::vector<ZipEntry> read_zip_directory(const std::string& path);
 
+/// Checks a TorchScript file's zip directory (read by our own reader) before LibTorch opens it:
+/// torch.jit.save stores tensors uncompressed, and LibTorch allocates each entry's declared size
+/// when it extracts it, so a file whose entries expand past 32x its size plus 64 MiB is a
+/// decompression bomb: kDataLoss "PATH: refused: its zip entries expand to 1.07 GB from a
+/// 1.05 MB file (1024x); ...". kDataLoss "PATH: not a loadable TorchScript file: not a zip archive
+/// (...)" when our reader cannot read its directory.
+void check_torchscript_archive(const std::string& path);
+
 }  // namespace neuralcost

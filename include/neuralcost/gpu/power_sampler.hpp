@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "neuralcost/gpu/power.hpp"
-#include "neuralcost/measure/counters.hpp"
+#include "neuralcost/core/counters.hpp"
 
 namespace neuralcost {
 

@@ -15,7 +15,7 @@
 
 #include "neuralcost/backend.hpp"
 #include "neuralcost/hardware/spec.hpp"
-#include "neuralcost/measure/counters.hpp"
+#include "neuralcost/core/counters.hpp"
 #include "neuralcost/measure/timing.hpp"
 
 namespace neuralcost {

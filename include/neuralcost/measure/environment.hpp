@@ -17,6 +17,14 @@ struct EnvironmentFacts {
   bool virtual_machine = false;  ///< the "hypervisor" CPU flag
   /// Environment variables that change how numeric libraries behave, as set ("" = unset).
   std::map<std::string, std::string> variables;
+  /// What makes rounds disagree on a shared machine (docs/profiling.md §2a, "Machine hygiene"):
+  /// transparent huge pages ("always", "madvise", "never"), the CPU frequency governor ("none":
+  /// no cpufreq, the hypervisor or firmware sets the clock), NUMA nodes, whether this process is
+  /// pinned to fewer CPUs than the machine has; "unknown" where unreadable.
+  std::string transparent_hugepages = "unknown";
+  std::string frequency_governor = "unknown";
+  int numa_nodes = 0;          ///< 0: unknown
+  int machine_cpus = 0;        ///< online CPUs of the machine (0: unknown)
   std::vector<std::string> warnings;  ///< facts that distort measurements, one sentence each
 };
 

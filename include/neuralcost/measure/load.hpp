@@ -20,7 +20,7 @@
 #include <string_view>
 #include <vector>
 
-#include "neuralcost/measure/counters.hpp"
+#include "neuralcost/core/counters.hpp"
 #include "neuralcost/measure/timing.hpp"
 
 namespace neuralcost {

@@ -31,13 +31,6 @@ std::string_view model_kind_description(ModelKind kind);
 /// that is neither a built-in network nor a file.
 ModelKind model_kind(const std::string& model);
 
-/// Checks a TorchScript file's zip directory (read by our own reader) before LibTorch opens it:
-/// torch.jit.save stores tensors uncompressed, and LibTorch allocates each entry's declared size
-/// when it extracts it, so a file whose entries expand past 32x its size plus 64 MiB is a
-/// decompression bomb: kDataLoss "PATH: refused: its zip entries expand to 1.07 GB from a
-/// 1.05 MB file (1024x); ...". kDataLoss "PATH: not a loadable TorchScript file: not a zip archive
-/// (...)" when our reader cannot read its directory.
-void check_torchscript_archive(const std::string& path);
 
 /// One model of a profile and the backends it runs in.
 struct ModelBackends {

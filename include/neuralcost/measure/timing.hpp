@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "neuralcost/measure/counters.hpp"
+#include "neuralcost/core/counters.hpp"
 #include "neuralcost/measure/outcome.hpp"
-#include "neuralcost/measure/statistics.hpp"
+#include "neuralcost/core/statistics.hpp"
 
 namespace neuralcost {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "neuralcost/measure/statistics.hpp"
+#include "neuralcost/core/statistics.hpp"
 #include "neuralcost/report/results.hpp"
 
 namespace neuralcost {

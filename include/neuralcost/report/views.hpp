@@ -12,7 +12,7 @@
 
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
-#include "neuralcost/gpu/gpu_calibration.hpp"
+#include "neuralcost/calibrate/gpu_calibration.hpp"
 #include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/hardware/host.hpp"
 #include "neuralcost/registry.hpp"

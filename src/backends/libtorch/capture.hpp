@@ -11,7 +11,7 @@
 #include <ATen/ATen.h>
 
 #include "backends/capture/captured_op.hpp"
-#include "neuralcost/registry.hpp"
+#include "neuralcost/backend.hpp"
 
 namespace neuralcost::libtorch {
 

@@ -16,7 +16,7 @@
 #include "backends/libtorch/reference_modules.hpp"
 #include "backends/libtorch/training_step.hpp"
 #include "neuralcost/core/error.hpp"
-#include "neuralcost/measure/model_files.hpp"
+#include "neuralcost/core/zip_directory.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
 
@@ -25,7 +25,18 @@ namespace {
 
 using libtorch::ParameterNames;
 
-std::string first_line(const std::string& s) { return s.substr(0, s.find('\n')); }
+/// The first line of `s` with text on it (torch 2.x's loader begins its message with a newline).
+std::string first_line(const std::string& s) {
+  std::size_t start = 0;
+  while (start < s.size()) {
+    const std::size_t end = std::min(s.find('\n', start), s.size());
+    const std::string line = s.substr(start, end - start);
+    const std::size_t first = line.find_first_not_of(" \t\r");
+    if (first != std::string::npos) return line.substr(first, line.find_last_not_of(" \t\r") + 1 - first);
+    start = end + 1;
+  }
+  return "";
+}
 
 /// The line of a forward error that says what went wrong: the first, except for TorchScript's
 /// interpreter, which puts its tracebacks first and the error ("RuntimeError: ...") last.

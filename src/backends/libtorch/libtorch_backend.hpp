@@ -3,7 +3,7 @@
 // This header is free of torch includes so the registry can list the backend.
 #pragma once
 
-#include "neuralcost/registry.hpp"
+#include "neuralcost/backend.hpp"
 
 namespace neuralcost {
 

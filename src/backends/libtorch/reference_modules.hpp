@@ -5,7 +5,7 @@
 #include <torch/script.h>
 #include <torch/torch.h>
 
-#include "neuralcost/registry.hpp"
+#include "neuralcost/backend.hpp"
 
 namespace neuralcost::libtorch {
 

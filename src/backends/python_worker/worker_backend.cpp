@@ -17,7 +17,7 @@
 #include "backends/capture/captured_json.hpp"
 #include "backends/python_worker/worker_process.hpp"
 #include "neuralcost/core/error.hpp"
-#include "neuralcost/measure/statistics.hpp"
+#include "neuralcost/core/statistics.hpp"
 #include "neuralcost/model_inputs.hpp"
 
 namespace neuralcost::worker {
@@ -190,6 +190,9 @@ class WorkerModel final : public PreparedModel {
             : framework == "tensorflow" ? "the result materialised (.numpy()), inside the worker"
                                         : "torch.cuda.synchronize on a GPU, nothing on the CPU, inside the worker";
   }
+
+  void pause() override { process_.pause(); }
+  void resume() override { process_.resume(); }
 
   void run() override {
     if (pending_.empty()) {

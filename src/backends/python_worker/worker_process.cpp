@@ -166,6 +166,7 @@ void WorkerProcess::fail_process(const std::string& doing) {
 nlohmann::json WorkerProcess::request(const nlohmann::json& req, std::chrono::duration<double> timeout) {
   const std::string cmd = req.value("cmd", std::string("?"));
   const std::string doing = fmt::format("answering '{}'", cmd);
+  resume();  // a paused worker answers nothing
   if (reaped_ || in_ < 0) fail_process(doing);
   const std::string line = req.dump() + "\n";
   for (std::size_t sent = 0; sent < line.size();) {
@@ -217,7 +218,19 @@ nlohmann::json WorkerProcess::request(const nlohmann::json& req, std::chrono::du
   }
 }
 
+void WorkerProcess::pause() {
+  if (pid_ <= 0 || reaped_ || paused_) return;
+  if (::kill(-pid_, SIGSTOP) == 0) paused_ = true;
+}
+
+void WorkerProcess::resume() {
+  if (!paused_) return;
+  paused_ = false;
+  if (pid_ > 0 && !reaped_) ::kill(-pid_, SIGCONT);
+}
+
 void WorkerProcess::stop() {
+  resume();  // a stopped worker cannot hear "quit"
   if (pid_ <= 0 || reaped_) {
     close_fd(in_);
     close_fd(out_);

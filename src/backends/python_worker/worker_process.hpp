@@ -34,6 +34,10 @@ class WorkerProcess {
 
   /// Asks the worker to quit, then makes sure it is gone (SIGKILL after a grace period).
   void stop();
+  /// Stops the worker's process group (SIGSTOP) until resume() (SIGCONT) or the next request:
+  /// a stopped worker's threads take no CPU while other workers are measured.
+  void pause();
+  void resume();
 
   /// The last lines the worker wrote to stderr.
   std::string stderr_tail() const;
@@ -51,6 +55,7 @@ class WorkerProcess {
   std::deque<std::string> err_lines_;
   int exit_status_ = -1;  ///< waitpid status once reaped
   bool reaped_ = false;
+  bool paused_ = false;
 };
 
 }  // namespace neuralcost::worker

@@ -4,7 +4,7 @@
 // whose shapes stay unknown, become unmodeled records with the reason.
 #pragma once
 
-#include "neuralcost/registry.hpp"
+#include "neuralcost/importer.hpp"
 
 namespace neuralcost {
 

@@ -1,7 +1,7 @@
 // Importer for the five built-in reference networks (ff, cnn, rnn, lstm, transformer).
 #pragma once
 
-#include "neuralcost/registry.hpp"
+#include "neuralcost/importer.hpp"
 
 namespace neuralcost {
 

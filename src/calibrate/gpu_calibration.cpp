@@ -1,5 +1,5 @@
 // GPU calibration: checks, the CUDA plugin, the datasheet comparison (see gpu_calibration.hpp).
-#include "neuralcost/gpu/gpu_calibration.hpp"
+#include "neuralcost/calibrate/gpu_calibration.hpp"
 
 #include <dlfcn.h>
 

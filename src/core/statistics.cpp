@@ -1,5 +1,5 @@
 // Sample statistics and the bootstrap interval of the median (see statistics.hpp).
-#include "neuralcost/measure/statistics.hpp"
+#include "neuralcost/core/statistics.hpp"
 
 #include <algorithm>
 #include <cmath>
