@@ -30,6 +30,7 @@ struct CellSession {
   std::optional<LayerTiming> layer_timing;
   std::optional<TimingResult> first_timing;  ///< its counters and warm-up are the run's
   std::vector<Round> rounds;
+  std::string round_error;  ///< why the last round that failed did (the cell's error when none was timed)
   int preparations = 0;
   bool opened = false;  ///< analysed (the first preparation)
   bool failed = false;  ///< finished as failed

@@ -269,7 +269,11 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
   ProfileRun& run = s.run;
   run.preparations = s.preparations;
   try {
-    if (s.rounds.empty()) throw Error(ErrorCode::kDataLoss, "no round was timed" + (cut_short.empty() ? "" : ": " + cut_short));
+    if (s.rounds.empty()) {
+      // a model that fails when it runs: its own error is the cell's
+      if (!s.round_error.empty()) throw Error(ErrorCode::kDataLoss, s.round_error);
+      throw Error(ErrorCode::kDataLoss, "no round was timed" + (cut_short.empty() ? "" : ": " + cut_short));
+    }
     run.rounds = s.rounds;
     run.estimate = estimate_rounds(s.rounds);
     // the rounds' passes pooled, for their spread; the headline is the rounds' estimate

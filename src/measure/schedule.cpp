@@ -184,6 +184,7 @@ class Schedule {
     } catch (const std::exception& e) {
       if (interrupted()) return;
       // a model that stops running: its preparation is done for
+      s.round_error = e.what();
       s.run.warnings.push_back(fmt::format("a round failed ({}): preparation {} ended", e.what(), s.preparations));
       close_model(s);
     }

@@ -30,8 +30,6 @@ struct ProfileOptions {
   /// One round's sampling (warm-up, samples, stop rule); budget_seconds is the cell's sampling
   /// budget, split evenly over its rounds
   TimingOptions timing;
-  /// The rounds of each cell and how they are scheduled (measure/rounds.hpp, schedule.hpp)
-  RoundOptions rounds;
   int layer_runs = 20;                    ///< profiled passes for per-layer times (0: skip)
   /// device, threads, worker deadline; with `train`, every run times whole training steps and
   /// its analysis is that of training_step() of the captured forward graph: efficiency, FLOP/s
@@ -44,6 +42,9 @@ struct ProfileOptions {
   /// progress). After SIGINT/SIGTERM (core/interrupt.hpp) the run in progress ends as failed
   /// ("interrupted by ..."), is passed here, and no further run starts.
   std::function<void(const ProfileRun&)> on_run;
+  /// The rounds of each cell and how they are scheduled (measure/rounds.hpp, schedule.hpp); last,
+  /// so that positional initialisers of the fields above keep their meaning
+  RoundOptions rounds;
 };
 
 /// One framework op of a run (it may have become several op records).
