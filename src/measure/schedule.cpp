@@ -80,9 +80,6 @@ class Schedule {
   }
 
  private:
-  int rounds_in(const CellSession& s, int process) const {
-    return static_cast<int>(std::count_if(s.rounds.begin(), s.rounds.end(), [&](const Round& r) { return r.process == process; }));
-  }
   /// Rounds the cell still needs from preparation `process` (the last one takes what earlier
   /// ones could not: a failed preparation, rounds of a resumed file).
   int needed(const CellSession& s, int process) const {

@@ -48,6 +48,17 @@ TEST(CliErrorsTest, UnknownHardwareListsNearestIds) {
   EXPECT_THAT(h100.err, ::testing::StartsWith("error: unknown hardware 'h100'; nearest ids: h100-sxm, h100-pcie, "));
 }
 
+TEST(CliErrorsTest, BadRoundOptionsAreOneErrorLine) {
+  const std::string run = "profile --model ff --backend libtorch --hardware epyc-9654 ";
+  expect_error(run + "--rounds 0", "--rounds must be 1 to 1000 (got 0)");
+  expect_error(run + "--rounds 6 --preparations 7",
+               "--preparations must be 1 to --rounds (6) (got 7): each preparation takes at least one round");
+  expect_error(run + "--rounds 6 --max-rounds 3", "--max-rounds (3) must be at least --rounds (6)");
+  expect_error(run + "--ok-within 0", "--ok-within must be more than 0 and less than 100 percent (got 0)");
+  expect_error("study --model ff --backend libtorch --hardware epyc-9654 --time-limit -5 -o /nonexistent/s.jsonl",
+               "--time-limit must be 0 (none) to 604800 seconds (got -5)");
+}
+
 TEST(CliErrorsTest, BatchZero) { expect_error("analyze --model ff --batch 0", "--batch must be at least 1 (got 0)"); }
 
 TEST(CliErrorsTest, BatchNegative) {

@@ -325,7 +325,15 @@ TEST_F(CalibrationCacheTest, ABusyCalibrationIsNotCacheable) {
   c.busy.clear();
   c.fma["fp32"].best = 0.4 * c.theoretical_flops.at("fp32");
   EXPECT_THAT(why_not_cacheable(c), ::testing::ElementsAre(HasSubstr("FP32 FMA reached only 40% of the theoretical")));
+  // rounds that never agreed on a quiet machine: cached with their spread, and said so
   c = canned();
+  c.busy.push_back("the best rounds do not agree within 3% after 8 rounds (L2 triad's best two rounds differ by 4.1%)");
+  EXPECT_TRUE(why_not_cacheable(c).empty());
+  EXPECT_THAT(rounds_disagreement(c), HasSubstr("L2 triad"));
+  c.busy.push_back("other processes used 96% of a CPU during calibration (...); rerun on an idle machine");
+  EXPECT_THAT(why_not_cacheable(c), ::testing::ElementsAre(HasSubstr("96% of a CPU")));  // load still keeps it out
+  c = canned();
+  EXPECT_EQ(rounds_disagreement(c), "");
   c.clock_ghz = 11.96;  // CI's reading of the add-immediate chain
   EXPECT_THAT(why_not_cacheable(c), ::testing::ElementsAre(HasSubstr("the clock measured 11.96 GHz, above any CPU's")));
 }

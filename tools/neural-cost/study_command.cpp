@@ -31,6 +31,9 @@ std::string duration(double s) {
 
 void run_study_command(const RunArgs& args, bool resume, double time_limit) {
   const std::string& path = args.output;
+  if (!(time_limit >= 0 && time_limit <= 7 * 86400)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--time-limit must be 0 (none) to 604800 seconds (got {})", time_limit));
+  }
   RunSetup setup = prepare_run(args);
   const std::vector<StudyCell> cells = study_cells(setup.plan, setup.base, setup.options);
   const nlohmann::json settings = study_settings(setup.base, setup.options, setup.hardware.id);
@@ -68,9 +71,6 @@ void run_study_command(const RunArgs& args, bool resume, double time_limit) {
   std::size_t done = 0, failed = 0;
   fmt::print(stderr, "study: {} cells, {} to run{}, into {}\n", cells.size(), todo,
              todo < cells.size() ? fmt::format(" ({} already in the file)", cells.size() - todo) : "", path);
-  if (!(time_limit >= 0 && time_limit <= 7 * 86400)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--time-limit must be 0 (none) to 604800 seconds (got {})", time_limit));
-  }
   std::size_t rounds_kept = 0;
   for (const auto& [key, rounds] : progress.rounds) rounds_kept += progress.done.count(key) ? 0 : rounds.size();
   if (rounds_kept > 0) fmt::print(stderr, "study: {} finished rounds of unfinished cells are reused\n", rounds_kept);
