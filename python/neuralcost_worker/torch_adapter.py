@@ -4,7 +4,12 @@ ATen ops they dispatch, which the C++ core maps with the same table as the LibTo
 
 Devices: the CPU and each CUDA GPU torch sees ("cuda:0", ...). A model runs on exactly the
 device its build request names (the CPU by default), never on a GPU because one is there."""
+import importlib
+import importlib.util
+import logging
+import math
 import os
+import re
 import sys
 import time
 import weakref
@@ -60,42 +65,52 @@ def out_of_memory(exc):
 
 
 class _Namer:
-    """Names every tensor of one forward pass: model inputs, weights (by data pointer), edges."""
+    """Names every tensor of one forward pass: model inputs, weights and buffers (by data
+    pointer), edges. A buffer (a module's registered state: position ids, rotary frequencies,
+    running statistics) is described as one, not as a trainable weight nor a model input."""
 
-    def __init__(self, inputs, parameter_names):
-        # id -> (name, parameter, weak reference). Weak: holding a tensor that an op returned
-        # makes the dispatcher run an extra aten::detach on it, which a plain pass does not run;
-        # the reference tells a reused id from the tensor it was given to.
+    def __init__(self, inputs, parameter_names, buffer_names=None):
+        # id -> (name, kind, weak reference); kind is "param", "buffer" or "" (an edge). Weak:
+        # holding a tensor that an op returned makes the dispatcher run an extra aten::detach on
+        # it, which a plain pass does not run; the reference tells a reused id from the tensor
+        # it was given to.
         self.known = {}
         self.params = parameter_names
+        self.buffers = buffer_names or {}
         self.next = 0
         self.consts = 0
         for i, t in enumerate(inputs):
-            self._remember(t, f"input{i}", False)
+            self._remember(t, f"input{i}", "")
 
-    def _remember(self, t, name, param):
-        self.known[id(t)] = (name, param, weakref.ref(t))
+    def _remember(self, t, name, kind):
+        self.known[id(t)] = (name, kind, weakref.ref(t))
 
     def describe(self, t):
         entry = self.known.get(id(t))
         if entry is None or entry[2]() is not t:
-            name = self.params.get(t.data_ptr())
+            name, kind = self.params.get(t.data_ptr()), "param"
             if name is None:
-                name = f"const{self.consts}"
+                name, kind = self.buffers.get(t.data_ptr()), "buffer"
+            if name is None:
+                name, kind = f"const{self.consts}", "buffer"
                 self.consts += 1
-            self._remember(t, name, True)
-        name, param, _ = self.known[id(t)]
-        value = tensor(name, t.shape, str(t.dtype).replace("torch.", ""), param)
+            self._remember(t, name, kind)
+        name, kind, _ = self.known[id(t)]
+        value = tensor(name, t.shape, str(t.dtype).replace("torch.", ""), bool(kind))
+        if kind == "buffer":
+            value["buffer"] = True
         if not t.is_contiguous():
             value["contiguous"] = False
         return value
 
     def produce(self, t, op, inputs):
         first = next((v for v in inputs if isinstance(v, dict) and "tensor" in v), None)
-        if op in _VIEWS and first is not None and first.get("param"):
-            self._remember(t, first["tensor"], True)
+        # a view of a weight that keeps its elements is that weight; one that selects or
+        # broadcasts (expand, slice) is an edge, so the weight is counted once at its own size
+        if op in _VIEWS and first is not None and first.get("param") and t.numel() == math.prod(first["shape"]):
+            self._remember(t, first["tensor"], "buffer" if first.get("buffer") else "param")
         else:
-            self._remember(t, f"%{self.next}", False)
+            self._remember(t, f"%{self.next}", "")
             self.next += 1
         return self.describe(t)
 
@@ -130,6 +145,37 @@ class _Modules:
         self.stack.clear()
 
 
+class _ProgramModules:
+    """The module path of the node running now in a torch.export program, from the node's
+    nn_module_stack (the innermost module), while an fx Interpreter runs the program node by
+    node: the ops a node dispatches are named after the module it came from, as `analyze` names
+    layers. The program's own graph nodes, so no module hook is involved."""
+
+    def __init__(self, program):
+        self.program = program
+        self.now = ""
+
+    def current(self):
+        return self.now
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.now = ""
+
+    def run(self, xs):
+        outer = self
+
+        class Run(torch.fx.Interpreter):
+            def run_node(self, node):
+                stack = node.meta.get("nn_module_stack")
+                outer.now = str(list(stack.values())[-1][0]) if stack else ""
+                return super().run_node(node)
+
+        return Run(self.program).run(*xs)
+
+
 class _Recorder(TorchDispatchMode):
     """Records every ATen op that reaches the dispatcher, with its arguments in schema order and
     the module it ran in (when `modules` is given)."""
@@ -144,8 +190,9 @@ class _Recorder(TorchDispatchMode):
         if isinstance(v, torch.Tensor):
             return self.namer.describe(v)
         if isinstance(v, (list, tuple)):
-            if v and all(isinstance(e, torch.Tensor) for e in v):
-                return {"tensors": [self.namer.describe(e) for e in v]}
+            if v and all(isinstance(e, torch.Tensor) or e is None for e in v) and any(e is not None for e in v):
+                # index's Tensor?[]: the index tensors (None marks a dimension taken whole)
+                return {"tensors": [self.namer.describe(e) for e in v if e is not None]}
             if all(isinstance(e, int) and not isinstance(e, bool) for e in v):
                 return [int(e) for e in v]
             return None if not v else str(v)
@@ -245,13 +292,74 @@ def _load(request, dtype):
     if not model_inputs.requested(request):
         raise WorkerError("invalid_argument", f"{name}: a model file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] "
                           "or --input-shape SHAPE (e.g. 32x3x32x32), once per input")
-    try:
-        program = torch.export.load(name)
-    except Exception as e:  # a truncated or foreign file
-        raise WorkerError("invalid_argument", f"{name}: not a loadable torch.export program: {type(e).__name__}: "
-                          f"{str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+    program, imported = _load_program(name)
     names, xs, described = _program_inputs(request, name, program, dtype)
-    return program.module(), names, xs, described, f"torch.export program {name}"
+    origin = f"torch.export program {name}" + (f" (its output type is defined by {imported}, imported to load it)" if imported else "")
+    return program.module(), names, xs, described, origin
+
+
+_UNREGISTERED = re.compile(r"Deserializing (\S+) in pytree failed because the serialized type is not registered")
+
+
+def _load_program(name):
+    """(the torch.export program in `name`, the package imported to load it or ""). torch.export.load
+    logs the cause of a failure as a warning and raises "check the warnings above": the cause is
+    taken from the log. A program whose output type (a transformers ModelOutput) is registered by
+    an installed package loads after that package is imported; one that is not installed is named."""
+    messages = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+            if record.exc_info and record.exc_info[1] is not None:  # the logged exception's own cause
+                e = record.exc_info[1]
+                while (e.__cause__ or e.__context__) is not None:
+                    e = e.__cause__ or e.__context__
+                messages.append(f"{type(e).__name__}: {_first_line(str(e))}")
+
+    log, keep = logging.getLogger("torch.export"), Keep(logging.WARNING)
+    log.addHandler(keep)
+    imported = ""
+    try:
+        for attempt in range(2):
+            messages.clear()
+            try:
+                return torch.export.load(name), imported
+            except Exception as e:  # a truncated or foreign file, a type no package registered
+                cause = _error_line(messages) or f"{type(e).__name__}: {_first_line(str(e))}"
+                unregistered = _UNREGISTERED.search(cause)
+                package = unregistered.group(1).split(".")[0] if unregistered else ""
+                if attempt == 0 and package and importlib.util.find_spec(package) is not None:
+                    try:  # the type's module registers it with pytree as it defines it
+                        importlib.import_module(unregistered.group(1).rsplit(".", 1)[0])
+                    except Exception as failed:
+                        raise WorkerError("invalid_argument", f"{name}: not a loadable torch.export program: its "
+                                          f"output type {unregistered.group(1)} needs {package}, whose import "
+                                          f"failed: {type(failed).__name__}: {_first_line(str(failed))}") from e
+                    imported = package
+                    continue
+                if unregistered:
+                    cause = (f"its output type {unregistered.group(1)} is not registered with torch's pytree"
+                             + (f": install the package '{package}' in the worker's environment" if package and
+                                importlib.util.find_spec(package) is None else ""))
+                raise WorkerError("invalid_argument", f"{name}: not a loadable torch.export program: {cause}") from e
+    finally:
+        log.removeHandler(keep)
+
+
+def _first_line(text):
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _error_line(messages):
+    """The last "SomeError: ..." line of the logged messages (a logged traceback's exception)."""
+    found = ""
+    for m in messages:
+        for line in m.splitlines():
+            if re.match(r"\s*[A-Za-z_.]*(Error|Exception)\b.*:", line):
+                found = line.strip()
+    return found
 
 
 class _Timer(TorchDispatchMode):
@@ -504,15 +612,13 @@ class _Model:
                 "compiler": "torch.compile (TorchDynamo, Inductor)"}
 
     def _namer(self):
-        names = {}
-        for n, p in self.net.named_parameters():
-            names[p.data_ptr()] = n
-        for n, b in self.net.named_buffers():
-            names[b.data_ptr()] = n
-        return _Namer(self.xs, names)
+        params = {p.data_ptr(): n for n, p in self.net.named_parameters()}
+        buffers = {b.data_ptr(): n for n, b in self.net.named_buffers() if b.data_ptr() not in params}
+        return _Namer(self.xs, params, buffers)
 
     def capture(self):
-        recorder = _Recorder(self._namer(), _Modules(self.net))
+        program = isinstance(self.net, torch.fx.GraphModule) and not self.training
+        recorder = _Recorder(self._namer(), _ProgramModules(self.net) if program else _Modules(self.net))
         if self.training:
             with torch.enable_grad(), recorder.modules, recorder:  # as the step runs it: train mode, autograd on
                 out = self.net(*self.xs)
@@ -522,7 +628,10 @@ class _Model:
             return recorder.ops, ("ATen ops dispatched by one eager forward pass in train mode with autograd on "
                                   "(TorchDispatchMode): the forward of the training step")
         with torch.inference_mode(), recorder.modules, recorder:
-            self.net(*self.xs)
+            if isinstance(recorder.modules, _ProgramModules):
+                recorder.modules.run(self.xs)
+            else:
+                self.net(*self.xs)
         self.event_modules = [op.get("module", "") for op in recorder.ops]
         source = ("ATen ops dispatched by one eager forward pass (TorchDispatchMode); "
                   "torch.compile runs the same program through Inductor's fused kernels")

@@ -66,6 +66,11 @@ void cost_attention(const OpRecord& op, OpCost& cost) {
   add_contraction(cost, product({2, heads, pairs, dim(dv)}));  // P·V
   add_flops(cost, product({heads, pairs}));                    // scale
   if (op.inputs.size() > 3) add_flops(cost, product({heads, pairs}));  // additive mask
+  const double dropout = op.attributes.get_double("dropout", 0.0);
+  if (!(dropout >= 0 && dropout < 1)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'dropout' must be in [0, 1), got {}", dropout));
+  }
+  if (dropout > 0) add_flops(cost, product({heads, pairs}));  // keep mask and 1/(1-p), one multiply per score
   // softmax over each row's kept keys: 5n - 2 per row (max, subtract, exp, sum, divide)
   add_flops(cost, product({heads, 5, pairs}) - product({heads, 2, rows}));
   add_transcendentals(cost, product({heads, pairs}));

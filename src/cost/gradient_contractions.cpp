@@ -110,6 +110,7 @@ void gradient_attention(const OpRecord& fwd, const GradientPart& part, OpCost& c
     if (first_of_qk && (wants_q || wants_k)) {
       add_contraction(cost, product({2, head_pairs, dv}));  // dO·Vᵀ
       add_flops(cost, product({5, head_pairs}) - std::min(product({5, head_pairs}), rows));  // softmax backward, scale
+      if (fwd.attributes.get_double("dropout", 0.0) > 0) add_flops(cost, head_pairs);  // dP through the keep mask
     }
   }
   if (part.index > 0 && k[1] != 0 && q[1] > k[1]) {  // grouped heads: sum over the group

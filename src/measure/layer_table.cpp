@@ -155,4 +155,22 @@ LayerTableRows layer_rows(const ProfileRun& run, const LayerTableOptions& option
   return table;
 }
 
+std::vector<UnmodeledShare> unmodeled_shares(const ProfileRun& run) {
+  std::vector<UnmodeledShare> out;
+  for (const UnmodeledOp& u : run.analysis.unmodeled) {
+    UnmodeledShare s;
+    s.name = run.analysis.graph.op(u.op_index).name;
+    s.module = run.analysis.graph.op(u.op_index).attributes.get_string("module", "");
+    s.reason = u.reason;
+    s.byte_share = u.byte_share;
+    for (const LayerMeasurement& layer : run.layers) {
+      for (std::size_t r : layer.records) {
+        if (r < run.analysis.ops.size() && run.analysis.ops[r].op_index == u.op_index) s.time_share = layer.share;
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 }  // namespace neuralcost

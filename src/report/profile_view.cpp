@@ -113,7 +113,21 @@ std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format
   }
   for (const std::string& w : r.warnings) out += "warning: " + w + "\n";
   if (!r.analysis.complete()) {
-    out += fmt::format("warning: {} op(s) not modeled; FLOP totals are incomplete\n", r.analysis.unmodeled.size());
+    const std::vector<UnmodeledShare> shares = unmodeled_shares(r);
+    double bytes = 0, time = 0;
+    bool timed = false;
+    for (const UnmodeledShare& u : shares) {
+      bytes += u.byte_share;
+      if (u.time_share) time += *u.time_share, timed = true;
+    }
+    out += fmt::format("warning: {} op(s) not modeled ({} of bytes moved{}); their FLOPs are unknown, so FLOP totals, "
+                       "FLOP/s and efficiency are incomplete:\n", shares.size(), report::percent(bytes),
+                       timed ? ", " + report::percent(time) + " of the measured time" : std::string());
+    for (const UnmodeledShare& u : shares) {
+      out += fmt::format("  {}{}: {}; {} of bytes{}\n", terminal_text(u.name), u.module.empty() ? "" : " in " + terminal_text(u.module),
+                         terminal_text(u.reason), report::percent(u.byte_share),
+                         u.time_share ? ", " + report::percent(*u.time_share) + " of the measured time" : std::string());
+    }
   }
   return out + "\n";
 }

@@ -37,6 +37,20 @@ LayerGroup parse_layer_group(std::string_view text);
 /// per-layer times) any of them is kInvalidArgument saying so.
 LayerTableOptions layer_table_options(std::optional<long long> top, std::string_view sort, std::string_view group, int layer_runs);
 
+/// An op the cost model does not know, as a profile names it: its FLOPs are unknown, so what it
+/// stands for is its share of the bytes moved and, with per-layer times, of the measured time
+/// (the share of the layer that ran it; a kernel that fused it with others: theirs too).
+struct UnmodeledShare {
+  std::string name;    ///< the op ("7:aten::foo")
+  std::string module;  ///< the module that ran it, "" unknown
+  std::string reason;
+  double byte_share = 0;
+  std::optional<double> time_share;  ///< absent without per-layer times
+};
+
+/// The unmodeled ops of `run`, in graph order.
+std::vector<UnmodeledShare> unmodeled_shares(const ProfileRun& run);
+
 /// One row of the table: a layer, a group of layers, or the layers --top left out.
 struct LayerRow {
   std::string name;          ///< the module path, else "EVENT:OP" ("3:aten::t"); the group's key when grouped

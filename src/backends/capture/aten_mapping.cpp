@@ -289,6 +289,81 @@ const HandlerTable& aten_handlers() {
         return one(std::move(r));
       };
     }
+    // torch.export's checks of a tensor's metadata and of symbolic sizes: no tensor work
+    for (const char* c : {"aten::_assert_tensor_metadata", "aten::_assert_async", "aten::_assert_scalar",
+                          "aten::sym_constrain_range_for_size", "aten::_functional_sym_constrain_range"}) {
+      h[c] = [](const CapturedOp&) { return std::vector<OpRecord>{}; };
+    }
+    h["aten::lift_fresh_copy"] = function_of(OpKind::kUnary, "copy");  // a program constant, copied
+    for (const char* c : {"aten::new_zeros", "aten::new_ones", "aten::new_full"}) {
+      h[c] = [](const CapturedOp& call) {  // (self, size, ...): self gives dtype and device only
+        OpRecord r = record(call, OpKind::kFill);
+        r.inputs.clear();
+        r.parameters.clear();
+        return one(std::move(r));
+      };
+    }
+    h["aten::new_empty"] = [](const CapturedOp&) { return std::vector<OpRecord>{}; };  // an allocation
+    h["aten::arange"] = [](const CapturedOp& call) {  // start + i·step
+      OpRecord r = record(call, OpKind::kFill);
+      r.inputs.clear();
+      r.attributes.set("function", std::string("range"));
+      return one(std::move(r));
+    };
+    h["aten::cumsum"] = [](const CapturedOp& call) {  // cumsum(self, dim, dtype)
+      OpRecord r = record_inputs(call, OpKind::kCumulative, {0});
+      r.attributes.set("axis", int_at(call, 1, 0));
+      return one(std::move(r));
+    };
+    // min / max: min(self) and min.dim(self, dim, keepdim) reduce (the indices are a
+    // by-product); min.other(self, other) is elementwise
+    for (const char* f : {"min", "max"}) {
+      h[std::string("aten::") + f] = [f = std::string(f)](const CapturedOp& call) {
+        if (tensor_at(call, 1)) {
+          OpRecord r = record(call, OpKind::kBinary);
+          r.attributes.set("function", f);
+          return one(std::move(r));
+        }
+        OpRecord r = record(call, OpKind::kReduction);
+        r.outputs.resize(1);
+        r.attributes.set("function", f);
+        return one(std::move(r));
+      };
+    }
+    for (const auto& [op, f] : std::map<std::string, std::string>{
+             {"__and__", "and"}, {"__or__", "or"}, {"__xor__", "xor"}, {"bitwise_and", "and"}, {"bitwise_or", "or"},
+             {"bitwise_xor", "xor"}, {"logical_and", "and"}, {"logical_or", "or"}, {"logical_xor", "xor"}}) {
+      h["aten::" + op] = function_of(OpKind::kBinary, f);
+    }
+    for (const char* c : {"aten::bitwise_not", "aten::logical_not"}) h[c] = function_of(OpKind::kUnary, "not");
+    // gather(self, dim, index), index_select(self, dim, index): read what they gather and the indices
+    for (const char* c : {"aten::gather", "aten::index_select"}) {
+      h[c] = [](const CapturedOp& call) { return one(record_inputs(call, OpKind::kEmbedding, {0, 2})); };
+    }
+    // index(self, indices): advanced indexing with one index tensor reads the rows it gathers
+    h["aten::index"] = [](const CapturedOp& call) {
+      const std::size_t tensors = call.inputs.size() > 1 ? call.inputs[1].tensors.size() : 0;
+      if (tensors != 1) {
+        return one(unknown(call, fmt::format("index with {} index tensors is not mapped (one is)", tensors)));
+      }
+      return one(record_inputs(call, OpKind::kEmbedding, {0, 1}));
+    };
+    // diff(self, n, dim, prepend, append): n rounds of neighbour differences along dim, over
+    // the input with prepend and append joined: sum over k = 1..n of (L - k) subtractions per row
+    h["aten::diff"] = [](const CapturedOp& call) {
+      const CapturedTensor* y = call.outputs.empty() || call.outputs[0].tensors.empty() ? nullptr : &call.outputs[0].tensors[0];
+      const std::int64_t n = int_at(call, 1, 1);
+      std::int64_t axis = int_at(call, 2, -1);
+      if (!y || y->shape.empty() || n < 1) return one(unknown(call, "diff without an output or with n < 1"));
+      if (axis < 0) axis += static_cast<std::int64_t>(y->shape.size());
+      if (axis < 0 || axis >= static_cast<std::int64_t>(y->shape.size())) return one(unknown(call, "diff's dim is outside the output's rank"));
+      std::int64_t rows = 1;
+      for (std::size_t i = 0; i < y->shape.size(); ++i) rows *= static_cast<std::int64_t>(i) == axis ? 1 : y->shape[i];
+      const std::int64_t len = y->shape[static_cast<std::size_t>(axis)] + n;  // the joined input's length
+      OpRecord r = record_inputs(call, OpKind::kCustom, {0, 3, 4});
+      r.attributes.set("flops", rows * (n * len - n * (n + 1) / 2));
+      return one(std::move(r));
+    };
     // layer_norm(input, normalized_shape, weight, bias, eps, cudnn_enable)
     for (const char* c : {"aten::layer_norm", "aten::native_layer_norm"}) {
       h[c] = [](const CapturedOp& call) {
@@ -341,7 +416,13 @@ const HandlerTable& aten_handlers() {
       };
     }
     h["aten::embedding"] = [](const CapturedOp& call) {  // embedding(weight, indices, ...)
-      return one(record_of(call, OpKind::kEmbedding, {1, 0}));
+      OpRecord r = record_of(call, OpKind::kEmbedding, {1, 0});
+      if (r.inputs.empty() && r.parameters.size() == 2) {  // constant indices (a buffer of position ids): still indices
+        const ParameterDesc ids = r.parameters.front();
+        r.inputs.push_back({ids.id, ids.shape, ids.dtype});
+        r.parameters.erase(r.parameters.begin());
+      }
+      return one(std::move(r));
     };
     h["aten::lstm"] = recurrent(OpKind::kLstm);
     h["aten::gru"] = recurrent(OpKind::kGru);
@@ -374,18 +455,25 @@ const HandlerTable& aten_handlers() {
     };
     h["aten::_transformer_encoder_layer_fwd"] = transformer_encoder_layer;
     h["aten::_native_multi_head_attention"] = native_multi_head_attention;
-    // the fused kernels scaled_dot_product_attention dispatches to (the torch worker sees them in
-    // train mode, where TransformerEncoderLayer takes no fast path): one attention over q, k, v
-    // [B, H, L, D] (and an additive mask), its first output; logsumexp and the like are by-products
-    for (const auto& [name, causal, mask] : std::vector<std::tuple<const char*, std::size_t, std::optional<std::size_t>>>{
-             {"aten::_scaled_dot_product_flash_attention_for_cpu", 4, 5},  // (q, k, v, dropout_p, is_causal, *, attn_mask, scale)
-             {"aten::_scaled_dot_product_flash_attention", 4, std::nullopt},  // (q, k, v, dropout_p, is_causal, ...)
-             {"aten::_scaled_dot_product_efficient_attention", 6, 3}}) {   // (q, k, v, attn_bias, lse, dropout_p, is_causal, scale)
-      h[name] = [causal = causal, mask = mask](const CapturedOp& call) {
-        OpRecord r = mask && tensor_at(call, *mask) ? record_of(call, OpKind::kAttention, {0, 1, 2, *mask})
-                                                    : record_of(call, OpKind::kAttention, {0, 1, 2});
+    // scaled_dot_product_attention(q, k, v, attn_mask, dropout_p, is_causal, *, scale, enable_gqa),
+    // as a torch.export program calls it, and the fused kernels it dispatches to in train mode:
+    // one attention over q, k, v [B, H, L, D] (k and v with fewer heads under grouped-query
+    // attention) and a mask; logsumexp and the like are by-products. Every operand is data: a
+    // mask held in a buffer is still the mask.
+    struct Sdpa { const char* name; std::size_t dropout, causal; std::optional<std::size_t> mask; };
+    for (const Sdpa& f : std::vector<Sdpa>{
+             {"aten::scaled_dot_product_attention", 4, 5, 3},
+             {"aten::_scaled_dot_product_flash_attention_for_cpu", 3, 4, 5},  // (q, k, v, dropout_p, is_causal, *, attn_mask, scale)
+             {"aten::_scaled_dot_product_flash_attention", 3, 4, std::nullopt},  // (q, k, v, dropout_p, is_causal, ...)
+             {"aten::_scaled_dot_product_efficient_attention", 5, 6, 3}}) {   // (q, k, v, attn_bias, lse, dropout_p, is_causal, scale)
+      h[f.name] = [f](const CapturedOp& call) {
+        OpRecord r = f.mask && tensor_at(call, *f.mask) ? record_inputs(call, OpKind::kAttention, {0, 1, 2, *f.mask})
+                                                        : record_inputs(call, OpKind::kAttention, {0, 1, 2});
         r.outputs.resize(1);
-        r.attributes.set("causal", bool_at(call, causal, false));
+        r.attributes.set("causal", bool_at(call, f.causal, false));
+        const double p = f.dropout < call.inputs.size() && call.inputs[f.dropout].kind == Kind::kDouble
+                             ? call.inputs[f.dropout].d : 0.0;
+        if (p > 0) r.attributes.set("dropout", p);
         return one(std::move(r));
       };
     }

@@ -49,6 +49,11 @@ CapturedTensor tensor_from(const json& j, const Context& c, const std::string& f
     if (!j["param"].is_boolean()) c.fail(field, fmt::format("tensor '{}': 'param' must be true or false", t.name));
     t.parameter = j["param"].get<bool>();
   }
+  if (j.contains("buffer")) {
+    if (!j["buffer"].is_boolean()) c.fail(field, fmt::format("tensor '{}': 'buffer' must be true or false", t.name));
+    t.buffer = j["buffer"].get<bool>();
+    t.parameter = t.parameter || t.buffer;  // a buffer is state the op reads, not an edge
+  }
   if (j.contains("contiguous") && j["contiguous"].is_boolean()) t.contiguous = j["contiguous"].get<bool>();
   return t;
 }

@@ -22,6 +22,7 @@ struct CapturedTensor {
   DType dtype = DType::kFp32;
   bool parameter = false;  ///< a weight or constant (not produced by an op, not a model input)
   bool contiguous = true;
+  bool buffer = false;     ///< a parameter that is state, not trained (a registered buffer, a constant)
 };
 
 struct CapturedValue {

@@ -2,6 +2,7 @@
 // captured op to its framework's table.
 #include "backends/capture/captured_records.hpp"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -9,7 +10,7 @@
 namespace neuralcost::capture {
 
 TensorDesc desc(const CapturedTensor& t) { return {t.name, t.shape, t.dtype}; }
-ParameterDesc param(const CapturedTensor& t) { return {t.name, t.shape, t.dtype, true}; }
+ParameterDesc param(const CapturedTensor& t) { return {t.name, t.shape, t.dtype, !t.buffer}; }
 
 const CapturedTensor* tensor_at(const CapturedOp& call, std::size_t i) {
   if (i >= call.inputs.size() || call.inputs[i].kind != Kind::kTensor) return nullptr;
@@ -81,6 +82,21 @@ OpRecord record_of(const CapturedOp& call, OpKind kind, std::initializer_list<st
   return r;
 }
 
+OpRecord record_inputs(const CapturedOp& call, OpKind kind, std::initializer_list<std::size_t> positions) {
+  OpRecord r;
+  r.kind = kind;
+  r.source_type = call.name;
+  for (std::size_t i : positions) {
+    if (i < call.inputs.size()) {
+      for (const CapturedTensor& t : call.inputs[i].tensors) r.inputs.push_back(desc(t));
+    }
+  }
+  for (const CapturedValue& v : call.outputs) {
+    for (const CapturedTensor& t : v.tensors) r.outputs.push_back(desc(t));
+  }
+  return r;
+}
+
 std::vector<OpRecord> one(OpRecord r) { return {std::move(r)}; }
 
 Handler function_of(OpKind kind, std::string function) {
@@ -95,7 +111,17 @@ Handler function_of(OpKind kind, std::string function) {
 Handler view() {
   return [](const CapturedOp& call) -> std::vector<OpRecord> {
     OpRecord r = record(call, OpKind::kReshape);
-    if (r.inputs.empty() || r.outputs.empty()) return {};  // a view of a weight is still that weight
+    if (r.outputs.empty()) return {};
+    if (r.inputs.empty()) {
+      // a view of a weight that keeps its elements is still that weight (the observer names it
+      // so); one that selects or broadcasts (a class token expanded to the batch, a slice of
+      // position ids) is a free view that reads the weight, counted once at its own size
+      const bool same = std::all_of(r.outputs.begin(), r.outputs.end(), [&](const TensorDesc& t) {
+        return std::any_of(r.parameters.begin(), r.parameters.end(), [&](const ParameterDesc& p) { return p.id == t.name; });
+      });
+      if (same || r.parameters.empty()) return {};
+      return one(std::move(r));
+    }
     r.parameters.clear();
     return one(std::move(r));
   };

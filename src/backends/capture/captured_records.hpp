@@ -48,6 +48,9 @@ OpRecord record(const CapturedOp& call, OpKind kind);
 /// for products). Trailing weights become parameters; a weight followed by an activation
 /// stays an input so that the operands keep their order.
 OpRecord record_of(const CapturedOp& call, OpKind kind, std::initializer_list<std::size_t> positions);
+/// The tensors at `positions` as inputs, in that order, whether weights or not (an attention's
+/// operands are data even when a buffer holds one of them).
+OpRecord record_inputs(const CapturedOp& call, OpKind kind, std::initializer_list<std::size_t> positions);
 /// A kUnknown record of the call with attribute "reason".
 OpRecord unknown(const CapturedOp& call, const std::string& reason);
 

@@ -66,6 +66,9 @@ ValueInfo info_of(const onnx::TypeProto& type);
 /// The contents of a small (<= 1,024 elements) integer tensor stored in the file.
 std::optional<std::vector<std::int64_t>> small_int_values(const onnx::TensorProto& tensor);
 
+/// Notes naming each initializer that is a transposed copy of another (a tied weight an exporter
+/// wrote twice: both are counted). Initializers without their data in the file are not compared.
+std::vector<std::string> tied_copy_notes(const onnx::GraphProto& graph);
 /// Marks the initializers, the `shape_values` (known once the input shapes are bound) and
 /// every value computed only from these.
 void find_constants(const onnx::GraphProto& graph, const std::set<std::string>& shape_values, ModelContext& context);

@@ -61,16 +61,39 @@ bool ModelContext::folded(const onnx::NodeProto& node) const {
 }
 
 void find_constants(const onnx::GraphProto& graph, const std::set<std::string>& shape_values, ModelContext& ctx) {
-  for (const auto& t : graph.initializer()) ctx.constants[t.name()] = {t.name(), true};
+  // the floating-point weights, and the views of them
+  std::set<std::string> weights;
+  for (const auto& t : graph.initializer()) {
+    ctx.constants[t.name()] = {t.name(), true};
+    using T = onnx::TensorProto;
+    static const std::set<int> floating = {T::FLOAT, T::DOUBLE, T::FLOAT16, T::BFLOAT16};
+    if (floating.count(t.data_type())) weights.insert(t.name());
+  }
   // views keep the elements of the weight they view: the weight is counted once through them
   static const std::set<std::string> views = {"Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Transpose"};
   static const std::set<std::string> random = {"RandomNormal", "RandomUniform", "RandomNormalLike",
                                                "RandomUniformLike", "Multinomial", "Bernoulli"};
+  // ops that select from or broadcast their first input: of a weight, by an amount that moves
+  // with the binding (the rows of a position table a sequence reads, a class token expanded to
+  // the batch), not folded into a constant of the result's shape but kept as an op that reads
+  // the weight, so that the weight is counted once at the size the file holds. (Q, K and V
+  // sliced from one in-projection by constant bounds stay folded: three parameters that add
+  // up to it.) `bound`: values that depend on the bound input shapes.
+  static const std::set<std::string> selections = {"Gather", "GatherElements", "GatherND", "Expand", "Tile", "Slice"};
+  std::set<std::string> bound;
   for (const auto& node : graph.node()) {
     const bool standard = node.domain().empty() || node.domain() == "ai.onnx";
     if (!standard || random.count(node.op_type())) continue;
     for (const auto& o : node.output()) {
       if (shape_values.count(o)) ctx.constants[o] = {o, false};
+    }
+    // the shape of an activation depends on the binding, and so does what is computed from it
+    const bool of_activation_shape = (node.op_type() == "Shape" || node.op_type() == "Size") && node.input_size() > 0 &&
+                                     !ctx.constant(node.input(0));
+    const bool binding = of_activation_shape || std::any_of(node.input().begin(), node.input().end(),
+                                                            [&](const std::string& i) { return bound.count(i) != 0; });
+    if (binding) {
+      for (const auto& o : node.output()) bound.insert(o);
     }
     bool constant = true, trainable = false;
     for (const auto& a : node.attribute()) constant = constant && !a.has_g() && a.graphs_size() == 0;
@@ -81,11 +104,14 @@ void find_constants(const onnx::GraphProto& graph, const std::set<std::string>& 
       trainable = trainable || (k && k->trainable);
     }
     if (!constant) continue;
+    const bool of_weight = node.input_size() > 0 && weights.count(node.input(0));
+    if (of_weight && binding && selections.count(node.op_type())) continue;
     const auto* source = node.input_size() > 0 ? ctx.constant(node.input(0)) : nullptr;
     for (const auto& o : node.output()) {
       if (o.empty() || ctx.constants.count(o)) continue;
       const bool view = views.count(node.op_type()) && source && source->trainable;
       ctx.constants[o] = {view ? source->id : o, trainable};
+      if (view && of_weight) weights.insert(o);
     }
   }
 }
@@ -451,6 +477,7 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
   for (const auto& [name, v] : ctx.int_values) shape_values.insert(name);
   const onnx::GraphProto& graph = model.graph();
   onnx_import::find_constants(graph, shape_values, ctx);
+  for (std::string& n : onnx_import::tied_copy_notes(graph)) notes.push_back(std::move(n));
   for (const auto& out : graph.output()) ctx.graph_outputs.insert(out.name());
   onnx_import::add_values(graph, ctx);
   if (request.given.count("dtype")) convert_floats(ctx, request.dtype, notes);

@@ -174,7 +174,9 @@ Mapper view(OpKind kind = OpKind::kReshape) {
   return [kind](const onnx::NodeProto& n, const ModelContext& c) {
     Builder b(n, c);
     OpRecord r = b.make(kind, {0});
-    if (r.kind != OpKind::kUnknown) r.parameters.clear();
+    // of a weight (a class token expanded to a batch of dynamic size): the weight stays its
+    // parameter, counted once at its own size
+    if (r.kind != OpKind::kUnknown && !r.inputs.empty()) r.parameters.clear();
     return one(std::move(r));
   };
 }
@@ -390,6 +392,11 @@ std::vector<OpRecord> gather(const onnx::NodeProto& n, const ModelContext& c) {
   Builder b(n, c);
   OpRecord r = b.make(OpKind::kEmbedding, {1, 0}, false, true);
   if (r.kind == OpKind::kUnknown) return one(std::move(r));
+  if (r.inputs.empty() && r.parameters.size() == 2) {  // constant indices (position ids): still the indices
+    const ParameterDesc ids = r.parameters.front();
+    r.inputs.push_back({ids.id, ids.shape, ids.dtype});
+    r.parameters.erase(r.parameters.begin());
+  }
   if (r.parameters.empty() || r.parameters[0].shape.size() != 2) {
     return one(b.unknown("Gather from a weight of rank other than 2 is not mapped"));
   }
