@@ -17,7 +17,7 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from neuralcost_worker import native_timer, torch_adapter  # noqa: E402
+from neuralcost_worker import native_timer, torch_capture  # noqa: E402
 
 torch.set_num_threads(1)
 passes = int(sys.argv[1]) if len(sys.argv) > 1 else 300
@@ -48,7 +48,7 @@ def pass_ns(f):
 
 
 def mode_pass(body):
-    mode = torch_adapter._Timer(torch.device("cpu"))
+    mode = torch_capture.Timer(torch.device("cpu"))
     with torch.inference_mode(), mode:
         body()
 
@@ -64,7 +64,7 @@ for label, make in [("relu", relu_chain), ("linear", linear_chain), ("lstm", lst
             body()
     for _ in range(20):
         forward()
-    mode = torch_adapter._Timer(torch.device("cpu"))
+    mode = torch_capture.Timer(torch.device("cpu"))
     with torch.inference_mode(), mode:
         body()
     names = mode.names

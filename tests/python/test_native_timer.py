@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 import reference_torch
-from neuralcost_worker import native_timer, torch_adapter
+from neuralcost_worker import native_timer, torch_capture
 
 torch.set_num_threads(1)
 
@@ -30,7 +30,7 @@ def _forward(net, *xs):
 
 
 def _mode_names(net, *xs):
-    mode = torch_adapter._Timer(torch.device("cpu"))
+    mode = torch_capture.Timer(torch.device("cpu"))
     with torch.inference_mode(), mode:
         net(*xs)
     return mode.names

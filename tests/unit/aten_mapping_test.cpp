@@ -60,6 +60,125 @@ TEST(AtenMappingTest, FusedScaledDotProductAttentionIsOneAttention) {
   EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 2 * 4 * 36 * 16);
 }
 
+// aten::scaled_dot_product_attention as a torch.export program calls it (issue 29):
+// (query, key, value, attn_mask, dropout_p, is_causal, *, scale, enable_gqa)
+TEST(AtenMappingTest, ScaledDotProductAttentionCountsItsMaskCausalGroupsAndDropout) {
+  const std::uint64_t b = 2, h = 4, l = 8, d = 16;
+  CapturedOp call;
+  call.name = "aten::scaled_dot_product_attention";
+  call.inputs = {tensor("q", {2, 4, 8, 16}), tensor("k", {2, 4, 8, 16}), tensor("v", {2, 4, 8, 16}),
+                 none(), number(0.0), boolean(false), none(), boolean(false)};
+  call.outputs = {tensor("%0", {2, 4, 8, 16})};
+  Analysis a = analyze_calls({call});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.contraction_flops, 2 * 2 * b * h * l * l * d);
+  const std::uint64_t plain = a.totals.flops;
+  // an additive mask held in a buffer is still the mask: one add per score, an input not a parameter
+  call.inputs[3] = buffer("mask", {8, 8});
+  a = analyze_calls({call});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.flops, plain + b * h * l * l);
+  EXPECT_EQ(a.totals.parameter_count, 0u);
+  EXPECT_EQ(a.graph.op(0).inputs.size(), 4u);
+  // causal: the top-left triangle's 36 of 64 pairs
+  call.inputs[3] = none();
+  call.inputs[5] = boolean(true);
+  a = analyze_calls({call});
+  EXPECT_EQ(a.totals.contraction_flops, 2 * 2 * b * h * 36 * d);
+  // grouped-query (enable_gqa): k and v with 2 heads for 4 query heads count as 4 heads
+  call.inputs[1] = tensor("k", {2, 2, 8, 16});
+  call.inputs[2] = tensor("v", {2, 2, 8, 16});
+  call.inputs[7] = boolean(true);
+  a = analyze_calls({call});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.contraction_flops, 2 * 2 * b * h * 36 * d);
+  // dropout: one multiply per kept score more
+  const std::uint64_t without = a.totals.flops;
+  call.inputs[4] = number(0.1);
+  a = analyze_calls({call});
+  EXPECT_EQ(a.totals.flops, without + b * h * 36);
+  EXPECT_DOUBLE_EQ(a.graph.op(0).attributes.get_double("dropout", 0), 0.1);
+}
+
+// Buffers are state (issue 29): position ids in a buffer are an embedding's indices, and a
+// rotary frequency buffer is counted as a buffer, not as a parameter.
+TEST(AtenMappingTest, BuffersAreStateNotParametersNorMissingInputs) {
+  CapturedOp emb;  // embedding(weight, indices): the indices a buffer of position ids
+  emb.name = "aten::embedding";
+  emb.inputs = {tensor("pos.weight", {64, 32}, true), buffer("position_ids", {1, 16}, DType::kInt64), integer(-1),
+                boolean(false), boolean(false)};
+  emb.outputs = {tensor("%0", {1, 16, 32})};
+  CapturedOp mul;  // x * inv_freq
+  mul.name = "aten::mul";
+  mul.inputs = {tensor("%0", {1, 16, 32}), buffer("inv_freq", {32})};
+  mul.outputs = {tensor("%1", {1, 16, 32})};
+  const Analysis a = analyze_calls({emb, mul});
+  ASSERT_TRUE(a.complete()) << a.unmodeled[0].reason;
+  EXPECT_EQ(a.totals.parameter_count, 64u * 32);
+  EXPECT_EQ(a.totals.buffer_count, 32u);
+  EXPECT_EQ(a.graph.op(0).inputs.at(0).name, "position_ids");
+}
+
+// A view that broadcasts or selects from a weight (a class token expanded to the batch) is a
+// free view that reads the weight, which is counted once at its own size.
+TEST(AtenMappingTest, AnExpandedWeightIsCountedAtItsOwnSize) {
+  CapturedOp expand;
+  expand.name = "aten::expand";
+  expand.inputs = {tensor("cls_token", {1, 1, 64}, true), ints({8, -1, -1}), boolean(false)};
+  expand.outputs = {tensor("%0", {8, 1, 64})};
+  CapturedOp cat;
+  cat.name = "aten::cat";
+  CapturedValue list;
+  list.kind = Kind::kTensorList;
+  list.tensors = {{"%0", {8, 1, 64}, DType::kFp32, false, true}, {"input0", {8, 16, 64}, DType::kFp32, false, true}};
+  cat.inputs = {list, integer(1)};
+  cat.outputs = {tensor("%1", {8, 17, 64})};
+  const Analysis a = analyze_calls({expand, cat});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.parameter_count, 64u);
+  EXPECT_EQ(a.graph.op(0).kind, OpKind::kReshape);
+}
+
+// torch.export's own checks and the small ops of transformers' mask and position code.
+TEST(AtenMappingTest, ExportChecksAreNoWorkAndSmallOpsAreMapped) {
+  CapturedOp check;
+  check.name = "aten::_assert_tensor_metadata";
+  check.inputs = {tensor("input0", {2, 8})};
+  EXPECT_EQ(graph_from_captured({check}, "checks").size(), 0u);
+  auto call = [](const std::string& name, std::vector<CapturedValue> in, Shape out) {
+    CapturedOp c;
+    c.name = name;
+    c.inputs = std::move(in);
+    c.outputs = {tensor("%9", std::move(out))};
+    return c;
+  };
+  const std::vector<std::pair<CapturedOp, std::uint64_t>> cases = {
+      {call("aten::arange", {integer(16)}, {16}), 32},                                  // start + i·step
+      {call("aten::cumsum", {tensor("x", {2, 16}), integer(1)}, {2, 16}), 30},          // 15 adds per row
+      {call("aten::min", {tensor("x", {2, 16}), tensor("y", {2, 16})}, {2, 16}), 32},  // elementwise
+      {call("aten::min", {tensor("x", {2, 16})}, {}), 31},                             // a reduction
+      {call("aten::__and__", {tensor("x", {2, 16}), tensor("y", {2, 16})}, {2, 16}), 32},
+      {call("aten::new_ones", {tensor("x", {2, 16}), ints({4, 4})}, {4, 4}), 0},
+      {call("aten::diff", {tensor("x", {2, 16}), integer(1), integer(-1), none(), none()}, {2, 15}), 30},
+      {call("aten::diff", {tensor("x", {2, 16}), integer(2), integer(-1), none(), none()}, {2, 14}), 58},  // 15 + 14 per row
+  };
+  for (const auto& [c, flops] : cases) {
+    const Analysis a = analyze_calls({c});
+    ASSERT_TRUE(a.complete()) << c.name << ": " << a.unmodeled[0].reason;
+    EXPECT_EQ(a.totals.flops, flops) << c.name;
+  }
+  CapturedOp index;  // index(self, [None, idx]): the index tensors, Nones dropped by the worker
+  index.name = "aten::index";
+  CapturedValue indices;
+  indices.kind = Kind::kTensorList;
+  indices.tensors = {{"idx", {4}, DType::kInt64, false, true}};
+  index.inputs = {tensor("x", {2, 16}), indices};
+  index.outputs = {tensor("%0", {2, 4})};
+  const Analysis a = analyze_calls({index});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.ops[0].cost.bytes_read, 2u * 4 * 4 + 4 * 8);  // the gathered values and the indices
+}
+
 TEST(AtenMappingTest, UnknownCallsAreUnmodeledWithTheirBytes) {
   CapturedOp call;
   call.name = "aten::fancy_op";

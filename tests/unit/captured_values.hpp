@@ -16,6 +16,13 @@ inline CapturedValue tensor(const std::string& name, Shape shape, bool parameter
   v.tensors.push_back({name, std::move(shape), DType::kFp32, parameter, true});
   return v;
 }
+/// A registered buffer (position ids, rotary frequencies): state the op reads, not trained.
+inline CapturedValue buffer(const std::string& name, Shape shape, DType dtype = DType::kFp32) {
+  CapturedValue v = tensor(name, std::move(shape), true);
+  v.tensors[0].dtype = dtype;
+  v.tensors[0].buffer = true;
+  return v;
+}
 inline CapturedValue integer(std::int64_t i) {
   CapturedValue v;
   v.kind = CapturedValue::Kind::kInt;

@@ -1,0 +1,637 @@
+// The HTML report's charts (report/html_charts.hpp): Vega 5 specs with their data inline, every
+// value from a results file passed as JSON data, never as markup.
+#include "report/html_charts.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+#include <fmt/format.h>
+#include "neuralcost/version.hpp"
+#include "report/findings_text.hpp"
+#include "report/safe_text.hpp"
+#include "report/si_format.hpp"
+
+namespace neuralcost::report {
+namespace {
+
+using nlohmann::json;
+
+// ---------------------------------------------------------------------------------------------
+// Chart specs (Vega 5). Every chart names the mark whose items are its data points, and says how
+// many it should draw with the defaults: the page's check compares that with what was drawn.
+
+
+const json kConfig = {
+    {"font", "system-ui, -apple-system, 'Segoe UI', sans-serif"},
+    {"axis", {{"labelFontSize", 11}, {"titleFontSize", 12}, {"gridColor", "#ececec"}, {"domainColor", "#888"}}},
+    {"legend", {{"labelFontSize", 11}, {"titleFontSize", 12}}},
+    {"title", {{"fontSize", 13}}}};
+
+const std::vector<std::string> kShapes = {"circle", "diamond", "triangle-up", "square", "cross", "triangle-down"};
+
+json base_spec(double width, double height) {
+  return {{"$schema", "https://vega.github.io/schema/vega/v5.json"},
+          {"width", width},
+          {"height", height},
+          {"padding", 8},
+          {"config", kConfig}};
+}
+
+/// A select input bound to a signal: `options` with their `labels`.
+json select_signal(const std::string& name, const json& value, const json& options, const json& labels,
+                   const std::string& label) {
+  return {{"name", name},
+          {"value", value},
+          {"bind", {{"input", "select"}, {"options", options}, {"labels", labels}, {"name", label}}}};
+}
+
+std::string label_of(const ResultRun& r) { return fmt::format("{} · {} {}", r.model, r.backend, r.mode); }
+
+std::vector<std::string> distinct(const std::vector<ResultRun>& runs, std::string ResultRun::*field, bool measured_only) {
+  std::vector<std::string> out;
+  for (const ResultRun& r : runs) {
+    if (measured_only && r.failed()) continue;
+    if (std::find(out.begin(), out.end(), r.*field) == out.end()) out.push_back(r.*field);
+  }
+  return out;
+}
+
+json color_scale(const std::vector<ResultRun>& runs) {
+  return {{"name", "color"}, {"type", "ordinal"}, {"domain", distinct(runs, &ResultRun::backend, false)},
+          {"range", {{"scheme", "tableau10"}}}};
+}
+
+json shape_scale(const std::vector<ResultRun>& runs) {
+  std::vector<std::string> modes = distinct(runs, &ResultRun::mode, false);
+  json range = json::array();
+  for (std::size_t i = 0; i < modes.size(); ++i) range.push_back(kShapes[i % kShapes.size()]);
+  return {{"name", "shape"}, {"type", "ordinal"}, {"domain", modes}, {"range", range}};
+}
+
+json run_tooltip(const ResultRun& r) {
+  return {{"run", report::run_name(r)},
+          {"median", si(r.median_seconds, "s")},
+          {"95% CI", fmt::format("{} - {}", si(r.ci95_low_seconds, "s"), si(r.ci95_high_seconds, "s"))},
+          {"arithmetic intensity", fmt::format("{:.3g} FLOP/B", r.arithmetic_intensity)},
+          {"achieved", si(r.achieved_flops_per_second, "FLOP/s")},
+          {"efficiency", report::percent(r.efficiency)},
+          {"limit", r.bound},
+          {"verdict", r.verdict}};
+}
+
+/// The largest batch of the measured runs (the default of the batch selectors).
+std::int64_t largest_batch(const std::vector<ResultRun>& runs) {
+  std::int64_t b = 0;
+  for (const ResultRun& r : runs) {
+    if (!r.failed()) b = std::max(b, r.batch);
+  }
+  return b;
+}
+
+json batch_selector(const std::set<std::int64_t>& batches, std::int64_t value) {
+  json options = json::array(), labels = json::array();
+  for (std::int64_t b : batches) {
+    options.push_back(b);
+    labels.push_back(std::to_string(b));
+  }
+  return select_signal("batch", value, options, labels, "batch ");
+}
+
+struct Roof {
+  double x, y, x2, y2;
+  std::string label, kind;
+};
+
+}  // namespace
+
+Chart roofline_chart(const ResultsFile& results, std::vector<std::string>& notes) {
+  const std::vector<ResultRun>& runs = results.runs;
+  const HardwareSpec* hw = runs.empty() ? nullptr : find_hardware(results, runs.front().hardware_id);
+  if (!hw && !results.hardware.empty()) hw = &results.hardware.front();
+  Chart c{"chart-roofline", "run_points", 0, base_spec(760, 440)};
+  json run_points = json::array(), layer_points = json::array(), ridges = json::array();
+  json chosen_options = json::array(), chosen_labels = json::array();
+  double xlo = INFINITY, xhi = 0, ylo = INFINITY, yhi = 0;
+  auto extend = [&](double x, double y) {
+    xlo = std::min(xlo, x);
+    xhi = std::max(xhi, x);
+    ylo = std::min(ylo, y);
+    yhi = std::max(yhi, y);
+  };
+  std::size_t not_drawn = 0;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const ResultRun& r = runs[i];
+    if (r.failed()) continue;
+    if (!(r.arithmetic_intensity > 0 && r.achieved_flops_per_second > 0)) {
+      ++not_drawn;
+      continue;
+    }
+    extend(r.arithmetic_intensity, r.achieved_flops_per_second);
+    run_points.push_back({{"i", i}, {"x", r.arithmetic_intensity}, {"y", r.achieved_flops_per_second},
+                          {"backend", r.backend}, {"mode", r.mode}, {"verdict", r.verdict}, {"tooltip", run_tooltip(r)}});
+    std::size_t drawn_layers = 0;
+    for (const ResultLayer& l : r.layers) {
+      if (l.flops == 0 || l.bytes == 0 || !(l.measured_seconds > 0)) continue;
+      const double ai = static_cast<double>(l.flops) / static_cast<double>(l.bytes);
+      const double rate = static_cast<double>(l.flops) / l.measured_seconds;
+      extend(ai, rate);
+      ++drawn_layers;
+      layer_points.push_back(
+          {{"run", i}, {"x", ai}, {"y", rate},
+           {"tooltip",
+            {{"layer", l.label()},
+             {"kind", l.kind.empty() ? "-" : l.kind},
+             {"FLOPs", si(static_cast<double>(l.flops), "FLOP")},
+             {"bytes", si(static_cast<double>(l.bytes), "B")},
+             {"arithmetic intensity", fmt::format("{:.3g} FLOP/B", ai)},
+             {"time", si(l.measured_seconds, "s")},
+             {"efficiency", report::percent(l.efficiency)},
+             {"limit", l.bound.empty() ? "-" : l.bound}}}});
+    }
+    if (drawn_layers > 0) {
+      chosen_options.push_back(i);
+      chosen_labels.push_back(report::run_name(r));
+    }
+  }
+  c.expected = run_points.size();
+  if (not_drawn > 0) {
+    notes.push_back(fmt::format("{} measured run(s) with no FLOPs or no bytes cannot be placed on log axes and are not "
+                                "drawn.", not_drawn));
+  }
+  // the roofs: compute per dtype (peak, and the vector rate where it differs), memory per cache
+  // level with a bandwidth and DRAM; a ridge point per dtype against DRAM
+  std::vector<std::pair<std::string, double>> peaks, levels;
+  if (hw) {
+    for (const auto& [d, p] : hw->peak_flops_per_second) peaks.emplace_back(std::string(dtype_name(d)), p);
+    for (const auto& [d, p] : hw->vector_flops_per_second) {
+      if (hw->peak_flops_per_second.count(d) == 0 || hw->peak_flops_per_second.at(d) != p) {
+        peaks.emplace_back(std::string(dtype_name(d)) + " vector", p);
+      }
+    }
+    for (const CacheLevel& l : hw->caches) {
+      if (l.bandwidth_bytes_per_second) levels.emplace_back(l.name, *l.bandwidth_bytes_per_second);
+    }
+    levels.emplace_back("DRAM", hw->memory_bandwidth_bytes_per_second);
+  } else {
+    notes.push_back("The results name no hardware spec that could be read: the roofs are not drawn.");
+  }
+  double top = 0, fastest = 0;
+  for (const auto& [n, p] : peaks) {
+    top = std::max(top, p);
+    ridges.push_back({{"x", p / hw->memory_bandwidth_bytes_per_second}, {"y", p},
+                      {"tooltip", {{"ridge point", n},
+                                   {"intensity", fmt::format("{:.3g} FLOP/B", p / hw->memory_bandwidth_bytes_per_second)},
+                                   {"peak", si(p, "FLOP/s")}}}});
+    extend(p / hw->memory_bandwidth_bytes_per_second, p);
+  }
+  for (const auto& [n, bw] : levels) fastest = std::max(fastest, bw);
+  if (!std::isfinite(xlo)) {  // nothing measured: a decade around 1 FLOP/B
+    xlo = 0.1, xhi = 10, ylo = 1e6, yhi = 1e9;
+  }
+  xlo /= 4, xhi *= 4, ylo /= 4, yhi *= 2;
+  for (const auto& [n, bw] : levels) ylo = std::min(ylo, bw * xlo);
+  std::vector<Roof> roofs;
+  for (const auto& [n, bw] : levels) {
+    const double xe = top > 0 ? std::min(xhi, top / bw) : xhi;
+    roofs.push_back({xlo, bw * xlo, xe, bw * xe, fmt::format("{} {}", n, si(bw, "B/s")), n == "DRAM" ? "dram" : "cache"});
+  }
+  for (const auto& [n, p] : peaks) {
+    roofs.push_back({std::min(xhi, p / fastest), p, xhi, p, fmt::format("{} {}", n, si(p, "FLOP/s")), "compute"});
+  }
+  json roof_data = json::array();
+  for (const Roof& r : roofs) {
+    roof_data.push_back({{"x", r.x}, {"y", r.y}, {"x2", r.x2}, {"y2", r.y2}, {"label", r.label}, {"kind", r.kind}});
+  }
+  json& s = c.spec;
+  s["data"] = {{{"name", "roofs"}, {"values", roof_data}},
+               {{"name", "ridges"}, {"values", ridges}},
+               {{"name", "runs"}, {"values", run_points}},
+               {{"name", "layers"}, {"values", layer_points}},
+               {{"name", "layers_shown"},
+                {"source", "layers"},
+                {"transform", json::array({{{"type", "filter"}, {"expr", "datum.run === chosen"}}})}}};
+  const json first = chosen_options.empty() ? json(-1) : chosen_options.front();
+  s["signals"] = json::array();
+  if (chosen_options.empty()) s["signals"].push_back({{"name", "chosen"}, {"value", -1}});
+  else s["signals"].push_back(select_signal("chosen", first, chosen_options, chosen_labels, "per-layer points of "));
+  s["scales"] = {{{"name", "x"}, {"type", "log"}, {"domain", {xlo, xhi}}, {"range", "width"}, {"nice", false}},
+                 {{"name", "y"}, {"type", "log"}, {"domain", {ylo, yhi}}, {"range", "height"}, {"nice", false}},
+                 color_scale(runs),
+                 shape_scale(runs)};
+  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"title", "arithmetic intensity (FLOP/byte)"}, {"grid", true},
+                {"format", "~g"}, {"labelOverlap", true}},
+               {{"orient", "left"}, {"scale", "y"}, {"title", "FLOP/s"}, {"grid", true}, {"format", "~s"}}};
+  s["legends"] = {{{"fill", "color"}, {"title", "framework"}, {"symbolType", "circle"}},
+                  {{"shape", "shape"}, {"title", "mode"}}};
+  s["marks"] = {
+      {{"type", "rule"},
+       {"from", {{"data", "roofs"}}},
+       {"encode",
+        {{"update",
+          {{"x", {{"scale", "x"}, {"field", "x"}}},
+           {"y", {{"scale", "y"}, {"field", "y"}}},
+           {"x2", {{"scale", "x"}, {"field", "x2"}}},
+           {"y2", {{"scale", "y"}, {"field", "y2"}}},
+           {"stroke", {{"signal", "datum.kind === 'compute' ? '#333' : datum.kind === 'dram' ? '#555' : '#999'"}}},
+           {"strokeDash", {{"signal", "datum.kind === 'cache' ? [5, 3] : []"}}},
+           {"strokeWidth", {{"value", 1.6}}}}}}}},
+      {{"type", "text"},
+       {"from", {{"data", "roofs"}}},
+       {"encode",
+        {{"update",
+          {{"x", {{"signal", "datum.kind === 'compute' ? scale('x', datum.x2) - 4 : scale('x', datum.x) + 4"}}},
+           {"y", {{"signal", "datum.kind === 'compute' ? scale('y', datum.y2) - 4 : scale('y', datum.y) - 6"}}},
+           {"align", {{"signal", "datum.kind === 'compute' ? 'right' : 'left'"}}},
+           {"text", {{"field", "label"}}},
+           {"fontSize", {{"value", 10}}},
+           {"fill", {{"value", "#444"}}}}}}}},
+      {{"type", "symbol"},
+       {"name", "ridge_points"},
+       {"from", {{"data", "ridges"}}},
+       {"encode",
+        {{"update",
+          {{"x", {{"scale", "x"}, {"field", "x"}}},
+           {"y", {{"scale", "y"}, {"field", "y"}}},
+           {"shape", {{"value", "diamond"}}},
+           {"size", {{"value", 45}}},
+           {"fill", {{"value", "#333"}}},
+           {"tooltip", {{"field", "tooltip"}}}}}}}},
+      {{"type", "symbol"},
+       {"name", "layer_points"},
+       {"from", {{"data", "layers_shown"}}},
+       {"encode",
+        {{"update",
+          {{"x", {{"scale", "x"}, {"field", "x"}}},
+           {"y", {{"scale", "y"}, {"field", "y"}}},
+           {"shape", {{"value", "triangle-up"}}},
+           {"size", {{"value", 55}}},
+           {"fill", {{"value", "#e45756"}}},
+           {"fillOpacity", {{"value", 0.75}}},
+           {"tooltip", {{"field", "tooltip"}}}}},
+         {"hover", {{"fillOpacity", {{"value", 1}}}, {"size", {{"value", 120}}}}}}}},
+      {{"type", "symbol"},
+       {"name", "run_points"},
+       {"from", {{"data", "runs"}}},
+       {"encode",
+        {{"update",
+          {{"x", {{"scale", "x"}, {"field", "x"}}},
+           {"y", {{"scale", "y"}, {"field", "y"}}},
+           {"shape", {{"scale", "shape"}, {"field", "mode"}}},
+           {"size", {{"value", 110}}},
+           {"fill", {{"scale", "color"}, {"field", "backend"}}},
+           {"fillOpacity", {{"value", 0.85}}},
+           {"stroke", {{"signal", "datum.verdict === 'mistrusted' ? '#d62728' : datum.i === chosen ? '#000' : '#fff'"}}},
+           {"strokeWidth", {{"signal", "datum.verdict === 'mistrusted' || datum.i === chosen ? 2 : 0.8"}}},
+           {"tooltip", {{"field", "tooltip"}}}}}}}}};
+  if (hw) {
+    notes.push_back(fmt::format("Roofs of {} [{}]: compute per dtype, memory per cache level and DRAM; diamonds "
+                                "are the ridge points against DRAM.",
+                                hw->name, hw->id));
+  }
+  if (results.hardware.size() > 1) {
+    notes.push_back(fmt::format("The runs were measured against {} hardware specs; the roofs drawn are the first run's.",
+                                results.hardware.size()));
+  }
+  return c;
+}
+
+Chart latency_chart(const ResultsFile& results) {
+  const std::vector<ResultRun>& runs = results.runs;
+  Chart c{"chart-latency", "latency_points", 0, {}};
+  json rows = json::array();
+  std::set<std::int64_t> batches;
+  std::map<std::int64_t, std::size_t> per_batch;
+  double lo = INFINITY, hi = 0;
+  const std::int64_t chosen = largest_batch(runs);
+  for (const ResultRun& r : runs) {
+    if (r.failed() || !(r.median_seconds > 0)) continue;
+    batches.insert(r.batch);
+    ++per_batch[r.batch];
+    const double low = r.ci95_low_seconds > 0 ? r.ci95_low_seconds : r.median_seconds;
+    lo = std::min(lo, low);
+    hi = std::max(hi, std::max(r.ci95_high_seconds, r.median_seconds));
+    rows.push_back({{"label", label_of(r)}, {"batch", r.batch}, {"median", r.median_seconds}, {"low", low},
+                    {"high", std::max(r.ci95_high_seconds, r.median_seconds)}, {"backend", r.backend}, {"mode", r.mode},
+                    {"verdict", r.verdict}, {"tooltip", run_tooltip(r)}});
+    if (r.batch == chosen) ++c.expected;
+  }
+  std::size_t most = 1;
+  for (const auto& [b, n] : per_batch) most = std::max(most, n);
+  if (rows.empty()) lo = 1e-6, hi = 1e-3;
+  c.spec = base_spec(640, static_cast<double>(most) * 24);
+  json& s = c.spec;
+  s["signals"] = json::array({batch_selector(batches, chosen)});
+  s["data"] = {{{"name", "latency"}, {"values", rows}},
+               {{"name", "shown"},
+                {"source", "latency"},
+                {"transform", json::array({{{"type", "filter"}, {"expr", "datum.batch === batch"}}})}}};
+  s["scales"] = {{{"name", "x"}, {"type", "log"}, {"domain", {lo / 1.5, hi * 1.5}}, {"range", "width"}, {"nice", false}},
+                 {{"name", "y"}, {"type", "band"}, {"domain", {{"data", "shown"}, {"field", "label"}}},
+                  {"range", "height"}, {"padding", 0.3}},
+                 color_scale(runs),
+                 shape_scale(runs)};
+  // the log axis's own labels (it leaves some ticks unlabelled), in seconds
+  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"grid", true}, {"format", "~s"}, {"labelOverlap", true},
+                {"encode", {{"labels", {{"update", {{"text", {{"signal", "datum.label ? datum.label + 's' : ''"}}}}}}}}},
+                {"title", "median time per pass; whiskers: 95% CI of the median"}},
+               {{"orient", "left"}, {"scale", "y"}, {"labelLimit", 260}}};
+  s["legends"] = {{{"fill", "color"}, {"title", "framework"}, {"symbolType", "circle"}},
+                  {{"shape", "shape"}, {"title", "mode"}}};
+  const json y = {{"scale", "y"}, {"field", "label"}, {"band", 0.5}};
+  s["marks"] = {{{"type", "rule"},
+                 {"from", {{"data", "shown"}}},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"field", "low"}}},
+                     {"x2", {{"scale", "x"}, {"field", "high"}}},
+                     {"y", y},
+                     {"stroke", {{"scale", "color"}, {"field", "backend"}}},
+                     {"strokeWidth", {{"value", 2}}}}}}}},
+                {{"type", "symbol"},
+                 {"name", "latency_points"},
+                 {"from", {{"data", "shown"}}},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"field", "median"}}},
+                     {"y", y},
+                     {"shape", {{"scale", "shape"}, {"field", "mode"}}},
+                     {"size", {{"value", 80}}},
+                     {"fill", {{"signal", "datum.verdict === 'mistrusted' ? '#fff' : scale('color', datum.backend)"}}},
+                     {"stroke", {{"signal", "datum.verdict === 'mistrusted' ? '#d62728' : scale('color', datum.backend)"}}},
+                     {"strokeWidth", {{"value", 1.5}}},
+                     {"tooltip", {{"field", "tooltip"}}}}}}}}};
+  return c;
+}
+
+Chart heatmap_chart(const ResultsFile& results) {
+  const std::vector<ResultRun>& runs = results.runs;
+  Chart c{"chart-efficiency", "heat_cells", 0, {}};
+  json cells = json::array();
+  std::set<std::int64_t> batches;
+  std::vector<std::string> configs, models;
+  double top = 0;
+  const std::int64_t chosen = largest_batch(runs);
+  for (const ResultRun& r : runs) {
+    batches.insert(r.batch);
+    const std::string config = report::config_name(r);
+    if (std::find(configs.begin(), configs.end(), config) == configs.end()) configs.push_back(config);
+    if (std::find(models.begin(), models.end(), r.model) == models.end()) models.push_back(r.model);
+    if (!r.failed()) top = std::max(top, r.efficiency);
+    const std::string text = r.failed() ? "failed" : report::percent(r.efficiency) + (r.mistrusted() ? " ?" : "");
+    json tooltip = r.failed() ? json{{"run", report::run_name(r)}, {"verdict", "failed"}, {"error", r.error}} : run_tooltip(r);
+    cells.push_back({{"model", r.model}, {"config", config}, {"batch", r.batch}, {"efficiency", r.efficiency},
+                     {"verdict", r.verdict}, {"text", text}, {"tooltip", tooltip}});
+    if (r.batch == chosen) ++c.expected;
+  }
+  c.spec = base_spec(std::max<double>(240, 110.0 * static_cast<double>(configs.size())),
+                     std::max<double>(60, 34.0 * static_cast<double>(models.size())));
+  json& s = c.spec;
+  s["signals"] = json::array({batch_selector(batches, chosen)});
+  s["data"] = {{{"name", "cells"}, {"values", cells}},
+               {{"name", "shown"},
+                {"source", "cells"},
+                {"transform", json::array({{{"type", "filter"}, {"expr", "datum.batch === batch"}}})}}};
+  // the configurations and models of the chosen batch (a model may have been run at other batches only)
+  s["scales"] = {{{"name", "x"}, {"type", "band"}, {"domain", {{"data", "shown"}, {"field", "config"}}},
+                  {"range", "width"}, {"padding", 0.04}},
+                 {{"name", "y"}, {"type", "band"}, {"domain", {{"data", "shown"}, {"field", "model"}}},
+                  {"range", "height"}, {"padding", 0.04}},
+                 {{"name", "heat"}, {"type", "linear"}, {"domain", {0, top > 0 ? top : 1}},
+                  {"range", {{"scheme", "blues"}}}, {"zero", true}}};
+  s["axes"] = {{{"orient", "top"}, {"scale", "x"}, {"labelLimit", 150}}, {{"orient", "left"}, {"scale", "y"}}};
+  s["legends"] = json::array({{{"fill", "heat"}, {"title", "roofline efficiency"}, {"format", ".1%"}, {"type", "gradient"}}});
+  s["marks"] = {
+      {{"type", "rect"},
+       {"name", "heat_cells"},
+       {"from", {{"data", "shown"}}},
+       {"encode",
+        {{"update",
+          {{"x", {{"scale", "x"}, {"field", "config"}}},
+           {"width", {{"scale", "x"}, {"band", 1}}},
+           {"y", {{"scale", "y"}, {"field", "model"}}},
+           {"height", {{"scale", "y"}, {"band", 1}}},
+           {"fill", json::array({{{"test", "datum.verdict === 'failed'"}, {"value", "#e6e6e6"}},
+                                 {{"scale", "heat"}, {"field", "efficiency"}}})},
+           {"stroke", {{"signal", "datum.verdict === 'mistrusted' ? '#d62728' : null"}}},
+           {"strokeWidth", {{"value", 2}}},
+           {"tooltip", {{"field", "tooltip"}}}}}}}},
+      {{"type", "text"},
+       {"from", {{"data", "shown"}}},
+       {"encode",
+        {{"update",
+          {{"x", {{"scale", "x"}, {"field", "config"}, {"band", 0.5}}},
+           {"y", {{"scale", "y"}, {"field", "model"}, {"band", 0.5}}},
+           {"align", {{"value", "center"}}},
+           {"baseline", {{"value", "middle"}}},
+           {"text", {{"field", "text"}}},
+           {"fontSize", {{"value", 11}}},
+           {"fill", {{"signal", std::string("datum.verdict !== 'failed' && datum.efficiency > ") +
+                                    fmt::format("{}", 0.55 * (top > 0 ? top : 1)) + " ? '#fff' : '#222'"}}}}}}}}};
+  return c;
+}
+
+Chart scaling_chart(const ResultsFile& results) {
+  const std::vector<ResultRun>& runs = results.runs;
+  Chart c{"chart-scaling", "scaling_points", 0, base_spec(560, 320)};
+  json points = json::array();
+  std::vector<std::string> models;
+  std::int64_t blo = INT64_MAX, bhi = 0;
+  for (const ResultRun& r : runs) {
+    if (r.failed() || !(r.samples_per_second > 0)) continue;
+    if (std::find(models.begin(), models.end(), r.model) == models.end()) models.push_back(r.model);
+    blo = std::min(blo, r.batch);
+    bhi = std::max(bhi, r.batch);
+    points.push_back({{"model", r.model}, {"config", report::config_name(r)}, {"backend", r.backend}, {"mode", r.mode},
+                      {"batch", r.batch}, {"sps", r.samples_per_second}, {"verdict", r.verdict},
+                      {"tooltip", run_tooltip(r)}});
+    if (r.model == (models.empty() ? "" : models.front())) ++c.expected;
+  }
+  if (points.empty()) blo = 1, bhi = 2;
+  json& s = c.spec;
+  s["signals"] = json::array({select_signal("model", models.empty() ? json("") : json(models.front()), models, models, "model ")});
+  s["data"] = {{{"name", "points"}, {"values", points}},
+               {{"name", "shown"},
+                {"source", "points"},
+                {"transform", json::array({{{"type", "filter"}, {"expr", "datum.model === model"}}})}}};
+  s["scales"] = {{{"name", "x"}, {"type", "log"}, {"base", 2},
+                  {"domain", {static_cast<double>(blo) / 1.3, static_cast<double>(bhi) * 1.3}}, {"range", "width"},
+                  {"nice", false}},
+                 {{"name", "y"}, {"type", "log"}, {"domain", {{"data", "shown"}, {"field", "sps"}}}, {"range", "height"},
+                  {"nice", true}, {"zero", false}},
+                 {{"name", "color"}, {"type", "ordinal"}, {"domain", {{"data", "points"}, {"field", "config"}, {"sort", true}}},
+                  {"range", {{"scheme", "tableau10"}}}}};
+  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"title", "batch"}, {"grid", true}, {"format", "~g"}},
+               {{"orient", "left"}, {"scale", "y"}, {"title", "samples/s"}, {"grid", true}, {"format", "~s"}}};
+  s["legends"] = json::array({{{"stroke", "color"}, {"title", "framework, mode"}, {"symbolType", "stroke"}}});
+  s["marks"] = {
+      {{"type", "group"},
+       {"from", {{"facet", {{"name", "series"}, {"data", "shown"}, {"groupby", "config"}}}}},
+       {"marks",
+        json::array({{{"type", "line"},
+          {"from", {{"data", "series"}}},
+          {"sort", {{"field", "datum.batch"}}},
+          {"encode",
+           {{"update",
+             {{"x", {{"scale", "x"}, {"field", "batch"}}},
+              {"y", {{"scale", "y"}, {"field", "sps"}}},
+              {"stroke", {{"scale", "color"}, {"field", "config"}}},
+              {"strokeWidth", {{"value", 2}}}}}}}}})}},
+      {{"type", "symbol"},
+       {"name", "scaling_points"},
+       {"from", {{"data", "shown"}}},
+       {"encode",
+        {{"update",
+          {{"x", {{"scale", "x"}, {"field", "batch"}}},
+           {"y", {{"scale", "y"}, {"field", "sps"}}},
+           {"size", {{"value", 50}}},
+           {"fill", {{"signal", "datum.verdict === 'mistrusted' ? '#fff' : scale('color', datum.config)"}}},
+           {"stroke", {{"scale", "color"}, {"field", "config"}}},
+           {"tooltip", {{"field", "tooltip"}}}}}}}}};
+  return c;
+}
+
+Chart speedup_chart(const ResultsFile& results, const Findings& f) {
+  Chart c{"chart-speedup", "speedup_bars", 0, {}};
+  json bars = json::array();
+  std::set<std::int64_t> batches;
+  std::map<std::int64_t, std::size_t> per_batch;
+  double lo = 1, hi = 1;
+  for (const Speedup& s : f.speedups) {
+    const ResultRun& e = results.runs[s.eager];
+    const ResultRun& k = results.runs[s.compiled];
+    batches.insert(k.batch);
+    ++per_batch[k.batch];
+    lo = std::min(lo, s.speedup);
+    hi = std::max(hi, s.speedup);
+    const char* source = s.source == SpeedupSource::kDispatch ? "mostly less dispatch (outside the layers)"
+                         : s.source == SpeedupSource::kLayers ? "mostly faster layers"
+                                                              : "unknown (a run has no per-layer times)";
+    bars.push_back({{"label", label_of(k)}, {"batch", k.batch}, {"speedup", s.speedup}, {"backend", k.backend},
+                    {"text", fmt::format("{:.2f}x", s.speedup)},
+                    {"tooltip",
+                     {{"cell", report::run_name(k)},
+                      {"speedup", fmt::format("{:.2f}x", s.speedup)},
+                      {"eager", si(e.median_seconds, "s")},
+                      {k.mode, si(k.median_seconds, "s")},
+                      {"eager unattributed", si(e.unattributed_seconds, "s")},
+                      {k.mode + " unattributed", si(k.unattributed_seconds, "s")},
+                      {"where the time went", source}}}});
+  }
+  const std::int64_t chosen = batches.empty() ? 0 : *batches.rbegin();
+  c.expected = per_batch[chosen];
+  std::size_t most = 1;
+  for (const auto& [b, n] : per_batch) most = std::max(most, n);
+  c.spec = base_spec(560, static_cast<double>(most) * 26);
+  json& s = c.spec;
+  s["signals"] = json::array({batch_selector(batches, chosen)});
+  s["data"] = {{{"name", "bars"}, {"values", bars}},
+               {{"name", "shown"},
+                {"source", "bars"},
+                {"transform", json::array({{{"type", "filter"}, {"expr", "datum.batch === batch"}}})}}};
+  s["scales"] = {{{"name", "x"}, {"type", "log"}, {"domain", {lo / 1.6, hi * 1.6}}, {"range", "width"}, {"nice", false}},
+                 {{"name", "y"}, {"type", "band"}, {"domain", {{"data", "shown"}, {"field", "label"}}},
+                  {"range", "height"}, {"padding", 0.25}},
+                 color_scale(results.runs)};
+  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"grid", true}, {"format", "~g"},
+                {"title", "speedup: eager median / compiled median (log; right of 1 is faster)"}},
+               {{"orient", "left"}, {"scale", "y"}, {"labelLimit", 260}}};
+  s["legends"] = json::array({{{"fill", "color"}, {"title", "framework"}}});
+  s["marks"] = {{{"type", "rect"},
+                 {"name", "speedup_bars"},
+                 {"from", {{"data", "shown"}}},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"value", 1}}},
+                     {"x2", {{"scale", "x"}, {"field", "speedup"}}},
+                     {"y", {{"scale", "y"}, {"field", "label"}}},
+                     {"height", {{"scale", "y"}, {"band", 1}}},
+                     {"fill", {{"scale", "color"}, {"field", "backend"}}},
+                     {"tooltip", {{"field", "tooltip"}}}}}}}},
+                {{"type", "text"},
+                 {"from", {{"data", "shown"}}},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"field", "speedup"}}},
+                     {"dx", {{"signal", "datum.speedup >= 1 ? 4 : -4"}}},
+                     {"align", {{"signal", "datum.speedup >= 1 ? 'left' : 'right'"}}},
+                     {"y", {{"scale", "y"}, {"field", "label"}, {"band", 0.5}}},
+                     {"baseline", {{"value", "middle"}}},
+                     {"text", {{"field", "text"}}},
+                     {"fontSize", {{"value", 10}}}}}}}},
+                {{"type", "rule"},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"value", 1}}},
+                     {"y", {{"value", 0}}},
+                     {"y2", {{"signal", "height"}}},
+                     {"stroke", {{"value", "#333"}}}}}}}}};
+  return c;
+}
+
+Chart comparison_chart(const ResultsComparison& cmp) {
+  Chart c{"chart-comparison", "change_points", 0, {}};
+  json points = json::array();
+  double lo = 0, hi = 0;
+  for (const CellChange& x : cmp.cells) {
+    if (x.change == Change::kNotComparable) continue;
+    const double change = x.ratio - 1, low = x.ratio_ci95.low - 1, high = x.ratio_ci95.high - 1;
+    lo = std::min({lo, low, change});
+    hi = std::max({hi, high, change});
+    points.push_back({{"label", cell_name(x.cell)}, {"change", change}, {"low", low}, {"high", high},
+                      {"result", std::string(change_name(x.change))},
+                      {"tooltip",
+                       {{"cell", cell_name(x.cell)},
+                        {"before", si(x.before.median_seconds, "s")},
+                        {"after", si(x.after.median_seconds, "s")},
+                        {"change", fmt::format("{:+.1f}%", change * 100)},
+                        {"95% CI", fmt::format("{:+.1f}% .. {:+.1f}%", low * 100, high * 100)},
+                        {"p", x.test ? fmt::format("{:.2g}", x.test->p_value) : std::string("not tested")},
+                        {"result", std::string(change_name(x.change))}}}});
+  }
+  c.expected = points.size();
+  c.spec = base_spec(560, std::max<double>(40, 24.0 * static_cast<double>(points.size())));
+  json& s = c.spec;
+  const double pad = std::max(0.02, (hi - lo) * 0.1);
+  s["data"] = json::array({{{"name", "changes"}, {"values", points}}});
+  s["scales"] = {{{"name", "x"}, {"type", "linear"}, {"domain", {lo - pad, hi + pad}}, {"range", "width"}, {"zero", true}},
+                 {{"name", "y"}, {"type", "band"}, {"domain", {{"data", "changes"}, {"field", "label"}}},
+                  {"range", "height"}, {"padding", 0.3}},
+                 {{"name", "result"}, {"type", "ordinal"},
+                  {"domain", {"faster", "slower", "no significant change", "not tested"}},
+                  {"range", {"#2ca02c", "#d62728", "#888888", "#bcbd22"}}}};
+  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"grid", true}, {"format", "+.0%"},
+                {"title", "change of the median (after / before - 1); whiskers: 95% interval"}},
+               {{"orient", "left"}, {"scale", "y"}, {"labelLimit", 280}}};
+  s["legends"] = json::array({{{"fill", "result"}, {"title", "result"}}});
+  const json y = {{"scale", "y"}, {"field", "label"}, {"band", 0.5}};
+  s["marks"] = {{{"type", "rule"},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"value", 0}}},
+                     {"y", {{"value", 0}}},
+                     {"y2", {{"signal", "height"}}},
+                     {"stroke", {{"value", "#333"}}}}}}}},
+                {{"type", "rule"},
+                 {"from", {{"data", "changes"}}},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"field", "low"}}},
+                     {"x2", {{"scale", "x"}, {"field", "high"}}},
+                     {"y", y},
+                     {"stroke", {{"scale", "result"}, {"field", "result"}}},
+                     {"strokeWidth", {{"value", 2}}}}}}}},
+                {{"type", "symbol"},
+                 {"name", "change_points"},
+                 {"from", {{"data", "changes"}}},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"field", "change"}}},
+                     {"y", y},
+                     {"size", {{"value", 70}}},
+                     {"fill", {{"scale", "result"}, {"field", "result"}}},
+                     {"tooltip", {{"field", "tooltip"}}}}}}}}};
+  return c;
+}
+
+}  // namespace neuralcost::report
