@@ -30,7 +30,7 @@ bool fusible(const OpRecord& op, const OpCost& cost) { return cost.modeled && tr
 }  // namespace
 
 std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline>& ops,
-                              const HardwareSpec& hardware) {
+                              const HardwareSpec& hardware, double resident_bytes) {
   const std::size_t n = graph.size();
   std::vector<FusionGroup> groups;
   std::vector<std::size_t> group_of(n);
@@ -62,6 +62,7 @@ std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline
     };
     std::set<std::string> read, written, params;
     double compute_seconds = 0;
+    double state = 0;  // weights and graph inputs the group reads (HardwareSpec::memory_seconds)
     for (std::size_t i : group.ops) {
       const OpRecord& op = graph.op(i);
       const OpCost& cost = ops[i].cost;
@@ -71,14 +72,22 @@ std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline
       if (anchored && i == first) {
         // the anchor reads exactly what its own cost says (slices and gathers read part of a tensor)
         group.bytes_read += cost.bytes_read;
-        for (const TensorDesc& t : op.inputs) read.insert(t.name);
+        std::uint64_t own_state = cost.parameter_bytes;
+        for (const TensorDesc& t : op.inputs) {
+          read.insert(t.name);
+          if (!graph.producer(t.name)) own_state += t.bytes();
+        }
+        state += static_cast<double>(std::min<std::uint64_t>(own_state, cost.bytes_read));
         for (const ParameterDesc& p : op.parameters) params.insert(p.id);
       } else {
         for (const TensorDesc& t : op.inputs) {
-          if (!internal(t.name) && read.insert(t.name).second) group.bytes_read += t.bytes();
+          if (!internal(t.name) && read.insert(t.name).second) {
+            group.bytes_read += t.bytes();
+            if (!graph.producer(t.name)) state += static_cast<double>(t.bytes());
+          }
         }
         for (const ParameterDesc& p : op.parameters) {
-          if (params.insert(p.id).second) group.bytes_read += p.bytes();
+          if (params.insert(p.id).second) group.bytes_read += p.bytes(), state += static_cast<double>(p.bytes());
         }
       }
       if (anchored && i == first && cost.bytes_written != output_bytes(op)) {
@@ -93,7 +102,7 @@ std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline
       }
     }
     const double group_bytes = static_cast<double>(group.bytes_read + group.bytes_written);
-    const double memory_seconds = group_bytes / hardware.bandwidth_for(group_bytes);
+    const double memory_seconds = hardware.memory_seconds(group_bytes, state, resident_bytes);
     group.lower_bound_seconds = std::max(compute_seconds, memory_seconds);
     group.bound = compute_seconds > memory_seconds ? Bound::kCompute : Bound::kMemory;
   }

@@ -13,13 +13,23 @@
 namespace neuralcost {
 namespace {
 
+/// The bytes of `op` that are the model's state: its weights, and the graph inputs it reads
+/// (at most what its cost says it reads).
+double state_bytes(const OpRecord& op, const OpCost& cost, const OpGraph& graph) {
+  std::uint64_t state = cost.parameter_bytes;
+  for (const TensorDesc& t : op.inputs) {
+    if (!graph.producer(t.name)) state += t.bytes();
+  }
+  return static_cast<double>(std::min<std::uint64_t>(state, cost.bytes_read));
+}
+
 bool has_peak_type(DType dtype) {
   const auto& all = compute_dtypes();
   return std::find(all.begin(), all.end(), dtype) != all.end();
 }
 
-OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec& hw,
-                       std::vector<std::string>& approximations) {
+OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec& hw, const OpGraph& graph,
+                       double resident_bytes, std::vector<std::string>& approximations) {
   OpRoofline r;
   r.op_index = index;
   r.cost = cost_of(op);
@@ -29,9 +39,11 @@ OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec
   }
   r.compute_dtype = op.effective_compute_dtype();
   r.dram_seconds = static_cast<double>(r.cost.bytes()) / hw.memory_bandwidth_bytes_per_second;
-  // cache-aware: the op's operands come from the smallest level that holds them all
-  const double bw = hw.bandwidth_for(static_cast<double>(r.cost.bytes()), &r.memory_level);
-  r.memory_seconds = static_cast<double>(r.cost.bytes()) / bw;
+  // cache-aware: the op's operands come from the smallest level that holds them all, but the
+  // model's state (weights, graph inputs) only when that level holds all of it (HardwareSpec::memory_seconds)
+  const double bytes = static_cast<double>(r.cost.bytes());
+  r.memory_seconds = hw.memory_seconds(bytes, state_bytes(op, r.cost, graph), resident_bytes, &r.memory_level);
+  const double bw = r.memory_seconds > 0 ? bytes / r.memory_seconds : hw.memory_bandwidth_bytes_per_second;
   if (r.cost.flops > 0) {
     const bool matrix = traits_of(op.kind).unit == ComputeUnit::kMatrix;
     DType roof = r.compute_dtype;
@@ -84,8 +96,11 @@ Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOpti
   ModelTotals& t = a.totals;
   std::map<DType, std::uint64_t> flops_by_dtype;
   double compute_bound_time = 0;
+  double resident = 0;  // the model's state: every parameter once, and the graph's inputs
+  for (const ParameterDesc& p : graph.unique_parameters()) resident += static_cast<double>(p.bytes());
+  for (const TensorDesc& t : graph.inputs()) resident += static_cast<double>(t.bytes());
   for (std::size_t i = 0; i < graph.size(); ++i) {
-    OpRoofline r = roofline_of(i, graph.op(i), hardware, a.approximations);
+    OpRoofline r = roofline_of(i, graph.op(i), hardware, graph, resident, a.approximations);
     try {
       t.flops = checked_add(t.flops, r.cost.flops, "FLOP count");
       t.contraction_flops = checked_add(t.contraction_flops, r.cost.contraction_flops, "FLOP count");
@@ -126,7 +141,7 @@ Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOpti
     if (f > most) most = f, a.dtype = dtype;
   }
   if (hardware.peak_flops_per_second.count(a.dtype)) a.ridge_point = hardware.ridge_point(a.dtype);
-  a.fusion_groups = detail::fuse(graph, a.ops, hardware);
+  a.fusion_groups = detail::fuse(graph, a.ops, hardware, resident);
   for (const FusionGroup& g : a.fusion_groups) {
     t.fused_bytes_read += g.bytes_read;
     t.fused_bytes_written += g.bytes_written;

@@ -1,6 +1,8 @@
 // Roof lookups on a hardware spec.
 #include "neuralcost/hardware/spec.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "neuralcost/core/error.hpp"
@@ -38,6 +40,16 @@ double HardwareSpec::bandwidth_for(double bytes, std::string* level) const {
   }
   if (level) *level = "DRAM";
   return memory_bandwidth_bytes_per_second;
+}
+
+double HardwareSpec::memory_seconds(double bytes, double state_bytes, double resident_bytes, std::string* level) const {
+  std::string from, state_from;
+  const double bw = bandwidth_for(bytes, &from);
+  // the state stays between passes only in a level that holds all of it (and this op's bytes)
+  const double state_bw = bandwidth_for(std::max(bytes, resident_bytes), &state_from);
+  const double state = std::min(std::max(state_bytes, 0.0), bytes);
+  if (level) *level = 2 * state > bytes ? state_from : from;
+  return state / state_bw + (bytes - state) / bw;
 }
 
 }  // namespace neuralcost

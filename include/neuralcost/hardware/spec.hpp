@@ -53,6 +53,13 @@ struct HardwareSpec {
   /// Cache-aware roofline: the bandwidth for a working set of `bytes`, from the smallest cache
   /// level with a known bandwidth (above DRAM's) that holds it, else DRAM; `level` gets its name.
   double bandwidth_for(double bytes, std::string* level = nullptr) const;
+  /// The time to move `bytes`, `state_bytes` of them the model's state that a pass reads afresh
+  /// (weights, graph inputs such as a KV cache): the rest at the working set's level
+  /// (bandwidth_for(bytes)), the state at the level that holds all of it, `resident_bytes` (and
+  /// these bytes), where it can stay from pass to pass: DRAM when no cache holds it (a decode
+  /// step's 16 GB of weights are not served by a 256 MB cache because one of them fits). `level`
+  /// gets the level most of the bytes come from.
+  double memory_seconds(double bytes, double state_bytes, double resident_bytes, std::string* level = nullptr) const;
 };
 
 /// Parses a spec from JSON text. `origin` names the file in every error, e.g.
