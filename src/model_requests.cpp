@@ -10,7 +10,7 @@ namespace neuralcost {
 
 std::vector<std::string> options_set(const ModelRequest& request) {
   std::vector<std::string> set;
-  for (const char* option : {"batch", "seq", "width", "depth", "dtype"}) {
+  for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context"}) {
     if (request.given.count(option)) set.emplace_back(option);
   }
   if (!request.named_inputs.empty() || !request.input_shapes.empty()) set.emplace_back("input");

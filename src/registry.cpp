@@ -5,6 +5,7 @@
 
 #include "backends/plugin_backend.hpp"
 #include "backends/python_worker/worker_backend.hpp"
+#include "importers/decoder/decoder_importer.hpp"
 #include "importers/reference/reference_importer.hpp"
 #ifdef NEURALCOST_WITH_ONNX
 #include "importers/onnx/onnx_importer.hpp"
@@ -17,11 +18,13 @@ namespace neuralcost {
 
 const std::vector<const Importer*>& importers() {
   static const ReferenceImporter reference;
+  static const DecoderImporter decoder;
 #ifdef NEURALCOST_WITH_ONNX
   static const OnnxImporter onnx;
 #endif
   static const std::vector<const Importer*> all = {
       &reference,
+      &decoder,
 #ifdef NEURALCOST_WITH_ONNX
       &onnx,
 #endif

@@ -47,7 +47,12 @@ struct ModelRequest {
   /// for model files run by a backend: the inputs by name or by position, with dtypes and value
   /// ranges (empty: one fp input per input_shapes); inputs_of() (model_inputs.hpp) reads both
   std::vector<InputSpec> inputs;
-  /// The options among batch, seq, width, depth and dtype the user set (the others hold
+  /// decoder LLMs (models/decoder.hpp): the phase ("prefill" or "decode"), the prompt's tokens
+  /// (prefill) and the tokens already cached (decode)
+  std::string phase = "prefill";
+  std::int64_t prompt = 512;
+  std::int64_t context = 1024;
+  /// The options among batch, seq, width, depth, dtype, phase, prompt and context the user set (the others hold
   /// defaults). An importer that cannot apply a set option refuses it (ONNX: seq, width,
   /// depth); one that reads a value from the model uses a default only where the model
   /// leaves it open (ONNX: the batch of a symbolic leading dimension).

@@ -35,7 +35,8 @@ TEST(CliErrorsTest, UnknownModel) {
   expect_error("analyze tranformer", "unknown model 'tranformer'; did you mean transformer?");
   expect_error("analyze --model resnet",
                "unknown model 'resnet'; accepted: reference (built-in reference networks: ff, cnn, rnn, lstm, "
-               "transformer); onnx (ONNX files (*.onnx), via the ONNX library)");
+               "transformer); decoder (decoder LLMs: a config.json (llama, mistral, qwen2) or a preset, prefill or "
+               "decode); onnx (ONNX files (*.onnx), via the ONNX library)");
 }
 
 TEST(CliErrorsTest, UnknownHardwareListsNearestIds) {

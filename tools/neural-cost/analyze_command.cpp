@@ -20,6 +20,9 @@ struct AnalyzeArgs {
   std::vector<std::string> models;
   std::vector<std::int64_t> batches = {32};
   std::int64_t seq = 32;
+  std::string phase = "prefill";
+  std::int64_t prompt = 512;
+  std::int64_t context = 1024;
   std::int64_t width = 128;
   std::int64_t depth = 2;
   std::string dtype = "fp32";
@@ -96,7 +99,10 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   base.depth = args.depth;
   base.dtype = model_dtype;
   base.structure_only = args.structure_only;
-  for (const char* option : {"batch", "seq", "width", "depth", "dtype"}) {
+  base.phase = args.phase;
+  base.prompt = args.prompt;
+  base.context = args.context;
+  for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context"}) {
     if (cmd.count(std::string("--") + option) > 0) base.given.insert(option);
   }
   if (model_dtype != *dtype) base.given.insert("dtype");
@@ -185,8 +191,8 @@ void add_analyze_command(CLI::App& app) {
       "Per-layer FLOPs, bytes, arithmetic intensity, limiting roof and lower-bound time.\n"
       "Without a model: a summary of the five reference networks.");
   cmd->add_option("model,--model", args->models,
-                  "Models, comma-separated: ff, cnn, rnn, lstm, transformer, or ONNX files (omit for all five "
-                  "networks; several: a summary)")
+                  "Models, comma-separated: ff, cnn, rnn, lstm, transformer, ONNX files, decoder configs (config.json) "
+                  "or decoder presets (llama-2-7b, llama-3-8b, ...; omit for all five networks; several: a summary)")
       ->delimiter(',');
   cmd->add_option("--input", args->inputs, "ONNX: shape of a graph input, NAME=1x3x224x224 (repeatable)");
   cmd->add_option("--dim", args->dims, "ONNX: value of a symbolic dimension, NAME=32 (repeatable)");
@@ -202,6 +208,12 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--width", args->width, "Hidden width d (cnn: channels of the last stage)")
       ->capture_default_str();
   cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
+  cmd->add_option("--phase", args->phase,
+                  "Decoder LLMs (a config.json or a preset such as llama-3-8b): prefill (the prompt, time to first "
+                  "token) or decode (one token per sequence over a KV cache, time per output token)")
+      ->capture_default_str();
+  cmd->add_option("--prompt", args->prompt, "Decoder prefill: prompt tokens per sequence")->capture_default_str();
+  cmd->add_option("--context", args->context, "Decoder decode: tokens already in the KV cache")->capture_default_str();
   cmd->add_option("--dtype", args->dtype,
                   "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8 (ONNX: every floating-point tensor is "
                   "counted in it)")

@@ -15,10 +15,10 @@ class OnnxImporter final : public Importer {
   bool accepts(const ModelRequest& request) const override;
   OpGraph import(const ModelRequest& request) const override;
   /// --batch (binds a symbolic leading dimension), --dtype, --input, --dim, --structure-only;
-  /// never --seq, --width, --depth (the file fixes them).
+  /// never --seq, --width, --depth (the file fixes them) nor a decoder's --phase, --prompt, --context.
   bool applies(const ModelRequest& request, std::string_view option) const override {
     (void)request;
-    return option != "seq" && option != "width" && option != "depth";
+    return option == "batch" || option == "dtype" || option == "input" || option == "dim" || option == "structure-only";
   }
 };
 

@@ -26,7 +26,9 @@ OpGraph ReferenceImporter::import(const ModelRequest& request) const {
     if (!applies(request, option)) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("--{} does not apply to the built-in network '{}'{}", option, request.model,
-                              option == "seq" ? " (it has no sequence)" : " (it is for model files)"));
+                              option == "seq"                                              ? " (it has no sequence)"
+                              : option == "phase" || option == "prompt" || option == "context" ? " (it is for decoder LLMs)"
+                                                                                               : " (it is for model files)"));
     }
   }
   ReferenceOptions o;

@@ -1,0 +1,70 @@
+// Decoder-only LLMs (issue 25) as op graphs of the existing op kinds: token embedding, RMS norm,
+// q/k/v projections (grouped-query: fewer kv heads), rotary positions, attention over a KV
+// cache, SwiGLU MLP, LM head. From a Hugging Face style config.json (read locally) or a built-in
+// preset, for one phase: a prefill of P prompt tokens (time to first token) or one decode step
+// at a context of C cached tokens (time per output token). docs/llm.md says what is counted.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "neuralcost/core/graph.hpp"
+
+namespace neuralcost {
+
+struct DecoderConfig {
+  std::string architecture;       ///< the config's model_type: llama, mistral, qwen2
+  std::string source;             ///< where the figures come from (a file, a preset's reference)
+  std::int64_t hidden = 0;        ///< hidden_size
+  std::int64_t layers = 0;        ///< num_hidden_layers
+  std::int64_t heads = 0;         ///< num_attention_heads
+  std::int64_t kv_heads = 0;      ///< num_key_value_heads (= heads without grouped-query attention)
+  std::int64_t head_dim = 0;      ///< head_dim (default hidden / heads)
+  std::int64_t intermediate = 0;  ///< intermediate_size of the SwiGLU MLP
+  std::int64_t vocab = 0;         ///< vocab_size
+  std::int64_t max_positions = 0; ///< max_position_embeddings
+  std::int64_t sliding_window = 0;  ///< 0: none
+  bool tied_embeddings = false;   ///< tie_word_embeddings: the LM head is the embedding
+  bool qkv_bias = false;          ///< biases on q, k, v (qwen2; llama's attention_bias)
+  bool output_bias = false;       ///< a bias on o_proj (llama's attention_bias)
+  bool mlp_bias = false;          ///< biases on the MLP's projections (llama's mlp_bias)
+};
+
+/// Reads a config.json's object. `where` names it in errors. Supported model_type: llama,
+/// mistral, qwen2; another is kUnimplemented naming the supported ones; a field that changes the
+/// math and is not modeled (experts, a non-SiLU activation) is kUnimplemented naming the field;
+/// missing, inconsistent or absurd sizes are kInvalidArgument naming the field.
+DecoderConfig parse_decoder_config(const nlohmann::json& config, const std::string& where);
+
+/// Whether `object` looks like a decoder config (it has model_type and num_hidden_layers).
+bool looks_like_decoder_config(const nlohmann::json& object);
+
+/// The built-in presets ("llama-2-7b", ...), each with the source of its figures.
+const std::vector<std::string>& decoder_preset_names();
+/// A preset's config; kNotFound for another name.
+DecoderConfig decoder_preset(const std::string& name);
+
+enum class DecoderPhase { kPrefill, kDecode };
+
+struct DecoderRequest {
+  DecoderPhase phase = DecoderPhase::kPrefill;
+  std::int64_t batch = 1;
+  std::int64_t prompt = 512;    ///< prefill: tokens per sequence
+  std::int64_t context = 1024;  ///< decode: tokens already in the KV cache
+  DType dtype = DType::kBf16;   ///< weights, activations and the KV cache
+};
+
+/// Elements of every parameter (the embedding once when tied).
+std::uint64_t decoder_parameter_count(const DecoderConfig& config);
+/// Bytes of the KV cache per token: 2 · layers · kv_heads · head_dim · bytes(dtype).
+std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& config, DType dtype);
+
+/// The op graph of one phase. Throws kInvalidArgument for a batch, prompt or context below 1,
+/// or a context (with the step's token) beyond max_position_embeddings; kUnimplemented for a
+/// sliding window narrower than the attended keys of a prefill.
+OpGraph build_decoder(const DecoderConfig& config, const DecoderRequest& request, const std::string& name);
+
+}  // namespace neuralcost

@@ -1,0 +1,77 @@
+// Maps a ModelRequest onto the decoder builder (see decoder_importer.hpp).
+#include "importers/decoder/decoder_importer.hpp"
+
+#include <algorithm>
+#include <fstream>
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/models/decoder.hpp"
+
+namespace neuralcost {
+namespace {
+
+bool is_preset(const std::string& model) {
+  const auto& names = decoder_preset_names();
+  return std::find(names.begin(), names.end(), model) != names.end();
+}
+
+/// The file's JSON when it is a readable JSON file; nullopt otherwise (not ours to judge).
+std::optional<nlohmann::json> read_json(const std::string& path) {
+  if (path.size() < 5 || path.compare(path.size() - 5, 5, ".json") != 0) return std::nullopt;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+}  // namespace
+
+bool DecoderImporter::accepts(const ModelRequest& request) const {
+  if (is_preset(request.model)) return true;
+  const auto j = read_json(request.model);
+  return j && !j->is_discarded() && looks_like_decoder_config(*j);
+}
+
+bool DecoderImporter::applies(const ModelRequest& request, std::string_view option) const {
+  if (option == "batch" || option == "dtype" || option == "phase") return true;
+  if (option == "prompt") return request.phase == "prefill";
+  if (option == "context") return request.phase == "decode";
+  return false;
+}
+
+OpGraph DecoderImporter::import(const ModelRequest& request) const {
+  if (request.phase != "prefill" && request.phase != "decode") {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--phase '{}' is not one of prefill, decode", request.phase));
+  }
+  for (const std::string& option : options_set(request)) {
+    if (!applies(request, option)) {
+      const std::string why = option == "prompt" || option == "context"
+                                  ? fmt::format(" (--prompt is prefill's, --context decode's; this is --phase {})", request.phase)
+                                  : option == "seq" ? " (use --prompt or --context)" : "";
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("--{} does not apply to the decoder '{}'{}", option, request.model, why));
+    }
+  }
+  DecoderConfig config;
+  if (is_preset(request.model)) {
+    config = decoder_preset(request.model);
+  } else {
+    const auto j = read_json(request.model);
+    if (!j || j->is_discarded()) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: not a JSON file", request.model));
+    config = parse_decoder_config(*j, request.model);
+  }
+  DecoderRequest r;
+  r.phase = request.phase == "decode" ? DecoderPhase::kDecode : DecoderPhase::kPrefill;
+  r.batch = request.batch;
+  r.prompt = request.prompt;
+  r.context = request.context;
+  r.dtype = request.given.count("dtype") ? request.dtype : DType::kBf16;  // LLM weights: bf16 unless told
+  const std::string base = request.model.substr(request.model.find_last_of('/') + 1);
+  OpGraph g = build_decoder(config, r, fmt::format("{} ({} {})", base, request.phase,
+                                                    r.phase == DecoderPhase::kDecode ? fmt::format("at context {}", r.context)
+                                                                                     : fmt::format("of {} tokens", r.prompt)));
+  if (!request.given.count("dtype")) g.add_note("dtype bf16 (a decoder's default; --dtype sets another)");
+  return g;
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,21 @@
+// Decoder LLMs (models/decoder.hpp) for analyze: a Hugging Face style config.json, recognised
+// by its content, or a built-in preset name (llama-3-8b, ...), at one phase.
+#pragma once
+
+#include "neuralcost/importer.hpp"
+
+namespace neuralcost {
+
+class DecoderImporter final : public Importer {
+ public:
+  std::string_view name() const override { return "decoder"; }
+  std::string_view description() const override {
+    return "decoder LLMs: a config.json (llama, mistral, qwen2) or a preset, prefill or decode";
+  }
+  bool accepts(const ModelRequest& request) const override;
+  OpGraph import(const ModelRequest& request) const override;
+  /// --batch, --dtype, --phase, --prompt (prefill), --context (decode).
+  bool applies(const ModelRequest& request, std::string_view option) const override;
+};
+
+}  // namespace neuralcost

@@ -1,0 +1,220 @@
+// The op graph of a decoder's prefill or decode step (models/decoder.hpp), op by op as
+// transformers' LlamaForCausalLM computes it (names as its modules: model.layers.0.self_attn.q_proj),
+// so the roofline, the fused bound and every view apply unchanged. docs/llm.md lists the ops.
+#include <fmt/format.h>
+
+#include <functional>
+#include <optional>
+
+#include "neuralcost/core/checked_math.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/cost/op_kinds.hpp"
+#include "neuralcost/models/decoder.hpp"
+
+namespace neuralcost {
+namespace {
+
+std::uint64_t dim(std::int64_t d) { return static_cast<std::uint64_t>(d); }
+std::uint64_t product(std::initializer_list<std::uint64_t> factors) {
+  std::uint64_t p = 1;
+  for (std::uint64_t f : factors) p = checked_mul(p, f, "decoder count");
+  return p;
+}
+using Tweak = std::function<void(OpRecord&)>;
+
+std::string grouped(std::uint64_t n) {
+  const std::string digits = std::to_string(n);
+  std::string out;
+  for (std::size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+class Builder {
+ public:
+  Builder(const std::string& name, DType dtype) : graph_(name), dtype_(dtype) {}
+
+  TensorDesc op(OpKind kind, const std::string& name, std::vector<TensorDesc> inputs, Shape out,
+                std::vector<ParameterDesc> parameters = {}, std::optional<DType> out_dtype = std::nullopt, const Tweak& tweak = {}) {
+    OpRecord r{name, kind, std::string(op_kind_name(kind)), std::move(inputs), {{name, std::move(out), out_dtype.value_or(dtype_)}},
+               std::move(parameters), {}, {}};
+    r.attributes.set("module", module_of(name));
+    if (tweak) tweak(r);
+    TensorDesc y = r.outputs.front();
+    graph_.add(std::move(r));
+    return y;
+  }
+  TensorDesc linear(const std::string& name, const TensorDesc& x, std::int64_t out, bool bias, const std::string& weight_id = "") {
+    Shape y = x.shape;
+    const std::int64_t in = y.back();
+    y.back() = out;
+    std::vector<ParameterDesc> p = {{weight_id.empty() ? name + ".weight" : weight_id, {out, in}, dtype_, true}};
+    if (bias) p.push_back({name + ".bias", {out}, dtype_, true});
+    return op(OpKind::kLinear, name, {x}, y, p);
+  }
+  TensorDesc elementwise(OpKind kind, const std::string& name, const std::string& function, std::vector<TensorDesc> in, bool scalar = false) {
+    Shape y = in.front().shape;
+    for (const TensorDesc& t : in) {
+      if (t.shape.size() == y.size()) {
+        for (std::size_t i = 0; i < y.size(); ++i) y[i] = std::max(y[i], t.shape[i]);
+      }
+    }
+    return op(kind, name, std::move(in), y, {}, std::nullopt, [&](OpRecord& r) {
+      r.attributes.set("function", function);
+      if (scalar) r.attributes.set("scalar_operand", true);
+    });
+  }
+  TensorDesc view(const std::string& name, const TensorDesc& x, Shape shape) { return op(OpKind::kReshape, name, {x}, std::move(shape)); }
+  TensorDesc rms_norm(const std::string& name, const TensorDesc& x) {
+    return op(OpKind::kRmsNorm, name, {x}, x.shape, {{name + ".weight", {x.shape.back()}, dtype_, true}}, std::nullopt,
+              [](OpRecord& r) { r.attributes.set("normalized_dims", std::int64_t{1}); });
+  }
+  OpGraph& graph() { return graph_; }
+  DType dtype() const { return dtype_; }
+
+ private:
+  static std::string module_of(const std::string& name) {
+    const auto hash = name.find('#');
+    return hash == std::string::npos ? name : name.substr(0, hash);
+  }
+  OpGraph graph_;
+  DType dtype_;
+};
+
+/// q or k [B, heads, T, D] with rotary positions: x·cos + rotate_half(x)·sin, rotate_half(x) =
+/// cat(−x[..., D/2:], x[..., :D/2]) (transformers' apply_rotary_pos_emb).
+TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& x, const TensorDesc& cos, const TensorDesc& sin) {
+  Shape half = x.shape;
+  half.back() /= 2;
+  const TensorDesc xc = b.elementwise(OpKind::kBinary, name + "#cos", "mul", {x, cos});
+  const TensorDesc neg = b.elementwise(OpKind::kUnary, name + "#neg", "neg", {b.view(name + "#half", x, half)});
+  const TensorDesc rot = b.op(OpKind::kConcat, name + "#rotate_half", {neg, b.view(name + "#first_half", x, half)}, x.shape);
+  const TensorDesc rs = b.elementwise(OpKind::kBinary, name + "#sin", "mul", {rot, sin});
+  return b.elementwise(OpKind::kBinary, name, "add", {xc, rs});
+}
+
+}  // namespace
+
+std::uint64_t decoder_parameter_count(const DecoderConfig& c) {
+  const std::uint64_t e = dim(c.hidden), d = dim(c.head_dim), h = dim(c.heads), kv = dim(c.kv_heads), i = dim(c.intermediate);
+  const std::uint64_t attention = checked_add(product({2, e, h, d}), product({2, e, kv, d}), "parameters") +
+                                  (c.qkv_bias ? product({h + 2 * kv, d}) : 0) + (c.output_bias ? e : 0);
+  const std::uint64_t mlp = product({3, e, i}) + (c.mlp_bias ? 2 * i + e : 0);
+  const std::uint64_t layer = attention + mlp + 2 * e;
+  const std::uint64_t embeddings = product({c.tied_embeddings ? 1u : 2u, dim(c.vocab), e});
+  return checked_add(checked_add(product({dim(c.layers), layer}), embeddings, "parameters"), e, "parameters");
+}
+
+std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& c, DType dtype) {
+  return product({2, dim(c.layers), dim(c.kv_heads), dim(c.head_dim), dtype_bytes(dtype)});
+}
+
+OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std::string& name) {
+  const bool decode = r.phase == DecoderPhase::kDecode;
+  for (const auto& [what, value] : {std::pair<const char*, std::int64_t>{"batch", r.batch}, {decode ? "context" : "prompt", decode ? r.context : r.prompt}}) {
+    if (value < 1 || value >= (std::int64_t{1} << 31)) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("--{} {} must be a positive integer below 2^31", what, value));
+    }
+  }
+  const std::int64_t t = decode ? 1 : r.prompt;          // tokens this step computes
+  const std::int64_t keys = decode ? r.context + 1 : t;  // tokens each query attends to (its own included)
+  if (keys > c.max_positions) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} {} tokens are beyond the model's {} positions (max_position_embeddings)",
+                            decode ? "a decode step at context" : "a prompt of", decode ? r.context : r.prompt, c.max_positions));
+  }
+  if (c.sliding_window > 0 && keys > c.sliding_window) {
+    throw Error(ErrorCode::kUnimplemented,
+                fmt::format("{} tokens attend beyond the sliding window of {}: banded attention is not modeled yet", keys,
+                            c.sliding_window));
+  }
+  const std::int64_t batch = r.batch, e = c.hidden, d = c.head_dim, h = c.heads, kv = c.kv_heads;
+  Builder b(name, r.dtype);
+  OpGraph& g = b.graph();
+  const TensorDesc ids{"input_ids", {batch, t}, DType::kInt64};
+  TensorDesc x = b.op(OpKind::kEmbedding, "model.embed_tokens", {ids}, {batch, t, e}, {{"model.embed_tokens.weight", {c.vocab, e}, r.dtype, true}});
+  // rotary tables, once per step for every sequence (their positions are the same): inv_freq
+  // [1, D/2, 1] @ positions [1, 1, T], cat, cos and sin in fp32
+  const TensorDesc positions{"position_ids", {1, 1, t}, DType::kFp32};
+  const Tweak free_view = [](OpRecord& op) { op.attributes.set("materializes", false); };
+  const TensorDesc inv = b.op(OpKind::kReshape, "model.rotary_emb#expand", {}, {1, d / 2, 1},
+                              {{"model.rotary_emb.inv_freq", {d / 2}, DType::kFp32, false}}, DType::kFp32);
+  TensorDesc freqs = b.op(OpKind::kMatMul, "model.rotary_emb#freqs", {inv, positions}, {1, d / 2, t}, {}, DType::kFp32);
+  freqs = b.op(OpKind::kTranspose, "model.rotary_emb#transpose", {freqs}, {1, t, d / 2}, {}, DType::kFp32, free_view);
+  const TensorDesc emb = b.op(OpKind::kConcat, "model.rotary_emb#cat", {freqs, freqs}, {1, t, d}, {}, DType::kFp32);
+  TensorDesc tables[2];
+  for (int k = 0; k < 2; ++k) {
+    const std::string f = k == 0 ? "cos" : "sin";
+    OpRecord u{"model.rotary_emb#" + f, OpKind::kUnary, f, {emb}, {{"model.rotary_emb#" + f, {1, t, d}, DType::kFp32}}, {}, {}, {}};
+    u.attributes.set("function", f);
+    u.attributes.set("module", std::string("model.rotary_emb"));
+    g.add(u);
+    OpRecord s{"model.rotary_emb#" + f + "_scaled", OpKind::kBinary, "mul", {u.outputs[0]}, {{"model.rotary_emb#" + f + "_scaled", {1, t, d}, DType::kFp32}}, {}, {}, {}};
+    s.attributes.set("function", std::string("mul"));  // · attention_scaling
+    s.attributes.set("scalar_operand", true);
+    s.attributes.set("module", std::string("model.rotary_emb"));
+    g.add(s);
+    tables[k] = s.outputs[0];
+    if (r.dtype != DType::kFp32) tables[k] = b.elementwise(OpKind::kUnary, "model.rotary_emb#" + f + "_to_dtype", "cast", {tables[k]});
+    tables[k] = b.view("model.rotary_emb#" + f + "_unsqueeze", tables[k], {1, 1, t, d});
+  }
+  std::uint64_t cache_read = 0;
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const std::string p = fmt::format("model.layers.{}", l), a = p + ".self_attn";
+    const TensorDesc normed = b.rms_norm(p + ".input_layernorm", x);
+    auto heads_of = [&](const std::string& proj, std::int64_t n) {
+      const TensorDesc y = b.linear(a + "." + proj, normed, n * d, c.qkv_bias);
+      const TensorDesc v = b.view(a + "." + proj + "#view", y, {batch, t, n, d});
+      return b.op(OpKind::kTranspose, a + "." + proj + "#transpose", {v}, {batch, n, t, d}, {}, std::nullopt, free_view);
+    };
+    const TensorDesc q = rotary(b, a + "#rotary_q", heads_of("q_proj", h), tables[0], tables[1]);
+    const TensorDesc k = rotary(b, a + "#rotary_k", heads_of("k_proj", kv), tables[0], tables[1]);
+    const TensorDesc v = heads_of("v_proj", kv);
+    // the KV cache: this step's keys and values written into it; decode attends to the cache
+    // of C earlier tokens and this one, read from memory (compulsory bytes)
+    TensorDesc keys_in = k, values_in = v;
+    for (const auto& [which, y] : {std::pair<const char*, TensorDesc>{"key", k}, {"value", v}}) {
+      b.elementwise(OpKind::kUnary, fmt::format("{}#cache_{}_write", a, which), "copy", {y});
+      if (decode) {
+        const TensorDesc cache{fmt::format("{}.{}_cache", a, which), {batch, kv, keys, d}, r.dtype};
+        cache_read += cache.bytes();
+        (std::string(which) == "key" ? keys_in : values_in) = cache;
+      }
+    }
+    // decode: its one query sees every cached key; prefill: causal over the prompt
+    TensorDesc o = b.op(OpKind::kAttention, a + "#attention", {q, keys_in, values_in}, {batch, h, t, d}, {}, std::nullopt,
+                        [&](OpRecord& op) { op.attributes.set("causal", !decode); });
+    o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, d});
+    o = b.view(a + "#reshape", o, {batch, t, h * d});
+    o = b.linear(a + ".o_proj", o, e, c.output_bias);
+    x = b.elementwise(OpKind::kBinary, p + "#residual_attention", "add", {x, o});
+    const TensorDesc m = b.rms_norm(p + ".post_attention_layernorm", x);
+    const TensorDesc gate = b.elementwise(OpKind::kActivation, p + ".mlp.act_fn", "silu",
+                                          {b.linear(p + ".mlp.gate_proj", m, c.intermediate, c.mlp_bias)});
+    const TensorDesc up = b.linear(p + ".mlp.up_proj", m, c.intermediate, c.mlp_bias);
+    const TensorDesc down = b.linear(p + ".mlp.down_proj", b.elementwise(OpKind::kBinary, p + ".mlp#gate_up", "mul", {gate, up}), e, c.mlp_bias);
+    x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, down});
+  }
+  x = b.rms_norm("model.norm", x);
+  // logits of the last position only, as generation asks for them (logits_to_keep = 1)
+  if (t > 1) {
+    x = b.op(OpKind::kSlice, "model#last_position", {x}, {batch, 1, e});
+  }
+  const TensorDesc logits = b.linear("lm_head", x, c.vocab, false, c.tied_embeddings ? "model.embed_tokens.weight" : "");
+  g.mark_output(logits.name);
+  g.set_batch(batch);
+  g.add_note(decode ? fmt::format("decode: one token per sequence at a context of {} cached tokens ({} keys attended); "
+                                  "the KV cache read is {} B at this batch",
+                                  r.context, keys, grouped(cache_read))
+                    : fmt::format("prefill: {} prompt tokens per sequence, causal attention; logits of the last position "
+                                  "only (logits_to_keep = 1)", r.prompt));
+  g.add_note(fmt::format("{}: {} layers, {} heads ({} kv heads, head_dim {}), {} parameters, KV cache {} B per token in {}; {}",
+                         c.architecture, c.layers, c.heads, c.kv_heads, c.head_dim, grouped(decoder_parameter_count(c)),
+                         grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype), c.source));
+  g.finalize();
+  return g;
+}
+
+}  // namespace neuralcost

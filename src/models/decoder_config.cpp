@@ -1,0 +1,144 @@
+// Decoder configs (models/decoder.hpp): a Hugging Face style config.json read field by field,
+// and the built-in presets with the source of their figures.
+#include <map>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/models/decoder.hpp"
+
+namespace neuralcost {
+namespace {
+
+using nlohmann::json;
+
+constexpr std::int64_t kLargest = std::int64_t{1} << 31;  // any size of a real model is far below
+
+Error bad(const std::string& where, const std::string& what) { return Error(ErrorCode::kInvalidArgument, where + ": " + what); }
+
+std::int64_t size_field(const json& c, const std::string& where, const std::string& field, std::optional<std::int64_t> fallback) {
+  const auto it = c.find(field);
+  if (it == c.end() || it->is_null()) {
+    if (fallback) return *fallback;
+    throw bad(where, fmt::format("field '{}' is missing", field));
+  }
+  if (!it->is_number_integer() || it->get<std::int64_t>() < 1 || it->get<std::int64_t>() >= kLargest) {
+    throw bad(where, fmt::format("field '{}' must be a positive integer below 2^31, got {}", field, it->dump()));
+  }
+  return it->get<std::int64_t>();
+}
+
+bool flag_field(const json& c, const std::string& where, const std::string& field, bool fallback) {
+  const auto it = c.find(field);
+  if (it == c.end() || it->is_null()) return fallback;
+  if (!it->is_boolean()) throw bad(where, fmt::format("field '{}' must be true or false, got {}", field, it->dump()));
+  return it->get<bool>();
+}
+
+}  // namespace
+
+bool looks_like_decoder_config(const json& object) {
+  return object.is_object() && object.contains("model_type") && object.contains("num_hidden_layers");
+}
+
+DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
+  if (!c.is_object()) throw bad(where, "a config must be a JSON object");
+  static const std::set<std::string> supported = {"llama", "mistral", "qwen2"};
+  const auto type = c.find("model_type");
+  if (type == c.end() || !type->is_string()) throw bad(where, "field 'model_type' is missing or not a string");
+  DecoderConfig d;
+  d.architecture = type->get<std::string>();
+  if (!supported.count(d.architecture)) {
+    throw Error(ErrorCode::kUnimplemented, fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
+                                                       "qwen2)", where, d.architecture));
+  }
+  // fields that change the math and are not modeled: said, never ignored
+  for (const char* moe : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
+    if (c.contains(moe) && !c[moe].is_null()) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("{}: field '{}': mixture-of-experts layers are not modeled yet", where, moe));
+    }
+  }
+  const std::string act = c.value("hidden_act", std::string("silu"));
+  if (act != "silu") {
+    throw Error(ErrorCode::kUnimplemented,
+                fmt::format("{}: field 'hidden_act' is '{}': only the SiLU-gated MLP (silu) is modeled", where, act));
+  }
+  d.source = where;
+  d.hidden = size_field(c, where, "hidden_size", std::nullopt);
+  d.layers = size_field(c, where, "num_hidden_layers", std::nullopt);
+  d.heads = size_field(c, where, "num_attention_heads", std::nullopt);
+  d.kv_heads = size_field(c, where, "num_key_value_heads", d.heads);
+  d.intermediate = size_field(c, where, "intermediate_size", std::nullopt);
+  d.vocab = size_field(c, where, "vocab_size", std::nullopt);
+  d.max_positions = size_field(c, where, "max_position_embeddings", std::nullopt);
+  if (!c.contains("head_dim") || c["head_dim"].is_null()) {
+    if (d.hidden % d.heads != 0) {
+      throw bad(where, fmt::format("hidden_size {} is not a multiple of num_attention_heads {} (and no head_dim is given)",
+                                   d.hidden, d.heads));
+    }
+    d.head_dim = d.hidden / d.heads;
+  } else {
+    d.head_dim = size_field(c, where, "head_dim", std::nullopt);
+  }
+  if (d.heads % d.kv_heads != 0) {
+    throw bad(where, fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}", d.heads, d.kv_heads));
+  }
+  if (d.head_dim % 2 != 0) throw bad(where, fmt::format("head_dim {} must be even (rotary positions rotate pairs)", d.head_dim));
+  d.tied_embeddings = flag_field(c, where, "tie_word_embeddings", false);
+  if (d.architecture == "qwen2") {
+    d.qkv_bias = true;  // Qwen2Attention: q, k, v with biases, o_proj without
+    if (flag_field(c, where, "use_sliding_window", false)) d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
+  } else {
+    d.qkv_bias = d.output_bias = flag_field(c, where, "attention_bias", false);
+    d.mlp_bias = flag_field(c, where, "mlp_bias", false);
+    if (d.architecture == "mistral") d.sliding_window = size_field(c, where, "sliding_window", std::int64_t{0});
+  }
+  return d;
+}
+
+const std::vector<std::string>& decoder_preset_names() {
+  static const std::vector<std::string> names = {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b",
+                                                 "llama-3-70b", "llama-3.1-405b", "mistral-7b", "qwen2.5-7b"};
+  return names;
+}
+
+DecoderConfig decoder_preset(const std::string& name) {
+  // the published config.json of each model (Hugging Face repositories named in `source`)
+  struct Preset { const char* source; json config; };
+  static const std::map<std::string, Preset> presets = {
+      {"llama-2-7b", {"meta-llama/Llama-2-7b-hf config.json", {{"model_type", "llama"}, {"hidden_size", 4096}, {"num_hidden_layers", 32},
+          {"num_attention_heads", 32}, {"num_key_value_heads", 32}, {"intermediate_size", 11008}, {"vocab_size", 32000},
+          {"max_position_embeddings", 4096}}}},
+      {"llama-2-13b", {"meta-llama/Llama-2-13b-hf config.json", {{"model_type", "llama"}, {"hidden_size", 5120}, {"num_hidden_layers", 40},
+          {"num_attention_heads", 40}, {"num_key_value_heads", 40}, {"intermediate_size", 13824}, {"vocab_size", 32000},
+          {"max_position_embeddings", 4096}}}},
+      {"llama-2-70b", {"meta-llama/Llama-2-70b-hf config.json", {{"model_type", "llama"}, {"hidden_size", 8192}, {"num_hidden_layers", 80},
+          {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"intermediate_size", 28672}, {"vocab_size", 32000},
+          {"max_position_embeddings", 4096}}}},
+      {"llama-3-8b", {"meta-llama/Meta-Llama-3-8B config.json", {{"model_type", "llama"}, {"hidden_size", 4096}, {"num_hidden_layers", 32},
+          {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"intermediate_size", 14336}, {"vocab_size", 128256},
+          {"max_position_embeddings", 8192}}}},
+      {"llama-3-70b", {"meta-llama/Meta-Llama-3-70B config.json", {{"model_type", "llama"}, {"hidden_size", 8192}, {"num_hidden_layers", 80},
+          {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"intermediate_size", 28672}, {"vocab_size", 128256},
+          {"max_position_embeddings", 8192}}}},
+      {"llama-3.1-405b", {"meta-llama/Llama-3.1-405B config.json", {{"model_type", "llama"}, {"hidden_size", 16384},
+          {"num_hidden_layers", 126}, {"num_attention_heads", 128}, {"num_key_value_heads", 8}, {"intermediate_size", 53248},
+          {"vocab_size", 128256}, {"max_position_embeddings", 131072}}}},
+      {"mistral-7b", {"mistralai/Mistral-7B-v0.1 config.json", {{"model_type", "mistral"}, {"hidden_size", 4096},
+          {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"intermediate_size", 14336},
+          {"vocab_size", 32000}, {"max_position_embeddings", 32768}, {"sliding_window", 4096}}}},
+      {"qwen2.5-7b", {"Qwen/Qwen2.5-7B config.json", {{"model_type", "qwen2"}, {"hidden_size", 3584}, {"num_hidden_layers", 28},
+          {"num_attention_heads", 28}, {"num_key_value_heads", 4}, {"intermediate_size", 18944}, {"vocab_size", 152064},
+          {"max_position_embeddings", 131072}, {"tie_word_embeddings", false}, {"use_sliding_window", false}}}},
+  };
+  const auto it = presets.find(name);
+  if (it == presets.end()) throw Error(ErrorCode::kNotFound, fmt::format("unknown decoder preset '{}'", name));
+  DecoderConfig d = parse_decoder_config(it->second.config, name);
+  d.source = fmt::format("preset {} ({})", name, it->second.source);
+  return d;
+}
+
+}  // namespace neuralcost

@@ -1,0 +1,176 @@
+// Decoder LLMs (issue 25): parameters against the published counts, the KV cache per token,
+// prefill and decode FLOPs against closed forms, the decode bound against the bytes every step
+// must read on every device, and one clear error per bad config or option.
+#include "neuralcost/models/decoder.hpp"
+
+#include <filesystem>
+#include <fstream>
+
+#include <gtest/gtest.h>
+
+#include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/registry.hpp"
+
+namespace neuralcost {
+namespace {
+
+using nlohmann::json;
+
+Analysis analyze_phase(const DecoderConfig& c, DecoderRequest r, const std::string& hardware = "h100-sxm") {
+  return analyze(build_decoder(c, r, "decoder"), HardwareDatabase::builtin().get(hardware));
+}
+
+TEST(DecoderTest, ParametersAreThePublishedCounts) {
+  // Meta's model cards and the transformers configs' own counts
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("llama-2-7b")), 6738415616u);
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("llama-3-8b")), 8030261248u);
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("llama-2-70b")), 68976648192u);
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("mistral-7b")), 7241732096u);
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("qwen2.5-7b")), 7615616512u);
+  // the graph reads every parameter, each once (the embedding through its lookup)
+  DecoderRequest r;
+  r.prompt = 16;
+  for (const char* name : {"llama-2-7b", "llama-3-8b", "qwen2.5-7b"}) {
+    const Analysis a = analyze_phase(decoder_preset(name), r);
+    EXPECT_TRUE(a.complete()) << name << ": " << (a.unmodeled.empty() ? "" : a.unmodeled[0].reason);
+    EXPECT_EQ(a.totals.parameter_count, decoder_parameter_count(decoder_preset(name))) << name;
+  }
+}
+
+TEST(DecoderTest, KvCachePerTokenCountsTheKvHeadsNotTheQueryHeads) {
+  EXPECT_EQ(kv_cache_bytes_per_token(decoder_preset("llama-3-8b"), DType::kFp16), 131072u);  // 2·32·8·128·2
+  EXPECT_EQ(kv_cache_bytes_per_token(decoder_preset("llama-2-7b"), DType::kFp16), 524288u);  // 2·32·32·128·2
+}
+
+// Prefill of P tokens and a decode step at context C against closed forms: every projection
+// 2·tokens·in·out, attention 2·B·H·pairs·(D + D) per layer (prefill causal: P(P+1)/2 pairs; decode:
+// C + 1 keys), the rotary frequencies 2·(D/2)·T (once for every sequence), the LM head over the last position only.
+TEST(DecoderTest, PrefillAndDecodeContractionsMatchClosedForms) {
+  const DecoderConfig c = decoder_preset("llama-3-8b");
+  const std::uint64_t e = 4096, i = 14336, v = 128256, d = 128, h = 32, kv = 8, layers = 32;
+  const std::uint64_t per_token = 2 * (e * h * d + 2 * e * kv * d + h * d * e + 3 * e * i);  // one layer's projections
+  for (const std::uint64_t b : {1u, 8u}) {
+    DecoderRequest r;
+    r.batch = static_cast<std::int64_t>(b);
+    r.prompt = 100;
+    const std::uint64_t p = 100;
+    Analysis a = analyze_phase(c, r);
+    EXPECT_EQ(a.totals.contraction_flops,
+              layers * (b * p * per_token + 2 * b * h * (p * (p + 1) / 2) * 2 * d) + 2 * (d / 2) * p + 2 * b * e * v);
+    r.phase = DecoderPhase::kDecode;
+    r.context = 1000;
+    a = analyze_phase(c, r);
+    EXPECT_EQ(a.totals.contraction_flops, layers * (b * per_token + 2 * b * h * 1001 * 2 * d) + 2 * (d / 2) + 2 * b * e * v);
+  }
+}
+
+// A decode step reads every weight it multiplies and the whole KV cache: on every device, its
+// lower bound is at least those bytes over the memory bandwidth (never a physically impossible time).
+TEST(DecoderTest, TheDecodeBoundIsNeverBelowTheWeightsAndCacheOverBandwidth) {
+  const DecoderConfig c = decoder_preset("llama-3-8b");
+  std::size_t devices = 0;
+  for (const HardwareSpec& hw : HardwareDatabase::builtin().specs()) {
+    // the rotary tables are computed in fp32 (as transformers does): a device without an fp32
+    // peak (a TPU spec) cannot time them, which analyze says in one error
+    if (!hw.peak_flops_per_second.count(DType::kFp32)) continue;
+    ++devices;
+    const DType dtype = hw.peak_flops_per_second.count(DType::kBf16) ? DType::kBf16 : DType::kFp32;
+    for (const std::int64_t batch : {1, 64}) {
+      DecoderRequest r;
+      r.phase = DecoderPhase::kDecode;
+      r.batch = batch;
+      r.context = 4095;
+      r.dtype = dtype;
+      const Analysis a = analyze(build_decoder(c, r, "decoder"), hw);
+      std::uint64_t linear_weights = 0;
+      for (const OpRoofline& op : a.ops) {
+        const OpRecord& rec = a.graph.op(op.op_index);
+        if (rec.kind != OpKind::kLinear) continue;
+        for (const ParameterDesc& p : rec.parameters) linear_weights += p.bytes();
+      }
+      const double kv = static_cast<double>(kv_cache_bytes_per_token(c, dtype)) * 4096 * static_cast<double>(batch);
+      const double floor = (static_cast<double>(linear_weights) + kv) / hw.memory_bandwidth_bytes_per_second;
+      EXPECT_GE(a.totals.fused_lower_bound_seconds, floor * (1 - 1e-9)) << hw.id << " batch " << batch;
+      EXPECT_GE(a.totals.lower_bound_seconds, floor * (1 - 1e-9)) << hw.id << " batch " << batch;
+    }
+  }
+  EXPECT_GT(devices, 30u);
+}
+
+std::string write_config(const json& j) {
+  const auto path = std::filesystem::temp_directory_path() / "neuralcost_decoder_test_config.json";
+  std::ofstream(path) << j.dump();
+  return path.string();
+}
+
+json small_llama() {
+  return {{"model_type", "llama"}, {"hidden_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
+          {"num_key_value_heads", 2}, {"intermediate_size", 128}, {"vocab_size", 500}, {"max_position_embeddings", 64},
+          {"tie_word_embeddings", false}, {"rope_scaling", nullptr}, {"hidden_act", "silu"}};
+}
+
+OpGraph import_config(const json& config, ModelRequest request = {}) {
+  request.model = write_config(config);
+  return importer_for(request).import(request);
+}
+
+TEST(DecoderTest, AConfigJsonIsRecognisedByItsContent) {
+  ModelRequest r;
+  r.batch = 2;
+  r.prompt = 16;
+  const Analysis a = analyze(import_config(small_llama(), r), HardwareDatabase::builtin().get("h100-sxm"));
+  EXPECT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.parameter_count, 2u * 500 * 64 + 2 * (64 * 64 * 2 + 2 * 64 * 32 + 3 * 64 * 128 + 2 * 64) + 64);
+  EXPECT_EQ(a.graph.batch(), 2);
+}
+
+void expect_error(const json& config, const std::string& fragment, ModelRequest request = {}) {
+  try {
+    import_config(config, request);
+    ADD_FAILURE() << "no error; expected one with: " << fragment;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
+  json j = small_llama();
+  j["num_attention_heads"] = 5;
+  expect_error(j, "hidden_size 64 is not a multiple of num_attention_heads 5");
+  j = small_llama();
+  j["num_key_value_heads"] = 3;
+  expect_error(j, "num_attention_heads 4 is not a multiple of num_key_value_heads 3");
+  j = small_llama();
+  j["hidden_size"] = -64;
+  expect_error(j, "field 'hidden_size' must be a positive integer below 2^31, got -64");
+  j["hidden_size"] = 1LL << 40;
+  expect_error(j, "field 'hidden_size' must be a positive integer below 2^31");
+  j = small_llama();
+  j.erase("vocab_size");
+  expect_error(j, "field 'vocab_size' is missing");
+  j = small_llama();
+  j["model_type"] = "gpt_bigcode";
+  expect_error(j, "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2)");
+  j = small_llama();
+  j["num_local_experts"] = 8;
+  expect_error(j, "field 'num_local_experts': mixture-of-experts layers are not modeled yet");
+  j = small_llama();
+  j["hidden_act"] = "gelu";
+  expect_error(j, "field 'hidden_act' is 'gelu'");
+  ModelRequest beyond;
+  beyond.phase = "decode";
+  beyond.context = 64;
+  expect_error(small_llama(), "beyond the model's 64 positions (max_position_embeddings)", beyond);
+  ModelRequest wrong;
+  wrong.phase = "decode";
+  wrong.given.insert("prompt");
+  expect_error(small_llama(), "--prompt does not apply to the decoder", wrong);
+  ModelRequest unknown;
+  unknown.phase = "generate";
+  expect_error(small_llama(), "--phase 'generate' is not one of prefill, decode", unknown);
+}
+
+}  // namespace
+}  // namespace neuralcost
