@@ -24,8 +24,9 @@ namespace neuralcost {
 /// indexes; 5 added measured training: RunOptions::train, PreparedModel::step_memory, the step
 /// phases of LayerTiming; 6: LayerTiming::kernel_events; 7: LayerTiming::event_modules; 8:
 /// Backend::device_name takes the worker timeout; 9: LayerTiming::timer and timer_warning; 10:
-/// PreparedModel::pause and resume).
-inline constexpr int kPluginApiVersion = 10;
+/// PreparedModel::pause and resume; 11: RunOptions::process_pool, PreparedModel::shares_process and
+/// lost_its_process).
+inline constexpr int kPluginApiVersion = 11;
 
 /// The loss of a training step: cross entropy on fixed random integer labels when the network's
 /// output is [batch, classes], mean squared error against a fixed random target otherwise.
@@ -64,6 +65,12 @@ struct RunOptions {
   /// the forward ops (the caller builds the step graph with training_step()). A backend that
   /// cannot run the precision or checkpoint policy throws kUnimplemented saying so.
   std::optional<TrainRun> train;
+  /// Models prepared with the same non-empty pool name (and the same framework, mode, device,
+  /// threads and dtype) share one worker process, each in a slot of its own (a study keeps all its
+  /// cells prepared at once: docs/profiling.md, "Rounds"); empty: a process of its own. Ignored
+  /// by backends that run models in this process, and for training runs (whose memory is
+  /// measured per process).
+  std::string process_pool;
 };
 
 /// The measured peak memory of one training step (PreparedModel::step_memory).
@@ -141,6 +148,13 @@ class PreparedModel {
   /// process. Any other call resumes a paused model first.
   virtual void pause() {}
   virtual void resume() {}
+  /// (optional) Whether the process that runs the model also runs other prepared models
+  /// (RunOptions::process_pool): one of them that crashes it ends this one too, so a failure of
+  /// this model may not be its own.
+  virtual bool shares_process() const { return false; }
+  /// (optional) Whether the last call that failed found the shared process already ended (by
+  /// another of its models) before it asked anything: the failure was not this model's.
+  virtual bool lost_its_process() const { return false; }
   /// (optional) How the run's time is synchronised, for the contract.
   virtual std::string synchronisation() const {
     return "none needed: CPU ops return when their results are written";

@@ -15,6 +15,7 @@ An adapter module has:
                                 "includes"} of one step it runs, .train_evidence() -> {"loss_first", ...}
     out_of_memory(exc) -> bool  (optional) whether an exception is the framework's OOM
 """
+import gc
 import importlib
 import json
 import os
@@ -79,12 +80,27 @@ def _one_line(text):
 
 
 class Worker:
+    """Holds models in slots (docs/worker-protocol.md, "Slots"): `build` fills the slot its
+    request names (0 when it names none), every other request addresses one, and `drop` empties
+    it. `self.model` and `self.training` are the addressed slot's while a request is served."""
+
     def __init__(self, framework, out):
         self.framework = framework
         self.out = out
         self.adapter = None
+        self.slots = {}  # slot -> (model, training, build request)
+        self.slot = 0
         self.model = None
         self.training = False
+        self.model_request = None
+
+    def select(self, req):
+        """Makes the slot `req` names (0 when none) the current one."""
+        slot = req.get("slot", 0)
+        if not isinstance(slot, int) or isinstance(slot, bool) or slot < 0:
+            raise WorkerError("invalid_argument", f"'slot' must be a non-negative integer (got {slot!r})")
+        self.slot = slot
+        self.model, self.training, self.model_request = self.slots.get(slot, (None, False, None))
 
     def reply(self, obj):
         self.out.write(json.dumps(obj, separators=(",", ":")) + "\n")
@@ -92,8 +108,17 @@ class Worker:
 
     def require_model(self):
         if self.model is None:
+            if self.slot:
+                raise WorkerError("invalid_argument", f"no model in slot {self.slot}: send 'build' with that slot first")
             raise WorkerError("invalid_argument", "no model: send 'build' first")
         return self.model
+
+    def drop(self, req):
+        """Empties the slot: its model is released (the process keeps the others)."""
+        self.slots.pop(self.slot, None)
+        self.model, self.training, self.model_request = None, False, None
+        gc.collect()
+        return {"slots": len(self.slots)}
 
     def hello(self, req):
         if req.get("protocol") != PROTOCOL:
@@ -123,9 +148,11 @@ class Worker:
             raise WorkerError("not_found", f"the {self.framework} worker has no device {device!r} here "
                                            f"(devices: {', '.join(ids)})")
         req = dict(req, device=device)
-        self.model = None
+        self.slots.pop(self.slot, None)  # a slot built again releases its model first
+        self.model, self.model_request = None, req
         self.training = "train" in req
         self.model = self.adapter.build(req)
+        self.slots[self.slot] = (self.model, self.training, req)
         m = self.model
         env = {k: str(v) for k, v in getattr(m, "environment", {}).items()}
         env["blas_library"] = loaded_blas_library()  # after the framework and model are loaded
@@ -224,7 +251,7 @@ def serve(framework):
     sys.stdout = sys.stderr
     worker = Worker(framework, out)
     handlers = {"hello": worker.hello, "build": worker.build, "capture": worker.capture, "run": worker.run,
-                "bench": worker.bench, "layers": worker.layers, "memory": worker.memory}
+                "bench": worker.bench, "layers": worker.layers, "memory": worker.memory, "drop": worker.drop}
     for line in sys.stdin:
         try:
             req = json.loads(line)
@@ -243,6 +270,7 @@ def serve(framework):
                           "error": f"unknown cmd {cmd!r} (known: {', '.join(handlers)}, quit)"})
             continue
         try:
+            worker.select(req)
             result = handler(req)
         except BaseException as e:  # a failed request leaves the worker usable
             if isinstance(e, (KeyboardInterrupt, SystemExit)):

@@ -26,6 +26,19 @@ from neuralcost_worker.protocol import WorkerError, cpu_name  # noqa: E402
 
 if _THREADS > 0:
     torch.set_num_threads(_THREADS)
+# One worker may hold many compiled models (slots): the models of one class at several batches
+# are compiled from one forward's code, which TorchDynamo would otherwise stop compiling after 8
+# (falling back to eager) and, from the second shape on, compile with dynamic shapes. Each is
+# compiled for its own static shapes (dynamic=False below), as in a process of its own.
+for _limit in ("recompile_limit", "cache_size_limit"):
+    if hasattr(torch._dynamo.config, _limit):
+        setattr(torch._dynamo.config, _limit, max(getattr(torch._dynamo.config, _limit), 1024))
+
+def _dynamo_counts():
+    """TorchDynamo's process-wide counts: graphs compiled, graph breaks."""
+    from torch._dynamo.utils import counters
+    return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
+
 
 FRAMEWORK = "torch"
 MODES = ["eager", "compile"]
@@ -96,13 +109,14 @@ class _Model:
             self.forward = None
             self.origin = f"{origin}, train mode, eager"
         elif self.mode == "compile":
-            self.forward = torch.compile(self.net)
-            self.origin = f"{origin}, torch.compile (Inductor, default mode)"
+            self.forward = torch.compile(self.net, dynamic=False)
+            self.origin = f"{origin}, torch.compile (Inductor, default mode, static shapes)"
             self.environment["compile_backend"] = "inductor"
         else:
             self.forward = self.net
             self.origin = f"{origin}, eager"
         before = inductor_trace.snapshot() if self.mode == "compile" and not self.training else None
+        self.dynamo_before = _dynamo_counts()
         try:
             self.run()  # compiles in compile mode; fails here when the model cannot run
         except Exception as e:
@@ -113,6 +127,8 @@ class _Model:
                               f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
         # the modules Inductor wrote for this model: their kernels are what layers() times
         self.inductor = inductor_trace.modules_since(before) if before is not None else []
+        # this model's graphs and breaks: the counters are the process's, which may hold others
+        self.dynamo_built = [a - b for a, b in zip(_dynamo_counts(), self.dynamo_before)]
 
     def run(self):
         if self.training:
@@ -128,10 +144,8 @@ class _Model:
         compiled (none in eager mode), and the graph breaks that left parts to eager Python."""
         if self.mode != "compile":
             return {"compiled_programs": 0, "compiler": "none (eager)"}
-        from torch._dynamo.utils import counters
-        return {"compiled_programs": counters["stats"]["unique_graphs"],
-                "graph_breaks": sum(counters["graph_break"].values()),
-                "compiler": "torch.compile (TorchDynamo, Inductor)"}
+        graphs, breaks = self.dynamo_built
+        return {"compiled_programs": graphs, "graph_breaks": breaks, "compiler": "torch.compile (TorchDynamo, Inductor)"}
 
     def _namer(self):
         params = {p.data_ptr(): n for n, p in self.net.named_parameters()}

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 #include <new>
 #include <tuple>
@@ -40,7 +41,7 @@ int quota(const RoundOptions& o, int process) {
 class Schedule {
  public:
   Schedule(const std::vector<CellPlan>& cells, const HardwareSpec& hw, const ProfileOptions& options, ScheduleHooks hooks)
-      : hw_(hw), options_(options), hooks_(std::move(hooks)), start_(Clock::now()) {
+      : hw_(hw), options_(options), sweep_options_(options), hooks_(std::move(hooks)), start_(Clock::now()) {
     sessions_.resize(cells.size());
     for (std::size_t i = 0; i < cells.size(); ++i) {
       sessions_[i].plan = cells[i];
@@ -54,15 +55,15 @@ class Schedule {
     }
     finished_.resize(cells.size());
     preparation_seconds_.resize(cells.size(), 0.0);
+    first_tick_.resize(cells.size(), 0);
+    quota_.resize(cells.size(), 0);
+    taken_.resize(cells.size(), 0);
     processes_ = std::clamp(options.rounds.processes, 1, std::max(1, options.rounds.rounds));
   }
 
   std::vector<ProfileRun> run(const std::vector<std::vector<std::size_t>>& groups) {
     // the regular sweeps, then one more for the cells whose rounds disagree, in a fresh preparation
-    for (int sweep = 0; sweep <= processes_ && !interrupted(); ++sweep) {
-      const std::vector<std::size_t> order = seeded_order(groups.size(), options_.rounds.seed, 1000003ULL * sweep);
-      for (std::size_t g = 0; g < order.size() && !interrupted(); ++g) visit(groups[order[g]], sweep, order[g]);
-    }
+    for (int sweep = 0; sweep <= processes_ && !interrupted(); ++sweep) run_sweep(groups, sweep);
     if (interrupted() && hooks_.finish_partial_cells) {
       for (std::size_t i = 0; i < sessions_.size(); ++i) {
         CellSession& s = sessions_[i];
@@ -72,6 +73,7 @@ class Schedule {
         }
       }
     }
+    for (CellSession& s : sessions_) close_model(s);
     std::vector<ProfileRun> runs;
     for (auto& r : finished_) {
       if (r) runs.push_back(std::move(*r));
@@ -89,64 +91,122 @@ class Schedule {
     return std::max(0, want - static_cast<int>(s.rounds.size()));
   }
 
-  /// Sweep `sweep` over one group: prepare its cells, take their rounds in seeded passes, release
-  /// them. After the last regular sweep a cell is finished unless its rounds disagree and more
-  /// can be had; the extra sweep (sweep == processes_) prepares those afresh and finishes them.
-  void visit(const std::vector<std::size_t>& group, int sweep, std::size_t group_index) {
+  /// One sweep: every cell it measures is prepared, group by group in a seeded order, and stays
+  /// prepared until the sweep ends (a worker's models share one process per framework and mode).
+  /// After each group is prepared comes a tick: a pass over the prepared cells that are due, each
+  /// group's cells side by side in a seeded order. A cell's rounds are due at ticks spread evenly
+  /// from its preparation to the sweep's last planned tick, so each cell's rounds sample the
+  /// machine across the whole sweep, not one window of it; ticks go on until no cell needs more.
+  void run_sweep(const std::vector<std::vector<std::size_t>>& groups, int sweep) {
     const bool extra = sweep == processes_;
     const bool last = sweep == processes_ - 1;
-    std::vector<std::size_t> live;
-    for (std::size_t i : group) {
-      CellSession& s = sessions_[i];
-      if (finished_[i] || interrupted()) continue;
-      const bool wanted = extra ? wants_more(i) : needed(s, sweep) > 0 || (last && !s.opened);
-      if (!wanted) {
-        if (extra || last) live.push_back(i);  // nothing to time: finished below (or after the extra sweep)
-        continue;
+    sweep_options_.run.process_pool = fmt::format("sweep {}", sweep);
+    generation_ = 0;
+    std::vector<std::vector<std::size_t>> members(groups.size());
+    int most = 0;
+    std::size_t active = 0;
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      for (std::size_t i : groups[g]) {
+        const CellSession& s = sessions_[i];
+        if (finished_[i] || s.failed) continue;
+        const bool wanted = extra ? wants_more(i) : needed(s, sweep) > 0 || (last && !s.opened);
+        if (!wanted) continue;
+        members[g].push_back(i);
+        quota_[i] = extra ? options_.rounds.max_rounds - static_cast<int>(s.rounds.size()) : needed(s, sweep);
+        taken_[i] = 0;
+        most = std::max(most, quota_[i]);
       }
-      try {
-        const auto t0 = Clock::now();
-        if (!s.opened) open_session(s, hw_, options_);
-        else prepare_again(s, options_);
-        preparation_seconds_[i] = std::chrono::duration<double>(Clock::now() - t0).count();
-        live.push_back(i);
-      } catch (const std::exception& e) {
-        if (interrupted()) return;
-        close_model(s);
-        if (!s.opened) {
-          finished_[i] = failed_cell(s.plan, options_, preparation_error(e));
-          s.failed = true;
-          if (hooks_.on_run) hooks_.on_run(*finished_[i], i);
-        } else {
-          s.run.warnings.push_back(fmt::format("preparation {} failed ({}): its rounds are missing",
-                                               s.preparations + 1, e.what()));
-          if (last || extra) live.push_back(i);
+      if (!members[g].empty()) ++active;
+    }
+    planned_ticks_ = static_cast<int>(active) + std::max(0, most - 1);
+    open_.clear();
+    int tick = 0;
+    const std::vector<std::size_t> order = seeded_order(groups.size(), options_.rounds.seed, 1000003ULL * sweep);
+    for (std::size_t g : order) {
+      if (members[g].empty() || interrupted()) continue;
+      for (std::size_t i : members[g]) {
+        if (interrupted()) break;
+        if (extra && !wants_more(i)) continue;  // the time left no longer holds its preparation
+        if (prepare(i)) {
+          first_tick_[i] = tick;
+          open_.push_back(i);
         }
       }
+      take_pass(groups, sweep, tick++, extra);
     }
-    std::vector<char> fresh(sessions_.size(), 1);
-    for (int pass = 0; !interrupted(); ++pass) {
-      std::vector<std::size_t> todo;
-      for (std::size_t i : live) {
-        const CellSession& s = sessions_[i];
-        if (!s.model) continue;
-        if (extra ? (fresh[i] || still_disagrees(s)) && time_left() : needed(s, sweep) > 0) todo.push_back(i);
+    while (!interrupted() && take_pass(groups, sweep, tick, extra)) ++tick;
+    for (std::size_t i : open_) close_model(sessions_[i]);
+    if (interrupted()) return;
+    for (std::size_t i = 0; i < sessions_.size(); ++i) {
+      const CellSession& s = sessions_[i];
+      if (finished_[i] || s.failed || !s.opened) continue;
+      if (extra || (last && !wants_more(i))) finish(i, "");
+    }
+  }
+
+  /// Prepares cell i for this sweep (the first time: opened, with capture, analysis and per-layer
+  /// times). False when it could not be (a cell never prepared is a failed run).
+  bool prepare(std::size_t i) {
+    CellSession& s = sessions_[i];
+    try {
+      const auto t0 = Clock::now();
+      s.pool = s.alone ? std::string() : current_pool();
+      ProfileOptions o = sweep_options_;
+      o.run.process_pool = s.pool;
+      if (!s.opened) open_session(s, hw_, o);
+      else prepare_again(s, o);
+      s.fresh = true;
+      preparation_seconds_[i] = std::chrono::duration<double>(Clock::now() - t0).count();
+      return true;
+    } catch (const std::exception& e) {
+      if (interrupted()) return false;
+      close_model(s);
+      if (!s.opened) {
+        finished_[i] = failed_cell(s.plan, options_, preparation_error(e));
+        s.failed = true;
+        if (hooks_.on_run) hooks_.on_run(*finished_[i], i);
+      } else {
+        s.run.warnings.push_back(fmt::format("preparation {} failed ({}): its rounds are missing", s.preparations + 1,
+                                             e.what()));
       }
-      if (todo.empty()) break;
-      const std::vector<std::size_t> order =
-          seeded_order(todo.size(), options_.rounds.seed, (group_index + 1) * 7919ULL + sweep * 104729ULL + pass);
-      for (std::size_t k : order) {
-        if (interrupted()) break;
-        const std::size_t i = todo[k];
-        take_round(i, sweep, pass, fresh[i] != 0);
-        fresh[i] = 0;
+      return false;
+    }
+  }
+
+  /// Whether cell i's next round is due at `tick` (its rounds spread evenly from its first tick
+  /// to the last planned one; past that, every tick).
+  bool due(std::size_t i, int tick) const {
+    const int q = std::max(1, quota_[i]), k = std::min(taken_[i], q - 1), t0 = first_tick_[i];
+    const int span = std::max(0, planned_ticks_ - 1 - t0);
+    const int at = q == 1 ? t0 : t0 + static_cast<int>(std::lround(static_cast<double>(k) * span / (q - 1)));
+    return tick >= at;
+  }
+
+  /// A pass at `tick` over the prepared cells that are due; false when no cell needs more.
+  bool take_pass(const std::vector<std::vector<std::size_t>>& groups, int sweep, int tick, bool extra) {
+    bool wanting = false;
+    std::vector<char> todo(sessions_.size(), 0);
+    for (std::size_t i : open_) {
+      const CellSession& s = sessions_[i];
+      if (!s.model) continue;
+      const bool wants = extra ? (s.fresh || still_disagrees(s)) && time_left() : needed(s, sweep) > 0;
+      if (!wants) continue;
+      wanting = true;
+      if (extra || due(i, tick)) todo[i] = 1;
+    }
+    if (!wanting) return false;
+    const std::uint64_t salt = 104729ULL * sweep + 7919ULL * tick;
+    for (std::size_t g : seeded_order(groups.size(), options_.rounds.seed, salt)) {
+      std::vector<std::size_t> cells;
+      for (std::size_t i : groups[g]) {
+        if (todo[i]) cells.push_back(i);
+      }
+      for (std::size_t k : seeded_order(cells.size(), options_.rounds.seed, salt + g + 1)) {
+        if (interrupted()) return false;
+        take_round(cells[k], sweep, tick);
       }
     }
-    for (std::size_t i : group) close_model(sessions_[i]);
-    for (std::size_t i : live) {
-      if (interrupted()) break;
-      if (!finished_[i] && (extra || (last && !wants_more(i)))) finish(i, "");
-    }
+    return true;
   }
 
   bool time_left() const {
@@ -160,7 +220,7 @@ class Schedule {
   }
 
   /// The extra sweep's question: the cell's rounds disagree, it may have more, and a fresh
-  /// preparation and a round fit in the time left (its first preparation's time as the guess).
+  /// preparation and a round fit in the time left (its last preparation's time as the guess).
   bool wants_more(std::size_t i) const {
     const CellSession& s = sessions_[i];
     if (!s.opened || s.failed || !still_disagrees(s)) return false;
@@ -169,19 +229,36 @@ class Schedule {
     return elapsed + preparation_seconds_[i] < hooks_.time_limit_seconds;
   }
 
-  void take_round(std::size_t i, int sweep, int pass, bool fresh) {
+  void take_round(std::size_t i, int sweep, int tick) {
     CellSession& s = sessions_[i];
     try {
-      Round r = time_round(s, options_, fresh);
+      Round r = time_round(s, options_, s.fresh);
+      s.fresh = false;
       r.sweep = sweep;
-      r.pass = pass;
+      r.pass = tick;
       r.start_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
       s.rounds.push_back(r);
+      ++taken_[i];
       if (hooks_.on_round) hooks_.on_round(s.rounds.back(), i);
     } catch (const std::exception& e) {
       if (interrupted()) return;
-      // a model that stops running: its preparation is done for
       s.round_error = e.what();
+      if (s.model && s.model->shares_process()) {
+        // A shared process ended under another model (a victim), or under this one's own request
+        // (the culprit, or a failure that was its own). Both are prepared again; the culprit in a
+        // process of its own from then on, so a model that keeps crashing its process ends no
+        // other cell's rounds twice, and its next failure ends its preparation (below).
+        const bool victim = s.model->lost_its_process();
+        if (s.pool == current_pool()) ++generation_;  // that process is gone: the others start a new one
+        if (!victim) s.alone = true;
+        s.run.warnings.push_back(fmt::format("a round failed in a shared worker process ({}{}): prepared again{}",
+                                             e.what(), victim ? ", ended by another model" : "",
+                                             victim ? "" : " in a process of its own"));
+        close_model(s);
+        if (prepare(i)) take_round(i, sweep, tick);
+        return;
+      }
+      // a model that stops running: its preparation is done for
       s.run.warnings.push_back(fmt::format("a round failed ({}): preparation {} ended", e.what(), s.preparations));
       close_model(s);
     }
@@ -206,11 +283,19 @@ class Schedule {
 
   const HardwareSpec& hw_;
   const ProfileOptions& options_;
+  ProfileOptions sweep_options_;  ///< options_ with the sweep's worker-process pool
   ScheduleHooks hooks_;
   Clock::time_point start_;
   std::vector<CellSession> sessions_;
   std::vector<std::optional<ProfileRun>> finished_;
   std::vector<double> preparation_seconds_;  ///< of each cell's last preparation
+  std::vector<int> first_tick_;  ///< the tick of each cell's preparation in this sweep
+  std::vector<int> quota_;       ///< the rounds each cell is to take in this sweep
+  std::vector<int> taken_;       ///< the rounds each cell took in this sweep
+  std::vector<std::size_t> open_;  ///< the cells prepared in this sweep
+  int planned_ticks_ = 0;  ///< the sweep's groups plus the most rounds a cell takes, less one
+  int generation_ = 0;     ///< of the sweep's worker processes: a failed shared one is replaced
+  std::string current_pool() const { return sweep_options_.run.process_pool + fmt::format(" #{}", generation_); }
   int processes_ = 1;
 };
 

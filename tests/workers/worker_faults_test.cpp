@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -297,7 +298,7 @@ TEST(WorkerFaultsTest, GarbageIsNotAReply) {
 TEST(WorkerFaultsTest, AnotherProtocolIsRefused) {
   Fault fault("protocol-at-hello");
   const std::string e = failure_of([] { backend_named("jax").prepare(ff(), "eager", deadline()); });
-  EXPECT_THAT(e, HasSubstr("the jax worker answered hello with protocol 99 and framework 'jax'; expected protocol 2"));
+  EXPECT_THAT(e, HasSubstr("the jax worker answered hello with protocol 99 and framework 'jax'; expected protocol 3"));
 }
 
 TEST(WorkerFaultsTest, AFailedRunIsRecordedAndTheOthersGoOn) {
@@ -320,6 +321,61 @@ TEST(WorkerFaultsTest, AFailedRunIsRecordedAndTheOthersGoOn) {
   }
   EXPECT_EQ(runs[0].mode, "eager");
   EXPECT_EQ(runs[1].mode, "jit");
+}
+
+TEST(WorkerPoolTest, ModelsOfOnePoolShareAProcessAndOneThatEndsItEndsTheOtherAsAVictim) {
+  Fault fault("sigkill-at-run");
+  setenv("NEURALCOST_FAULT_MODEL", "cnn", 1);
+  RunOptions pooled = deadline(30);
+  pooled.process_pool = "test pool";
+  ModelRequest cnn = ff();
+  cnn.model = "cnn";
+  const Backend& jax = backend_named("jax");
+  auto a = jax.prepare(ff(), "eager", pooled);
+  auto b = jax.prepare(cnn, "eager", pooled);
+  EXPECT_TRUE(a->shares_process() && b->shares_process());
+  EXPECT_THAT(a->environment().at("worker_process"), HasSubstr("shared: one jax eager process"));
+  EXPECT_THAT(b->environment().at("worker_process"), HasSubstr("(this one: 1)"));
+  a->run();
+  EXPECT_TRUE(a->last_run_seconds().has_value());
+  // cnn's run kills the process: its own failure; ff's next run finds it gone: not ff's
+  EXPECT_THAT(failure_of([&] { b->run(); }), HasSubstr("was killed by signal 9"));
+  EXPECT_FALSE(b->lost_its_process());
+  EXPECT_NE(failure_of([&] { for (int i = 0; i < 1000; ++i) a->run(); }), "(no error)");
+  EXPECT_TRUE(a->lost_its_process());
+  // the pool starts a new process for the next model; a model without a pool has its own
+  auto c = jax.prepare(ff(), "eager", pooled);
+  c->run();
+  EXPECT_FALSE(c->lost_its_process());
+  auto own = jax.prepare(ff(), "eager", deadline(30));
+  EXPECT_FALSE(own->shares_process());
+  EXPECT_EQ(own->environment().at("worker_process"), "its own");
+  unsetenv("NEURALCOST_FAULT_MODEL");
+}
+
+TEST(StudyTest, ACellThatKillsItsSharedWorkerFailsAloneAndItsNeighbourKeepsAllItsRounds) {
+  const std::string out = ::testing::TempDir() + "/nc_pool_" + std::to_string(::getpid()) + ".jsonl";
+  std::filesystem::remove(out);
+  Fault fault("sigkill-at-run");
+  setenv("NEURALCOST_FAULT_MODEL", "cnn", 1);
+  const CliResult r = run_cli("study --backend jax --model ff,cnn --mode eager --batch 1 --budget 0.1 --layer-runs 0 "
+                              "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch --worker-timeout 60 "
+                              "--seed 1 --rounds 5 --max-rounds 5 -o " + out);
+  unsetenv("NEURALCOST_FAULT_MODEL");
+  std::map<std::string, nlohmann::json> cells;
+  std::map<std::string, int> rounds;
+  std::ifstream in(out);
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("model")) cells[j["model"].get<std::string>()] = j;
+    if (j.contains("round")) ++rounds[j["round"]["cell"].get<std::string>().substr(0, 3)];
+  }
+  ASSERT_EQ(cells.size(), 2u) << r.err;
+  EXPECT_FALSE(cells["ff"].contains("error")) << cells["ff"].dump();
+  EXPECT_EQ(rounds["ff|"], 5);  // one ended by cnn's kill, taken again in the shared process's successor
+  EXPECT_THAT(cells["cnn"].value("error", ""), HasSubstr("was killed by signal 9")) << cells["cnn"].dump();
+  EXPECT_EQ(rounds["cnn"], 0);
+  std::filesystem::remove(out);
 }
 
 /// The cells (model|backend|mode|batch) of a results file's run lines, and whether every line is whole.
@@ -365,8 +421,8 @@ TEST(StudyTest, AnInterruptedStudyResumesToTheSameCellsAndNeverTruncatesALine) {
                                           "--batch", "1", "--budget", "0.1", "--layer-runs", "0",
                                           "--warmup-seconds", "0", "--hardware", "epyc-9654",
                                           "--allow-hardware-mismatch", "--worker-timeout", "120",
-                                          // seed 1 visits ff's group first; 6 rounds and no more, so
-                                          // ff's cell is finished before cnn's starts
+                                          // seed 1 prepares ff's group first, so ff has a round before
+                                          // cnn's first one; the rounds of both cells interleave
                                           "--seed", "1", "--max-rounds", "6"};
   auto with = [&](std::vector<std::string> extra) {
     std::vector<std::string> a = study;
@@ -382,7 +438,7 @@ TEST(StudyTest, AnInterruptedStudyResumesToTheSameCellsAndNeverTruncatesALine) {
   EXPECT_EQ(run_cli_status(with({"-o", whole})), 1);
   EXPECT_EQ(run_cli_status(with({"-o", whole, "--resume", "--budget", "0.3"})), 1);
   EXPECT_EQ(cells_of(whole), expected);
-  // interrupted while cnn's worker hangs (ff's cells are done), then resumed without the fault
+  // interrupted while cnn's worker hangs (ff has rounds, no cell is done), then resumed without the fault
   const std::string part = dir + "/part.jsonl", pidfile = dir + "/pids";
   pid_t cli = 0;
   {
@@ -406,20 +462,39 @@ TEST(StudyTest, AnInterruptedStudyResumesToTheSameCellsAndNeverTruncatesALine) {
   bool complete_lines = false;
   const auto before = cells_of(part, &complete_lines);
   EXPECT_TRUE(complete_lines);
-  EXPECT_EQ(before.size(), 1u);  // ff's cell
+  EXPECT_TRUE(before.empty());  // the rounds interleave: no cell has all of its rounds yet
   EXPECT_FALSE(alive(child));
+  std::vector<std::string> kept;  // the header and ff's rounds so far, kept for the resumed study
+  int rounds = 0;
   {
-    // ff's six rounds are round lines too, each before the cell's line
     std::ifstream in(part);
-    int rounds = 0;
-    for (std::string line; std::getline(in, line);) rounds += nlohmann::json::parse(line).contains("round") ? 1 : 0;
-    EXPECT_EQ(rounds, 6);
+    for (std::string line; std::getline(in, line);) {
+      kept.push_back(line);
+      const auto j = nlohmann::json::parse(line);
+      if (!j.contains("round")) continue;
+      ++rounds;
+      EXPECT_EQ(j["round"].value("cell", "").rfind("ff|", 0), 0u) << line;
+    }
   }
+  EXPECT_GE(rounds, 1);
   // a write cut short is dropped on resume
   { std::ofstream(part, std::ios::app) << "{\"model\": \"cnn\", \"back"; }
   ASSERT_EQ(run_cli_status(with({"-o", part, "--resume"})), 0);
   EXPECT_EQ(cells_of(part, &complete_lines), expected);
   EXPECT_TRUE(complete_lines);
+  {
+    // the resumed study kept every whole line and took ff's rounds as its first ones
+    std::ifstream in(part);
+    std::size_t i = 0;
+    int ff_rounds = 0;
+    for (std::string line; std::getline(in, line); ++i) {
+      if (i < kept.size()) EXPECT_EQ(line, kept[i]);
+      const auto j = nlohmann::json::parse(line);
+      ff_rounds += j.contains("round") && j["round"].value("cell", "").rfind("ff|", 0) == 0 ? 1 : 0;
+    }
+    EXPECT_GE(i, kept.size());
+    EXPECT_EQ(ff_rounds, 6);  // --max-rounds 6: the kept ones and the rest, none twice
+  }
   std::filesystem::remove_all(dir);
 }
 

@@ -3,15 +3,21 @@
 // a slow stretch of the machine hits every cell alike.
 //
 // The cells are grouped by model and batch (the configurations a study compares). The schedule
-// makes `processes` sweeps over the groups, each in a seeded random order. In a sweep, a group's
-// cells are prepared (in the first sweep with capture, analysis and per-layer times; in later
-// ones afresh, which for a worker is a fresh process) and their rounds are taken in passes, each
-// pass over the group's cells in a seeded random order, so that round (sweep, pass) of two cells
-// of a group was taken side by side and pairs them. After the last sweep a cell whose rounds
-// agree is finished; one whose rounds disagree waits for an extra sweep, which prepares it
-// afresh (a fresh worker process: what differs between processes is sampled where it matters)
-// and takes more rounds, up to max_rounds, while the time limit allows; then it is finished:
-// its estimate and interval from its rounds, its verdict, its layers on its scale.
+// makes `processes` sweeps; in each, every cell it measures is prepared, group by group in a
+// seeded random order (in the first sweep with capture, analysis and per-layer times; in later
+// ones afresh), and stays prepared until the sweep ends: a worker's models share one process per
+// framework and mode (RunOptions::process_pool), stopped while other cells run. After each group
+// is prepared comes a tick, a pass over the prepared cells whose next round is due, each group's
+// cells side by side in a seeded order, so that round (sweep, pass) of two cells of a group was
+// taken side by side and pairs them. A cell's rounds are due at ticks spread evenly from its
+// preparation to the sweep's last planned tick: its rounds sample the machine across the sweep
+// (minutes), not the one window (seconds) in which it was prepared. After the last sweep a cell
+// whose rounds agree is finished; those whose rounds disagree get an extra sweep, prepared afresh
+// (fresh worker processes: what differs between processes is sampled where it matters), taking
+// rounds until they agree or max_rounds, while the time limit allows; then they are finished:
+// estimate and interval from the rounds, verdict, layers on their scale. A round that fails in a
+// shared process is taken again after a new preparation: in a new shared process when another
+// model had ended it (PreparedModel::lost_its_process), else in a process of its own from then on.
 #pragma once
 
 #include <functional>

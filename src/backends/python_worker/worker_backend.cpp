@@ -9,6 +9,8 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <memory>
+#include <mutex>
 #include <sstream>
 #include <string_view>
 
@@ -143,11 +145,41 @@ std::uint64_t bytes_in(const json& reply, const char* key) {
   return static_cast<std::uint64_t>(v.get<double>());
 }
 
+/// A worker process and the models it holds, each in a slot (RunOptions::process_pool).
+struct SharedWorker {
+  SharedWorker(const std::string& framework, const RunOptions& run)
+      : process(start_worker(framework, run)), hello(say_hello(process, framework, run.worker_timeout_seconds)) {}
+  WorkerProcess process;
+  json hello;
+  int next_slot = 0;
+  bool shared = false;
+};
+
+/// The worker for a model: a process of its own, or (with a pool and not training) the pool's
+/// live process for the framework, mode, device, threads and dtype, started on first use.
+std::shared_ptr<SharedWorker> worker_for(const std::string& framework, const std::string& mode, const ModelRequest& request,
+                                         const RunOptions& run) {
+  if (run.process_pool.empty() || run.train) return std::make_shared<SharedWorker>(framework, run);
+  static std::mutex mutex;
+  static std::map<std::string, std::weak_ptr<SharedWorker>> pools;
+  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", run.process_pool, framework, mode, run.device,
+                                      run.threads, dtype_name(request.dtype), python_interpreter(), worker_directory());
+  const std::lock_guard<std::mutex> lock(mutex);
+  std::shared_ptr<SharedWorker> worker = pools[key].lock();
+  if (!worker || !worker->process.usable()) {
+    worker = std::make_shared<SharedWorker>(framework, run);
+    worker->shared = true;
+    pools[key] = worker;
+  }
+  return worker;
+}
+
 class WorkerModel final : public PreparedModel {
  public:
   WorkerModel(const std::string& framework, const ModelRequest& request, const std::string& mode, const RunOptions& run)
-      : timeout_(run.worker_timeout_seconds), process_(start_worker(framework, run)) {
-    const json hello = say_hello(process_, framework, timeout_);
+      : timeout_(run.worker_timeout_seconds), worker_(worker_for(framework, mode, request, run)),
+        slot_(worker_->next_slot++) {
+    const json& hello = worker_->hello;
     const std::map<std::string, std::string> devices = devices_of(hello, framework);
     if (!devices.count(run.device)) {
       throw Error(ErrorCode::kNotFound, fmt::format("the {} worker has no device '{}' (devices: {})", framework,
@@ -172,7 +204,7 @@ class WorkerModel final : public PreparedModel {
                   {"device", run.device}};
     training_ = run.train.has_value();
     if (training_) build["train"] = train_request(*run.train);
-    const json built = process_.request(build, Seconds(timeout_));
+    const json built = ask(build, Seconds(timeout_));
     if (training_ && !member(built, "environment").contains("train_loss")) {
       throw Error(ErrorCode::kUnimplemented, fmt::format("the {} worker built '{}' without training it (its build reply "
                                                          "names no train_loss): it would time forward passes as steps",
@@ -184,6 +216,11 @@ class WorkerModel final : public PreparedModel {
     environment_["framework_mode"] = mode;
     environment_["framework_parameters"] = std::to_string(built.value("parameters", std::int64_t{-1}));
     environment_["worker_protocol"] = std::to_string(kProtocol);
+    environment_["worker_process"] =
+        worker_->shared ? fmt::format("shared: one {} {} process holds the cells of this preparation, each model in a slot "
+                                      "(this one: {}), stopped while the others run; its memory telemetry is the process's",
+                                      framework, mode, slot_)
+                        : "its own";
     environment_["worker_command"] = fmt::format("{} -m neuralcost_worker {} (PYTHONPATH={})", python_interpreter(),
                                                  framework, worker_directory());
     sync_ = framework == "jax"          ? "jax.block_until_ready on the outputs, inside the worker"
@@ -191,14 +228,28 @@ class WorkerModel final : public PreparedModel {
                                         : "torch.cuda.synchronize on a GPU, nothing on the CPU, inside the worker";
   }
 
-  void pause() override { process_.pause(); }
-  void resume() override { process_.resume(); }
+  ~WorkerModel() override {
+    // a shared process keeps running for the other models: this one's slot is emptied
+    if (worker_.use_count() > 1 && worker_->process.usable()) {
+      try {
+        ask({{"cmd", "drop"}}, Seconds(timeout_));
+      } catch (...) {  // NOLINT(bugprone-empty-catch): a worker that cannot drop is killed by its last model
+      }
+    }
+  }
+  WorkerModel(const WorkerModel&) = delete;
+  WorkerModel& operator=(const WorkerModel&) = delete;
+
+  void pause() override { worker_->process.pause(); }
+  void resume() override { worker_->process.resume(); }
+  bool shares_process() const override { return worker_->shared; }
+  bool lost_its_process() const override { return lost_; }
 
   void run() override {
     if (pending_.empty()) {
       const int n = last_ ? passes_per_request(*last_) : 1;
       const auto start = std::chrono::steady_clock::now();
-      const json reply = process_.request({{"cmd", "run"}, {"n", n}}, deadline(n));
+      const json reply = ask({{"cmd", "run"}, {"n", n}}, deadline(n));
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       double sum = 0;
       for (double s : durations(reply, "seconds", static_cast<std::size_t>(n))) pending_.push_back(s), sum += s;
@@ -221,7 +272,7 @@ class WorkerModel final : public PreparedModel {
   std::optional<double> page_faults() const override { return faults_; }
 
   OpGraph captured_graph() override {
-    const json reply = process_.request({{"cmd", "capture"}}, Seconds(timeout_));
+    const json reply = ask({{"cmd", "capture"}}, Seconds(timeout_));
     environment_["capture_source"] = reply.value("source", std::string("unknown"));
     OpGraph graph = capture::graph_from_captured(
         capture::captured_ops_from_json(member(reply, "ops"), "capture reply of " + name_), name_);
@@ -250,7 +301,7 @@ class WorkerModel final : public PreparedModel {
     }
     try {
       // a training run's memory reply is the one step_memory() asked for (it runs a step)
-      const json reply = memory_reply_ ? *memory_reply_ : process_.request({{"cmd", "memory"}}, Seconds(timeout_));
+      const json reply = memory_reply_ ? *memory_reply_ : ask({{"cmd", "memory"}}, Seconds(timeout_));
       add_strings(env, member(reply, "telemetry"), "memory.");
     } catch (const Error& e) {
       env["memory"] = std::string("unavailable: ") + e.what();
@@ -262,7 +313,7 @@ class WorkerModel final : public PreparedModel {
   /// before it and reports the peak with its source.
   std::optional<StepMemory> step_memory() override {
     if (!training_) return std::nullopt;
-    const json reply = process_.request({{"cmd", "memory"}}, deadline(2));
+    const json reply = ask({{"cmd", "memory"}}, deadline(2));
     memory_reply_ = reply;
     if (member(reply, "peak_bytes").is_null()) {
       throw Error(ErrorCode::kUnimplemented,
@@ -291,7 +342,7 @@ class WorkerModel final : public PreparedModel {
 
   LayerTiming profile_layers(int runs) override {
     // each run is a plain pass and a profiled one
-    const json reply = process_.request({{"cmd", "layers"}, {"n", runs}}, deadline(2 * runs));
+    const json reply = ask({{"cmd", "layers"}, {"n", runs}}, deadline(2 * runs));
     LayerTiming t;
     t.step_phases = member(reply, "step_phases").is_boolean() && member(reply, "step_phases").get<bool>();
     t.kernel_events = member(reply, "kernels").is_boolean() && member(reply, "kernels").get<bool>();
@@ -317,8 +368,23 @@ class WorkerModel final : public PreparedModel {
   }
 
  private:
+  /// One request to this model's slot. A failure of the process itself (not the worker's error
+  /// reply) kills it: its replies may be out of step, and the models sharing it must not read them.
+  json ask(json req, Seconds timeout) const {
+    req["slot"] = slot_;
+    lost_ = worker_->shared && !worker_->process.usable();
+    try {
+      return worker_->process.request(req, timeout);
+    } catch (const WorkerFailure& e) {
+      if (e.cause() != WorkerFailure::Cause::kReply) worker_->process.kill();
+      throw;
+    }
+  }
+
   double timeout_;
-  mutable WorkerProcess process_;
+  std::shared_ptr<SharedWorker> worker_;
+  int slot_ = 0;
+  mutable bool lost_ = false;  ///< the last request found the shared process ended already
   std::string name_;
   std::map<std::string, std::string> environment_;
   std::string sync_;

@@ -229,6 +229,13 @@ void WorkerProcess::resume() {
   if (pid_ > 0 && !reaped_) ::kill(-pid_, SIGCONT);
 }
 
+void WorkerProcess::kill() {
+  if (pid_ <= 0 || reaped_) return;
+  ::kill(-pid_, SIGKILL);
+  reap(true);
+  close_fd(in_);
+}
+
 void WorkerProcess::stop() {
   resume();  // a stopped worker cannot hear "quit"
   if (pid_ <= 0 || reaped_) {

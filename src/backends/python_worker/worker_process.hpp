@@ -39,6 +39,11 @@ class WorkerProcess {
   void pause();
   void resume();
 
+  /// Whether the worker can still be asked: started, not exited, not killed.
+  bool usable() const { return pid_ > 0 && !reaped_ && in_ >= 0; }
+  /// Kills the worker's process group now (after a failure that leaves its replies out of step).
+  void kill();
+
   /// The last lines the worker wrote to stderr.
   std::string stderr_tail() const;
   pid_t pid() const { return pid_; }

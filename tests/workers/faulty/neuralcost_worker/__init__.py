@@ -8,7 +8,7 @@ package's parent folder; NEURALCOST_FAULT says what goes wrong and when, as FAUL
     hangsecond-at-run   answers the first run request, never a later one
     orphan-at-run       starts a child in a session of its own, writes "WORKER_PID CHILD_PID" to
                         $NEURALCOST_FAULT_PIDFILE, then never answers
-With NEURALCOST_FAULT_MODEL=NAME the fault strikes only a worker that built that model.
+With NEURALCOST_FAULT_MODEL=NAME the fault strikes only requests to that model (its slot, in a shared worker).
     garbage-at-capture  answers with a line that is not JSON
     protocol-at-hello   speaks protocol 99
     without-at-build    answers without the field $NEURALCOST_FAULT_KEY (also -at-memory, -at-hello)

@@ -14,11 +14,11 @@ calls = {}
 
 def faulty(name):
     def handler(self, req):
-        if name == "build":
-            self.fault_model = req.get("model")
+        # the model of the slot addressed (the one being built at build)
+        model = req.get("model") if name == "build" else (self.model_request or {}).get("model")
         only = os.environ.get("NEURALCOST_FAULT_MODEL")
         framework = os.environ.get("NEURALCOST_FAULT_FRAMEWORK")
-        if name != when or (only and getattr(self, "fault_model", None) != only) or (
+        if name != when or (only and model != only) or (
             framework and framework != self.framework
         ):
             return real[name](self, req)
