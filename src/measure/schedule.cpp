@@ -118,24 +118,36 @@ class Schedule {
       }
       if (!members[g].empty()) ++active;
     }
-    planned_ticks_ = static_cast<int>(active) + std::max(0, most - 1);
+    // Training: one group prepared at a time, as a step's measured peak is that of the process
+    // (an in-process backend's allocator, a worker's) and other prepared models would add to it.
+    const bool one_group_at_a_time = sweep_options_.run.train.has_value();
+    planned_ticks_ = one_group_at_a_time ? most : static_cast<int>(active) + std::max(0, most - 1);
     open_.clear();
     int tick = 0;
     const std::vector<std::size_t> order = seeded_order(groups.size(), options_.rounds.seed, 1000003ULL * sweep);
+    auto close_open = [&] {
+      while (!interrupted() && take_pass(groups, sweep, tick, extra)) ++tick;
+      for (std::size_t i : open_) close_model(sessions_[i]);
+      open_.clear();
+    };
     for (std::size_t g : order) {
       if (members[g].empty() || interrupted()) continue;
       for (std::size_t i : members[g]) {
         if (interrupted()) break;
         if (extra && !wants_more(i)) continue;  // the time left no longer holds its preparation
         if (prepare(i)) {
-          first_tick_[i] = tick;
+          first_tick_[i] = one_group_at_a_time ? 0 : tick;
           open_.push_back(i);
         }
       }
-      take_pass(groups, sweep, tick++, extra);
+      if (one_group_at_a_time) {
+        tick = 0;  // a group's own ticks: its rounds pair within it
+        close_open();
+      } else {
+        take_pass(groups, sweep, tick++, extra);
+      }
     }
-    while (!interrupted() && take_pass(groups, sweep, tick, extra)) ++tick;
-    for (std::size_t i : open_) close_model(sessions_[i]);
+    close_open();
     if (interrupted()) return;
     for (std::size_t i = 0; i < sessions_.size(); ++i) {
       const CellSession& s = sessions_[i];
