@@ -1,4 +1,5 @@
-// The one list of importers and backends. Add new ones here (behind their build flag).
+// The one list of importers and backends. Add new ones here (behind their build flag); a backend's
+// line says which model files it loads besides the built-in networks (Backend::accepts).
 #include "neuralcost/registry.hpp"
 
 #include <fmt/format.h>
@@ -36,18 +37,19 @@ const std::vector<const Backend*>& backends() {
   // backends in plugins are loaded when first used (src/backends/plugin_backend.hpp)
 #ifdef NEURALCOST_WITH_LIBTORCH
   static const PluginBackend libtorch("libtorch", "LibTorch: torch::nn (eager) and frozen TorchScript (compiled)",
-                                      "neuralcost_libtorch.so", "neuralcost_libtorch_backend");
+                                      "neuralcost_libtorch.so", "neuralcost_libtorch_backend",
+                                      {ModelKind::kTorchScript});
 #endif
   // Python frameworks run in worker processes (docs/worker-protocol.md)
   static const worker::WorkerBackend jax("jax", "jax", "JAX in a Python worker: eager (op by op) and jax.jit",
-                                         {"eager", "jit"}, "jit");
+                                         {"eager", "jit"}, "jit", /*files=*/{});
   static const worker::WorkerBackend tensorflow(
       "tensorflow", "tensorflow", "TensorFlow in a Python worker: eager, tf.function, tf.function(jit_compile=True)",
-      {"eager", "function", "xla"}, "function");
+      {"eager", "function", "xla"}, "function", {ModelKind::kSavedModel});
   static const worker::WorkerBackend torch("torch", "torch",
                                            "PyTorch 2 in a Python worker: eager and torch.compile, on the CPU or a "
                                            "CUDA GPU",
-                                           {"eager", "compile"}, "compile", /*cuda=*/true);
+                                           {"eager", "compile"}, "compile", {ModelKind::kTorchExport}, /*cuda=*/true);
   static const std::vector<const Backend*> all = {
 #ifdef NEURALCOST_WITH_LIBTORCH
       &libtorch,

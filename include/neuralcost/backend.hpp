@@ -25,8 +25,19 @@ namespace neuralcost {
 /// phases of LayerTiming; 6: LayerTiming::kernel_events; 7: LayerTiming::event_modules; 8:
 /// Backend::device_name takes the worker timeout; 9: LayerTiming::timer and timer_warning; 10:
 /// PreparedModel::pause and resume; 11: RunOptions::process_pool, PreparedModel::shares_process and
-/// lost_its_process).
-inline constexpr int kPluginApiVersion = 11;
+/// lost_its_process; 12: Backend::accepts).
+inline constexpr int kPluginApiVersion = 12;
+
+/// What a model named to a backend is: a built-in network or a file of some type
+/// (measure/model_files.hpp tells it from the name; Backend::accepts says who loads it).
+enum class ModelKind {
+  kBuiltIn,      ///< ff, cnn, rnn, lstm, transformer: every backend builds them
+  kTorchScript,  ///< .pt, .ts
+  kTorchExport,  ///< .pt2 (torch.export.save)
+  kSavedModel,   ///< a directory with saved_model.pb
+  kOnnx,         ///< .onnx: analysed (neural-cost analyze), never run
+  kOtherFile,    ///< an existing file of no known type: only a named backend may try it
+};
 
 /// The loss of a training step: cross entropy on fixed random integer labels when the network's
 /// output is [batch, classes], mean squared error against a fixed random target otherwise.
@@ -170,6 +181,11 @@ class Backend {
   virtual std::optional<std::string> unavailable_reason() const = 0;
   /// The modes prepare() accepts, the default first ("eager", "compiled", ...).
   virtual std::vector<std::string> modes() const = 0;
+  /// Whether prepare() loads models of `kind`: the one place that says which backend runs which
+  /// file (choose_backends in measure/model_files.hpp asks every backend). Every backend builds
+  /// the built-in networks; a backend that loads files says which kinds. kOtherFile is never
+  /// accepted: a backend named for such a file tries it.
+  virtual bool accepts(ModelKind kind) const { return kind == ModelKind::kBuiltIn; }
   /// The devices prepare() accepts on this machine, "cpu" first ("cuda:0", ...).
   virtual std::vector<std::string> devices() const { return {"cpu"}; }
   /// (optional) The name the framework gives `device` ("NVIDIA H100 80GB HBM3"), from which

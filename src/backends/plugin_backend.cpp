@@ -90,8 +90,17 @@ class GuardedModel final : public PreparedModel {
 
 }  // namespace
 
-PluginBackend::PluginBackend(std::string name, std::string description, std::string file, std::string symbol)
-    : name_(std::move(name)), description_(std::move(description)), file_(std::move(file)), symbol_(std::move(symbol)) {}
+PluginBackend::PluginBackend(std::string name, std::string description, std::string file, std::string symbol,
+                             std::vector<ModelKind> files)
+    : name_(std::move(name)),
+      description_(std::move(description)),
+      file_(std::move(file)),
+      symbol_(std::move(symbol)),
+      files_(std::move(files)) {}
+
+bool PluginBackend::accepts(ModelKind kind) const {
+  return kind == ModelKind::kBuiltIn || std::find(files_.begin(), files_.end(), kind) != files_.end();
+}
 
 std::string PluginBackend::plugin_directory() {
   if (const char* dir = std::getenv("NEURALCOST_PLUGIN_DIR"); dir && *dir) return dir;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "neuralcost/backend.hpp"
 #include "neuralcost/core/call_thread.hpp"
@@ -26,12 +27,16 @@ namespace neuralcost {
 /// is timed on that thread (last_run_seconds), so the hand-over is not in the samples.
 class PluginBackend : public Backend {
  public:
-  PluginBackend(std::string name, std::string description, std::string file, std::string symbol);
+  /// `files`: the kinds of model file the plugin's backend loads (accepts() answers from them
+  /// without loading the plugin).
+  PluginBackend(std::string name, std::string description, std::string file, std::string symbol,
+                std::vector<ModelKind> files = {});
 
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   std::optional<std::string> unavailable_reason() const override;
   std::vector<std::string> modes() const override;
+  bool accepts(ModelKind kind) const override;
   std::vector<std::string> devices() const override;
   std::optional<std::string> device_name(const std::string& device, double timeout_seconds) const override;
   using Backend::prepare;
@@ -46,6 +51,7 @@ class PluginBackend : public Backend {
   const Backend* load() const;
 
   std::string name_, description_, file_, symbol_;
+  std::vector<ModelKind> files_;
   mutable std::once_flag once_;
   mutable const Backend* loaded_ = nullptr;
   mutable std::string error_;

@@ -1,5 +1,5 @@
-// Model kinds and the backends that run them (see model_files.hpp). The one table of which
-// backend loads which kind of file is kLoaders below.
+// Model kinds and the backends that run them (see model_files.hpp). Which backend loads which
+// kind of file is each backend's own answer (Backend::accepts, given in src/registry.cpp).
 #include "neuralcost/measure/model_files.hpp"
 
 #include <algorithm>
@@ -19,27 +19,23 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// a TorchScript file's entries may expand to this many times the file, plus the allowance
-// (pickled code is deflated; tensors are stored)
-
-/// Per kind: how messages name it, and the backend that loads it (empty: none, or any that is named).
+/// Per kind: how messages name it. Which backend loads it is the backends' to say (Backend::accepts).
 struct KindFacts {
   ModelKind kind;
   std::string_view description;
-  std::string_view backend;
 };
 
-constexpr KindFacts kLoaders[] = {
-    {ModelKind::kBuiltIn, "a built-in network", "libtorch"},
-    {ModelKind::kTorchScript, "a TorchScript file (.pt, .ts)", "libtorch"},
-    {ModelKind::kTorchExport, "a torch.export program (.pt2)", "torch"},
-    {ModelKind::kSavedModel, "a SavedModel directory", "tensorflow"},
-    {ModelKind::kOnnx, "an ONNX file (.onnx)", ""},
-    {ModelKind::kOtherFile, "a file of no known type", ""},
+constexpr KindFacts kKinds[] = {
+    {ModelKind::kBuiltIn, "a built-in network"},
+    {ModelKind::kTorchScript, "a TorchScript file (.pt, .ts)"},
+    {ModelKind::kTorchExport, "a torch.export program (.pt2)"},
+    {ModelKind::kSavedModel, "a SavedModel directory"},
+    {ModelKind::kOnnx, "an ONNX file (.onnx)"},
+    {ModelKind::kOtherFile, "a file of no known type"},
 };
-static_assert(std::size(kLoaders) == static_cast<std::size_t>(ModelKind::kOtherFile) + 1, "one row per kind");
+static_assert(std::size(kKinds) == static_cast<std::size_t>(ModelKind::kOtherFile) + 1, "one row per kind");
 
-const KindFacts& facts(ModelKind kind) { return kLoaders[static_cast<std::size_t>(kind)]; }
+const KindFacts& facts(ModelKind kind) { return kKinds[static_cast<std::size_t>(kind)]; }
 
 std::string extension(const std::string& model) {
   std::string ext = fs::path(model).extension().string();
@@ -53,6 +49,21 @@ std::string default_backend() {
     if (b->name() == "libtorch") return "libtorch";
   }
   return "torch";
+}
+
+/// The backends of this build that load files of `kind`, in registry order.
+std::vector<const Backend*> backends_accepting(ModelKind kind) {
+  std::vector<const Backend*> out;
+  for (const Backend* b : backends()) {
+    if (b->accepts(kind)) out.push_back(b);
+  }
+  return out;
+}
+
+std::string names(const std::vector<const Backend*>& list) {
+  std::vector<std::string_view> out;
+  for (const Backend* b : list) out.push_back(b->name());
+  return fmt::format("{}", fmt::join(out, " or "));
 }
 
 }  // namespace
@@ -96,21 +107,40 @@ std::vector<ModelBackends> choose_backends(const std::vector<std::string>& model
     ModelBackends entry{model, named, "--backend"};
     if (named.empty()) {
       if (kind == ModelKind::kOtherFile) {
+        std::vector<std::string> runs;
+        for (const KindFacts& k : kKinds) {
+          if (k.kind == ModelKind::kBuiltIn) continue;
+          if (const auto runners = backends_accepting(k.kind); !runners.empty()) {
+            runs.push_back(fmt::format("{}: {}", k.description, names(runners)));
+          }
+        }
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("{}: cannot tell from its name which backend runs it (TorchScript .pt/.ts: libtorch; "
-                                "torch.export .pt2: torch; a SavedModel directory: tensorflow); give --backend",
-                                model));
+                    fmt::format("{}: cannot tell from its name which backend runs it ({}); give --backend", model,
+                                fmt::join(runs, "; ")));
       }
-      const std::string backend = kind == ModelKind::kBuiltIn ? default_backend() : std::string(f.backend);
-      entry.backends = {&backend_named(backend)};
-      entry.chosen_by = kind == ModelKind::kBuiltIn ? std::string("the default for built-in networks")
-                                                    : fmt::format("the model file: {}", f.description);
+      if (kind == ModelKind::kBuiltIn) {
+        entry.backends = {&backend_named(default_backend())};
+        entry.chosen_by = "the default for built-in networks";
+      } else {
+        entry.backends = backends_accepting(kind);
+        if (entry.backends.empty()) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("{}: no backend of this build runs {}", model, f.description));
+        }
+        entry.backends.resize(1);
+        entry.chosen_by = fmt::format("the model file: {}", f.description);
+      }
     } else if (kind != ModelKind::kBuiltIn && kind != ModelKind::kOtherFile) {
       for (const Backend* b : named) {
-        if (b->name() != f.backend) {
+        if (!b->accepts(kind)) {
+          const auto runners = backends_accepting(kind);
           throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("--backend {} cannot run {}, {}; the {} backend runs it (or leave out --backend)",
-                                  b->name(), model, f.description, f.backend));
+                      runners.empty()
+                          ? fmt::format("--backend {} cannot run {}, {}; no backend of this build does", b->name(),
+                                        model, f.description)
+                          : fmt::format("--backend {} cannot run {}, {}; the {} backend runs it (or leave out "
+                                        "--backend)",
+                                        b->name(), model, f.description, names(runners)));
         }
       }
     }

@@ -189,6 +189,22 @@ TEST_F(ModelFilesTest, TheBackendFollowsTheFileWhenNoneIsNamed) {
   EXPECT_THAT(names_of(choose_backends({path("weights.bin")}, {"torch"})[0]), ElementsAre("torch"));
 }
 
+TEST_F(ModelFilesTest, EachBackendSaysWhichFilesItLoadsAndAllBuildTheBuiltInNetworks) {
+  std::map<std::string, std::vector<ModelKind>> loads;
+  for (const Backend* b : backends()) {
+    EXPECT_TRUE(b->accepts(ModelKind::kBuiltIn)) << b->name();
+    EXPECT_FALSE(b->accepts(ModelKind::kOtherFile)) << b->name();  // only a named backend tries one
+    EXPECT_FALSE(b->accepts(ModelKind::kOnnx)) << b->name();       // counted, never run
+    for (ModelKind k : {ModelKind::kTorchScript, ModelKind::kTorchExport, ModelKind::kSavedModel}) {
+      if (b->accepts(k)) loads[std::string(b->name())].push_back(k);
+    }
+  }
+  EXPECT_THAT(loads["torch"], ElementsAre(ModelKind::kTorchExport));
+  EXPECT_THAT(loads["tensorflow"], ElementsAre(ModelKind::kSavedModel));
+  EXPECT_THAT(loads["jax"], ElementsAre());
+  if (backends().front()->name() == "libtorch") EXPECT_THAT(loads["libtorch"], ElementsAre(ModelKind::kTorchScript));
+}
+
 TEST_F(ModelFilesTest, AWrongBackendOrAnOnnxFileIsOneErrorBeforeAnythingRuns) {
   EXPECT_EQ(error_of([] { choose_backends({"m.pt2"}, {"tensorflow"}); }),
             "--backend tensorflow cannot run m.pt2, a torch.export program (.pt2); the torch backend runs it (or "
@@ -207,8 +223,9 @@ TEST_F(ModelFilesTest, AWrongBackendOrAnOnnxFileIsOneErrorBeforeAnythingRuns) {
   EXPECT_EQ(error_of([] { choose_backends({"m.onnx"}, {"torch"}); }),
             "m.onnx: profile cannot run an ONNX file; analyze counts it (neural-cost analyze m.onnx)");
   EXPECT_EQ(error_of([&] { choose_backends({path("weights.bin")}, {}); }),
-            path("weights.bin") + ": cannot tell from its name which backend runs it (TorchScript .pt/.ts: libtorch; "
-                                  "torch.export .pt2: torch; a SavedModel directory: tensorflow); give --backend");
+            path("weights.bin") + ": cannot tell from its name which backend runs it (a TorchScript file (.pt, "
+                                  ".ts): libtorch; a torch.export program (.pt2): torch; a SavedModel directory: "
+                                  "tensorflow); give --backend");
   EXPECT_THAT(error_of([] { choose_backends({"ff"}, {"mxnet"}); }), ::testing::StartsWith("unknown backend 'mxnet'"));
 }
 

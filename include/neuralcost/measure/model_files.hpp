@@ -12,15 +12,6 @@
 
 namespace neuralcost {
 
-enum class ModelKind {
-  kBuiltIn,      ///< ff, cnn, rnn, lstm, transformer: every backend builds them
-  kTorchScript,  ///< .pt, .ts: libtorch
-  kTorchExport,  ///< .pt2 (torch.export.save): torch
-  kSavedModel,   ///< a directory with saved_model.pb: tensorflow
-  kOnnx,         ///< .onnx: analysed (neural-cost analyze), never run
-  kOtherFile,    ///< an existing file of no known type: only a named backend may try it
-};
-
 /// "a torch.export program (.pt2)", ...: the kind as a message names it.
 std::string_view model_kind_description(ModelKind kind);
 
@@ -41,10 +32,12 @@ struct ModelBackends {
 };
 
 /// The backends of each of `models`. With `backend_names` (--backend), those, after checking that
-/// each runs the model's kind: kInvalidArgument "--backend libtorch cannot run m.pt2, a
-/// torch.export program (.pt2); the torch backend runs it" otherwise. Without: the one for its
-/// kind (built-in networks and TorchScript: libtorch; .pt2: torch; SavedModel: tensorflow), and
-/// kInvalidArgument asking for --backend for a file of no known type. An ONNX file is always
+/// each runs the model's kind (Backend::accepts): kInvalidArgument "--backend libtorch cannot run
+/// m.pt2, a torch.export program (.pt2); the torch backend runs it" otherwise. Without: for a
+/// built-in network the default (libtorch, or torch in a build without it); for a file the
+/// backends that accept its kind (TorchScript: libtorch; .pt2: torch; SavedModel: tensorflow),
+/// kInvalidArgument when none in this build does, and asking for --backend for a file of no
+/// known type. An ONNX file is always
 /// kInvalidArgument "profile cannot run an ONNX file; analyze counts it (neural-cost analyze FILE)".
 /// Unknown backend names are kNotFound (registry.hpp, backend_named).
 std::vector<ModelBackends> choose_backends(const std::vector<std::string>& models,

@@ -441,9 +441,19 @@ std::string python_interpreter() {
 std::string worker_directory() { return env_or("NEURALCOST_WORKER_DIR", library_directory() + "/neuralcost/python"); }
 
 WorkerBackend::WorkerBackend(std::string name, std::string framework, std::string description,
-                             std::vector<std::string> modes, std::string compiled_mode, bool cuda)
-    : name_(std::move(name)), framework_(std::move(framework)), description_(std::move(description)),
-      modes_(std::move(modes)), compiled_mode_(std::move(compiled_mode)), cuda_(cuda) {}
+                             std::vector<std::string> modes, std::string compiled_mode, std::vector<ModelKind> files,
+                             bool cuda)
+    : name_(std::move(name)),
+      framework_(std::move(framework)),
+      description_(std::move(description)),
+      modes_(std::move(modes)),
+      compiled_mode_(std::move(compiled_mode)),
+      files_(std::move(files)),
+      cuda_(cuda) {}
+
+bool WorkerBackend::accepts(ModelKind kind) const {
+  return kind == ModelKind::kBuiltIn || std::find(files_.begin(), files_.end(), kind) != files_.end();
+}
 
 int visible_cuda_gpus(const std::string& root) {
   // the driver's list, or (in a container without /proc/driver/nvidia) the device nodes

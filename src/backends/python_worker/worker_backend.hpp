@@ -42,14 +42,16 @@ class WorkerBackend final : public Backend {
   /// `framework`: the worker's name for it (jax, tensorflow, torch); `modes`: the framework's
   /// own, eager first; "compiled" is accepted as another name for `compiled_mode`. `cuda`: the
   /// worker can run on CUDA GPUs (then devices() lists the ones this machine shows, and the
-  /// worker confirms the one asked for in its hello).
+  /// worker confirms the one asked for in its hello). `files`: the kinds of model file the worker
+  /// loads besides the built-in networks.
   WorkerBackend(std::string name, std::string framework, std::string description, std::vector<std::string> modes,
-                std::string compiled_mode, bool cuda = false);
+                std::string compiled_mode, std::vector<ModelKind> files, bool cuda = false);
 
   std::string_view name() const override { return name_; }
   std::string_view description() const override { return description_; }
   std::optional<std::string> unavailable_reason() const override;
   std::vector<std::string> modes() const override;
+  bool accepts(ModelKind kind) const override;
   /// cpu, and with `cuda` a cuda:N for each NVIDIA GPU this machine shows (visible_cuda_gpus).
   std::vector<std::string> devices() const override;
   /// The framework's name for `device`, from a worker's hello (started once, on first use).
@@ -62,6 +64,7 @@ class WorkerBackend final : public Backend {
   std::string name_, framework_, description_;
   std::vector<std::string> modes_;
   std::string compiled_mode_;
+  std::vector<ModelKind> files_;
   bool cuda_ = false;
   mutable std::mutex names_mutex_;
   mutable std::optional<std::map<std::string, std::string>> names_;  ///< device id -> name, from hello
