@@ -18,7 +18,7 @@ RANK = {layer: i for i, layer in enumerate(ORDER)}
 # the headers and sources at the top of include/neuralcost/ and src/
 TOP = {"backend.hpp": "backends", "importer.hpp": "importers", "model_inputs.hpp": "importers",
        "registry.hpp": "registry", "version.hpp": "core", "registry.cpp": "registry",
-       "model_requests.cpp": "registry"}
+       "model_requests.cpp": "registry", "analyze_models.hpp": "registry", "analyze_models.cpp": "registry"}
 ROOTS = ["include/neuralcost", "src", "tools/neural-cost"]
 
 

@@ -122,14 +122,6 @@ nlohmann::json memory_json(const MemoryLedger& m, const std::vector<std::string>
 
 }  // namespace
 
-TrainingReport training_report(const OpGraph& forward, const HardwareSpec& hardware, const TrainingOptions& options) {
-  TrainingReport r{analyze(training_step(forward, options), hardware), options, memory_ledger(forward, options),
-                   std::nullopt, {}};
-  if (r.memory.batch == 0) r.memory.batch = r.step.batch;
-  for (const OpRecord& op : forward.ops()) r.op_names.push_back(op.name);
-  return r;
-}
-
 nlohmann::json training_json(const TrainingReport& report) {
   const Analysis& step = report.step;
   const TrainingOptions& options = report.options;

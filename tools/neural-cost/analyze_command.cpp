@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "neuralcost/analyze_models.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
@@ -80,19 +81,10 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     if (cmd.count("--reserve") > 0 && args.memory_budget.empty()) {
       throw Error(ErrorCode::kInvalidArgument, "--reserve applies only with --memory-budget");
     }
-    // mixed precision: the model's tensors in the low-precision type (fp32 master weights and
-    // optimizer states are the optimizer step's)
-    if (training.precision != Precision::kFp32) {
-      const DType low = training.precision == Precision::kBf16Mixed ? DType::kBf16 : DType::kFp16;
-      if (cmd.count("--dtype") > 0 && *dtype != low) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("--dtype {} contradicts --precision {} (which computes in {})", args.dtype,
-                                args.precision, dtype_name(low)));
-      }
-      model_dtype = low;
-    }
+    model_dtype = training_model_dtype(training.precision, *dtype, cmd.count("--dtype") > 0);
   }
-  const HardwareSpec hardware = hardware_for(args.hardware);
+  AnalyzeRequest request;
+  request.hardware = hardware_for(args.hardware);
   ModelRequest base;
   base.seq = args.seq;
   base.width = args.width;
@@ -115,49 +107,15 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     const auto [name, value] = binding(b, "--dim");
     base.dims[name] = positive_int(value, "--dim " + b);
   }
-  const bool all = args.models.empty();
-  const std::vector<ModelRequest> requests =
-      model_requests(base, all ? reference_model_names() : args.models, args.batches);
-  std::optional<std::uint64_t> budget;
-  double reserve = 0;
+  request.models = model_requests(base, args.models.empty() ? reference_model_names() : args.models, args.batches);
+  if (args.train) request.train = training;
   if (!args.memory_budget.empty()) {
-    budget = parse_memory_size(args.memory_budget);
-    reserve = parse_reserve(args.reserve);
+    request.memory_budget = parse_memory_size(args.memory_budget);
+    request.reserve = parse_reserve(args.reserve);
   }
-  std::vector<Analysis> analyses;
-  std::vector<TrainingReport> reports;
-  for (const ModelRequest& request : requests) {
-    const Importer& importer = importer_for(request);
-    const OpGraph graph = importer.import(request);
-    try {
-      if (!args.train) {
-        analyses.push_back(analyze(graph, hardware));
-        continue;
-      }
-      reports.push_back(training_report(graph, hardware, training));
-      if (budget) {
-        // every probed batch is a real graph of the model at that batch
-        reports.back().fit = largest_batch(
-            [&](std::int64_t batch) {
-              ModelRequest at = request;
-              at.batch = batch;
-              at.given.insert("batch");
-              OpGraph g = importer.import(at);
-              if (g.batch() != 0 && g.batch() != batch) {
-                throw Error(ErrorCode::kInvalidArgument,
-                            fmt::format("{} fixes its batch at {}: --memory-budget cannot change it", request.model, g.batch()));
-              }
-              return g;
-            },
-            training, *budget, reserve);
-      }
-      analyses.push_back(reports.back().step);
-    } catch (const Error& e) {
-      // importers name the file in their own errors; the analysis names the op, so add the file
-      if (importer.name() == "reference") throw;
-      throw Error(e.code(), fmt::format("{}: {}", request.model, e.what()));
-    }
-  }
+  const AnalyzeResults results = analyze_models(request);
+  const std::vector<Analysis>& analyses = results.analyses;
+  const std::vector<TrainingReport>& reports = results.reports;
   if (args.train) {
     emit(reports.size() > 1 ? render_training_summary(reports, format) : render_training(reports.front(), format),
          args.output);
@@ -173,13 +131,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
                  a.unmodeled.size());
     }
   }
-  for (const Analysis& a : analyses) {
-    if (a.mostly_unmodeled()) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: {} of {} ops are not modeled, so its totals mean nothing; {}", a.model,
-                              a.unmodeled.size(), a.ops.size(), a.first_fix()));
-    }
-  }
+  refuse_mostly_unmodeled(analyses);
 }
 
 }  // namespace

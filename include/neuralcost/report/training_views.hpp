@@ -11,22 +11,9 @@
 #include "neuralcost/report/views.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/step_summary.hpp"
+#include "neuralcost/training/training_report.hpp"
 
 namespace neuralcost {
-
-/// What `analyze --train` prints for one model: the step's analysis
-/// (analyze(training_step(forward, options))), its memory ledger, and, with a budget, the
-/// largest batch that fits.
-struct TrainingReport {
-  Analysis step;
-  TrainingOptions options;
-  MemoryLedger memory;
-  std::optional<BatchFit> fit;
-  std::vector<std::string> op_names;  ///< the forward graph's, which the ledger's op indices index
-};
-
-/// The step analysis and the ledger of `forward` (the CLI adds the budget search).
-TrainingReport training_report(const OpGraph& forward, const HardwareSpec& hardware, const TrainingOptions& options);
 
 ///   op      kind    fwd FLOPs  bwd FLOPs  bwd/fwd  fwd bytes  bwd bytes  lower bound
 ///   fc1     linear  8.4 M      16.8 M     2.0      1.1 MB     2.2 MB     1.2 µs
