@@ -8,6 +8,7 @@
 
 #include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/number_text.hpp"
 #include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/models/decoder.hpp"
 
@@ -21,16 +22,6 @@ std::uint64_t product(std::initializer_list<std::uint64_t> factors) {
   return p;
 }
 using Tweak = std::function<void(OpRecord&)>;
-
-std::string grouped(std::uint64_t n) {
-  const std::string digits = std::to_string(n);
-  std::string out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
 
 class Builder {
  public:

@@ -8,15 +8,6 @@
 
 namespace neuralcost::report {
 
-std::string grouped(std::uint64_t value) {
-  std::string digits = std::to_string(value), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 std::string seconds(double value) {
   if (value == 0) return "0 s";
   const double mag = std::fabs(value);

@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <string>
 
+#include "neuralcost/core/number_text.hpp"
+
 namespace neuralcost::report {
 
 /// 3 significant digits with an SI prefix: si(26216960, "FLOP") == "26.2 MFLOP",
@@ -13,8 +15,8 @@ namespace neuralcost::report {
 std::string si(double value, const std::string& unit);
 /// Seconds as si(value, "s").
 std::string seconds(double value);
-/// An exact count with digit separators: grouped(25507944) == "25,507,944".
-std::string grouped(std::uint64_t value);
+/// An exact count with digit separators (core/number_text.hpp): grouped(25507944) == "25,507,944".
+using neuralcost::grouped;
 /// "12.3%".
 std::string percent(double fraction);
 /// Fixed notation with 1 decimal for intensities: "18.1".

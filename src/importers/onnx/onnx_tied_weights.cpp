@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "importers/onnx/onnx_graph.hpp"
+#include "neuralcost/core/number_text.hpp"
 
 namespace neuralcost::onnx_import {
 namespace {
@@ -35,15 +36,6 @@ bool transposed_copy(const std::string& a, const std::string& b, std::int64_t ro
   return true;
 }
 
-std::string grouped(std::int64_t n) {
-  std::string digits = std::to_string(n), out;
-  for (std::size_t i = 0; i < digits.size(); ++i) {
-    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
-    out += digits[i];
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> tied_copy_notes(const onnx::GraphProto& graph) {
@@ -68,7 +60,8 @@ std::vector<std::string> tied_copy_notes(const onnx::GraphProto& graph) {
         notes.push_back(fmt::format(
             "initializers '{}' {}x{} and '{}' {}x{} hold one weight, each the other's transpose (a tied weight the "
             "export wrote twice): both are counted, {} parameters more than the model has",
-            a->name(), dims.first, dims.second, b->name(), dims.second, dims.first, grouped(dims.first * dims.second)));
+            a->name(), dims.first, dims.second, b->name(), dims.second, dims.first,
+            grouped(static_cast<std::uint64_t>(dims.first * dims.second))));
       }
     }
   }
