@@ -91,6 +91,10 @@ def main():
     for c in flagged:
         print(f"  {c['model']} {c['backend']} {c['mode']} batch {c['batch']}: {c['result']} {100 * c['change']:+.1f}%"
               f" (p {c['u_test']['p_value']:.3g})")
+    for g in cmp.get("groups", []):
+        if "u_test" in g:
+            print(f"  A/A backend {g['backend']} against the others: {100 * g['change']:+.1f}% "
+                  f"(p {g['u_test']['p_value']:.3g}): {g['result']}")
     inside = 0
     for k in both:
         ta, tb = a[k]["timing"], b[k]["timing"]
@@ -136,6 +140,11 @@ def main():
         print(f"A/B ({args.slowed} 10% slower): {hit} of {len(slowed)} {args.slowed} cells flagged slower "
               f"(median change {100 * statistics.median(changes or [0]):+.1f}%), {false} of {len(others)} other "
               f"cells flagged")
+        for g in ab.get("groups", []):
+            if "u_test" in g:
+                print(f"  A/B backend {g['backend']} against the others: {100 * g['change']:+.1f}% (95% CI "
+                      f"{100 * g['change_ci95']['low']:+.1f}% .. {100 * g['change_ci95']['high']:+.1f}%, "
+                      f"p {g['u_test']['p_value']:.3g}): {g['result']}")
 
 
 if __name__ == "__main__":

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -89,6 +90,49 @@ void compare_cell(CellChange& c, double alpha, double min_effect) {
   c.notes.push_back("no per-sample times in the results: not tested, the interval is from the two CIs");
 }
 
+/// Each backend's cells against the others' (GroupChange), when two or more backends have cells.
+std::vector<GroupChange> compare_groups(const std::vector<CellChange>& cells, double alpha, double min_effect) {
+  std::map<std::string, std::vector<double>> ratios;  // per backend: its tested cells' ratios
+  for (const CellChange& c : cells) {
+    if (c.test && c.ratio > 0) ratios[c.cell.backend].push_back(c.ratio);
+  }
+  std::vector<GroupChange> out;
+  if (ratios.size() < 2) return out;
+  for (const auto& [backend, mine] : ratios) {
+    std::vector<double> others;
+    for (const auto& [b, r] : ratios) {
+      if (b != backend) others.insert(others.end(), r.begin(), r.end());
+    }
+    GroupChange g;
+    g.backend = backend;
+    g.cells = mine.size();
+    g.other_cells = others.size();
+    if (mine.size() >= 3 && others.size() >= 3) {
+      g.ratio = median(mine) / median(others);
+      g.ratio_ci95 = bootstrap_median_ratio_ci95(others, mine);
+      g.test = mann_whitney_u(others, mine);
+      g.change = g.test->p_value >= alpha || std::abs(g.ratio - 1) < min_effect ? Change::kNoChange
+                 : g.ratio < 1                                                   ? Change::kFaster
+                                                                                 : Change::kSlower;
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+/// Holm-Bonferroni at `alpha` over `tests` (each a p value): which are significant.
+template <typename T>
+std::set<const T*> holm(std::vector<const T*> tests, double alpha) {
+  std::stable_sort(tests.begin(), tests.end(),
+                   [](const T* a, const T* b) { return a->test->p_value < b->test->p_value; });
+  std::set<const T*> significant;
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    if (tests[i]->test->p_value >= alpha / static_cast<double>(tests.size() - i)) break;
+    significant.insert(tests[i]);
+  }
+  return significant;
+}
+
 }  // namespace
 
 std::string_view change_name(Change change) {
@@ -135,15 +179,42 @@ ResultsComparison compare_results(const ResultsFile& before, const ResultsFile& 
   for (const CellKey& key : before_order) {
     if (!after_cells.count(key)) out.only_before.push_back(key);
   }
+  out.groups = compare_groups(out.cells, alpha, min_effect);
   return out;
 }
 
 std::vector<const CellChange*> slower_than(const ResultsComparison& comparison, double threshold) {
+  // Holm-Bonferroni over every tested cell at alpha / 2 (the other half is the backends'): the
+  // family-wise chance that an A/A fails the gate stays at most alpha, where one U test per cell
+  // at alpha would fail it in most A/A runs of 80 cells
+  std::vector<const CellChange*> tested;
+  for (const CellChange& c : comparison.cells) {
+    if (c.test) tested.push_back(&c);
+  }
+  const auto significant = holm(tested, comparison.alpha / 2);
   std::vector<const CellChange*> slower;
   for (const CellChange& c : comparison.cells) {
-    if (c.change == Change::kSlower && c.ratio > 1 + threshold) slower.push_back(&c);
+    if (c.change == Change::kSlower && c.ratio > 1 + threshold && significant.count(&c)) slower.push_back(&c);
   }
   return slower;
+}
+
+std::vector<const GroupChange*> groups_slower_than(const ResultsComparison& comparison, double threshold) {
+  std::vector<const GroupChange*> tested;
+  for (const GroupChange& g : comparison.groups) {
+    if (g.test) tested.push_back(&g);
+  }
+  const auto significant = holm(tested, comparison.alpha / 2);
+  std::vector<const GroupChange*> slower;
+  for (const GroupChange& g : comparison.groups) {
+    if (g.change == Change::kSlower && g.ratio > 1 + threshold && significant.count(&g)) slower.push_back(&g);
+  }
+  return slower;
+}
+
+std::size_t tested_cells(const ResultsComparison& comparison) {
+  return static_cast<std::size_t>(
+      std::count_if(comparison.cells.begin(), comparison.cells.end(), [](const CellChange& c) { return c.test.has_value(); }));
 }
 
 }  // namespace neuralcost

@@ -66,6 +66,20 @@ json results_comparison_json(const ResultsComparison& c) {
     cell["notes"] = x.notes;
     j["cells"].push_back(cell);
   }
+  j["groups"] = json::array();
+  for (const GroupChange& g : c.groups) {
+    json group{{"backend", g.backend}, {"cells", g.cells}, {"other_cells", g.other_cells},
+               {"result", std::string(change_name(g.change))}};
+    if (g.test) {
+      group["ratio"] = g.ratio;
+      group["change"] = g.ratio - 1;
+      group["change_ci95"] = {{"low", g.ratio_ci95.low - 1}, {"high", g.ratio_ci95.high - 1},
+                              {"from", "bootstrap of the backend's and the other backends' cell ratios"}};
+      group["u_test"] = {{"u", g.test->u}, {"p_value", g.test->p_value}, {"exact", g.test->exact},
+                         {"on", "cell ratios, the backend's against the other backends'"}};
+    }
+    j["groups"].push_back(group);
+  }
   j["only_before"] = json::array();
   for (const CellKey& k : c.only_before) j["only_before"].push_back(cell_json(k));
   j["only_after"] = json::array();
@@ -106,6 +120,13 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
     return (format == Format::kMarkdown ? report::markdown_text(text) : terminal_text(text)) + "\n";
   };
   out += "\n" + line(report::comparison_sentence(c));
+  for (const GroupChange& g : c.groups) {
+    if (!g.test) continue;
+    out += line(fmt::format("{}, its {} cells against the other backends' {} (median change relative to theirs): "
+                            "{:+.1f}% (95% CI {:+.1f}% .. {:+.1f}%, p {:.2g}): {}",
+                            g.backend, g.cells, g.other_cells, (g.ratio - 1) * 100, (g.ratio_ci95.low - 1) * 100,
+                            (g.ratio_ci95.high - 1) * 100, g.test->p_value, change_name(g.change)));
+  }
   for (const CellKey& k : c.only_before) out += line("only before: " + cell_name(k));
   for (const CellKey& k : c.only_after) out += line("only after: " + cell_name(k));
   for (const std::string& w : c.warnings) out += line("warning: " + w);

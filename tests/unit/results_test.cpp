@@ -469,6 +469,70 @@ TEST(CompareTest, RoundsOfTwoIdenticalStudiesShowNoChange) {
   EXPECT_TRUE(slower_than(c, 0.05).empty());
 }
 
+TEST(CompareTest, TheGateAsksForSignificanceOverAllCellsTogether) {
+  // one cell 30% slower in every round (p = 0.0022 on 6 vs 6) among 25 unchanged ones: the cell's own
+  // test calls it slower, but Holm's threshold for the smallest of 26 p values is 0.05 / 26 = 0.0019
+  std::vector<json> before, after;
+  for (int i = 0; i < 25; ++i) {
+    before.push_back(rounds_run("jax" + std::to_string(i), "eager", 1e-3, kDrift));
+    after.push_back(rounds_run("jax" + std::to_string(i), "eager", 1e-3, kDrift2));
+  }
+  before.push_back(rounds_run("torch", "eager", 1e-3, kDrift));
+  after.push_back(rounds_run("torch", "eager", 1.3e-3, kDrift2));
+  const ResultsComparison c = compare_results(parse_results(jsonl(before), "a.jsonl"), parse_results(jsonl(after), "b.jsonl"));
+  ASSERT_EQ(c.cells.size(), 26u);
+  EXPECT_EQ(tested_cells(c), 26u);
+  EXPECT_EQ(c.cells.back().change, Change::kSlower);
+  EXPECT_TRUE(slower_than(c, 0.05).empty());
+  // at a family-wise alpha of 0.2 (0.1 of it the cells') the threshold is 0.1 / 26 = 0.0038: it fails
+  const ResultsComparison loose = compare_results(parse_results(jsonl(before), "a.jsonl"),
+                                                  parse_results(jsonl(after), "b.jsonl"), 0.2);
+  ASSERT_EQ(slower_than(loose, 0.05).size(), 1u);
+  EXPECT_EQ(slower_than(loose, 0.05)[0]->cell.backend, "torch");
+}
+
+/// Four backends of four cells each, measured twice: the second study `drift` slower as a whole, each
+/// cell by its own factor of `noise` too, and `slow_backend`'s cells `slowdown` slower on top.
+ResultsComparison four_backends(double drift, double slowdown, const std::string& slow_backend) {
+  const std::vector<double> noise = {1.04, 0.97, 1.08, 1.0};
+  std::vector<json> before, after;
+  for (const std::string backend : {"jax", "libtorch", "tensorflow", "torch"}) {
+    for (int m = 0; m < 4; ++m) {
+      const std::string mode = "mode" + std::to_string(m);
+      const double f = drift * noise[m] * (backend == slow_backend ? slowdown : 1.0);
+      before.push_back(rounds_run(backend, mode, 1e-3, kDrift));
+      after.push_back(rounds_run(backend, mode, 1e-3 * f, kDrift2));
+    }
+  }
+  return compare_results(parse_results(jsonl(before), "a.jsonl"), parse_results(jsonl(after), "b.jsonl"));
+}
+
+TEST(CompareTest, ABackendSlowerThanTheOthersIsFoundThroughAStudysDrift) {
+  // the second study 3% slower as a whole, torch's cells 12% more: each cell alone is too noisy
+  // for the gate, and every backend moved, but torch moved against the others
+  const ResultsComparison c = four_backends(1.03, 1.12, "torch");
+  ASSERT_EQ(c.groups.size(), 4u);
+  for (const GroupChange& g : c.groups) {
+    EXPECT_EQ(g.cells, 4u);
+    EXPECT_EQ(g.other_cells, 12u);
+    ASSERT_TRUE(g.test) << g.backend;
+    EXPECT_EQ(g.change, g.backend == "torch" ? Change::kSlower : Change::kNoChange) << g.backend;
+  }
+  const GroupChange& torch = c.groups.back();
+  EXPECT_LT(torch.test->p_value, 0.025 / 4);  // all 4 above the 12 others: Holm's smallest threshold
+  EXPECT_GT(torch.ratio, 1.08);
+  EXPECT_LT(torch.ratio_ci95.low, torch.ratio);
+  EXPECT_TRUE(slower_than(c, 0.05).empty());
+  const auto slower = groups_slower_than(c, 0.05);
+  ASSERT_EQ(slower.size(), 1u);
+  EXPECT_EQ(slower[0]->backend, "torch");
+  EXPECT_TRUE(groups_slower_than(c, 0.2).empty());  // not 20% slower
+  // the same drift without the slowdown: no backend is slower than the others
+  const ResultsComparison aa = four_backends(1.03, 1.0, "");
+  EXPECT_TRUE(groups_slower_than(aa, 0.05).empty());
+  for (const GroupChange& g : aa.groups) EXPECT_EQ(g.change, Change::kNoChange) << g.backend;
+}
+
 TEST(CompareTest, AKnownSlowdownIsFoundAndTheGateFailsOnIt) {
   const ResultsFile a = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift),
                                              rounds_run("torch", "eager", 1e-3, kDrift)}), "a.jsonl");

@@ -171,15 +171,23 @@ void run_compare(const CompareArgs& args, const CLI::App& cmd) {
   if (args.fail_if_slower < 0) return;
   // the gate: a significant slowdown beyond the threshold fails the command (after printing)
   const std::vector<const CellChange*> slower = slower_than(comparison, args.fail_if_slower / 100);
-  if (slower.empty()) return;
-  std::string cells;
-  for (std::size_t i = 0; i < slower.size() && i < 5; ++i) {
-    cells += fmt::format("{}{} ({:+.1f}%)", i ? "; " : "", cell_name(slower[i]->cell), 100 * (slower[i]->ratio - 1));
+  const std::vector<const GroupChange*> groups = groups_slower_than(comparison, args.fail_if_slower / 100);
+  if (slower.empty() && groups.empty()) return;
+  std::vector<std::string> named;
+  for (const GroupChange* g : groups) {
+    named.push_back(fmt::format("backend {} against the others ({:+.1f}%)", g->backend, 100 * (g->ratio - 1)));
   }
-  if (slower.size() > 5) cells += fmt::format("; and {} more", slower.size() - 5);
+  for (const CellChange* c : slower) {
+    named.push_back(fmt::format("{} ({:+.1f}%)", cell_name(c->cell), 100 * (c->ratio - 1)));
+  }
+  std::string list;
+  for (std::size_t i = 0; i < named.size() && i < 5; ++i) list += (i ? "; " : "") + named[i];
+  if (named.size() > 5) list += fmt::format("; and {} more", named.size() - 5);
   throw Error(ErrorCode::kInvalidArgument,
-              terminal_text(fmt::format("--fail-if-slower {}%: {} cell(s) slower by more than that at alpha {}: {}",
-                                        args.fail_if_slower, slower.size(), args.alpha, cells)));
+              terminal_text(fmt::format("--fail-if-slower {}%: {} cell(s) and {} backend(s) slower by more than that "
+                                        "at a family-wise alpha of {} (Holm over {} tested cells and {} backends): {}",
+                                        args.fail_if_slower, slower.size(), groups.size(), args.alpha,
+                                        tested_cells(comparison), comparison.groups.size(), list)));
 }
 
 }  // namespace
@@ -244,7 +252,8 @@ void add_report_commands(CLI::App& app) {
     auto gate = std::make_shared<std::string>();
     cmd->add_option("--fail-if-slower", *gate,
                     "Exit 1 (after printing) when a cell is slower by more than this percentage (e.g. 5%) with "
-                    "significance: a CI gate");
+                    "significance over all cells together (Holm-Bonferroni at --alpha, so an A/A fails with "
+                    "chance at most alpha): a CI gate");
     cmd->parse_complete_callback([args, gate] {
       if (!gate->empty()) args->fail_if_slower = percent_option(*gate, "--fail-if-slower");
     });

@@ -41,11 +41,28 @@ struct CellChange {
   std::vector<std::string> notes;  ///< e.g. "after is mistrusted: too noisy ...", "hardware differs"
 };
 
+/// One backend's cells against the other backends' cells of the same comparison: whether the
+/// backend as a whole changed relative to the rest. A change of one backend by 10 % cannot be told
+/// from a cell's noise on a shared machine (a cell's rounds spread by 15-20 % there), nor from a
+/// whole study's drift (every cell a few % slower in the next hour), but its cells together, each
+/// compared with the other backends' cells measured in the same windows, can: the drift cancels.
+struct GroupChange {
+  std::string backend;
+  std::size_t cells = 0, other_cells = 0;  ///< tested cells of the backend and of the others
+  /// median of the backend's cell ratios / median of the other cells' ratios (after / before)
+  double ratio = 0;
+  Interval ratio_ci95;  ///< percentile bootstrap over both sets of cells
+  std::optional<RankTest> test;  ///< U test of the backend's cell ratios against the others'
+  Change change = Change::kNotTested;  ///< faster, slower, no significant change; not tested: too few cells
+};
+
 struct ResultsComparison {
   std::string before_path, after_path;
   double alpha = 0.05;
   double min_effect = 0.05;  ///< |ratio - 1| below this is "no significant change" whatever p says
   std::vector<CellChange> cells;       ///< in the order of the after file
+  /// per backend, when the files hold two or more backends with at least 3 tested cells each
+  std::vector<GroupChange> groups;
   std::vector<CellKey> only_before;    ///< cells the after file lacks
   std::vector<CellKey> only_after;     ///< new cells
   std::vector<std::string> warnings;   ///< repeated cells (the last run counts), different hardware
@@ -56,8 +73,18 @@ struct ResultsComparison {
 ResultsComparison compare_results(const ResultsFile& before, const ResultsFile& after, double alpha = 0.05,
                                   double min_effect = 0.05);
 
-/// The cells slower by more than `threshold` (a fraction: 0.05 is 5%) with significance: what a
-/// CI gate fails on (compare --fail-if-slower).
+/// The cells slower by more than `threshold` (a fraction: 0.05 is 5%) with family-wise
+/// significance: what a CI gate fails on (compare --fail-if-slower). Each cell's U test is judged
+/// against Holm-Bonferroni's thresholds over every tested cell (alpha / m for the smallest p,
+/// alpha / (m - 1) for the next, ... until one is not below its threshold), so that an A/A of m
+/// cells fails the gate with chance at most alpha; a cell's own result (`change`, at alpha each)
+/// is what the comparison prints. The gate spends alpha / 2 on the cells and alpha / 2 on the
+/// backends (groups_slower_than), so that the two together keep the A/A's chance at most alpha.
 std::vector<const CellChange*> slower_than(const ResultsComparison& comparison, double threshold);
+/// How many cells were tested (have a U test): the m of slower_than's correction.
+std::size_t tested_cells(const ResultsComparison& comparison);
+/// The backends slower than the other backends by more than `threshold` with family-wise
+/// significance (Holm over the tested groups), the other half of the CI gate.
+std::vector<const GroupChange*> groups_slower_than(const ResultsComparison& comparison, double threshold);
 
 }  // namespace neuralcost
