@@ -133,6 +133,22 @@ std::set<const T*> holm(std::vector<const T*> tests, double alpha) {
   return significant;
 }
 
+/// The items (cells or groups) slower by more than `threshold` among those Holm finds
+/// significant at `alpha` over all the tested ones.
+template <typename T>
+std::vector<const T*> significantly_slower(const std::vector<T>& items, double alpha, double threshold) {
+  std::vector<const T*> tested;
+  for (const T& x : items) {
+    if (x.test) tested.push_back(&x);
+  }
+  const auto significant = holm(tested, alpha);
+  std::vector<const T*> slower;
+  for (const T& x : items) {
+    if (x.change == Change::kSlower && x.ratio > 1 + threshold && significant.count(&x)) slower.push_back(&x);
+  }
+  return slower;
+}
+
 }  // namespace
 
 std::string_view change_name(Change change) {
@@ -187,29 +203,11 @@ std::vector<const CellChange*> slower_than(const ResultsComparison& comparison, 
   // Holm-Bonferroni over every tested cell at alpha / 2 (the other half is the backends'): the
   // family-wise chance that an A/A fails the gate stays at most alpha, where one U test per cell
   // at alpha would fail it in most A/A runs of 80 cells
-  std::vector<const CellChange*> tested;
-  for (const CellChange& c : comparison.cells) {
-    if (c.test) tested.push_back(&c);
-  }
-  const auto significant = holm(tested, comparison.alpha / 2);
-  std::vector<const CellChange*> slower;
-  for (const CellChange& c : comparison.cells) {
-    if (c.change == Change::kSlower && c.ratio > 1 + threshold && significant.count(&c)) slower.push_back(&c);
-  }
-  return slower;
+  return significantly_slower(comparison.cells, comparison.alpha / 2, threshold);
 }
 
 std::vector<const GroupChange*> groups_slower_than(const ResultsComparison& comparison, double threshold) {
-  std::vector<const GroupChange*> tested;
-  for (const GroupChange& g : comparison.groups) {
-    if (g.test) tested.push_back(&g);
-  }
-  const auto significant = holm(tested, comparison.alpha / 2);
-  std::vector<const GroupChange*> slower;
-  for (const GroupChange& g : comparison.groups) {
-    if (g.change == Change::kSlower && g.ratio > 1 + threshold && significant.count(&g)) slower.push_back(&g);
-  }
-  return slower;
+  return significantly_slower(comparison.groups, comparison.alpha / 2, threshold);
 }
 
 std::size_t tested_cells(const ResultsComparison& comparison) {

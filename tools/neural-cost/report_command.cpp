@@ -241,8 +241,9 @@ void add_report_commands(CLI::App& app) {
         "Compare two results files cell by cell (model, backend, mode, batch, device): the change of the\n"
         "estimate with its 95% interval and a two-sided Mann-Whitney U test on the round medians (as\n"
         "google/benchmark's compare tool tests repetitions), so a real change is told apart from noise; a\n"
-        "change below --min-effect is no significant change. The cells only one file has are listed.\n"
-        "--fail-if-slower makes it a CI gate.");
+        "change below --min-effect is no significant change. With two or more backends, each backend's cells\n"
+        "are also compared with the other backends' cells (a drift of the whole machine cancels). The cells\n"
+        "only one file has are listed. --fail-if-slower makes it a CI gate.");
     cmd->add_option("before", args->before, "The earlier results file")->required();
     cmd->add_option("after", args->after, "The later results file")->required();
     cmd->add_option("--alpha", args->alpha, "Significance level of the test")->capture_default_str();
