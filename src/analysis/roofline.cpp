@@ -29,13 +29,19 @@ bool has_peak_type(DType dtype) {
 }
 
 OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec& hw, const OpGraph& graph,
-                       double resident_bytes, std::vector<std::string>& approximations) {
+                       double resident_bytes, std::vector<std::string>& approximations,
+                       std::vector<std::pair<std::string, std::vector<std::string>>>& importer_approximations) {
   OpRoofline r;
   r.op_index = index;
   r.cost = cost_of(op);
   // an importer's own approximation (e.g. a loop counted at its maximum trip count)
+  // (one line for every op that makes the same one: 32 layers' experts are one approximation)
   if (op.attributes.has("approximation")) {
-    approximations.push_back("op '" + op.name + "': " + op.attributes.get_string("approximation", ""));
+    const std::string text = op.attributes.get_string("approximation", "");
+    auto same = std::find_if(importer_approximations.begin(), importer_approximations.end(),
+                             [&](const auto& entry) { return entry.first == text; });
+    if (same == importer_approximations.end()) same = importer_approximations.insert(same, {text, {}});
+    same->second.push_back(op.name);
   }
   r.compute_dtype = op.effective_compute_dtype();
   r.dram_seconds = static_cast<double>(r.cost.bytes()) / hw.memory_bandwidth_bytes_per_second;
@@ -99,8 +105,9 @@ Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOpti
   double resident = 0;  // the model's state: every parameter once, and the graph's inputs
   for (const ParameterDesc& p : graph.unique_parameters()) resident += static_cast<double>(p.bytes());
   for (const TensorDesc& t : graph.inputs()) resident += static_cast<double>(t.bytes());
+  std::vector<std::pair<std::string, std::vector<std::string>>> importer_approximations;
   for (std::size_t i = 0; i < graph.size(); ++i) {
-    OpRoofline r = roofline_of(i, graph.op(i), hardware, graph, resident, a.approximations);
+    OpRoofline r = roofline_of(i, graph.op(i), hardware, graph, resident, a.approximations, importer_approximations);
     try {
       t.flops = checked_add(t.flops, r.cost.flops, "FLOP count");
       t.contraction_flops = checked_add(t.contraction_flops, r.cost.contraction_flops, "FLOP count");
@@ -118,6 +125,12 @@ Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOpti
     flops_by_dtype[r.compute_dtype] += r.cost.flops;
     if (!r.cost.modeled) a.unmodeled.push_back({i, r.cost.unmodeled_reason, 0, 0});
     a.ops.push_back(std::move(r));
+  }
+  for (const auto& [text, ops] : importer_approximations) {
+    a.approximations.push_back(ops.size() == 1 ? "op '" + ops[0] + "': " + text
+                               : ops.size() == 2 ? fmt::format("ops '{}' and '{}': {}", ops[0], ops[1], text)
+                                                 : fmt::format("{} ops ('{}', '{}' and {} more): {}", ops.size(), ops[0],
+                                                               ops[1], ops.size() - 2, text));
   }
   for (const ParameterDesc& p : graph.unique_parameters()) {
     (p.trainable ? t.parameter_count : t.buffer_count) += p.elements();

@@ -1,5 +1,7 @@
 // Contractions: matmul, linear, convolution and transposed convolution. A multiply-accumulate
 // is 2 FLOPs; a bias adds 1 FLOP per output element (docs/counting.md).
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "cost/op_families.hpp"
@@ -124,6 +126,44 @@ void cost_linear(const OpRecord& op, OpCost& cost) {
   }
   add_contraction(cost, product({2, rows, dim(in), dim(out)}));
   add_bias(op, cost, 1, product({rows, dim(out)}));
+}
+
+void cost_expert_linear(const OpRecord& op, OpCost& cost) {
+  const TensorDesc& x = input(op, 0, "x");
+  const ParameterDesc& w = parameter(op, 0, "weight [experts, out, in]");
+  require_rank(w.shape, 3, 3, "weight");
+  const std::int64_t experts = w.shape[0], out = w.shape[1], in = w.shape[2];
+  if (x.shape.empty() || x.shape.back() != in) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("weight {} does not take inputs {}", shape_string(w.shape), shape_string(x.shape)));
+  }
+  const std::int64_t top_k = op.attributes.get_int("top_k");
+  if (top_k < 1 || top_k > experts) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'top_k' {} must be from 1 to the {} experts", top_k, experts));
+  }
+  const TensorDesc& y = output(op, 0, "y");
+  if (y.shape.empty() || y.shape.back() != out) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("output '{}' {} must end in {}", y.name, shape_string(y.shape), out));
+  }
+  // every output row is one (token, expert) pair: its input row through that expert's weight
+  const std::uint64_t in_rows = x.elements() / dim(in), out_rows = y.elements() / dim(out);
+  if (out_rows != in_rows && out_rows != product({in_rows, dim(top_k)})) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output '{}' {} must hold one row per input row or top_k ({}) per input row of {}", y.name,
+                            shape_string(y.shape), top_k, shape_string(x.shape)));
+  }
+  add_contraction(cost, product({2, out_rows, dim(in), dim(out)}));
+  // the weights of the experts the step's tokens reach: with N tokens each routed to top_k of E
+  // experts uniformly, E·(1 − (1 − k/E)^N) distinct experts are expected (attr tokens: N)
+  const std::int64_t tokens = op.attributes.get_int("tokens");
+  if (tokens < 1) throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'tokens' {} must be positive", tokens));
+  const double e = static_cast<double>(experts);
+  const double reached = e * (1 - std::pow(1 - static_cast<double>(top_k) / e, static_cast<double>(tokens)));
+  std::uint64_t all = 0;
+  for (const ParameterDesc& p : op.parameters) all = checked_add(all, p.bytes(), "parameter bytes");
+  cost.parameter_bytes = static_cast<std::uint64_t>(std::llround(static_cast<double>(all) * reached / e));
+  cost.bytes_read = checked_add(x.bytes(), cost.parameter_bytes, "bytes read");
+  if (op.parameters.size() > 1) add_flops(cost, out_rows * dim(out));  // a bias [E, out] per pair
 }
 
 void cost_conv(const OpRecord& op, OpCost& cost) {

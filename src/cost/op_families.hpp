@@ -59,6 +59,7 @@ void unmodeled(OpCost& cost, std::string reason);
 
 void cost_matmul(const OpRecord& op, OpCost& cost);
 void cost_linear(const OpRecord& op, OpCost& cost);
+void cost_expert_linear(const OpRecord& op, OpCost& cost);
 void cost_conv(const OpRecord& op, OpCost& cost);
 void cost_conv_transpose(const OpRecord& op, OpCost& cost);
 void cost_attention(const OpRecord& op, OpCost& cost);

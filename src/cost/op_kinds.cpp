@@ -29,6 +29,7 @@ constexpr std::array<OpKindTraits, kOpKindCount> kTable = {{
   //   kind                  name                 cost rule                  unit        fusion   view            saves  gradient
   row(K::kMatMul,          "matmul",            cost::cost_matmul,         U::kMatrix, kStarts, V::kNever,      S::kInputs, cost::gradient_matmul),
   row(K::kLinear,          "linear",            cost::cost_linear,         U::kMatrix, kStarts, V::kNever,      S::kInputs, cost::gradient_linear),
+  row(K::kExpertLinear,    "expert_linear",     cost::cost_expert_linear,  U::kMatrix, kStarts, V::kNever,      S::kInputs, kNoGradientRule),
   row(K::kConv,            "conv",              cost::cost_conv,           U::kMatrix, kStarts, V::kNever,      S::kInputs, cost::gradient_conv),
   row(K::kConvTranspose,   "conv_transpose",    cost::cost_conv_transpose, U::kMatrix, kStarts, V::kNever,      S::kInputs, cost::gradient_conv_transpose),
   row(K::kMaxPool,         "max_pool",          cost::cost_pool,           U::kVector, kStarts, V::kNever,      S::kInputsAndOutputs, cost::gradient_pool),

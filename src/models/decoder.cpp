@@ -1,6 +1,8 @@
 // The op graph of a decoder's prefill or decode step (models/decoder.hpp), op by op as
 // transformers' LlamaForCausalLM computes it (names as its modules: model.layers.0.self_attn.q_proj),
 // so the roofline, the fused bound and every view apply unchanged. docs/llm.md lists the ops.
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include <functional>
@@ -86,16 +88,82 @@ TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& x, cons
   return b.elementwise(OpKind::kBinary, name, "add", {xc, rs});
 }
 
+/// Mixtral's sparse MoE block on m [B, T, E] (transformers' MixtralSparseMoeBlock): the router
+/// (a linear to the experts' logits, softmax in fp32, top-k, the k weights renormalised), then
+/// each token through its k SwiGLU experts (w1 gate, w3 up, w2 down: kExpertLinear), their outputs
+/// weighted and summed.
+TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::string& name, const TensorDesc& m) {
+  const std::int64_t batch = m.shape[0], t = m.shape[1], e = c.hidden, n = c.experts, k = c.experts_per_token;
+  const std::int64_t tokens = batch * t;
+  const auto typed = [&](OpKind kind, const std::string& op, const std::string& function, std::vector<TensorDesc> in,
+                         DType dtype) {
+    const Shape shape = in.front().shape;
+    return b.op(kind, name + op, std::move(in), shape, {}, dtype,
+                [&](OpRecord& r) { r.attributes.set("function", function); });
+  };
+  const TensorDesc logits = typed(OpKind::kUnary, "#logits_to_fp32", "cast", {b.linear(name + ".gate", m, n, false)},
+                                  DType::kFp32);
+  const TensorDesc probs = b.op(OpKind::kSoftmax, name + "#softmax", {logits}, {batch, t, n}, {}, DType::kFp32,
+                                [](OpRecord& r) { r.attributes.set("axis", std::int64_t{-1}); });
+  // top-k of E per token: k passes of E − 1 comparisons (torch.topk's work is not specified)
+  const TensorDesc top = b.op(OpKind::kCustom, name + "#topk", {probs}, {batch, t, k}, {}, DType::kFp32, [&](OpRecord& r) {
+    r.attributes.set("flops", static_cast<std::int64_t>(tokens * k * (n - 1)));
+    r.attributes.set("approximation", fmt::format("top-{} of {} experts counted as {} passes of {} comparisons", k, n, k, n - 1));
+  });
+  const TensorDesc sum = b.op(OpKind::kReduction, name + "#weights_sum", {top}, {batch, t, 1}, {}, DType::kFp32,
+                              [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
+  const TensorDesc normalised = b.op(OpKind::kBinary, name + "#weights_normalised", {top, sum}, {batch, t, k}, {},
+                                     DType::kFp32, [](OpRecord& r) { r.attributes.set("function", std::string("div")); });
+  const TensorDesc weights = typed(OpKind::kUnary, "#weights_to_dtype", "cast", {normalised}, b.dtype());
+  const auto expert_linear = [&](const std::string& w, const TensorDesc& x, Shape out, std::int64_t rows_out) {
+    const std::int64_t in = x.shape.back();
+    return b.op(OpKind::kExpertLinear, name + ".experts." + w, {x}, std::move(out),
+                {{name + ".experts." + w + ".weight", {n, rows_out, in}, b.dtype(), true}}, std::nullopt, [&](OpRecord& r) {
+                  r.attributes.set("top_k", k);
+                  r.attributes.set("tokens", tokens);
+                  r.attributes.set("approximation",
+                                   fmt::format("the weights of E·(1 − (1 − k/E)^N) = {:.2f} of {} experts read for {} tokens: "
+                                               "the expectation under uniform routing",
+                                               expected_experts_reached(c, static_cast<std::uint64_t>(tokens)), n, tokens));
+                });
+  };
+  const TensorDesc gate = b.elementwise(OpKind::kActivation, name + ".experts.act_fn", "silu",
+                                        {expert_linear("w1", m, {batch, t, k, c.intermediate}, c.intermediate)});
+  const TensorDesc up = expert_linear("w3", m, {batch, t, k, c.intermediate}, c.intermediate);
+  const TensorDesc hidden = b.elementwise(OpKind::kBinary, name + ".experts#gate_up", "mul", {gate, up});
+  const TensorDesc down = expert_linear("w2", hidden, {batch, t, k, e}, e);
+  const TensorDesc weighted = b.elementwise(OpKind::kBinary, name + "#weighted", "mul",
+                                            {down, b.view(name + "#weights_unsqueeze", weights, {batch, t, k, 1})});
+  return b.op(OpKind::kReduction, name + "#sum_experts", {weighted}, {batch, t, e}, {}, std::nullopt,
+              [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
+}
+
 }  // namespace
 
 std::uint64_t decoder_parameter_count(const DecoderConfig& c) {
   const std::uint64_t e = dim(c.hidden), d = dim(c.head_dim), h = dim(c.heads), kv = dim(c.kv_heads), i = dim(c.intermediate);
   const std::uint64_t attention = checked_add(product({2, e, h, d}), product({2, e, kv, d}), "parameters") +
                                   (c.qkv_bias ? product({h + 2 * kv, d}) : 0) + (c.output_bias ? e : 0);
-  const std::uint64_t mlp = product({3, e, i}) + (c.mlp_bias ? 2 * i + e : 0);
+  const std::uint64_t expert = product({3, e, i}) + (c.mlp_bias ? 2 * i + e : 0);
+  const std::uint64_t mlp = c.experts > 0 ? checked_add(product({dim(c.experts), expert}), product({e, dim(c.experts)}),
+                                                        "parameters")  // the experts and their router
+                                          : expert;
   const std::uint64_t layer = attention + mlp + 2 * e;
   const std::uint64_t embeddings = product({c.tied_embeddings ? 1u : 2u, dim(c.vocab), e});
   return checked_add(checked_add(product({dim(c.layers), layer}), embeddings, "parameters"), e, "parameters");
+}
+
+std::uint64_t decoder_active_parameter_count(const DecoderConfig& c) {
+  if (c.experts == 0) return decoder_parameter_count(c);
+  const std::uint64_t expert = product({3, dim(c.hidden), dim(c.intermediate)}) +
+                               (c.mlp_bias ? 2 * dim(c.intermediate) + dim(c.hidden) : 0);
+  return decoder_parameter_count(c) - product({dim(c.layers), dim(c.experts - c.experts_per_token), expert});
+}
+
+double expected_experts_reached(const DecoderConfig& c, std::uint64_t tokens) {
+  if (c.experts == 0) return 0;
+  const double e = static_cast<double>(c.experts);
+  return e * (1 - std::pow(1 - static_cast<double>(c.experts_per_token) / e, static_cast<double>(tokens)));
 }
 
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& c, DType dtype) {
@@ -182,6 +250,10 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     o = b.linear(a + ".o_proj", o, e, c.output_bias);
     x = b.elementwise(OpKind::kBinary, p + "#residual_attention", "add", {x, o});
     const TensorDesc m = b.rms_norm(p + ".post_attention_layernorm", x);
+    if (c.experts > 0) {
+      x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, mixture_of_experts(b, c, p + ".block_sparse_moe", m)});
+      continue;
+    }
     const TensorDesc gate = b.elementwise(OpKind::kActivation, p + ".mlp.act_fn", "silu",
                                           {b.linear(p + ".mlp.gate_proj", m, c.intermediate, c.mlp_bias)});
     const TensorDesc up = b.linear(p + ".mlp.up_proj", m, c.intermediate, c.mlp_bias);
@@ -204,6 +276,13 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
   g.add_note(fmt::format("{}: {} layers, {} heads ({} kv heads, head_dim {}), {} parameters, KV cache {} B per token in {}; {}",
                          c.architecture, c.layers, c.heads, c.kv_heads, c.head_dim, grouped(decoder_parameter_count(c)),
                          grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype), c.source));
+  if (c.experts > 0) {
+    const std::uint64_t n_tokens = static_cast<std::uint64_t>(batch * t);
+    g.add_note(fmt::format("mixture of experts: {} of {} experts per token, {} parameters active per token; this step's "
+                           "{} tokens reach {:.2f} experts per layer (expected under uniform routing)",
+                           c.experts_per_token, c.experts, grouped(decoder_active_parameter_count(c)), n_tokens,
+                           expected_experts_reached(c, n_tokens)));
+  }
   g.finalize();
   return g;
 }

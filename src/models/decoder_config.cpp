@@ -45,20 +45,22 @@ bool looks_like_decoder_config(const json& object) {
 
 DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!c.is_object()) throw bad(where, "a config must be a JSON object");
-  static const std::set<std::string> supported = {"llama", "mistral", "qwen2"};
+  static const std::set<std::string> supported = {"llama", "mistral", "qwen2", "mixtral"};
   const auto type = c.find("model_type");
   if (type == c.end() || !type->is_string()) throw bad(where, "field 'model_type' is missing or not a string");
   DecoderConfig d;
   d.architecture = type->get<std::string>();
   if (!supported.count(d.architecture)) {
     throw Error(ErrorCode::kUnimplemented, fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
-                                                       "qwen2)", where, d.architecture));
+                                                       "qwen2, mixtral)", where, d.architecture));
   }
   // fields that change the math and are not modeled: said, never ignored
   for (const char* moe : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
+    if (d.architecture == "mixtral" && std::string(moe) == "num_local_experts") continue;
     if (c.contains(moe) && !c[moe].is_null()) {
       throw Error(ErrorCode::kUnimplemented,
-                  fmt::format("{}: field '{}': mixture-of-experts layers are not modeled yet", where, moe));
+                  fmt::format("{}: field '{}': this kind of mixture-of-experts layer is not modeled yet (mixtral's "
+                              "is)", where, moe));
     }
   }
   const std::string act = c.value("hidden_act", std::string("silu"));
@@ -94,14 +96,25 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   } else {
     d.qkv_bias = d.output_bias = flag_field(c, where, "attention_bias", false);
     d.mlp_bias = flag_field(c, where, "mlp_bias", false);
-    if (d.architecture == "mistral") d.sliding_window = size_field(c, where, "sliding_window", std::int64_t{0});
+    if (d.architecture == "mistral" || d.architecture == "mixtral") {
+      d.sliding_window = size_field(c, where, "sliding_window", std::int64_t{0});
+    }
+  }
+  if (d.architecture == "mixtral") {
+    d.experts = size_field(c, where, "num_local_experts", std::nullopt);
+    d.experts_per_token = size_field(c, where, "num_experts_per_tok", std::nullopt);
+    if (d.experts_per_token > d.experts) {
+      throw bad(where, fmt::format("num_experts_per_tok {} is more than num_local_experts {}", d.experts_per_token,
+                                   d.experts));
+    }
   }
   return d;
 }
 
 const std::vector<std::string>& decoder_preset_names() {
   static const std::vector<std::string> names = {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b",
-                                                 "llama-3-70b", "llama-3.1-405b", "mistral-7b", "qwen2.5-7b"};
+                                                 "llama-3-70b", "llama-3.1-405b", "mistral-7b", "qwen2.5-7b",
+                                                 "mixtral-8x7b"};
   return names;
 }
 
@@ -133,6 +146,10 @@ DecoderConfig decoder_preset(const std::string& name) {
       {"qwen2.5-7b", {"Qwen/Qwen2.5-7B config.json", {{"model_type", "qwen2"}, {"hidden_size", 3584}, {"num_hidden_layers", 28},
           {"num_attention_heads", 28}, {"num_key_value_heads", 4}, {"intermediate_size", 18944}, {"vocab_size", 152064},
           {"max_position_embeddings", 131072}, {"tie_word_embeddings", false}, {"use_sliding_window", false}}}},
+      {"mixtral-8x7b", {"mistralai/Mixtral-8x7B-v0.1 config.json", {{"model_type", "mixtral"}, {"hidden_size", 4096},
+          {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"intermediate_size", 14336},
+          {"vocab_size", 32000}, {"max_position_embeddings", 32768}, {"num_local_experts", 8}, {"num_experts_per_tok", 2},
+          {"sliding_window", nullptr}, {"tie_word_embeddings", false}}}},
   };
   const auto it = presets.find(name);
   if (it == presets.end()) throw Error(ErrorCode::kNotFound, fmt::format("unknown decoder preset '{}'", name));

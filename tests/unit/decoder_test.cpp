@@ -111,9 +111,61 @@ json small_llama() {
           {"tie_word_embeddings", false}, {"rope_scaling", nullptr}, {"hidden_act", "silu"}};
 }
 
+json small_mixtral() {
+  json j = small_llama();
+  j["model_type"] = "mixtral";
+  j["num_local_experts"] = 4;
+  j["num_experts_per_tok"] = 2;
+  return j;
+}
+
 OpGraph import_config(const json& config, ModelRequest request = {}) {
   request.model = write_config(config);
   return importer_for(request).import(request);
+}
+
+TEST(DecoderTest, MixtralCountsEveryExpertAndReadsTheExpertsItsTokensReach) {
+  const DecoderConfig c = decoder_preset("mixtral-8x7b");
+  EXPECT_EQ(decoder_parameter_count(c), 46702792704u);         // Mistral AI's model card: 46.7B
+  EXPECT_EQ(decoder_active_parameter_count(c), 12879925248u);  // 12.9B active per token (2 of 8 experts)
+  EXPECT_DOUBLE_EQ(expected_experts_reached(c, 1), 2.0);       // one token: its 2 experts
+  EXPECT_DOUBLE_EQ(expected_experts_reached(c, 2), 8 * (1 - 0.75 * 0.75));
+  const std::uint64_t e = 4096, i = 14336, d = 128, h = 32, kv = 8, layers = 32, experts = 8, k = 2, v = 32000;
+  const std::uint64_t attention = 2 * (e * h * d + 2 * e * kv * d + h * d * e);
+  for (const std::int64_t batch : {1, 16}) {
+    DecoderRequest r;
+    r.phase = DecoderPhase::kDecode;
+    r.batch = batch;
+    r.context = 1000;
+    const Analysis a = analyze_phase(c, r);
+    EXPECT_TRUE(a.complete()) << (a.unmodeled.empty() ? "" : a.unmodeled[0].reason);
+    EXPECT_EQ(a.totals.parameter_count, decoder_parameter_count(c));
+    // per token and layer: the attention's projections, the router, k experts' three projections
+    const std::uint64_t b = static_cast<std::uint64_t>(batch);
+    const std::uint64_t scores = 2 * 2 * b * h * 1001 * d;  // q·k and p·v over 1001 keys
+    const std::uint64_t rotary = 2 * (d / 2);
+    EXPECT_EQ(a.totals.contraction_flops,
+              layers * (b * (attention + 2 * e * experts + k * 2 * 3 * e * i) + scores) + rotary + 2 * b * e * v);
+    // the expert weights read: E·(1 − (1 − k/E)^B) experts of each layer, in bf16
+    std::uint64_t expert_bytes = 0;
+    for (const OpRoofline& op : a.ops) {
+      if (a.graph.op(op.op_index).kind == OpKind::kExpertLinear) expert_bytes += op.cost.parameter_bytes;
+    }
+    const double reached = expected_experts_reached(c, b);
+    EXPECT_NEAR(static_cast<double>(expert_bytes), layers * reached * 3 * e * i * 2, layers * 3.0);
+    EXPECT_FALSE(a.approximations.empty());  // the expectation is named
+  }
+  // a prefill of 512 tokens reaches (nearly) all 8 experts
+  DecoderRequest p;
+  p.prompt = 512;
+  EXPECT_NEAR(expected_experts_reached(c, 512), 8.0, 1e-9);
+  EXPECT_TRUE(analyze_phase(c, p).complete());
+  // a mixtral config.json is read as the preset is
+  ModelRequest eight;
+  eight.prompt = 8;
+  eight.given.insert("prompt");
+  EXPECT_EQ(analyze(import_config(small_mixtral(), eight), HardwareDatabase::builtin().get("h100-sxm")).totals.parameter_count,
+            decoder_parameter_count(parse_decoder_config(small_mixtral(), "m.json")));
 }
 
 TEST(DecoderTest, AConfigJsonIsRecognisedByItsContent) {
@@ -152,10 +204,16 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   expect_error(j, "field 'vocab_size' is missing");
   j = small_llama();
   j["model_type"] = "gpt_bigcode";
-  expect_error(j, "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2)");
+  expect_error(j, "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, mixtral)");
   j = small_llama();
-  j["num_local_experts"] = 8;
-  expect_error(j, "field 'num_local_experts': mixture-of-experts layers are not modeled yet");
+  j["num_local_experts"] = 8;  // a llama with experts: not mixtral's layer
+  expect_error(j, "field 'num_local_experts': this kind of mixture-of-experts layer is not modeled yet (mixtral's is)");
+  j = small_mixtral();
+  j["num_experts_per_tok"] = 9;
+  expect_error(j, "num_experts_per_tok 9 is more than num_local_experts 4");
+  j = small_mixtral();
+  j.erase("num_experts_per_tok");
+  expect_error(j, "field 'num_experts_per_tok' is missing");
   j = small_llama();
   j["hidden_act"] = "gelu";
   expect_error(j, "field 'hidden_act' is 'gelu'");

@@ -23,6 +23,7 @@ namespace neuralcost {
 enum class OpKind {
   kMatMul,          ///< batched, broadcasting A[..,M,K] x B[..,K,N] (+ C) (attrs transpose_a/b)
   kLinear,          ///< x[..,in] x W[out,in]^T (+ bias); weight and bias are parameters
+  kExpertLinear,    ///< mixture of experts: rows of x[..,in] through W[E,out,in] of attr top_k of E experts each
   kConv,            ///< 1-D/2-D/3-D convolution: stride, dilation, padding, groups
   kConvTranspose,   ///< transposed convolution, same attributes
   kMaxPool,         ///< kernel, stride, padding, dilation

@@ -31,10 +31,14 @@ struct DecoderConfig {
   bool qkv_bias = false;          ///< biases on q, k, v (qwen2; llama's attention_bias)
   bool output_bias = false;       ///< a bias on o_proj (llama's attention_bias)
   bool mlp_bias = false;          ///< biases on the MLP's projections (llama's mlp_bias)
+  /// mixture of experts (mixtral): num_local_experts SwiGLU experts per layer, each token routed
+  /// to num_experts_per_tok of them; 0: a dense MLP
+  std::int64_t experts = 0;
+  std::int64_t experts_per_token = 0;
 };
 
 /// Reads a config.json's object. `where` names it in errors. Supported model_type: llama,
-/// mistral, qwen2; another is kUnimplemented naming the supported ones; a field that changes the
+/// mistral, qwen2, mixtral; another is kUnimplemented naming the supported ones; a field that changes the
 /// math and is not modeled (experts, a non-SiLU activation) is kUnimplemented naming the field;
 /// missing, inconsistent or absurd sizes are kInvalidArgument naming the field.
 DecoderConfig parse_decoder_config(const nlohmann::json& config, const std::string& where);
@@ -57,8 +61,14 @@ struct DecoderRequest {
   DType dtype = DType::kBf16;   ///< weights, activations and the KV cache
 };
 
-/// Elements of every parameter (the embedding once when tied).
+/// Elements of every parameter (the embedding once when tied; every expert).
 std::uint64_t decoder_parameter_count(const DecoderConfig& config);
+/// The parameters one token computes with: all but the experts it is not routed to (= the
+/// total for a dense model).
+std::uint64_t decoder_active_parameter_count(const DecoderConfig& config);
+/// Experts of one layer that a step's `tokens` reach when each goes to k of E uniformly at random:
+/// E·(1 − (1 − k/E)^tokens), an expectation (a measured routing reaches others). E for a dense model.
+double expected_experts_reached(const DecoderConfig& config, std::uint64_t tokens);
 /// Bytes of the KV cache per token: 2 · layers · kv_heads · head_dim · bytes(dtype).
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& config, DType dtype);
 
