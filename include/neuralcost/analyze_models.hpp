@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "neuralcost/analysis/roofline.hpp"
@@ -33,6 +34,41 @@ struct AnalyzeResults {
 /// of a model file names the file ("m.onnx: ..."); a budget search of a model that fixes its batch
 /// is kInvalidArgument. kInvalidArgument for a memory budget without training.
 AnalyzeResults analyze_models(const AnalyzeRequest& request);
+
+/// Speculative decoding (issue 25): a draft model proposes `draft_tokens` (γ) tokens one decode
+/// step at a time, the target verifies them in one step of γ + 1 tokens, and each drafted token is
+/// accepted with probability `acceptance` (α, independently: Leviathan et al. 2023).
+struct SpeculativeRequest {
+  std::string target, draft;  ///< decoder presets or config.json files sharing a tokenizer
+  std::int64_t batch = 1;
+  std::int64_t context = 1024;  ///< tokens in the KV cache when the round starts
+  std::int64_t draft_tokens = 4;
+  double acceptance = 0.7;
+  std::optional<DType> dtype;  ///< both models' (default bf16)
+  HardwareSpec hardware;
+};
+
+struct SpeculativeEstimate {
+  SpeculativeRequest request;
+  Analysis target_step;               ///< the target's decode step of 1 token at the context
+  std::vector<Analysis> draft_steps;  ///< the draft's γ decode steps, at contexts C .. C + γ − 1
+  Analysis verify_step;               ///< the target's step of γ + 1 tokens at the context
+  double expected_tokens = 0;         ///< per round: (1 − α^(γ+1)) / (1 − α); γ + 1 at α = 1
+  double round_seconds = 0;           ///< the draft steps' and the verify step's fused bounds summed
+  double seconds_per_token = 0;       ///< round_seconds / expected_tokens
+  double speedup = 0;                 ///< the target step's fused bound / seconds_per_token
+  /// the acceptance at which the speedup is 1; empty when even α = 1 does not pay
+  std::optional<double> break_even_acceptance;
+};
+
+/// (1 − α^(γ+1)) / (1 − α): the expected tokens a round of γ drafted tokens yields (the accepted
+/// prefix and the target's own next token). kInvalidArgument for γ < 1 or α outside [0, 1].
+double expected_tokens_per_round(std::int64_t draft_tokens, double acceptance);
+
+/// The rounds' lower bounds from the decoders' analyses. kInvalidArgument for a model that is not
+/// a decoder, a draft with another vocabulary than the target's, γ outside 1..64, α outside
+/// [0, 1], or a context whose round runs beyond a model's positions.
+SpeculativeEstimate analyze_speculative(const SpeculativeRequest& request);
 
 /// The model's dtype for a training precision: the low-precision type of mixed precision (its
 /// fp32 master weights and optimizer state are the optimizer step's), `asked` for fp32.

@@ -177,8 +177,11 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
       throw Error(ErrorCode::kInvalidArgument, fmt::format("--{} {} must be a positive integer below 2^31", what, value));
     }
   }
-  const std::int64_t t = decode ? 1 : r.prompt;          // tokens this step computes
-  const std::int64_t keys = decode ? r.context + 1 : t;  // tokens each query attends to (its own included)
+  if (decode && (r.tokens < 1 || r.tokens > 4096)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("a decode step of {} new tokens must have 1 to 4096", r.tokens));
+  }
+  const std::int64_t t = decode ? r.tokens : r.prompt;       // tokens this step computes
+  const std::int64_t keys = decode ? r.context + t : t;  // keys the last query attends to (its own included)
   if (keys > c.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{} {} tokens are beyond the model's {} positions (max_position_embeddings)",
@@ -242,9 +245,13 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
         (std::string(which) == "key" ? keys_in : values_in) = cache;
       }
     }
-    // decode: its one query sees every cached key; prefill: causal over the prompt
+    // decode: its one query sees every cached key; prefill: causal over the prompt; a verify
+    // step's queries see the cache and the new tokens up to their own (causal, bottom right)
     TensorDesc o = b.op(OpKind::kAttention, a + "#attention", {q, keys_in, values_in}, {batch, h, t, d}, {}, std::nullopt,
-                        [&](OpRecord& op) { op.attributes.set("causal", !decode); });
+                        [&](OpRecord& op) {
+                          op.attributes.set("causal", !decode || t > 1);
+                          if (decode && t > 1) op.attributes.set("causal_alignment", std::string("bottom_right"));
+                        });
     o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, d});
     o = b.view(a + "#reshape", o, {batch, t, h * d});
     o = b.linear(a + ".o_proj", o, e, c.output_bias);
@@ -261,14 +268,19 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, down});
   }
   x = b.rms_norm("model.norm", x);
-  // logits of the last position only, as generation asks for them (logits_to_keep = 1)
-  if (t > 1) {
+  // logits of the last position only, as generation asks for them (logits_to_keep = 1); a verify
+  // step needs every new token's
+  if (!decode && t > 1) {
     x = b.op(OpKind::kSlice, "model#last_position", {x}, {batch, 1, e});
   }
   const TensorDesc logits = b.linear("lm_head", x, c.vocab, false, c.tied_embeddings ? "model.embed_tokens.weight" : "");
   g.mark_output(logits.name);
   g.set_batch(batch);
-  g.add_note(decode ? fmt::format("decode: one token per sequence at a context of {} cached tokens ({} keys attended); "
+  g.add_note(decode && t > 1
+                 ? fmt::format("verify: {} new tokens per sequence at a context of {} cached tokens (up to {} keys "
+                               "attended, causal among the new ones), logits for each; the KV cache read is {} B",
+                               t, r.context, keys, grouped(cache_read))
+             : decode ? fmt::format("decode: one token per sequence at a context of {} cached tokens ({} keys attended); "
                                   "the KV cache read is {} B at this batch",
                                   r.context, keys, grouped(cache_read))
                     : fmt::format("prefill: {} prompt tokens per sequence, causal attention; logits of the last position "

@@ -191,6 +191,22 @@ TEST(CliErrorsTest, BadTrainingOptions) {
   expect_error("analyze --model ff --train --memory-budget -4GB", "--memory-budget '-4GB' must be positive");
 }
 
+TEST(CliErrorsTest, BadSpeculativeDecodingOptions) {
+  expect_error("analyze --model llama-3-8b --acceptance 0.5", "--acceptance applies only with --draft");
+  expect_error("analyze --model llama-3-8b --draft-tokens 3", "--draft-tokens applies only with --draft");
+  expect_error("analyze --model llama-3-70b --draft ff", "--draft 'ff' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
+  expect_error("analyze --model llama-3-70b --draft llama-3-8b --acceptance 2", "--acceptance 2 must be from 0 to 1");
+  expect_error("analyze --model llama-3-70b --draft llama-3-8b --draft-tokens 100", "--draft-tokens 100 must be from 1 to 64");
+  expect_error("analyze --model llama-3-70b --draft llama-3-8b --phase prefill",
+               "--draft estimates decode steps: --phase must be decode (or left out)");
+  expect_error("analyze --model llama-3-70b --model llama-2-7b --draft llama-3-8b",
+               "--draft needs exactly one target model (a decoder preset or config.json)");
+  expect_error("analyze --model llama-3-70b --draft llama-3-8b --train", "--train does not apply with --draft");
+  expect_error("analyze --model llama-3-70b --draft mistral-7b",
+               "--draft mistral-7b has a vocabulary of 32000 tokens and llama-3-70b one of 128256: a draft must share the "
+               "target's tokenizer");
+}
+
 TEST(CliErrorsTest, BudgetThatCannotHoldBatchOne) {
   const CliResult r = run_cli("analyze --model ff --train --memory-budget 1MB");
   EXPECT_EQ(r.exit_code, 1);

@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 
@@ -100,6 +101,67 @@ TEST(AnalyzeModelsTest, AModelMostlyUnmodeledIsNotAResult) {
   EXPECT_THAT(error_of([&] { refuse_mostly_unmodeled({half}); }),
               HasSubstr("mystery: 1 of 2 ops are not modeled, so its totals mean nothing"));
   EXPECT_EQ(error_of([] { refuse_mostly_unmodeled({analyze_models(request_of({"ff"}, 1)).analyses}); }), "no error");
+}
+
+}  // namespace
+}  // namespace neuralcost
+
+namespace neuralcost {
+namespace {
+
+TEST(SpeculativeTest, TokensPerRoundAreTheGeometricSeriesOfAcceptance) {
+  EXPECT_NEAR(expected_tokens_per_round(4, 0.7), (1 - std::pow(0.7, 5)) / 0.3, 1e-12);  // 2.7731
+  EXPECT_DOUBLE_EQ(expected_tokens_per_round(4, 0), 1.0);   // only the target's own token
+  EXPECT_DOUBLE_EQ(expected_tokens_per_round(4, 1), 5.0);   // every drafted token and its own
+  EXPECT_NEAR(expected_tokens_per_round(1, 0.5), 1.5, 1e-12);
+  EXPECT_EQ(error_of([] { expected_tokens_per_round(0, 0.5); }), "--draft-tokens 0 must be from 1 to 64");
+  EXPECT_EQ(error_of([] { expected_tokens_per_round(4, 1.5); }), "--acceptance 1.5 must be from 0 to 1");
+}
+
+TEST(SpeculativeTest, ARoundIsTheDraftsStepsAndOneVerifyStepOfTheTarget) {
+  SpeculativeRequest r;
+  r.target = "llama-3-70b";
+  r.draft = "llama-3-8b";
+  r.batch = 2;
+  r.context = 100;
+  r.draft_tokens = 3;
+  r.acceptance = 0.6;
+  r.hardware = h100();
+  const SpeculativeEstimate e = analyze_speculative(r);
+  ASSERT_EQ(e.draft_steps.size(), 3u);
+  // the verify step computes 4 tokens per sequence where the target's step computes 1: every
+  // projection and the LM head 4 times (logits for each), attention over 100 + i + 1 keys for
+  // the i-th new token (causal among the new ones) instead of 101
+  const std::uint64_t e_ = 8192, h = 64, kv = 8, d = 128, i = 28672, v = 128256, layers = 80, b = 2;
+  const std::uint64_t projections = 2 * (e_ * h * d + 2 * e_ * kv * d + h * d * e_ + 3 * e_ * i);
+  const auto attention = [&](std::uint64_t pairs) { return 2 * 2 * b * h * pairs * d; };
+  const std::uint64_t rotary_1 = 2 * (d / 2), rotary_4 = 2 * (d / 2) * 4;
+  EXPECT_EQ(e.target_step.totals.contraction_flops,
+            layers * (b * projections + attention(101)) + rotary_1 + 2 * b * e_ * v);
+  EXPECT_EQ(e.verify_step.totals.contraction_flops,
+            layers * (4 * b * projections + attention(101 + 102 + 103 + 104)) + rotary_4 + 2 * 4 * b * e_ * v);
+  // the draft's steps grow with the context
+  EXPECT_LT(e.draft_steps[0].totals.flops, e.draft_steps[2].totals.flops);
+  // the figures follow from the steps
+  double round = e.verify_step.totals.fused_lower_bound_seconds;
+  for (const Analysis& a : e.draft_steps) round += a.totals.fused_lower_bound_seconds;
+  EXPECT_DOUBLE_EQ(e.round_seconds, round);
+  EXPECT_DOUBLE_EQ(e.expected_tokens, expected_tokens_per_round(3, 0.6));
+  EXPECT_DOUBLE_EQ(e.seconds_per_token, round / e.expected_tokens);
+  EXPECT_DOUBLE_EQ(e.speedup, e.target_step.totals.fused_lower_bound_seconds / e.seconds_per_token);
+  // at the break-even acceptance the speedup is 1
+  ASSERT_TRUE(e.break_even_acceptance);
+  EXPECT_NEAR(e.target_step.totals.fused_lower_bound_seconds * expected_tokens_per_round(3, *e.break_even_acceptance) /
+                  e.round_seconds,
+              1.0, 1e-9);
+  // a draft as large as the target never pays
+  r.draft = "llama-3-70b";
+  EXPECT_FALSE(analyze_speculative(r).break_even_acceptance);
+  r.draft = "mistral-7b";
+  EXPECT_THAT(error_of([&] { analyze_speculative(r); }), HasSubstr("a draft must share the target's tokenizer"));
+  r.draft = "ff";
+  EXPECT_EQ(error_of([&] { analyze_speculative(r); }),
+            "--draft 'ff' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
 }
 
 }  // namespace

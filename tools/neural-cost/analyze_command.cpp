@@ -10,6 +10,7 @@
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
+#include "neuralcost/report/speculative_view.hpp"
 #include "neuralcost/report/training_views.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/training.hpp"
@@ -39,6 +40,9 @@ struct AnalyzeArgs {
   std::string checkpoint = "none";
   std::string memory_budget;
   std::string reserve = "10%";
+  std::string draft;  // speculative decoding: the draft model
+  std::int64_t draft_tokens = 4;
+  double acceptance = 0.7;
 };
 
 /// Splits "NAME=VALUE" at the last '=' (input names may contain '=' only before it).
@@ -59,6 +63,34 @@ std::int64_t positive_int(const std::string& text, const std::string& what) {
   throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is not a positive integer", what, text));
 }
 
+/// `analyze TARGET --draft DRAFT`: the speculative decoding estimate per batch.
+void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
+  for (const char* option : {"--train", "--prompt", "--seq", "--width", "--depth", "--input", "--dim",
+                             "--structure-only"}) {
+    if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --draft", option));
+  }
+  if (cmd.count("--phase") > 0 && args.phase != "decode") {
+    throw Error(ErrorCode::kInvalidArgument, "--draft estimates decode steps: --phase must be decode (or left out)");
+  }
+  if (args.models.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, "--draft needs exactly one target model (a decoder preset or config.json)");
+  }
+  std::vector<SpeculativeEstimate> estimates;
+  SpeculativeRequest request;
+  request.target = args.models.front();
+  request.draft = args.draft;
+  request.context = args.context;
+  request.draft_tokens = args.draft_tokens;
+  request.acceptance = args.acceptance;
+  if (cmd.count("--dtype") > 0) request.dtype = parse_dtype(args.dtype);
+  request.hardware = hardware_for(args.hardware);
+  for (const std::int64_t batch : args.batches) {
+    request.batch = batch;
+    estimates.push_back(analyze_speculative(request));
+  }
+  emit(render_speculative(estimates, format), args.output);
+}
+
 void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   const auto dtype = parse_dtype(args.dtype);
   const auto& compute = compute_dtypes();
@@ -67,6 +99,10 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
                 fmt::format("--dtype '{}' is not one of fp64, fp32, tf32, fp16, bf16, int8, fp8", args.dtype));
   }
   const Format format = output_format(cmd, args.format, args.output);
+  if (!args.draft.empty()) return run_speculative(args, cmd, format);
+  for (const char* option : {"--draft-tokens", "--acceptance"}) {
+    if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --draft", option));
+  }
   TrainingOptions training;
   for (const char* option : {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve"}) {
     if (!args.train && cmd.count(option) > 0) {
@@ -189,6 +225,14 @@ void add_analyze_command(CLI::App& app) {
                   "With --train: the device memory, e.g. 24GB or 80GiB: prints the largest batch whose step fits");
   cmd->add_option("--reserve", args->reserve,
                   "With --memory-budget: the share kept free (fragmentation, workspace), 10% or 0.1")
+      ->capture_default_str();
+  cmd->add_option("--draft", args->draft,
+                  "Speculative decoding: the draft decoder (a preset or config.json) for the one target model; prints "
+                  "per batch the draft, verify and target steps' bounds, the tokens per round and the speedup");
+  cmd->add_option("--draft-tokens", args->draft_tokens, "With --draft: tokens drafted per round (gamma, 1 to 64)")
+      ->capture_default_str();
+  cmd->add_option("--acceptance", args->acceptance,
+                  "With --draft: the chance each drafted token is accepted (alpha, 0 to 1)")
       ->capture_default_str();
   add_format_option(*cmd, args->format);
   cmd->add_option("-o,--output", args->output,

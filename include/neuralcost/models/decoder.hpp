@@ -58,6 +58,10 @@ struct DecoderRequest {
   std::int64_t batch = 1;
   std::int64_t prompt = 512;    ///< prefill: tokens per sequence
   std::int64_t context = 1024;  ///< decode: tokens already in the KV cache
+  /// decode: new tokens per sequence this step, 1 for generation; γ + 1 for a speculative verify
+  /// step (the last token and γ drafted ones, each attending to the cache and the new tokens
+  /// before it, and logits for each)
+  std::int64_t tokens = 1;
   DType dtype = DType::kBf16;   ///< weights, activations and the KV cache
 };
 

@@ -27,6 +27,16 @@ std::optional<nlohmann::json> read_json(const std::string& path) {
 
 }  // namespace
 
+DecoderConfig decoder_config_of(const std::string& model, const std::string& option) {
+  if (is_preset(model)) return decoder_preset(model);
+  const auto j = read_json(model);
+  if (!j || j->is_discarded() || !looks_like_decoder_config(*j)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} '{}' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)", option, model));
+  }
+  return parse_decoder_config(*j, model);
+}
+
 bool DecoderImporter::accepts(const ModelRequest& request) const {
   if (is_preset(request.model)) return true;
   const auto j = read_json(request.model);

@@ -3,8 +3,13 @@
 #pragma once
 
 #include "neuralcost/importer.hpp"
+#include "neuralcost/models/decoder.hpp"
 
 namespace neuralcost {
+
+/// The config of a decoder preset or config.json; kInvalidArgument naming `option` when `model`
+/// is neither.
+DecoderConfig decoder_config_of(const std::string& model, const std::string& option);
 
 class DecoderImporter final : public Importer {
  public:
