@@ -4,8 +4,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <functional>
+#include <map>
 
 #include "importers/decoder/decoder_importer.hpp"
+#include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/registry.hpp"
 
@@ -115,6 +118,127 @@ SpeculativeEstimate analyze_speculative(const SpeculativeRequest& request) {
     for (int i = 0; i < 60; ++i) (speedup_at((low + high) / 2) < 1 ? low : high) = (low + high) / 2;
     out.break_even_acceptance = high;
   }
+  return out;
+}
+
+namespace {
+
+/// One decode step's figures and what must stay the same between two contexts for them to be
+/// affine in between: per op its roof and memory level, per fusion group its roof and rate.
+struct StepPoint {
+  StepSums sums;
+  std::vector<std::string> signature;
+};
+
+StepPoint step_point(const Analysis& a) {
+  StepPoint p;
+  p.sums = {a.totals.flops, a.totals.contraction_flops, a.totals.bytes_read, a.totals.bytes_written,
+            a.totals.lower_bound_seconds, a.totals.fused_lower_bound_seconds};
+  for (const OpRoofline& op : a.ops) {
+    p.signature.push_back(op.bound ? fmt::format("{} {}", bound_name(*op.bound), op.memory_level) : "-");
+  }
+  for (const FusionGroup& g : a.fusion_groups) {
+    const double work = g.bound == Bound::kMemory ? static_cast<double>(g.bytes_read + g.bytes_written)
+                                                  : static_cast<double>(g.flops);
+    p.signature.push_back(fmt::format("{} {:.9g}", bound_name(g.bound), g.lower_bound_seconds > 0 ? work / g.lower_bound_seconds : 0));
+  }
+  return p;
+}
+
+__extension__ typedef __int128 Wide;  // exact products of 64-bit counts and step counts
+
+bool affine(std::uint64_t fa, std::uint64_t fm, std::uint64_t fb, std::int64_t a, std::int64_t m, std::int64_t b) {
+  return (static_cast<Wide>(fm) - fa) * (b - a) == (static_cast<Wide>(fb) - fa) * (m - a);
+}
+bool affine(double fa, double fm, double fb, std::int64_t a, std::int64_t m, std::int64_t b) {
+  const double chord = fa + (fb - fa) * static_cast<double>(m - a) / static_cast<double>(b - a);
+  return std::abs(chord - fm) <= 1e-9 * std::max(std::abs(fm), 1e-30);
+}
+std::uint64_t series(std::uint64_t fa, std::uint64_t fb, std::int64_t n) {
+  const Wide twice = (static_cast<Wide>(fa) + fb) * n;
+  if (twice % 2 != 0 || twice / 2 > static_cast<Wide>(UINT64_MAX)) {
+    throw Error(ErrorCode::kOutOfRange, "a generation's summed figures overflow 64 bits");
+  }
+  return static_cast<std::uint64_t>(twice / 2);
+}
+void add(StepSums& to, const StepSums& s) {
+  to.flops = checked_add(to.flops, s.flops, "generation FLOPs");
+  to.contraction_flops = checked_add(to.contraction_flops, s.contraction_flops, "generation FLOPs");
+  to.bytes_read = checked_add(to.bytes_read, s.bytes_read, "generation bytes");
+  to.bytes_written = checked_add(to.bytes_written, s.bytes_written, "generation bytes");
+  to.lower_bound_seconds += s.lower_bound_seconds;
+  to.fused_lower_bound_seconds += s.fused_lower_bound_seconds;
+}
+
+}  // namespace
+
+GenerationEstimate analyze_generation(const GenerationRequest& request) {
+  if (request.generate < 1 || request.generate >= (std::int64_t{1} << 31)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--generate {} must be a positive integer below 2^31", request.generate));
+  }
+  const DecoderConfig config = decoder_config_of(request.model, "--phase generate: the model");
+  if (request.prompt + request.generate - 1 > config.max_positions) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("a prompt of {} and {} generated tokens are beyond the model's {} positions "
+                            "(max_position_embeddings)", request.prompt, request.generate, config.max_positions));
+  }
+  const std::string base = request.model.substr(request.model.find_last_of('/') + 1);
+  const auto graph = [&](DecoderPhase phase, std::int64_t context) {
+    DecoderRequest r;
+    r.phase = phase;
+    r.batch = request.batch;
+    r.prompt = request.prompt;
+    r.context = context;
+    r.dtype = request.dtype.value_or(DType::kBf16);
+    const std::string name = phase == DecoderPhase::kPrefill ? fmt::format("{} (prefill of {} tokens)", base, request.prompt)
+                                                             : fmt::format("{} (decode at context {})", base, context);
+    try {
+      return analyze(build_decoder(config, r, name), request.hardware);
+    } catch (const Error& e) {
+      throw Error(e.code(), fmt::format("{}: {}", request.model, e.what()));
+    }
+  };
+  GenerationEstimate out;
+  out.request = request;
+  out.prefill = graph(DecoderPhase::kPrefill, 0);
+  out.decode_steps = request.generate - 1;
+  if (out.decode_steps == 0) return out;
+  std::map<std::int64_t, StepPoint> points;
+  const auto at = [&](std::int64_t c) -> const StepPoint& {
+    auto it = points.find(c);
+    if (it != points.end()) return it->second;
+    Analysis a = graph(DecoderPhase::kDecode, c);
+    if (c == request.prompt) out.first_step = a;
+    if (c == request.prompt + out.decode_steps - 1) out.last_step = a;
+    return points.emplace(c, step_point(a)).first->second;
+  };
+  // contexts a..b inclusive
+  const std::function<void(std::int64_t, std::int64_t)> sum = [&](std::int64_t a, std::int64_t b) {
+    if (b - a < 2) {
+      for (std::int64_t c = a; c <= b; ++c) add(out.decode, at(c).sums);
+      return;
+    }
+    const std::int64_t m = a + (b - a) / 2;
+    const StepPoint &pa = at(a), &pm = at(m), &pb = at(b);
+    const StepSums &x = pa.sums, &y = pm.sums, &z = pb.sums;
+    if (pa.signature == pb.signature && pa.signature == pm.signature && affine(x.flops, y.flops, z.flops, a, m, b) &&
+        affine(x.contraction_flops, y.contraction_flops, z.contraction_flops, a, m, b) &&
+        affine(x.bytes_read, y.bytes_read, z.bytes_read, a, m, b) &&
+        affine(x.bytes_written, y.bytes_written, z.bytes_written, a, m, b) &&
+        affine(x.lower_bound_seconds, y.lower_bound_seconds, z.lower_bound_seconds, a, m, b) &&
+        affine(x.fused_lower_bound_seconds, y.fused_lower_bound_seconds, z.fused_lower_bound_seconds, a, m, b)) {
+      const std::int64_t n = b - a + 1;
+      add(out.decode, {series(x.flops, z.flops, n), series(x.contraction_flops, z.contraction_flops, n),
+                       series(x.bytes_read, z.bytes_read, n), series(x.bytes_written, z.bytes_written, n),
+                       (x.lower_bound_seconds + z.lower_bound_seconds) * static_cast<double>(n) / 2,
+                       (x.fused_lower_bound_seconds + z.fused_lower_bound_seconds) * static_cast<double>(n) / 2});
+      return;
+    }
+    sum(a, m);
+    sum(m + 1, b);
+  };
+  sum(request.prompt, request.prompt + out.decode_steps - 1);
+  out.analysed_steps = points.size();
   return out;
 }
 

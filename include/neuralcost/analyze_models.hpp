@@ -70,6 +70,46 @@ double expected_tokens_per_round(std::int64_t draft_tokens, double acceptance);
 /// [0, 1], or a context whose round runs beyond a model's positions.
 SpeculativeEstimate analyze_speculative(const SpeculativeRequest& request);
 
+/// A whole generation (`--phase generate`): a prefill of `prompt` tokens, then `generate` − 1
+/// decode steps at contexts P … P + G − 2, which produce the G tokens after the prompt.
+struct GenerationRequest {
+  std::string model;  ///< a decoder preset or config.json
+  std::int64_t batch = 1;
+  std::int64_t prompt = 512;
+  std::int64_t generate = 128;
+  std::optional<DType> dtype;  ///< default bf16
+  HardwareSpec hardware;
+};
+
+/// Figures summed over steps.
+struct StepSums {
+  std::uint64_t flops = 0, contraction_flops = 0, bytes_read = 0, bytes_written = 0;
+  double lower_bound_seconds = 0, fused_lower_bound_seconds = 0;
+};
+
+struct GenerationEstimate {
+  GenerationRequest request;
+  Analysis prefill;     ///< the prompt: time to first token
+  Analysis first_step;  ///< the decode step at context P (when G ≥ 2)
+  Analysis last_step;   ///< the decode step at context P + G − 2
+  std::int64_t decode_steps = 0;  ///< G − 1
+  StepSums decode;                ///< every decode step's figures, summed exactly
+  std::size_t analysed_steps = 0;  ///< decode contexts analysed to sum them (the rest are exact interpolation)
+  double seconds() const { return prefill.totals.fused_lower_bound_seconds + decode.fused_lower_bound_seconds; }
+  /// the decode steps' mean fused bound (0 when G = 1)
+  double seconds_per_output_token() const {
+    return decode_steps > 0 ? decode.fused_lower_bound_seconds / static_cast<double>(decode_steps) : 0;
+  }
+};
+
+/// Sums the decode steps exactly without analysing each: over contexts where every op and fusion
+/// group keeps its roof and memory level (both change monotonically with the context, so equal at
+/// the two ends means equal between), every figure is affine in the context and an arithmetic
+/// series sums it; the midpoint is checked against the chord, and an interval that fails either
+/// test is split. kInvalidArgument for a model that is not a decoder, a prompt or generation
+/// below 1, or one that runs beyond the model's positions.
+GenerationEstimate analyze_generation(const GenerationRequest& request);
+
 /// The model's dtype for a training precision: the low-precision type of mixed precision (its
 /// fp32 master weights and optimizer state are the optimizer step's), `asked` for fp32.
 /// kInvalidArgument when `asked_explicitly` names another one ("--dtype fp32 contradicts

@@ -207,6 +207,16 @@ TEST(CliErrorsTest, BadSpeculativeDecodingOptions) {
                "target's tokenizer");
 }
 
+TEST(CliErrorsTest, BadGenerationOptions) {
+  expect_error("analyze --model llama-3-8b --generate 5", "--generate applies only with --phase generate");
+  expect_error("analyze --model llama-3-8b --phase generate --context 5", "--context does not apply with --phase generate");
+  expect_error("analyze --model ff --phase generate",
+               "--phase generate: the model 'ff' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
+  expect_error("analyze --model llama-3-8b --phase generate --generate 0", "--generate 0 must be a positive integer below 2^31");
+  expect_error("analyze --model llama-3-8b --model llama-2-7b --phase generate",
+               "--phase generate needs exactly one model (a decoder preset or config.json)");
+}
+
 TEST(CliErrorsTest, BudgetThatCannotHoldBatchOne) {
   const CliResult r = run_cli("analyze --model ff --train --memory-budget 1MB");
   EXPECT_EQ(r.exit_code, 1);

@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <string>
 
 #include "neuralcost/analyze_models.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
+#include "neuralcost/models/decoder.hpp"
 #include "neuralcost/registry.hpp"
 #include "unit/test_ops.hpp"
 
@@ -162,6 +165,96 @@ TEST(SpeculativeTest, ARoundIsTheDraftsStepsAndOneVerifyStepOfTheTarget) {
   r.draft = "ff";
   EXPECT_EQ(error_of([&] { analyze_speculative(r); }),
             "--draft 'ff' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
+}
+
+}  // namespace
+}  // namespace neuralcost
+
+namespace neuralcost {
+namespace {
+
+/// The decode steps of a generation analysed one by one: what analyze_generation must equal.
+StepSums brute_force(const DecoderConfig& c, const GenerationRequest& g) {
+  StepSums s;
+  for (std::int64_t ctx = g.prompt; ctx <= g.prompt + g.generate - 2; ++ctx) {
+    DecoderRequest r;
+    r.phase = DecoderPhase::kDecode;
+    r.batch = g.batch;
+    r.context = ctx;
+    const Analysis a = analyze(build_decoder(c, r, "d"), g.hardware);
+    s.flops += a.totals.flops;
+    s.contraction_flops += a.totals.contraction_flops;
+    s.bytes_read += a.totals.bytes_read;
+    s.bytes_written += a.totals.bytes_written;
+    s.lower_bound_seconds += a.totals.lower_bound_seconds;
+    s.fused_lower_bound_seconds += a.totals.fused_lower_bound_seconds;
+  }
+  return s;
+}
+
+void expect_same(const StepSums& got, const StepSums& want) {
+  EXPECT_EQ(got.flops, want.flops);
+  EXPECT_EQ(got.contraction_flops, want.contraction_flops);
+  EXPECT_EQ(got.bytes_read, want.bytes_read);
+  EXPECT_EQ(got.bytes_written, want.bytes_written);
+  EXPECT_NEAR(got.lower_bound_seconds, want.lower_bound_seconds, 1e-9 * want.lower_bound_seconds);
+  EXPECT_NEAR(got.fused_lower_bound_seconds, want.fused_lower_bound_seconds, 1e-9 * want.fused_lower_bound_seconds);
+}
+
+TEST(GenerationTest, TheDecodeStepsSumAsAnalysingEachWould) {
+  GenerationRequest g;
+  g.model = "llama-3-8b";
+  g.batch = 2;
+  g.prompt = 100;
+  g.generate = 60;
+  g.hardware = h100();
+  const GenerationEstimate e = analyze_generation(g);
+  EXPECT_EQ(e.decode_steps, 59);
+  expect_same(e.decode, brute_force(decoder_preset("llama-3-8b"), g));
+  EXPECT_LT(e.analysed_steps, 10u);  // DRAM-bound throughout: one interval
+  EXPECT_DOUBLE_EQ(e.seconds(), e.prefill.totals.fused_lower_bound_seconds + e.decode.fused_lower_bound_seconds);
+  EXPECT_LT(e.first_step.totals.flops, e.last_step.totals.flops);  // the context grows
+  // one token: the prefill alone
+  g.generate = 1;
+  const GenerationEstimate one = analyze_generation(g);
+  EXPECT_EQ(one.decode_steps, 0);
+  EXPECT_DOUBLE_EQ(one.seconds(), one.prefill.totals.fused_lower_bound_seconds);
+}
+
+TEST(GenerationTest, StepsWhoseMemoryLevelChangesAreSplitAndStillExact) {
+  // a tiny decoder on a device with cache levels the KV cache outgrows as the context grows
+  const std::string path = (std::filesystem::temp_directory_path() / "neuralcost_generation_test.json").string();
+  std::ofstream(path) << R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 500, "max_position_embeddings": 4096})";
+  HardwareSpec hw = h100();
+  hw.caches = {{"L1", 64e3, 20e12}, {"L2", 1e6, 8e12}};
+  GenerationRequest g;
+  g.model = path;
+  g.batch = 4;
+  g.prompt = 8;
+  g.generate = 1500;
+  g.hardware = hw;
+  const GenerationEstimate e = analyze_generation(g);
+  const DecoderConfig c = parse_decoder_config(nlohmann::json::parse(std::ifstream(path)), path);
+  expect_same(e.decode, brute_force(c, g));
+  EXPECT_GT(e.analysed_steps, 3u);     // split where levels change
+  EXPECT_LT(e.analysed_steps, 1499u);  // and not every step
+}
+
+TEST(GenerationTest, BadGenerationsAreOneClearError) {
+  GenerationRequest g;
+  g.model = "llama-3-8b";
+  g.hardware = h100();
+  g.generate = 0;
+  EXPECT_EQ(error_of([&] { analyze_generation(g); }), "--generate 0 must be a positive integer below 2^31");
+  g.generate = 8000;
+  g.prompt = 512;
+  EXPECT_EQ(error_of([&] { analyze_generation(g); }),
+            "a prompt of 512 and 8000 generated tokens are beyond the model's 8192 positions (max_position_embeddings)");
+  g.model = "ff";
+  g.generate = 4;
+  EXPECT_EQ(error_of([&] { analyze_generation(g); }),
+            "--phase generate: the model 'ff' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
 }
 
 }  // namespace

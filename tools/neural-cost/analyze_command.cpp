@@ -10,7 +10,7 @@
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
-#include "neuralcost/report/speculative_view.hpp"
+#include "neuralcost/report/llm_views.hpp"
 #include "neuralcost/report/training_views.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/training.hpp"
@@ -40,6 +40,7 @@ struct AnalyzeArgs {
   std::string checkpoint = "none";
   std::string memory_budget;
   std::string reserve = "10%";
+  std::int64_t generate = 128;  // --phase generate: tokens generated after the prompt
   std::string draft;  // speculative decoding: the draft model
   std::int64_t draft_tokens = 4;
   double acceptance = 0.7;
@@ -66,7 +67,7 @@ std::int64_t positive_int(const std::string& text, const std::string& what) {
 /// `analyze TARGET --draft DRAFT`: the speculative decoding estimate per batch.
 void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
   for (const char* option : {"--train", "--prompt", "--seq", "--width", "--depth", "--input", "--dim",
-                             "--structure-only"}) {
+                             "--structure-only", "--generate"}) {
     if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --draft", option));
   }
   if (cmd.count("--phase") > 0 && args.phase != "decode") {
@@ -91,6 +92,32 @@ void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format 
   emit(render_speculative(estimates, format), args.output);
 }
 
+/// `analyze MODEL --phase generate`: a whole generation per batch.
+void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
+  for (const char* option : {"--train", "--context", "--seq", "--width", "--depth", "--input", "--dim",
+                             "--structure-only", "--draft-tokens", "--acceptance"}) {
+    if (cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --phase generate", option));
+    }
+  }
+  if (args.models.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--phase generate needs exactly one model (a decoder preset or config.json)");
+  }
+  GenerationRequest request;
+  request.model = args.models.front();
+  request.prompt = args.prompt;
+  request.generate = args.generate;
+  if (cmd.count("--dtype") > 0) request.dtype = parse_dtype(args.dtype);
+  request.hardware = hardware_for(args.hardware);
+  std::vector<GenerationEstimate> estimates;
+  for (const std::int64_t batch : args.batches) {
+    request.batch = batch;
+    estimates.push_back(analyze_generation(request));
+  }
+  emit(render_generation(estimates, format), args.output);
+}
+
 void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   const auto dtype = parse_dtype(args.dtype);
   const auto& compute = compute_dtypes();
@@ -100,6 +127,8 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   }
   const Format format = output_format(cmd, args.format, args.output);
   if (!args.draft.empty()) return run_speculative(args, cmd, format);
+  if (args.phase == "generate") return run_generation(args, cmd, format);
+  if (cmd.count("--generate") > 0) throw Error(ErrorCode::kInvalidArgument, "--generate applies only with --phase generate");
   for (const char* option : {"--draft-tokens", "--acceptance"}) {
     if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --draft", option));
   }
@@ -198,10 +227,13 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
   cmd->add_option("--phase", args->phase,
                   "Decoder LLMs (a config.json or a preset such as llama-3-8b): prefill (the prompt, time to first "
-                  "token) or decode (one token per sequence over a KV cache, time per output token)")
+                  "token), decode (one token per sequence over a KV cache, time per output token) or generate (a "
+                  "prefill and every decode step of --generate tokens, summed exactly)")
       ->capture_default_str();
   cmd->add_option("--prompt", args->prompt, "Decoder prefill: prompt tokens per sequence")->capture_default_str();
   cmd->add_option("--context", args->context, "Decoder decode: tokens already in the KV cache")->capture_default_str();
+  cmd->add_option("--generate", args->generate, "Decoder generate: tokens generated after the prompt")
+      ->capture_default_str();
   cmd->add_option("--dtype", args->dtype,
                   "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8 (ONNX: every floating-point tensor is "
                   "counted in it)")

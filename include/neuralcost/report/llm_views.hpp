@@ -1,6 +1,5 @@
-// Views of speculative decoding estimates (`analyze TARGET --draft DRAFT`): per batch the target's
-// step, the draft's steps, the verify step, the expected tokens per round, the time per token,
-// the speedup of the bounds and the break-even acceptance.
+// Views of decoder LLM estimates: whole generations (`analyze MODEL --phase generate`) and
+// speculative decoding (`analyze TARGET --draft DRAFT`), one row per batch.
 #pragma once
 
 #include <string>
@@ -14,5 +13,9 @@ namespace neuralcost {
 ///   batch  target step  draft steps  verify step  tokens/round  per token  speedup  break-even α
 ///   1      19.9 ms      4x 4.93 ms   20.0 ms      2.77          14.3 ms    1.39x    0.37
 std::string render_speculative(const std::vector<SpeculativeEstimate>& estimates, Format format);
+
+///   batch  first token  per token  first step  last step  whole     tokens/s  FLOPs    bytes
+///   1      1.52 s       27.3 ms    27.1 ms     27.5 ms    29.4 s    34.8      1.0 P    1.0 PB
+std::string render_generation(const std::vector<GenerationEstimate>& estimates, Format format);
 
 }  // namespace neuralcost
