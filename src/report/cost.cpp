@@ -150,4 +150,20 @@ CostReport cost_of(const ResultsFile& results, const PriceList& prices) {
   return report;
 }
 
+TokenCost generation_token_cost(const GenerationEstimate& g, double price_per_hour) {
+  if (!(price_per_hour >= 0)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("a price per hour of {} must be at least 0", price_per_hour));
+  }
+  const double per_second = price_per_hour / 3600;
+  const double batch = static_cast<double>(g.request.batch);
+  TokenCost c;
+  c.per_million_prompt_tokens =
+      per_second * g.prefill.totals.fused_lower_bound_seconds / (batch * static_cast<double>(g.request.prompt)) * 1e6;
+  if (g.decode_steps > 0) {
+    c.per_million_generated_tokens =
+        per_second * g.decode.fused_lower_bound_seconds / (batch * static_cast<double>(g.decode_steps)) * 1e6;
+  }
+  return c;
+}
+
 }  // namespace neuralcost

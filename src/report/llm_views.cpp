@@ -96,9 +96,12 @@ std::string render_speculative(const std::vector<SpeculativeEstimate>& estimates
   return out;
 }
 
-std::string render_generation(const std::vector<GenerationEstimate>& estimates, Format format) {
+std::string render_generation(const std::vector<GenerationEstimate>& estimates, Format format,
+                              const std::optional<PriceList>& prices) {
   if (estimates.empty()) return "";
   const GenerationRequest& r = estimates.front().request;
+  const std::optional<double> price = prices ? prices->price_for(r.hardware.id) : std::nullopt;
+  const double hourly = price.value_or(0);
   if (format == Format::kJson) {
     json j{{"schema_version", 1},
            {"basis", "fused lower bounds on " + r.hardware.id + "; the decode steps summed exactly over the context"},
@@ -121,6 +124,14 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
            {"flops", e.prefill.totals.flops + d.flops},
            {"bytes", e.prefill.totals.bytes_read + e.prefill.totals.bytes_written + d.bytes_read + d.bytes_written},
            {"analysed_decode_steps", e.analysed_steps}});
+      if (price) {
+        const TokenCost c = generation_token_cost(e, hourly);
+        j["estimates"].back()["cost"] = {
+            {"currency", prices->currency}, {"price_per_hour", hourly},
+            {"per_million_prompt_tokens_at_least", c.per_million_prompt_tokens},
+            {"per_million_generated_tokens_at_least",
+             c.per_million_generated_tokens ? json(*c.per_million_generated_tokens) : json(nullptr)}};
+      }
     }
     return report::json_text(j);
   }
@@ -128,7 +139,11 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
   t.headers = {"batch", "first token", "per token", "first step", "last step", "whole", "tokens/s", "FLOPs", "bytes"};
   t.raw_headers = {"batch", "time_to_first_token_seconds", "seconds_per_output_token", "first_step_seconds",
                    "last_step_seconds", "seconds", "tokens_per_second", "flops", "bytes"};
-  t.right_align = std::vector<bool>(9, true);
+  if (price) {
+    t.headers.insert(t.headers.end(), {prices->currency + "/M prompt ≥", prices->currency + "/M generated ≥"});
+    t.raw_headers.insert(t.raw_headers.end(), {"per_million_prompt_tokens_at_least", "per_million_generated_tokens_at_least"});
+  }
+  t.right_align = std::vector<bool>(t.headers.size(), true);
   for (const GenerationEstimate& e : estimates) {
     const double ttft = e.prefill.totals.fused_lower_bound_seconds;
     const auto secs = [](double s) { return Cell{report::seconds(s), fmt::format("{}", s)}; };
@@ -143,6 +158,14 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
                       secs(e.seconds()), {fmt::format("{:.4g}", rate), fmt::format("{}", rate)},
                       {report::si(static_cast<double>(flops), "FLOP"), std::to_string(flops)},
                       {report::si(static_cast<double>(bytes), "B"), std::to_string(bytes)}});
+    if (price) {
+      const TokenCost c = generation_token_cost(e, hourly);
+      t.rows.back().push_back({fmt::format("{:.4g}", c.per_million_prompt_tokens), fmt::format("{}", c.per_million_prompt_tokens)});
+      t.rows.back().push_back(c.per_million_generated_tokens
+                                  ? Cell{fmt::format("{:.4g}", *c.per_million_generated_tokens),
+                                         fmt::format("{}", *c.per_million_generated_tokens)}
+                                  : Cell{"-", ""});
+    }
   }
   std::string out;
   auto line = [&](const std::string& text) {
@@ -163,6 +186,12 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
                    "analysed, the others an arithmetic series between contexts where every op keeps its roof and "
                    "memory level); tokens/s = batch x generated tokens / whole",
                    r.hardware.id, analysed, static_cast<std::int64_t>(estimates.size()) * (r.generate - 1)));
+  if (price) {
+    line(fmt::format("cost at {} {} per hour ({}): prompt tokens at the prefill's bound, generated tokens (all but the "
+                     "first, which the prefill yields) at the decode steps'; from lower bounds, so at least what they "
+                     "cost",
+                     hourly, prices->currency, prices->origin));
+  }
   return out;
 }
 

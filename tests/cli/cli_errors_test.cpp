@@ -215,6 +215,10 @@ TEST(CliErrorsTest, BadGenerationOptions) {
   expect_error("analyze --model llama-3-8b --phase generate --generate 0", "--generate 0 must be a positive integer below 2^31");
   expect_error("analyze --model llama-3-8b --model llama-2-7b --phase generate",
                "--phase generate needs exactly one model (a decoder preset or config.json)");
+  expect_error("analyze --model llama-3-8b --price-per-hour 2",
+               "--price-per-hour applies only with --phase generate (the cost command prices measured runs)");
+  expect_error("analyze --model llama-3-8b --phase generate --currency EUR", "--currency applies only with --price-per-hour");
+  expect_error("analyze --model llama-3-8b --draft llama-3-8b --price-per-hour 2", "--price-per-hour does not apply with --draft");
 }
 
 TEST(CliErrorsTest, BudgetThatCannotHoldBatchOne) {

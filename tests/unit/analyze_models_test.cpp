@@ -14,6 +14,7 @@
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/decoder.hpp"
 #include "neuralcost/registry.hpp"
+#include "neuralcost/report/cost.hpp"
 #include "unit/test_ops.hpp"
 
 namespace neuralcost {
@@ -239,6 +240,23 @@ TEST(GenerationTest, StepsWhoseMemoryLevelChangesAreSplitAndStillExact) {
   expect_same(e.decode, brute_force(c, g));
   EXPECT_GT(e.analysed_steps, 3u);     // split where levels change
   EXPECT_LT(e.analysed_steps, 1499u);  // and not every step
+}
+
+TEST(GenerationTest, TokensArePricedAtTheirPhasesBounds) {
+  GenerationRequest g;
+  g.model = "llama-3-8b";
+  g.batch = 4;
+  g.prompt = 256;
+  g.generate = 33;
+  g.hardware = h100();
+  const GenerationEstimate e = analyze_generation(g);
+  const TokenCost c = generation_token_cost(e, 3.6);  // 0.001 per second
+  EXPECT_DOUBLE_EQ(c.per_million_prompt_tokens, 0.001 * e.prefill.totals.fused_lower_bound_seconds / (4 * 256) * 1e6);
+  ASSERT_TRUE(c.per_million_generated_tokens);
+  EXPECT_DOUBLE_EQ(*c.per_million_generated_tokens, 0.001 * e.decode.fused_lower_bound_seconds / (4 * 32) * 1e6);
+  g.generate = 1;
+  EXPECT_FALSE(generation_token_cost(analyze_generation(g), 3.6).per_million_generated_tokens);
+  EXPECT_THROW(generation_token_cost(e, -1), Error);
 }
 
 TEST(GenerationTest, BadGenerationsAreOneClearError) {

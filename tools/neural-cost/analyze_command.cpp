@@ -10,6 +10,7 @@
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
+#include "neuralcost/report/cost.hpp"
 #include "neuralcost/report/llm_views.hpp"
 #include "neuralcost/report/training_views.hpp"
 #include "neuralcost/training/memory.hpp"
@@ -41,6 +42,8 @@ struct AnalyzeArgs {
   std::string memory_budget;
   std::string reserve = "10%";
   std::int64_t generate = 128;  // --phase generate: tokens generated after the prompt
+  std::string price_per_hour;   // --phase generate: $ per million tokens
+  std::string currency;
   std::string draft;  // speculative decoding: the draft model
   std::int64_t draft_tokens = 4;
   double acceptance = 0.7;
@@ -67,7 +70,7 @@ std::int64_t positive_int(const std::string& text, const std::string& what) {
 /// `analyze TARGET --draft DRAFT`: the speculative decoding estimate per batch.
 void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
   for (const char* option : {"--train", "--prompt", "--seq", "--width", "--depth", "--input", "--dim",
-                             "--structure-only", "--generate"}) {
+                             "--structure-only", "--generate", "--price-per-hour", "--currency"}) {
     if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --draft", option));
   }
   if (cmd.count("--phase") > 0 && args.phase != "decode") {
@@ -115,7 +118,16 @@ void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format f
     request.batch = batch;
     estimates.push_back(analyze_generation(request));
   }
-  emit(render_generation(estimates, format), args.output);
+  std::optional<PriceList> prices;
+  if (!args.price_per_hour.empty()) {
+    prices = PriceList{};
+    prices->per_hour = parse_price_per_hour(args.price_per_hour, "--price-per-hour");
+    prices->origin = "--price-per-hour";
+    if (!args.currency.empty()) prices->currency = args.currency;
+  } else if (!args.currency.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "--currency applies only with --price-per-hour");
+  }
+  emit(render_generation(estimates, format, prices), args.output);
 }
 
 void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
@@ -128,6 +140,12 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   const Format format = output_format(cmd, args.format, args.output);
   if (!args.draft.empty()) return run_speculative(args, cmd, format);
   if (args.phase == "generate") return run_generation(args, cmd, format);
+  for (const char* option : {"--price-per-hour", "--currency"}) {
+    if (cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} applies only with --phase generate (the cost command prices measured runs)", option));
+    }
+  }
   if (cmd.count("--generate") > 0) throw Error(ErrorCode::kInvalidArgument, "--generate applies only with --phase generate");
   for (const char* option : {"--draft-tokens", "--acceptance"}) {
     if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --draft", option));
@@ -234,6 +252,10 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--context", args->context, "Decoder decode: tokens already in the KV cache")->capture_default_str();
   cmd->add_option("--generate", args->generate, "Decoder generate: tokens generated after the prompt")
       ->capture_default_str();
+  cmd->add_option("--price-per-hour", args->price_per_hour,
+                  "Decoder generate: the hardware's price per hour: cost per million prompt and generated tokens "
+                  "(at least, from the bounds)");
+  cmd->add_option("--currency", args->currency, "With --price-per-hour: the currency label (default USD)");
   cmd->add_option("--dtype", args->dtype,
                   "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8 (ONNX: every floating-point tensor is "
                   "counted in it)")

@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "neuralcost/analyze_models.hpp"
 #include "neuralcost/report/results.hpp"
 
 namespace neuralcost {
@@ -41,6 +42,16 @@ double parse_price_per_hour(std::string_view text, const std::string& what);
 /// "h100-sxm": 2.10}}. kNotFound when it cannot be opened; kInvalidArgument naming the field.
 PriceList load_price_file(const std::string& path);
 PriceList parse_price_file(std::string_view text, const std::string& origin);
+
+/// A generation's price per million tokens from its lower bounds, so at least what it costs:
+/// prompt tokens at the prefill's time (B·P of them), generated tokens at the decode steps' time
+/// (B·(G − 1): the first generated token comes with the prefill). Empty when G = 1.
+struct TokenCost {
+  double per_million_prompt_tokens = 0;
+  std::optional<double> per_million_generated_tokens;
+};
+/// kInvalidArgument for a negative price.
+TokenCost generation_token_cost(const GenerationEstimate& generation, double price_per_hour);
 
 /// An amount with the interval of the time it prices.
 struct Money {

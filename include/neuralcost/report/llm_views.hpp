@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "neuralcost/analyze_models.hpp"
+#include "neuralcost/report/cost.hpp"
 #include "neuralcost/report/views.hpp"
 
 namespace neuralcost {
@@ -16,6 +17,9 @@ std::string render_speculative(const std::vector<SpeculativeEstimate>& estimates
 
 ///   batch  first token  per token  first step  last step  whole     tokens/s  FLOPs    bytes
 ///   1      1.52 s       27.3 ms    27.1 ms     27.5 ms    29.4 s    34.8      1.0 P    1.0 PB
-std::string render_generation(const std::vector<GenerationEstimate>& estimates, Format format);
+/// With `prices`: the cost per million prompt and generated tokens at the hardware's price
+/// (generation_token_cost: at least, from the bounds).
+std::string render_generation(const std::vector<GenerationEstimate>& estimates, Format format,
+                              const std::optional<PriceList>& prices = std::nullopt);
 
 }  // namespace neuralcost
