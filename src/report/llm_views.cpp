@@ -40,6 +40,12 @@ json estimate_json(const SpeculativeEstimate& e) {
           {"break_even_acceptance", e.break_even_acceptance ? json(*e.break_even_acceptance) : json(nullptr)}};
 }
 
+/// A line of text for the table and Markdown views: no control characters on a terminal, no
+/// markup in Markdown.
+std::string text_line(const std::string& text, Format format) {
+  return (format == Format::kMarkdown ? report::markdown_text(text) : terminal_text(text)) + "\n";
+}
+
 }  // namespace
 
 std::string render_speculative(const std::vector<SpeculativeEstimate>& estimates, Format format) {
@@ -75,9 +81,7 @@ std::string render_speculative(const std::vector<SpeculativeEstimate>& estimates
                                               : Cell{"never", ""}});
   }
   std::string out;
-  auto line = [&](const std::string& text) {
-    out += (format == Format::kMarkdown ? report::markdown_text(text) : terminal_text(text)) + "\n";
-  };
+  const auto line = [&](const std::string& text) { out += text_line(text, format); };
   if (format != Format::kCsv) {
     line(fmt::format("speculative decoding: {} verifies {} tokens drafted by {}, each accepted with probability {}, "
                      "at a context of {} tokens",
@@ -168,9 +172,7 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
     }
   }
   std::string out;
-  auto line = [&](const std::string& text) {
-    out += (format == Format::kMarkdown ? report::markdown_text(text) : terminal_text(text)) + "\n";
-  };
+  const auto line = [&](const std::string& text) { out += text_line(text, format); };
   if (format != Format::kCsv) {
     line(fmt::format("generation: {}, a prompt of {} tokens then {} generated (a prefill and {} decode steps at contexts "
                      "{} .. {})",

@@ -202,13 +202,18 @@ void expect_same(const StepSums& got, const StepSums& want) {
   EXPECT_NEAR(got.fused_lower_bound_seconds, want.fused_lower_bound_seconds, 1e-9 * want.fused_lower_bound_seconds);
 }
 
-TEST(GenerationTest, TheDecodeStepsSumAsAnalysingEachWould) {
+GenerationRequest generation_of(const std::string& model, std::int64_t batch, std::int64_t prompt, std::int64_t generate) {
   GenerationRequest g;
-  g.model = "llama-3-8b";
-  g.batch = 2;
-  g.prompt = 100;
-  g.generate = 60;
+  g.model = model;
+  g.batch = batch;
+  g.prompt = prompt;
+  g.generate = generate;
   g.hardware = h100();
+  return g;
+}
+
+TEST(GenerationTest, TheDecodeStepsSumAsAnalysingEachWould) {
+  GenerationRequest g = generation_of("llama-3-8b", 2, 100, 60);
   const GenerationEstimate e = analyze_generation(g);
   EXPECT_EQ(e.decode_steps, 59);
   expect_same(e.decode, brute_force(decoder_preset("llama-3-8b"), g));
@@ -243,12 +248,7 @@ TEST(GenerationTest, StepsWhoseMemoryLevelChangesAreSplitAndStillExact) {
 }
 
 TEST(GenerationTest, TokensArePricedAtTheirPhasesBounds) {
-  GenerationRequest g;
-  g.model = "llama-3-8b";
-  g.batch = 4;
-  g.prompt = 256;
-  g.generate = 33;
-  g.hardware = h100();
+  GenerationRequest g = generation_of("llama-3-8b", 4, 256, 33);
   const GenerationEstimate e = analyze_generation(g);
   const TokenCost c = generation_token_cost(e, 3.6);  // 0.001 per second
   EXPECT_DOUBLE_EQ(c.per_million_prompt_tokens, 0.001 * e.prefill.totals.fused_lower_bound_seconds / (4 * 256) * 1e6);
