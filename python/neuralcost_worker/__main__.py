@@ -4,6 +4,10 @@ from neuralcost_worker.protocol import serve
 
 if __name__ == "__main__":
     if len(sys.argv) != 2:
-        sys.stderr.write("usage: python -m neuralcost_worker jax|tensorflow|torch\n")
+        sys.stderr.write("usage: python -m neuralcost_worker jax|tensorflow|torch|collectives\n")
         sys.exit(2)
+    if sys.argv[1] == "collectives":
+        from neuralcost_worker.collectives import serve as serve_collectives
+
+        sys.exit(serve_collectives())
     sys.exit(serve(sys.argv[1]))

@@ -1,4 +1,4 @@
-// The text of data/hardware/*.json, compiled into the library by cmake/EmbedHardware.cmake.
+// The text of data/hardware/*.json (and data/interconnects, data/systems), compiled into the library by cmake/EmbedHardware.cmake.
 #pragma once
 
 #include <string_view>
@@ -12,5 +12,7 @@ struct EmbeddedSpec {
 };
 
 const std::vector<EmbeddedSpec>& embedded_hardware_specs();
+const std::vector<EmbeddedSpec>& embedded_interconnect_specs();
+const std::vector<EmbeddedSpec>& embedded_system_specs();
 
 }  // namespace neuralcost::detail

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "neuralcost/report/views.hpp"
+#include "neuralcost/report/format.hpp"
 
 namespace neuralcost::report {
 

@@ -8,7 +8,10 @@
 #include "neuralcost/analyze_models.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
+#include "neuralcost/hardware/interconnect.hpp"
 #include "neuralcost/models/reference.hpp"
+#include "neuralcost/parallel/data_parallel.hpp"
+#include "neuralcost/report/parallel_views.hpp"
 #include "neuralcost/registry.hpp"
 #include "neuralcost/report/cost.hpp"
 #include "neuralcost/report/llm_views.hpp"
@@ -36,6 +39,7 @@ struct AnalyzeArgs {
   std::vector<std::string> dims;    // NAME=VALUE
   bool structure_only = false;
   bool train = false;
+  std::string parallel, zero = "ddp", system, link;
   std::string optimizer = "adam";
   std::string precision = "fp32";
   std::string checkpoint = "none";
@@ -70,7 +74,8 @@ std::int64_t positive_int(const std::string& text, const std::string& what) {
 /// `analyze TARGET --draft DRAFT`: the speculative decoding estimate per batch.
 void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
   for (const char* option : {"--train", "--prompt", "--seq", "--width", "--depth", "--input", "--dim",
-                             "--structure-only", "--generate", "--price-per-hour", "--currency"}) {
+                             "--structure-only", "--generate", "--price-per-hour", "--currency", "--parallel", "--zero",
+                             "--system", "--link"}) {
     if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --draft", option));
   }
   if (cmd.count("--phase") > 0 && args.phase != "decode") {
@@ -98,7 +103,8 @@ void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format 
 /// `analyze MODEL --phase generate`: a whole generation per batch.
 void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
   for (const char* option : {"--train", "--context", "--seq", "--width", "--depth", "--input", "--dim",
-                             "--structure-only", "--draft-tokens", "--acceptance"}) {
+                             "--structure-only", "--draft-tokens", "--acceptance", "--parallel", "--zero", "--system",
+                             "--link"}) {
     if (cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --phase generate", option));
     }
@@ -130,6 +136,29 @@ void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format f
   emit(render_generation(estimates, format, prices), args.output);
 }
 
+/// --parallel, --zero, --system, --link: the data-parallel request (checked by the library).
+DataParallelRequest parallel_request(const AnalyzeArgs& args, const CLI::App& cmd) {
+  if (args.system.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--parallel needs --system (the devices and their links; `neural-cost hardware systems` lists them)");
+  }
+  if (cmd.count("--hardware") > 0) {
+    throw Error(ErrorCode::kInvalidArgument, "--hardware does not apply with --system (the system names its device)");
+  }
+  DataParallelRequest r;
+  r.ranks = parse_data_parallel(args.parallel);
+  const auto stage = zero_stage_from_name(args.zero);
+  if (!stage) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--zero '{}' is not one of ddp, zero1, zero2, zero3, fsdp", args.zero));
+  }
+  r.stage = *stage;
+  r.system = find_system(args.system);
+  r.intra = find_interconnect(args.link.empty() ? r.system.intra_node : args.link);
+  r.inter = find_interconnect(r.system.inter_node);
+  return r;
+}
+
 void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   const auto dtype = parse_dtype(args.dtype);
   const auto& compute = compute_dtypes();
@@ -151,7 +180,8 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --draft", option));
   }
   TrainingOptions training;
-  for (const char* option : {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve"}) {
+  for (const char* option : {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve",
+                             "--parallel"}) {
     if (!args.train && cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --train", option));
     }
@@ -166,8 +196,15 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     }
     model_dtype = training_model_dtype(training.precision, *dtype, cmd.count("--dtype") > 0);
   }
+  for (const char* option : {"--zero", "--system", "--link"}) {
+    if (args.parallel.empty() && cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --parallel", option));
+    }
+  }
   AnalyzeRequest request;
-  request.hardware = hardware_for(args.hardware);
+  std::optional<DataParallelRequest> parallel;
+  if (!args.parallel.empty()) parallel = parallel_request(args, cmd);
+  request.hardware = parallel ? HardwareDatabase::builtin().get(parallel->system.device) : hardware_for(args.hardware);
   ModelRequest base;
   base.seq = args.seq;
   base.width = args.width;
@@ -199,7 +236,13 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   const AnalyzeResults results = analyze_models(request);
   const std::vector<Analysis>& analyses = results.analyses;
   const std::vector<TrainingReport>& reports = results.reports;
-  if (args.train) {
+  if (parallel) {
+    std::string text;
+    for (const TrainingReport& r : reports) {
+      text += (text.empty() ? "" : "\n") + render_data_parallel(r, data_parallel_step(r, *parallel), *parallel, format);
+    }
+    emit(text, args.output);
+  } else if (args.train) {
     emit(reports.size() > 1 ? render_training_summary(reports, format) : render_training(reports.front(), format),
          args.output);
   } else if (analyses.size() > 1) {
@@ -280,6 +323,18 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--reserve", args->reserve,
                   "With --memory-budget: the share kept free (fragmentation, workspace), 10% or 0.1")
       ->capture_default_str();
+  cmd->add_option("--parallel", args->parallel,
+                  "With --train: a data-parallel step, dp=N devices (per-device batch --batch): its collectives on "
+                  "--system's links, overlapped as DDP or ZeRO do, and per-device memory (tp, pp, ep: not built yet)");
+  cmd->add_option("--zero", args->zero,
+                  "With --parallel: ddp (replicated), zero1 (optimizer state sharded), zero2 (+ gradients), zero3 / "
+                  "fsdp (+ parameters)")
+      ->capture_default_str();
+  cmd->add_option("--system", args->system,
+                  "With --parallel: the system (its device, devices per node, links; `neural-cost hardware systems`)");
+  cmd->add_option("--link", args->link,
+                  "With --parallel: the link inside a node instead of the system's: an interconnect id or a spec file "
+                  "written by `hardware calibrate --collectives --spec-output`");
   cmd->add_option("--draft", args->draft,
                   "Speculative decoding: the draft decoder (a preset or config.json) for the one target model; prints "
                   "per batch the draft, verify and target steps' bounds, the tokens per round and the speedup");

@@ -11,11 +11,46 @@
 #include "neuralcost/gpu/cuda_devices.hpp"
 #include "neuralcost/calibrate/gpu_calibration.hpp"
 #include "neuralcost/measure/device.hpp"
+#include "neuralcost/calibrate/collective_calibration.hpp"
+#include "neuralcost/core/atomic_file.hpp"
+#include "neuralcost/report/link_views.hpp"
+#include "neuralcost/training/memory.hpp"
 
 namespace neuralcost::cli {
+namespace {
+
+/// `hardware calibrate --collectives`: the options that do not apply are errors.
+void run_collective_calibration(const CLI::App& cmd, const std::vector<int>& ranks, const std::string& max_bytes,
+                                int rounds, const std::string& spec_output, Format format, const std::string& output) {
+  for (const char* other : {"--quick", "--force", "--threads", "--device", "--counters"}) {
+    if (cmd.count(other) > 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply to --collectives (it measures the link between local processes "
+                              "on gloo; NCCL sweeps on GPUs are not built yet)",
+                              other));
+    }
+  }
+  CollectiveCalibrationOptions options;
+  options.ranks = ranks;
+  options.rounds = rounds;
+  try {
+    options.max_bytes = static_cast<double>(parse_memory_size(max_bytes));
+  } catch (const Error& e) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--max-bytes '{}' is not a size such as 64MiB or 1GB", max_bytes));
+  }
+  const CollectiveCalibration c = calibrate_collectives(options);
+  emit(render_collective_calibration(c, format), output);
+  if (!spec_output.empty()) {
+    write_file_atomically(spec_output, interconnect_spec_json(c.link));
+    std::fprintf(stderr, "note: wrote the interconnect spec to %s\n", spec_output.c_str());
+  }
+}
+
+}  // namespace
 
 void add_hardware_command(CLI::App& app) {
-  CLI::App* hw = app.add_subcommand("hardware", "The hardware database, and this machine: list, show, detect, calibrate");
+  CLI::App* hw = app.add_subcommand("hardware", "The hardware database, its links and systems, and this machine: list, show, interconnects, systems, detect, calibrate");
   hw->require_subcommand(1);
 
   auto list_format = std::make_shared<std::string>("table");
@@ -42,6 +77,16 @@ void add_hardware_command(CLI::App& app) {
     emit(render_hardware(hardware_for(*show_id, *show_threads), *parse_format(*show_format)), "");
   });
 
+  auto links_format = std::make_shared<std::string>("table");
+  CLI::App* links = hw->add_subcommand(
+      "interconnects", "The built-in links between devices: line rate, achieved bus bandwidth, latency (with sources)");
+  add_format_option(*links, *links_format);
+  links->callback([links_format] { emit(render_interconnects(builtin_interconnects(), *parse_format(*links_format)), ""); });
+  auto systems_format = std::make_shared<std::string>("table");
+  CLI::App* systems = hw->add_subcommand("systems", "The built-in systems: device, devices per node, links, NICs");
+  add_format_option(*systems, *systems_format);
+  systems->callback([systems_format] { emit(render_systems(builtin_systems(), *parse_format(*systems_format)), ""); });
+
   auto detect_format = std::make_shared<std::string>("table");
   CLI::App* detect = hw->add_subcommand(
       "detect",
@@ -61,6 +106,10 @@ void add_hardware_command(CLI::App& app) {
     std::string format = "table";
     std::string output;
     std::string spec_output;
+    bool collectives = false;
+    std::vector<int> ranks = {2, 3};
+    std::string max_bytes = "256MiB";
+    int rounds = 11;
   };
   auto cal = std::make_shared<CalibrateArgs>();
   CLI::App* calibrate_cmd = hw->add_subcommand(
@@ -87,11 +136,35 @@ void add_hardware_command(CLI::App& app) {
                           "and DRAM bytes are known");
   calibrate_cmd->add_option("--spec-output", cal->spec_output,
                             "With --device cuda:N: also write the GPU's spec with the measured ceilings in place of "
-                            "the datasheet's to FILE, for --hardware FILE");
+                            "the datasheet's to FILE, for --hardware FILE; with --collectives: the interconnect spec");
+  calibrate_cmd->add_flag("--collectives", cal->collectives,
+                          "Calibrate the link instead: sweep all-reduce, reduce-scatter, all-gather, all-to-all and "
+                          "broadcast from 4 B to --max-bytes on torch.distributed (gloo, --ranks local processes), "
+                          "fit an α-β model per size segment on every other size, report its error on the sizes "
+                          "between, and write the interconnect spec to --spec-output (docs/distributed.md)");
+  calibrate_cmd->add_option("--ranks", cal->ranks, "With --collectives: the rank counts to sweep (each at least 2)")
+      ->delimiter(',')
+      ->capture_default_str();
+  calibrate_cmd->add_option("--max-bytes", cal->max_bytes,
+                            "With --collectives: the largest size, e.g. 64MiB (sizes are 4 B × 2^k up to it)")
+      ->capture_default_str();
+  calibrate_cmd->add_option("--rounds", cal->rounds, "With --collectives: timed rounds per size (the median counts)")
+      ->check(CLI::Range(3, 1000))
+      ->capture_default_str();
   add_format_option(*calibrate_cmd, cal->format);
   calibrate_cmd->add_option("-o,--output", cal->output, "Write the result to FILE (atomically) instead of stdout");
   calibrate_cmd->callback([cal, calibrate_cmd] {
     const Format format = *parse_format(cal->format);
+    if (cal->collectives) {
+      run_collective_calibration(*calibrate_cmd, cal->ranks, cal->max_bytes, cal->rounds, cal->spec_output, format,
+                                 cal->output);
+      return;
+    }
+    for (const char* only : {"--ranks", "--max-bytes", "--rounds"}) {
+      if (calibrate_cmd->count(only) > 0) {
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{} is for --collectives", only));
+      }
+    }
     if (parse_device(cal->device).kind == "cuda") {
       for (const char* cpu_only : {"--threads", "--force"}) {
         if (calibrate_cmd->count(cpu_only) > 0) {
@@ -111,7 +184,7 @@ void add_hardware_command(CLI::App& app) {
       }
       return;
     }
-    if (!cal->spec_output.empty()) throw Error(ErrorCode::kInvalidArgument, "--spec-output is for --device cuda:N");
+    if (!cal->spec_output.empty()) throw Error(ErrorCode::kInvalidArgument, "--spec-output is for --device cuda:N or --collectives");
     if (cal->counters) throw Error(ErrorCode::kInvalidArgument, "--counters is for --device cuda:N, not the CPU");
     CalibrationOptions options;
     options.quick = cal->quick;

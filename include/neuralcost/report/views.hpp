@@ -16,17 +16,13 @@
 #include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/hardware/host.hpp"
 #include "neuralcost/registry.hpp"
+#include "neuralcost/report/format.hpp"
 
 namespace neuralcost {
 
-enum class Format { kTable, kJson, kCsv, kMarkdown };
-/// "table", "json", "csv", "md" (or "markdown"); empty if unknown.
-std::optional<Format> parse_format(std::string_view name);
 /// Text from outside (a name, a path, a message quoting them) as it may reach a terminal: valid
 /// UTF-8, and control characters (escape sequences, newlines) shown as \xNN.
 std::string terminal_text(std::string_view text);
-/// The format a file's extension names: .json, .csv, .md / .markdown; empty for any other.
-std::optional<Format> format_for_path(std::string_view path);
 
 /// Per-op view of one analysis, then totals and warnings about unmodeled ops.
 ///

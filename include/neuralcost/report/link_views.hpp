@@ -1,0 +1,24 @@
+// Views of the links between devices: the built-in interconnects and systems (`hardware
+// interconnects`, `hardware systems`) and a collective calibration (`hardware calibrate
+// --collectives`; its JSON holds every point and the fitted interconnect spec).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "neuralcost/calibrate/collective_calibration.hpp"
+#include "neuralcost/hardware/interconnect.hpp"
+#include "neuralcost/report/format.hpp"
+
+namespace neuralcost {
+
+/// One row per link: id, kind, scope, line rate, achieved bus bandwidth and its share of the line
+/// rate, step latency, in-network reduction.
+std::string render_interconnects(const std::vector<InterconnectSpec>& specs, Format format);
+/// One row per system: id, device, devices per node, links, NICs.
+std::string render_systems(const std::vector<SystemSpec>& systems, Format format);
+/// Per collective and rank count: its segments (α, bus bandwidth) and the fit's error on the sizes
+/// it was not fitted to, against the 10 % the calibration aims at; then the notes.
+std::string render_collective_calibration(const CollectiveCalibration& calibration, Format format);
+
+}  // namespace neuralcost

@@ -1,0 +1,189 @@
+"""Collective sweeps on torch.distributed for `neural-cost hardware calibrate --collectives`
+(docs/distributed.md): `python -m neuralcost_worker collectives` speaks JSON lines like the
+framework workers (docs/worker-protocol.md): hello, sweep, quit.
+
+A sweep starts `ranks` local processes (torch.multiprocessing, spawn), each joins one process
+group (gloo on CPUs, nccl on GPUs), and times every (collective, size) of the request: first the
+calls per round of each (rank 0's choice, broadcast), then the rounds, each round one pass over
+every size. A round's time per call is the slowest rank's (a collective ends when its last rank
+does).
+Rank 0 sends the rounds back. A rank that dies or hangs ends the sweep with an error, and every
+rank is stopped: nothing is left running.
+"""
+import datetime
+import json
+import os
+import socket
+import sys
+import time
+import traceback
+
+ELEMENT_BYTES = 4  # float32
+
+
+def _free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _operation(dist, torch, name, elements, world):
+    """A callable running one `name` collective over a buffer of `elements` float32s (nccl-tests'
+    S: the all-gather's output, the reduce-scatter's input, all-to-all's send buffer)."""
+    chunk = elements // world
+    if name == "all_reduce":
+        t = torch.ones(elements)
+        return lambda: dist.all_reduce(t)
+    if name == "reduce_scatter":
+        t, out = torch.ones(chunk * world), torch.empty(chunk)
+        return lambda: dist.reduce_scatter_tensor(out, t)
+    if name == "all_gather":
+        t, out = torch.ones(chunk), torch.empty(chunk * world)
+        return lambda: dist.all_gather_into_tensor(out, t)
+    if name == "all_to_all":
+        t, out = torch.ones(chunk * world), torch.empty(chunk * world)
+        return lambda: dist.all_to_all_single(out, t)
+    if name == "broadcast":
+        t = torch.ones(elements)
+        return lambda: dist.broadcast(t, 0)
+    raise ValueError(f"unknown collective {name!r}")
+
+
+def _fault(rank, done):
+    """NEURALCOST_COLLECTIVES_FAULT=exit:RANK:AFTER makes RANK exit after AFTER points (tests)."""
+    spec = os.environ.get("NEURALCOST_COLLECTIVES_FAULT", "")
+    parts = spec.split(":")
+    if len(parts) == 3 and parts[0] == "exit" and int(parts[1]) == rank and done >= int(parts[2]):
+        os._exit(3)
+
+
+def _rank_main(rank, world, port, request, results):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    timeout = datetime.timedelta(seconds=float(request.get("collective_timeout_seconds", 60)))
+    dist.init_process_group(request.get("backend", "gloo"), rank=rank, world_size=world, timeout=timeout)
+    rounds = int(request["rounds"])
+    min_round = float(request["min_round_seconds"])
+    keep_bytes = 4 << 20  # buffers up to this size are kept between rounds; larger ones made again
+
+    def make(point):
+        name, size = point["collective"], int(point["bytes"])
+        elements = max(size // ELEMENT_BYTES, 1)
+        if name in ("reduce_scatter", "all_gather", "all_to_all"):
+            elements = max(elements // world, 1) * world
+        return elements, _operation(dist, torch, name, elements, world)
+
+    # calls per round: enough for min_round_seconds on rank 0's clock (the median of three calls
+    # after two warm-up calls), the same on every rank
+    points, kept = request["points"], {}
+    calls = []
+    for done, point in enumerate(points):
+        _fault(rank, done)
+        elements, op = make(point)
+        if elements * ELEMENT_BYTES <= keep_bytes:
+            kept[done] = op
+        for _ in range(2):
+            op()
+        one = []
+        for _ in range(3):
+            dist.barrier()
+            start = time.perf_counter()
+            op()
+            one.append(time.perf_counter() - start)
+        n = torch.tensor([max(1, min(100000, int(min_round / max(sorted(one)[1], 1e-7))))], dtype=torch.int64)
+        dist.broadcast(n, 0)
+        calls.append((elements, int(n.item())))
+    # rounds interleaved over the sizes: a stretch of the machine's noise touches one round of each
+    # size, not every round of a few
+    seconds = [[] for _ in points]
+    for _ in range(rounds):
+        for i, point in enumerate(points):
+            op = kept.get(i)
+            if op is None:
+                op = make(point)[1]
+                op()  # its pages touched before the clock starts
+            dist.barrier()
+            start = time.perf_counter()
+            for _ in range(calls[i][1]):
+                op()
+            per_call = torch.tensor([(time.perf_counter() - start) / calls[i][1]], dtype=torch.float64)
+            dist.all_reduce(per_call, op=dist.ReduceOp.MAX)
+            seconds[i].append(float(per_call.item()))
+            op = None
+    out = [{"collective": p["collective"], "bytes": c[0] * ELEMENT_BYTES, "calls": c[1], "seconds": t}
+           for p, c, t in zip(points, calls, seconds)]
+    if rank == 0:
+        results.put(out)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def sweep(request):
+    import torch.multiprocessing as mp
+
+    world = int(request["ranks"])
+    if world < 2:
+        raise ValueError(f"a collective needs at least 2 ranks, not {world}")
+    ctx = mp.get_context("spawn")
+    results = ctx.SimpleQueue()
+    deadline = time.monotonic() + float(request.get("deadline_seconds", 3600))
+    context = mp.start_processes(_rank_main, args=(world, _free_port(), request, results), nprocs=world,
+                                 join=False, start_method="spawn")
+    try:
+        while not context.join(timeout=0.5):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the sweep over {world} ranks ran past its deadline")
+    except BaseException:
+        for p in context.processes:
+            if p.is_alive():
+                p.kill()
+        for p in context.processes:
+            p.join(5)
+        raise
+    if results.empty():
+        raise RuntimeError("rank 0 ended without its results")
+    return results.get()
+
+
+def serve():
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def reply(obj):
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+        except ValueError as e:
+            reply({"ok": False, "kind": "invalid_argument", "error": f"not a JSON request: {e}"})
+            continue
+        cmd = req.get("cmd") if isinstance(req, dict) else None
+        if cmd == "quit":
+            reply({"ok": True})
+            return 0
+        try:
+            if cmd == "hello":
+                import torch
+                import torch.distributed as dist
+
+                reply({"ok": True, "torch": torch.__version__, "gloo": bool(dist.is_gloo_available()),
+                       "nccl": bool(dist.is_nccl_available()), "cpus": os.cpu_count()})
+            elif cmd == "sweep":
+                reply({"ok": True, "points": sweep(req)})
+            else:
+                reply({"ok": False, "kind": "invalid_argument", "error": f"unknown cmd {cmd!r} (known: hello, sweep, quit)"})
+        except BaseException as e:  # the sweep's processes are gone; the worker stays usable
+            if isinstance(e, KeyboardInterrupt):
+                raise
+            text = " ".join(str(e).split())
+            if not isinstance(e, (ValueError, TimeoutError)):
+                traceback.print_exc(file=sys.stderr)
+            reply({"ok": False, "kind": "rank_failed", "error": f"{type(e).__name__}: {text[:400]}"})
+    return 0

@@ -1,0 +1,232 @@
+// A data-parallel step on a timeline (include/neuralcost/parallel/data_parallel.hpp): compute in
+// the step graph's order, collectives on their own stream.
+#include "neuralcost/parallel/data_parallel.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "neuralcost/core/error.hpp"
+
+namespace neuralcost {
+namespace {
+
+/// The link time of one collective over the step's devices.
+class Links {
+ public:
+  Links(const DataParallelRequest& r, int per_node, int nodes) : r_(r), per_node_(per_node), nodes_(nodes) {}
+
+  /// The cost of one collective over the step's devices; `basis` says where its time comes from.
+  CollectiveCost cost(Collective c, double bytes, double element_bytes, std::string& basis) const {
+    if (nodes_ > 1) {
+      basis = "model, hierarchical";
+      return hierarchical_cost(c, CollectiveAlgorithm::kRing, per_node_, nodes_, bytes, element_bytes,
+                               r_.intra.roof(), inter_per_device());
+    }
+    if (c == Collective::kAllReduce && r_.intra.in_network_reduction &&
+        r_.intra.in_network_bus_bandwidth_bytes_per_second && r_.intra.measured_for(c, per_node_) == nullptr) {
+      basis = "model, in-network";
+      const LinkRoof nvls{*r_.intra.in_network_bus_bandwidth_bytes_per_second, r_.intra.latency_seconds};
+      return collective_cost(c, CollectiveAlgorithm::kInNetwork, per_node_, bytes, element_bytes, nvls);
+    }
+    CollectiveCost ring = collective_cost(c, CollectiveAlgorithm::kRing, per_node_, bytes, element_bytes, r_.intra.roof());
+    if (r_.intra.measured_for(c, per_node_) != nullptr) {
+      // the calibrated time in place of the model's
+      ring.latency_seconds = 0;
+      ring.link_seconds = collective_seconds(r_.intra, c, per_node_, bytes, element_bytes, &basis);
+    } else {
+      basis = "model";
+    }
+    return ring;
+  }
+
+ private:
+  /// A device's share of its node's NICs.
+  LinkRoof inter_per_device() const {
+    LinkRoof l = r_.inter.roof();
+    const double nics = r_.system.nics_per_node;
+    if (nics < per_node_) l.bus_bytes_per_second *= nics / per_node_;
+    return l;
+  }
+  const DataParallelRequest& r_;
+  int per_node_, nodes_;
+};
+
+/// "grad:param:<id>/<k>" → id
+std::string parameter_of_gradient(const std::string& tensor) {
+  const std::string prefix = "grad:param:";
+  if (tensor.rfind(prefix, 0) != 0) return {};
+  const std::string rest = tensor.substr(prefix.size());
+  const auto slash = rest.rfind('/');
+  return slash == std::string::npos ? rest : rest.substr(0, slash);
+}
+
+struct Bucket {
+  double bytes = 0;
+  double ready = 0;  ///< when its last gradient is written
+};
+
+}  // namespace
+
+int parse_data_parallel(const std::string& text) {
+  int dp = 0;
+  std::size_t at = 0;
+  while (at <= text.size()) {
+    const std::size_t comma = std::min(text.find(',', at), text.size());
+    const std::string part = text.substr(at, comma - at);
+    const std::size_t eq = part.find('=');
+    const std::string key = part.substr(0, eq);
+    int value = 0;
+    try {
+      std::size_t used = 0;
+      value = eq == std::string::npos ? 0 : std::stoi(part.substr(eq + 1), &used);
+      if (eq == std::string::npos || used != part.size() - eq - 1 || value < 1) value = 0;
+    } catch (const std::exception&) {
+      value = 0;
+    }
+    if (value < 1 || (key != "dp" && key != "tp" && key != "pp" && key != "ep")) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--parallel '{}': expected dp=N[,tp=N,pp=N,ep=N] with positive integers", text));
+    }
+    if (key == "dp") {
+      dp = value;
+    } else if (value > 1) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("--parallel {}={}: {} parallelism is not built yet; dp=N (data parallel, with --zero) is",
+                              key, value, key == "tp" ? "tensor" : key == "pp" ? "pipeline" : "expert"));
+    }
+    at = comma + 1;
+  }
+  if (dp == 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("--parallel '{}': give dp=N", text));
+  return dp;
+}
+
+DataParallelStep data_parallel_step(const TrainingReport& report, const DataParallelRequest& request) {
+  const int n = request.ranks;
+  const int per_node_max = request.system.devices_per_node;
+  if (n < 1) throw Error(ErrorCode::kInvalidArgument, fmt::format("--parallel dp={}: needs at least 1 device", n));
+  if (n > per_node_max && n % per_node_max != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--parallel dp={} does not divide into nodes of {} devices ({}): use a multiple of {}", n,
+                            per_node_max, request.system.id, per_node_max));
+  }
+  DataParallelStep out;
+  out.ranks = n;
+  out.stage = request.stage;
+  out.per_node = std::min(n, per_node_max);
+  out.nodes = n / out.per_node;
+  out.batch_per_device = report.step.batch > 0 ? report.step.batch : report.memory.batch;
+  const Analysis& step = report.step;
+  const double unfused = step.totals.lower_bound_seconds;
+  const double scale = unfused > 0 ? step.totals.fused_lower_bound_seconds / unfused : 1;
+  out.approximations.push_back(fmt::format(
+      "each op's time is its roofline lower bound × {:.3f} (the step's fused / unfused bound), on one stream", scale));
+
+  // the compute timeline, and when each parameter's gradient is complete
+  std::map<std::string, double> ready;
+  double t = 0;
+  for (const OpRoofline& r : step.ops) {
+    const OpRecord& op = step.graph.op(r.op_index);
+    const double seconds = r.lower_bound_seconds * scale;
+    const Pass pass = pass_of(op);
+    out.hardware_flops += static_cast<double>(r.cost.flops);
+    if (pass != Pass::kRecompute) out.model_flops += static_cast<double>(r.cost.flops);
+    if (pass == Pass::kOptimizer) {
+      out.optimizer_seconds += seconds;
+      continue;
+    }
+    (pass == Pass::kForward || pass == Pass::kRecompute ? out.forward_seconds : out.backward_seconds) += seconds;
+    t += seconds;
+    if (pass == Pass::kWeightGradient) {
+      for (const TensorDesc& o : op.outputs) {
+        const std::string id = parameter_of_gradient(o.name);
+        if (!id.empty()) ready[id] = t;
+      }
+    }
+  }
+  const double backward_end = t;
+  if (request.stage != ZeroStage::kNone) out.optimizer_seconds /= n;  // each device updates its shard
+  out.compute_seconds = out.forward_seconds + out.backward_seconds + out.optimizer_seconds;
+
+  const MemoryLedger& ledger = report.memory;
+  std::uint64_t largest_parameter = 0;
+  std::vector<ParameterDesc> parameters;
+  for (const ParameterDesc& p : report.step.graph.unique_parameters()) {
+    if (p.trainable && ready.count(p.id) != 0) parameters.push_back(p);
+  }
+  for (const ParameterDesc& p : parameters) largest_parameter = std::max(largest_parameter, p.bytes());
+  out.states = shard_model_states(ledger, request.stage, n, largest_parameter);
+  const Links links(request, out.per_node, out.nodes);
+
+  if (n > 1) {
+    // gradients in buckets, in the reverse of the parameters' order (DDP's); each bucket's
+    // collective starts when its gradients are complete and the stream is free
+    std::vector<Bucket> buckets(1);
+    for (auto p = parameters.rbegin(); p != parameters.rend(); ++p) {
+      const double cap = buckets.size() == 1 ? request.first_bucket_bytes : request.bucket_bytes;
+      if (buckets.back().bytes >= cap) buckets.emplace_back();
+      buckets.back().bytes += static_cast<double>(p->bytes());
+      buckets.back().ready = std::max(buckets.back().ready, ready[p->id]);
+    }
+    for (const StepCollective& c : step_collectives(ledger, request.stage, n)) {
+      StepCommunication comm;
+      comm.collective = c;
+      if (c.what == "gradients") {
+        // overlapped with the backward pass, bucket by bucket (DDP; ZeRO-1/2's reduce-scatters likewise)
+        double stream = 0;
+        const double share = c.bytes / std::max(1.0, static_cast<double>(ledger.gradient_bytes));
+        for (const Bucket& b : buckets) {
+          const CollectiveCost cost = links.cost(c.collective, b.bytes * share, c.element_bytes, comm.basis);
+          stream = std::max(stream, b.ready) + cost.seconds();
+          comm.seconds += cost.seconds();
+          comm.wire_bytes_per_rank += cost.wire_bytes_per_rank;
+          ++comm.calls;
+        }
+        comm.exposed_seconds = std::max(0.0, stream - backward_end);
+      } else {
+        comm.calls = 1;
+        const CollectiveCost cost = links.cost(c.collective, c.bytes, c.element_bytes, comm.basis);
+        comm.seconds = cost.seconds();
+        comm.wire_bytes_per_rank = cost.wire_bytes_per_rank;
+        if (c.what == "updated parameters") {
+          comm.exposed_seconds = comm.seconds;  // after the optimizer step, before the next forward pass
+        } else {
+          // ZeRO-3's gathers run one unit ahead of the pass that needs them
+          const double pass = c.what == "parameters (forward)" ? out.forward_seconds : out.backward_seconds;
+          comm.exposed_seconds = std::max(0.0, comm.seconds - pass);
+        }
+      }
+      out.communication_seconds += comm.seconds;
+      out.exposed_seconds += comm.exposed_seconds;
+      out.communication.push_back(comm);
+    }
+    if (request.stage == ZeroStage::kParameters) {
+      out.approximations.push_back(
+          "ZeRO-3: the parameter gathers hide behind their pass except what they exceed it by (prefetch one unit "
+          "ahead); the first unit's gather is not charged");
+    }
+    if (request.stage == ZeroStage::kOptimizer || request.stage == ZeroStage::kGradients) {
+      out.approximations.push_back("ZeRO: the updated parameters are gathered after the optimizer step, not overlapped "
+                                   "with the next forward pass");
+    }
+  }
+  out.step_seconds = out.compute_seconds + out.exposed_seconds;
+  out.peak_flops_per_second = step.hardware.flops_per_second(step.dtype, true);
+
+  // per-device memory: the ledger's interval with the model states replaced by this device's share
+  if (n > 1 && request.stage == ZeroStage::kNone) {
+    out.bucket_copy_bytes = ledger.gradient_bytes;
+    out.approximations.push_back("DDP keeps a copy of the gradients in its buckets (gradient_as_bucket_view=False, "
+                                 "torch's default)");
+  }
+  const std::uint64_t whole = ledger.parameter_bytes + ledger.gradient_bytes + ledger.optimizer_state_bytes +
+                              ledger.master_weight_bytes;
+  const std::uint64_t mine = out.states.model_state_bytes() + out.states.gathered_parameter_bytes + out.bucket_copy_bytes;
+  out.memory_lower_bytes = ledger.total_bytes(MemoryBound::kLower) - whole + mine;
+  out.memory_upper_bytes = ledger.total_bytes(MemoryBound::kUpper) - whole + mine;
+  out.device_memory_bytes = report.step.hardware.memory_capacity_bytes;
+  return out;
+}
+
+}  // namespace neuralcost

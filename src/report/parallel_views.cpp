@@ -1,0 +1,105 @@
+// The data-parallel step view (include/neuralcost/report/parallel_views.hpp).
+#include "neuralcost/report/parallel_views.hpp"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "neuralcost/report/views.hpp"
+#include "report/safe_text.hpp"
+#include "report/si_format.hpp"
+#include "report/tabular.hpp"
+
+namespace neuralcost {
+namespace {
+
+using nlohmann::json;
+using report::Cell;
+
+std::string fits(const DataParallelStep& s) {
+  if (!s.device_memory_bytes) return "device memory not in its spec";
+  if (static_cast<double>(s.memory_upper_bytes) <= *s.device_memory_bytes) return "fits";
+  if (static_cast<double>(s.memory_lower_bytes) > *s.device_memory_bytes) return "does not fit";
+  return "may fit (the device's memory is inside the interval)";
+}
+
+json step_json(const TrainingReport& report, const DataParallelStep& s, const DataParallelRequest& r) {
+  json comm = json::array();
+  for (const auto& c : s.communication) {
+    comm.push_back({{"collective", collective_name(c.collective.collective)}, {"what", c.collective.what},
+                    {"bytes", c.collective.bytes}, {"calls", c.calls}, {"seconds", c.seconds},
+                    {"exposed_seconds", c.exposed_seconds}, {"wire_bytes_per_rank", c.wire_bytes_per_rank},
+                    {"basis", c.basis}});
+  }
+  json j = {{"model", report.step.model}, {"system", r.system.id}, {"device", report.step.hardware.id},
+            {"intra_node", r.intra.id}, {"inter_node", r.inter.id}, {"data_parallel", s.ranks},
+            {"devices_per_node", s.per_node}, {"nodes", s.nodes}, {"zero_stage", zero_stage_name(s.stage)},
+            {"batch_per_device", s.batch_per_device}, {"global_batch", s.batch_per_device * s.ranks},
+            {"forward_seconds", s.forward_seconds}, {"backward_seconds", s.backward_seconds},
+            {"optimizer_seconds", s.optimizer_seconds}, {"compute_seconds", s.compute_seconds},
+            {"communication_seconds", s.communication_seconds}, {"exposed_communication_seconds", s.exposed_seconds},
+            {"step_seconds", s.step_seconds}, {"limit", s.limit()}, {"samples_per_second", s.samples_per_second()},
+            {"model_flops", s.model_flops}, {"hardware_flops", s.hardware_flops}, {"mfu", s.mfu()}, {"hfu", s.hfu()},
+            {"communication", comm},
+            {"memory_per_device",
+             {{"parameter_bytes", s.states.parameter_bytes},
+              {"gradient_bytes", s.states.gradient_bytes},
+              {"optimizer_state_bytes", s.states.optimizer_state_bytes},
+              {"master_weight_bytes", s.states.master_weight_bytes},
+              {"gathered_parameter_bytes", s.states.gathered_parameter_bytes},
+              {"bucket_copy_bytes", s.bucket_copy_bytes},
+              {"lower_bytes", s.memory_lower_bytes},
+              {"upper_bytes", s.memory_upper_bytes},
+              {"device_bytes", s.device_memory_bytes ? json(*s.device_memory_bytes) : json(nullptr)},
+              {"fits", fits(s)}}},
+            {"approximations", s.approximations}};
+  return j;
+}
+
+}  // namespace
+
+std::string render_data_parallel(const TrainingReport& report, const DataParallelStep& s,
+                                 const DataParallelRequest& r, Format format) {
+  if (format == Format::kJson) return report::json_text(step_json(report, s, r));
+  report::Table t;
+  t.headers = {"collective", "of", "calls", "wire / device", "link time", "exposed", "basis"};
+  t.raw_headers = {"collective", "what", "calls", "wire_bytes_per_rank", "seconds", "exposed_seconds", "basis"};
+  t.right_align = {false, false, true, true, true, true, false};
+  for (const auto& c : s.communication) {
+    t.rows.push_back({{std::string(collective_name(c.collective.collective)), ""}, {c.collective.what, ""},
+                      {std::to_string(c.calls), ""},
+                      {report::si(c.wire_bytes_per_rank, "B"), fmt::format("{}", c.wire_bytes_per_rank)},
+                      {report::seconds(c.seconds), fmt::format("{}", c.seconds)},
+                      {report::seconds(c.exposed_seconds), fmt::format("{}", c.exposed_seconds)}, {c.basis, ""}});
+  }
+  if (format == Format::kCsv) return report::render_table(t, format);
+  std::string out = fmt::format(
+      "{}: data parallel over {} × {} ({} node{} of {}, {}), {}, batch {} per device ({} in all)\n",
+      terminal_text(report.step.model), s.ranks, report.step.hardware.id, s.nodes, s.nodes == 1 ? "" : "s",
+      s.per_node, r.system.id, zero_stage_name(s.stage), s.batch_per_device, s.batch_per_device * s.ranks);
+  out += fmt::format("step ≥ {} ({}-limited): compute {} (forward {}, backward {}, optimizer {}) + exposed "
+                     "communication {} of {}\n",
+                     report::seconds(s.step_seconds), s.limit(), report::seconds(s.compute_seconds),
+                     report::seconds(s.forward_seconds), report::seconds(s.backward_seconds),
+                     report::seconds(s.optimizer_seconds), report::seconds(s.exposed_seconds),
+                     report::seconds(s.communication_seconds));
+  out += fmt::format("samples/s ≤ {:.4g} over {} devices; MFU ≤ {}, HFU ≤ {} (exact step FLOPs {}, with "
+                     "recomputation {}, over {} × the step bound)\n",
+                     s.samples_per_second(), s.ranks, report::percent(s.mfu()), report::percent(s.hfu()),
+                     report::si(s.model_flops, "FLOP"), report::si(s.hardware_flops, "FLOP"),
+                     report::si(s.peak_flops_per_second, "FLOP/s"));
+  if (!s.communication.empty()) out += "\n" + report::render_table(t, format);
+  out += fmt::format("\nmemory per device: {} to {} ({}): parameters {}, gradients {}, optimizer state {}, master "
+                     "weights {}{}{}\n",
+                     memory_size_string(s.memory_lower_bytes), memory_size_string(s.memory_upper_bytes), fits(s),
+                     memory_size_string(s.states.parameter_bytes), memory_size_string(s.states.gradient_bytes),
+                     memory_size_string(s.states.optimizer_state_bytes),
+                     memory_size_string(s.states.master_weight_bytes),
+                     s.states.gathered_parameter_bytes > 0
+                         ? ", gathered layer " + memory_size_string(s.states.gathered_parameter_bytes)
+                         : "",
+                     s.bucket_copy_bytes > 0 ? ", DDP buckets " + memory_size_string(s.bucket_copy_bytes) : "");
+  for (const auto& a : s.approximations) out += "approximation: " + a + "\n";
+  return out;
+}
+
+}  // namespace neuralcost

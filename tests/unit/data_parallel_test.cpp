@@ -1,0 +1,149 @@
+// A data-parallel step: DDP's buckets on the link's timeline, ZeRO's collectives and shards, and
+// the layouts that cannot be.
+#include "neuralcost/parallel/data_parallel.hpp"
+
+#include <gtest/gtest.h>
+
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/models/reference.hpp"
+
+namespace neuralcost {
+namespace {
+
+TrainingReport transformer_step(std::int64_t batch = 8) {
+  ReferenceOptions o;
+  o.model = "transformer";
+  o.batch = batch;
+  TrainingOptions t;
+  t.precision = Precision::kBf16Mixed;
+  o.dtype = DType::kBf16;
+  OpGraph forward = build_reference_model(o);
+  forward.set_batch(batch);  // as the reference importer does
+  return training_report(forward, HardwareDatabase::builtin().get("h100-sxm"), t);
+}
+
+/// `ring`: NCCL without NVLS (the ring's bytes on the wire)
+DataParallelRequest on(const std::string& system, int ranks, ZeroStage stage = ZeroStage::kNone, bool ring = false) {
+  DataParallelRequest r;
+  r.ranks = ranks;
+  r.stage = stage;
+  r.system = find_system(system);
+  r.intra = find_interconnect(r.system.intra_node);
+  r.inter = find_interconnect(r.system.inter_node);
+  if (ring) {
+    r.intra.in_network_reduction = false;
+    r.intra.in_network_bus_bandwidth_bytes_per_second.reset();
+  }
+  return r;
+}
+
+TEST(DataParallelTest, OneDeviceIsTheStepItself) {
+  const TrainingReport report = transformer_step();
+  const DataParallelStep s = data_parallel_step(report, on("dgx-h100", 1));
+  EXPECT_TRUE(s.communication.empty());
+  EXPECT_EQ(s.exposed_seconds, 0.0);
+  EXPECT_NEAR(s.step_seconds, report.step.totals.fused_lower_bound_seconds, 1e-12);
+  EXPECT_GT(s.forward_seconds, 0.0);
+  EXPECT_GT(s.backward_seconds, s.forward_seconds);
+}
+
+TEST(DataParallelTest, DdpAllReducesEveryGradientOnceInBuckets) {
+  const TrainingReport report = transformer_step();
+  DataParallelRequest r = on("dgx-h100", 8, ZeroStage::kNone, true);
+  r.first_bucket_bytes = r.bucket_bytes = 64 * 1024;  // a small model: several buckets
+  const DataParallelStep s = data_parallel_step(report, r);
+  ASSERT_EQ(s.communication.size(), 1u);
+  const StepCommunication& c = s.communication[0];
+  EXPECT_EQ(c.collective.collective, Collective::kAllReduce);
+  EXPECT_GT(c.calls, 3);
+  // every gradient byte once: 2 (n − 1) / n of the bf16 gradients on the wire
+  EXPECT_NEAR(c.wire_bytes_per_rank, 1.75 * report.memory.gradient_bytes, 1e-6 * report.memory.gradient_bytes);
+  EXPECT_EQ(report.memory.gradient_bytes, 2 * report.memory.parameter_count);
+  EXPECT_LE(c.exposed_seconds, c.seconds + 1e-15);
+  EXPECT_GT(c.exposed_seconds, 0.0);  // at least the last bucket waits
+  EXPECT_NEAR(s.step_seconds, s.compute_seconds + s.exposed_seconds, 1e-15);
+  EXPECT_EQ(s.bucket_copy_bytes, report.memory.gradient_bytes);
+  // with NVLS each device sends its gradients once
+  const DataParallelStep nvls = data_parallel_step(report, on("dgx-h100", 8));
+  EXPECT_EQ(nvls.communication[0].basis, "model, in-network");
+  EXPECT_NEAR(nvls.communication[0].wire_bytes_per_rank, report.memory.gradient_bytes, 1);
+}
+
+TEST(DataParallelTest, OneBucketAtTheEndExposesAllOfItsTime) {
+  const TrainingReport report = transformer_step();
+  DataParallelRequest r = on("dgx-h100", 8);
+  r.first_bucket_bytes = r.bucket_bytes = 1e12;
+  const DataParallelStep s = data_parallel_step(report, r);
+  ASSERT_EQ(s.communication[0].calls, 1);
+  // its last gradient is written by the backward pass's last weight-gradient op: nothing overlaps
+  EXPECT_GT(s.communication[0].exposed_seconds, 0.5 * s.communication[0].seconds);
+  // smaller buckets start sooner: on a link without latency they expose less; with NVLink's
+  // latency per call, this small model's 16 KiB buckets pay more in latency than they hide
+  DataParallelRequest small = on("dgx-h100", 8);
+  small.first_bucket_bytes = small.bucket_bytes = 16 * 1024;
+  DataParallelRequest big = on("dgx-h100", 8);
+  big.first_bucket_bytes = big.bucket_bytes = 1e12;
+  for (DataParallelRequest* q : {&small, &big}) {
+    q->intra.latency_seconds = 0;
+    q->intra.in_network_reduction = false;
+    q->intra.in_network_bus_bandwidth_bytes_per_second.reset();
+  }
+  EXPECT_LT(data_parallel_step(report, small).exposed_seconds, data_parallel_step(report, big).exposed_seconds);
+  EXPECT_GT(data_parallel_step(report, on("dgx-h100", 8)).communication_seconds, 0.0);
+  DataParallelRequest latency = on("dgx-h100", 8);
+  latency.first_bucket_bytes = latency.bucket_bytes = 16 * 1024;
+  EXPECT_GT(data_parallel_step(report, latency).communication_seconds, s.communication_seconds);
+}
+
+TEST(DataParallelTest, ZeroStagesShrinkMemoryAndZeroThreeMovesMore) {
+  const TrainingReport report = transformer_step();
+  double previous = 1e300;
+  double ddp_wire = 0;
+  for (ZeroStage stage : {ZeroStage::kNone, ZeroStage::kOptimizer, ZeroStage::kGradients, ZeroStage::kParameters}) {
+    const DataParallelStep s = data_parallel_step(report, on("dgx-h100", 8, stage, true));
+    EXPECT_LT(s.states.model_state_bytes(), previous) << zero_stage_name(stage);
+    previous = s.states.model_state_bytes();
+    double wire = 0;
+    for (const auto& c : s.communication) wire += c.wire_bytes_per_rank;
+    if (stage == ZeroStage::kNone) ddp_wire = wire;
+    if (stage == ZeroStage::kParameters) {
+      EXPECT_NEAR(wire, 1.5 * ddp_wire, 1e-6 * ddp_wire);
+      EXPECT_GT(s.states.gathered_parameter_bytes, 0u);
+    } else {
+      EXPECT_NEAR(wire, ddp_wire, 1e-6 * ddp_wire);
+    }
+    EXPECT_LE(s.memory_lower_bytes, s.memory_upper_bytes);
+  }
+}
+
+TEST(DataParallelTest, AcrossNodesTheGradientsTakeTheNicsAndAreSlower) {
+  const TrainingReport report = transformer_step();
+  const DataParallelStep one = data_parallel_step(report, on("dgx-h100", 8));
+  const DataParallelStep two = data_parallel_step(report, on("dgx-h100", 16));
+  EXPECT_EQ(two.nodes, 2);
+  EXPECT_EQ(two.per_node, 8);
+  EXPECT_EQ(two.communication[0].basis, "model, hierarchical");
+  EXPECT_GT(two.communication_seconds, one.communication_seconds);
+  EXPECT_NEAR(two.samples_per_second() / one.samples_per_second(), 2.0 * one.step_seconds / two.step_seconds, 1e-9);
+}
+
+TEST(DataParallelTest, LayoutsThatDoNotDivideAreRefused) {
+  const TrainingReport report = transformer_step();
+  EXPECT_THROW(data_parallel_step(report, on("dgx-h100", 12)), Error);
+  EXPECT_THROW(data_parallel_step(report, on("dgx-h100", 0)), Error);
+  EXPECT_EQ(parse_data_parallel("dp=8"), 8);
+  EXPECT_EQ(parse_data_parallel("dp=4,tp=1,pp=1"), 4);
+  try {
+    parse_data_parallel("dp=4,tp=2");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
+  }
+  for (const char* bad : {"", "dp", "dp=0", "dp=x", "dp=2,zz=3", "tp=2", "dp=2.5"}) {
+    EXPECT_THROW(parse_data_parallel(bad), Error) << bad;
+  }
+}
+
+}  // namespace
+}  // namespace neuralcost
