@@ -263,4 +263,19 @@ void refuse_mostly_unmodeled(const std::vector<Analysis>& analyses) {
   }
 }
 
+TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,
+                                           const HardwareSpec& hardware, const InterconnectSpec& link,
+                                           int devices_per_node) {
+  const DecoderConfig config = decoder_config_of(model, "--parallel tp=N: the model");
+  const std::string base = model.substr(model.find_last_of('/') + 1);
+  const std::string name = request.phase == DecoderPhase::kPrefill
+                               ? fmt::format("{} (prefill of {} tokens)", base, request.prompt)
+                               : fmt::format("{} (decode at context {})", base, request.context);
+  try {
+    return tensor_parallel_step(config, request, tp, hardware, link, devices_per_node, name);
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{}: {}", model, e.what()));
+  }
+}
+
 }  // namespace neuralcost

@@ -12,7 +12,7 @@ import re
 import sys
 import tempfile
 
-ORDER = ["core", "cost", "hardware", "analysis", "training", "parallel", "models", "importers", "backends", "registry", "gpu",
+ORDER = ["core", "cost", "hardware", "analysis", "training", "models", "parallel", "importers", "backends", "registry", "gpu",
          "measure", "calibrate", "report", "cli"]
 RANK = {layer: i for i, layer in enumerate(ORDER)}
 # the headers and sources at the top of include/neuralcost/ and src/

@@ -11,6 +11,7 @@
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/hardware/spec.hpp"
 #include "neuralcost/importer.hpp"
+#include "neuralcost/parallel/tensor_parallel.hpp"
 #include "neuralcost/training/training_report.hpp"
 
 namespace neuralcost {
@@ -110,6 +111,12 @@ struct GenerationEstimate {
 /// below 1, or one that runs beyond the model's positions.
 GenerationEstimate analyze_generation(const GenerationRequest& request);
 
+/// A decoder's prefill or decode step over tp devices of one node (`analyze MODEL --parallel tp=N
+/// --system ID`): tensor_parallel_step() on the model's config (a preset or config.json).
+/// kInvalidArgument for a model that is not a decoder, and tensor_parallel_step()'s errors.
+TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,
+                                           const HardwareSpec& hardware, const InterconnectSpec& link,
+                                           int devices_per_node);
 /// The model's dtype for a training precision: the low-precision type of mixed precision (its
 /// fp32 master weights and optimizer state are the optimizer step's), `asked` for fp32.
 /// kInvalidArgument when `asked_explicitly` names another one ("--dtype fp32 contradicts

@@ -99,11 +99,18 @@ Split best_split(const std::vector<std::pair<double, double>>& p, int k, std::si
   return out;
 }
 
-std::vector<double> sizes(const CollectiveCalibrationOptions& o) {
+/// The sizes of `c` over `ranks`: min_bytes × 2^k up to max_bytes, from one 4-byte element per
+/// rank for the collectives whose buffer is in chunks (the worker rounds to whole chunks).
+std::vector<double> sizes(const CollectiveCalibrationOptions& o, Collective c, int ranks) {
+  const bool chunked = c == Collective::kReduceScatter || c == Collective::kAllGather || c == Collective::kAllToAll;
+  double s = o.min_bytes;
+  while (chunked && s < 4.0 * ranks) s *= 2;
   std::vector<double> out;
-  for (double s = o.min_bytes; s <= o.max_bytes * (1 + 1e-9); s *= 2) out.push_back(s);
+  for (; s <= o.max_bytes * (1 + 1e-9); s *= 2) out.push_back(s);
   return out;
 }
+
+constexpr std::size_t kLeastSizes = 6;  // 3 fitted, 3 held back
 
 void check(const CollectiveCalibrationOptions& o) {
   if (o.ranks.empty()) throw Error(ErrorCode::kInvalidArgument, "--ranks: give at least one rank count");
@@ -172,7 +179,7 @@ std::vector<CollectiveSegment> fit_collective_segments(Collective c, int ranks,
     const Line l = fit_line(points, from, to);
     CollectiveSegment seg;
     seg.latency_seconds = l.alpha;
-    seg.bus_bytes_per_second = l.beta > factor / kMaxBus ? factor / l.beta : kMaxBus;
+    seg.bus_bytes_per_second = std::max(1.0, l.beta > factor / kMaxBus ? factor / l.beta : kMaxBus);
     seg.min_bytes = points[from].first;
     seg.max_bytes = points[to - 1].first;
     out.push_back(seg);
@@ -197,7 +204,6 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
   if (!hello.value("gloo", false)) {
     throw Error(ErrorCode::kUnimplemented, fmt::format("torch {} was built without gloo", out.torch_version));
   }
-  const std::vector<double> ladder = sizes(options);
   InterconnectSpec& link = out.link;
   link.id = options.id;
   link.name = fmt::format("gloo over loopback, local processes on {}", out.cpu);
@@ -209,7 +215,7 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
   for (int ranks : options.ranks) {
     json points = json::array();
     for (Collective c : options.collectives) {
-      for (double s : ladder) points.push_back({{"collective", collective_name(c)}, {"bytes", s}});
+      for (double s : sizes(options, c, ranks)) points.push_back({{"collective", collective_name(c)}, {"bytes", s}});
     }
     json reply;
     try {
@@ -235,9 +241,18 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
   // fit every other size, check on the rest
   for (int ranks : options.ranks) {
     for (Collective c : options.collectives) {
+      // the sizes the worker ran, each once (rounding to whole chunks can make two sizes one)
       std::vector<CollectivePoint*> mine;
       for (auto& p : out.points) {
-        if (p.collective == c && p.ranks == ranks) mine.push_back(&p);
+        if (p.collective == c && p.ranks == ranks && (mine.empty() || p.bytes > mine.back()->bytes)) {
+          mine.push_back(&p);
+        }
+      }
+      if (mine.size() < kLeastSizes) {
+        out.notes.push_back(fmt::format("{} over {} ranks: {} distinct sizes, too few to fit and check (raise "
+                                        "--max-bytes)",
+                                        collective_name(c), ranks, mine.size()));
+        continue;
       }
       std::vector<std::pair<double, double>> fit;
       for (std::size_t i = 0; i < mine.size(); ++i) {
@@ -261,6 +276,9 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
   const MeasuredCollective* ar = nullptr;
   for (const auto& m : link.measured) {
     if (m.collective == Collective::kAllReduce && (ar == nullptr || m.ranks > ar->ranks)) ar = &m;
+  }
+  if (link.measured.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, "no collective had enough distinct sizes to fit: raise --max-bytes");
   }
   const MeasuredCollective& summary = ar != nullptr ? *ar : link.measured.back();
   link.bus_bandwidth_bytes_per_second = summary.segments.back().bus_bytes_per_second;

@@ -135,7 +135,8 @@ MeasuredCollective parse_measured(const json& m, const std::string& origin, cons
     seg.min_bytes = g.number("min_bytes", 0, 1e15, true);
     seg.max_bytes = g.number("max_bytes", 1, 1e15);
     seg.latency_seconds = g.number("latency_seconds", 0, kMaxLatency, true);
-    seg.bus_bytes_per_second = g.number("bus_bytes_per_second", kMinBandwidth, kMaxBandwidth);
+    // a latency-bound segment's slope is noise: any positive bandwidth is a fit
+    seg.bus_bytes_per_second = g.number("bus_bytes_per_second", 1, kMaxBandwidth);
     if (seg.max_bytes < seg.min_bytes) g.fail("max_bytes", "is below min_bytes");
     if (seg.min_bytes <= previous) g.fail("min_bytes", "overlaps the segment before (segments go by size)");
     previous = seg.max_bytes;
@@ -226,7 +227,8 @@ InterconnectSpec parse_interconnect_spec(std::string_view json_text, const std::
   s.scope = f.text("scope");
   if (s.scope != "intra-node" && s.scope != "inter-node") f.fail("scope", "must be intra-node or inter-node");
   s.line_rate_bytes_per_second = f.optional_number("line_rate_bytes_per_second", kMinBandwidth, kMaxBandwidth);
-  s.bus_bandwidth_bytes_per_second = f.number("bus_bandwidth_bytes_per_second", kMinBandwidth, kMaxBandwidth);
+  // any positive figure: a calibrated link's comes from its fit, however slow the link
+  s.bus_bandwidth_bytes_per_second = f.number("bus_bandwidth_bytes_per_second", 1, kMaxBandwidth);
   s.latency_seconds = f.number("latency_seconds", 0, kMaxLatency, true);
   if (s.line_rate_bytes_per_second && s.bus_bandwidth_bytes_per_second > *s.line_rate_bytes_per_second * 1.0001) {
     f.fail("bus_bandwidth_bytes_per_second", "is above line_rate_bytes_per_second (a ring cannot beat its link)");

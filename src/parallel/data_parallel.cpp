@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/parallel/link_time.hpp"
 
 namespace neuralcost {
 namespace {
@@ -24,21 +25,7 @@ class Links {
       return hierarchical_cost(c, CollectiveAlgorithm::kRing, per_node_, nodes_, bytes, element_bytes,
                                r_.intra.roof(), inter_per_device());
     }
-    if (c == Collective::kAllReduce && r_.intra.in_network_reduction &&
-        r_.intra.in_network_bus_bandwidth_bytes_per_second && r_.intra.measured_for(c, per_node_) == nullptr) {
-      basis = "model, in-network";
-      const LinkRoof nvls{*r_.intra.in_network_bus_bandwidth_bytes_per_second, r_.intra.latency_seconds};
-      return collective_cost(c, CollectiveAlgorithm::kInNetwork, per_node_, bytes, element_bytes, nvls);
-    }
-    CollectiveCost ring = collective_cost(c, CollectiveAlgorithm::kRing, per_node_, bytes, element_bytes, r_.intra.roof());
-    if (r_.intra.measured_for(c, per_node_) != nullptr) {
-      // the calibrated time in place of the model's
-      ring.latency_seconds = 0;
-      ring.link_seconds = collective_seconds(r_.intra, c, per_node_, bytes, element_bytes, &basis);
-    } else {
-      basis = "model";
-    }
-    return ring;
+    return in_node_cost(r_.intra, c, per_node_, bytes, element_bytes, basis);
   }
 
  private:
@@ -69,8 +56,9 @@ struct Bucket {
 
 }  // namespace
 
-int parse_data_parallel(const std::string& text) {
-  int dp = 0;
+ParallelLayout parse_parallel_layout(const std::string& text) {
+  ParallelLayout layout;
+  bool any = false;
   std::size_t at = 0;
   while (at <= text.size()) {
     const std::size_t comma = std::min(text.find(',', at), text.size());
@@ -89,17 +77,21 @@ int parse_data_parallel(const std::string& text) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("--parallel '{}': expected dp=N[,tp=N,pp=N,ep=N] with positive integers", text));
     }
+    any = true;
     if (key == "dp") {
-      dp = value;
+      layout.dp = value;
+    } else if (key == "tp") {
+      layout.tp = value;
     } else if (value > 1) {
       throw Error(ErrorCode::kUnimplemented,
-                  fmt::format("--parallel {}={}: {} parallelism is not built yet; dp=N (data parallel, with --zero) is",
-                              key, value, key == "tp" ? "tensor" : key == "pp" ? "pipeline" : "expert"));
+                  fmt::format("--parallel {}={}: {} parallelism is not built yet; dp=N (training, with --zero) and "
+                              "tp=N (a decoder's prefill or decode) are",
+                              key, value, key == "pp" ? "pipeline" : "expert"));
     }
     at = comma + 1;
   }
-  if (dp == 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("--parallel '{}': give dp=N", text));
-  return dp;
+  if (!any) throw Error(ErrorCode::kInvalidArgument, fmt::format("--parallel '{}': give dp=N or tp=N", text));
+  return layout;
 }
 
 DataParallelStep data_parallel_step(const TrainingReport& report, const DataParallelRequest& request) {

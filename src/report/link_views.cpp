@@ -131,6 +131,7 @@ std::string render_collective_calibration(const CollectiveCalibration& c, Format
                        report::si(c.link.latency_seconds, "s"), c.torch_version, c.wall_seconds);
     out += "Each size's time is the median of its rounds (a call's time is its slowest rank's); the fit uses every\n"
            "other size and the error is on the sizes between. Segment: t = α + factor × S / busbw.\n";
+    for (const auto& n : c.notes) out += "note: " + n + "\n";
     for (const auto& n : c.link.notes) out += "note: " + n + "\n";
   }
   return out;

@@ -55,11 +55,8 @@ json step_json(const TrainingReport& report, const DataParallelStep& s, const Da
   return j;
 }
 
-}  // namespace
-
-std::string render_data_parallel(const TrainingReport& report, const DataParallelStep& s,
-                                 const DataParallelRequest& r, Format format) {
-  if (format == Format::kJson) return report::json_text(step_json(report, s, r));
+std::string one_step(const TrainingReport& report, const DataParallelStep& s, const DataParallelRequest& r,
+                     Format format) {
   report::Table t;
   t.headers = {"collective", "of", "calls", "wire / device", "link time", "exposed", "basis"};
   t.raw_headers = {"collective", "what", "calls", "wire_bytes_per_rank", "seconds", "exposed_seconds", "basis"};
@@ -99,6 +96,89 @@ std::string render_data_parallel(const TrainingReport& report, const DataParalle
                          : "",
                      s.bucket_copy_bytes > 0 ? ", DDP buckets " + memory_size_string(s.bucket_copy_bytes) : "");
   for (const auto& a : s.approximations) out += "approximation: " + a + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string render_data_parallel(const std::vector<TrainingReport>& reports, const std::vector<DataParallelStep>& steps,
+                                 const DataParallelRequest& request, Format format) {
+  if (format == Format::kJson) {
+    if (reports.size() == 1) return report::json_text(step_json(reports[0], steps[0], request));
+    json all = json::array();
+    for (std::size_t i = 0; i < reports.size(); ++i) all.push_back(step_json(reports[i], steps[i], request));
+    return report::json_text(all);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    out += (i == 0 ? "" : "\n") + one_step(reports[i], steps[i], request, format);
+  }
+  return out;
+}
+
+namespace {
+
+json tensor_step_json(const TensorParallelStep& s, const SystemSpec& system, const InterconnectSpec& link) {
+  json comm = json::array();
+  for (const auto& c : s.communication) {
+    comm.push_back({{"collective", collective_name(c.collective)}, {"calls", c.calls}, {"bytes_each", c.bytes_each},
+                    {"seconds", c.seconds}, {"wire_bytes_per_rank", c.wire_bytes_per_rank}, {"basis", c.basis}});
+  }
+  return {{"model", s.one_device.model}, {"system", system.id}, {"device", s.device_step.hardware.id},
+          {"link", link.id}, {"tensor_parallel", s.tp}, {"batch", s.one_device.batch},
+          {"heads_per_device", s.shard.heads}, {"kv_heads_per_device", s.shard.kv_heads},
+          {"intermediate_per_device", s.shard.intermediate}, {"vocab_per_device", s.shard.vocab},
+          {"one_device_seconds", s.one_device.totals.fused_lower_bound_seconds},
+          {"compute_seconds", s.compute_seconds}, {"communication_seconds", s.communication_seconds},
+          {"step_seconds", s.step_seconds}, {"speedup", s.speedup()},
+          {"parameter_bytes_per_device", s.device_step.totals.parameter_bytes}, {"communication", comm},
+          {"notes", s.notes}};
+}
+
+}  // namespace
+
+std::string render_tensor_parallel(const std::vector<TensorParallelStep>& steps, const SystemSpec& system,
+                                   const InterconnectSpec& link, Format format) {
+  if (format == Format::kJson) {
+    if (steps.size() == 1) return report::json_text(tensor_step_json(steps[0], system, link));
+    json all = json::array();
+    for (const auto& s : steps) all.push_back(tensor_step_json(s, system, link));
+    return report::json_text(all);
+  }
+  report::Table t;
+  t.headers = {"batch", "1 device", "tp devices", "compute", "all-reduces", "logit gather", "speedup", "weights / device"};
+  t.raw_headers = {"batch", "one_device_seconds", "step_seconds", "compute_seconds", "all_reduce_seconds",
+                   "all_gather_seconds", "speedup", "parameter_bytes_per_device"};
+  t.right_align = {true, true, true, true, true, true, true, true};
+  for (const auto& s : steps) {
+    double reduce = 0, gather = 0;
+    for (const auto& c : s.communication) (c.collective == Collective::kAllReduce ? reduce : gather) += c.seconds;
+    const double one = s.one_device.totals.fused_lower_bound_seconds;
+    t.rows.push_back({{std::to_string(s.one_device.batch), ""},
+                      {report::seconds(one), fmt::format("{}", one)},
+                      {report::seconds(s.step_seconds), fmt::format("{}", s.step_seconds)},
+                      {report::seconds(s.compute_seconds), fmt::format("{}", s.compute_seconds)},
+                      {report::seconds(reduce), fmt::format("{}", reduce)},
+                      {report::seconds(gather), fmt::format("{}", gather)},
+                      {fmt::format("{:.2f}×", s.speedup()), fmt::format("{}", s.speedup())},
+                      {memory_size_string(s.device_step.totals.parameter_bytes),
+                       fmt::format("{}", s.device_step.totals.parameter_bytes)}});
+  }
+  if (format == Format::kCsv) return report::render_table(t, format);
+  const TensorParallelStep& first = steps.front();
+  std::string out = fmt::format("{}: tensor parallel over {} × {} ({}, {}); per device {} of {} heads, {} KV heads, "
+                                "{} MLP columns, {} of the vocabulary\n",
+                                terminal_text(first.one_device.model), first.tp, first.device_step.hardware.id,
+                                system.id, link.id, first.shard.heads, first.shard.heads * first.tp,
+                                first.shard.kv_heads, first.shard.intermediate, first.shard.vocab);
+  out += report::render_table(t, format);
+  if (!first.communication.empty()) {
+    const auto& ar = first.communication.front();
+    out += fmt::format("\n{} all-reduces per step ({} each at batch {}; {}), one gather of the logits; lower bounds: "
+                       "the shard's fused roofline plus the link time\n",
+                       ar.calls, report::si(ar.bytes_each, "B"), first.one_device.batch, ar.basis);
+  }
+  for (const auto& n : first.notes) out += "note: " + n + "\n";
   return out;
 }
 

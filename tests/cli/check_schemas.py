@@ -15,6 +15,7 @@ analysis_schema = json.load(open(f"{source}/docs/schema/analysis.schema.json"))
 hardware_schema = json.load(open(f"{source}/docs/schema/hardware.schema.json"))
 profile_schema = json.load(open(f"{source}/docs/schema/profile.schema.json"))
 calibration_schema = json.load(open(f"{source}/docs/schema/calibration.schema.json"))
+interconnect_schema = json.load(open(f"{source}/docs/schema/interconnect.schema.json"))
 checked = 0
 failed = 0
 
@@ -71,6 +72,12 @@ for path in sorted(glob.glob(f"{source}/data/hardware/*.json")):
     check(json.load(open(path)), hardware_schema, path)
 for spec in cli("hardware", "list", "--format", "json"):
     check(spec, hardware_schema, f"hardware list: {spec['id']}")
+for path in sorted(glob.glob(f"{source}/data/interconnects/*.json")):
+    check(json.load(open(path)), interconnect_schema, path)
+for spec in cli("hardware", "interconnects", "--format", "json"):
+    check(spec, interconnect_schema, f"hardware interconnects: {spec['id']}")
+rejects({"schema_version": 1, "id": "x", "name": "x", "kind": "carrier-pigeon", "scope": "intra-node",
+         "bus_bandwidth_bytes_per_second": 1, "latency_seconds": 0}, interconnect_schema, "an unknown link kind")
 
 # this machine: a quick calibration (into a scratch cache), then host and host-spec as specs
 import os

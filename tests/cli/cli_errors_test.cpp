@@ -49,6 +49,47 @@ TEST(CliErrorsTest, UnknownHardwareListsNearestIds) {
   EXPECT_THAT(h100.err, ::testing::StartsWith("error: unknown hardware 'h100'; nearest ids: h100-sxm, h100-pcie, "));
 }
 
+TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
+  const std::string train = "analyze transformer --train ";
+  expect_error(train + "--parallel dp=12 --system dgx-h100",
+               "--parallel dp=12 does not divide into nodes of 8 devices (dgx-h100): use a multiple of 8");
+  expect_error(train + "--parallel dp=8,tp=2 --system dgx-h100",
+               "--parallel dp=N,tp=N together is not built yet: one of them");
+  expect_error(train + "--parallel tp=2 --system dgx-h100",
+               "--parallel tp=N with --train: tensor-parallel training is not built yet");
+  expect_error(train + "--parallel dp=8,pp=2 --system dgx-h100",
+               "--parallel pp=2: pipeline parallelism is not built yet; dp=N (training, with --zero) and tp=N (a "
+               "decoder's prefill or decode) are");
+  expect_error(train + "--parallel dp=0 --system dgx-h100",
+               "--parallel 'dp=0': expected dp=N[,tp=N,pp=N,ep=N] with positive integers");
+  expect_error("analyze llama-3-8b --parallel tp=3 --system dgx-h100",
+               "llama-3-8b: --parallel tp=3 does not divide the model's 32 attention heads (tensor parallelism splits "
+               "them evenly)");
+  expect_error("analyze llama-3-8b --parallel tp=16 --system dgx-h100",
+               "llama-3-8b: --parallel tp=16: tensor parallelism stays inside a node, which has 8 devices");
+  expect_error("analyze transformer --parallel tp=2 --system dgx-h100",
+               "--parallel tp=N: the model 'transformer' is not a decoder LLM (a preset such as llama-3-8b, or a "
+               "config.json)");
+  expect_error(train + "--parallel dp=8",
+               "--parallel needs --system (the devices and their links; `neural-cost hardware systems` lists them)");
+  expect_error(train + "--parallel dp=8 --system dgx-h10",
+               "unknown system 'dgx-h10' (did you mean 'dgx-h100'?); known: dgx-a100, dgx-h100, gb200-nvl72, "
+               "hgx-h200, pcie-workstation (see `neural-cost hardware systems`)");
+  expect_error(train + "--parallel dp=8 --system dgx-h100 --hardware h100-sxm",
+               "--hardware does not apply with --system (the system names its device)");
+  expect_error(train + "--parallel dp=8 --system dgx-h100 --zero zero4",
+               "--zero 'zero4' is not one of ddp, zero1, zero2, zero3, fsdp");
+  expect_error("analyze transformer --parallel dp=8 --system dgx-h100",
+               "--parallel dp=N applies only with --train (tp=N is for a decoder's prefill or decode)");
+  expect_error(train + "--system dgx-h100", "--system applies only with --parallel");
+  expect_error("hardware calibrate --collectives --ranks 1",
+               "--ranks 1: a collective needs at least 2 ranks (a calibration with one rank measures no link)");
+  expect_error("hardware calibrate --collectives --counters",
+               "--counters does not apply to --collectives (it measures the link between local processes on gloo; "
+               "NCCL sweeps on GPUs are not built yet)");
+  expect_error("hardware calibrate --ranks 2", "--ranks is for --collectives");
+}
+
 TEST(CliErrorsTest, BadRoundOptionsAreOneErrorLine) {
   const std::string run = "profile --model ff --backend libtorch --hardware epyc-9654 ";
   expect_error(run + "--rounds 0", "--rounds must be 1 to 1000 (got 0)");

@@ -132,16 +132,17 @@ TEST(DataParallelTest, LayoutsThatDoNotDivideAreRefused) {
   const TrainingReport report = transformer_step();
   EXPECT_THROW(data_parallel_step(report, on("dgx-h100", 12)), Error);
   EXPECT_THROW(data_parallel_step(report, on("dgx-h100", 0)), Error);
-  EXPECT_EQ(parse_data_parallel("dp=8"), 8);
-  EXPECT_EQ(parse_data_parallel("dp=4,tp=1,pp=1"), 4);
+  EXPECT_EQ(parse_parallel_layout("dp=8").dp, 8);
+  EXPECT_EQ(parse_parallel_layout("dp=4,tp=1,pp=1").dp, 4);
+  EXPECT_EQ(parse_parallel_layout("tp=2").tp, 2);
   try {
-    parse_data_parallel("dp=4,tp=2");
+    parse_parallel_layout("dp=4,pp=2");
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
   }
-  for (const char* bad : {"", "dp", "dp=0", "dp=x", "dp=2,zz=3", "tp=2", "dp=2.5"}) {
-    EXPECT_THROW(parse_data_parallel(bad), Error) << bad;
+  for (const char* bad : {"", "dp", "dp=0", "dp=x", "dp=2,zz=3", "ep=2", "dp=2.5"}) {
+    EXPECT_THROW(parse_parallel_layout(bad), Error) << bad;
   }
 }
 

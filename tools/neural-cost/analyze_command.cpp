@@ -136,8 +136,8 @@ void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format f
   emit(render_generation(estimates, format, prices), args.output);
 }
 
-/// --parallel, --zero, --system, --link: the data-parallel request (checked by the library).
-DataParallelRequest parallel_request(const AnalyzeArgs& args, const CLI::App& cmd) {
+/// --system and --link: the system (its device is the hardware) and the link inside its nodes.
+std::pair<SystemSpec, InterconnectSpec> system_and_link(const AnalyzeArgs& args, const CLI::App& cmd) {
   if (args.system.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--parallel needs --system (the devices and their links; `neural-cost hardware systems` lists them)");
@@ -145,18 +145,56 @@ DataParallelRequest parallel_request(const AnalyzeArgs& args, const CLI::App& cm
   if (cmd.count("--hardware") > 0) {
     throw Error(ErrorCode::kInvalidArgument, "--hardware does not apply with --system (the system names its device)");
   }
+  const SystemSpec& system = find_system(args.system);
+  return {system, find_interconnect(args.link.empty() ? system.intra_node : args.link)};
+}
+
+/// --parallel dp=N, --zero, --system, --link: the data-parallel request (checked by the library).
+DataParallelRequest parallel_request(const AnalyzeArgs& args, const CLI::App& cmd, const ParallelLayout& layout) {
+  if (!args.train) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--parallel dp=N applies only with --train (tp=N is for a decoder's prefill or decode)");
+  }
   DataParallelRequest r;
-  r.ranks = parse_data_parallel(args.parallel);
+  r.ranks = layout.dp;
   const auto stage = zero_stage_from_name(args.zero);
   if (!stage) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--zero '{}' is not one of ddp, zero1, zero2, zero3, fsdp", args.zero));
   }
   r.stage = *stage;
-  r.system = find_system(args.system);
-  r.intra = find_interconnect(args.link.empty() ? r.system.intra_node : args.link);
+  std::tie(r.system, r.intra) = system_and_link(args, cmd);
   r.inter = find_interconnect(r.system.inter_node);
   return r;
+}
+
+/// `analyze DECODER --parallel tp=N --system ID`: one prefill or decode step per batch over tp devices.
+void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Format format, const ParallelLayout& layout) {
+  if (layout.dp > 1) {
+    throw Error(ErrorCode::kUnimplemented, "--parallel dp=N,tp=N together is not built yet: one of them");
+  }
+  if (args.train) throw Error(ErrorCode::kUnimplemented, "--parallel tp=N with --train: tensor-parallel training is not built yet");
+  for (const char* option : {"--zero", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only"}) {
+    if (cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --parallel tp=N", option));
+    }
+  }
+  if (args.models.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, "--parallel tp=N needs exactly one model (a decoder preset or config.json)");
+  }
+  const auto [system, link] = system_and_link(args, cmd);
+  const HardwareSpec& hardware = HardwareDatabase::builtin().get(system.device);
+  std::vector<TensorParallelStep> steps;
+  for (std::int64_t batch : args.batches) {
+    DecoderRequest r;
+    r.phase = args.phase == "decode" ? DecoderPhase::kDecode : DecoderPhase::kPrefill;
+    r.batch = batch;
+    r.prompt = args.prompt;
+    r.context = args.context;
+    if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
+    steps.push_back(analyze_tensor_parallel(args.models.front(), r, layout.tp, hardware, link, system.devices_per_node));
+  }
+  emit(render_tensor_parallel(steps, system, link, format), args.output);
 }
 
 void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
@@ -180,8 +218,12 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --draft", option));
   }
   TrainingOptions training;
-  for (const char* option : {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve",
-                             "--parallel"}) {
+  std::optional<ParallelLayout> layout;
+  if (!args.parallel.empty()) {
+    layout = parse_parallel_layout(args.parallel);
+    if (layout->tp > 1) return run_tensor_parallel(args, cmd, format, *layout);
+  }
+  for (const char* option : {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve"}) {
     if (!args.train && cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --train", option));
     }
@@ -203,7 +245,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   }
   AnalyzeRequest request;
   std::optional<DataParallelRequest> parallel;
-  if (!args.parallel.empty()) parallel = parallel_request(args, cmd);
+  if (layout) parallel = parallel_request(args, cmd, *layout);
   request.hardware = parallel ? HardwareDatabase::builtin().get(parallel->system.device) : hardware_for(args.hardware);
   ModelRequest base;
   base.seq = args.seq;
@@ -237,11 +279,9 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   const std::vector<Analysis>& analyses = results.analyses;
   const std::vector<TrainingReport>& reports = results.reports;
   if (parallel) {
-    std::string text;
-    for (const TrainingReport& r : reports) {
-      text += (text.empty() ? "" : "\n") + render_data_parallel(r, data_parallel_step(r, *parallel), *parallel, format);
-    }
-    emit(text, args.output);
+    std::vector<DataParallelStep> steps;
+    for (const TrainingReport& r : reports) steps.push_back(data_parallel_step(r, *parallel));
+    emit(render_data_parallel(reports, steps, *parallel, format), args.output);
   } else if (args.train) {
     emit(reports.size() > 1 ? render_training_summary(reports, format) : render_training(reports.front(), format),
          args.output);

@@ -66,9 +66,13 @@ struct DataParallelStep {
   std::string limit() const { return exposed_seconds > compute_seconds ? "link" : "compute"; }
 };
 
-/// The data-parallel degree of `--parallel dp=N` (also "dp=N,tp=1,pp=1"). kInvalidArgument for
-/// anything else, and kUnimplemented naming the dimension for tp, pp or ep above 1 (not built yet).
-int parse_data_parallel(const std::string& text);
+/// A layout of `--parallel dp=N,tp=N[,pp=N,ep=N]` (each 1 when not given).
+struct ParallelLayout {
+  int dp = 1, tp = 1;
+};
+/// Parses --parallel. kInvalidArgument for anything but KEY=N pairs of dp, tp, pp, ep with N ≥ 1,
+/// and kUnimplemented naming the dimension for pp or ep above 1 (not built yet).
+ParallelLayout parse_parallel_layout(const std::string& text);
 
 /// The step of `report` (a one-device step of the per-device batch) over `request.ranks` devices.
 /// Devices fill nodes of system.devices_per_node first. kInvalidArgument for ranks < 1, or ranks

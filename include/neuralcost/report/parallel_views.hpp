@@ -4,13 +4,21 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "neuralcost/parallel/data_parallel.hpp"
+#include "neuralcost/parallel/tensor_parallel.hpp"
 #include "neuralcost/report/format.hpp"
 
 namespace neuralcost {
 
-std::string render_data_parallel(const TrainingReport& report, const DataParallelStep& step,
+/// One model's step; with several (`steps[i]` of `reports[i]`), one after another (JSON: an array).
+std::string render_data_parallel(const std::vector<TrainingReport>& reports, const std::vector<DataParallelStep>& steps,
                                  const DataParallelRequest& request, Format format);
+
+/// Tensor-parallel decoder steps, one per batch: the step over tp devices against one device, its
+/// all-reduces and logit gather, and the shard's weights and KV cache per device.
+std::string render_tensor_parallel(const std::vector<TensorParallelStep>& steps, const SystemSpec& system,
+                                   const InterconnectSpec& link, Format format);
 
 }  // namespace neuralcost

@@ -1,0 +1,86 @@
+// Tensor parallelism of a decoder: the shard's dimensions and parameters, the collectives per
+// step, and the step over a node's link.
+#include "neuralcost/parallel/tensor_parallel.hpp"
+
+#include <gtest/gtest.h>
+
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+
+namespace neuralcost {
+namespace {
+
+TEST(TensorParallelTest, EightWayLlama3HoldsAnEighthOfEverythingButTheNorms) {
+  const DecoderConfig full = decoder_preset("llama-3-8b");
+  std::vector<std::string> notes;
+  const DecoderConfig d = shard_decoder(full, 8, &notes);
+  EXPECT_EQ(d.heads, 4);
+  EXPECT_EQ(d.kv_heads, 1);
+  EXPECT_EQ(d.intermediate, 14336 / 8);
+  EXPECT_EQ(d.vocab, 128256 / 8);
+  EXPECT_EQ(d.hidden, full.hidden);
+  EXPECT_EQ(d.head_dim, full.head_dim);
+  EXPECT_TRUE(notes.empty());
+  // every weight split eight ways except the RMSNorms (2 a layer and the final one), replicated
+  const std::uint64_t norms = (2 * full.layers + 1) * full.hidden;
+  EXPECT_EQ(8 * decoder_parameter_count(d) - decoder_parameter_count(full), 7 * norms);
+}
+
+TEST(TensorParallelTest, LayoutsTheHeadsDoNotAllowAreRefused) {
+  const DecoderConfig full = decoder_preset("llama-3-8b");
+  EXPECT_THROW(shard_decoder(full, 3), Error);  // 32 heads
+  EXPECT_THROW(shard_decoder(full, 0), Error);
+  // 8 KV heads over 16 devices: each keeps one, replicated twice
+  std::vector<std::string> notes;
+  DecoderConfig wide = full;
+  wide.heads = 64;
+  wide.intermediate = 16384;
+  const DecoderConfig d = shard_decoder(wide, 16, &notes);
+  EXPECT_EQ(d.kv_heads, 1);
+  ASSERT_EQ(notes.size(), 1u);  // the KV heads (the vocabulary, 128256 = 16 × 8016, needs no padding)
+  EXPECT_EQ(d.vocab, 8016);
+  DecoderConfig odd = full;
+  odd.vocab = 32001;
+  notes.clear();
+  EXPECT_EQ(shard_decoder(odd, 8, &notes).vocab, 4001);  // padded to 32008
+  EXPECT_EQ(notes.size(), 1u);
+}
+
+TEST(TensorParallelTest, TwoAllReducesALayerOfTheTokensActivations) {
+  const DecoderConfig full = decoder_preset("llama-3-8b");
+  DecoderRequest r;
+  r.phase = DecoderPhase::kDecode;
+  r.batch = 4;
+  r.context = 1000;
+  const auto c = tensor_parallel_collectives(full, r, 8);
+  ASSERT_EQ(c.size(), 2u * 32 + 1);
+  EXPECT_EQ(c.front().first, Collective::kAllReduce);
+  EXPECT_DOUBLE_EQ(c.front().second, 4.0 * 1 * 4096 * 2);
+  EXPECT_EQ(c.back().first, Collective::kAllGather);
+  EXPECT_DOUBLE_EQ(c.back().second, 4.0 * 1 * 128256 * 2);
+  EXPECT_TRUE(tensor_parallel_collectives(full, r, 1).empty());
+}
+
+TEST(TensorParallelTest, ADecodeStepOnEightH100sIsFasterButNotEightTimes) {
+  const DecoderConfig full = decoder_preset("llama-3-8b");
+  DecoderRequest r;
+  r.phase = DecoderPhase::kDecode;
+  r.batch = 1;
+  r.context = 2048;
+  const HardwareSpec& h100 = HardwareDatabase::builtin().get("h100-sxm");
+  const InterconnectSpec nvlink = find_interconnect("nvlink4-nvswitch");
+  const TensorParallelStep s = tensor_parallel_step(full, r, 8, h100, nvlink, 8, "llama-3-8b");
+  EXPECT_LT(s.compute_seconds, s.one_device.totals.fused_lower_bound_seconds / 6);  // weights and cache / 8
+  EXPECT_GT(s.communication_seconds, 0.0);
+  EXPECT_EQ(s.communication.front().calls, 64);
+  EXPECT_EQ(s.communication.front().basis, "model, in-network");
+  EXPECT_GT(s.speedup(), 1.0);
+  EXPECT_LT(s.speedup(), 8.0);
+  EXPECT_NEAR(s.step_seconds, s.compute_seconds + s.communication_seconds, 1e-15);
+  EXPECT_THROW(tensor_parallel_step(full, r, 16, h100, nvlink, 8, "llama-3-8b"), Error);
+  const TensorParallelStep one = tensor_parallel_step(full, r, 1, h100, nvlink, 8, "llama-3-8b");
+  EXPECT_DOUBLE_EQ(one.speedup(), 1.0);
+}
+
+}  // namespace
+}  // namespace neuralcost

@@ -1,0 +1,81 @@
+// `hardware calibrate --collectives` with the real torch.distributed (gloo, local processes):
+// a small sweep's points and fit, its interconnect spec, and a rank that dies mid-sweep (one
+// error line, nothing left running). Properties only: this machine's times are not asserted.
+#include <dirent.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_run.hpp"
+#include "neuralcost/hardware/interconnect.hpp"
+
+namespace neuralcost {
+namespace {
+
+using namespace neuralcost::testing;
+
+/// Processes whose environment holds `mark` (the CLI, the worker and its ranks inherit it).
+std::set<int> marked_processes(const std::string& mark) {
+  std::set<int> found;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return found;
+  while (dirent* e = ::readdir(proc)) {
+    const int pid = std::atoi(e->d_name);
+    if (pid <= 0 || pid == ::getpid()) continue;
+    std::ifstream env(std::string("/proc/") + e->d_name + "/environ");
+    const std::string text((std::istreambuf_iterator<char>(env)), std::istreambuf_iterator<char>());
+    if (text.find(mark) != std::string::npos) found.insert(pid);
+  }
+  ::closedir(proc);
+  return found;
+}
+
+TEST(CollectivesCalibrationTest, ASmallSweepFitsEverySizeAndWritesASpec) {
+  const std::string dir = ::testing::TempDir();
+  const std::string json_path = dir + "/collectives_" + std::to_string(::getpid()) + ".json";
+  const std::string spec_path = dir + "/link_" + std::to_string(::getpid()) + ".json";
+  const CliResult r = run_cli("hardware calibrate --collectives --ranks 2 --max-bytes 256B --rounds 3 --format json -o " +
+                              json_path + " --spec-output " + spec_path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(json_path));
+  // all-reduce and broadcast at 4, 8, ..., 256 B; the chunked ones from one element a rank (8 B)
+  ASSERT_EQ(j.at("points").size(), 2u * 7 + 3u * 6);
+  int held_back = 0;
+  for (const auto& p : j.at("points")) {
+    EXPECT_EQ(p.at("seconds").size(), 3u);
+    EXPECT_GT(p.at("median_seconds").get<double>(), 0.0);
+    EXPECT_GT(p.at("predicted_seconds").get<double>(), 0.0);
+    EXPECT_GE(p.at("calls").get<int>(), 1);
+    held_back += p.at("held_back").get<bool>() ? 1 : 0;
+  }
+  EXPECT_EQ(held_back, 5 * 3);
+  const InterconnectSpec link = find_interconnect(spec_path);
+  EXPECT_EQ(link.kind, "loopback");
+  EXPECT_EQ(link.measured.size(), 5u);
+  EXPECT_GT(link.bus_bandwidth_bytes_per_second, 0.0);
+  for (const auto& m : link.measured) {
+    EXPECT_EQ(m.ranks, 2);
+    EXPECT_TRUE(m.held_back_max_error.has_value());
+  }
+  std::remove(json_path.c_str());
+  std::remove(spec_path.c_str());
+}
+
+TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheSweepWithOneErrorAndNoProcessLeft) {
+  const std::string mark = "NEURALCOST_TEST_MARK=collectives" + std::to_string(::getpid());
+  const CliResult r = run_cli_env(mark + " NEURALCOST_COLLECTIVES_FAULT=exit:1:2",
+                                  "hardware calibrate --collectives --ranks 2 --max-bytes 128B --rounds 3");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::StartsWith("error: the sweep over 2 ranks failed: "));
+  EXPECT_THAT(r.err, ::testing::HasSubstr("exit code 3"));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(marked_processes(mark).empty());
+}
+
+}  // namespace
+}  // namespace neuralcost
