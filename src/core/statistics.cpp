@@ -223,4 +223,61 @@ SampleSummary summarize(const std::vector<double>& samples) {
   return s;
 }
 
+namespace {
+
+/// The continued fraction of the regularized incomplete beta function I_x(a, b) (modified Lentz).
+double beta_fraction(double a, double b, double x) {
+  constexpr double tiny = 1e-300, epsilon = 1e-15;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  d = 1 / (std::abs(d) < tiny ? tiny : d);
+  double h = d;
+  for (int m = 1; m <= 1000; ++m) {
+    const double m2 = 2.0 * m;
+    double aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+    d = 1 / (std::abs(1 + aa * d) < tiny ? tiny : 1 + aa * d);
+    c = 1 + aa / c;
+    c = std::abs(c) < tiny ? tiny : c;
+    h *= d * c;
+    aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+    d = 1 / (std::abs(1 + aa * d) < tiny ? tiny : 1 + aa * d);
+    c = 1 + aa / c;
+    c = std::abs(c) < tiny ? tiny : c;
+    const double step = d * c;
+    h *= step;
+    if (std::abs(step - 1) < epsilon) break;
+  }
+  return h;
+}
+
+double regularized_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) +
+                                b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * beta_fraction(a, b, x) / a;
+  return 1 - front * beta_fraction(b, a, 1 - x) / b;
+}
+
+}  // namespace
+
+double student_t_cdf(double t, double df) {
+  if (!(df > 0) || !std::isfinite(df) || std::isnan(t)) {
+    throw Error(ErrorCode::kInvalidArgument, "Student's t needs df > 0 and a number");
+  }
+  const double tail = 0.5 * regularized_beta(df / 2, 0.5, df / (df + t * t));
+  return t >= 0 ? 1 - tail : tail;
+}
+
+double student_t_quantile(double p, double df) {
+  if (!(p > 0 && p < 1)) throw Error(ErrorCode::kInvalidArgument, "a quantile's probability must be in (0, 1)");
+  double low = -1, high = 1;
+  while (student_t_cdf(low, df) > p) low *= 2;
+  while (student_t_cdf(high, df) < p) high *= 2;
+  while (high - low > 1e-10 * std::max(1.0, std::abs(high))) {
+    const double mid = 0.5 * (low + high);
+    (student_t_cdf(mid, df) < p ? low : high) = mid;
+  }
+  return 0.5 * (low + high);
+}
+
 }  // namespace neuralcost

@@ -82,4 +82,10 @@ struct SampleSummary {
 /// All of the above at once (validates the samples once).
 SampleSummary summarize(const std::vector<double>& samples);
 
+/// Student's t distribution with `df` > 0 degrees of freedom: P(T ≤ t), through the regularized
+/// incomplete beta function; and its quantile (the t with P(T ≤ t) = p, 0 < p < 1), by bisection
+/// to 1e-10. kInvalidArgument outside those ranges.
+double student_t_cdf(double t, double df);
+double student_t_quantile(double p, double df);
+
 }  // namespace neuralcost
