@@ -278,4 +278,18 @@ TensorParallelStep analyze_tensor_parallel(const std::string& model, const Decod
   }
 }
 
+std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
+                                                      std::uint64_t budget, double reserve, int max_tp) {
+  const DecoderConfig config = decoder_config_of(model, "--memory-budget with --phase decode: the model");
+  if (context >= config.max_positions) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--context {} is beyond {}'s {} positions", context, model,
+                                                         config.max_positions));
+  }
+  std::vector<ServingCapacity> out;
+  for (int tp : tensor_parallel_degrees(config, max_tp)) {
+    out.push_back(serving_capacity(config, dtype, context + 1, tp, budget, reserve));
+  }
+  return out;
+}
+
 }  // namespace neuralcost

@@ -117,6 +117,11 @@ GenerationEstimate analyze_generation(const GenerationRequest& request);
 TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,
                                            const HardwareSpec& hardware, const InterconnectSpec& link,
                                            int devices_per_node);
+/// The serving capacity of a decoder (`analyze MODEL --phase decode --context C --memory-budget M`)
+/// at every tensor-parallel degree up to `max_tp` its heads allow (serving_capacity()).
+/// kInvalidArgument for a model that is not a decoder or a context beyond its positions.
+std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
+                                                      std::uint64_t budget, double reserve, int max_tp);
 /// The model's dtype for a training precision: the low-precision type of mixed precision (its
 /// fp32 master weights and optimizer state are the optimizer step's), `asked` for fp32.
 /// kInvalidArgument when `asked_explicitly` names another one ("--dtype fp32 contradicts

@@ -61,6 +61,40 @@ std::vector<std::pair<Collective, double>> tensor_parallel_collectives(const Dec
   return out;
 }
 
+ServingCapacity serving_capacity(const DecoderConfig& config, DType dtype, std::int64_t context, int tp,
+                                 std::uint64_t budget, double reserve, std::int64_t block_tokens) {
+  if (context < 1 || block_tokens < 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("a context of {} tokens cannot be served", context));
+  }
+  const DecoderConfig shard = shard_decoder(config, tp);
+  ServingCapacity out;
+  out.tp = tp;
+  out.weight_bytes = decoder_parameter_count(shard) * dtype_bytes(dtype);
+  out.kv_bytes_per_token = kv_cache_bytes_per_token(shard, dtype);
+  const auto usable = static_cast<std::uint64_t>(static_cast<double>(budget) * (1 - reserve));
+  out.weights_fit = usable > out.weight_bytes;
+  if (!out.weights_fit) return out;
+  out.usable_bytes = usable - out.weight_bytes;
+  const std::uint64_t block = out.kv_bytes_per_token * static_cast<std::uint64_t>(block_tokens);
+  const std::uint64_t blocks = block > 0 ? out.usable_bytes / block : 0;
+  out.cache_tokens = blocks * static_cast<std::uint64_t>(block_tokens);
+  const auto blocks_per_sequence = static_cast<std::uint64_t>((context + block_tokens - 1) / block_tokens);
+  out.sequences = blocks / blocks_per_sequence;
+  return out;
+}
+
+std::vector<int> tensor_parallel_degrees(const DecoderConfig& config, int max_tp) {
+  std::vector<int> out;
+  for (int tp = 1; tp <= max_tp; tp *= 2) {
+    try {
+      shard_decoder(config, tp);
+      out.push_back(tp);
+    } catch (const Error&) {
+    }
+  }
+  return out;
+}
+
 TensorParallelStep tensor_parallel_step(const DecoderConfig& config, const DecoderRequest& request, int tp,
                                         const HardwareSpec& hardware, const InterconnectSpec& link,
                                         int devices_per_node, const std::string& name) {

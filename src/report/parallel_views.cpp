@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/report/views.hpp"
+#include "neuralcost/core/number_text.hpp"
 #include "report/safe_text.hpp"
 #include "report/si_format.hpp"
 #include "report/tabular.hpp"
@@ -179,6 +180,50 @@ std::string render_tensor_parallel(const std::vector<TensorParallelStep>& steps,
                        ar.calls, report::si(ar.bytes_each, "B"), first.one_device.batch, ar.basis);
   }
   for (const auto& n : first.notes) out += "note: " + n + "\n";
+  return out;
+}
+
+std::string render_serving_capacity(const std::string& model, std::int64_t context, std::int64_t batch,
+                                    std::uint64_t budget, double reserve, const std::vector<ServingCapacity>& rows,
+                                    Format format) {
+  const ServingCapacity* smallest = nullptr;
+  for (const auto& r : rows) {
+    if (smallest == nullptr && r.sequences >= static_cast<std::uint64_t>(batch)) smallest = &r;
+  }
+  if (format == Format::kJson) {
+    json list = json::array();
+    for (const auto& r : rows) {
+      list.push_back({{"tensor_parallel", r.tp}, {"weight_bytes", r.weight_bytes},
+                      {"kv_bytes_per_token", r.kv_bytes_per_token}, {"usable_bytes", r.usable_bytes},
+                      {"cache_tokens", r.cache_tokens}, {"sequences", r.sequences}, {"weights_fit", r.weights_fit}});
+    }
+    return report::json_text({{"model", model}, {"context", context}, {"batch", batch}, {"budget_bytes", budget},
+                              {"reserve", reserve}, {"block_tokens", 16}, {"capacity", list},
+                              {"smallest_tensor_parallel", smallest ? json(smallest->tp) : json(nullptr)}});
+  }
+  report::Table t;
+  t.headers = {"tp", "weights / device", "KV / token / device", "KV cache / device", "tokens cached", "sequences"};
+  t.raw_headers = {"tensor_parallel", "weight_bytes", "kv_bytes_per_token", "usable_bytes", "cache_tokens", "sequences"};
+  t.right_align = {true, true, true, true, true, true};
+  for (const auto& r : rows) {
+    t.rows.push_back({{std::to_string(r.tp), ""},
+                      {memory_size_string(r.weight_bytes), std::to_string(r.weight_bytes)},
+                      {memory_size_string(r.kv_bytes_per_token), std::to_string(r.kv_bytes_per_token)},
+                      {r.weights_fit ? memory_size_string(r.usable_bytes) : "weights do not fit",
+                       std::to_string(r.usable_bytes)},
+                      {grouped(r.cache_tokens), std::to_string(r.cache_tokens)},
+                      {grouped(r.sequences), std::to_string(r.sequences)}});
+  }
+  if (format == Format::kCsv) return report::render_table(t, format);
+  std::string out = fmt::format("{}: sequences of {} tokens (the context and the step's token) in {} a device less {} "
+                                "reserve, the KV cache in blocks of 16 tokens\n",
+                                terminal_text(model), context + 1, memory_size_string(budget), report::percent(reserve));
+  out += report::render_table(t, format);
+  out += smallest ? fmt::format("\nthe smallest tensor-parallel degree that serves {} sequence{} at once: tp={}\n", batch,
+                                batch == 1 ? "" : "s", smallest->tp)
+                  : fmt::format("\nno degree up to tp={} serves {} sequence{} at once\n", rows.empty() ? 0 : rows.back().tp,
+                                batch, batch == 1 ? "" : "s");
+  out += "approximation: the step's own activations (small beside the cache at decode) are left to the reserve\n";
   return out;
 }
 

@@ -218,7 +218,12 @@ TEST(CliErrorsTest, OptionsThatApplyToNoChosenModel) {
 
 TEST(CliErrorsTest, TrainingOptionsWithoutTrain) {
   expect_error("analyze --model ff --optimizer sgd", "--optimizer applies only with --train");
-  expect_error("analyze --model ff --memory-budget 24GB", "--memory-budget applies only with --train");
+  expect_error("analyze --model ff --memory-budget 24GB", "--memory-budget applies with --train or with --phase decode");
+  expect_error("analyze llama-3-8b --phase decode --memory-budget 24GB --hardware h100-sxm",
+               "--hardware does not apply with --phase decode --memory-budget (it counts bytes per device)");
+  expect_error("analyze llama-3-8b --phase decode --context 4096 --memory-budget 24GB --parallel tp=2 --system dgx-h100",
+               "--memory-budget does not apply with --parallel tp=N (--phase decode --memory-budget without --parallel "
+               "lists every tp)");
   expect_error("analyze --model ff --train --reserve 5%", "--reserve applies only with --memory-budget");
 }
 

@@ -82,5 +82,24 @@ TEST(TensorParallelTest, ADecodeStepOnEightH100sIsFasterButNotEightTimes) {
   EXPECT_DOUBLE_EQ(one.speedup(), 1.0);
 }
 
+TEST(ServingCapacityTest, PagedCacheOfLlama3OnA24GigabyteDevice) {
+  const DecoderConfig full = decoder_preset("llama-3-8b");
+  const ServingCapacity one = serving_capacity(full, DType::kBf16, 4097, 1, 24'000'000'000, 0.1);
+  const std::uint64_t weights = decoder_parameter_count(full) * 2;
+  EXPECT_EQ(one.weight_bytes, weights);
+  EXPECT_EQ(one.kv_bytes_per_token, 2u * 32 * 8 * 128 * 2);  // K and V, 32 layers, 8 KV heads of 128, bf16
+  const std::uint64_t blocks = (21'600'000'000 - weights) / (131072 * 16);
+  EXPECT_EQ(one.cache_tokens, blocks * 16);
+  EXPECT_EQ(one.sequences, blocks / 257);  // 4097 tokens: 257 blocks of 16
+  // eight ways: an eighth of the weights but the norms, one KV head a device
+  const ServingCapacity eight = serving_capacity(full, DType::kBf16, 4097, 8, 24'000'000'000, 0.1);
+  EXPECT_EQ(eight.kv_bytes_per_token, one.kv_bytes_per_token / 8);
+  EXPECT_GT(eight.sequences, 8 * one.sequences);
+  const ServingCapacity none = serving_capacity(decoder_preset("llama-3-70b"), DType::kBf16, 8192, 1, 80'000'000'000, 0.1);
+  EXPECT_FALSE(none.weights_fit);
+  EXPECT_EQ(none.sequences, 0u);
+  EXPECT_EQ(tensor_parallel_degrees(full, 8), (std::vector<int>{1, 2, 4, 8}));
+}
+
 }  // namespace
 }  // namespace neuralcost

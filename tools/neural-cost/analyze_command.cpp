@@ -168,15 +168,51 @@ DataParallelRequest parallel_request(const AnalyzeArgs& args, const CLI::App& cm
   return r;
 }
 
+/// `analyze DECODER --phase decode --context C --memory-budget M`: sequences served per tp degree.
+void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
+  if (args.phase != "decode") {
+    throw Error(ErrorCode::kInvalidArgument, "--memory-budget applies with --train or with --phase decode");
+  }
+  for (const char* option : {"--hardware", "--zero", "--link", "--seq", "--width", "--depth", "--input", "--dim",
+                             "--structure-only", "--prompt"}) {
+    if (cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply with --phase decode --memory-budget (it counts bytes per device)",
+                              option));
+    }
+  }
+  if (args.models.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--memory-budget with --phase decode needs exactly one model (a decoder preset or config.json)");
+  }
+  if (cmd.count("--batch") > 0 && args.batches.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, "--memory-budget with --phase decode takes one --batch (the sequences to serve)");
+  }
+  const std::int64_t batch = cmd.count("--batch") > 0 ? args.batches.front() : 1;
+  const int max_tp = args.system.empty() ? 8 : find_system(args.system).devices_per_node;
+  const DType dtype = cmd.count("--dtype") > 0 ? *parse_dtype(args.dtype) : DType::kBf16;
+  const std::uint64_t budget = parse_memory_size(args.memory_budget);
+  const double reserve = parse_reserve(args.reserve);
+  emit(render_serving_capacity(args.models.front(), args.context, batch, budget, reserve,
+                               analyze_serving_capacity(args.models.front(), dtype, args.context, budget, reserve, max_tp),
+                               format),
+       args.output);
+}
+
 /// `analyze DECODER --parallel tp=N --system ID`: one prefill or decode step per batch over tp devices.
 void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Format format, const ParallelLayout& layout) {
   if (layout.dp > 1) {
     throw Error(ErrorCode::kUnimplemented, "--parallel dp=N,tp=N together is not built yet: one of them");
   }
   if (args.train) throw Error(ErrorCode::kUnimplemented, "--parallel tp=N with --train: tensor-parallel training is not built yet");
-  for (const char* option : {"--zero", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only"}) {
+  for (const char* option : {"--zero", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only",
+                             "--memory-budget", "--reserve"}) {
     if (cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --parallel tp=N", option));
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply with --parallel tp=N{}", option,
+                              std::string(option).find("memory") != std::string::npos || std::string(option) == "--reserve"
+                                  ? " (--phase decode --memory-budget without --parallel lists every tp)"
+                                  : ""));
     }
   }
   if (args.models.size() != 1) {
@@ -223,6 +259,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     layout = parse_parallel_layout(args.parallel);
     if (layout->tp > 1) return run_tensor_parallel(args, cmd, format, *layout);
   }
+  if (!args.train && !args.memory_budget.empty() && !layout) return run_serving_capacity(args, cmd, format);
   for (const char* option : {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve"}) {
     if (!args.train && cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --train", option));
@@ -359,7 +396,8 @@ void add_analyze_command(CLI::App& app) {
                   "count) or selective")
       ->capture_default_str();
   cmd->add_option("--memory-budget", args->memory_budget,
-                  "With --train: the device memory, e.g. 24GB or 80GiB: prints the largest batch whose step fits");
+                  "With --train: the device memory, e.g. 24GB or 80GiB: prints the largest batch whose step fits; with "
+                  "--phase decode (a decoder): the sequences of --context tokens each tensor-parallel degree serves");
   cmd->add_option("--reserve", args->reserve,
                   "With --memory-budget: the share kept free (fragmentation, workspace), 10% or 0.1")
       ->capture_default_str();

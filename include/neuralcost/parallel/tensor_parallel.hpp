@@ -30,6 +30,28 @@ DecoderConfig shard_decoder(const DecoderConfig& config, int tp, std::vector<std
 std::vector<std::pair<Collective, double>> tensor_parallel_collectives(const DecoderConfig& config,
                                                                        const DecoderRequest& request, int tp);
 
+/// How many sequences a decoder serves at a context under a memory budget per device, with its
+/// weights and KV cache split over tp devices: the KV cache paged in blocks of `block_tokens`
+/// (vLLM's default 16), the budget less its reserve less the shard's weights.
+struct ServingCapacity {
+  int tp = 1;
+  std::uint64_t weight_bytes = 0;              ///< per device
+  std::uint64_t kv_bytes_per_token = 0;        ///< per device
+  std::uint64_t usable_bytes = 0;              ///< budget × (1 − reserve) − weights (0 when they do not fit)
+  std::uint64_t cache_tokens = 0;              ///< tokens the KV cache holds (whole blocks)
+  std::uint64_t sequences = 0;                 ///< sequences of `context` tokens at once
+  bool weights_fit = false;
+};
+
+/// The capacity of `config` in `dtype` at `context` tokens a sequence on tp devices of `budget`
+/// bytes each, `reserve` of it kept free (0 <= reserve < 1). shard_decoder's errors for tp.
+ServingCapacity serving_capacity(const DecoderConfig& config, DType dtype, std::int64_t context, int tp,
+                                 std::uint64_t budget, double reserve, std::int64_t block_tokens = 16);
+
+/// The tensor-parallel degrees worth asking about: 1, 2, 4, … up to `max_tp` that shard_decoder
+/// accepts for `config`.
+std::vector<int> tensor_parallel_degrees(const DecoderConfig& config, int max_tp);
+
 /// One step of a decoder over tp devices of one node.
 struct TensorParallelStep {
   int tp = 1;

@@ -21,4 +21,10 @@ std::string render_data_parallel(const std::vector<TrainingReport>& reports, con
 std::string render_tensor_parallel(const std::vector<TensorParallelStep>& steps, const SystemSpec& system,
                                    const InterconnectSpec& link, Format format);
 
+/// Serving capacity per tensor-parallel degree: weights and KV cache per device, the sequences of
+/// `context` tokens that fit; the smallest degree that serves `batch` of them is named.
+std::string render_serving_capacity(const std::string& model, std::int64_t context, std::int64_t batch,
+                                    std::uint64_t budget, double reserve, const std::vector<ServingCapacity>& rows,
+                                    Format format);
+
 }  // namespace neuralcost
