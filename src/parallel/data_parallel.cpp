@@ -212,12 +212,53 @@ DataParallelStep data_parallel_step(const TrainingReport& report, const DataPara
     out.approximations.push_back("DDP keeps a copy of the gradients in its buckets (gradient_as_bucket_view=False, "
                                  "torch's default)");
   }
-  const std::uint64_t whole = ledger.parameter_bytes + ledger.gradient_bytes + ledger.optimizer_state_bytes +
-                              ledger.master_weight_bytes;
-  const std::uint64_t mine = out.states.model_state_bytes() + out.states.gathered_parameter_bytes + out.bucket_copy_bytes;
-  out.memory_lower_bytes = ledger.total_bytes(MemoryBound::kLower) - whole + mine;
-  out.memory_upper_bytes = ledger.total_bytes(MemoryBound::kUpper) - whole + mine;
+  // the ledger's two moments (memory.hpp, total_bytes) with this device's shards: the
+  // activations' (with the parameter gradients written so far, of which the device keeps its
+  // share at ZeRO-2 and above) and the optimizer step's (its gradients and temporaries: Adam's
+  // fp32 copies of the largest parameter, a shard's at ZeRO-1 and above)
+  const ShardedStates& st = out.states;
+  const std::uint64_t transient = request.stage == ZeroStage::kNone
+                                      ? ledger.optimizer_transient_bytes
+                                      : (ledger.optimizer_transient_bytes + n - 1) / n;
+  const std::uint64_t persistent = st.parameter_bytes + st.optimizer_state_bytes + st.master_weight_bytes +
+                                   st.buffer_bytes + st.gathered_parameter_bytes + out.bucket_copy_bytes;
+  const std::uint64_t unsharded_gradients = ledger.gradient_bytes - st.gradient_bytes;
+  const std::uint64_t activation_moment =
+      std::max(ledger.activations.lower_bound_bytes,
+               ledger.activations.lower_with_parameter_gradients_bytes > unsharded_gradients
+                   ? ledger.activations.lower_with_parameter_gradients_bytes - unsharded_gradients
+                   : 0);
+  out.memory_lower_bytes = persistent + std::max(activation_moment, st.gradient_bytes + transient);
+  out.memory_upper_bytes = persistent + st.gradient_bytes + ledger.activations.upper_bound_bytes + transient;
   out.device_memory_bytes = report.step.hardware.memory_capacity_bytes;
+  return out;
+}
+
+std::string DataParallelStep::fit() const {
+  if (!device_memory_bytes) return "unknown";
+  if (static_cast<double>(memory_upper_bytes) <= *device_memory_bytes) return "fits";
+  if (static_cast<double>(memory_lower_bytes) > *device_memory_bytes) return "does not fit";
+  return "may fit";
+}
+
+std::vector<DataParallelCandidate> rank_data_parallel(const std::vector<TrainingReport>& reports,
+                                                      const DataParallelRequest& base) {
+  std::vector<DataParallelCandidate> out;
+  for (std::size_t i = 0; i < reports.size(); ++i) {
+    for (ZeroStage stage : {ZeroStage::kNone, ZeroStage::kOptimizer, ZeroStage::kGradients, ZeroStage::kParameters}) {
+      DataParallelRequest r = base;
+      r.stage = stage;
+      out.push_back({i, data_parallel_step(reports[i], r)});
+    }
+  }
+  auto rank = [](const DataParallelStep& s) {
+    const std::string f = s.fit();
+    return f == "fits" ? 0 : f == "may fit" ? 1 : f == "unknown" ? 2 : 3;
+  };
+  std::stable_sort(out.begin(), out.end(), [&](const DataParallelCandidate& a, const DataParallelCandidate& b) {
+    if (rank(a.step) != rank(b.step)) return rank(a.step) < rank(b.step);
+    return a.step.samples_per_second() > b.step.samples_per_second();
+  });
   return out;
 }
 

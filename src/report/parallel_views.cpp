@@ -16,12 +16,6 @@ namespace {
 using nlohmann::json;
 using report::Cell;
 
-std::string fits(const DataParallelStep& s) {
-  if (!s.device_memory_bytes) return "device memory not in its spec";
-  if (static_cast<double>(s.memory_upper_bytes) <= *s.device_memory_bytes) return "fits";
-  if (static_cast<double>(s.memory_lower_bytes) > *s.device_memory_bytes) return "does not fit";
-  return "may fit (the device's memory is inside the interval)";
-}
 
 json step_json(const TrainingReport& report, const DataParallelStep& s, const DataParallelRequest& r) {
   json comm = json::array();
@@ -51,7 +45,7 @@ json step_json(const TrainingReport& report, const DataParallelStep& s, const Da
               {"lower_bytes", s.memory_lower_bytes},
               {"upper_bytes", s.memory_upper_bytes},
               {"device_bytes", s.device_memory_bytes ? json(*s.device_memory_bytes) : json(nullptr)},
-              {"fits", fits(s)}}},
+              {"fits", s.fit()}}},
             {"approximations", s.approximations}};
   return j;
 }
@@ -88,7 +82,7 @@ std::string one_step(const TrainingReport& report, const DataParallelStep& s, co
   if (!s.communication.empty()) out += "\n" + report::render_table(t, format);
   out += fmt::format("\nmemory per device: {} to {} ({}): parameters {}, gradients {}, optimizer state {}, master "
                      "weights {}{}{}\n",
-                     memory_size_string(s.memory_lower_bytes), memory_size_string(s.memory_upper_bytes), fits(s),
+                     memory_size_string(s.memory_lower_bytes), memory_size_string(s.memory_upper_bytes), s.fit(),
                      memory_size_string(s.states.parameter_bytes), memory_size_string(s.states.gradient_bytes),
                      memory_size_string(s.states.optimizer_state_bytes),
                      memory_size_string(s.states.master_weight_bytes),
@@ -137,6 +131,46 @@ json tensor_step_json(const TensorParallelStep& s, const SystemSpec& system, con
 }
 
 }  // namespace
+
+std::string render_data_parallel_search(const std::vector<TrainingReport>& reports,
+                                       const std::vector<DataParallelCandidate>& ranked, const DataParallelRequest& r,
+                                       Format format) {
+  if (format == Format::kJson) {
+    json all = json::array();
+    for (const auto& c : ranked) {
+      json j = step_json(reports[c.report], c.step, r);
+      j["checkpoint"] = checkpoint_name(reports[c.report].options.checkpoint);
+      j["fit"] = c.step.fit();
+      all.push_back(j);
+    }
+    return report::json_text(all);
+  }
+  report::Table t;
+  t.headers = {"rank", "zero", "batch / device", "checkpoint", "step ≥", "exposed comm", "samples/s ≤", "MFU ≤", "memory / device", "fits"};
+  t.raw_headers = {"rank", "zero_stage", "batch_per_device", "checkpoint", "step_seconds", "exposed_seconds",
+                   "samples_per_second", "mfu", "memory_upper_bytes", "fit"};
+  t.right_align = {true, false, true, false, true, true, true, true, true, false};
+  for (std::size_t i = 0; i < ranked.size(); ++i) {
+    const DataParallelStep& s = ranked[i].step;
+    t.rows.push_back({{std::to_string(i + 1), ""}, {std::string(zero_stage_name(s.stage)), ""},
+                      {std::to_string(s.batch_per_device), ""},
+                      {checkpoint_name(reports[ranked[i].report].options.checkpoint), ""},
+                      {report::seconds(s.step_seconds), fmt::format("{}", s.step_seconds)},
+                      {report::seconds(s.exposed_seconds), fmt::format("{}", s.exposed_seconds)},
+                      {fmt::format("{:.4g}", s.samples_per_second()), fmt::format("{}", s.samples_per_second())},
+                      {report::percent(s.mfu()), fmt::format("{}", s.mfu())},
+                      {memory_size_string(s.memory_lower_bytes) + "-" + memory_size_string(s.memory_upper_bytes),
+                       std::to_string(s.memory_upper_bytes)},
+                      {s.fit(), ""}});
+  }
+  if (format == Format::kCsv) return report::render_table(t, format);
+  const DataParallelStep& any = ranked.front().step;
+  std::string out = fmt::format("{}: every ZeRO stage, batch and checkpoint policy over {} × {} ({}), ranked: those "
+                                "that fit by samples/s, then those that may\n",
+                                terminal_text(reports.front().step.model), any.ranks, reports.front().step.hardware.id,
+                                r.system.id);
+  return out + report::render_table(t, format);
+}
 
 std::string render_tensor_parallel(const std::vector<TensorParallelStep>& steps, const SystemSpec& system,
                                    const InterconnectSpec& link, Format format) {

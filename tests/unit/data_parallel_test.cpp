@@ -46,6 +46,21 @@ TEST(DataParallelTest, OneDeviceIsTheStepItself) {
   EXPECT_NEAR(s.step_seconds, report.step.totals.fused_lower_bound_seconds, 1e-12);
   EXPECT_GT(s.forward_seconds, 0.0);
   EXPECT_GT(s.backward_seconds, s.forward_seconds);
+  // one device: the ledger's own interval
+  EXPECT_EQ(s.memory_lower_bytes, report.memory.total_bytes(MemoryBound::kLower));
+  EXPECT_EQ(s.memory_upper_bytes, report.memory.total_bytes(MemoryBound::kUpper));
+}
+
+TEST(DataParallelTest, ASearchRanksWhatFitsBySamplesPerSecond) {
+  std::vector<TrainingReport> reports = {transformer_step(4), transformer_step(64)};
+  const auto ranked = rank_data_parallel(reports, on("dgx-h100", 8));
+  ASSERT_EQ(ranked.size(), 8u);  // 4 stages × 2 batches
+  for (std::size_t i = 1; i < ranked.size(); ++i) {
+    if (ranked[i].step.fit() == ranked[i - 1].step.fit()) {
+      EXPECT_LE(ranked[i].step.samples_per_second(), ranked[i - 1].step.samples_per_second());
+    }
+  }
+  EXPECT_EQ(ranked.front().step.fit(), "fits");
 }
 
 TEST(DataParallelTest, DdpAllReducesEveryGradientOnceInBuckets) {

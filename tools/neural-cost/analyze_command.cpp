@@ -40,6 +40,7 @@ struct AnalyzeArgs {
   bool structure_only = false;
   bool train = false;
   std::string parallel, zero = "ddp", system, link;
+  bool search = false;
   std::string optimizer = "adam";
   std::string precision = "fp32";
   std::string checkpoint = "none";
@@ -275,7 +276,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     }
     model_dtype = training_model_dtype(training.precision, *dtype, cmd.count("--dtype") > 0);
   }
-  for (const char* option : {"--zero", "--system", "--link"}) {
+  for (const char* option : {"--zero", "--system", "--link", "--search"}) {
     if (args.parallel.empty() && cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --parallel", option));
     }
@@ -305,6 +306,24 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   for (const std::string& b : args.dims) {
     const auto [name, value] = binding(b, "--dim");
     base.dims[name] = positive_int(value, "--dim " + b);
+  }
+  if (args.search) {
+    // every ZeRO stage × batch × checkpoint policy of one model over the devices
+    if (cmd.count("--zero") > 0) throw Error(ErrorCode::kInvalidArgument, "--zero does not apply with --search (it tries each)");
+    if (args.models.size() != 1) throw Error(ErrorCode::kInvalidArgument, "--search needs exactly one model");
+    const std::vector<std::int64_t> batches =
+        cmd.count("--batch") > 0 ? args.batches : std::vector<std::int64_t>{1, 2, 4, 8, 16, 32};
+    std::vector<CheckpointPolicy> policies = {training.checkpoint};
+    if (cmd.count("--checkpoint") == 0) policies = {parse_checkpoint("none"), parse_checkpoint("full")};
+    request.models = model_requests(base, args.models, batches);
+    std::vector<TrainingReport> reports;
+    for (const CheckpointPolicy& policy : policies) {
+      request.train = training;
+      request.train->checkpoint = policy;
+      for (TrainingReport& r : analyze_models(request).reports) reports.push_back(std::move(r));
+    }
+    emit(render_data_parallel_search(reports, rank_data_parallel(reports, *parallel), *parallel, format), args.output);
+    return;
   }
   request.models = model_requests(base, args.models.empty() ? reference_model_names() : args.models, args.batches);
   if (args.train) request.train = training;
@@ -408,6 +427,9 @@ void add_analyze_command(CLI::App& app) {
                   "With --parallel: ddp (replicated), zero1 (optimizer state sharded), zero2 (+ gradients), zero3 / "
                   "fsdp (+ parameters)")
       ->capture_default_str();
+  cmd->add_flag("--search", args->search,
+                "With --parallel dp=N: every ZeRO stage × per-device batch (--batch, default 1,2,4,8,16,32) × "
+                "checkpoint policy (--checkpoint, default none and full), ranked by samples/s among those that fit");
   cmd->add_option("--system", args->system,
                   "With --parallel: the system (its device, devices per node, links; `neural-cost hardware systems`)");
   cmd->add_option("--link", args->link,

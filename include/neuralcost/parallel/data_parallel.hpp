@@ -62,6 +62,9 @@ struct DataParallelStep {
   double samples_per_second() const {
     return step_seconds > 0 ? ranks * static_cast<double>(batch_per_device) / step_seconds : 0;
   }
+  /// "fits" (the upper bound within the device's memory), "does not fit" (the lower bound above it),
+  /// "may fit" (between), "unknown" (the spec gives no memory)
+  std::string fit() const;
   /// "compute" or "link": which of the two the step waits for most
   std::string limit() const { return exposed_seconds > compute_seconds ? "link" : "compute"; }
 };
@@ -73,6 +76,18 @@ struct ParallelLayout {
 /// Parses --parallel. kInvalidArgument for anything but KEY=N pairs of dp, tp, pp, ep with N ≥ 1,
 /// and kUnimplemented naming the dimension for pp or ep above 1 (not built yet).
 ParallelLayout parse_parallel_layout(const std::string& text);
+
+/// One configuration of a search: a ZeRO stage over one report (a batch and checkpoint policy).
+struct DataParallelCandidate {
+  std::size_t report = 0;  ///< index into the reports searched
+  DataParallelStep step;
+};
+
+/// Every ZeRO stage over every report (each a per-device batch and checkpoint policy of one
+/// model), ranked: those that fit by samples/s (fastest first), then those that may fit, then the
+/// rest. `base` gives the devices and links (its stage is ignored).
+std::vector<DataParallelCandidate> rank_data_parallel(const std::vector<TrainingReport>& reports,
+                                                      const DataParallelRequest& base);
 
 /// The step of `report` (a one-device step of the per-device batch) over `request.ranks` devices.
 /// Devices fill nodes of system.devices_per_node first. kInvalidArgument for ranks < 1, or ranks
