@@ -96,6 +96,37 @@ TEST(CliTest, OptionsChangeTheModel) {
   EXPECT_EQ(wide["totals"]["bytes_read"].get<std::uint64_t>() % 2, 0u);
 }
 
+TEST(CliTest, ParallelCommandsPrintTheirSteps) {
+  CliResult r = run_cli("hardware systems --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out).size(), 5u);
+  r = run_cli("hardware interconnects");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("nvlink4-nvswitch"));
+  // a search: 4 ZeRO stages × 2 batches × 1 policy, what fits first and by samples/s
+  r = run_cli("analyze transformer --train --parallel dp=8 --system dgx-h100 --search --batch 4,64 --checkpoint none "
+              "--format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto ranked = nlohmann::json::parse(r.out);
+  ASSERT_EQ(ranked.size(), 8u);
+  EXPECT_EQ(ranked[0]["fit"], "fits");
+  EXPECT_GE(ranked[0]["samples_per_second"].get<double>(), ranked[1]["samples_per_second"].get<double>());
+  // tensor parallel: the step over 8 devices is faster than on one, and not 8 times
+  r = run_cli("analyze llama-3-8b --phase decode --context 1024 --batch 1 --parallel tp=8 --system dgx-h100 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto tp = nlohmann::json::parse(r.out);
+  EXPECT_EQ(tp["heads_per_device"], 4);
+  EXPECT_GT(tp["speedup"].get<double>(), 1.0);
+  EXPECT_LT(tp["speedup"].get<double>(), 8.0);
+  // serving capacity: every degree up to the node, the smallest named
+  r = run_cli("analyze llama-3-70b --phase decode --context 8191 --memory-budget 80GB --batch 16 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto cap = nlohmann::json::parse(r.out);
+  EXPECT_EQ(cap["capacity"].size(), 4u);  // tp 1, 2, 4, 8
+  EXPECT_FALSE(cap["capacity"][0]["weights_fit"].get<bool>());
+  EXPECT_EQ(cap["smallest_tensor_parallel"], 4);
+}
+
 TEST(CliTest, HardwareListAndShow) {
   CliResult r = run_cli("hardware list");
   ASSERT_EQ(r.exit_code, 0);

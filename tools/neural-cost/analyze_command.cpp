@@ -206,14 +206,18 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
     throw Error(ErrorCode::kUnimplemented, "--parallel dp=N,tp=N together is not built yet: one of them");
   }
   if (args.train) throw Error(ErrorCode::kUnimplemented, "--parallel tp=N with --train: tensor-parallel training is not built yet");
-  for (const char* option : {"--zero", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only",
-                             "--memory-budget", "--reserve"}) {
+  for (const char* option : {"--memory-budget", "--reserve"}) {
     if (cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} does not apply with --parallel tp=N{}", option,
-                              std::string(option).find("memory") != std::string::npos || std::string(option) == "--reserve"
-                                  ? " (--phase decode --memory-budget without --parallel lists every tp)"
-                                  : ""));
+                  fmt::format("{} does not apply with --parallel tp=N (--phase decode --memory-budget without "
+                              "--parallel lists every tp)",
+                              option));
+    }
+  }
+  for (const char* option : {"--zero", "--search", "--seq", "--width", "--depth", "--input", "--dim",
+                             "--structure-only"}) {
+    if (cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --parallel tp=N", option));
     }
   }
   if (args.models.size() != 1) {
