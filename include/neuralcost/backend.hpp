@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "neuralcost/core/device.hpp"
 #include "neuralcost/importer.hpp"
 #include "neuralcost/training/training.hpp"
 
@@ -26,7 +27,7 @@ namespace neuralcost {
 /// Backend::device_name takes the worker timeout; 9: LayerTiming::timer and timer_warning; 10:
 /// PreparedModel::pause and resume; 11: RunOptions::process_pool, PreparedModel::shares_process and
 /// lost_its_process; 12: Backend::accepts).
-inline constexpr int kPluginApiVersion = 12;
+inline constexpr int kPluginApiVersion = 13;
 
 /// What a model named to a backend is: a built-in network or a file of some type
 /// (measure/model_files.hpp tells it from the name; Backend::accepts says who loads it).
@@ -69,7 +70,7 @@ struct TrainRun {
 
 /// The run options: how a backend runs a model (the model itself is the ModelRequest).
 struct RunOptions {
-  std::string device = "cpu";   ///< one of Backend::devices(): "cpu", "cuda:0", ...
+  Device device;                ///< one of Backend::devices(); the CPU by default
   int threads = 0;              ///< intra-op threads; 0 = the library's default
   double worker_timeout_seconds = 300;  ///< a worker process's deadline per request
   /// Train instead of infer: run() is one whole training step; captured_graph() still returns
@@ -186,12 +187,12 @@ class Backend {
   /// the built-in networks; a backend that loads files says which kinds. kOtherFile is never
   /// accepted: a backend named for such a file tries it.
   virtual bool accepts(ModelKind kind) const { return kind == ModelKind::kBuiltIn; }
-  /// The devices prepare() accepts on this machine, "cpu" first ("cuda:0", ...).
-  virtual std::vector<std::string> devices() const { return {"cpu"}; }
+  /// The devices prepare() accepts on this machine, the CPU first (then cuda:0, ...).
+  virtual std::vector<Device> devices() const { return {Device::cpu()}; }
   /// (optional) The name the framework gives `device` ("NVIDIA H100 80GB HBM3"), from which
   /// the device's hardware spec is found; empty when the backend cannot tell. A backend that
   /// must start something to ask gives up after `timeout_seconds` (the run's worker timeout).
-  virtual std::optional<std::string> device_name(const std::string& device, double timeout_seconds) const {
+  virtual std::optional<std::string> device_name(const Device& device, double timeout_seconds) const {
     (void)device;
     (void)timeout_seconds;
     return std::nullopt;

@@ -149,12 +149,12 @@ std::vector<std::string> PluginBackend::modes() const {
   return b ? b->modes() : std::vector<std::string>{};
 }
 
-std::vector<std::string> PluginBackend::devices() const {
+std::vector<Device> PluginBackend::devices() const {
   const Backend* b = load();
-  return b ? b->devices() : std::vector<std::string>{};
+  return b ? b->devices() : std::vector<Device>{};
 }
 
-std::optional<std::string> PluginBackend::device_name(const std::string& device, double timeout_seconds) const {
+std::optional<std::string> PluginBackend::device_name(const Device& device, double timeout_seconds) const {
   const Backend* b = load();
   return b ? b->device_name(device, timeout_seconds) : std::nullopt;
 }

@@ -37,8 +37,8 @@ class PluginBackend : public Backend {
   std::optional<std::string> unavailable_reason() const override;
   std::vector<std::string> modes() const override;
   bool accepts(ModelKind kind) const override;
-  std::vector<std::string> devices() const override;
-  std::optional<std::string> device_name(const std::string& device, double timeout_seconds) const override;
+  std::vector<Device> devices() const override;
+  std::optional<std::string> device_name(const Device& device, double timeout_seconds) const override;
   using Backend::prepare;
   std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode,
                                          const RunOptions& run) const override;

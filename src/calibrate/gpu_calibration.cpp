@@ -238,13 +238,13 @@ std::vector<CounterCheck> parse_counter_check(std::string_view text, const std::
   return out;
 }
 
-GpuCalibration calibrate_gpu(const std::string& device, bool quick, bool counters) {
-  const Device d = parse_device(device);
-  if (d.kind != "cuda") {
+GpuCalibration calibrate_gpu(const Device& d, bool quick, bool counters) {
+  const std::string device = d.name();
+  if (!d.is_cuda()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--device {}: GPU calibration is for cuda:N; omit --device to calibrate the CPU", device));
   }
-  if (const auto missing = cuda_device_missing(cuda_devices(), d.index)) throw Error(ErrorCode::kNotFound, *missing);
+  if (const auto missing = cuda_device_missing(cuda_devices(), d.index())) throw Error(ErrorCode::kNotFound, *missing);
   if (!cuda_plugin_built()) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("{}: CUDA toolkit not found at build time, so this neural-cost has no GPU calibration "
@@ -285,7 +285,7 @@ GpuCalibration calibrate_gpu(const std::string& device, bool quick, bool counter
       if (error) release(error);
     });
   };
-  auto [calibrated, calibrate] = call([run, index = d.index, quick](char** j, char** e) { return run(index, quick ? 1 : 0, j, e); });
+  auto [calibrated, calibrate] = call([run, index = d.index(), quick](char** j, char** e) { return run(index, quick ? 1 : 0, j, e); });
   thread.run(calibrate, kGpuCallDeadline, fmt::format("GPU calibration on {}", device));
   const std::string text = calibrated->text;
   if (calibrated->rc != 0) {
@@ -296,7 +296,7 @@ GpuCalibration calibrate_gpu(const std::string& device, bool quick, bool counter
     using Check = int (*)(int, char**, char**);
     auto check = reinterpret_cast<Check>(::dlsym(h, "neuralcost_cuda_counter_check"));
     if (!check) throw Error(ErrorCode::kNotFound, fmt::format("{}: the CUDA plugin {} has no counter check", device, path));
-    auto [checked, run_check] = call([check, index = d.index](char** j, char** e) { return check(index, j, e); });
+    auto [checked, run_check] = call([check, index = d.index()](char** j, char** e) { return check(index, j, e); });
     thread.run(run_check, kGpuCallDeadline, fmt::format("the counter check on {}", device));
     if (checked->rc != 0) {
       throw Error(ErrorCode::kNotFound, fmt::format("{}: hardware counters not available here: {}", device, checked->message));
@@ -306,7 +306,7 @@ GpuCalibration calibrate_gpu(const std::string& device, bool quick, bool counter
   const HardwareDatabase& db = HardwareDatabase::builtin();
   std::string name;
   for (const CudaDeviceInfo& info : cuda_devices().devices) {
-    if (info.index == d.index) name = info.name;
+    if (info.index == d.index()) name = info.name;
   }
   const HardwareSpec* spec = db.find_device_name(name);
   GpuCalibration c = parse_gpu_calibration(text, spec, path);

@@ -359,7 +359,7 @@ ProfileRun failed_cell(const CellPlan& plan, const ProfileOptions& options, cons
   r.mode = plan.mode;
   r.model = plan.request.model;
   r.batch = plan.request.batch;
-  r.device = options.run.device;
+  r.device = options.run.device.name();
   r.outcome = Outcome::failure(error);
   if (!plan.chosen_by.empty()) r.contract["backend_chosen_by"] = plan.chosen_by;
   return r;

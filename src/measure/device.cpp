@@ -134,43 +134,26 @@ class CudaEnvironment final : public RunEnvironment {
 
 }  // namespace
 
-Device parse_device(const std::string& name) {
-  if (name == "cpu") return {name, "cpu", -1};
-  if (name.rfind("cuda:", 0) == 0 && name.size() > 5 && name.size() <= 8 &&
-      std::all_of(name.begin() + 5, name.end(), [](unsigned char c) { return std::isdigit(c); })) {
-    return {name, "cuda", std::atoi(name.c_str() + 5)};
-  }
-  throw Error(ErrorCode::kInvalidArgument,
-              fmt::format("--device '{}' is not a device name: cpu, or cuda:N for the N-th CUDA GPU", name));
-}
-
-std::string_view spec_type_for(const Device& device) { return device.kind == "cpu" ? "cpu" : "gpu"; }
-
-void check_device_offered(const Backend& backend, const std::string& device) {
-  parse_device(device);
-  const std::vector<std::string> offered = backend.devices();
+void check_device_offered(const Backend& backend, const Device& device) {
+  const std::vector<Device> offered = backend.devices();
   if (std::find(offered.begin(), offered.end(), device) == offered.end()) {
     // a backend that offers no CUDA device at all: the machine's reason, when it has one (a backend
     // that offers some sees GPUs, and the driver's view would only contradict it)
-    const Device d = parse_device(device);
-    const bool offers_cuda = std::any_of(offered.begin(), offered.end(),
-                                         [](const std::string& o) { return o.rfind("cuda:", 0) == 0; });
+    const bool offers_cuda = std::any_of(offered.begin(), offered.end(), [](const Device& o) { return o.is_cuda(); });
     std::optional<std::string> machine;
-    if (d.kind == "cuda" && !offers_cuda) machine = cuda_device_missing(cuda_devices(), d.index);
-    throw Error(ErrorCode::kNotFound,
-                fmt::format("backend '{}' has no device '{}' on this machine (devices: {}){}", backend.name(), device,
-                            offered.empty() ? "none" : fmt::format("{}", fmt::join(offered, ", ")),
-                            machine ? ": " + *machine : std::string()));
+    if (device.is_cuda() && !offers_cuda) machine = cuda_device_missing(cuda_devices(), device.index());
+    throw Error(ErrorCode::kNotFound, fmt::format("backend '{}' has no device '{}' on this machine (devices: {}){}",
+                                                  backend.name(), device.name(), device_names(offered),
+                                                  machine ? ": " + *machine : std::string()));
   }
 }
 
-std::string default_hardware_for(const std::vector<const Backend*>& backends, const std::string& device,
+std::string default_hardware_for(const std::vector<const Backend*>& backends, const Device& device,
                                  double worker_timeout_seconds) {
-  const Device d = parse_device(device);
-  if (d.kind == "cpu") return "host";
+  if (device.is_cpu()) return "host";
   std::optional<std::string> gpu;
   for (const Backend* b : backends) {
-    const std::vector<std::string> offered = b->devices();
+    const std::vector<Device> offered = b->devices();
     if (std::find(offered.begin(), offered.end(), device) == offered.end()) continue;
     gpu = b->device_name(device, worker_timeout_seconds);
     break;
@@ -178,7 +161,7 @@ std::string default_hardware_for(const std::vector<const Backend*>& backends, co
   if (!gpu) {
     throw Error(ErrorCode::kNotFound, fmt::format("no backend of --backend can tell which GPU {} is: name its spec "
                                                   "with --hardware (see `neural-cost hardware list`)",
-                                                  device));
+                                                  device.name()));
   }
   const HardwareDatabase& db = HardwareDatabase::builtin();
   if (const HardwareSpec* s = db.find_device_name(*gpu)) return s->id;
@@ -190,17 +173,16 @@ std::string default_hardware_for(const std::vector<const Backend*>& backends, co
   throw Error(ErrorCode::kNotFound, fmt::format("{} is '{}', which the built-in hardware database does not name: "
                                                 "choose its spec with --hardware (an id of `neural-cost hardware "
                                                 "list` or a spec file)",
-                                                device, *gpu));
+                                                device.name(), *gpu));
 }
 
-std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, const std::string& device,
+std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, const Device& device,
                                                   bool allow_mismatch) {
-  const Device d = parse_device(device);
-  const std::string_view wanted = spec_type_for(d);
+  const std::string_view wanted = device.spec_type();
   if (spec.device_type == wanted) return std::nullopt;
   const std::string what = fmt::format("the hardware spec '{}' is a {} ({}), but the run is on {}, a {}", spec.id,
                                        spec.device_type.empty() ? "device of unknown type" : spec.device_type,
-                                       spec.name, device, wanted);
+                                       spec.name, device.name(), wanted);
   if (!allow_mismatch) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: its roofline would not be this device's. Omit --hardware to use the device's own "
@@ -210,10 +192,9 @@ std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, cons
   return what + ": the roofline, efficiencies and bounds are that other device's, not this run's";
 }
 
-std::unique_ptr<RunEnvironment> run_environment(const std::string& device) {
-  const Device d = parse_device(device);
-  if (d.kind == "cpu") return std::make_unique<CpuEnvironment>();
-  return std::make_unique<CudaEnvironment>(d.index);
+std::unique_ptr<RunEnvironment> run_environment(const Device& device) {
+  if (device.is_cpu()) return std::make_unique<CpuEnvironment>();
+  return std::make_unique<CudaEnvironment>(device.index());
 }
 
 std::optional<double> PreparedModel::page_faults() const {

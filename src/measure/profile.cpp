@@ -39,7 +39,7 @@ std::vector<ProfileRun> failed_runs(const Backend& backend, const ModelRequest& 
       r.mode = mode;
       r.model = base.model;
       r.batch = batch;
-      r.device = options.run.device;
+      r.device = options.run.device.name();
       r.outcome = Outcome::failure(error);
       failed.push_back(std::move(r));
       if (options.modes.empty()) break;
@@ -78,7 +78,6 @@ void validate(const ProfileOptions& options) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("--worker-timeout must be more than 0 and at most 86400 seconds "
                                                          "(got {})", run.worker_timeout_seconds));
   }
-  parse_device(run.device);
   if (run.train) {
     validate(run.train->hyper);
     // what the backends run today; analyze --train counts the others

@@ -50,7 +50,7 @@ class Schedule {
       r.mode = cells[i].mode;
       r.model = cells[i].request.model;
       r.batch = cells[i].request.batch;
-      r.device = options.run.device;
+      r.device = options.run.device.name();
       if (i < hooks_.done.size()) sessions_[i].rounds = hooks_.done[i];
     }
     finished_.resize(cells.size());

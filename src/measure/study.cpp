@@ -48,7 +48,7 @@ nlohmann::json study_settings(const ModelRequest& base, const ProfileOptions& op
           {"warmup_iterations", t.warmup_iterations},
           {"warmup_seconds", t.warmup_seconds},
           {"layer_runs", options.layer_runs},
-          {"device", options.run.device},
+          {"device", options.run.device.name()},
           {"threads", options.run.threads},
           {"hardware_id", hardware_id},
           {"rounds",
@@ -162,7 +162,7 @@ std::size_t run_study(const std::vector<StudyCell>& cells, const ModelRequest& b
   hooks.time_limit_seconds = time_limit;
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const StudyCell& c = cells[i];
-    const std::string key = cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch, options.run.device);
+    const std::string key = cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch, options.run.device.name());
     if (progress.done.count(key)) continue;
     ModelRequest request = base;
     request.model = c.model;
@@ -179,7 +179,7 @@ std::size_t run_study(const std::vector<StudyCell>& cells, const ModelRequest& b
       r.mode = c.mode;
       r.model = c.model;
       r.batch = c.batch;
-      r.device = options.run.device;
+      r.device = options.run.device.name();
       r.outcome = Outcome::failure(e.what());
       on_run(r, i);
       continue;

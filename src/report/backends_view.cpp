@@ -18,7 +18,10 @@ std::string render_backends(const std::vector<const Backend*>& backends, Format 
   for (const Backend* b : backends) {
     const std::optional<std::string> why = b->unavailable_reason();
     const std::vector<std::string> modes = why ? std::vector<std::string>{} : b->modes();
-    const std::vector<std::string> devices = why ? std::vector<std::string>{} : b->devices();
+    std::vector<std::string> devices;
+    if (!why) {
+      for (const Device& d : b->devices()) devices.push_back(d.name());
+    }
     std::string joined, on;
     for (const std::string& m : modes) joined += (joined.empty() ? "" : ", ") + m;
     for (const std::string& d : devices) on += (on.empty() ? "" : ", ") + d;

@@ -44,17 +44,17 @@ class FakeGpuBackend final : public Backend {
   std::string_view description() const override { return "a backend of the tests with a GPU"; }
   std::optional<std::string> unavailable_reason() const override { return std::nullopt; }
   std::vector<std::string> modes() const override { return {"eager"}; }
-  std::vector<std::string> devices() const override { return {"cpu", "cuda:0"}; }
-  std::optional<std::string> device_name(const std::string& device, double timeout_seconds) const override {
+  std::vector<Device> devices() const override { return {Device::cpu(), Device::cuda(0)}; }
+  std::optional<std::string> device_name(const Device& device, double timeout_seconds) const override {
     asked_timeout = timeout_seconds;
-    if (device == "cuda:0") return gpu_name;
+    if (device == Device::cuda(0)) return gpu_name;
     return std::nullopt;
   }
   using Backend::prepare;
   std::unique_ptr<PreparedModel> prepare(const ModelRequest& model, const std::string&,
                                          const RunOptions& run) const override {
     ++prepared;
-    last_device = run.device;
+    last_device = run.device.name();
     if (fail) throw Error(ErrorCode::kUnimplemented, "the fake backend was told to fail");
     return std::make_unique<FakeModel>(model.batch, pass_seconds);
   }
@@ -69,7 +69,7 @@ class FakeGpuBackend final : public Backend {
 
 ProfileOptions on(const std::string& device) {
   ProfileOptions o;
-  o.run.device = device;
+  o.run.device = Device::parse(device);
   o.layer_runs = 0;
   o.timing.warmup_iterations = 1;
   o.timing.warmup_seconds = 0;
@@ -88,19 +88,28 @@ ModelRequest ff() {
 const HardwareSpec& spec(const std::string& id) { return HardwareDatabase::builtin().get(id); }
 
 TEST(DeviceTest, DeviceNamesAreCpuOrCudaN) {
-  EXPECT_EQ(parse_device("cpu").kind, "cpu");
-  EXPECT_EQ(parse_device("cuda:3").index, 3);
-  EXPECT_EQ(spec_type_for(parse_device("cuda:0")), "gpu");
-  for (const char* bad : {"", "gpu", "cuda", "cuda:", "cuda:x", "CPU", "cuda:-1"}) {
-    EXPECT_THROW(parse_device(bad), Error) << bad;
+  EXPECT_TRUE(Device::parse("cpu").is_cpu());
+  EXPECT_EQ(Device::parse("cpu"), Device());
+  EXPECT_EQ(Device::parse("cuda:3").index(), 3);
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_NE(Device::cuda(3), Device::cuda(2));
+  EXPECT_EQ(Device::cuda(12).name(), "cuda:12");
+  EXPECT_EQ(Device::parse(Device::cuda(999).name()), Device::cuda(999));
+  EXPECT_EQ(Device::parse("cuda:0").spec_type(), "gpu");
+  EXPECT_EQ(Device::cpu().spec_type(), "cpu");
+  EXPECT_EQ(device_names({Device::cpu(), Device::cuda(1)}), "cpu, cuda:1");
+  EXPECT_EQ(device_names({}), "none");
+  for (const char* bad : {"", "gpu", "cuda", "cuda:", "cuda:x", "CPU", "cuda:-1", "cuda:1000", "cuda:0 "}) {
+    EXPECT_THROW(Device::parse(bad), Error) << bad;
   }
+  EXPECT_THROW(Device::cuda(-1), Error);
 }
 
 TEST(DeviceTest, ARunNamesADeviceTheBackendOffers) {
   const FakeGpuBackend fake;
-  EXPECT_NO_THROW(check_device_offered(fake, "cuda:0"));
+  EXPECT_NO_THROW(check_device_offered(fake, Device::parse("cuda:0")));
   try {
-    check_device_offered(fake, "cuda:1");
+    check_device_offered(fake, Device::parse("cuda:1"));
     FAIL() << "cuda:1 is not offered";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kNotFound);
@@ -157,28 +166,28 @@ TEST(DeviceTest, AMatchingSpecRunsOnTheNamedDevice) {
 
 TEST(DeviceTest, TheSpecFollowsTheDevice) {
   FakeGpuBackend fake;
-  EXPECT_EQ(default_hardware_for({&fake}, "cpu", 300), "host");
-  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0", 300), "h100-sxm");  // by the spec's device_names
+  EXPECT_EQ(default_hardware_for({&fake}, Device::parse("cpu"), 300), "host");
+  EXPECT_EQ(default_hardware_for({&fake}, Device::parse("cuda:0"), 300), "h100-sxm");  // by the spec's device_names
   fake.gpu_name = "nvidia a100-sxm4-40gb";                           // exact, but not case
-  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0", 300), "a100-sxm-40gb");
+  EXPECT_EQ(default_hardware_for({&fake}, Device::parse("cuda:0"), 300), "a100-sxm-40gb");
   fake.gpu_name = "NVIDIA GH200 480GB";  // named after the superchip's CPU memory; 96GB HBM3 GPU
-  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0", 300), "gh200-96gb");
+  EXPECT_EQ(default_hardware_for({&fake}, Device::parse("cuda:0"), 300), "gh200-96gb");
   fake.gpu_name = "AMD Instinct MI325X";  // ROCm's name, reached through cuda:N
-  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0", 300), "mi325x");
-  EXPECT_FALSE(check_hardware_matches(spec("mi325x"), "cuda:0", false).has_value());
+  EXPECT_EQ(default_hardware_for({&fake}, Device::parse("cuda:0"), 300), "mi325x");
+  EXPECT_FALSE(check_hardware_matches(spec("mi325x"), Device::parse("cuda:0"), false).has_value());
   fake.gpu_name = "Some Future GPU";
   try {
-    default_hardware_for({&fake}, "cuda:0", 300);
+    default_hardware_for({&fake}, Device::parse("cuda:0"), 300);
     FAIL() << "an unknown GPU got a spec";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kNotFound);
     EXPECT_THAT(e.what(), HasSubstr("cuda:0 is 'Some Future GPU'"));
     EXPECT_THAT(e.what(), HasSubstr("--hardware"));
   }
-  EXPECT_THROW(default_hardware_for({&fake}, "cuda:7", 300), Error);  // no backend offers it
+  EXPECT_THROW(default_hardware_for({&fake}, Device::parse("cuda:7"), 300), Error);  // no backend offers it
   // asking a backend for its GPU's name waits no longer than the run's --worker-timeout
   fake.gpu_name = "NVIDIA H100 80GB HBM3";
-  EXPECT_EQ(default_hardware_for({&fake}, "cuda:0", 2), "h100-sxm");
+  EXPECT_EQ(default_hardware_for({&fake}, Device::parse("cuda:0"), 2), "h100-sxm");
   EXPECT_EQ(fake.asked_timeout, 2);
 }
 

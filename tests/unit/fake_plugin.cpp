@@ -12,7 +12,9 @@ class FakeBackend final : public neuralcost::Backend {
   std::string_view description() const override { return "a plugin of the tests"; }
   std::optional<std::string> unavailable_reason() const override { return std::nullopt; }
   std::vector<std::string> modes() const override { return {"eager"}; }
-  std::vector<std::string> devices() const override { return {"cpu", "cuda:0"}; }
+  std::vector<neuralcost::Device> devices() const override {
+    return {neuralcost::Device::cpu(), neuralcost::Device::cuda(0)};
+  }
   using Backend::prepare;
   std::unique_ptr<neuralcost::PreparedModel> prepare(const neuralcost::ModelRequest&, const std::string&,
                                                      const neuralcost::RunOptions&) const override {

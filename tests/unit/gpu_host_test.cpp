@@ -164,15 +164,15 @@ TEST(GpuHostTest, MalformedCalibrationAnswersAreRefused) {
 TEST(GpuHostTest, CalibratingACudaDeviceHereIsOneNamedError) {
   if (!cuda_devices().unavailable_reason) GTEST_SKIP() << "this machine has a CUDA device";
   try {
-    calibrate_gpu("cuda:0", true);
+    calibrate_gpu(Device::parse("cuda:0"), true);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kNotFound);
     EXPECT_THAT(e.what(), HasSubstr("cuda:0: CUDA is not available here: "));
   }
-  EXPECT_THROW(calibrate_gpu("cuda:x", true), Error);
+  EXPECT_THROW(calibrate_gpu(Device::parse("cuda:x"), true), Error);
   try {
-    calibrate_gpu("cpu", true);
+    calibrate_gpu(Device::parse("cpu"), true);
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);

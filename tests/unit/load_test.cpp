@@ -222,7 +222,7 @@ class SpinningBackend final : public Backend {
   std::string_view description() const override { return "a backend of the tests whose passes spin"; }
   std::optional<std::string> unavailable_reason() const override { return std::nullopt; }
   std::vector<std::string> modes() const override { return {"eager"}; }
-  std::vector<std::string> devices() const override { return {"cpu"}; }
+  std::vector<Device> devices() const override { return {Device::cpu()}; }
   using Backend::prepare;
   std::unique_ptr<PreparedModel> prepare(const ModelRequest&, const std::string&, const RunOptions&) const override {
     return std::make_unique<SpinningModel>();

@@ -13,7 +13,7 @@ namespace {
 using ::testing::HasSubstr;
 
 /// A PluginBackend for one of the fake plugins, loaded from the tests' plugin folder.
-std::optional<std::string> reason_for(const std::string& file, std::vector<std::string>* devices = nullptr) {
+std::optional<std::string> reason_for(const std::string& file, std::vector<Device>* devices = nullptr) {
   setenv("NEURALCOST_PLUGIN_DIR", NEURALCOST_FAKE_PLUGIN_DIR, 1);
   const PluginBackend plugin("fake", "a plugin of the tests", file, "neuralcost_fake_backend");
   std::optional<std::string> why = plugin.unavailable_reason();
@@ -23,13 +23,13 @@ std::optional<std::string> reason_for(const std::string& file, std::vector<std::
 }
 
 TEST(PluginTest, AMatchingApiVersionIsLoaded) {
-  std::vector<std::string> devices;
+  std::vector<Device> devices;
   EXPECT_EQ(reason_for("fake_plugin.so", &devices), std::nullopt);
-  EXPECT_EQ(devices, (std::vector<std::string>{"cpu", "cuda:0"}));
+  EXPECT_EQ(devices, (std::vector<Device>{Device::cpu(), Device::cuda(0)}));
 }
 
 TEST(PluginTest, AnotherApiVersionIsRefusedWithBothVersions) {
-  std::vector<std::string> devices;
+  std::vector<Device> devices;
   const auto why = reason_for("fake_plugin_v999.so", &devices);
   ASSERT_TRUE(why.has_value());
   EXPECT_THAT(*why, HasSubstr("this neural-cost has version " + std::to_string(kPluginApiVersion)));

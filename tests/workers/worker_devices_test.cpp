@@ -94,16 +94,16 @@ TEST(WorkerBackendDevicesTest, CudaGpusAreCountedFromTheDriverOrTheDeviceNodes) 
 
 TEST(WorkerBackendDevicesTest, TheTorchBackendRefusesAGpuThisMachineDoesNotHave) {
   const Backend& torch = backend_named("torch");
-  const std::vector<std::string> devices = torch.devices();
+  const std::vector<Device> devices = torch.devices();
   ASSERT_FALSE(devices.empty());
-  EXPECT_EQ(devices.front(), "cpu");
+  EXPECT_EQ(devices.front(), Device::cpu());
   EXPECT_EQ(static_cast<int>(devices.size()) - 1, worker::visible_cuda_gpus());
   if (worker::visible_cuda_gpus() > 0) GTEST_SKIP() << "this machine has a GPU";
   ModelRequest ff;
   ff.model = "ff";
   ff.batch = 2;
   RunOptions run;
-  run.device = "cuda:0";
+  run.device = Device::cuda(0);
   try {
     torch.prepare(ff, "eager", run);
     FAIL() << "a model was prepared on a GPU this machine does not have";
@@ -112,8 +112,8 @@ TEST(WorkerBackendDevicesTest, TheTorchBackendRefusesAGpuThisMachineDoesNotHave)
     EXPECT_STREQ(e.what(), "the torch worker has no device 'cuda:0' (devices: cpu)");
   }
   // JAX and TensorFlow offer the CPU only, wherever they run
-  EXPECT_EQ(backend_named("jax").devices(), std::vector<std::string>{"cpu"});
-  EXPECT_EQ(backend_named("tensorflow").devices(), std::vector<std::string>{"cpu"});
+  EXPECT_EQ(backend_named("jax").devices(), std::vector<Device>{Device::cpu()});
+  EXPECT_EQ(backend_named("tensorflow").devices(), std::vector<Device>{Device::cpu()});
 }
 
 }  // namespace

@@ -165,14 +165,15 @@ void add_hardware_command(CLI::App& app) {
         throw Error(ErrorCode::kInvalidArgument, fmt::format("{} is for --collectives", only));
       }
     }
-    if (parse_device(cal->device).kind == "cuda") {
+    const Device device = Device::parse(cal->device);
+    if (device.is_cuda()) {
       for (const char* cpu_only : {"--threads", "--force"}) {
         if (calibrate_cmd->count(cpu_only) > 0) {
           throw Error(ErrorCode::kInvalidArgument, fmt::format("{} is for the CPU's calibration, not --device {}",
                                                                cpu_only, cal->device));
         }
       }
-      const GpuCalibration c = calibrate_gpu(cal->device, cal->quick, cal->counters);
+      const GpuCalibration c = calibrate_gpu(device, cal->quick, cal->counters);
       emit(render_gpu_calibration(c, format), cal->output);
       if (!cal->spec_output.empty()) {
         const HardwareSpec* datasheet = HardwareDatabase::builtin().find(c.spec_id);

@@ -187,7 +187,7 @@ RunSetup prepare_run(const RunArgs& args) {
   options.modes = args.modes;
   options.batches = args.batches;
   options.layer_runs = args.layer_runs;
-  options.run.device = args.device;
+  options.run.device = Device::parse(args.device);
   options.run.threads = args.threads;
   options.run.worker_timeout_seconds = args.worker_timeout;
   options.timing.budget_seconds = args.budget;

@@ -63,7 +63,7 @@ void run_study_command(const RunArgs& args, bool resume, double time_limit) {
   std::size_t todo = 0;
   for (const StudyCell& c : cells) {
     todo += progress.done.count(cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch,
-                                         setup.options.run.device)) ? 0 : 1;
+                                         setup.options.run.device.name())) ? 0 : 1;
   }
   install_interrupt_handlers();
   const bool terminal = ::isatty(2) != 0;

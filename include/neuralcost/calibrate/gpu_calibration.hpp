@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "neuralcost/core/device.hpp"
 #include "neuralcost/hardware/spec.hpp"
 
 namespace neuralcost {
@@ -75,6 +76,6 @@ std::vector<CounterCheck> parse_counter_check(std::string_view plugin_json, cons
 /// name or "cpu"; kNotFound when CUDA is unavailable here (with the reason) or there is no such
 /// device; kUnimplemented when this build has no CUDA plugin ("CUDA toolkit not found at build
 /// time"); kInternal with CUDA's message when a measurement fails.
-GpuCalibration calibrate_gpu(const std::string& device, bool quick, bool counters = false);
+GpuCalibration calibrate_gpu(const Device& device, bool quick, bool counters = false);
 
 }  // namespace neuralcost

@@ -1,4 +1,4 @@
-// Devices in the run interface. A backend offers devices (Backend::devices: "cpu", "cuda:0",
+// Devices in the run interface. A backend offers devices (Backend::devices: cpu, cuda:0,
 // ...), a run names one (RunOptions::device), and the roofline spec follows it unless the user
 // names another. What a device contributes to a run beyond its time sits behind RunEnvironment:
 // the samplers around the timed phase, how the clock is described, and environment facts and
@@ -20,36 +20,23 @@
 
 namespace neuralcost {
 
-/// A device name taken apart: "cpu" (index -1), "cuda:1" (kind cuda, index 1).
-struct Device {
-  std::string name;
-  std::string kind;  ///< cpu, cuda
-  int index = -1;
-};
-
-/// Parses a --device value; kInvalidArgument naming it when it is neither "cpu" nor "cuda:N".
-Device parse_device(const std::string& name);
-
-/// The HardwareSpec::device_type that describes `device`: "cpu" for cpu, "gpu" for cuda.
-std::string_view spec_type_for(const Device& device);
-
 /// Throws kNotFound when `backend` does not offer `device` on this machine, listing the ones it
-/// offers (a malformed name is kInvalidArgument, from parse_device).
-void check_device_offered(const Backend& backend, const std::string& device);
+/// offers.
+void check_device_offered(const Backend& backend, const Device& device);
 
 /// The --hardware of a run on `device` when the user names none: "host" (this machine,
 /// calibrated) for cpu; for cuda:N the built-in spec whose device_names (or id, alias or name)
 /// hold the GPU's name
 /// as the first of `backends` that offers the device reports it. kNotFound asking for
 /// --hardware when no backend can tell the name or the database has no such GPU.
-std::string default_hardware_for(const std::vector<const Backend*>& backends, const std::string& device,
+std::string default_hardware_for(const std::vector<const Backend*>& backends, const Device& device,
                                  double worker_timeout_seconds);
 
 /// Checks that `spec` is a roofline of `device`'s kind of hardware (its device_type). A spec for
 /// another kind (a CPU's for a cuda run, a GPU's for a cpu run) is refused with
 /// kInvalidArgument, unless `allow_mismatch`: then the returned warning says what is compared
 /// with what. Empty when they match.
-std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, const std::string& device,
+std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, const Device& device,
                                                   bool allow_mismatch);
 
 /// What a device contributes to a run's measurement and contract.
@@ -67,7 +54,7 @@ class RunEnvironment {
                         std::vector<std::string>& warnings) const = 0;
 };
 
-/// The run environment of `device` (parse_device's names).
-std::unique_ptr<RunEnvironment> run_environment(const std::string& device);
+/// The run environment of `device`.
+std::unique_ptr<RunEnvironment> run_environment(const Device& device);
 
 }  // namespace neuralcost

@@ -455,8 +455,8 @@ class LibTorchBackend final : public Backend {
   using Backend::prepare;
   std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode,
                                          const RunOptions& run) const override {
-    if (run.device != "cpu") {
-      throw Error(ErrorCode::kNotFound, fmt::format("libtorch: no device '{}' (devices: cpu)", run.device));
+    if (!run.device.is_cpu()) {
+      throw Error(ErrorCode::kNotFound, fmt::format("libtorch: no device '{}' (devices: cpu)", run.device.name()));
     }
     if (mode != "eager" && mode != "compiled") {
       throw Error(ErrorCode::kInvalidArgument,

@@ -162,7 +162,7 @@ std::shared_ptr<SharedWorker> worker_for(const std::string& framework, const std
   if (run.process_pool.empty() || run.train) return std::make_shared<SharedWorker>(framework, run);
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<SharedWorker>> pools;
-  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", run.process_pool, framework, mode, run.device,
+  const std::string key = fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", run.process_pool, framework, mode, run.device.name(),
                                       run.threads, dtype_name(request.dtype), python_interpreter(), worker_directory());
   const std::lock_guard<std::mutex> lock(mutex);
   std::shared_ptr<SharedWorker> worker = pools[key].lock();
@@ -181,9 +181,9 @@ class WorkerModel final : public PreparedModel {
         slot_(worker_->next_slot++) {
     const json& hello = worker_->hello;
     const std::map<std::string, std::string> devices = devices_of(hello, framework);
-    if (!devices.count(run.device)) {
+    if (!devices.count(run.device.name())) {
       throw Error(ErrorCode::kNotFound, fmt::format("the {} worker has no device '{}' (devices: {})", framework,
-                                                    run.device, device_list(devices)));
+                                                    run.device.name(), device_list(devices)));
     }
     add_strings(environment_, member(hello, "environment"), "");
     // a model file's inputs: by name or position, with dtype and value range where given
@@ -201,7 +201,7 @@ class WorkerModel final : public PreparedModel {
                   {"seq", request.seq},   {"width", request.width},
                   {"depth", request.depth}, {"dtype", std::string(dtype_name(request.dtype))},
                   {"input_shapes", shapes}, {"inputs", inputs},
-                  {"device", run.device}};
+                  {"device", run.device.name()}};
     training_ = run.train.has_value();
     if (training_) build["train"] = train_request(*run.train);
     const json built = ask(build, Seconds(timeout_));
@@ -485,14 +485,14 @@ int visible_cuda_gpus(const std::string& root) {
   return gpus;
 }
 
-std::vector<std::string> WorkerBackend::devices() const {
-  std::vector<std::string> d = {"cpu"};
+std::vector<Device> WorkerBackend::devices() const {
+  std::vector<Device> d = {Device::cpu()};
   if (!cuda_) return d;
-  for (int i = 0, n = visible_cuda_gpus(); i < n; ++i) d.push_back(fmt::format("cuda:{}", i));
+  for (int i = 0, n = visible_cuda_gpus(); i < n; ++i) d.push_back(Device::cuda(i));
   return d;
 }
 
-std::optional<std::string> WorkerBackend::device_name(const std::string& device, double timeout_seconds) const {
+std::optional<std::string> WorkerBackend::device_name(const Device& device, double timeout_seconds) const {
   const std::lock_guard<std::mutex> lock(names_mutex_);
   if (!names_) {
     // the framework's own names for its devices, from one worker's hello
@@ -504,7 +504,7 @@ std::optional<std::string> WorkerBackend::device_name(const std::string& device,
     names_ = devices_of(say_hello(process, framework_, timeout_seconds), framework_);
     process.stop();
   }
-  const auto it = names_->find(device);
+  const auto it = names_->find(device.name());
   if (it == names_->end() || it->second.empty()) return std::nullopt;
   return it->second;
 }

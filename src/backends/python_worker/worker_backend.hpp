@@ -53,9 +53,9 @@ class WorkerBackend final : public Backend {
   std::vector<std::string> modes() const override;
   bool accepts(ModelKind kind) const override;
   /// cpu, and with `cuda` a cuda:N for each NVIDIA GPU this machine shows (visible_cuda_gpus).
-  std::vector<std::string> devices() const override;
+  std::vector<Device> devices() const override;
   /// The framework's name for `device`, from a worker's hello (started once, on first use).
-  std::optional<std::string> device_name(const std::string& device, double timeout_seconds) const override;
+  std::optional<std::string> device_name(const Device& device, double timeout_seconds) const override;
   using Backend::prepare;
   std::unique_ptr<PreparedModel> prepare(const ModelRequest& request, const std::string& mode,
                                          const RunOptions& run) const override;
