@@ -17,7 +17,8 @@ import time
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python"))
-from neuralcost_worker import native_timer, torch_capture  # noqa: E402
+from neuralcost_worker.torch import capture as torch_capture  # noqa: E402
+from neuralcost_worker.torch import native_timer  # noqa: E402
 
 torch.set_num_threads(1)
 passes = int(sys.argv[1]) if len(sys.argv) > 1 else 300

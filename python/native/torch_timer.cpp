@@ -1,6 +1,6 @@
 // The torch worker's per-op timer (docs/profiling.md §4): a RecordFunction observer compiled
 // against the worker's own torch (the PyPI wheel's headers and libtorch_cpu), loaded by
-// python/neuralcost_worker/native_timer.py with ctypes. It costs a fraction of a microsecond per
+// python/neuralcost_worker/torch/native_timer.py with ctypes. It costs a fraction of a microsecond per
 // op, where a Python TorchDispatchMode costs about 4 µs (issue 16: at most 3 % per pass).
 //
 // It times exactly the ops the worker's capture records: those a TorchDispatchMode sees, the

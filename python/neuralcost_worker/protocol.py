@@ -1,6 +1,6 @@
 """The worker's side of the protocol (docs/worker-protocol.md): read one JSON request per line,
 dispatch it to the framework's adapter, write one JSON reply per line. Timing of `run` and `bench`
-is here, the same for every framework; everything framework-specific is in <framework>_adapter.py.
+is here, the same for every framework; everything framework-specific is in <framework>/adapter.py.
 
 An adapter module has:
     FRAMEWORK, MODES            names
@@ -125,7 +125,7 @@ class Worker:
             raise WorkerError("unimplemented", f"this worker speaks protocol {PROTOCOL}, not {req.get('protocol')}")
         if self.adapter is None:
             try:
-                self.adapter = importlib.import_module(f"neuralcost_worker.{self.framework}_adapter")
+                self.adapter = importlib.import_module(f"neuralcost_worker.{self.framework}.adapter")
             except ImportError as e:
                 raise WorkerError("unimplemented",
                                   f"{self.framework} cannot be imported by {sys.executable}: {_one_line(e)} "

@@ -1,7 +1,7 @@
 """The training step's settings, framework-neutral (docs/worker-protocol.md, `build` with `train`):
 the request's "train" object checked and completed with its defaults, the loss's fixed targets,
-and the contract the build reply records. Each adapter writes the step itself (jax_training.py,
-tf_training.py) with the optimizers' formulas of torch.optim (the PyTorch 2 documentation):
+and the contract the build reply records. Each adapter writes the step itself (jax/training.py,
+tensorflow/training.py) with the optimizers' formulas of torch.optim (the PyTorch 2 documentation):
 
     sgd       g += wd p;  p -= lr g
     momentum  g += wd p;  b = mu b + g (b starts at 0, so the first b is g);  p -= lr b

@@ -303,7 +303,7 @@ def time_programs(run, n, programs, names, session=None, runs_of=None):
     """time_kernels for op by op: each pass must run the same programs in the same order; each
     event is one program run, timed by its thunks (JAX: the kernels, not JAX's dispatch, which
     is the pass's unattributed rest). `session` and `runs_of` (events -> [(name, seconds)]) are
-    another framework's (tf_trace.py)."""
+    another framework's (tensorflow/trace.py)."""
     import time
     from neuralcost_worker.protocol import WorkerError
     seconds, wall, plain = [[] for _ in programs], [], []

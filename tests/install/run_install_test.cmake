@@ -32,7 +32,7 @@ if(NOT found EQUAL 1)
 endif()
 get_filename_component(libdir "${libraries}" DIRECTORY)
 if(NOT EXISTS "${libdir}/neuralcost/python/neuralcost_worker/__main__.py" OR
-   NOT EXISTS "${libdir}/neuralcost/python/reference_torch.py")
+   NOT EXISTS "${libdir}/neuralcost/python/neuralcost_worker/torch/reference.py")
   message(FATAL_ERROR "the worker package was not installed in ${libdir}/neuralcost/python")
 endif()
 file(GLOB_RECURSE caches "${libdir}/neuralcost/python/*.pyc")

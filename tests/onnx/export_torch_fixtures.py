@@ -27,7 +27,7 @@ from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python"))
-import reference_torch  # noqa: E402
+from neuralcost_worker.torch import reference as reference_torch  # noqa: E402
 
 warnings.filterwarnings("ignore")
 out = sys.argv[1]

@@ -1,4 +1,4 @@
-"""The JAX capture walker (python/neuralcost_worker/jax_capture.py) on small programs: the op
+"""The JAX capture walker (python/neuralcost_worker/jax/capture.py) on small programs: the op
 records it emits for plain ops, nested calls, scans, whiles and conds (names, shapes, steps)."""
 import jax
 import jax.numpy as jnp
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from jax import lax
 
-from neuralcost_worker import jax_capture
+from neuralcost_worker.jax import capture as jax_capture
 
 
 def capture(f, params, x, buffers=None):

@@ -1,11 +1,13 @@
-"""Kernel traces (python/neuralcost_worker/xla_trace.py, tf_trace.py, xspace.py): the mapping of
+"""Kernel traces (python/neuralcost_worker/xla_trace.py, tensorflow/trace.py, xspace.py): the mapping of
 captured ops to the kernels that ran them, on hand-written HLO and op records, and once on a
 real jitted program under XLA's profiler."""
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from neuralcost_worker import jax_capture, tf_trace, xla_trace, xspace
+from neuralcost_worker import xla_trace, xspace
+from neuralcost_worker.jax import capture as jax_capture
+from neuralcost_worker.tensorflow import trace as tf_trace
 from neuralcost_worker.protocol import tensor
 
 HLO = """HloModule jit_f, is_scheduled=true

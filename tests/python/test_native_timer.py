@@ -1,4 +1,4 @@
-"""The torch worker's compiled per-op timer (python/neuralcost_worker/native_timer.py and
+"""The torch worker's compiled per-op timer (python/neuralcost_worker/torch/native_timer.py and
 python/native/torch_timer.cpp): it must time exactly the ops the Python dispatch mode sees (the
 ops the capture records), in order, for the reference networks and for composite ops and ops that
 call many others; and it must refuse, with a reason, what it cannot time. Needs the build's
@@ -9,8 +9,9 @@ import pytest
 import torch
 from torch import nn
 
-import reference_torch
-from neuralcost_worker import native_timer, torch_capture
+from neuralcost_worker.torch import capture as torch_capture
+from neuralcost_worker.torch import native_timer
+from neuralcost_worker.torch import reference as reference_torch
 
 torch.set_num_threads(1)
 

@@ -1,11 +1,11 @@
-"""The TensorFlow capture walker (python/neuralcost_worker/tf_capture.py) on small tf.functions:
+"""The TensorFlow capture walker (python/neuralcost_worker/tensorflow/capture.py) on small tf.functions:
 the op records it emits for plain ops, While loops (unrolled per step), If branches (the one
 taken) and TensorLists (names, shapes, steps)."""
 import numpy as np
 import pytest
 import tensorflow as tf
 
-from neuralcost_worker import tf_capture
+from neuralcost_worker.tensorflow import capture as tf_capture
 
 RNG = np.random.default_rng(0)
 W = tf.Variable(RNG.standard_normal((4, 4)).astype(np.float32), name="w")

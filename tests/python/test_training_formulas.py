@@ -66,7 +66,7 @@ def torch_steps():
 @pytest.mark.parametrize("case", CASES)
 def test_jax_optimizers_take_torchs_steps(case, torch_steps):
     import jax.numpy as jnp
-    from neuralcost_worker import jax_training
+    from neuralcost_worker.jax import training as jax_training
     train = training.parse(CASES[case])
     params = [jnp.asarray(p) for p in PARAMS]
     state = jax_training.init_state(train, params)
@@ -80,7 +80,7 @@ def test_jax_optimizers_take_torchs_steps(case, torch_steps):
 @pytest.mark.parametrize("case", CASES)
 def test_tensorflow_optimizers_take_torchs_steps(case, torch_steps):
     import tensorflow as tf
-    from neuralcost_worker import tf_training
+    from neuralcost_worker.tensorflow import training as tf_training
     train = training.parse(CASES[case])
     variables = [tf.Variable(p) for p in PARAMS]
     opt = tf_training.Optimizer(train, variables)

@@ -1,5 +1,5 @@
 // The jaxpr-primitive-to-op-record mapping (src/backends/capture/jax_mapping.cpp) on
-// hand-written equations, as python/neuralcost_worker/jax_adapter.py reports them: contraction
+// hand-written equations, as python/neuralcost_worker/jax/adapter.py reports them: contraction
 // FLOPs are exact for any dimension numbers and layouts, weights are counted once, constants
 // are buffers, and nothing unknown is a silent zero.
 #include "backends/capture/captured_op.hpp"
@@ -175,7 +175,7 @@ TEST(JaxMappingTest, UnknownPrimitivesAndLoopsAreUnmodeled) {
 }
 
 TEST(JaxMappingTest, AWhileTheWorkerCouldNotUnrollShowsItsReason) {
-  // the worker unrolls the whiles it can count; one that stays says why (jax_capture.py)
+  // the worker unrolls the whiles it can count; one that stays says why (jax/capture.py)
   const Analysis a = analyze_ops({op("while", {integer(0), tensor("input0", {4, 4})}, {tensor("%1", {}), tensor("%2", {4, 4})},
                                      {{"body_nconsts", integer(0)}, {"cond_nconsts", integer(0)},
                                       {"not_unrolled", text("more than 20000 iterations of about 10 ops exceed 200000 ops")}})});
@@ -187,7 +187,7 @@ TEST(JaxMappingTest, AWhileTheWorkerCouldNotUnrollShowsItsReason) {
 }
 
 TEST(JaxMappingTest, ACondTheWorkerCouldNotResolveShowsItsReason) {
-  // the worker inlines the branch a cond takes; one that stays says why (jax_capture.py)
+  // the worker inlines the branch a cond takes; one that stays says why (jax/capture.py)
   const Analysis a = analyze_ops({op("cond", {tensor("%1", {}), tensor("input0", {4, 4})}, {tensor("%2", {4, 4})},
                                      {{"branches", integer(2)},
                                       {"not_inlined", text("the value of its index (which branch runs) is not known at capture")}}),

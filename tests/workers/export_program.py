@@ -6,7 +6,7 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-import reference_torch  # noqa: E402
+from neuralcost_worker.torch import reference as reference_torch  # noqa: E402
 
 name, batch, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 net, x = reference_torch.build(name, batch)

@@ -1,7 +1,7 @@
 // JAX while loops (lax.while_loop, lax.fori_loop with a bound that is not static) are counted as
 // the ops they run: the JAX worker finds the trip count by evaluating the program once on the
 // real parameters and input, then unrolls the cond once per test and the body once per step
-// (python/neuralcost_worker/jax_capture.py). The worker's hidden test model "lstm_while" is the
+// (python/neuralcost_worker/jax/capture.py). The worker's hidden test model "lstm_while" is the
 // reference LSTM (docs/reference-networks.md) with its time loops written as while loops: layer 0
 // a lax.while_loop over a counter, layer 1 a lax.fori_loop up to a bound computed from the input.
 // A JAX `cond` (lax.cond, lax.switch) is counted as the branch it takes on the worker's input,

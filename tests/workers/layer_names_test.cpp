@@ -133,7 +133,7 @@ TEST_P(LayerNames, MatchAnalyzesNames) {
   o.batch = batch;
   const OpGraph expected = build_reference_model(o);
   for (const ProfileRun& run : runs) expect_analyzes_names(run, expected);
-  // the workers' networks (python/reference_torch.py, jax_models.py, tf_models.py) are the static
+  // the workers' networks (python/neuralcost_worker/torch/reference.py, jax/models.py, tensorflow/models.py) are the static
   // model: checked on the eager run, which is the first mode
   if (c.backend != "libtorch") expect_static_model(runs.front(), expected);
 }

@@ -61,7 +61,7 @@ Handler function_of(OpKind kind, std::string function);
 Handler view();
 
 /// True for an ATen op whose output is a view of its first input: the one list
-/// (python/neuralcost_worker/aten_view_ops.txt), which the torch worker reads too.
+/// (python/neuralcost_worker/torch/aten_view_ops.txt), which the torch worker reads too.
 bool is_aten_view(const std::string& name);
 
 }  // namespace neuralcost::capture

@@ -1,4 +1,4 @@
-// Maps jaxpr primitives ("jax::<primitive>", as python/neuralcost_worker/jax_adapter.py reports
+// Maps jaxpr primitives ("jax::<primitive>", as python/neuralcost_worker/jax/adapter.py reports
 // them) to op records. Inputs are the equation's operands (scalar literals are numbers, not
 // tensors); attributes are its parameters, with dot_general's dimension numbers as four int
 // lists and a convolution's layouts as strings ("NCHW", "OIHW", "NHWC", ...).

@@ -1,4 +1,4 @@
-// Maps TensorFlow graph ops ("tf::<op type>", as python/neuralcost_worker/tensorflow_adapter.py
+// Maps TensorFlow graph ops ("tf::<op type>", as python/neuralcost_worker/tensorflow/adapter.py
 // reports them) to op records. Inputs are the op's positional inputs, with constants already
 // turned into numbers or integer lists (a Reshape's shape, a Mean's axes), so they are no
 // tensors and add no traffic; attributes are the node's attrs (transpose_a, data_format, ...).

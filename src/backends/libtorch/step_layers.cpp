@@ -1,5 +1,5 @@
 // Per-layer times of an eager LibTorch training step (TrainingStep::time_layers, docs/profiling.md
-// §4b), as the torch worker times them (python/neuralcost_worker/torch_step_layers.py): the
+// §4b), as the torch worker times them (python/neuralcost_worker/torch/step_layers.py): the
 // forward by the RecordFunction user scopes the reference networks open per layer (the time
 // between two scope boundaries goes to the innermost scope open), each noting where its stretch
 // of autograd sequence numbers begins; the backward per autograd node, by a pre-hook and a

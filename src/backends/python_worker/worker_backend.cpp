@@ -112,7 +112,7 @@ WorkerProcess start_worker(const std::string& framework, const RunOptions& run) 
                                             {"PYTHONUNBUFFERED", "1"}};
   // a TensorFlow training run measures its peak memory through the CPU allocator's statistics:
   // one BFC allocator serves and counts every allocation (oneDNN's default allocator counts only
-  // those of 256 KiB and more); it must be set before TensorFlow starts (tf_training.py)
+  // those of 256 KiB and more); it must be set before TensorFlow starts (tensorflow/training.py)
   if (framework == "tensorflow" && run.train) env["TF_CPU_ALLOCATOR_USE_BFC"] = "true";
   // the torch worker's compiled per-op timer (python/native/), built beside the library
   if (framework == "torch") {

@@ -4,7 +4,8 @@ import time
 
 import torch
 
-from neuralcost_worker import torch_step_layers, training
+from neuralcost_worker import training
+from neuralcost_worker.torch import step_layers as torch_step_layers
 from neuralcost_worker.protocol import WorkerError
 
 def _optimizer(params, train):
@@ -74,7 +75,7 @@ class TrainStep:
 
     def phases(self, n):
         """n steps, each after a plain step: eager, each module's forward and backward, the loss and
-        the optimizer (torch_step_layers.py); compiled (or a torch that does not number autograd
+        the optimizer (torch/step_layers.py); compiled (or a torch that does not number autograd
         nodes visibly), three phases (forward with the loss, backward, optimizer with zero-grad)."""
         if not self.compiled and torch_step_layers.available():
             return torch_step_layers.time_steps(self, n)

@@ -1,4 +1,4 @@
-"""The models the torch worker runs: the reference networks of python/reference_torch.py, and
+"""The models the torch worker runs: the reference networks of torch/reference.py, and
 torch.export programs (.pt2) with their inputs matched by name or position (model_inputs.py)."""
 import importlib
 import importlib.util
@@ -8,8 +8,8 @@ import re
 
 import torch
 
-import reference_torch
 from neuralcost_worker import model_inputs
+from neuralcost_worker.torch import reference as reference_torch
 from neuralcost_worker.protocol import WorkerError
 
 TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
@@ -60,7 +60,7 @@ def load(request, dtype):
     if name in reference_torch.NAMES:
         net, x = reference_torch.build(name, int(request["batch"]), int(request.get("seq", 32)),
                                        int(request.get("width", 128)), int(request.get("depth", 2)))
-        return net, ["input0"], [x.to(dtype)], "", "torch.nn module of python/reference_torch.py"
+        return net, ["input0"], [x.to(dtype)], "", "torch.nn module of python/neuralcost_worker/torch/reference.py"
     if not os.path.exists(name):
         raise WorkerError("not_found", f"unknown model '{name}': neither a built-in model "
                           f"({', '.join(reference_torch.NAMES)}) nor a file")

@@ -1,5 +1,5 @@
 """PyTorch 2 for the worker (docs/worker-protocol.md): the reference networks of
-python/reference_torch.py, run eagerly or through torch.compile (Inductor), and captured as the
+python/neuralcost_worker/torch/reference.py, run eagerly or through torch.compile (Inductor), and captured as the
 ATen ops they dispatch, which the C++ core maps with the same table as the LibTorch backend.
 
 Devices: the CPU and each CUDA GPU torch sees ("cuda:0", ...). A model runs on exactly the
@@ -15,13 +15,13 @@ os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
 
 import torch  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-import reference_torch  # noqa: E402
-
-from neuralcost_worker import inductor_trace, native_timer, training, xla_trace  # noqa: E402
-from neuralcost_worker.torch_capture import Modules, Namer, ProgramModules, Recorder, Timer  # noqa: E402
-from neuralcost_worker.torch_models import load  # noqa: E402
-from neuralcost_worker.torch_training import TrainStep  # noqa: E402
+from neuralcost_worker import training, xla_trace  # noqa: E402
+from neuralcost_worker.torch import native_timer  # noqa: E402
+from neuralcost_worker.torch import reference as reference_torch  # noqa: E402
+from neuralcost_worker.torch import trace as inductor_trace  # noqa: E402
+from neuralcost_worker.torch.capture import Modules, Namer, ProgramModules, Recorder, Timer  # noqa: E402
+from neuralcost_worker.torch.models import load  # noqa: E402
+from neuralcost_worker.torch.training import TrainStep  # noqa: E402
 from neuralcost_worker.protocol import WorkerError, cpu_name  # noqa: E402
 
 if _THREADS > 0:
@@ -172,7 +172,7 @@ class _Model:
         source = ("ATen ops dispatched by one eager forward pass (TorchDispatchMode); "
                   "torch.compile runs the same program through Inductor's fused kernels")
         if self.mode == "compile" and self.inductor:
-            # each op's event: the Inductor kernel call that ran it (inductor_trace.py), for layers()
+            # each op's event: the Inductor kernel call that ran it (torch/trace.py), for layers()
             timer = inductor_trace.Timer(self.inductor)
             owner, calls, eager = inductor_trace.map_ops([op["op"] for op in recorder.ops], self.run, timer)
             covered = [[] for _ in calls]
@@ -198,7 +198,7 @@ class _Model:
             timer, calls, eager, names = self.kernels
             seconds, wall, plain = inductor_trace.time_calls(self.run, timer, n, calls, eager)
             return {"events": names, "seconds": seconds, "wall": wall, "plain": plain, "kernels": True}
-        # the compiled per-op timer (native_timer.py), loaded on first use, on the CPU; on a GPU
+        # the compiled per-op timer (torch/native_timer.py), loaded on first use, on the CPU; on a GPU
         # each op is synchronised by the Python dispatch mode
         if not hasattr(self, "native"):
             self.native, self.native_why = native_timer.load() if not self.cuda else (None, "a CUDA device")
@@ -247,7 +247,7 @@ class _Model:
         return names, seconds, wall, plain
 
     def _native_layers(self, n):
-        """The same ops as _mode_layers, timed by the compiled RecordFunction observer (native_timer.py):
+        """The same ops as _mode_layers, timed by the compiled RecordFunction observer (torch/native_timer.py):
         the dispatch mode names the ops of one pass, the observer learns the calls of the next and
         times the passes after."""
         def forward():

@@ -1,12 +1,12 @@
 """The five reference networks of docs/reference-networks.md in TensorFlow, mirroring
-python/reference_torch.py layer for layer: same parameter counts, same contraction FLOPs. They
+python/neuralcost_worker/torch/reference.py layer for layer: same parameter counts, same contraction FLOPs. They
 are tf.Modules of tf.Variables and raw tf ops (no Keras layers), so the graph a tf.function
 traces holds a small, known set of op types (src/backends/capture/tf_mapping.cpp maps them).
 Images are NHWC, the only convolution layout TensorFlow runs on a CPU. Variables are named by
 PyTorch's parameter paths ("block0.linear.weight", "lstm.weight_hh_l1"; the layout is
 TensorFlow's: a linear weight is [in, out]), and every layer's ops run in a tf.name_scope named
 as `analyze` names the layer ("block0.relu", "encoder0.self_attn.sdpa"); LAYERS lists those
-names, so that the capture (tf_capture.py: an op's "module") names the per-layer table's rows so.
+names, so that the capture (tensorflow/capture.py: an op's "module") names the per-layer table's rows so.
 
     net, example = build("lstm", batch=1)   # random weights (seeded), inference form
 """
@@ -22,7 +22,7 @@ LAYERS = set()  # the layer names scope() has opened
 
 
 def scope(name):
-    """The layer the ops made inside belong to, as `analyze` names it (tf_capture.py reads it
+    """The layer the ops made inside belong to, as `analyze` names it (tensorflow/capture.py reads it
     back from the nodes' names: "block0.relu/Relu")."""
     LAYERS.add(name)
     return tf.name_scope(name)

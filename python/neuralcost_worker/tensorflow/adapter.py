@@ -4,10 +4,10 @@ Modes: eager (op by op), function (tf.function), xla (tf.function(jit_compile=Tr
 pass is synchronised by taking its result's .numpy().
 
 Training (a build request's `train`): run() is one training step, memory() its peak; capture()
-stays the forward's (tf_training.py). Only the reference models train.
+stays the forward's (tensorflow/training.py). Only the reference models train.
 
 Capture traces the forward once with tf.function into a concrete function and walks its frozen
-graph into op records: tf_capture.py (loops reported as the ops they run, step by step).
+graph into op records: tensorflow/capture.py (loops reported as the ops they run, step by step).
 """
 import os
 import time
@@ -18,9 +18,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 import numpy as np  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
-from neuralcost_worker import model_inputs, tf_models, tf_trace, tf_training, training  # noqa: E402
+from neuralcost_worker import model_inputs, training  # noqa: E402
 from neuralcost_worker.protocol import WorkerError, cpu_name  # noqa: E402
-from neuralcost_worker.tf_capture import Tracer  # noqa: E402
+from neuralcost_worker.tensorflow import models as tf_models  # noqa: E402
+from neuralcost_worker.tensorflow import trace as tf_trace  # noqa: E402
+from neuralcost_worker.tensorflow import training as tf_training  # noqa: E402
+from neuralcost_worker.tensorflow.capture import Tracer  # noqa: E402
 
 FRAMEWORK = "tensorflow"
 MODES = ["eager", "function", "xla"]
@@ -73,7 +76,7 @@ def build(req):
     if name in tf_models.NAMES:
         size = {k: int(req.get(k, d)) for k, d in (("batch", 1), ("seq", 32), ("width", 128), ("depth", 2))}
         net, x = tf_models.build(name, dtype=dtype, **size)
-        origin = (f"neuralcost_worker/tf_models.py: {name} (tf.Module, raw tf ops), "
+        origin = (f"neuralcost_worker/tensorflow/models.py: {name} (tf.Module, raw tf ops), "
                   + ", ".join(f"{k} {v}" for k, v in size.items()))
         return Model(name, net.__call__, [x], mode, origin, net.trainable_variables, train=train,
                      layers=tf_models.LAYERS)
@@ -169,7 +172,7 @@ class Model:
             self.environment["input_values"] = described
         started = time.perf_counter()
         self.trainer = None
-        if train is not None:  # run() is one training step (tf_training.py); capture() the forward
+        if train is not None:  # run() is one training step (tensorflow/training.py); capture() the forward
             self.trainer = tf_training.Step(forward, self.xs, trainable, mode, train)  # runs a first step
             self.environment.update(self.trainer.environment)
         else:
@@ -223,7 +226,7 @@ class Model:
         tracer = Tracer(concrete, self.xs, self.scopes)
         source = f"graph of tf.function(forward) for input{'s' if len(self.specs) > 1 else ''} {inputs}"
         if self.trainer is None:
-            # each op's event: the kernel that ran it in this mode (tf_trace.py), for layers()
+            # each op's event: the kernel that ran it in this mode (tensorflow/trace.py), for layers()
             self.kernels = tf_trace.map_model(self, tracer.ops, tracer.nodes)
             source += f"; each op's event is the {self.kernels[0]} kernel that ran it ({len(self.kernels[1])} kernels)"
         return tracer.ops, source

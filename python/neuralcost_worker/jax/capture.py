@@ -1,4 +1,4 @@
-"""Capture for the JAX adapter (jax_adapter.py): the jaxpr of a forward function as op records
+"""Capture for the JAX adapter (jax/adapter.py): the jaxpr of a forward function as op records
 "jax::<primitive>" (docs/worker-protocol.md), which src/backends/capture/jax_mapping.cpp maps.
 
   - an op made inside jax.named_scope(...) carries "module": the scopes around it joined with "."

@@ -1,5 +1,5 @@
 """The JAX adapter of the worker (docs/worker-protocol.md): builds a reference network of
-jax_models.py, runs it eagerly (op by op) or jitted, and captures its jaxpr as op records.
+jax/models.py, runs it eagerly (op by op) or jitted, and captures its jaxpr as op records.
 
 Modes. `jit` is jax.jit, compiled during build. `eager` runs the forward function under
 jax.disable_jit(): then jit-decorated library functions (jnp.einsum, jax.nn.relu, ...) are not
@@ -13,11 +13,11 @@ starts: XLA's CPU client sizes its thread pools from the CPUs it may run on. Wit
 kernels). XLA has no flag for any other pool size. environment() reports what was set.
 
 Training. With a build request's `train` (training.py), run() is one training step and memory()
-its peak (jax_training.py: value_and_grad, optimizers in jax.numpy; the whole step jitted with
+its peak (jax/training.py: value_and_grad, optimizers in jax.numpy; the whole step jitted with
 parameters and state donated, or eager under disable_jit); capture() stays the forward's.
 
 Capture. jax.make_jaxpr of forward(params, x), walked into op records "jax::<primitive>" by
-jax_capture.py: parameters named by their pytree path, nested calls inlined, each `scan` and each
+jax/capture.py: parameters named by their pytree path, nested calls inlined, each `scan` and each
 `while` unrolled into the steps it runs (a while's trip count from one evaluation of the program
 on the real parameters and input); a `cond` as the branch it takes on that input.
 """
@@ -55,7 +55,10 @@ import jax  # noqa: E402  (after the thread settings)
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from neuralcost_worker import jax_capture, jax_models, jax_training, training, xla_trace  # noqa: E402
+from neuralcost_worker import training, xla_trace  # noqa: E402
+from neuralcost_worker.jax import capture as jax_capture  # noqa: E402
+from neuralcost_worker.jax import models as jax_models  # noqa: E402
+from neuralcost_worker.jax import training as jax_training  # noqa: E402
 
 FRAMEWORK = "jax"
 MODES = ["eager", "jit"]
@@ -110,13 +113,13 @@ def build(request):
 
 class Model:
     """A built network; with `train` (training.parse), run() is one training step
-    (jax_training.py) and memory() that step's peak; capture() is the forward's either way."""
+    (jax/training.py) and memory() that step's peak; capture() is the forward's either way."""
 
     def __init__(self, name, mode, forward, params, x, train=None):
         self.name, self.mode, self.forward, self.params, self.x = name, mode, forward, params, x
         self.parameters = sum(int(np.prod(leaf.shape)) for leaf in jax.tree_util.tree_leaves(params))
         self.inputs = [{"name": "input0", "shape": list(x.shape), "dtype": str(x.dtype)}]
-        self.origin = f"neuralcost_worker/jax_models.py: {name} in jax.numpy/lax (input {list(x.shape)}, seed 0)"
+        self.origin = f"neuralcost_worker/jax/models.py: {name} in jax.numpy/lax (input {list(x.shape)}, seed 0)"
         self.environment = {"mode": mode, "x64": str(jax.config.jax_enable_x64),
                             "execution": "jax.disable_jit (op by op)" if mode == "eager" else "jax.jit"}
         self.trainer = None

@@ -1,10 +1,10 @@
 """The five reference networks of docs/reference-networks.md in plain JAX (jax.numpy and jax.lax,
-no Flax): the same layers, parameter counts and contraction FLOPs as python/reference_torch.py and
+no Flax): the same layers, parameter counts and contraction FLOPs as python/neuralcost_worker/torch/reference.py and
 the C++ static models. Parameters are a nested dict whose flattened paths are the PyTorch names
 ("block0.linear.weight", "lstm.weight_hh_l1", "encoder0.self_attn.in_proj_weight"); weights are
 [out, in] and convolutions NCHW/OIHW, as in PyTorch. Every layer's ops run in a jax.named_scope
 named as `analyze` names the layer ("block0.linear", "stage1.pool", "encoder0.self_attn.sdpa"),
-so that the capture (jax_capture.py: an op's "module") and the per-layer table name them so.
+so that the capture (jax/capture.py: an op's "module") and the per-layer table name them so.
 
     forward, params, x = build("lstm", batch=1)
     y = forward(params, x)
@@ -57,7 +57,7 @@ LAYERS = set()  # the layer names scope() has opened
 
 
 def scope(name):
-    """The layer an op belongs to, as `analyze` names it (jax_capture.py reads it back)."""
+    """The layer an op belongs to, as `analyze` names it (jax/capture.py reads it back)."""
     LAYERS.add(name)
     return jax.named_scope(name)
 

@@ -1,4 +1,4 @@
-"""Capture for the TensorFlow adapter (tensorflow_adapter.py): the graph of a concrete function as
+"""Capture for the TensorFlow adapter (tensorflow/adapter.py): the graph of a concrete function as
 op records (docs/worker-protocol.md).
 
 The function is frozen first: grappler inlines nested calls (PartitionedCall, a SavedModel's
