@@ -9,15 +9,15 @@
 #   libonnx-dev 1.12 (the ONNX importer), libonnx-testdata (its corpus test), python3-onnx
 #   (to generate test fixtures), python3-torch 1.13.1 and python3-torchvision 0.14.1 (to export
 #   the validation networks), clang 14 with libclang-rt-14-dev (libFuzzer, for the importer's
-#   fuzz target), libopenblas-pthread-dev 0.3.21 and libdnnl-dev 2.6.3 (the GEMM ceilings of
-#   `hardware calibrate`), libjs-vega 5.22 (Vega's modules, inlined into the HTML report) and
+#   fuzz target), clang-format-14 (the `format` test), libopenblas-pthread-dev 0.3.21 and
+#   libdnnl-dev 2.6.3 (the GEMM ceilings of `hardware calibrate`), libjs-vega 5.22 (Vega's modules, inlined into the HTML report) and
 #   chromium (the report's headless-browser test).
 set -euo pipefail
 
 packages=(cmake ninja-build g++ ccache pkg-config nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev libbenchmark-dev python3 python3-jsonschema
           libtorch-dev libopenblas0-pthread libonnx-dev libonnx-testdata python3-onnx
-          python3-torch python3-venv python3-torchvision clang libclang-rt-14-dev libopenblas-pthread-dev libdnnl-dev libjs-vega chromium)
+          python3-torch python3-venv python3-torchvision clang libclang-rt-14-dev clang-format-14 libopenblas-pthread-dev libdnnl-dev libjs-vega chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
