@@ -30,8 +30,8 @@
 
 #include <fmt/format.h>
 
-#include "neuralcost/measure/load.hpp"
 #include "calibrate/calibration_kernels.hpp"
+#include "neuralcost/measure/load.hpp"
 
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -232,16 +232,24 @@ int main(int argc, char** argv) {
 
   // FMA: about 40 ms per run at 500 GFLOP/s over 2 threads
   const std::uint64_t fma_iterations = 400'000;
-  variants.push_back({"fma", "ours: calibration::fma_burst fp32", true,
-                      [=](int) { return cal::fma_burst("fp32", fma_iterations); }, {}});
+  variants.push_back({"fma",
+                      "ours: calibration::fma_burst fp32",
+                      true,
+                      [=](int) { return cal::fma_burst("fp32", fma_iterations); },
+                      {}});
 #if defined(__x86_64__)
   if (has_avx512()) {
     variants.push_back({"fma", "avx512, 8 accumulators x2", false, [=](int) { return fma512<8>(fma_iterations); }, {}});
-    variants.push_back({"fma", "avx512, 16 accumulators x2", false, [=](int) { return fma512<16>(fma_iterations); }, {}});
-    variants.push_back({"fma", "avx512, 24 accumulators x2", false, [=](int) { return fma512<24>(fma_iterations); }, {}});
-    variants.push_back({"fma", "avx512 asm, 16 vfmadd231ps", false,
-                        [=](int) { return fma512_asm(fma_iterations), static_cast<double>(fma_iterations) * 16 * 16 * 2; },
-                        {}});
+    variants.push_back(
+        {"fma", "avx512, 16 accumulators x2", false, [=](int) { return fma512<16>(fma_iterations); }, {}});
+    variants.push_back(
+        {"fma", "avx512, 24 accumulators x2", false, [=](int) { return fma512<24>(fma_iterations); }, {}});
+    variants.push_back(
+        {"fma",
+         "avx512 asm, 16 vfmadd231ps",
+         false,
+         [=](int) { return fma512_asm(fma_iterations), static_cast<double>(fma_iterations) * 16 * 16 * 2; },
+         {}});
   } else if (__builtin_cpu_supports("avx2")) {
     variants.push_back({"fma", "avx2, 8 accumulators x2", false, [=](int) { return fma256<8>(fma_iterations); }, {}});
     variants.push_back({"fma", "avx2, 16 accumulators x2", false, [=](int) { return fma256<16>(fma_iterations); }, {}});
@@ -258,7 +266,8 @@ int main(int argc, char** argv) {
     Arrays arr;
     arr.n = n;
     for (int t = 0; t < threads; ++t) {
-      for (auto* v : {&arr.a, &arr.b, &arr.c}) v->push_back(static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))));
+      for (auto* v : {&arr.a, &arr.b, &arr.c})
+        v->push_back(static_cast<float*>(std::aligned_alloc(64, n * sizeof(float))));
     }
     timed(threads, 1, [&](int t) {
       std::fill_n(arr.a[t], n, 1.0f);
@@ -277,7 +286,8 @@ int main(int argc, char** argv) {
         return bytes;
       };
     };
-    for (const std::string& w : cal::triad_variants()) variants.push_back({group, "ours: " + w, true, of(cal::triad_pass(w)), {}});
+    for (const std::string& w : cal::triad_variants())
+      variants.push_back({group, "ours: " + w, true, of(cal::triad_pass(w)), {}});
     variants.push_back({group, "plain C++ loop", false, of(triad_plain), {}});
 #if defined(__x86_64__)
     if (has_avx512()) {
@@ -287,13 +297,17 @@ int main(int argc, char** argv) {
     if (__builtin_cpu_supports("avx2")) variants.push_back({group, "avx2 non-temporal x4", false, of(triad256_nt), {}});
     variants.push_back({group, "sse non-temporal x4", false, of(triad128_nt), {}});
 #endif
-    variants.push_back({group, "STREAM triad (doubles)", false, [&arr, passes](int t) {
+    variants.push_back({group,
+                        "STREAM triad (doubles)",
+                        false,
+                        [&arr, passes](int t) {
                           auto* a = reinterpret_cast<double*>(arr.a[t]);
                           const auto* b = reinterpret_cast<const double*>(arr.b[t]);
                           const auto* c = reinterpret_cast<const double*>(arr.c[t]);
                           for (std::size_t p = 0; p < passes; ++p) cal::stream_triad(a, b, c, 0.5, arr.n / 2);
                           return 12.0 * static_cast<double>(arr.n) * static_cast<double>(passes);
-                        }, {}});
+                        },
+                        {}});
   };
   add_triads("triad DRAM", dram, 1);
   add_triads("triad L2", l2, 2000);  // about 3 ms a run
@@ -303,15 +317,17 @@ int main(int argc, char** argv) {
   // one untimed run of each variant, then rounds: each round cycles through every variant
   // runs_per_round times, one run at a time, so that variants measured one after the other share
   // whatever the machine was doing (the order rotates every cycle)
-  for (Variant& v : variants) timed(threads, 1, [&](int t) { v.run(t); }, false);
+  for (Variant& v : variants)
+    timed(
+        threads, 1, [&](int t) { v.run(t); }, false);
   std::size_t cycle = 0;
   for (int r = 0; r < rounds; ++r) {
     for (int k = 0; k < runs_per_round; ++k, ++cycle) {
       for (std::size_t i = 0; i < variants.size(); ++i) {
         Variant& v = variants[(i + cycle) % variants.size()];
         std::vector<double> work(static_cast<std::size_t>(threads));
-        const auto seconds =
-            timed(threads, 1, [&](int t) { work[static_cast<std::size_t>(t)] = v.run(t); }, false);
+        const auto seconds = timed(
+            threads, 1, [&](int t) { work[static_cast<std::size_t>(t)] = v.run(t); }, false);
         double total = 0;
         for (double w : work) total += w;
         v.rates.push_back(total / seconds[0]);
@@ -346,9 +362,10 @@ int main(int argc, char** argv) {
     const auto& b = by_group_best[g];
     const auto& m = by_group_median[g];
     pass = pass && ratio >= 0.97;
-    fmt::print("{}  {}: ours / best independent = {:.3f} at the 90th percentile of runs (target 0.97); {:.3f} by "
-               "the best run, {:.3f} by the median\n",
-               ratio >= 0.97 ? "PASS" : "FAIL", g, ratio, b.first / b.second, m.first / m.second);
+    fmt::print(
+        "{}  {}: ours / best independent = {:.3f} at the 90th percentile of runs (target 0.97); {:.3f} by "
+        "the best run, {:.3f} by the median\n",
+        ratio >= 0.97 ? "PASS" : "FAIL", g, ratio, b.first / b.second, m.first / m.second);
   }
   return pass ? 0 : 1;
 }

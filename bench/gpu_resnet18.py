@@ -4,6 +4,7 @@ for the ResNet-18-sized GPU run; torchvision is not needed.
 
 Usage: python gpu_resnet18.py OUT.pt2 BATCH
 """
+
 import sys
 
 import torch
@@ -31,8 +32,9 @@ class BasicBlock(nn.Module):
 class ResNet18(nn.Module):
     def __init__(self, classes=1000):
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
-                                  nn.MaxPool2d(3, 2, 1))
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, 64, 7, 2, 3, bias=False), nn.BatchNorm2d(64), nn.ReLU(), nn.MaxPool2d(3, 2, 1)
+        )
         layers, cin = [], 64
         for cout, stride in ((64, 1), (128, 2), (256, 2), (512, 2)):
             layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]

@@ -43,8 +43,9 @@ double every_op_callback_seconds(const std::function<void()>& pass, int passes) 
   for (int i = 0; i < passes; ++i) {
     plain.push_back(seconds_of(pass));
     auto handle = at::addThreadLocalCallback(
-        at::RecordFunctionCallback([](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> { return nullptr; },
-                                   [](const at::RecordFunction&, at::ObserverContext*) {})
+        at::RecordFunctionCallback(
+            [](const at::RecordFunction&) -> std::unique_ptr<at::ObserverContext> { return nullptr; },
+            [](const at::RecordFunction&, at::ObserverContext*) {})
             .scopes({at::RecordScope::FUNCTION}));
     observed.push_back(seconds_of(pass));
     at::removeCallback(handle);
@@ -70,8 +71,14 @@ int main(int argc, char** argv) {
     std::function<void()> pass;
   };
   const std::vector<Case> cases = {
-      {"100 x aten::relu (few nested calls)", 100, [&] { for (int i = 0; i < 100; ++i) (void)at::relu(x); }},
-      {"100 x aten::linear (t, addmm nested)", 100, [&] { for (int i = 0; i < 100; ++i) (void)at::linear(x, w, b); }},
+      {"100 x aten::relu (few nested calls)", 100,
+       [&] {
+         for (int i = 0; i < 100; ++i) (void)at::relu(x);
+       }},
+      {"100 x aten::linear (t, addmm nested)", 100,
+       [&] {
+         for (int i = 0; i < 100; ++i) (void)at::linear(x, w, b);
+       }},
       {"1 x aten::lstm (2 layers x 16 steps nested)", 1, [&] { (void)lstm->forward(seq); }},
   };
   std::printf("passes %d, 1 thread; load average (1 min) before: %s\n", passes, load_average().c_str());

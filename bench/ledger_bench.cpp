@@ -17,7 +17,6 @@ namespace {
 using namespace neuralcost;
 using neuralcost::bench::synthetic_graph;
 
-
 const OpGraph& graph(std::int64_t ops) {
   static const OpGraph g1k = synthetic_graph(100), g10k = synthetic_graph(1000);
   return ops == 1000 ? g1k : g10k;

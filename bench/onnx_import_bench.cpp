@@ -50,7 +50,8 @@ void import_and_analyze(benchmark::State& state, const std::string& file, bool s
 BENCHMARK_CAPTURE(import_and_analyze, resnet50_embedded, "resnet50.onnx", false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(import_and_analyze, resnet50_external_structure_only, "resnet50_external.onnx", true)
     ->Unit(benchmark::kMillisecond);
-BENCHMARK_CAPTURE(import_and_analyze, transformer_1k_embedded, "transformer_1k.onnx", false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(import_and_analyze, transformer_1k_embedded, "transformer_1k.onnx", false)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(import_and_analyze, transformer_1k_external_structure_only, "transformer_1k_external.onnx", true)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(import_and_analyze, transformer_1k_training_step, "transformer_1k.onnx", false, true)

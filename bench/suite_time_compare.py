@@ -7,6 +7,7 @@ common sum the whole story).
 Usage: suite_time_compare.py BASE.xml[,BASE2.xml...] HEAD.xml[,HEAD2.xml...] [ROWS]
 With several runs per side, a test's time is its median over them.
 """
+
 import statistics
 import sys
 import xml.etree.ElementTree as ET
@@ -33,9 +34,11 @@ def main():
     rows = int(sys.argv[3]) if len(sys.argv) > 3 else 15
     sides = {"base": load(sys.argv[1]), "head": load(sys.argv[2])}
     for side, (runs, times, failed) in sides.items():
-        print(f"{side}: {len(times)} tests, {sum(times.values()):.1f} test-seconds (median of {len(runs)} "
-              f"run{'s' * (len(runs) > 1)}), failed in some run: {len(failed)}"
-              + "".join(f"\n  failed: {label(n)}" for n in sorted(failed)))
+        print(
+            f"{side}: {len(times)} tests, {sum(times.values()):.1f} test-seconds (median of {len(runs)} "
+            f"run{'s' * (len(runs) > 1)}), failed in some run: {len(failed)}"
+            + "".join(f"\n  failed: {label(n)}" for n in sorted(failed))
+        )
     base, head = sides["base"][1], sides["head"][1]
     common = sorted(set(base) & set(head))
     b, h = sum(base[n] for n in common), sum(head[n] for n in common)

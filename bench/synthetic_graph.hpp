@@ -32,8 +32,8 @@ inline OpGraph synthetic_graph(std::int64_t blocks) {
         {param(p + "wqkv", {3 * d, d}), param(p + "bqkv", {3 * d})});
     add(OpKind::kSplit, "split", {tensor(p + "qkv", {b, t, 3 * d})},
         {tensor(p + "q", {b, h, t, d / h}), tensor(p + "k", {b, h, t, d / h}), tensor(p + "v", {b, h, t, d / h})});
-    add(OpKind::kAttention, "sdpa", {tensor(p + "q", {b, h, t, d / h}), tensor(p + "k", {b, h, t, d / h}),
-                                     tensor(p + "v", {b, h, t, d / h})},
+    add(OpKind::kAttention, "sdpa",
+        {tensor(p + "q", {b, h, t, d / h}), tensor(p + "k", {b, h, t, d / h}), tensor(p + "v", {b, h, t, d / h})},
         {tensor(p + "att", {b, h, t, d / h})});
     add(OpKind::kReshape, "merge", {tensor(p + "att", {b, h, t, d / h})}, {tensor(p + "merged", {b, t, d})});
     add(OpKind::kLinear, "out", {tensor(p + "merged", {b, t, d})}, {tensor(p + "o", {b, t, d})},

@@ -9,6 +9,7 @@ Usage (the build's timer; the worker environment's Python):
     .venv/bin/python bench/torch_timer_bench.py [PASSES]
 Prints the 1-minute load average: a figure taken while the load is above the CPU count is noise.
 """
+
 import os
 import statistics
 import sys
@@ -55,14 +56,19 @@ def mode_pass(body):
 
 
 print(f"torch {torch.__version__}, {passes} passes, load (1 min) {os.getloadavg()[0]:.2f}, CPUs {os.cpu_count()}")
-print(f"{'pass':8} {'ops':>4} {'calls':>6} {'plain':>9}  " + "  ".join(f"{h:>11}" for h in
-      ["off from 1", "off from 2", "off from 3", "off from 5", "never off", "python mode"]))
+print(
+    f"{'pass':8} {'ops':>4} {'calls':>6} {'plain':>9}  "
+    + "  ".join(
+        f"{h:>11}" for h in ["off from 1", "off from 2", "off from 3", "off from 5", "never off", "python mode"]
+    )
+)
 for label, make in [("relu", relu_chain), ("linear", linear_chain), ("lstm", lstm)]:
     body = make()
 
     def forward():
         with torch.inference_mode():
             body()
+
     for _ in range(20):
         forward()
     mode = torch_capture.Timer(torch.device("cpu"))
@@ -84,5 +90,7 @@ for label, make in [("relu", relu_chain), ("linear", linear_chain), ("lstm", lst
         timed.append(pass_ns(lambda: mode_pass(body)))
     costs.append((statistics.median(timed) - statistics.median(plain)) / len(names))
     calls = timer.lib.neuralcost_timer_learned_calls()
-    print(f"{label:8} {len(names):4} {calls:6} {statistics.median(plain) / 1e3:7.1f}us  " +
-          "  ".join(f"{c:8.0f} ns" for c in costs))
+    print(
+        f"{label:8} {len(names):4} {calls:6} {statistics.median(plain) / 1e3:7.1f}us  "
+        + "  ".join(f"{c:8.0f} ns" for c in costs)
+    )

@@ -39,10 +39,15 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   const int rounds = argc > 1 ? std::max(1, std::atoi(argv[1])) : 6;
   const int per_round = 40;
-  const std::vector<Workload> workloads = {
-      {"jax", "jit", "ff", 32},          {"jax", "jit", "ff", 1024},          {"jax", "jit", "transformer", 4},
-      {"tensorflow", "function", "ff", 32}, {"tensorflow", "function", "ff", 1024}, {"tensorflow", "function", "transformer", 4},
-      {"torch", "eager", "ff", 32},      {"torch", "eager", "ff", 1024},      {"torch", "eager", "transformer", 4}};
+  const std::vector<Workload> workloads = {{"jax", "jit", "ff", 32},
+                                           {"jax", "jit", "ff", 1024},
+                                           {"jax", "jit", "transformer", 4},
+                                           {"tensorflow", "function", "ff", 32},
+                                           {"tensorflow", "function", "ff", 1024},
+                                           {"tensorflow", "function", "transformer", 4},
+                                           {"torch", "eager", "ff", 32},
+                                           {"torch", "eager", "ff", 1024},
+                                           {"torch", "eager", "transformer", 4}};
   fmt::print("{:<11} {:<9} {:<12} {:>6} {:>12} {:>12} {:>10} {:>12} {:>10} {:>12} {:>10}\n", "framework", "mode",
              "model", "batch", "alone", "sample", "sample %", "trip/pass", "trip %", "single", "single %");
   for (const Workload& w : workloads) {
@@ -52,8 +57,14 @@ int main(int argc, char** argv) {
                               "the " + w.framework + " worker");
       const auto timeout = std::chrono::seconds(300);
       p.request({{"cmd", "hello"}, {"protocol", worker::kProtocol}}, timeout);
-      p.request({{"cmd", "build"}, {"model", w.model}, {"mode", w.mode}, {"batch", w.batch}, {"seq", 32},
-                 {"width", 128}, {"depth", 2}, {"dtype", "fp32"}},
+      p.request({{"cmd", "build"},
+                 {"model", w.model},
+                 {"mode", w.mode},
+                 {"batch", w.batch},
+                 {"seq", 32},
+                 {"width", 128},
+                 {"depth", 2},
+                 {"dtype", "fp32"}},
                 timeout);
       p.request({{"cmd", "bench"}, {"n", 20}}, timeout);  // warm-up
       std::vector<double> alone, sample, trip, single;
@@ -74,9 +85,10 @@ int main(int argc, char** argv) {
         for (const json& s : bench["seconds"]) alone.push_back(s.get<double>());
       }
       const double a = median(alone), s = median(sample), t = median(trip), one = median(single);
-      fmt::print("{:<11} {:<9} {:<12} {:>6} {:>9.1f} us {:>9.1f} us {:>9.2f}% {:>9.1f} us {:>9.2f}% {:>9.1f} us {:>9.2f}%\n",
-                 w.framework, w.mode, w.model, w.batch, a * 1e6, s * 1e6, 100 * (s / a - 1), t * 1e6, 100 * t / a,
-                 one * 1e6, 100 * (one / a - 1));
+      fmt::print(
+          "{:<11} {:<9} {:<12} {:>6} {:>9.1f} us {:>9.1f} us {:>9.2f}% {:>9.1f} us {:>9.2f}% {:>9.1f} us {:>9.2f}%\n",
+          w.framework, w.mode, w.model, w.batch, a * 1e6, s * 1e6, 100 * (s / a - 1), t * 1e6, 100 * t / a, one * 1e6,
+          100 * (one / a - 1));
     } catch (const std::exception& e) {
       fmt::print("{:<11} {:<9} {:<12} {:>6} failed: {}\n", w.framework, w.mode, w.model, w.batch, e.what());
     }

@@ -25,9 +25,9 @@ BatchFit fit_budget(const Importer& importer, const ModelRequest& request, const
         at.given.insert("batch");
         OpGraph g = importer.import(at);
         if (g.batch() != 0 && g.batch() != batch) {
-          throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("{} fixes its batch at {}: --memory-budget cannot change it", request.model,
-                                  g.batch()));
+          throw Error(
+              ErrorCode::kInvalidArgument,
+              fmt::format("{} fixes its batch at {}: --memory-budget cannot change it", request.model, g.batch()));
         }
         return g;
       },
@@ -79,9 +79,11 @@ SpeculativeEstimate analyze_speculative(const SpeculativeRequest& request) {
   const DecoderConfig target = decoder_config_of(request.target, "the target");
   const DecoderConfig draft = decoder_config_of(request.draft, "--draft");
   if (target.vocab != draft.vocab) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--draft {} has a vocabulary of {} tokens and {} one of {}: a draft must share the target's "
-                            "tokenizer", request.draft, draft.vocab, request.target, target.vocab));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("--draft {} has a vocabulary of {} tokens and {} one of {}: a draft must share the target's "
+                    "tokenizer",
+                    request.draft, draft.vocab, request.target, target.vocab));
   }
   const auto step = [&](const DecoderConfig& c, const std::string& model, std::int64_t context, std::int64_t tokens) {
     DecoderRequest r;
@@ -92,9 +94,10 @@ SpeculativeEstimate analyze_speculative(const SpeculativeRequest& request) {
     r.dtype = request.dtype.value_or(DType::kBf16);
     const std::string base = model.substr(model.find_last_of('/') + 1);
     try {
-      return analyze(build_decoder(c, r, fmt::format("{} ({} token{} at context {})", base, tokens, tokens > 1 ? "s" : "",
-                                                     context)),
-                     request.hardware);
+      return analyze(
+          build_decoder(c, r,
+                        fmt::format("{} ({} token{} at context {})", base, tokens, tokens > 1 ? "s" : "", context)),
+          request.hardware);
     } catch (const Error& e) {
       throw Error(e.code(), fmt::format("{}: {}", model, e.what()));
     }
@@ -108,8 +111,8 @@ SpeculativeEstimate analyze_speculative(const SpeculativeRequest& request) {
   for (const Analysis& a : out.draft_steps) drafting += a.totals.fused_lower_bound_seconds;
   out.round_seconds = drafting + out.verify_step.totals.fused_lower_bound_seconds;
   const auto speedup_at = [&](double acceptance) {
-    return out.target_step.totals.fused_lower_bound_seconds * expected_tokens_per_round(request.draft_tokens, acceptance) /
-           out.round_seconds;
+    return out.target_step.totals.fused_lower_bound_seconds *
+           expected_tokens_per_round(request.draft_tokens, acceptance) / out.round_seconds;
   };
   out.seconds_per_token = out.round_seconds / out.expected_tokens;
   out.speedup = speedup_at(request.acceptance);
@@ -132,15 +135,16 @@ struct StepPoint {
 
 StepPoint step_point(const Analysis& a) {
   StepPoint p;
-  p.sums = {a.totals.flops, a.totals.contraction_flops, a.totals.bytes_read, a.totals.bytes_written,
-            a.totals.lower_bound_seconds, a.totals.fused_lower_bound_seconds};
+  p.sums = {a.totals.flops,         a.totals.contraction_flops,   a.totals.bytes_read,
+            a.totals.bytes_written, a.totals.lower_bound_seconds, a.totals.fused_lower_bound_seconds};
   for (const OpRoofline& op : a.ops) {
     p.signature.push_back(op.bound ? fmt::format("{} {}", bound_name(*op.bound), op.memory_level) : "-");
   }
   for (const FusionGroup& g : a.fusion_groups) {
-    const double work = g.bound == Bound::kMemory ? static_cast<double>(g.bytes_read + g.bytes_written)
-                                                  : static_cast<double>(g.flops);
-    p.signature.push_back(fmt::format("{} {:.9g}", bound_name(g.bound), g.lower_bound_seconds > 0 ? work / g.lower_bound_seconds : 0));
+    const double work =
+        g.bound == Bound::kMemory ? static_cast<double>(g.bytes_read + g.bytes_written) : static_cast<double>(g.flops);
+    p.signature.push_back(
+        fmt::format("{} {:.9g}", bound_name(g.bound), g.lower_bound_seconds > 0 ? work / g.lower_bound_seconds : 0));
   }
   return p;
 }
@@ -174,13 +178,15 @@ void add(StepSums& to, const StepSums& s) {
 
 GenerationEstimate analyze_generation(const GenerationRequest& request) {
   if (request.generate < 1 || request.generate >= (std::int64_t{1} << 31)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--generate {} must be a positive integer below 2^31", request.generate));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--generate {} must be a positive integer below 2^31", request.generate));
   }
   const DecoderConfig config = decoder_config_of(request.model, "--phase generate: the model");
   if (request.prompt + request.generate - 1 > config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("a prompt of {} and {} generated tokens are beyond the model's {} positions "
-                            "(max_position_embeddings)", request.prompt, request.generate, config.max_positions));
+                            "(max_position_embeddings)",
+                            request.prompt, request.generate, config.max_positions));
   }
   const std::string base = request.model.substr(request.model.find_last_of('/') + 1);
   const auto graph = [&](DecoderPhase phase, std::int64_t context) {
@@ -190,8 +196,9 @@ GenerationEstimate analyze_generation(const GenerationRequest& request) {
     r.prompt = request.prompt;
     r.context = context;
     r.dtype = request.dtype.value_or(DType::kBf16);
-    const std::string name = phase == DecoderPhase::kPrefill ? fmt::format("{} (prefill of {} tokens)", base, request.prompt)
-                                                             : fmt::format("{} (decode at context {})", base, context);
+    const std::string name = phase == DecoderPhase::kPrefill
+                                 ? fmt::format("{} (prefill of {} tokens)", base, request.prompt)
+                                 : fmt::format("{} (decode at context {})", base, context);
     try {
       return analyze(build_decoder(config, r, name), request.hardware);
     } catch (const Error& e) {
@@ -282,8 +289,8 @@ std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, 
                                                       std::uint64_t budget, double reserve, int max_tp) {
   const DecoderConfig config = decoder_config_of(model, "--memory-budget with --phase decode: the model");
   if (context >= config.max_positions) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--context {} is beyond {}'s {} positions", context, model,
-                                                         config.max_positions));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--context {} is beyond {}'s {} positions", context, model, config.max_positions));
   }
   std::vector<ServingCapacity> out;
   for (int tp : tensor_parallel_degrees(config, max_tp)) {

@@ -54,7 +54,9 @@ const std::vector<const Backend*>& backends() {
 #ifdef NEURALCOST_WITH_LIBTORCH
       &libtorch,
 #endif
-      &jax, &tensorflow, &torch,
+      &jax,
+      &tensorflow,
+      &torch,
   };
   return all;
 }
@@ -80,8 +82,7 @@ const Importer& importer_for(const ModelRequest& request) {
   if (const auto near = closest_name(request.model, reference_model_names())) {
     throw Error(ErrorCode::kNotFound, fmt::format("unknown model '{}'; did you mean {}?", request.model, *near));
   }
-  throw Error(ErrorCode::kNotFound,
-              fmt::format("unknown model '{}'; accepted: {}", request.model, known));
+  throw Error(ErrorCode::kNotFound, fmt::format("unknown model '{}'; accepted: {}", request.model, known));
 }
 
 }  // namespace neuralcost

@@ -7,18 +7,42 @@ status is 1. `--self-test` checks that an upward include in a made-up tree is fo
 
     python3 tests/check_layers.py SOURCE_DIR
 """
+
 import os
 import re
 import sys
 import tempfile
 
-ORDER = ["core", "cost", "hardware", "analysis", "training", "models", "parallel", "importers", "backends", "registry", "gpu",
-         "measure", "calibrate", "report", "cli"]
+ORDER = [
+    "core",
+    "cost",
+    "hardware",
+    "analysis",
+    "training",
+    "models",
+    "parallel",
+    "importers",
+    "backends",
+    "registry",
+    "gpu",
+    "measure",
+    "calibrate",
+    "report",
+    "cli",
+]
 RANK = {layer: i for i, layer in enumerate(ORDER)}
 # the headers and sources at the top of include/neuralcost/ and src/
-TOP = {"backend.hpp": "backends", "importer.hpp": "importers", "model_inputs.hpp": "importers",
-       "registry.hpp": "registry", "version.hpp": "core", "registry.cpp": "registry",
-       "model_requests.cpp": "registry", "analyze_models.hpp": "registry", "analyze_models.cpp": "registry"}
+TOP = {
+    "backend.hpp": "backends",
+    "importer.hpp": "importers",
+    "model_inputs.hpp": "importers",
+    "registry.hpp": "registry",
+    "version.hpp": "core",
+    "registry.cpp": "registry",
+    "model_requests.cpp": "registry",
+    "analyze_models.hpp": "registry",
+    "analyze_models.cpp": "registry",
+}
 ROOTS = ["include/neuralcost", "src", "tools/neural-cost"]
 
 
@@ -82,8 +106,7 @@ def main():
     for v in found:
         print(v)
     if found:
-        print(f"check_layers: {len(found)} include(s) run up the layers of docs/architecture.md: "
-              + " -> ".join(ORDER))
+        print(f"check_layers: {len(found)} include(s) run up the layers of docs/architecture.md: " + " -> ".join(ORDER))
         return 1
     print("check_layers: every include follows " + " -> ".join(ORDER))
     return 0

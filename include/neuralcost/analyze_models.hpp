@@ -90,11 +90,11 @@ struct StepSums {
 
 struct GenerationEstimate {
   GenerationRequest request;
-  Analysis prefill;     ///< the prompt: time to first token
-  Analysis first_step;  ///< the decode step at context P (when G ≥ 2)
-  Analysis last_step;   ///< the decode step at context P + G − 2
-  std::int64_t decode_steps = 0;  ///< G − 1
-  StepSums decode;                ///< every decode step's figures, summed exactly
+  Analysis prefill;                ///< the prompt: time to first token
+  Analysis first_step;             ///< the decode step at context P (when G ≥ 2)
+  Analysis last_step;              ///< the decode step at context P + G − 2
+  std::int64_t decode_steps = 0;   ///< G − 1
+  StepSums decode;                 ///< every decode step's figures, summed exactly
   std::size_t analysed_steps = 0;  ///< decode contexts analysed to sum them (the rest are exact interpolation)
   double seconds() const { return prefill.totals.fused_lower_bound_seconds + decode.fused_lower_bound_seconds; }
   /// the decode steps' mean fused bound (0 when G = 1)

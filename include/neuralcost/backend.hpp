@@ -50,12 +50,12 @@ Loss loss_for_output(const std::vector<std::int64_t>& output_shape);
 /// The hyperparameters of a measured training step (recorded in the run's contract).
 struct TrainHyperparameters {
   double learning_rate = 1e-3;
-  double momentum = 0.9;                ///< momentum (SGD with momentum)
-  double beta1 = 0.9, beta2 = 0.999;    ///< Adam, AdamW
-  double eps = 1e-8;                    ///< Adam, AdamW
+  double momentum = 0.9;              ///< momentum (SGD with momentum)
+  double beta1 = 0.9, beta2 = 0.999;  ///< Adam, AdamW
+  double eps = 1e-8;                  ///< Adam, AdamW
   /// decoupled for AdamW, L2 for the others; empty: 0.01 for AdamW, 0 for the others
   std::optional<double> weight_decay;
-  std::uint64_t labels_seed = 0;        ///< seeds the labels (or the regression target)
+  std::uint64_t labels_seed = 0;  ///< seeds the labels (or the regression target)
   double weight_decay_for(Optimizer optimizer) const {
     return weight_decay.value_or(optimizer == Optimizer::kAdamW ? 0.01 : 0.0);
   }
@@ -70,8 +70,8 @@ struct TrainRun {
 
 /// The run options: how a backend runs a model (the model itself is the ModelRequest).
 struct RunOptions {
-  Device device;                ///< one of Backend::devices(); the CPU by default
-  int threads = 0;              ///< intra-op threads; 0 = the library's default
+  Device device;                        ///< one of Backend::devices(); the CPU by default
+  int threads = 0;                      ///< intra-op threads; 0 = the library's default
   double worker_timeout_seconds = 300;  ///< a worker process's deadline per request
   /// Train instead of infer: run() is one whole training step; captured_graph() still returns
   /// the forward ops (the caller builds the step graph with training_step()). A backend that
@@ -87,19 +87,19 @@ struct RunOptions {
 
 /// The measured peak memory of one training step (PreparedModel::step_memory).
 struct StepMemory {
-  std::uint64_t peak_bytes = 0;   ///< the most bytes live at once during the step
+  std::uint64_t peak_bytes = 0;  ///< the most bytes live at once during the step
   /// bytes live when the step began (parameters, optimizer state, inputs, labels...), included
   /// in peak_bytes; empty when the source cannot tell
   std::optional<std::uint64_t> start_bytes;
-  std::string source;             ///< what was measured, e.g. "counting CPU allocator (c10)"
-  std::string includes;           ///< one line: what the figure counts and what it leaves out
+  std::string source;    ///< what was measured, e.g. "counting CPU allocator (c10)"
+  std::string includes;  ///< one line: what the figure counts and what it leaves out
 };
 
 /// Per-layer times from a backend's profiler over several runs of one model.
 struct LayerTiming {
-  std::vector<std::string> event_names;        ///< top-level framework ops, in execution order
-  std::vector<std::vector<double>> seconds;    ///< [event][run]
-  std::vector<double> wall_seconds;            ///< [run]: the whole profiled forward pass
+  std::vector<std::string> event_names;      ///< top-level framework ops, in execution order
+  std::vector<std::vector<double>> seconds;  ///< [event][run]
+  std::vector<double> wall_seconds;          ///< [run]: the whole profiled forward pass
   /// [run]: a plain pass run right before each profiled one, so that the profiler's overhead
   /// is measured against passes taken at the same moment (empty if the backend cannot)
   std::vector<double> plain_wall_seconds;
@@ -168,15 +168,13 @@ class PreparedModel {
   /// another of its models) before it asked anything: the failure was not this model's.
   virtual bool lost_its_process() const { return false; }
   /// (optional) How the run's time is synchronised, for the contract.
-  virtual std::string synchronisation() const {
-    return "none needed: CPU ops return when their results are written";
-  }
+  virtual std::string synchronisation() const { return "none needed: CPU ops return when their results are written"; }
 };
 
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string_view name() const = 0;         ///< "libtorch", "jax", ...
+  virtual std::string_view name() const = 0;  ///< "libtorch", "jax", ...
   virtual std::string_view description() const = 0;
   /// Empty when the backend can run on this machine, otherwise why it cannot.
   virtual std::optional<std::string> unavailable_reason() const = 0;
@@ -210,7 +208,7 @@ class Backend {
 }  // namespace neuralcost
 
 /// Exports the plugin API version from a backend plugin; the loader reads it before anything else.
-#define NEURALCOST_PLUGIN_API_VERSION                                                               \
-  extern "C" __attribute__((visibility("default"))) int neuralcost_plugin_api_version() {           \
-    return ::neuralcost::kPluginApiVersion;                                                         \
+#define NEURALCOST_PLUGIN_API_VERSION                                                     \
+  extern "C" __attribute__((visibility("default"))) int neuralcost_plugin_api_version() { \
+    return ::neuralcost::kPluginApiVersion;                                               \
   }

@@ -25,9 +25,9 @@ struct ValueRange {
 /// the range when one is given; integers uniform in their range, which they must have (token ids
 /// are 0..vocabulary size); bools 0 or 1.
 struct InputSpec {
-  std::string name;             ///< the model's name for the input; empty: by position
+  std::string name;  ///< the model's name for the input; empty: by position
   Shape shape;
-  std::optional<DType> dtype;   ///< empty: the model's own where the file declares it, else ModelRequest::dtype
+  std::optional<DType> dtype;  ///< empty: the model's own where the file declares it, else ModelRequest::dtype
   std::optional<ValueRange> range;
 };
 
@@ -40,10 +40,10 @@ struct ModelRequest {
   std::int64_t width = 128;
   std::int64_t depth = 2;
   DType dtype = DType::kFp32;
-  std::vector<Shape> input_shapes;  ///< for model files: one shape per input
-  std::map<std::string, Shape> named_inputs;    ///< for model files: input name -> shape
-  std::map<std::string, std::int64_t> dims;     ///< symbolic dimension name -> value
-  bool structure_only = false;      ///< do not touch weight payloads (external data files)
+  std::vector<Shape> input_shapes;            ///< for model files: one shape per input
+  std::map<std::string, Shape> named_inputs;  ///< for model files: input name -> shape
+  std::map<std::string, std::int64_t> dims;   ///< symbolic dimension name -> value
+  bool structure_only = false;                ///< do not touch weight payloads (external data files)
   /// for model files run by a backend: the inputs by name or by position, with dtypes and value
   /// ranges (empty: one fp input per input_shapes); inputs_of() (model_inputs.hpp) reads both
   std::vector<InputSpec> inputs;

@@ -53,8 +53,8 @@ struct Timer {
   std::vector<std::size_t> open;
   // plan
   std::vector<Step> plan;
-  std::vector<std::string> names;        ///< of the timed ops, by event
-  std::vector<const char*> name_seen;    ///< the name pointer the first timed pass saw, by event
+  std::vector<std::string> names;      ///< of the timed ops, by event
+  std::vector<const char*> name_seen;  ///< the name pointer the first timed pass saw, by event
   // a timed pass
   std::size_t next = 0;
   bool inside = false;
@@ -142,8 +142,7 @@ int begin(Phase phase) {
   t.error.clear();
   const auto callback = phase == Phase::kLearn ? at::RecordFunctionCallback(learn_enter, learn_exit)
                                                : at::RecordFunctionCallback(time_enter, time_exit);
-  t.handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(callback).scopes({at::RecordScope::FUNCTION}));
+  t.handle = at::addThreadLocalCallback(at::RecordFunctionCallback(callback).scopes({at::RecordScope::FUNCTION}));
   t.phase = phase;
   return 0;
 }

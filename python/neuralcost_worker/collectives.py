@@ -10,6 +10,7 @@ does).
 Rank 0 sends the rounds back. A rank that dies or hangs ends the sweep with an error, and every
 rank is stopped: nothing is left running.
 """
+
 import datetime
 import json
 import os
@@ -114,8 +115,10 @@ def _rank_main(rank, world, port, request, results):
             dist.all_reduce(per_call, op=dist.ReduceOp.MAX)
             seconds[i].append(float(per_call.item()))
             op = None
-    out = [{"collective": p["collective"], "bytes": c[0] * ELEMENT_BYTES, "calls": c[1], "seconds": t}
-           for p, c, t in zip(points, calls, seconds)]
+    out = [
+        {"collective": p["collective"], "bytes": c[0] * ELEMENT_BYTES, "calls": c[1], "seconds": t}
+        for p, c, t in zip(points, calls, seconds)
+    ]
     if rank == 0:
         results.put(out)
     dist.barrier()
@@ -131,8 +134,9 @@ def sweep(request):
     ctx = mp.get_context("spawn")
     results = ctx.SimpleQueue()
     deadline = time.monotonic() + float(request.get("deadline_seconds", 3600))
-    context = mp.start_processes(_rank_main, args=(world, _free_port(), request, results), nprocs=world,
-                                 join=False, start_method="spawn")
+    context = mp.start_processes(
+        _rank_main, args=(world, _free_port(), request, results), nprocs=world, join=False, start_method="spawn"
+    )
     try:
         while not context.join(timeout=0.5):
             if time.monotonic() > deadline:
@@ -173,12 +177,25 @@ def serve():
                 import torch
                 import torch.distributed as dist
 
-                reply({"ok": True, "torch": torch.__version__, "gloo": bool(dist.is_gloo_available()),
-                       "nccl": bool(dist.is_nccl_available()), "cpus": os.cpu_count()})
+                reply(
+                    {
+                        "ok": True,
+                        "torch": torch.__version__,
+                        "gloo": bool(dist.is_gloo_available()),
+                        "nccl": bool(dist.is_nccl_available()),
+                        "cpus": os.cpu_count(),
+                    }
+                )
             elif cmd == "sweep":
                 reply({"ok": True, "points": sweep(req)})
             else:
-                reply({"ok": False, "kind": "invalid_argument", "error": f"unknown cmd {cmd!r} (known: hello, sweep, quit)"})
+                reply(
+                    {
+                        "ok": False,
+                        "kind": "invalid_argument",
+                        "error": f"unknown cmd {cmd!r} (known: hello, sweep, quit)",
+                    }
+                )
         except BaseException as e:  # the sweep's processes are gone; the worker stays usable
             if isinstance(e, KeyboardInterrupt):
                 raise

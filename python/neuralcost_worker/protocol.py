@@ -6,8 +6,9 @@ An adapter module has:
     FRAMEWORK, MODES            names
     environment() -> dict       versions, devices, threads (strings)
     devices() -> list           the devices it can run on here, [{"id": "cpu", "name": ...}, ...]
-    build(request) -> model     a prepared model on request["device"] (one of devices()), with .name, .parameters, .inputs, .origin,
-                                .environment (dict), .run() (one synchronised forward pass),
+    build(request) -> model     a prepared model on request["device"] (one of devices()), with .name,
+                                .parameters, .inputs, .origin, .environment (dict), .run() (one
+                                synchronised forward pass),
                                 .capture() -> (ops, source), .memory() -> dict, and optionally
                                 .layers(n) -> {"events", "seconds", "wall", "plain"}; with a "train"
                                 object in the request (training.parse): .training True, .run() one whole
@@ -15,6 +16,7 @@ An adapter module has:
                                 "includes"} of one step it runs, .train_evidence() -> {"loss_first", ...}
     out_of_memory(exc) -> bool  (optional) whether an exception is the framework's OOM
 """
+
 import gc
 import importlib
 import json
@@ -109,7 +111,9 @@ class Worker:
     def require_model(self):
         if self.model is None:
             if self.slot:
-                raise WorkerError("invalid_argument", f"no model in slot {self.slot}: send 'build' with that slot first")
+                raise WorkerError(
+                    "invalid_argument", f"no model in slot {self.slot}: send 'build' with that slot first"
+                )
             raise WorkerError("invalid_argument", "no model: send 'build' first")
         return self.model
 
@@ -127,26 +131,36 @@ class Worker:
             try:
                 self.adapter = importlib.import_module(f"neuralcost_worker.{self.framework}.adapter")
             except ImportError as e:
-                raise WorkerError("unimplemented",
-                                  f"{self.framework} cannot be imported by {sys.executable}: {_one_line(e)} "
-                                  "(run scripts/python-env.sh to make the project's environment)")
+                raise WorkerError(
+                    "unimplemented",
+                    f"{self.framework} cannot be imported by {sys.executable}: {_one_line(e)} "
+                    "(run scripts/python-env.sh to make the project's environment)",
+                )
         env = {k: str(v) for k, v in self.adapter.environment().items()}
         env["python"] = sys.version.split()[0]
         env["python_executable"] = sys.executable
-        return {"protocol": PROTOCOL, "framework": self.framework, "modes": list(self.adapter.MODES),
-                "devices": self.adapter.devices(), "environment": env}
+        return {
+            "protocol": PROTOCOL,
+            "framework": self.framework,
+            "modes": list(self.adapter.MODES),
+            "devices": self.adapter.devices(),
+            "environment": env,
+        }
 
     def build(self, req):
         if self.adapter is None:
             raise WorkerError("invalid_argument", "send 'hello' first")
         if req.get("mode") not in self.adapter.MODES:
-            raise WorkerError("invalid_argument",
-                              f"{self.framework}: unknown mode '{req.get('mode')}' (modes: {', '.join(self.adapter.MODES)})")
+            raise WorkerError(
+                "invalid_argument",
+                f"{self.framework}: unknown mode '{req.get('mode')}' (modes: {', '.join(self.adapter.MODES)})",
+            )
         device = req.get("device", "cpu")
         ids = [d["id"] for d in self.adapter.devices()]
         if not isinstance(device, str) or device not in ids:
-            raise WorkerError("not_found", f"the {self.framework} worker has no device {device!r} here "
-                                           f"(devices: {', '.join(ids)})")
+            raise WorkerError(
+                "not_found", f"the {self.framework} worker has no device {device!r} here (devices: {', '.join(ids)})"
+            )
         req = dict(req, device=device)
         self.slots.pop(self.slot, None)  # a slot built again releases its model first
         self.model, self.model_request = None, req
@@ -156,8 +170,13 @@ class Worker:
         m = self.model
         env = {k: str(v) for k, v in getattr(m, "environment", {}).items()}
         env["blas_library"] = loaded_blas_library()  # after the framework and model are loaded
-        return {"name": m.name, "parameters": int(m.parameters), "inputs": m.inputs, "origin": m.origin,
-                "environment": env}
+        return {
+            "name": m.name,
+            "parameters": int(m.parameters),
+            "inputs": m.inputs,
+            "origin": m.origin,
+            "environment": env,
+        }
 
     def capture(self, req):
         model = self.require_model()
@@ -202,7 +221,9 @@ class Worker:
             raise WorkerError("invalid_argument", f"'n' must be an integer from 1 to 100000 (got {n!r})")
         model = self.require_model()
         if not hasattr(model, "layers"):
-            raise WorkerError("unimplemented", f"the {self.framework} worker has no per-op timer for this model and mode")
+            raise WorkerError(
+                "unimplemented", f"the {self.framework} worker has no per-op timer for this model and mode"
+            )
         return model.layers(n)
 
     def memory(self, req):
@@ -250,8 +271,16 @@ def serve(framework):
     os.dup2(2, 1)
     sys.stdout = sys.stderr
     worker = Worker(framework, out)
-    handlers = {"hello": worker.hello, "build": worker.build, "capture": worker.capture, "run": worker.run,
-                "bench": worker.bench, "layers": worker.layers, "memory": worker.memory, "drop": worker.drop}
+    handlers = {
+        "hello": worker.hello,
+        "build": worker.build,
+        "capture": worker.capture,
+        "run": worker.run,
+        "bench": worker.bench,
+        "layers": worker.layers,
+        "memory": worker.memory,
+        "drop": worker.drop,
+    }
     for line in sys.stdin:
         try:
             req = json.loads(line)
@@ -266,8 +295,13 @@ def serve(framework):
             return 0
         handler = handlers.get(cmd)
         if handler is None:
-            worker.reply({"ok": False, "kind": "invalid_argument",
-                          "error": f"unknown cmd {cmd!r} (known: {', '.join(handlers)}, quit)"})
+            worker.reply(
+                {
+                    "ok": False,
+                    "kind": "invalid_argument",
+                    "error": f"unknown cmd {cmd!r} (known: {', '.join(handlers)}, quit)",
+                }
+            )
             continue
         try:
             worker.select(req)

@@ -20,6 +20,7 @@ framework.
     target = targets(train, loss, output_shape)
     env = contract(train, loss, output_shape)
 """
+
 import math
 import numbers
 
@@ -29,12 +30,23 @@ from neuralcost_worker.protocol import WorkerError
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 LOSSES = ("cross_entropy", "mse")
-DEFAULTS = {"optimizer": "adam", "learning_rate": 0.001, "momentum": 0.9, "betas": [0.9, 0.999], "eps": 1e-8,
-            "weight_decay": None, "loss": None, "labels_seed": 0}
+DEFAULTS = {
+    "optimizer": "adam",
+    "learning_rate": 0.001,
+    "momentum": 0.9,
+    "betas": [0.9, 0.999],
+    "eps": 1e-8,
+    "weight_decay": None,
+    "loss": None,
+    "labels_seed": 0,
+}
 # which hyperparameters each optimizer uses (the others of the request do not apply to it)
-USES = {"sgd": ("learning_rate", "weight_decay"), "momentum": ("learning_rate", "momentum", "weight_decay"),
-        "adam": ("learning_rate", "betas", "eps", "weight_decay"),
-        "adamw": ("learning_rate", "betas", "eps", "weight_decay")}
+USES = {
+    "sgd": ("learning_rate", "weight_decay"),
+    "momentum": ("learning_rate", "momentum", "weight_decay"),
+    "adam": ("learning_rate", "betas", "eps", "weight_decay"),
+    "adamw": ("learning_rate", "betas", "eps", "weight_decay"),
+}
 
 
 def _bad(message):
@@ -58,8 +70,10 @@ def parse(train):
         raise _bad(f"'train' must be an object (got {train!r})")
     unknown = sorted(set(train) - set(DEFAULTS))
     if unknown:
-        raise _bad(f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-                   f"(keys: {', '.join(DEFAULTS)})")
+        raise _bad(
+            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
+            f"(keys: {', '.join(DEFAULTS)})"
+        )
     t = dict(DEFAULTS, **{k: v for k, v in train.items() if v is not None})
     if t["optimizer"] not in OPTIMIZERS:
         raise _bad(f"unknown optimizer {t['optimizer']!r} (optimizers: {', '.join(OPTIMIZERS)})")
@@ -86,8 +100,10 @@ def loss_for(train, output_shape):
     classifier = len(output_shape) == 2
     loss = train["loss"] or ("cross_entropy" if classifier else "mse")
     if loss == "cross_entropy" and not classifier:
-        raise _bad(f"loss 'cross_entropy' needs an output [batch, classes]; this network's output is "
-                   f"{list(output_shape)} (use 'mse')")
+        raise _bad(
+            f"loss 'cross_entropy' needs an output [batch, classes]; this network's output is "
+            f"{list(output_shape)} (use 'mse')"
+        )
     return loss
 
 
@@ -111,9 +127,12 @@ def contract(train, loss, output_shape):
     seed = train["labels_seed"]
     env = {"train_loss": loss, "train_applied": ", ".join(applied)}
     if loss == "cross_entropy":
-        env["train_labels"] = (f"int class labels numpy.random.default_rng({seed}).integers(0, {output_shape[1]}, "
-                               f"{output_shape[0]}), mean over the batch")
+        env["train_labels"] = (
+            f"int class labels numpy.random.default_rng({seed}).integers(0, {output_shape[1]}, "
+            f"{output_shape[0]}), mean over the batch"
+        )
     else:
-        env["train_labels"] = (f"target numpy.random.default_rng({seed}).standard_normal({list(output_shape)}), "
-                               "mean over all elements")
+        env["train_labels"] = (
+            f"target numpy.random.default_rng({seed}).standard_normal({list(output_shape)}), mean over all elements"
+        )
     return env

@@ -17,6 +17,7 @@ else to the first kernel that carries its key and runs after the kernels of its 
 no kernel carries stays unattributed (XLA folded it into a constant, or it is a layout change
 that became a bitcast); an op is never given to two kernels.
 """
+
 import re
 from collections import Counter, OrderedDict
 
@@ -52,8 +53,11 @@ def _frames(lines):
     locations = {}
     for k, v in _section(lines, "FileLocations").items():
         fields = dict(re.findall(r"(\w+)=(\d+)", v))
-        locations[k] = (files.get(int(fields.get("file_name_id", 0)), ""), int(fields.get("line", 0)),
-                        int(fields.get("column", 0)))
+        locations[k] = (
+            files.get(int(fields.get("file_name_id", 0)), ""),
+            int(fields.get("line", 0)),
+            int(fields.get("column", 0)),
+        )
     frames = {}
     for k, v in _section(lines, "StackFrames").items():
         fields = dict(re.findall(r"(\w+)=(\d+)", v))
@@ -152,6 +156,7 @@ def session_events(run, module_prefix=None):
     import time
     import jax
     from jax._src.lib import _profiler
+
     options = _profiler.ProfileOptions()
     options.python_tracer_level = 0
     session = _profiler.ProfilerSession(options)
@@ -193,6 +198,7 @@ def match_in_order(op_names, run_names):
     ops in another order than the graph lists them: tf.nn.moments). Runs of ops the capture does
     not list (dtype conversions, reading a variable) stay without ops."""
     import difflib
+
     out = [None] * len(op_names)
     taken = set()
     matcher = difflib.SequenceMatcher(None, op_names, run_names, autojunk=False)
@@ -243,11 +249,16 @@ def attribute(op_keys, ops, kernels, order):
             per = len(mine) // len(ks) if len(ks) > 1 else len(mine)
             for n, i in enumerate(mine):
                 out[i] = ks[min(n // per, len(ks) - 1)]
-    after = {}   # tensor name -> position its value is ready after (-1: an input or a weight)
+    after = {}  # tensor name -> position its value is ready after (-1: an input or a weight)
     for i, (key, op) in enumerate(zip(op_keys, ops)):
         ready = max([after.get(t, -1) for t in _tensor_names(op.get("in", []))], default=-1)
-        ks = [] if key is None else having.get(key) or placed.get(key[1], []) if key[1] is not None else \
-            having.get(key, [])
+        ks = (
+            []
+            if key is None
+            else having.get(key) or placed.get(key[1], [])
+            if key[1] is not None
+            else having.get(key, [])
+        )
         if out[i] is None and ks:
             out[i] = next((k for k in ks if k >= ready), ks[0])
         done = out[i] if out[i] is not None else ready
@@ -279,6 +290,7 @@ def time_kernels(run, n, order, names, module=None, session=None):
     the profiler's teardown (collecting and parsing its events, milliseconds) XLA's threads are
     parked, and the first pass that wakes them is slower than either timed pass."""
     import time
+
     index = {k: j for j, k in enumerate(order)}
     seconds, wall, plain = [[] for _ in order], [], []
     clock = time.perf_counter_ns
@@ -306,6 +318,7 @@ def time_programs(run, n, programs, names, session=None, runs_of=None):
     another framework's (tensorflow/trace.py)."""
     import time
     from neuralcost_worker.protocol import WorkerError
+
     seconds, wall, plain = [[] for _ in programs], [], []
     clock = time.perf_counter_ns
     for _ in range(n):
@@ -317,8 +330,10 @@ def time_programs(run, n, programs, names, session=None, runs_of=None):
         wall.append(pass_seconds)
         runs = (runs_of or program_runs)(events)
         if [m for m, _ in runs] != list(programs):
-            raise WorkerError("internal", f"two op-by-op passes ran different programs ({len(runs)} and "
-                              f"{len(programs)}): no per-op times")
+            raise WorkerError(
+                "internal",
+                f"two op-by-op passes ran different programs ({len(runs)} and {len(programs)}): no per-op times",
+            )
         for j, (_, s) in enumerate(runs):
             seconds[j].append(s)
     return {"events": list(names), "seconds": seconds, "wall": wall, "plain": plain, "kernels": True}

@@ -7,6 +7,8 @@ strings (not valid UTF-8): this reader decodes strings with replacement and read
 per-kernel times need: Trace.events (4) -> TraceEvent{resource_id 2 (the thread), name 3,
 timestamp_ps 9, duration_ps 10, args 11 (map<string, string>)}.
 """
+
+
 def _fields(buf):
     """(field number, wire type, value) of one message: ints for varints and fixed, bytes for
     length-delimited fields."""
@@ -17,12 +19,12 @@ def _fields(buf):
         if wire == 0:
             value, i = _varint(buf, i)
         elif wire == 1:
-            value, i = buf[i:i + 8], i + 8
+            value, i = buf[i : i + 8], i + 8
         elif wire == 2:
             size, i = _varint(buf, i)
-            value, i = buf[i:i + size], i + size
+            value, i = buf[i : i + size], i + size
         elif wire == 5:
-            value, i = buf[i:i + 4], i + 4
+            value, i = buf[i : i + 4], i + 4
         else:
             raise ValueError(f"xspace: unsupported wire type {wire}")
         yield field, wire, value
@@ -47,7 +49,13 @@ class Event:
     __slots__ = ("name", "start_ns", "duration_ns", "args", "resource")
 
     def __init__(self, name, start_ns, duration_ns, args, resource):
-        self.name, self.start_ns, self.duration_ns, self.args, self.resource = name, start_ns, duration_ns, args, resource
+        self.name, self.start_ns, self.duration_ns, self.args, self.resource = (
+            name,
+            start_ns,
+            duration_ns,
+            args,
+            resource,
+        )
 
 
 def _text(v):

@@ -29,8 +29,8 @@ bool fusible(const OpRecord& op, const OpCost& cost) { return cost.modeled && tr
 
 }  // namespace
 
-std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline>& ops,
-                              const HardwareSpec& hardware, double resident_bytes) {
+std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline>& ops, const HardwareSpec& hardware,
+                              double resident_bytes) {
   const std::size_t n = graph.size();
   std::vector<FusionGroup> groups;
   std::vector<std::size_t> group_of(n);

@@ -10,7 +10,7 @@ namespace neuralcost::detail {
 
 /// Groups in order of their first op. `ops` are the per-op rooflines of `graph`;
 /// `resident_bytes` the model's state (HardwareSpec::memory_seconds).
-std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline>& ops,
-                              const HardwareSpec& hardware, double resident_bytes);
+std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline>& ops, const HardwareSpec& hardware,
+                              double resident_bytes);
 
 }  // namespace neuralcost::detail

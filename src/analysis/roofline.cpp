@@ -69,24 +69,20 @@ OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec
   if (r.cost.modeled) {
     r.bound = r.compute_seconds > r.memory_seconds ? Bound::kCompute : Bound::kMemory;
     r.attainable_flops_per_second =
-        r.peak_flops_per_second > 0
-            ? std::min(r.peak_flops_per_second, r.cost.arithmetic_intensity() * bw)
-            : 0.0;
+        r.peak_flops_per_second > 0 ? std::min(r.peak_flops_per_second, r.cost.arithmetic_intensity() * bw) : 0.0;
   }
   return r;
 }
 
 }  // namespace
 
-std::string_view bound_name(Bound bound) {
-  return bound == Bound::kCompute ? "compute" : "memory";
-}
+std::string_view bound_name(Bound bound) { return bound == Bound::kCompute ? "compute" : "memory"; }
 
 std::string Analysis::first_fix() const {
   std::map<std::string, std::size_t> count;
   for (const UnmodeledOp& u : unmodeled) ++count[u.reason];
-  const auto most = std::max_element(count.begin(), count.end(),
-                                     [](const auto& a, const auto& b) { return a.second < b.second; });
+  const auto most =
+      std::max_element(count.begin(), count.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
   if (most == count.end()) return "";
   return most->second == unmodeled.size() ? fmt::format("every one: {}", most->first)
                                           : fmt::format("{} of them: {}", most->second, most->first);
@@ -127,10 +123,10 @@ Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOpti
     a.ops.push_back(std::move(r));
   }
   for (const auto& [text, ops] : importer_approximations) {
-    a.approximations.push_back(ops.size() == 1 ? "op '" + ops[0] + "': " + text
+    a.approximations.push_back(ops.size() == 1   ? "op '" + ops[0] + "': " + text
                                : ops.size() == 2 ? fmt::format("ops '{}' and '{}': {}", ops[0], ops[1], text)
-                                                 : fmt::format("{} ops ('{}', '{}' and {} more): {}", ops.size(), ops[0],
-                                                               ops[1], ops.size() - 2, text));
+                                                 : fmt::format("{} ops ('{}', '{}' and {} more): {}", ops.size(),
+                                                               ops[0], ops[1], ops.size() - 2, text));
   }
   for (const ParameterDesc& p : graph.unique_parameters()) {
     (p.trainable ? t.parameter_count : t.buffer_count) += p.elements();

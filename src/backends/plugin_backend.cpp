@@ -24,7 +24,10 @@ class GuardedModel final : public PreparedModel {
  public:
   GuardedModel(std::shared_ptr<PreparedModel> inner, std::shared_ptr<CallThread> thread, double timeout,
                const std::string& what)
-      : inner_(std::move(inner)), thread_(std::move(thread)), timeout_(timeout), what_(what),
+      : inner_(std::move(inner)),
+        thread_(std::move(thread)),
+        timeout_(timeout),
+        what_(what),
         doing_run_("a forward pass of " + what) {}
 
   void run() override {
@@ -56,8 +59,7 @@ class GuardedModel final : public PreparedModel {
   std::map<std::string, std::string> environment() const override {
     // on the model's thread: thread pools' sizes are per thread (OpenMP's)
     auto env = std::make_shared<std::map<std::string, std::string>>();
-    thread_->run([inner = inner_, env] { *env = inner->environment(); }, deadline(0),
-                 "the environment of " + what_);
+    thread_->run([inner = inner_, env] { *env = inner->environment(); }, deadline(0), "the environment of " + what_);
     return std::move(*env);
   }
 
@@ -122,13 +124,17 @@ const Backend* PluginBackend::load() const {
     using Version = int (*)();
     auto version = reinterpret_cast<Version>(::dlsym(handle, "neuralcost_plugin_api_version"));
     if (!version) {
-      error_ = fmt::format("its plugin {} exports no neuralcost_plugin_api_version (built for an older neural-cost; "
-                           "rebuild it)", path);
+      error_ = fmt::format(
+          "its plugin {} exports no neuralcost_plugin_api_version (built for an older neural-cost; "
+          "rebuild it)",
+          path);
       return;
     }
     if (const int v = version(); v != kPluginApiVersion) {
-      error_ = fmt::format("its plugin {} was built for plugin API version {}, this neural-cost has version {} "
-                           "(rebuild the plugin with this neural-cost)", path, v, kPluginApiVersion);
+      error_ = fmt::format(
+          "its plugin {} was built for plugin API version {}, this neural-cost has version {} "
+          "(rebuild the plugin with this neural-cost)",
+          path, v, kPluginApiVersion);
       return;
     }
     using Entry = const Backend* (*)();

@@ -80,7 +80,8 @@ std::vector<double> timed_runs(int threads, int runs, const std::function<void(i
     // every figure assumes `threads` threads moved or computed; fewer would undercount nothing
     // but overstate the rate
     throw Error(ErrorCode::kInternal, fmt::format("calibration: OpenMP ran {} threads where {} were asked for "
-                                                  "(OMP_DYNAMIC or OMP_THREAD_LIMIT?)", team, threads));
+                                                  "(OMP_DYNAMIC or OMP_THREAD_LIMIT?)",
+                                                  team, threads));
   }
   return seconds;
 }
@@ -162,10 +163,10 @@ Buffers allocate(int threads, std::size_t bytes_per_thread) {
 /// One bandwidth level measured over the rounds.
 struct Level {
   std::string name;
-  double size_bytes = 0;         ///< the level's capacity (all instances)
-  std::size_t floats = 0;        ///< per thread
+  double size_bytes = 0;   ///< the level's capacity (all instances)
+  std::size_t floats = 0;  ///< per thread
   Tracked read, copy, triad;
-  std::string note;              ///< a probed level: how it was found
+  std::string note;  ///< a probed level: how it was found
 };
 
 /// The first `bytes` of each thread's buffer, in whole blocks of 384 floats, never past the buffer.
@@ -226,11 +227,11 @@ class Rounds {
   /// The plain STREAM triad over the DRAM buffers, as doubles.
   void stream(Tracked& tracked, Buffers& buffers, int round) {
     const std::size_t n = buffers.floats / 2 / 3 / 8 * 8;
-    tracked.add(round, "", rates(static_cast<double>(3 * n * sizeof(double)) * threads_,
-                                 timed_runs(threads_, runs_, [&](int t) {
-                                   auto* a = reinterpret_cast<double*>(buffers.per_thread[static_cast<std::size_t>(t)].get());
-                                   calibration::stream_triad(a, a + n, a + 2 * n, 0.5, n);
-                                 })));
+    tracked.add(round, "",
+                rates(static_cast<double>(3 * n * sizeof(double)) * threads_, timed_runs(threads_, runs_, [&](int t) {
+                        auto* a = reinterpret_cast<double*>(buffers.per_thread[static_cast<std::size_t>(t)].get());
+                        calibration::stream_triad(a, a + n, a + 2 * n, 0.5, n);
+                      })));
   }
 
   /// One round of the FMA peak of `dtype` (false when this CPU has no kernel for it).
@@ -246,9 +247,9 @@ class Rounds {
       iterations = static_cast<std::uint64_t>(0.005 / per_iteration) + 1;
     }
     const double flops = calibration::fma_burst(dtype, 1) * static_cast<double>(iterations) * threads_;
-    tracked.add(round, calibration::kernel_isa(),
-                rates(flops, timed_runs(threads_, quick ? 10 : 20,
-                                        [&](int) { calibration::fma_burst(dtype, iterations); })));
+    tracked.add(
+        round, calibration::kernel_isa(),
+        rates(flops, timed_runs(threads_, quick ? 10 : 20, [&](int) { calibration::fma_burst(dtype, iterations); })));
     return true;
   }
 
@@ -298,12 +299,13 @@ std::vector<std::string> ceiling_findings(const Calibration& c, const HostDescri
       findings.push_back(fmt::format(
           "{} FMA measured {:.1f} GFLOP/s, {:.0f}% of the theoretical {:.1f}: above the ceiling by more than the "
           "{:.0f}% tolerance, so the clock ({:.2f} GHz: {}) or the FMA units ({}) are wrong for this CPU",
-          dtype, m.best / 1e9, ratio * 100, theoretical->second / 1e9, 100 * kAboveTheoryTolerance,
-          c.peak_clock_ghz, c.peak_clock_source, why));
+          dtype, m.best / 1e9, ratio * 100, theoretical->second / 1e9, 100 * kAboveTheoryTolerance, c.peak_clock_ghz,
+          c.peak_clock_source, why));
     } else if (ratio < 0.9) {
       findings.push_back(fmt::format(
           "{} FMA reaches {:.0f}% of the theoretical {:.1f} GFLOP/s ({} at {:.2f} GHz): the cores ran at about {:.2f} "
-          "GHz", dtype, ratio * 100, theoretical->second / 1e9, why, c.peak_clock_ghz, ratio * c.peak_clock_ghz));
+          "GHz",
+          dtype, ratio * 100, theoretical->second / 1e9, why, c.peak_clock_ghz, ratio * c.peak_clock_ghz));
     }
   }
   for (const GemmCeiling& g : c.gemm) {
@@ -316,13 +318,14 @@ std::vector<std::string> ceiling_findings(const Calibration& c, const HostDescri
   if (!c.levels.empty() && c.stream_triad.best > 0) {
     const double triad_ratio = c.levels.back().triad.best / c.stream_triad.best;
     if (triad_ratio < 0.97) {
-      findings.push_back(fmt::format("the DRAM triad kernel reaches {:.0f}% of a plain STREAM triad", triad_ratio * 100));
+      findings.push_back(
+          fmt::format("the DRAM triad kernel reaches {:.0f}% of a plain STREAM triad", triad_ratio * 100));
     }
   }
   for (std::size_t i = 1; i < c.levels.size(); ++i) {
     if (c.levels[i].triad.best > 1.1 * c.levels[i - 1].triad.best) {
-      findings.push_back(fmt::format("{} is faster than {}: the level sizes may be wrong", c.levels[i].name,
-                                     c.levels[i - 1].name));
+      findings.push_back(
+          fmt::format("{} is faster than {}: the level sizes may be wrong", c.levels[i].name, c.levels[i - 1].name));
     }
   }
   return findings;
@@ -338,9 +341,10 @@ Calibration calibrate(const HostDescription& host, const CalibrationOptions& opt
   const int cpus = static_cast<int>(allowed_cpus().size());
   c.threads = options.threads > 0 ? std::min(options.threads, cpus) : cpus;
   if (options.threads > cpus) {
-    c.warnings.push_back(fmt::format("{} threads asked for on {} CPUs: calibrated with {}, one per CPU (more would "
-                                     "share CPUs, and a run of more threads is held to the same ceilings)",
-                                     options.threads, cpus, c.threads));
+    c.warnings.push_back(
+        fmt::format("{} threads asked for on {} CPUs: calibrated with {}, one per CPU (more would "
+                    "share CPUs, and a run of more threads is held to the same ceilings)",
+                    options.threads, cpus, c.threads));
   }
   c.kernel_isa = calibration::kernel_isa();
   c.round_tolerance = kRoundTolerance;
@@ -416,13 +420,15 @@ Calibration calibrate(const HostDescription& host, const CalibrationOptions& opt
           found->size_bytes = static_cast<double>(found->floats * sizeof(float)) * c.threads;
           c.warnings.push_back(fmt::format(
               "L{} reports {} MiB; bandwidth stays above 1.5x DRAM's up to a {:.0f} MiB working set (and falls "
-              "below it at twice that), so the level is taken as {:.0f} MiB", cache.level,
-              (cache.size_bytes * static_cast<std::uint64_t>(cache.instances)) >> 20, found->size_bytes / (1 << 20),
-              found->size_bytes / (1 << 20)));
+              "below it at twice that), so the level is taken as {:.0f} MiB",
+              cache.level, (cache.size_bytes * static_cast<std::uint64_t>(cache.instances)) >> 20,
+              found->size_bytes / (1 << 20), found->size_bytes / (1 << 20)));
           levels.insert(levels.end() - 1, *found);
         } else {
-          c.warnings.push_back(fmt::format("L{}'s reported size is implausible and no working set above the last "
-                                           "cache ran faster than DRAM: the level is left out", cache.level));
+          c.warnings.push_back(
+              fmt::format("L{}'s reported size is implausible and no working set above the last "
+                          "cache ran faster than DRAM: the level is left out",
+                          cache.level));
         }
       }
     }
@@ -446,9 +452,10 @@ Calibration calibrate(const HostDescription& host, const CalibrationOptions& opt
   if (!disagree.empty() && min_rounds >= 2 && c.rounds == max_rounds) {
     std::string list;
     for (const std::string& d : disagree) list += (list.empty() ? "" : "; ") + d;
-    c.busy.push_back(fmt::format("the best rounds do not agree within {:.0f}% after {} rounds ({}): the machine's "
-                                 "speed changed while calibrating; rerun on an idle machine",
-                                 100 * kRoundTolerance, c.rounds, list));
+    c.busy.push_back(
+        fmt::format("the best rounds do not agree within {:.0f}% after {} rounds ({}): the machine's "
+                    "speed changed while calibrating; rerun on an idle machine",
+                    100 * kRoundTolerance, c.rounds, list));
   }
   for (Level& l : levels) {
     BandwidthLevel b;

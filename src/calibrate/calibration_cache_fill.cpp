@@ -30,14 +30,15 @@ Calibration measure_for_cache(const HostDescription& host, int threads, bool ful
   // of a quiet machine whose rounds agree
   std::string before = why.empty() ? "" : why + "; recalibrating. ";
   if (lock.held() && lock.waited_seconds() > 0) {
-    before += fmt::format("Waited {:.1f} s for another calibration of this CPU, which saved none. ", lock.waited_seconds());
+    before +=
+        fmt::format("Waited {:.1f} s for another calibration of this CPU, which saved none. ", lock.waited_seconds());
   }
   const std::vector<std::string> doubts = why_not_cacheable(c);
   if (!doubts.empty()) {
-    status = fmt::format("{}{} calibration ({} thread{}) measured now ({:.1f} s) but not saved: {}; the next run "
-                         "calibrates again",
-                         before, full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds,
-                         joined(doubts));
+    status = fmt::format(
+        "{}{} calibration ({} thread{}) measured now ({:.1f} s) but not saved: {}; the next run "
+        "calibrates again",
+        before, full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds, joined(doubts));
     c.warnings.push_back(status);
     return c;
   }
@@ -61,8 +62,10 @@ Calibration measure_for_cache(const HostDescription& host, int threads, bool ful
                        full ? "full" : "quick", c.threads, c.threads == 1 ? "" : "s", c.seconds,
                        calibration_cache_path(c.threads));
   if (const std::string spread = rounds_disagreement(c); !spread.empty()) {
-    status += fmt::format(" with its spread ({}; each figure's spread is in the file, and later runs use it rather "
-                          "than calibrate again)", spread);
+    status += fmt::format(
+        " with its spread ({}; each figure's spread is in the file, and later runs use it rather "
+        "than calibrate again)",
+        spread);
   }
   return c;
 }
@@ -102,13 +105,16 @@ std::vector<std::string> why_not_cacheable(const Calibration& c) {
   const auto theory = c.theoretical_flops.find("fp32");
   if (fma != c.fma.end() && theory != c.theoretical_flops.end() && theory->second > 0 &&
       fma->second.best < kMinFmaOfTheory * theory->second) {
-    reasons.push_back(fmt::format("FP32 FMA reached only {:.0f}% of the theoretical peak (under {:.0f}%: other work "
-                                  "took the cores, or the CPU table's row is wrong for this CPU)",
-                                  100 * fma->second.best / theory->second, 100 * kMinFmaOfTheory));
+    reasons.push_back(
+        fmt::format("FP32 FMA reached only {:.0f}% of the theoretical peak (under {:.0f}%: other work "
+                    "took the cores, or the CPU table's row is wrong for this CPU)",
+                    100 * fma->second.best / theory->second, 100 * kMinFmaOfTheory));
   }
   if (c.clock_ghz > kMaxPlausibleClockGhz) {
-    reasons.push_back(fmt::format("the clock measured {:.2f} GHz, above any CPU's (the add chain did not run one "
-                                  "add per cycle)", c.clock_ghz));
+    reasons.push_back(
+        fmt::format("the clock measured {:.2f} GHz, above any CPU's (the add chain did not run one "
+                    "add per cycle)",
+                    c.clock_ghz));
   }
   return reasons;
 }
@@ -124,7 +130,8 @@ Calibration cached_calibration(const HostDescription& host, int threads, bool fu
 
 HardwareSpec calibrate_if_needed(const ResolvedHardware& resolved, std::string& status) {
   if (resolved.source != HardwareSource::kNeedsCalibration) {
-    if (!resolved.spec) throw Error(ErrorCode::kInternal, fmt::format("hardware '{}' resolved to no spec", resolved.request));
+    if (!resolved.spec)
+      throw Error(ErrorCode::kInternal, fmt::format("hardware '{}' resolved to no spec", resolved.request));
     status = resolved.status;
     return *resolved.spec;
   }

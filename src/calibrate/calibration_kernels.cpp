@@ -51,10 +51,10 @@ __attribute__((target("avx512f"))) void copy512(float* d, const float* s, std::s
 }
 // triads are unrolled four times (four independent load-FMA-store streams per iteration); the
 // non-temporal variants write with streaming stores and fence once at the end of the pass
-#define NC_TRIAD4(STORE, LOAD, FMA, k, width)                                   \
-  for (std::size_t i = 0; i < n; i += 4 * (width)) {                            \
-    STORE(a + i, FMA(k, LOAD(c + i), LOAD(b + i)));                             \
-    STORE(a + i + (width), FMA(k, LOAD(c + i + (width)), LOAD(b + i + (width)))); \
+#define NC_TRIAD4(STORE, LOAD, FMA, k, width)                                                 \
+  for (std::size_t i = 0; i < n; i += 4 * (width)) {                                          \
+    STORE(a + i, FMA(k, LOAD(c + i), LOAD(b + i)));                                           \
+    STORE(a + i + (width), FMA(k, LOAD(c + i + (width)), LOAD(b + i + (width))));             \
     STORE(a + i + 2 * (width), FMA(k, LOAD(c + i + 2 * (width)), LOAD(b + i + 2 * (width)))); \
     STORE(a + i + 3 * (width), FMA(k, LOAD(c + i + 3 * (width)), LOAD(b + i + 3 * (width)))); \
   }
@@ -172,13 +172,22 @@ void copy128_nt(float* d, const float* s, std::size_t n) {
 // A macro, not a template: the body must be compiled inside each function's target attribute.
 // Each accumulator starts from its own value (init(k)): identical chains would be merged into
 // one by the compiler.
-#define NC_BURST(V, init, x, y, op, iterations)                                                          \
-  V a0 = init(0), a1 = init(1), a2 = init(2), a3 = init(3), a4 = init(4), a5 = init(5), a6 = init(6),     \
-    a7 = init(7), a8 = init(8), a9 = init(9), a10 = init(10), a11 = init(11);                            \
-  for (std::uint64_t i = 0; i < (iterations); ++i) {                                                     \
-    a0 = op(a0, x, y); a1 = op(a1, x, y); a2 = op(a2, x, y); a3 = op(a3, x, y);                          \
-    a4 = op(a4, x, y); a5 = op(a5, x, y); a6 = op(a6, x, y); a7 = op(a7, x, y);                          \
-    a8 = op(a8, x, y); a9 = op(a9, x, y); a10 = op(a10, x, y); a11 = op(a11, x, y);                      \
+#define NC_BURST(V, init, x, y, op, iterations)                                                                     \
+  V a0 = init(0), a1 = init(1), a2 = init(2), a3 = init(3), a4 = init(4), a5 = init(5), a6 = init(6), a7 = init(7), \
+    a8 = init(8), a9 = init(9), a10 = init(10), a11 = init(11);                                                     \
+  for (std::uint64_t i = 0; i < (iterations); ++i) {                                                                \
+    a0 = op(a0, x, y);                                                                                              \
+    a1 = op(a1, x, y);                                                                                              \
+    a2 = op(a2, x, y);                                                                                              \
+    a3 = op(a3, x, y);                                                                                              \
+    a4 = op(a4, x, y);                                                                                              \
+    a5 = op(a5, x, y);                                                                                              \
+    a6 = op(a6, x, y);                                                                                              \
+    a7 = op(a7, x, y);                                                                                              \
+    a8 = op(a8, x, y);                                                                                              \
+    a9 = op(a9, x, y);                                                                                              \
+    a10 = op(a10, x, y);                                                                                            \
+    a11 = op(a11, x, y);                                                                                            \
   }
 
 volatile float sink_f;
@@ -186,59 +195,71 @@ volatile double sink_d;
 
 __attribute__((target("avx512f"))) void fma512_fp32(std::uint64_t it) {
   const __m512 x = _mm512_set1_ps(0.999f), y = _mm512_set1_ps(1e-7f);
-  #define NC_INIT(k) _mm512_set1_ps(0.01f * (k))
+#define NC_INIT(k) _mm512_set1_ps(0.01f * (k))
   NC_BURST(__m512, NC_INIT, x, y, _mm512_fmadd_ps, it)
 #undef NC_INIT
-  sink_f = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-           _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
-                         _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)))));
+  sink_f =
+      _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                         _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
+                                                       _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)))));
 }
 __attribute__((target("avx512f"))) void fma512_fp64(std::uint64_t it) {
   const __m512d x = _mm512_set1_pd(0.999), y = _mm512_set1_pd(1e-7);
-  #define NC_INIT(k) _mm512_set1_pd(0.01 * (k))
+#define NC_INIT(k) _mm512_set1_pd(0.01 * (k))
   NC_BURST(__m512d, NC_INIT, x, y, _mm512_fmadd_pd, it)
 #undef NC_INIT
-  sink_d = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)),
-           _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(a4, a5), _mm512_add_pd(a6, a7)),
-                         _mm512_add_pd(_mm512_add_pd(a8, a9), _mm512_add_pd(a10, a11)))));
+  sink_d =
+      _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)),
+                                         _mm512_add_pd(_mm512_add_pd(_mm512_add_pd(a4, a5), _mm512_add_pd(a6, a7)),
+                                                       _mm512_add_pd(_mm512_add_pd(a8, a9), _mm512_add_pd(a10, a11)))));
 }
 __attribute__((target("avx512f,avx512bf16"))) void dp512_bf16(std::uint64_t it) {
   const __m512bh x = _mm512_cvtne2ps_pbh(_mm512_set1_ps(1e-3f), _mm512_set1_ps(1e-3f));
-  #define NC_INIT(k) _mm512_set1_ps(0.01f * (k))
+#define NC_INIT(k) _mm512_set1_ps(0.01f * (k))
   NC_BURST(__m512, NC_INIT, x, x, _mm512_dpbf16_ps, it)
 #undef NC_INIT
-  sink_f = _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
-           _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
-                         _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)))));
+  sink_f =
+      _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                                         _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)),
+                                                       _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)))));
 }
 __attribute__((target("avx2,fma"))) void fma256_fp32(std::uint64_t it) {
   const __m256 x = _mm256_set1_ps(0.999f), y = _mm256_set1_ps(1e-7f);
-  #define NC_INIT(k) _mm256_set1_ps(0.01f * (k))
+#define NC_INIT(k) _mm256_set1_ps(0.01f * (k))
   NC_BURST(__m256, NC_INIT, x, y, _mm256_fmadd_ps, it)
 #undef NC_INIT
   const __m256 t = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
-                   _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)),
-                                 _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11))));
+                                 _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)),
+                                               _mm256_add_ps(_mm256_add_ps(a8, a9), _mm256_add_ps(a10, a11))));
   sink_f = _mm256_cvtss_f32(t);
 }
 __attribute__((target("avx2,fma"))) void fma256_fp64(std::uint64_t it) {
   const __m256d x = _mm256_set1_pd(0.999), y = _mm256_set1_pd(1e-7);
-  #define NC_INIT(k) _mm256_set1_pd(0.01 * (k))
+#define NC_INIT(k) _mm256_set1_pd(0.01 * (k))
   NC_BURST(__m256d, NC_INIT, x, y, _mm256_fmadd_pd, it)
 #undef NC_INIT
   const __m256d t = _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)),
-                    _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(a4, a5), _mm256_add_pd(a6, a7)),
-                                  _mm256_add_pd(_mm256_add_pd(a8, a9), _mm256_add_pd(a10, a11))));
+                                  _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(a4, a5), _mm256_add_pd(a6, a7)),
+                                                _mm256_add_pd(_mm256_add_pd(a8, a9), _mm256_add_pd(a10, a11))));
   sink_d = _mm256_cvtsd_f64(t);
 }
 #elif defined(__aarch64__)
-#define NC_BURST(V, init, x, y, op, iterations)                                                          \
-  V a0 = init(0), a1 = init(1), a2 = init(2), a3 = init(3), a4 = init(4), a5 = init(5), a6 = init(6),     \
-    a7 = init(7), a8 = init(8), a9 = init(9), a10 = init(10), a11 = init(11);                            \
-  for (std::uint64_t i = 0; i < (iterations); ++i) {                                                     \
-    a0 = op(a0, x, y); a1 = op(a1, x, y); a2 = op(a2, x, y); a3 = op(a3, x, y);                          \
-    a4 = op(a4, x, y); a5 = op(a5, x, y); a6 = op(a6, x, y); a7 = op(a7, x, y);                          \
-    a8 = op(a8, x, y); a9 = op(a9, x, y); a10 = op(a10, x, y); a11 = op(a11, x, y);                      \
+#define NC_BURST(V, init, x, y, op, iterations)                                                                     \
+  V a0 = init(0), a1 = init(1), a2 = init(2), a3 = init(3), a4 = init(4), a5 = init(5), a6 = init(6), a7 = init(7), \
+    a8 = init(8), a9 = init(9), a10 = init(10), a11 = init(11);                                                     \
+  for (std::uint64_t i = 0; i < (iterations); ++i) {                                                                \
+    a0 = op(a0, x, y);                                                                                              \
+    a1 = op(a1, x, y);                                                                                              \
+    a2 = op(a2, x, y);                                                                                              \
+    a3 = op(a3, x, y);                                                                                              \
+    a4 = op(a4, x, y);                                                                                              \
+    a5 = op(a5, x, y);                                                                                              \
+    a6 = op(a6, x, y);                                                                                              \
+    a7 = op(a7, x, y);                                                                                              \
+    a8 = op(a8, x, y);                                                                                              \
+    a9 = op(a9, x, y);                                                                                              \
+    a10 = op(a10, x, y);                                                                                            \
+    a11 = op(a11, x, y);                                                                                            \
   }
 volatile float sink_f;
 volatile double sink_d;
@@ -353,20 +374,22 @@ double fma_burst(const std::string& dtype, std::uint64_t iterations) {
 #elif defined(__aarch64__)
   if (dtype == "fp32") {
     const float32x4_t x = vdupq_n_f32(0.999f), y = vdupq_n_f32(1e-7f);
-    #define NC_INIT(k) vdupq_n_f32(0.01f * (k))
+#define NC_INIT(k) vdupq_n_f32(0.01f * (k))
     NC_BURST(float32x4_t, NC_INIT, x, y, vfmaq_f32, iterations)
 #undef NC_INIT
-    sink_f = vaddvq_f32(vaddq_f32(vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)), vaddq_f32(vaddq_f32(a4, a5),
-             vaddq_f32(vaddq_f32(a6, a7), vaddq_f32(vaddq_f32(a8, a9), vaddq_f32(a10, a11))))));
+    sink_f = vaddvq_f32(vaddq_f32(
+        vaddq_f32(vaddq_f32(a0, a1), vaddq_f32(a2, a3)),
+        vaddq_f32(vaddq_f32(a4, a5), vaddq_f32(vaddq_f32(a6, a7), vaddq_f32(vaddq_f32(a8, a9), vaddq_f32(a10, a11))))));
     return n * 4 * 2;
   }
   if (dtype == "fp64") {
     const float64x2_t x = vdupq_n_f64(0.999), y = vdupq_n_f64(1e-7);
-    #define NC_INIT(k) vdupq_n_f64(0.01 * (k))
+#define NC_INIT(k) vdupq_n_f64(0.01 * (k))
     NC_BURST(float64x2_t, NC_INIT, x, y, vfmaq_f64, iterations)
 #undef NC_INIT
-    sink_d = vaddvq_f64(vaddq_f64(vaddq_f64(vaddq_f64(a0, a1), vaddq_f64(a2, a3)), vaddq_f64(vaddq_f64(a4, a5),
-             vaddq_f64(vaddq_f64(a6, a7), vaddq_f64(vaddq_f64(a8, a9), vaddq_f64(a10, a11))))));
+    sink_d = vaddvq_f64(vaddq_f64(
+        vaddq_f64(vaddq_f64(a0, a1), vaddq_f64(a2, a3)),
+        vaddq_f64(vaddq_f64(a4, a5), vaddq_f64(vaddq_f64(a6, a7), vaddq_f64(vaddq_f64(a8, a9), vaddq_f64(a10, a11))))));
     return n * 2 * 2;
   }
 #endif
@@ -382,11 +405,15 @@ void add_chain(std::uint64_t iterations) {
   std::uint64_t x = 1;
   for (std::uint64_t i = 0; i < iterations; ++i) {
 #if defined(__x86_64__)
-    __asm__ volatile("add %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\t"
-                     "add %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\tadd %0, %0" : "+r"(x));
+    __asm__ volatile(
+        "add %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\t"
+        "add %0, %0\n\tadd %0, %0\n\tadd %0, %0\n\tadd %0, %0"
+        : "+r"(x));
 #elif defined(__aarch64__)
-    __asm__ volatile("add %0, %0, %0\n\tadd %0, %0, %0\n\tadd %0, %0, %0\n\tadd %0, %0, %0\n\t"
-                     "add %0, %0, %0\n\tadd %0, %0, %0\n\tadd %0, %0, %0\n\tadd %0, %0, %0" : "+r"(x));
+    __asm__ volatile(
+        "add %0, %0, %0\n\tadd %0, %0, %0\n\tadd %0, %0, %0\n\tadd %0, %0, %0\n\t"
+        "add %0, %0, %0\n\tadd %0, %0, %0\n\tadd %0, %0, %0\n\tadd %0, %0, %0"
+        : "+r"(x));
 #else
     x += x + 8;
 #endif

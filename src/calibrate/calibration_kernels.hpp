@@ -30,8 +30,8 @@ std::vector<std::string> triad_variants();
 // Bandwidth kernels over float arrays of n elements (64-byte aligned; n a multiple of 128 for
 // read_pass, of 64 for copy_pass and triad_pass), in one of the variants above (an unknown one:
 // scalar).
-using ReadPass = float (*)(const float* a, std::size_t n);                              ///< reads n floats
-using CopyPass = void (*)(float* dst, const float* src, std::size_t n);                    ///< reads n, writes n
+using ReadPass = float (*)(const float* a, std::size_t n);                                     ///< reads n floats
+using CopyPass = void (*)(float* dst, const float* src, std::size_t n);                        ///< reads n, writes n
 using TriadPass = void (*)(float* a, const float* b, const float* c, float s, std::size_t n);  ///< a = b + s*c
 ReadPass read_pass(const std::string& variant);
 CopyPass copy_pass(const std::string& variant);

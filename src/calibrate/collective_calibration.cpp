@@ -23,7 +23,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr double kMaxBus = 1e15;  // bytes/s: the cap of a fit whose slope is ~0 (latency only)
+constexpr double kMaxBus = 1e15;   // bytes/s: the cap of a fit whose slope is ~0 (latency only)
 constexpr double kGoodFit = 0.05;  // a segment count is enough when no point is off by more
 
 struct Line {
@@ -146,8 +146,8 @@ std::vector<CollectiveSegment> fit_collective_segments(Collective c, int ranks,
                                                        const std::vector<std::pair<double, double>>& points,
                                                        int max_segments) {
   if (points.size() < 3) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("a fit of {} needs at least 3 sizes, not {}",
-                                                         collective_name(c), points.size()));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("a fit of {} needs at least 3 sizes, not {}", collective_name(c), points.size()));
   }
   for (std::size_t i = 0; i < points.size(); ++i) {
     if (!(points[i].second > 0) || (i > 0 && !(points[i].first > points[i - 1].first))) {
@@ -209,9 +209,10 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
   link.name = fmt::format("gloo over loopback, local processes on {}", out.cpu);
   link.kind = "loopback";
   link.scope = "intra-node";
-  const std::string source = fmt::format("measured on {} by `neural-cost hardware calibrate --collectives` (torch {}, "
-                                         "gloo, {} rounds a size, the median)",
-                                         today(), out.torch_version, options.rounds);
+  const std::string source = fmt::format(
+      "measured on {} by `neural-cost hardware calibrate --collectives` (torch {}, "
+      "gloo, {} rounds a size, the median)",
+      today(), out.torch_version, options.rounds);
   for (int ranks : options.ranks) {
     json points = json::array();
     for (Collective c : options.collectives) {
@@ -219,8 +220,11 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
     }
     json reply;
     try {
-      reply = process.request({{"cmd", "sweep"}, {"ranks", ranks}, {"rounds", options.rounds},
-                               {"min_round_seconds", options.min_round_seconds}, {"points", points},
+      reply = process.request({{"cmd", "sweep"},
+                               {"ranks", ranks},
+                               {"rounds", options.rounds},
+                               {"min_round_seconds", options.min_round_seconds},
+                               {"points", points},
                                {"deadline_seconds", options.deadline_seconds}},
                               std::chrono::duration<double>(options.deadline_seconds + 60));
     } catch (const Error& e) {
@@ -249,9 +253,10 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
         }
       }
       if (mine.size() < kLeastSizes) {
-        out.notes.push_back(fmt::format("{} over {} ranks: {} distinct sizes, too few to fit and check (raise "
-                                        "--max-bytes)",
-                                        collective_name(c), ranks, mine.size()));
+        out.notes.push_back(
+            fmt::format("{} over {} ranks: {} distinct sizes, too few to fit and check (raise "
+                        "--max-bytes)",
+                        collective_name(c), ranks, mine.size()));
         continue;
       }
       std::vector<std::pair<double, double>> fit;
@@ -282,19 +287,19 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
   }
   const MeasuredCollective& summary = ar != nullptr ? *ar : link.measured.back();
   link.bus_bandwidth_bytes_per_second = summary.segments.back().bus_bytes_per_second;
-  const CollectiveCost shape = collective_cost(summary.collective, CollectiveAlgorithm::kRing, summary.ranks, 0, 4,
-                                               LinkRoof{1, 0});
+  const CollectiveCost shape =
+      collective_cost(summary.collective, CollectiveAlgorithm::kRing, summary.ranks, 0, 4, LinkRoof{1, 0});
   link.latency_seconds = summary.segments.front().latency_seconds / std::max(1, shape.latency_steps);
-  link.sources["bus_bandwidth_bytes_per_second"] =
-      fmt::format("{}: {} over {} ranks, the largest sizes' segment", source, collective_name(summary.collective),
-                  summary.ranks);
-  link.sources["latency_seconds"] = fmt::format("{}: the smallest sizes' α of {} over {} ranks / its {} ring steps",
-                                                source, collective_name(summary.collective), summary.ranks,
-                                                shape.latency_steps);
+  link.sources["bus_bandwidth_bytes_per_second"] = fmt::format(
+      "{}: {} over {} ranks, the largest sizes' segment", source, collective_name(summary.collective), summary.ranks);
+  link.sources["latency_seconds"] =
+      fmt::format("{}: the smallest sizes' α of {} over {} ranks / its {} ring steps", source,
+                  collective_name(summary.collective), summary.ranks, shape.latency_steps);
   link.sources["measured"] = source + "; each fitted on every other size and checked on the sizes between";
-  link.notes.push_back(fmt::format("{} vCPUs shared by {} rank processes: the ranks' own compute and the machine's "
-                                   "other load are in these times",
-                                   host.logical_cpus, fmt::join(options.ranks, " or ")));
+  link.notes.push_back(
+      fmt::format("{} vCPUs shared by {} rank processes: the ranks' own compute and the machine's "
+                  "other load are in these times",
+                  host.logical_cpus, fmt::join(options.ranks, " or ")));
   out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return out;
 }

@@ -32,7 +32,8 @@ struct OpenBlas {
   void* library = ::dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL);
   decltype(cblas_sgemm)* sgemm = symbol<decltype(cblas_sgemm)>(library, "cblas_sgemm");
   decltype(cblas_dgemm)* dgemm = symbol<decltype(cblas_dgemm)>(library, "cblas_dgemm");
-  decltype(openblas_set_num_threads)* set_threads = symbol<decltype(openblas_set_num_threads)>(library, "openblas_set_num_threads");
+  decltype(openblas_set_num_threads)* set_threads =
+      symbol<decltype(openblas_set_num_threads)>(library, "openblas_set_num_threads");
   decltype(openblas_get_corename)* corename = symbol<decltype(openblas_get_corename)>(library, "openblas_get_corename");
   decltype(openblas_get_config)* config = symbol<decltype(openblas_get_config)>(library, "openblas_get_config");
   bool ok() const { return sgemm && dgemm && set_threads && corename && config; }

@@ -5,9 +5,9 @@
 
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <memory>
-#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -42,13 +42,16 @@ Datasheet datasheet_for(const std::string& name, const HardwareSpec& s) {
   };
   auto vector_or_peak = [&](DType d) -> Datasheet {
     const auto it = s.vector_flops_per_second.find(d);
-    if (it != s.vector_flops_per_second.end()) return {it->second, fmt::format("vector_flops_per_second.{}", dtype_name(d))};
+    if (it != s.vector_flops_per_second.end())
+      return {it->second, fmt::format("vector_flops_per_second.{}", dtype_name(d))};
     return peak(d);
   };
-  if (name == "hbm_copy" || name == "hbm_triad") return {s.memory_bandwidth_bytes_per_second, "memory_bandwidth_bytes_per_second"};
+  if (name == "hbm_copy" || name == "hbm_triad")
+    return {s.memory_bandwidth_bytes_per_second, "memory_bandwidth_bytes_per_second"};
   if (name == "l2_read") {
     for (const CacheLevel& c : s.caches) {
-      if (c.name == "L2" && c.bandwidth_bytes_per_second) return {*c.bandwidth_bytes_per_second, "caches.L2.bandwidth_bytes_per_second"};
+      if (c.name == "L2" && c.bandwidth_bytes_per_second)
+        return {*c.bandwidth_bytes_per_second, "caches.L2.bandwidth_bytes_per_second"};
     }
     return {};
   }
@@ -68,14 +71,15 @@ HardwareSpec measured_gpu_spec(const HardwareSpec& datasheet, const GpuCalibrati
   HardwareSpec s = datasheet;
   s.name = datasheet.name + " (calibrated)";
   s.origin = "calibrated";
-  const std::string on = fmt::format("measured on {} ({}) by hardware calibrate{}", c.device, c.gpu_name,
-                                     c.quick ? " --quick" : "");
+  const std::string on =
+      fmt::format("measured on {} ({}) by hardware calibrate{}", c.device, c.gpu_name, c.quick ? " --quick" : "");
   double best_memory = 0;
   std::string memory_how;
   for (const GpuCeiling& g : c.ceilings) {
     if (g.above_datasheet) {
-      s.notes.push_back(fmt::format("{} measured {:.4g} {}, above the datasheet: not believed, the datasheet's {} stays",
-                                    g.name, g.measured, g.unit, g.datasheet_field));
+      s.notes.push_back(
+          fmt::format("{} measured {:.4g} {}, above the datasheet: not believed, the datasheet's {} stays", g.name,
+                      g.measured, g.unit, g.datasheet_field));
       continue;
     }
     const std::string source = fmt::format("{}: {} ({})", on, g.name, g.how);
@@ -175,9 +179,10 @@ GpuCalibration parse_gpu_calibration(std::string_view text, const HardwareSpec* 
         // a rate can only be at or below its ceiling; the launch floor is a time, not a ceiling
         if (g.name != "launch_floor" && *g.ratio > 1.0) {
           g.above_datasheet = true;
-          c.warnings.push_back(fmt::format("{} measured {:.4g} {}, {:.0f}% of the datasheet's {} ({:.4g}): above the "
-                                           "ceiling, so the measurement or the spec is wrong",
-                                           g.name, g.measured, g.unit, 100 * *g.ratio, d.field, *d.value));
+          c.warnings.push_back(
+              fmt::format("{} measured {:.4g} {}, {:.0f}% of the datasheet's {} ({:.4g}): above the "
+                          "ceiling, so the measurement or the spec is wrong",
+                          g.name, g.measured, g.unit, 100 * *g.ratio, d.field, *d.value));
         }
       }
     }
@@ -189,7 +194,8 @@ GpuCalibration parse_gpu_calibration(std::string_view text, const HardwareSpec* 
     }
   }
   if (!spec) {
-    c.warnings.push_back(fmt::format("the built-in database names no GPU '{}': no datasheet to compare with", c.gpu_name));
+    c.warnings.push_back(
+        fmt::format("the built-in database names no GPU '{}': no datasheet to compare with", c.gpu_name));
   }
   return c;
 }
@@ -248,13 +254,15 @@ GpuCalibration calibrate_gpu(const Device& d, bool quick, bool counters) {
   if (!cuda_plugin_built()) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("{}: CUDA toolkit not found at build time, so this neural-cost has no GPU calibration "
-                            "kernels (rebuild with nvcc on PATH or CMAKE_CUDA_COMPILER set)", device));
+                            "kernels (rebuild with nvcc on PATH or CMAKE_CUDA_COMPILER set)",
+                            device));
   }
   const std::string path = (std::filesystem::path(PluginBackend::plugin_directory()) / "neuralcost_cuda.so").string();
   void* h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* why = ::dlerror();
-    throw Error(ErrorCode::kNotFound, fmt::format("{}: the CUDA plugin could not be loaded: {}", device, why ? why : path));
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("{}: the CUDA plugin could not be loaded: {}", device, why ? why : path));
   }
   using Version = int (*)();
   using Calibrate = int (*)(int, int, char**, char**);
@@ -263,8 +271,9 @@ GpuCalibration calibrate_gpu(const Device& d, bool quick, bool counters) {
   auto run = reinterpret_cast<Calibrate>(::dlsym(h, "neuralcost_cuda_calibrate"));
   auto release = reinterpret_cast<Free>(::dlsym(h, "neuralcost_cuda_free"));
   if (!version || !run || !release || version() != kCudaPluginVersion) {
-    throw Error(ErrorCode::kNotFound, fmt::format("{}: the CUDA plugin {} is not version {} of its interface (rebuild it)",
-                                                  device, path, kCudaPluginVersion));
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("{}: the CUDA plugin {} is not version {} of its interface (rebuild it)", device, path,
+                            kCudaPluginVersion));
   }
   // the kernels run in this process: a call that never returns (a hung kernel, a wedged driver)
   // fails the calibration at a deadline instead of hanging the command (core/call_thread.hpp)
@@ -285,7 +294,8 @@ GpuCalibration calibrate_gpu(const Device& d, bool quick, bool counters) {
       if (error) release(error);
     });
   };
-  auto [calibrated, calibrate] = call([run, index = d.index(), quick](char** j, char** e) { return run(index, quick ? 1 : 0, j, e); });
+  auto [calibrated, calibrate] =
+      call([run, index = d.index(), quick](char** j, char** e) { return run(index, quick ? 1 : 0, j, e); });
   thread.run(calibrate, kGpuCallDeadline, fmt::format("GPU calibration on {}", device));
   const std::string text = calibrated->text;
   if (calibrated->rc != 0) {
@@ -295,11 +305,13 @@ GpuCalibration calibrate_gpu(const Device& d, bool quick, bool counters) {
   if (counters) {
     using Check = int (*)(int, char**, char**);
     auto check = reinterpret_cast<Check>(::dlsym(h, "neuralcost_cuda_counter_check"));
-    if (!check) throw Error(ErrorCode::kNotFound, fmt::format("{}: the CUDA plugin {} has no counter check", device, path));
+    if (!check)
+      throw Error(ErrorCode::kNotFound, fmt::format("{}: the CUDA plugin {} has no counter check", device, path));
     auto [checked, run_check] = call([check, index = d.index()](char** j, char** e) { return check(index, j, e); });
     thread.run(run_check, kGpuCallDeadline, fmt::format("the counter check on {}", device));
     if (checked->rc != 0) {
-      throw Error(ErrorCode::kNotFound, fmt::format("{}: hardware counters not available here: {}", device, checked->message));
+      throw Error(ErrorCode::kNotFound,
+                  fmt::format("{}: hardware counters not available here: {}", device, checked->message));
     }
     checks = parse_counter_check(checked->text, path);
   }

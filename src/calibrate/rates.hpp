@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/core/statistics.hpp"
+#include "neuralcost/hardware/calibration.hpp"
 
 namespace neuralcost {
 

@@ -18,8 +18,8 @@
 namespace neuralcost {
 namespace {
 std::atomic<int> g_abandoned{0};
-constexpr auto kSlice = std::chrono::milliseconds(50);     // how often a wait looks for a signal
-constexpr auto kSignalGrace = std::chrono::seconds(1);     // a call's time to end after Ctrl-C
+constexpr auto kSlice = std::chrono::milliseconds(50);  // how often a wait looks for a signal
+constexpr auto kSignalGrace = std::chrono::seconds(1);  // a call's time to end after Ctrl-C
 }  // namespace
 
 struct CallThread::State {

@@ -9,10 +9,16 @@ namespace neuralcost {
 
 std::uint64_t dtype_bytes(DType dtype) {
   switch (dtype) {
-    case DType::kFp64: case DType::kInt64: return 8;
-    case DType::kFp32: case DType::kTf32: case DType::kInt32: return 4;
-    case DType::kFp16: case DType::kBf16: return 2;
-    case DType::kInt8: case DType::kFp8: case DType::kBool: return 1;
+    case DType::kFp64:
+    case DType::kInt64: return 8;
+    case DType::kFp32:
+    case DType::kTf32:
+    case DType::kInt32: return 4;
+    case DType::kFp16:
+    case DType::kBf16: return 2;
+    case DType::kInt8:
+    case DType::kFp8:
+    case DType::kBool: return 1;
   }
   return 0;
 }

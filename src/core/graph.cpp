@@ -14,10 +14,9 @@ namespace {
 
 void check_same(const TensorDesc& seen, const TensorDesc& now, const std::string& op) {
   if (seen.shape != now.shape || seen.dtype != now.dtype) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("op '{}': tensor '{}' is {} {} here but {} {} elsewhere", op, now.name,
-                            shape_string(now.shape), dtype_name(now.dtype),
-                            shape_string(seen.shape), dtype_name(seen.dtype)));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("op '{}': tensor '{}' is {} {} here but {} {} elsewhere", op,
+                                                         now.name, shape_string(now.shape), dtype_name(now.dtype),
+                                                         shape_string(seen.shape), dtype_name(seen.dtype)));
   }
 }
 
@@ -32,9 +31,8 @@ std::size_t OpGraph::add(OpRecord op) {
   }
   for (const TensorDesc& t : op.outputs) {
     if (producer_.count(t.name)) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("op '{}': tensor '{}' is already produced by op '{}'", op.name,
-                              t.name, ops_[producer_.at(t.name)].name));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("op '{}': tensor '{}' is already produced by op '{}'",
+                                                           op.name, t.name, ops_[producer_.at(t.name)].name));
     }
   }
   for (const auto* list : {&op.inputs, &op.outputs}) {
@@ -156,8 +154,7 @@ std::vector<std::string> OpGraph::outputs() const {
   std::vector<std::string> out = marked_outputs_;
   for (const OpRecord& op : ops_) {
     for (const TensorDesc& t : op.outputs) {
-      if (consumers(t.name).empty() &&
-          std::find(out.begin(), out.end(), t.name) == out.end()) {
+      if (consumers(t.name).empty() && std::find(out.begin(), out.end(), t.name) == out.end()) {
         out.push_back(t.name);
       }
     }
@@ -187,9 +184,8 @@ std::vector<ParameterDesc> OpGraph::unique_parameters() const {
       } else if (params[it->second].elements() != p.elements() || params[it->second].dtype != p.dtype) {
         // the same weight may be seen through a view (W and its transpose): same size and type
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("op '{}': parameter '{}' is {} {} here but {} {} elsewhere",
-                                op.name, p.id, shape_string(p.shape), dtype_name(p.dtype),
-                                shape_string(params[it->second].shape),
+                    fmt::format("op '{}': parameter '{}' is {} {} here but {} {} elsewhere", op.name, p.id,
+                                shape_string(p.shape), dtype_name(p.dtype), shape_string(params[it->second].shape),
                                 dtype_name(params[it->second].dtype)));
       }
     }

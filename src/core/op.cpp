@@ -11,14 +11,12 @@ namespace neuralcost {
 namespace {
 
 template <typename T>
-const T* typed(const std::map<std::string, AttributeValue>& values, const std::string& key,
-               const char* type_name) {
+const T* typed(const std::map<std::string, AttributeValue>& values, const std::string& key, const char* type_name) {
   auto it = values.find(key);
   if (it == values.end()) return nullptr;
   const T* v = std::get_if<T>(&it->second);
   if (v == nullptr) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("attribute '{}' must be {}", key, type_name));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute '{}' must be {}", key, type_name));
   }
   return v;
 }
@@ -56,8 +54,7 @@ std::string Attributes::get_string(const std::string& key, const std::string& fa
   return v ? *v : fallback;
 }
 
-std::vector<std::int64_t> Attributes::get_ints(const std::string& key, std::size_t rank,
-                                               std::int64_t fallback) const {
+std::vector<std::int64_t> Attributes::get_ints(const std::string& key, std::size_t rank, std::int64_t fallback) const {
   auto it = values_.find(key);
   if (it == values_.end()) return std::vector<std::int64_t>(rank, fallback);
   if (const auto* one = std::get_if<std::int64_t>(&it->second)) {

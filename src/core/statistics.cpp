@@ -78,8 +78,8 @@ Interval bootstrap_median_ci95(const std::vector<double>& samples, int resamples
   return {percentile(medians, 2.5), percentile(medians, 97.5)};
 }
 
-Interval bootstrap_median_ratio_ci95(const std::vector<double>& before, const std::vector<double>& after,
-                                     int resamples, std::uint64_t seed) {
+Interval bootstrap_median_ratio_ci95(const std::vector<double>& before, const std::vector<double>& after, int resamples,
+                                     std::uint64_t seed) {
   validate(before);
   validate(after);
   if (resamples < 1) throw Error(ErrorCode::kInvalidArgument, "bootstrap needs at least one resample");
@@ -252,8 +252,8 @@ double beta_fraction(double a, double b, double x) {
 double regularized_beta(double a, double b, double x) {
   if (x <= 0) return 0;
   if (x >= 1) return 1;
-  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) +
-                                b * std::log1p(-x));
+  const double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x));
   if (x < (a + 1) / (a + b + 2)) return front * beta_fraction(a, b, x) / a;
   return 1 - front * beta_fraction(b, a, 1 - x) / b;
 }

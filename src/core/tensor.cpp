@@ -27,8 +27,7 @@ std::uint64_t element_count(const Shape& shape, const std::string& what) {
   std::uint64_t n = 1;
   for (std::size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] < 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: dimension {} is negative ({})", what, i, shape[i]));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: dimension {} is negative ({})", what, i, shape[i]));
     }
     n = checked_mul(n, static_cast<std::uint64_t>(shape[i]), what + " element count");
   }

@@ -6,8 +6,8 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <iterator>
 #include <fstream>
+#include <iterator>
 #include <optional>
 
 #include <fmt/format.h>
@@ -70,7 +70,8 @@ std::vector<unsigned char> read_range(std::ifstream& in, const std::string& path
 std::optional<std::size_t> find_end_record(const Bytes& tail) {
   if (tail.size() < kEndSize) return std::nullopt;
   for (std::size_t at = tail.size() - kEndSize + 1; at-- > 0;) {
-    if (tail.u(at, 4, "the end record") == kEndSignature && at + kEndSize + tail.u(at + 20, 2, "a comment") == tail.size()) {
+    if (tail.u(at, 4, "the end record") == kEndSignature &&
+        at + kEndSize + tail.u(at + 20, 2, "a comment") == tail.size()) {
       return at;
     }
   }
@@ -111,7 +112,8 @@ std::vector<ZipEntry> read_zip_directory(const std::string& path) {
   if (directory_size > kMaxDirectoryBytes || entries > kMaxEntries) {
     throw Error(ErrorCode::kDataLoss,
                 fmt::format("{}: a zip directory of {} entries in {} bytes is more than a model file holds (at most "
-                            "{} entries, {} MiB)", path, entries, directory_size, kMaxEntries, kMaxDirectoryBytes >> 20));
+                            "{} entries, {} MiB)",
+                            path, entries, directory_size, kMaxEntries, kMaxDirectoryBytes >> 20));
   }
   const Bytes directory(path, read_range(in, path, directory_offset, directory_size));
   std::vector<ZipEntry> out;
@@ -131,7 +133,8 @@ std::vector<ZipEntry> read_zip_directory(const std::string& path) {
     std::size_t extra = at + kEntrySize + name_size;
     const std::size_t extra_end = extra + extra_size;
     while (extra + 4 <= extra_end) {
-      const std::uint64_t id = directory.u(extra, 2, "an extra field"), size = directory.u(extra + 2, 2, "an extra field");
+      const std::uint64_t id = directory.u(extra, 2, "an extra field"),
+                          size = directory.u(extra + 2, 2, "an extra field");
       if (extra + 4 + size > extra_end) directory.damaged("an extra field");
       if (id == 0x0001) {
         std::size_t field = extra + 4;

@@ -10,11 +10,9 @@
 namespace neuralcost::cost {
 namespace {
 
-
 /// Sum over rows i in [0, rows) of clamp(i + 1 + offset, 0, cap): the keys each query keeps.
 /// Also returns how many rows keep at least one key.
-std::pair<std::uint64_t, std::uint64_t> kept_pairs(std::int64_t rows, std::int64_t offset,
-                                                   std::int64_t cap) {
+std::pair<std::uint64_t, std::uint64_t> kept_pairs(std::int64_t rows, std::int64_t offset, std::int64_t cap) {
   Wide sum = 0, nonempty = 0;
   // values run from offset+1 to offset+rows
   const Wide lo = static_cast<Wide>(offset) + 1, hi = static_cast<Wide>(offset) + rows;
@@ -40,11 +38,9 @@ void cost_attention(const OpRecord& op, OpCost& cost) {
   require_rank(k, 4, 4, "key");
   require_rank(v, 4, 4, "value");
   const std::int64_t b = q[0], h = q[1], lq = q[2], d = q[3], hkv = k[1], lk = k[2], dv = v[3];
-  if (k[0] != b || v[0] != b || k[3] != d || v[1] != hkv || v[2] != lk || hkv == 0 ||
-      h % hkv != 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("query {}, key {} and value {} are not compatible", shape_string(q),
-                            shape_string(k), shape_string(v)));
+  if (k[0] != b || v[0] != b || k[3] != d || v[1] != hkv || v[2] != lk || hkv == 0 || h % hkv != 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("query {}, key {} and value {} are not compatible",
+                                                         shape_string(q), shape_string(k), shape_string(v)));
   }
   const Shape& y = output(op, 0, "output [B,H,Lq,Dv]").shape;
   if (y != Shape{b, h, lq, dv}) {
@@ -62,9 +58,9 @@ void cost_attention(const OpRecord& op, OpCost& cost) {
     std::tie(pairs, rows) = kept_pairs(lq, align == "top_left" ? 0 : lk - lq, lk);
   }
   const std::uint64_t heads = product({dim(b), dim(h)});
-  add_contraction(cost, product({2, heads, pairs, dim(d)}));   // Q·Kᵀ
-  add_contraction(cost, product({2, heads, pairs, dim(dv)}));  // P·V
-  add_flops(cost, product({heads, pairs}));                    // scale
+  add_contraction(cost, product({2, heads, pairs, dim(d)}));           // Q·Kᵀ
+  add_contraction(cost, product({2, heads, pairs, dim(dv)}));          // P·V
+  add_flops(cost, product({heads, pairs}));                            // scale
   if (op.inputs.size() > 3) add_flops(cost, product({heads, pairs}));  // additive mask
   const double dropout = op.attributes.get_double("dropout", 0.0);
   if (!(dropout >= 0 && dropout < 1)) {

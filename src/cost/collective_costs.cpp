@@ -18,9 +18,9 @@ struct CollectiveFacts {
 };
 
 constexpr CollectiveFacts kFacts[] = {
-    {Collective::kAllReduce, "all_reduce", true},   {Collective::kReduceScatter, "reduce_scatter", true},
-    {Collective::kAllGather, "all_gather", false},  {Collective::kAllToAll, "all_to_all", false},
-    {Collective::kBroadcast, "broadcast", false},   {Collective::kSendRecv, "send_recv", false},
+    {Collective::kAllReduce, "all_reduce", true},  {Collective::kReduceScatter, "reduce_scatter", true},
+    {Collective::kAllGather, "all_gather", false}, {Collective::kAllToAll, "all_to_all", false},
+    {Collective::kBroadcast, "broadcast", false},  {Collective::kSendRecv, "send_recv", false},
 };
 
 const CollectiveFacts& facts(Collective c) {
@@ -156,9 +156,8 @@ CollectiveCost collective_cost(Collective c, CollectiveAlgorithm algorithm, int 
 CollectiveCost hierarchical_cost(Collective c, CollectiveAlgorithm intra_algorithm, int per_node, int nodes,
                                  double bytes, double element_bytes, const LinkRoof& intra, const LinkRoof& inter) {
   if (per_node < 1 || nodes < 1 || per_node * static_cast<long long>(nodes) < 2) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{} over {} node(s) of {} rank(s): needs at least 2 ranks", collective_name(c), nodes,
-                            per_node));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{} over {} node(s) of {} rank(s): needs at least 2 ranks",
+                                                         collective_name(c), nodes, per_node));
   }
   if (nodes == 1) return collective_cost(c, intra_algorithm, per_node, bytes, element_bytes, intra);
   if (per_node == 1) return collective_cost(c, CollectiveAlgorithm::kRing, nodes, bytes, element_bytes, inter);
@@ -168,9 +167,9 @@ CollectiveCost hierarchical_cost(Collective c, CollectiveAlgorithm intra_algorit
   CollectiveCost cost;
   switch (c) {
     case Collective::kAllReduce:
-      add_phase(cost, (g - 1) / g * bytes, per_node - 1, intra);                // reduce-scatter in the node
-      add_phase(cost, 2 * (m - 1) / m * bytes / g, 2 * (nodes - 1), inter);    // all-reduce of S/g across
-      add_phase(cost, (g - 1) / g * bytes, per_node - 1, intra);                // all-gather in the node
+      add_phase(cost, (g - 1) / g * bytes, per_node - 1, intra);             // reduce-scatter in the node
+      add_phase(cost, 2 * (m - 1) / m * bytes / g, 2 * (nodes - 1), inter);  // all-reduce of S/g across
+      add_phase(cost, (g - 1) / g * bytes, per_node - 1, intra);             // all-gather in the node
       cost.reduction_flops = ((g - 1) / g + (m - 1) / m / g) * bytes / element_bytes;
       break;
     case Collective::kReduceScatter:

@@ -29,9 +29,8 @@ ConvGeometry conv_geometry(const OpRecord& op, const Shape& x, const Shape& w) {
   g.pad_total = total_padding(op, g.spatial_rank);
   for (std::size_t d = 0; d < g.spatial_rank; ++d) {
     if (g.stride[d] < 1 || g.dilation[d] < 1) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("spatial dim {}: stride ({}) and dilation ({}) must be >= 1", d,
-                              g.stride[d], g.dilation[d]));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("spatial dim {}: stride ({}) and dilation ({}) must be >= 1",
+                                                           d, g.stride[d], g.dilation[d]));
     }
     bounded(g.stride[d], 1, fmt::format("attribute 'stride' in spatial dim {}", d));
     bounded(g.dilation[d], 1, fmt::format("attribute 'dilation' in spatial dim {}", d));
@@ -50,9 +49,8 @@ void check_spatial(const Shape& y, std::size_t d, Wide expected, const char* for
                 fmt::format("spatial dim {}: the kernel does not fit the (padded) input ({})", d, formula));
   }
   if (static_cast<Wide>(y[d + 2]) != expected) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("output spatial dim {} is {}, expected {} ({})", d, y[d + 2],
-                            static_cast<long long>(expected), formula));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("output spatial dim {} is {}, expected {} ({})", d, y[d + 2],
+                                                         static_cast<long long>(expected), formula));
   }
 }
 
@@ -94,9 +92,8 @@ void cost_matmul(const OpRecord& op, OpCost& cost) {
   const TensorDesc& y = output(op, 0, "product");
   if (y.elements() != expected) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("output '{}' has {} elements, expected {} from {} x {}", y.name,
-                            y.elements(), expected, shape_string(operand_shape(op, 0)),
-                            shape_string(operand_shape(op, 1))));
+                fmt::format("output '{}' has {} elements, expected {} from {} x {}", y.name, y.elements(), expected,
+                            shape_string(operand_shape(op, 0)), shape_string(operand_shape(op, 1))));
   }
   add_contraction(cost, product({2, batches, dim(m), dim(n), dim(k)}));
   // a third operand is added to the product (addmm's bias, ONNX Gemm's C): 1 FLOP per output
@@ -120,9 +117,8 @@ void cost_linear(const OpRecord& op, OpCost& cost) {
   }
   const std::uint64_t rows = in == 0 ? 0 : x.elements() / dim(in);
   if (y.elements() != product({rows, dim(out)})) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("output '{}' {} does not hold the {} rows of input {}", y.name, shape_string(y.shape), rows,
-                            shape_string(x.shape)));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("output '{}' {} does not hold the {} rows of input {}", y.name,
+                                                         shape_string(y.shape), rows, shape_string(x.shape)));
   }
   add_contraction(cost, product({2, rows, dim(in), dim(out)}));
   add_bias(op, cost, 1, product({rows, dim(out)}));
@@ -139,11 +135,13 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   }
   const std::int64_t top_k = op.attributes.get_int("top_k");
   if (top_k < 1 || top_k > experts) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'top_k' {} must be from 1 to the {} experts", top_k, experts));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'top_k' {} must be from 1 to the {} experts", top_k, experts));
   }
   const TensorDesc& y = output(op, 0, "y");
   if (y.shape.empty() || y.shape.back() != out) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("output '{}' {} must end in {}", y.name, shape_string(y.shape), out));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output '{}' {} must end in {}", y.name, shape_string(y.shape), out));
   }
   // every output row is one (token, expert) pair: its input row through that expert's weight
   const std::uint64_t in_rows = x.elements() / dim(in), out_rows = y.elements() / dim(out);
@@ -156,7 +154,8 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   // the weights of the experts the step's tokens reach: with N tokens each routed to top_k of E
   // experts uniformly, E·(1 − (1 − k/E)^N) distinct experts are expected (attr tokens: N)
   const std::int64_t tokens = op.attributes.get_int("tokens");
-  if (tokens < 1) throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'tokens' {} must be positive", tokens));
+  if (tokens < 1)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'tokens' {} must be positive", tokens));
   const double e = static_cast<double>(experts);
   const double reached = e * (1 - std::pow(1 - static_cast<double>(top_k) / e, static_cast<double>(tokens)));
   std::uint64_t all = 0;
@@ -174,14 +173,12 @@ void cost_conv(const OpRecord& op, OpCost& cost) {
   const std::int64_t groups = groups_of(op);
   if (static_cast<Wide>(w[1]) * groups != x[1] || w[0] % groups != 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("weight {} with {} groups does not fit {} input channels",
-                            shape_string(w), groups, x[1]));
+                fmt::format("weight {} with {} groups does not fit {} input channels", shape_string(w), groups, x[1]));
   }
   const Shape& y = output(op, 0, "y").shape;
   require_rank(y, x.size(), x.size(), "output");
   if (y[0] != x[0] || y[1] != w[0]) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("output {} must be {}x{}x...", shape_string(y), x[0], w[0]));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("output {} must be {}x{}x...", shape_string(y), x[0], w[0]));
   }
   std::uint64_t out_positions = 1, taps = 1;
   for (std::size_t d = 0; d < g.spatial_rank; ++d) {
@@ -204,8 +201,7 @@ void cost_conv_transpose(const OpRecord& op, OpCost& cost) {
   const std::int64_t groups = groups_of(op);
   if (w[0] != x[1] || x[1] % groups != 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("weight {} with {} groups does not fit {} input channels",
-                            shape_string(w), groups, x[1]));
+                fmt::format("weight {} with {} groups does not fit {} input channels", shape_string(w), groups, x[1]));
   }
   const auto output_padding = op.attributes.get_ints("output_padding", g.spatial_rank, 0);
   for (std::size_t d = 0; d < g.spatial_rank; ++d) {

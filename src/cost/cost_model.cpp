@@ -2,7 +2,6 @@
 // op-kind table (op_kinds.cpp), and the op name added to every error raised while costing.
 #include "neuralcost/cost/cost_model.hpp"
 
-
 #include <fmt/format.h>
 
 #include "cost/op_families.hpp"
@@ -23,9 +22,7 @@ std::uint64_t dim(std::int64_t d) {
   return static_cast<std::uint64_t>(d);
 }
 
-void add_flops(OpCost& cost, std::uint64_t flops) {
-  cost.flops = checked_add(cost.flops, flops, "FLOP count");
-}
+void add_flops(OpCost& cost, std::uint64_t flops) { cost.flops = checked_add(cost.flops, flops, "FLOP count"); }
 
 void add_contraction(OpCost& cost, std::uint64_t flops) {
   add_flops(cost, flops);
@@ -79,15 +76,12 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   return r;
 }
 
-void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank,
-                  const std::string& what) {
+void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank, const std::string& what) {
   if (shape.size() < min_rank || shape.size() > max_rank) {
-    const std::string expected = min_rank == max_rank
-                                     ? fmt::format("{}", min_rank)
-                                     : fmt::format("{} to {}", min_rank, max_rank);
+    const std::string expected =
+        min_rank == max_rank ? fmt::format("{}", min_rank) : fmt::format("{} to {}", min_rank, max_rank);
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{} must have rank {}, got {} ({})", what, expected, shape.size(),
-                            shape_string(shape)));
+                fmt::format("{} must have rank {}, got {} ({})", what, expected, shape.size(), shape_string(shape)));
   }
 }
 
@@ -123,9 +117,9 @@ void unmodeled(OpCost& cost, std::string reason) {
 
 void cost_unknown(const OpRecord& op, OpCost& cost) {
   // an importer may say why (shapes not inferred, an unsupported attribute)
-  unmodeled(cost, op.attributes.has("reason")
-                      ? op.attributes.get_string("reason", "")
-                      : fmt::format("op type '{}' is not modeled", op.source_type.empty() ? "unknown" : op.source_type));
+  unmodeled(cost, op.attributes.has("reason") ? op.attributes.get_string("reason", "")
+                                              : fmt::format("op type '{}' is not modeled",
+                                                            op.source_type.empty() ? "unknown" : op.source_type));
 }
 
 namespace {

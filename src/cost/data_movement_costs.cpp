@@ -48,7 +48,8 @@ void cost_fill(const OpRecord& op, OpCost& cost) {
   if (function == "range") {
     add_flops(cost, product({2, output(op, 0, "y").elements()}));
   } else if (function != "constant") {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'function' must be constant or range, got '{}'", function));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'function' must be constant or range, got '{}'", function));
   }
 }
 
@@ -103,10 +104,12 @@ void cost_custom(const OpRecord& op, OpCost& cost) {
   if (flops < 0 || transcendentals < 0 || transcendentals > flops) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("attributes 'flops' ({}) and 'transcendentals' ({}) must satisfy "
-                            "0 <= transcendentals <= flops", flops, transcendentals));
+                            "0 <= transcendentals <= flops",
+                            flops, transcendentals));
   }
   // an importer that computed a contraction (a convolution with a computed filter) says so
-  const std::uint64_t contraction = op.attributes.get_bool("contraction", false) ? static_cast<std::uint64_t>(flops) : 0;
+  const std::uint64_t contraction =
+      op.attributes.get_bool("contraction", false) ? static_cast<std::uint64_t>(flops) : 0;
   add_contraction(cost, contraction);
   add_flops(cost, static_cast<std::uint64_t>(flops) - contraction);
   add_transcendentals(cost, static_cast<std::uint64_t>(transcendentals));

@@ -45,7 +45,8 @@ std::string expand(const std::string& term, std::size_t rank, std::size_t* broad
   std::string letters = term;
   if (dots != std::string::npos) letters.erase(dots, 3);
   for (char c : letters) {
-    if (!is_letter(c)) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is not a subscript letter", what, c));
+    if (!is_letter(c))
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is not a subscript letter", what, c));
   }
   if (dots == std::string::npos) {
     if (letters.size() != rank) {
@@ -77,8 +78,8 @@ Resolved resolve(std::string eq, const std::vector<Shape>& shapes) {
   const auto arrow = eq.find("->");
   const std::vector<std::string> terms = operand_terms(eq);
   if (terms.size() != shapes.size()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("equation '{}' has {} operand terms, the op has {} operands", eq, terms.size(), shapes.size()));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("equation '{}' has {} operand terms, the op has {} operands",
+                                                         eq, terms.size(), shapes.size()));
   }
   std::size_t broadcast_rank = 0;
   Resolved r;
@@ -95,8 +96,8 @@ Resolved resolve(std::string eq, const std::vector<Shape>& shapes) {
         continue;
       }
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("equation '{}': index '{}' is {} in one operand and {} in another",
-                              eq, labels[k] < 'A' ? '.' : labels[k], it->second, d));
+                  fmt::format("equation '{}': index '{}' is {} in one operand and {} in another", eq,
+                              labels[k] < 'A' ? '.' : labels[k], it->second, d));
     }
   }
   if (arrow == std::string::npos) {  // implicit: broadcast dims, then the indices used once, sorted
@@ -112,7 +113,8 @@ Resolved resolve(std::string eq, const std::vector<Shape>& shapes) {
     r.out = dots == std::string::npos ? given : given.substr(0, dots) + labels + given.substr(dots + 3);
     for (char c : r.out) {
       if (c >= 'A' && !r.size.count(c)) {
-        throw Error(ErrorCode::kInvalidArgument, fmt::format("equation '{}': output index '{}' is on no operand", eq, c));
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("equation '{}': output index '{}' is on no operand", eq, c));
       }
     }
   }
@@ -127,7 +129,8 @@ void cost_einsum(const OpRecord& op, OpCost& cost) {
   for (const ParameterDesc& p : op.parameters) shapes.push_back(p.shape);
   const Resolved r = resolve(op.attributes.get_string("equation", ""), shapes);
   if (shapes.size() > 2) {
-    return unmodeled(cost, fmt::format("einsum over {} operands: its count depends on the contraction order", shapes.size()));
+    return unmodeled(cost,
+                     fmt::format("einsum over {} operands: its count depends on the contraction order", shapes.size()));
   }
   const std::map<char, std::int64_t>& size = r.size;
   const std::string& out = r.out;
@@ -163,8 +166,8 @@ std::string einsum_inputs_first(const std::string& equation, const std::vector<b
   const auto arrow = equation.find("->");
   const std::vector<std::string> terms = cost::operand_terms(equation);
   if (terms.size() != is_parameter.size()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("equation '{}' has {} operand terms for {} operands", equation, terms.size(), is_parameter.size()));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("equation '{}' has {} operand terms for {} operands", equation,
+                                                         terms.size(), is_parameter.size()));
   }
   std::string inputs, parameters;
   for (std::size_t i = 0; i < terms.size(); ++i) {

@@ -20,31 +20,57 @@ using Table = PerElementTable;
 
 // The per-element counts of docs/counting.md; keep the two in step.
 const Table kUnary = {
-      {"identity", {0, 0}}, {"copy", {0, 0}},   {"neg", {1, 0}},     {"abs", {1, 0}},
-      {"sign", {1, 0}},     {"floor", {1, 0}},  {"ceil", {1, 0}},    {"round", {1, 0}},
-      {"square", {1, 0}},   {"reciprocal", {1, 0}}, {"not", {1, 0}}, {"clip", {2, 0}},
-      {"exp", {1, 1}},      {"log", {1, 1}},    {"sqrt", {1, 1}},    {"rsqrt", {1, 1}},
-      {"sin", {1, 1}},      {"cos", {1, 1}},    {"tan", {1, 1}},     {"erf", {1, 1}},
-      {"tanh", {1, 1}},     {"cast", {0, 0}},   {"asin", {1, 1}},    {"acos", {1, 1}},
-      {"atan", {1, 1}},     {"sinh", {1, 1}},   {"cosh", {1, 1}},    {"asinh", {1, 1}},
-      {"acosh", {1, 1}},    {"atanh", {1, 1}},  {"isinf", {1, 0}},   {"isnan", {1, 0}},
-      {"quantize", {4, 0}}, {"dequantize", {2, 0}}, {"log1p", {2, 1}}, {"expm1", {2, 1}},
-  };
+    {"identity", {0, 0}}, {"copy", {0, 0}},  {"neg", {1, 0}},      {"abs", {1, 0}},        {"sign", {1, 0}},
+    {"floor", {1, 0}},    {"ceil", {1, 0}},  {"round", {1, 0}},    {"square", {1, 0}},     {"reciprocal", {1, 0}},
+    {"not", {1, 0}},      {"clip", {2, 0}},  {"exp", {1, 1}},      {"log", {1, 1}},        {"sqrt", {1, 1}},
+    {"rsqrt", {1, 1}},    {"sin", {1, 1}},   {"cos", {1, 1}},      {"tan", {1, 1}},        {"erf", {1, 1}},
+    {"tanh", {1, 1}},     {"cast", {0, 0}},  {"asin", {1, 1}},     {"acos", {1, 1}},       {"atan", {1, 1}},
+    {"sinh", {1, 1}},     {"cosh", {1, 1}},  {"asinh", {1, 1}},    {"acosh", {1, 1}},      {"atanh", {1, 1}},
+    {"isinf", {1, 0}},    {"isnan", {1, 0}}, {"quantize", {4, 0}}, {"dequantize", {2, 0}}, {"log1p", {2, 1}},
+    {"expm1", {2, 1}},
+};
 const Table kBinary = {
-      {"add", {1, 0}}, {"sub", {1, 0}}, {"mul", {1, 0}}, {"div", {1, 0}}, {"max", {1, 0}},
-      {"min", {1, 0}}, {"mod", {1, 0}}, {"pow", {1, 1}}, {"equal", {1, 0}}, {"less", {1, 0}},
-      {"greater", {1, 0}}, {"and", {1, 0}}, {"or", {1, 0}}, {"xor", {1, 0}}, {"where", {1, 0}},
-      {"bitshift", {1, 0}}, {"squared_difference", {2, 0}}, {"mean", {1, 0}},
-  };
+    {"add", {1, 0}},
+    {"sub", {1, 0}},
+    {"mul", {1, 0}},
+    {"div", {1, 0}},
+    {"max", {1, 0}},
+    {"min", {1, 0}},
+    {"mod", {1, 0}},
+    {"pow", {1, 1}},
+    {"equal", {1, 0}},
+    {"less", {1, 0}},
+    {"greater", {1, 0}},
+    {"and", {1, 0}},
+    {"or", {1, 0}},
+    {"xor", {1, 0}},
+    {"where", {1, 0}},
+    {"bitshift", {1, 0}},
+    {"squared_difference", {2, 0}},
+    {"mean", {1, 0}},
+};
 const Table kActivation = {
-      {"relu", {1, 0}},        {"relu6", {2, 0}},     {"leaky_relu", {2, 0}},
-      {"prelu", {2, 0}},       {"hardtanh", {2, 0}},  {"elu", {4, 1}},
-      {"selu", {5, 1}},        {"celu", {5, 1}},      {"sigmoid", {4, 1}},
-      {"tanh", {1, 1}},        {"silu", {5, 1}},      {"gelu", {5, 1}},
-      {"gelu_tanh", {9, 1}},   {"softplus", {3, 2}},  {"mish", {5, 3}},
-      {"hardsigmoid", {4, 0}}, {"hardswish", {5, 0}}, {"softsign", {3, 0}},
-      {"thresholded_relu", {1, 0}}, {"shrink", {2, 0}},
-  };
+    {"relu", {1, 0}},
+    {"relu6", {2, 0}},
+    {"leaky_relu", {2, 0}},
+    {"prelu", {2, 0}},
+    {"hardtanh", {2, 0}},
+    {"elu", {4, 1}},
+    {"selu", {5, 1}},
+    {"celu", {5, 1}},
+    {"sigmoid", {4, 1}},
+    {"tanh", {1, 1}},
+    {"silu", {5, 1}},
+    {"gelu", {5, 1}},
+    {"gelu_tanh", {9, 1}},
+    {"softplus", {3, 2}},
+    {"mish", {5, 3}},
+    {"hardsigmoid", {4, 0}},
+    {"hardswish", {5, 0}},
+    {"softsign", {3, 0}},
+    {"thresholded_relu", {1, 0}},
+    {"shrink", {2, 0}},
+};
 
 void require_broadcastable(const Shape& in, const Shape& out, const std::string& what) {
   bool ok = in.size() <= out.size();
@@ -54,8 +80,7 @@ void require_broadcastable(const Shape& in, const Shape& out, const std::string&
   }
   if (!ok) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{} {} does not broadcast to the output {}", what, shape_string(in),
-                            shape_string(out)));
+                fmt::format("{} {} does not broadcast to the output {}", what, shape_string(in), shape_string(out)));
   }
 }
 
@@ -74,8 +99,7 @@ void cost_elementwise(const OpRecord& op, OpCost& cost, const Table& known, std:
   // a binary op with a scalar (x * 0.5) has one tensor operand, attribute scalar_operand; an op
   // on literals only (a constant computed in the program) has none and says literal_operands
   const bool literals = op.attributes.get_bool("literal_operands", false);
-  const std::size_t needed =
-      literals ? 0 : arity == 2 && !op.attributes.get_bool("scalar_operand", false) ? 2 : 1;
+  const std::size_t needed = literals ? 0 : arity == 2 && !op.attributes.get_bool("scalar_operand", false) ? 2 : 1;
   if (operands < needed) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("'{}' needs {} operand(s), got {}", function, needed, operands));
@@ -85,7 +109,8 @@ void cost_elementwise(const OpRecord& op, OpCost& cost, const Table& known, std:
     require_broadcastable(p.shape, y.shape, "parameter '" + p.id + "'");
   }
   const std::uint64_t n = y.elements();
-  if (function == "integer_pow") return add_flops(cost, product({n, integer_pow_flops(op.attributes.get_int("exponent"))}));
+  if (function == "integer_pow")
+    return add_flops(cost, product({n, integer_pow_flops(op.attributes.get_int("exponent"))}));
   auto it = known.find(function);
   if (it == known.end()) {
     return unmodeled(cost, fmt::format("{} function '{}' is not modeled", op_kind_name(op.kind),

@@ -80,7 +80,9 @@ void gradient_convolution(const OpRecord& fwd, const GradientPart& part, OpCost&
 
 }  // namespace
 
-void gradient_conv(const OpRecord& fwd, const GradientPart& part, OpCost& cost) { gradient_convolution(fwd, part, cost); }
+void gradient_conv(const OpRecord& fwd, const GradientPart& part, OpCost& cost) {
+  gradient_convolution(fwd, part, cost);
+}
 void gradient_conv_transpose(const OpRecord& fwd, const GradientPart& part, OpCost& cost) {
   gradient_convolution(fwd, part, cost);
 }
@@ -108,9 +110,9 @@ void gradient_attention(const OpRecord& fwd, const GradientPart& part, OpCost& c
   } else {
     add_contraction(cost, product({2, head_pairs, d}));  // dS·K or dSᵀ·Q
     if (first_of_qk && (wants_q || wants_k)) {
-      add_contraction(cost, product({2, head_pairs, dv}));  // dO·Vᵀ
+      add_contraction(cost, product({2, head_pairs, dv}));                                   // dO·Vᵀ
       add_flops(cost, product({5, head_pairs}) - std::min(product({5, head_pairs}), rows));  // softmax backward, scale
-      if (fwd.attributes.get_double("dropout", 0.0) > 0) add_flops(cost, head_pairs);  // dP through the keep mask
+      if (fwd.attributes.get_double("dropout", 0.0) > 0) add_flops(cost, head_pairs);        // dP through the keep mask
     }
   }
   if (part.index > 0 && k[1] != 0 && q[1] > k[1]) {  // grouped heads: sum over the group
@@ -121,8 +123,8 @@ void gradient_attention(const OpRecord& fwd, const GradientPart& part, OpCost& c
 
 void gradient_recurrent(const OpRecord& fwd, const GradientPart& part, OpCost& cost) {
   // Back-propagation through time, per layer, direction and step (cells = batch·steps):
-  //   dh recurrence 2·G·H·H (steps - 1 of them without an initial state to differentiate), gate math (the forward's per-unit count), dx of the layer's input
-  //   2·G·H·I; dW_ih 2·G·H·I, dW_hh 2·G·H·H, each bias G·H adds.
+  //   dh recurrence 2·G·H·H (steps - 1 of them without an initial state to differentiate), gate math (the forward's
+  //   per-unit count), dx of the layer's input 2·G·H·I; dW_ih 2·G·H·I, dW_hh 2·G·H·H, each bias G·H adds.
   // The recurrence, the gate math and the inner layers' dx are needed by every part: they are
   // counted with the input's part when x needs a gradient, otherwise with parameter #0.
   const OpCost forward = cost_of(fwd);  // checks the record
@@ -141,8 +143,7 @@ void gradient_recurrent(const OpRecord& fwd, const GradientPart& part, OpCost& c
   const std::uint64_t gh = product({gates, h});
   const auto width = [&](std::uint64_t layer) { return layer == 0 ? dim(x[2]) : product({dirs, h}); };
   const bool input_asked = (part.requested & 1U) != 0;
-  const bool core_here = part.of == GradientPart::Of::kInput ? part.index == 0
-                                                              : (!input_asked && part.index == 0);
+  const bool core_here = part.of == GradientPart::Of::kInput ? part.index == 0 : (!input_asked && part.index == 0);
   if (part.of == GradientPart::Of::kInput) {
     if (part.index != 0) no_rule(fwd, fmt::format("for input #{} (initial state)", part.index));
     add_contraction(cost, product({dirs, cells, 2, gh, width(0)}));

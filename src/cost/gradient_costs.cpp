@@ -19,25 +19,28 @@ using Table = PerElementTable;
 
 // dx = dy · f'(x), with what the forward saved (its input or output)
 const Table kUnaryGradient = {
-    {"identity", {0, 0}}, {"copy", {0, 0}},    {"cast", {0, 0}},    {"neg", {1, 0}},   {"abs", {2, 0}},
-    {"sign", {0, 0}},     {"floor", {0, 0}},   {"ceil", {0, 0}},    {"round", {0, 0}}, {"square", {2, 0}},
-    {"reciprocal", {3, 0}}, {"clip", {2, 0}},  {"exp", {1, 0}},     {"log", {1, 0}},   {"sqrt", {2, 0}},
-    {"rsqrt", {3, 0}},    {"sin", {2, 1}},     {"cos", {2, 1}},     {"tan", {3, 0}},   {"erf", {4, 1}},
-    {"tanh", {3, 0}},     {"log1p", {2, 0}},   {"expm1", {2, 0}},   {"sinh", {2, 1}},  {"cosh", {2, 1}},
+    {"identity", {0, 0}},   {"copy", {0, 0}},  {"cast", {0, 0}},  {"neg", {1, 0}},   {"abs", {2, 0}},
+    {"sign", {0, 0}},       {"floor", {0, 0}}, {"ceil", {0, 0}},  {"round", {0, 0}}, {"square", {2, 0}},
+    {"reciprocal", {3, 0}}, {"clip", {2, 0}},  {"exp", {1, 0}},   {"log", {1, 0}},   {"sqrt", {2, 0}},
+    {"rsqrt", {3, 0}},      {"sin", {2, 1}},   {"cos", {2, 1}},   {"tan", {3, 0}},   {"erf", {4, 1}},
+    {"tanh", {3, 0}},       {"log1p", {2, 0}}, {"expm1", {2, 0}}, {"sinh", {2, 1}},  {"cosh", {2, 1}},
 };
 const Table kActivationGradient = {
-    {"relu", {1, 0}},      {"relu6", {2, 0}},     {"leaky_relu", {2, 0}}, {"prelu", {2, 0}},
-    {"hardtanh", {2, 0}},  {"elu", {3, 0}},       {"selu", {3, 0}},       {"celu", {3, 0}},
-    {"sigmoid", {3, 0}},   {"tanh", {3, 0}},      {"silu", {8, 1}},       {"gelu", {10, 2}},
-    {"gelu_tanh", {15, 1}}, {"softplus", {4, 1}}, {"hardsigmoid", {2, 0}}, {"hardswish", {4, 0}},
-    {"softsign", {4, 0}},  {"thresholded_relu", {1, 0}}, {"shrink", {1, 0}},
+    {"relu", {1, 0}},       {"relu6", {2, 0}},    {"leaky_relu", {2, 0}},
+    {"prelu", {2, 0}},      {"hardtanh", {2, 0}}, {"elu", {3, 0}},
+    {"selu", {3, 0}},       {"celu", {3, 0}},     {"sigmoid", {3, 0}},
+    {"tanh", {3, 0}},       {"silu", {8, 1}},     {"gelu", {10, 2}},
+    {"gelu_tanh", {15, 1}}, {"softplus", {4, 1}}, {"hardsigmoid", {2, 0}},
+    {"hardswish", {4, 0}},  {"softsign", {4, 0}}, {"thresholded_relu", {1, 0}},
+    {"shrink", {1, 0}},
 };
 // per operand: {FLOPs per output element for operand 0, for operand 1}
 const std::map<std::string, std::pair<PerElement, PerElement>> kBinaryGradient = {
-    {"add", {{0, 0}, {0, 0}}},  {"sub", {{0, 0}, {1, 0}}}, {"mul", {{1, 0}, {1, 0}}},
-    {"div", {{1, 0}, {3, 0}}},  {"max", {{2, 0}, {2, 0}}}, {"min", {{2, 0}, {2, 0}}},
-    {"pow", {{4, 1}, {3, 1}}},  {"squared_difference", {{3, 0}, {3, 0}}}, {"mean", {{1, 0}, {1, 0}}},
-    {"where", {{0, 0}, {1, 0}}},
+    {"add", {{0, 0}, {0, 0}}},  {"sub", {{0, 0}, {1, 0}}},
+    {"mul", {{1, 0}, {1, 0}}},  {"div", {{1, 0}, {3, 0}}},
+    {"max", {{2, 0}, {2, 0}}},  {"min", {{2, 0}, {2, 0}}},
+    {"pow", {{4, 1}, {3, 1}}},  {"squared_difference", {{3, 0}, {3, 0}}},
+    {"mean", {{1, 0}, {1, 0}}}, {"where", {{0, 0}, {1, 0}}},
 };
 
 [[noreturn]] void no_rule(const OpRecord& fwd, const std::string& what) {
@@ -80,7 +83,8 @@ void gradient_activation(const OpRecord& fwd, const GradientPart& part, OpCost& 
   const std::uint64_t n = fwd.outputs.at(0).elements();
   per_element(cost, n, e);
   // a learned slope (prelu's parameter) sums its gradient over the elements it was broadcast to
-  if (part.of == GradientPart::Of::kParameter || part.index > 0) add_flops(cost, n - std::min(n, part_elements(fwd, part)));
+  if (part.of == GradientPart::Of::kParameter || part.index > 0)
+    add_flops(cost, n - std::min(n, part_elements(fwd, part)));
 }
 
 void gradient_binary(const OpRecord& fwd, const GradientPart& part, OpCost& cost) {
@@ -166,8 +170,8 @@ void gradient_reduction(const OpRecord& fwd, const GradientPart& part, OpCost& c
   const std::uint64_t n = fwd.inputs.empty() ? fwd.parameters.at(0).elements() : fwd.inputs.at(0).elements();
   const std::string function = fwd.attributes.get_string("function", "sum");
   static const Table kReductionGradient = {
-      {"sum", {0, 0}}, {"mean", {1, 0}}, {"max", {2, 0}}, {"min", {2, 0}}, {"prod", {2, 0}},
-      {"sum_square", {2, 0}}, {"l1", {2, 0}}, {"l2", {2, 0}}, {"log_sum_exp", {3, 1}}, {"log_sum", {1, 0}},
+      {"sum", {0, 0}},        {"mean", {1, 0}}, {"max", {2, 0}}, {"min", {2, 0}},         {"prod", {2, 0}},
+      {"sum_square", {2, 0}}, {"l1", {2, 0}},   {"l2", {2, 0}},  {"log_sum_exp", {3, 1}}, {"log_sum", {1, 0}},
   };
   const auto it = kReductionGradient.find(function);
   if (it == kReductionGradient.end()) no_rule(fwd, fmt::format("(function '{}')", function));
@@ -243,8 +247,8 @@ void cost_loss(const OpRecord& op, OpCost& cost) {
     const std::uint64_t rows = classes == 0 ? 0 : n / classes;
     const TensorDesc& labels = input(op, 1, "labels");
     if (labels.elements() != rows) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("labels '{}' hold {} values for {} rows of logits", labels.name, labels.elements(), rows));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("labels '{}' hold {} values for {} rows of logits",
+                                                           labels.name, labels.elements(), rows));
     }
     add_flops(cost, checked_add(product({5, n}), 1, "FLOP count"));
     add_transcendentals(cost, checked_add(n, rows, "transcendental count"));
@@ -253,7 +257,8 @@ void cost_loss(const OpRecord& op, OpCost& cost) {
     if (target.elements() != n) throw Error(ErrorCode::kInvalidArgument, "the target must match the predictions");
     add_flops(cost, product({3, n}));
   } else {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'function' must be cross_entropy or mse, got '{}'", function));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'function' must be cross_entropy or mse, got '{}'", function));
   }
 }
 
@@ -290,7 +295,8 @@ void cost_gradient(const OpRecord& op, OpCost& cost) {
   const std::int64_t index = op.attributes.get_int("index", 0);
   const std::size_t count = part.of == GradientPart::Of::kInput ? fwd.inputs.size() : fwd.parameters.size();
   if (index < 0 || static_cast<std::uint64_t>(index) >= count) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'index' {} is not an operand of '{}'", index, fwd.name));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'index' {} is not an operand of '{}'", index, fwd.name));
   }
   part.index = static_cast<std::size_t>(index);
   part.requested = static_cast<std::uint64_t>(op.attributes.get_int("requested", -1));

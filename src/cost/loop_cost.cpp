@@ -14,7 +14,8 @@ namespace neuralcost::cost {
 void cost_loop(const OpRecord& op, OpCost& cost) {
   if (!op.body) throw Error(ErrorCode::kInvalidArgument, "a loop needs its body");
   const std::int64_t iterations = op.attributes.get_int("iterations");
-  if (iterations < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'iterations' is negative ({})", iterations));
+  if (iterations < 0)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'iterations' is negative ({})", iterations));
   // a body that cannot be counted leaves the loop unmodeled (with the reason), not the model
   OpCost once;
   for (const OpRecord& body_op : op.body->ops()) {

@@ -46,7 +46,8 @@ std::pair<std::uint64_t, std::uint64_t> rows_over_axes(const TensorDesc& x, cons
   for (std::int64_t a : axes) {
     const std::int64_t axis = a < 0 ? a + rank : a;
     if (axis < 0 || axis >= rank || seen[static_cast<std::size_t>(axis)]) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'axes' has {} outside rank {} or twice", a, rank));
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("attribute 'axes' has {} outside rank {} or twice", a, rank));
     }
     seen[static_cast<std::size_t>(axis)] = true;
     n = product({n, dim(x.shape[static_cast<std::size_t>(axis)])});
@@ -55,11 +56,9 @@ std::pair<std::uint64_t, std::uint64_t> rows_over_axes(const TensorDesc& x, cons
 }
 
 std::int64_t trailing_dims(const OpRecord& op) {
-  const std::int64_t fallback =
-      op.parameters.empty() ? 1 : static_cast<std::int64_t>(op.parameters[0].shape.size());
+  const std::int64_t fallback = op.parameters.empty() ? 1 : static_cast<std::int64_t>(op.parameters[0].shape.size());
   return op.attributes.get_int("normalized_dims", fallback);
 }
-
 
 }  // namespace
 
@@ -85,8 +84,8 @@ void cost_softmax(const OpRecord& op, OpCost& cost) {
 
 void cost_layer_norm(const OpRecord& op, OpCost& cost) {
   const TensorDesc& x = input(op, 0, "x");
-  const auto [rows, n] = op.attributes.has("axes") ? rows_over_axes(x, op.attributes.get_list("axes"))
-                                                   : rows_of(x, trailing_dims(op));
+  const auto [rows, n] =
+      op.attributes.has("axes") ? rows_over_axes(x, op.attributes.get_list("axes")) : rows_of(x, trailing_dims(op));
   if (n == 0) return;
   const std::uint64_t affine = std::min<std::size_t>(op.parameters.size(), 2);
   add_flops(cost, product({rows, checked_add(product({5 + affine, n}), 2, "FLOP count")}));

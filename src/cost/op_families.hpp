@@ -44,8 +44,7 @@ Shape operand_shape(const OpRecord& op, std::size_t i);
 /// Numpy broadcasting of two shapes; kInvalidArgument when they are incompatible.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
 /// Throws kInvalidArgument unless min_rank <= rank <= max_rank.
-void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank,
-                  const std::string& what);
+void require_rank(const Shape& shape, std::size_t min_rank, std::size_t max_rank, const std::string& what);
 
 /// A geometric attribute value (stride, dilation, kernel, padding, groups) within
 /// [low, 2^40]: large enough for any real network, small enough that no formula overflows.

@@ -41,8 +41,7 @@ void cost_pool(const OpRecord& op, OpCost& cost) {
     require_rank(y, x.size(), x.size(), "output");
     if (y[0] != x[0] || y[1] != x[1]) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("output {} must keep batch and channels of {}", shape_string(y),
-                              shape_string(x)));
+                  fmt::format("output {} must keep batch and channels of {}", shape_string(y), shape_string(x)));
     }
     outputs = element_count(y, "output");
     if (op.kind == OpKind::kAdaptiveAvgPool || op.kind == OpKind::kAdaptiveMaxPool) {
@@ -82,8 +81,8 @@ void cost_pool(const OpRecord& op, OpCost& cost) {
         }
         const Wide expected = (ceil_mode ? (room + s - 1) / s : room / s) + 1;
         if (static_cast<Wide>(y[d + 2]) != expected && !(ceil_mode && static_cast<Wide>(y[d + 2]) == expected - 1)) {
-          throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("output spatial dim {} is {}, expected {}", d, y[d + 2], static_cast<long long>(expected)));
+          throw Error(ErrorCode::kInvalidArgument, fmt::format("output spatial dim {} is {}, expected {}", d, y[d + 2],
+                                                               static_cast<long long>(expected)));
         }
         taps = product({taps, dim(kernel[d])});
       }
@@ -105,8 +104,7 @@ void cost_reduction(const OpRecord& op, OpCost& cost) {
   if (out == 0) return;
   if (in % out != 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("output {} is not a reduction of input {}", shape_string(y.shape),
-                            shape_string(x.shape)));
+                fmt::format("output {} is not a reduction of input {}", shape_string(y.shape), shape_string(x.shape)));
   }
   const std::uint64_t r = in / out;
   if (function == "sum" || function == "max" || function == "min" || function == "prod") {
@@ -151,7 +149,8 @@ void cost_window_reduction(const OpRecord& op, OpCost& cost) {
   const TensorDesc& y = output(op, 0, "y");
   const std::vector<std::int64_t> window = op.attributes.get_ints("window", x.shape.size(), 1);
   std::uint64_t taps = 1;
-  for (std::size_t d = 0; d < window.size(); ++d) taps = product({taps, dim(bounded(window[d], 1, fmt::format("window dim {}", d)))});
+  for (std::size_t d = 0; d < window.size(); ++d)
+    taps = product({taps, dim(bounded(window[d], 1, fmt::format("window dim {}", d)))});
   add_flops(cost, product({y.elements(), taps - 1}));
 }
 

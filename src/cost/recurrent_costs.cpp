@@ -50,8 +50,8 @@ void cost_recurrent(const OpRecord& op, OpCost& cost, const Cell cell) {
     return product({dirs, gh, checked_add(checked_add(in, h, "parameter count"), bias ? 2 : 0, "parameter count")});
   };
   const std::uint64_t later = static_cast<std::uint64_t>(layers - 1);
-  const std::uint64_t expected = checked_add(layer_params(dim(width)), product({later, layer_params(product({dirs, h}))}),
-                                             "parameter count");
+  const std::uint64_t expected =
+      checked_add(layer_params(dim(width)), product({later, layer_params(product({dirs, h}))}), "parameter count");
   std::uint64_t held = 0;
   for (const ParameterDesc& p : op.parameters) held = checked_add(held, p.elements(), "parameter count");
   if (held != expected) {

@@ -24,7 +24,8 @@ std::string or_unknown(const std::optional<T>& v) {
 std::string text_or_unknown(const std::string& s) { return s.empty() ? "unknown" : s; }
 
 /// Calls `symbol` (int f(int*), like cudaRuntimeGetVersion) in the first of `libraries` that loads.
-std::optional<long> library_version(std::initializer_list<const char*> libraries, const char* symbol, bool returns_value) {
+std::optional<long> library_version(std::initializer_list<const char*> libraries, const char* symbol,
+                                    bool returns_value) {
   for (const char* lib : libraries) {
     void* h = ::dlopen(lib, RTLD_NOW | RTLD_LOCAL);
     if (!h) continue;
@@ -75,16 +76,22 @@ void write_cuda_contract(const CudaContract& g, std::map<std::string, std::strin
 std::vector<std::string> cuda_contract_warnings(const CudaContract& g) {
   std::vector<std::string> w;
   if (g.mig_enabled.value_or(false)) {
-    w.push_back(fmt::format("cuda:{} is in MIG mode: the run had a slice of the GPU, but the roofline is the whole "
-                            "part's (name a spec of the slice with --hardware)", g.index));
+    w.push_back(
+        fmt::format("cuda:{} is in MIG mode: the run had a slice of the GPU, but the roofline is the whole "
+                    "part's (name a spec of the slice with --hardware)",
+                    g.index));
   }
   if (g.application_sm_clock_mhz && g.max_sm_clock_mhz && *g.application_sm_clock_mhz < *g.max_sm_clock_mhz) {
-    w.push_back(fmt::format("cuda:{}'s application SM clock is {} MHz, below its maximum {} MHz: the spec's peaks "
-                            "assume the boost clock", g.index, *g.application_sm_clock_mhz, *g.max_sm_clock_mhz));
+    w.push_back(
+        fmt::format("cuda:{}'s application SM clock is {} MHz, below its maximum {} MHz: the spec's peaks "
+                    "assume the boost clock",
+                    g.index, *g.application_sm_clock_mhz, *g.max_sm_clock_mhz));
   }
   if (g.persistence_mode && !*g.persistence_mode) {
-    w.push_back(fmt::format("cuda:{} has persistence mode off: the driver may tear the GPU's state down between "
-                            "processes, so each run pays its initialisation (nvidia-smi -pm 1)", g.index));
+    w.push_back(
+        fmt::format("cuda:{} has persistence mode off: the driver may tear the GPU's state down between "
+                    "processes, so each run pays its initialisation (nvidia-smi -pm 1)",
+                    g.index));
   }
   return w;
 }
@@ -97,7 +104,8 @@ CudaContract query_cuda_contract(int index, const Nvml* nvml, const std::string&
   for (const CudaDeviceInfo& d : found.devices) {
     if (d.index == index) g.gpu_name = d.name;
   }
-  if (const auto v = library_version({"libcudart.so.13", "libcudart.so.12", "libcudart.so"}, "cudaRuntimeGetVersion", false)) {
+  if (const auto v =
+          library_version({"libcudart.so.13", "libcudart.so.12", "libcudart.so"}, "cudaRuntimeGetVersion", false)) {
     g.cuda_runtime_version = cuda_version_text(static_cast<int>(*v));
   } else {
     g.unknown.push_back("CUDA runtime version: no libcudart found by dlopen (the framework may bring its own)");
@@ -114,8 +122,10 @@ CudaContract query_cuda_contract(int index, const Nvml* nvml, const std::string&
   // NVML numbers devices by PCI order, CUDA by speed unless CUDA_DEVICE_ORDER=PCI_BUS_ID: say so when names differ
   if (const auto n = nvml->name(index)) {
     if (!g.gpu_name.empty() && *n != g.gpu_name) {
-      g.unknown.push_back(fmt::format("NVML's device {} is '{}' but CUDA's is '{}': set CUDA_DEVICE_ORDER=PCI_BUS_ID "
-                                      "so that both count alike", index, *n, g.gpu_name));
+      g.unknown.push_back(
+          fmt::format("NVML's device {} is '{}' but CUDA's is '{}': set CUDA_DEVICE_ORDER=PCI_BUS_ID "
+                      "so that both count alike",
+                      index, *n, g.gpu_name));
     }
     if (g.gpu_name.empty()) g.gpu_name = *n;
   }

@@ -43,10 +43,8 @@ std::string init_failure(int code) {
     case kCudaSystemDriverMismatch:
       return "the NVIDIA kernel module and the user-space driver differ in version (cuInit: "
              "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH; reboot or reinstall the driver)";
-    case kCudaNotInitialized:
-      return "the NVIDIA driver could not initialise (cuInit: CUDA_ERROR_NOT_INITIALIZED)";
-    default:
-      return fmt::format("the NVIDIA driver could not initialise (cuInit returned CUresult {})", code);
+    case kCudaNotInitialized: return "the NVIDIA driver could not initialise (cuInit: CUDA_ERROR_NOT_INITIALIZED)";
+    default: return fmt::format("the NVIDIA driver could not initialise (cuInit returned CUresult {})", code);
   }
 }
 
@@ -64,8 +62,8 @@ CudaDevices detect_cuda_devices(const std::string& library) {
   void* h = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char* why = ::dlerror();
-    out.unavailable_reason = fmt::format("no NVIDIA driver: {} cannot be loaded ({})", library,
-                                         why ? why : "dlopen failed");
+    out.unavailable_reason =
+        fmt::format("no NVIDIA driver: {} cannot be loaded ({})", library, why ? why : "dlopen failed");
     return out;
   }
   auto sym = [h](const char* name) { return ::dlsym(h, name); };
@@ -77,8 +75,10 @@ CudaDevices detect_cuda_devices(const std::string& library) {
   auto memory = reinterpret_cast<CuDeviceTotalMem>(sym("cuDeviceTotalMem_v2"));
   auto attribute = reinterpret_cast<CuDeviceGetAttribute>(sym("cuDeviceGetAttribute"));
   if (!init || !version || !count || !get || !name || !memory || !attribute) {
-    out.unavailable_reason = fmt::format("{} lacks the CUDA driver API (cuInit, cuDeviceGetCount, ...): not an "
-                                         "NVIDIA driver library", library);
+    out.unavailable_reason = fmt::format(
+        "{} lacks the CUDA driver API (cuInit, cuDeviceGetCount, ...): not an "
+        "NVIDIA driver library",
+        library);
     return out;  // the library stays loaded: unloading a half-initialised driver is not worth the risk
   }
   // the stub library answers cuDriverGetVersion too, so only a successful cuInit makes it count
@@ -119,7 +119,8 @@ const CudaDevices& cuda_devices() {
 
 std::optional<std::string> cuda_device_missing(const CudaDevices& found, int index) {
   const std::string device = fmt::format("cuda:{}", index);
-  if (found.unavailable_reason) return fmt::format("{}: CUDA is not available here: {}", device, *found.unavailable_reason);
+  if (found.unavailable_reason)
+    return fmt::format("{}: CUDA is not available here: {}", device, *found.unavailable_reason);
   for (const CudaDeviceInfo& info : found.devices) {
     if (info.index == index) return std::nullopt;
   }

@@ -192,8 +192,8 @@ KernelAttribution attribute_kernels(const CounterRecord& record, RangeLevel leve
     const KernelFlops f = kernel_flops(*k);
     const auto it = launch_of.find(k->correlation_id);
     if (it == launch_of.end()) {
-      out.unattributed.push_back(fmt::format("{} (correlation id {}): no launch with its correlation id", k->name,
-                                             k->correlation_id));
+      out.unattributed.push_back(
+          fmt::format("{} (correlation id {}): no launch with its correlation id", k->name, k->correlation_id));
       out.unattributed_flops += f.total();
       continue;
     }
@@ -212,8 +212,8 @@ KernelAttribution attribute_kernels(const CounterRecord& record, RangeLevel leve
       if (level == RangeLevel::kOutermost ? len > clen : len < clen) chosen = i;
     }
     if (!chosen) {
-      out.unattributed.push_back(fmt::format("{} (correlation id {}): launched outside every range", k->name,
-                                             k->correlation_id));
+      out.unattributed.push_back(
+          fmt::format("{} (correlation id {}): launched outside every range", k->name, k->correlation_id));
       out.unattributed_flops += f.total();
       continue;
     }

@@ -24,8 +24,8 @@ std::optional<LaunchFloor> launch_floor(const Analysis& a) {
     f.unfused_bound_seconds += bound;
   }
   for (const FusionGroup& g : a.fusion_groups) {
-    const bool kernel = std::any_of(g.ops.begin(), g.ops.end(),
-                                    [&](std::size_t i) { return i < launches.size() && launches[i]; });
+    const bool kernel =
+        std::any_of(g.ops.begin(), g.ops.end(), [&](std::size_t i) { return i < launches.size() && launches[i]; });
     if (kernel) ++f.fused_kernels;
     f.fused_bound_seconds += kernel ? std::max(g.lower_bound_seconds, f.seconds_per_kernel) : g.lower_bound_seconds;
   }

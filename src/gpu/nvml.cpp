@@ -15,22 +15,22 @@ using NvmlDevice = void*;  // nvmlDevice_t is an opaque pointer
 }  // namespace
 
 struct Nvml::Functions {
-  int (*init)() = nullptr;                                        // nvmlInit_v2
-  int (*shutdown)() = nullptr;                                    // nvmlShutdown
-  const char* (*error_string)(int) = nullptr;                     // nvmlErrorString
-  int (*driver_version)(char*, unsigned) = nullptr;               // nvmlSystemGetDriverVersion
-  int (*count)(unsigned*) = nullptr;                              // nvmlDeviceGetCount_v2
-  int (*handle)(unsigned, NvmlDevice*) = nullptr;                 // nvmlDeviceGetHandleByIndex_v2
-  int (*name)(NvmlDevice, char*, unsigned) = nullptr;             // nvmlDeviceGetName
-  int (*power)(NvmlDevice, unsigned*) = nullptr;                  // nvmlDeviceGetPowerUsage (mW)
-  int (*energy)(NvmlDevice, unsigned long long*) = nullptr;       // nvmlDeviceGetTotalEnergyConsumption (mJ)
-  int (*power_limit)(NvmlDevice, unsigned*) = nullptr;            // nvmlDeviceGetEnforcedPowerLimit (mW)
-  int (*clock)(NvmlDevice, int, unsigned*) = nullptr;             // nvmlDeviceGetClockInfo
-  int (*max_clock)(NvmlDevice, int, unsigned*) = nullptr;         // nvmlDeviceGetMaxClockInfo
-  int (*app_clock)(NvmlDevice, int, unsigned*) = nullptr;         // nvmlDeviceGetApplicationsClock
-  int (*persistence)(NvmlDevice, int*) = nullptr;                 // nvmlDeviceGetPersistenceMode
-  int (*ecc)(NvmlDevice, int*, int*) = nullptr;                   // nvmlDeviceGetEccMode (current, pending)
-  int (*mig)(NvmlDevice, unsigned*, unsigned*) = nullptr;         // nvmlDeviceGetMigMode (current, pending)
+  int (*init)() = nullptr;                                   // nvmlInit_v2
+  int (*shutdown)() = nullptr;                               // nvmlShutdown
+  const char* (*error_string)(int) = nullptr;                // nvmlErrorString
+  int (*driver_version)(char*, unsigned) = nullptr;          // nvmlSystemGetDriverVersion
+  int (*count)(unsigned*) = nullptr;                         // nvmlDeviceGetCount_v2
+  int (*handle)(unsigned, NvmlDevice*) = nullptr;            // nvmlDeviceGetHandleByIndex_v2
+  int (*name)(NvmlDevice, char*, unsigned) = nullptr;        // nvmlDeviceGetName
+  int (*power)(NvmlDevice, unsigned*) = nullptr;             // nvmlDeviceGetPowerUsage (mW)
+  int (*energy)(NvmlDevice, unsigned long long*) = nullptr;  // nvmlDeviceGetTotalEnergyConsumption (mJ)
+  int (*power_limit)(NvmlDevice, unsigned*) = nullptr;       // nvmlDeviceGetEnforcedPowerLimit (mW)
+  int (*clock)(NvmlDevice, int, unsigned*) = nullptr;        // nvmlDeviceGetClockInfo
+  int (*max_clock)(NvmlDevice, int, unsigned*) = nullptr;    // nvmlDeviceGetMaxClockInfo
+  int (*app_clock)(NvmlDevice, int, unsigned*) = nullptr;    // nvmlDeviceGetApplicationsClock
+  int (*persistence)(NvmlDevice, int*) = nullptr;            // nvmlDeviceGetPersistenceMode
+  int (*ecc)(NvmlDevice, int*, int*) = nullptr;              // nvmlDeviceGetEccMode (current, pending)
+  int (*mig)(NvmlDevice, unsigned*, unsigned*) = nullptr;    // nvmlDeviceGetMigMode (current, pending)
 };
 
 std::unique_ptr<Nvml> Nvml::load(std::string& why, const std::string& library) {
@@ -42,7 +42,9 @@ std::unique_ptr<Nvml> Nvml::load(std::string& why, const std::string& library) {
     return nullptr;
   }
   auto f = std::make_unique<Functions>();
-  auto bind = [h](auto& fn, const char* symbol) { fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, symbol)); };
+  auto bind = [h](auto& fn, const char* symbol) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, symbol));
+  };
   bind(f->init, "nvmlInit_v2");
   bind(f->shutdown, "nvmlShutdown");
   bind(f->error_string, "nvmlErrorString");
@@ -61,8 +63,10 @@ std::unique_ptr<Nvml> Nvml::load(std::string& why, const std::string& library) {
   bind(f->mig, "nvmlDeviceGetMigMode");
   // the ones without which nothing works; the others are optional per driver version
   if (!f->init || !f->shutdown || !f->count || !f->handle || !f->name) {
-    why = fmt::format("NVML is not available: {} lacks nvmlInit_v2 / nvmlDeviceGetHandleByIndex_v2 (not NVML, or "
-                      "one older than driver 450)", library);
+    why = fmt::format(
+        "NVML is not available: {} lacks nvmlInit_v2 / nvmlDeviceGetHandleByIndex_v2 (not NVML, or "
+        "one older than driver 450)",
+        library);
     ::dlclose(h);
     return nullptr;
   }
@@ -137,7 +141,9 @@ std::optional<int> clock_of(int (*fn)(NvmlDevice, int, unsigned*), void* d, Nvml
 }  // namespace
 
 std::optional<int> Nvml::clock_mhz(int index, NvmlClock c) const { return clock_of(f_->clock, device(index), c); }
-std::optional<int> Nvml::max_clock_mhz(int index, NvmlClock c) const { return clock_of(f_->max_clock, device(index), c); }
+std::optional<int> Nvml::max_clock_mhz(int index, NvmlClock c) const {
+  return clock_of(f_->max_clock, device(index), c);
+}
 std::optional<int> Nvml::application_clock_mhz(int index, NvmlClock c) const {
   return clock_of(f_->app_clock, device(index), c);
 }

@@ -19,8 +19,10 @@ void check_phase(double start, double end, int passes, int batch) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("power: the phase must end after it starts (start {} s, end {} s)", start, end));
   }
-  if (passes < 1) throw Error(ErrorCode::kInvalidArgument, fmt::format("power: passes must be at least 1 (got {})", passes));
-  if (batch < 1) throw Error(ErrorCode::kInvalidArgument, fmt::format("power: batch must be at least 1 (got {})", batch));
+  if (passes < 1)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("power: passes must be at least 1 (got {})", passes));
+  if (batch < 1)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("power: batch must be at least 1 (got {})", batch));
 }
 
 void per_pass(PowerSummary& s, int passes, int batch) {
@@ -41,7 +43,8 @@ PowerSummary summarize_power(const std::vector<PowerSample>& samples, double sta
                              double period_seconds) {
   check_phase(start, end, passes, batch);
   if (!(period_seconds > 0) || !std::isfinite(period_seconds)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("power: the sampling period must be positive (got {} s)", period_seconds));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("power: the sampling period must be positive (got {} s)", period_seconds));
   }
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const PowerSample& p = samples[i];
@@ -52,7 +55,8 @@ PowerSummary summarize_power(const std::vector<PowerSample>& samples, double sta
     if (i > 0 && p.seconds < samples[i - 1].seconds) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("power sample {} (at {} s) is earlier than the one before it ({} s): samples must be in "
-                              "time order", i, p.seconds, samples[i - 1].seconds));
+                              "time order",
+                              i, p.seconds, samples[i - 1].seconds));
     }
   }
   PowerSummary s;
@@ -95,17 +99,20 @@ PowerSummary summarize_power(const std::vector<PowerSample>& samples, double sta
   }
   s.covered_seconds = points.back().seconds - points.front().seconds;
   if (s.largest_gap_seconds > 3 * period_seconds) {
-    s.problems.push_back(fmt::format("a gap of {:.3g} s between power samples (the sampler's period is {:.3g} s): the "
-                                     "power over it is interpolated", s.largest_gap_seconds, period_seconds));
+    s.problems.push_back(
+        fmt::format("a gap of {:.3g} s between power samples (the sampler's period is {:.3g} s): the "
+                    "power over it is interpolated",
+                    s.largest_gap_seconds, period_seconds));
   }
   if (s.covered_seconds <= 0) {
     s.problems.push_back("the power samples inside the phase all share one timestamp: no energy");
     return s;
   }
   if (s.covered_seconds < 0.9 * s.phase_seconds) {
-    s.problems.push_back(fmt::format("the power samples span {:.0f}% of the phase ({:.3g} of {:.3g} s): its ends are "
-                                     "taken at the average",
-                                     100 * s.covered_seconds / s.phase_seconds, s.covered_seconds, s.phase_seconds));
+    s.problems.push_back(
+        fmt::format("the power samples span {:.0f}% of the phase ({:.3g} of {:.3g} s): its ends are "
+                    "taken at the average",
+                    100 * s.covered_seconds / s.phase_seconds, s.covered_seconds, s.phase_seconds));
   }
   s.average_watts = joules / s.covered_seconds;
   if (!s.peak_watts) {
@@ -130,8 +137,9 @@ PowerSummary summarize_energy_counter(double joules_at_start, double joules_at_e
   s.energy_joules = joules_at_end - joules_at_start;
   s.average_watts = *s.energy_joules / phase_seconds;
   if (*s.energy_joules == 0) {
-    s.problems.push_back("the energy counter did not advance during the phase (it counts in millijoules and may update "
-                         "only every few milliseconds): the phase is too short for it");
+    s.problems.push_back(
+        "the energy counter did not advance during the phase (it counts in millijoules and may update "
+        "only every few milliseconds): the phase is too short for it");
   }
   per_pass(s, passes, batch);
   return s;
@@ -148,10 +156,12 @@ PowerRecord parse_power_record(std::string_view text, const std::string& origin)
     throw Error(ErrorCode::kDataLoss, fmt::format("{}: {} {}", origin, field, what));
   };
   auto number = [&](const nlohmann::json& o, const char* key, const std::string& at) {
-    if (!o.contains(key) || !o[key].is_number() || !std::isfinite(o[key].get<double>())) fail(at + key, "must be a number");
+    if (!o.contains(key) || !o[key].is_number() || !std::isfinite(o[key].get<double>()))
+      fail(at + key, "must be a number");
     return o[key].get<double>();
   };
-  if (!doc.is_object() || doc.value("format", "") != "neuralcost-gpu-power") fail("format", "must be \"neuralcost-gpu-power\"");
+  if (!doc.is_object() || doc.value("format", "") != "neuralcost-gpu-power")
+    fail("format", "must be \"neuralcost-gpu-power\"");
   if (!doc.contains("version") || doc["version"] != 1) fail("version", "must be 1");
   PowerRecord r;
   if (!doc.contains("source") || !doc["source"].is_string()) fail("source", "must be a string");

@@ -33,7 +33,8 @@ class NvmlPowerReader final : public PowerReader {
 class NvidiaSmiPowerReader final : public PowerReader {
  public:
   explicit NvidiaSmiPowerReader(int index)
-      : command_(fmt::format("nvidia-smi --query-gpu=power.draw --format=csv,noheader,nounits -i {} 2>/dev/null", index)) {}
+      : command_(
+            fmt::format("nvidia-smi --query-gpu=power.draw --format=csv,noheader,nounits -i {} 2>/dev/null", index)) {}
   std::optional<double> watts() override {
     FILE* p = ::popen(command_.c_str(), "r");
     if (!p) return std::nullopt;
@@ -121,7 +122,8 @@ void PowerSampler::stop(int iterations, double seconds, Counters& out) {
   try {
     s = summarize_power(samples_, 0, end, passes, std::max(1, batch_), reader_->period_seconds());
     if (energy_at_start_ && energy_at_end && *energy_at_end > *energy_at_start_) {
-      PowerSummary counter = summarize_energy_counter(*energy_at_start_, *energy_at_end, end, passes, std::max(1, batch_));
+      PowerSummary counter =
+          summarize_energy_counter(*energy_at_start_, *energy_at_end, end, passes, std::max(1, batch_));
       counter.peak_watts = s.peak_watts;
       counter.samples_in_phase = s.samples_in_phase;
       s = counter;
@@ -139,7 +141,8 @@ void PowerSampler::stop(int iterations, double seconds, Counters& out) {
   if (s.energy_per_sample_joules && batch_ > 0) {
     out.push_back({"gpu_energy_per_sample_joules", *s.energy_per_sample_joules, "J", Counter::Kind::kPerIteration});
   }
-  if (s.samples_per_joule && batch_ > 0) out.push_back({"gpu_samples_per_joule", *s.samples_per_joule, "1/J", Counter::Kind::kTotal});
+  if (s.samples_per_joule && batch_ > 0)
+    out.push_back({"gpu_samples_per_joule", *s.samples_per_joule, "1/J", Counter::Kind::kTotal});
   out.push_back({"gpu_power_samples", static_cast<double>(samples_.size()), "", Counter::Kind::kTotal});
   if (log_) {
     log_->source = fmt::format("{}, every {:.3g} s", reader_->description(), reader_->period_seconds());

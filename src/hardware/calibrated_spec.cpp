@@ -13,7 +13,6 @@ std::string host_fingerprint(const HostDescription& h) {
                      h.cpu_part.empty() ? "-" : h.cpu_part, h.logical_cpus, isa);
 }
 
-
 HardwareSpec calibrated_spec(const HostDescription& host, const Calibration& c) {
   HardwareSpec s = theoretical_host_spec(host, c.threads, c.clock_ghz);
   s.id = "host";
@@ -35,32 +34,34 @@ HardwareSpec calibrated_spec(const HostDescription& host, const Calibration& c) 
   }
   if (host.has("avx512_vnni") && c.fma.count("fp32")) {
     s.peak_flops_per_second[DType::kInt8] = 4 * c.fma.at("fp32").best;
-    s.sources["peak_flops_per_second.int8"] = "four times the measured FP32 peak (VNNI int8 dot products; not measured)";
+    s.sources["peak_flops_per_second.int8"] =
+        "four times the measured FP32 peak (VNNI int8 dot products; not measured)";
   }
   const BandwidthLevel& dram = c.levels.back();
   s.memory_bandwidth_bytes_per_second = dram.triad.best;
   s.sources["memory_bandwidth_bytes_per_second"] = fmt::format(
-      "measured {}: triad over {:.0f} MiB on {} threads, best of {} runs (spread {:.1f}%; plain STREAM triad {:.1f} GB/s)",
+      "measured {}: triad over {:.0f} MiB on {} threads, best of {} runs (spread {:.1f}%; plain STREAM triad {:.1f} "
+      "GB/s)",
       c.created, dram.working_set_bytes / (1 << 20), c.threads, dram.triad.runs, dram.triad.spread * 100,
       c.stream_triad.best / 1e9);
   s.caches.clear();
   for (const BandwidthLevel& level : c.levels) {
     if (level.name == "DRAM") continue;
     s.caches.push_back({level.name, level.size_bytes, level.triad.best});
-    s.sources["caches." + level.name + ".bandwidth_bytes_per_second"] =
-        fmt::format("measured: triad over {:.0f} KiB in all, best of {}", level.working_set_bytes / 1024, level.triad.runs);
+    s.sources["caches." + level.name + ".bandwidth_bytes_per_second"] = fmt::format(
+        "measured: triad over {:.0f} KiB in all, best of {}", level.working_set_bytes / 1024, level.triad.runs);
   }
   for (const GemmCeiling& g : c.gemm) {
-    s.notes.push_back(fmt::format("GEMM ceiling {} {} n={}: {:.1f} GFLOP/s", g.library, g.dtype, g.n,
-                                  g.flops_per_second.best / 1e9));
+    s.notes.push_back(
+        fmt::format("GEMM ceiling {} {} n={}: {:.1f} GFLOP/s", g.library, g.dtype, g.n, g.flops_per_second.best / 1e9));
   }
-  s.notes.insert(s.notes.begin(),
-                 fmt::format("Calibrated {} ({}, {} thread{}, {} round{}, clock {:.2f} GHz measured beside the "
-                             "{:.2f} GHz of the theoretical peaks): the measured ceilings of the {} core{} a {}-thread "
-                             "run uses; `--hardware host-spec` gives the theoretical ones.",
-                             c.created, c.quick ? "quick" : "full", c.threads, c.threads == 1 ? "" : "s", c.rounds,
-                             c.rounds == 1 ? "" : "s", c.clock_ghz, c.peak_clock_ghz, cores, cores == 1 ? "" : "s",
-                             c.threads));
+  s.notes.insert(
+      s.notes.begin(),
+      fmt::format("Calibrated {} ({}, {} thread{}, {} round{}, clock {:.2f} GHz measured beside the "
+                  "{:.2f} GHz of the theoretical peaks): the measured ceilings of the {} core{} a {}-thread "
+                  "run uses; `--hardware host-spec` gives the theoretical ones.",
+                  c.created, c.quick ? "quick" : "full", c.threads, c.threads == 1 ? "" : "s", c.rounds,
+                  c.rounds == 1 ? "" : "s", c.clock_ghz, c.peak_clock_ghz, cores, cores == 1 ? "" : "s", c.threads));
   for (const std::string& w : c.warnings) s.notes.push_back("warning: " + w);
   return s;
 }

@@ -9,22 +9,22 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <filesystem>
-#include <cmath>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "neuralcost/core/atomic_file.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/hardware/host.hpp"
-#include "neuralcost/core/atomic_file.hpp"
-#include "neuralcost/core/interrupt.hpp"
 
 namespace neuralcost {
 namespace {
@@ -42,8 +42,8 @@ json rate_json(const RateMeasurement& m) {
 }
 
 RateMeasurement rate_from(const json& j) {
-  return {j.at("best").get<double>(), j.at("median").get<double>(), j.at("spread").get<double>(),
-          j.at("runs").get<int>(), j.value("kernel", std::string()), j.value("rounds", 0),
+  return {j.at("best").get<double>(),     j.at("median").get<double>(),     j.at("spread").get<double>(),
+          j.at("runs").get<int>(),        j.value("kernel", std::string()), j.value("rounds", 0),
           j.value("round_agreement", 0.0)};
 }
 
@@ -92,8 +92,8 @@ std::string calibration_to_json(const Calibration& c) {
   j["theoretical_flops_per_second"] = c.theoretical_flops;
   j["gemm"] = json::array();
   for (const GemmCeiling& g : c.gemm) {
-    j["gemm"].push_back({{"library", g.library}, {"dtype", g.dtype}, {"n", g.n},
-                         {"flops_per_second", rate_json(g.flops_per_second)}});
+    j["gemm"].push_back(
+        {{"library", g.library}, {"dtype", g.dtype}, {"n", g.n}, {"flops_per_second", rate_json(g.flops_per_second)}});
   }
   j["environment"] = c.environment;
   j["warnings"] = c.warnings;
@@ -287,18 +287,16 @@ CachedCalibration load_cached_calibration(const HostDescription& host, int threa
       return out;
     }
     if (c.fingerprint == fingerprint && c.threads == wanted && (!full || !c.quick)) {
-      out.status = fmt::format("calibration of {} ({} thread{}) from {}", c.created, c.threads,
-                               c.threads == 1 ? "" : "s", path);
+      out.status =
+          fmt::format("calibration of {} ({} thread{}) from {}", c.created, c.threads, c.threads == 1 ? "" : "s", path);
       // saved with rounds that never agreed: say so each time it is used (calibrate.hpp, why_not_cacheable)
       for (const std::string& b : c.busy) out.status += fmt::format(" (saved with its spread: {})", b);
       out.calibration = std::move(c);
       return out;
     }
-    out.status = c.fingerprint != fingerprint
-                     ? fmt::format("{} was measured on another CPU ({})", path, c.fingerprint)
-                 : c.threads != wanted
-                     ? fmt::format("{} was measured with {} threads, not {}", path, c.threads, wanted)
-                     : fmt::format("{} holds a quick calibration and a full one was asked for", path);
+    out.status = c.fingerprint != fingerprint ? fmt::format("{} was measured on another CPU ({})", path, c.fingerprint)
+                 : c.threads != wanted ? fmt::format("{} was measured with {} threads, not {}", path, c.threads, wanted)
+                                       : fmt::format("{} holds a quick calibration and a full one was asked for", path);
   } catch (const Error& e) {
     out.status = e.what();
   }

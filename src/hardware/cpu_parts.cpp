@@ -143,11 +143,11 @@ PeakClock peak_clock(const HostDescription& host, int cores_used, double measure
                              every_core ? fmt::format("all {} cores busy", all) : "no max boost published", p.source);
     } else {
       c.ghz = p.max_boost_ghz;
-      c.source = fmt::format(
-          "{} {} documented max boost ({}: each can reach it, so an upper bound; source: {})", p.name,
-          p.microarchitecture,
-          p.cores > 0 ? fmt::format("{} of its {} cores busy", cores_used, all) : fmt::format("{} cores busy", cores_used),
-          p.source);
+      c.source = fmt::format("{} {} documented max boost ({}: each can reach it, so an upper bound; source: {})",
+                             p.name, p.microarchitecture,
+                             p.cores > 0 ? fmt::format("{} of its {} cores busy", cores_used, all)
+                                         : fmt::format("{} cores busy", cores_used),
+                             p.source);
     }
     return c;
   }
@@ -169,8 +169,10 @@ PeakClock peak_clock(const HostDescription& host, int cores_used, double measure
     c.source = fmt::format("{} the clock Linux reports: {}", missing, host.ghz_source);
   } else if (measured_ghz > 0) {
     c.ghz = measured_ghz;
-    c.source = fmt::format("{} the clock calibration measured (dependent integer adds under its own load; not a "
-                           "documented figure)", missing);
+    c.source = fmt::format(
+        "{} the clock calibration measured (dependent integer adds under its own load; not a "
+        "documented figure)",
+        missing);
   } else {
     c.ghz = 1.0;
     c.source = fmt::format("{} and no clock is readable: 1 GHz assumed", missing);

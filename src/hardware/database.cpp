@@ -11,9 +11,9 @@
 #include <fmt/ranges.h>
 
 #include "hardware/embedded_specs.hpp"
+#include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/hardware/host.hpp"
-#include "neuralcost/core/error.hpp"
 
 namespace neuralcost {
 namespace {
@@ -105,8 +105,7 @@ std::vector<std::string> HardwareDatabase::nearest(std::string_view name, std::s
   auto rank_of = [&](const std::string& candidate) {
     std::size_t prefix = 0;
     while (prefix < key.size() && prefix < candidate.size() && key[prefix] == candidate[prefix]) ++prefix;
-    return Rank{candidate.find(key) != std::string::npos ? 0 : 1, key.size() - prefix,
-                edit_distance(key, candidate)};
+    return Rank{candidate.find(key) != std::string::npos ? 0 : 1, key.size() - prefix, edit_distance(key, candidate)};
   };
   std::vector<std::pair<Rank, std::string>> ranked;
   for (const HardwareSpec& s : specs_) {
@@ -114,8 +113,7 @@ std::vector<std::string> HardwareDatabase::nearest(std::string_view name, std::s
     for (const std::string& a : s.aliases) best = std::min(best, rank_of(lower(a)));
     ranked.emplace_back(best, s.id);
   }
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> out;
   for (std::size_t i = 0; i < ranked.size() && i < count; ++i) out.push_back(ranked[i].second);
   return out;
@@ -124,8 +122,8 @@ std::vector<std::string> HardwareDatabase::nearest(std::string_view name, std::s
 const HardwareSpec& HardwareDatabase::get(std::string_view id_or_alias) const {
   if (const HardwareSpec* s = find(id_or_alias)) return *s;
   throw Error(ErrorCode::kNotFound,
-              fmt::format("unknown hardware '{}'; nearest ids: {} (see `neural-cost hardware list`)",
-                          id_or_alias, fmt::join(nearest(id_or_alias, 5), ", ")));
+              fmt::format("unknown hardware '{}'; nearest ids: {} (see `neural-cost hardware list`)", id_or_alias,
+                          fmt::join(nearest(id_or_alias, 5), ", ")));
 }
 
 std::string_view hardware_source_name(HardwareSource source) {
@@ -157,8 +155,7 @@ ResolvedHardware resolve_hardware(const std::string& id_or_path, int threads) {
     r.spec = host_spec_from_calibration(id_or_path, host, *cached.calibration, cached.status);
     return r;
   }
-  const bool looks_like_file = id_or_path.size() > 5 &&
-                               id_or_path.compare(id_or_path.size() - 5, 5, ".json") == 0;
+  const bool looks_like_file = id_or_path.size() > 5 && id_or_path.compare(id_or_path.size() - 5, 5, ".json") == 0;
   std::error_code ec;
   // a built-in id always means the built-in part: a file of that name in the working folder
   // must not silently replace it (write ./h100-sxm for the file)

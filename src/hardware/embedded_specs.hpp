@@ -1,4 +1,5 @@
-// The text of data/hardware/*.json (and data/interconnects, data/systems), compiled into the library by cmake/EmbedHardware.cmake.
+// The text of data/hardware/*.json (and data/interconnects, data/systems), compiled into the library by
+// cmake/EmbedHardware.cmake.
 #pragma once
 
 #include <string_view>

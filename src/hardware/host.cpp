@@ -112,9 +112,10 @@ HostDescription describe_host(const std::string& root) {
   if (host.cores <= 0) host.cores = std::max(1, processors);
   host.threads_per_core = std::max(1, processors / std::max(1, host.cores));
   host.cores = std::max(1, std::min(host.cores, host.logical_cpus));
-  static const char* extensions[] = {"sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_bf16", "avx512_vnni",
-                                     "avx512_fp16", "avx_vnni", "amx_tile", "amx_bf16", "amx_int8",
-                                     "asimd", "asimdhp", "asimddp", "bf16", "i8mm", "sve", "sve2"};
+  static const char* extensions[] = {"sse4_2",      "avx",         "avx2",        "fma",      "avx512f",
+                                     "avx512_bf16", "avx512_vnni", "avx512_fp16", "avx_vnni", "amx_tile",
+                                     "amx_bf16",    "amx_int8",    "asimd",       "asimdhp",  "asimddp",
+                                     "bf16",        "i8mm",        "sve",         "sve2"};
   for (const char* e : extensions) {
     if (host.has(e)) host.isa.push_back(e);
   }
@@ -150,7 +151,8 @@ HostDescription describe_host(const std::string& root) {
       c.plausible = false;
       host.notes.push_back(fmt::format(
           "L{} reports {} MiB shared by {} CPU(s), more than any real cache gives a CPU; calibration measures "
-          "where bandwidth falls to memory speed instead", c.level, c.size_bytes >> 20, c.shared_by_cpus));
+          "where bandwidth falls to memory speed instead",
+          c.level, c.size_bytes >> 20, c.shared_by_cpus));
     }
     host.caches.push_back(c);
   }

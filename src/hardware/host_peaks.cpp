@@ -49,7 +49,8 @@ int fp32_flops_per_cycle(const HostDescription& h, std::string& why) {
       why = fmt::format("ARM Neoverse V1/V2 (CPU part {}): 4 x 128-bit FMA pipes", h.cpu_part);
       return 32;
     }
-    why = fmt::format("ARM NEON (CPU part {}): 2 x 128-bit FMA pipes assumed", h.cpu_part.empty() ? "unknown" : h.cpu_part);
+    why = fmt::format("ARM NEON (CPU part {}): 2 x 128-bit FMA pipes assumed",
+                      h.cpu_part.empty() ? "unknown" : h.cpu_part);
     return 16;
   }
   why = "no FMA or wide vectors detected: 2 x 128-bit add and multiply pipes assumed";
@@ -76,9 +77,8 @@ HardwareSpec theoretical_host_spec(const HostDescription& h, int threads, double
   const PeakClock clock = peak_clock(h, cores, measured_ghz);
   const double fp32 = cores * per_cycle * clock.ghz * 1e9;
   s.peak_flops_per_second[DType::kFp32] = fp32;
-  s.sources["peak_flops_per_second.fp32"] =
-      fmt::format("derived: {} cores x {} FP32 FLOP/cycle ({}) x {:.3f} GHz ({})", cores, per_cycle, why, clock.ghz,
-                  clock.source);
+  s.sources["peak_flops_per_second.fp32"] = fmt::format("derived: {} cores x {} FP32 FLOP/cycle ({}) x {:.3f} GHz ({})",
+                                                        cores, per_cycle, why, clock.ghz, clock.source);
   s.peak_flops_per_second[DType::kFp64] = fp32 / 2;
   s.sources["peak_flops_per_second.fp64"] = "half the FP32 rate (half the lanes)";
   if (h.has("avx512_bf16") || h.has("amx_bf16") || h.has("bf16")) {
@@ -100,17 +100,19 @@ HardwareSpec theoretical_host_spec(const HostDescription& h, int threads, double
     level.name = fmt::format("L{}", c.level);
     level.size_bytes = static_cast<double>(c.size_bytes) * c.instances;
     s.caches.push_back(level);
-    s.sources["caches." + level.name + ".size_bytes"] =
-        fmt::format("sysfs: {} instance(s) of {} KiB, each shared by {} CPU(s)", c.instances, c.size_bytes >> 10,
-                    c.shared_by_cpus);
+    s.sources["caches." + level.name + ".size_bytes"] = fmt::format(
+        "sysfs: {} instance(s) of {} KiB, each shared by {} CPU(s)", c.instances, c.size_bytes >> 10, c.shared_by_cpus);
   }
-  s.notes = {fmt::format("Theoretical: the peaks assume each of the {} cores a {}-thread run uses issues full-width "
-                         "FMAs every cycle at {:.2f} GHz ({}). `neural-cost hardware calibrate` measures what this "
-                         "machine reaches (--hardware host).",
-                         cores, used_threads, clock.ghz, clock.documented ? "a documented clock" : "not a documented clock")};
+  s.notes = {
+      fmt::format("Theoretical: the peaks assume each of the {} cores a {}-thread run uses issues full-width "
+                  "FMAs every cycle at {:.2f} GHz ({}). `neural-cost hardware calibrate` measures what this "
+                  "machine reaches (--hardware host).",
+                  cores, used_threads, clock.ghz, clock.documented ? "a documented clock" : "not a documented clock")};
   if (h.virtualized) {
-    s.notes.push_back(fmt::format("Runs in a virtual machine{}: other guests share the cores' caches and the "
-                                  "memory bus.", h.hypervisor.empty() ? "" : " (" + h.hypervisor + ")"));
+    s.notes.push_back(
+        fmt::format("Runs in a virtual machine{}: other guests share the cores' caches and the "
+                    "memory bus.",
+                    h.hypervisor.empty() ? "" : " (" + h.hypervisor + ")"));
   }
   for (const std::string& n : h.notes) s.notes.push_back(n);
   return s;

@@ -114,7 +114,8 @@ json parse_object(std::string_view text, const std::string& origin) {
 }
 
 MeasuredCollective parse_measured(const json& m, const std::string& origin, const std::string& prefix) {
-  if (!m.is_object()) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' must be an object", origin, prefix));
+  if (!m.is_object())
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' must be an object", origin, prefix));
   const Fields f(m, origin, prefix + ".");
   MeasuredCollective out;
   const std::string name = f.text("collective");
@@ -122,7 +123,8 @@ MeasuredCollective parse_measured(const json& m, const std::string& origin, cons
   if (!c) f.fail("collective", fmt::format("'{}' is not a collective (all_reduce, reduce_scatter, ...)", name));
   out.collective = *c;
   out.ranks = f.integer("ranks", 2, 1 << 20);
-  if (const json* h = f.find("held_back_max_error"); h != nullptr) out.held_back_max_error = f.number("held_back_max_error", 0, 1e6, true);
+  if (const json* h = f.find("held_back_max_error"); h != nullptr)
+    out.held_back_max_error = f.number("held_back_max_error", 0, 1e6, true);
   const json* segments = f.find("segments");
   if (segments == nullptr || !segments->is_array() || segments->empty()) f.fail("segments", "must be a non-empty list");
   double previous = -1;
@@ -286,8 +288,10 @@ std::string interconnect_spec_json(const InterconnectSpec& s) {
     for (const auto& m : s.measured) {
       json segments = json::array();
       for (const auto& g : m.segments) {
-        segments.push_back({{"min_bytes", g.min_bytes}, {"max_bytes", g.max_bytes},
-                            {"latency_seconds", g.latency_seconds}, {"bus_bytes_per_second", g.bus_bytes_per_second}});
+        segments.push_back({{"min_bytes", g.min_bytes},
+                            {"max_bytes", g.max_bytes},
+                            {"latency_seconds", g.latency_seconds},
+                            {"bus_bytes_per_second", g.bus_bytes_per_second}});
       }
       json one = {{"collective", collective_name(m.collective)}, {"ranks", m.ranks}, {"segments", segments}};
       if (m.held_back_max_error) one["held_back_max_error"] = *m.held_back_max_error;

@@ -18,18 +18,16 @@ namespace {
 using nlohmann::json;
 
 // Plausible ranges: from a microcontroller to far beyond any chip of this decade.
-constexpr double kMinRate = 1e6, kMaxRate = 1e20;         // FLOP/s
+constexpr double kMinRate = 1e6, kMaxRate = 1e20;            // FLOP/s
 constexpr double kMinBandwidth = 1e6, kMaxBandwidth = 1e16;  // bytes/s
-constexpr double kMinSize = 1, kMaxSize = 1e16;           // bytes
-
+constexpr double kMinSize = 1, kMaxSize = 1e16;              // bytes
 
 class Reader {
  public:
   explicit Reader(const std::string& origin) : origin_(origin) {}
 
   [[noreturn]] void fail(const std::string& field, const std::string& problem) const {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{}: field '{}' {}", origin_, field, problem));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: field '{}' {}", origin_, field, problem));
   }
 
   std::string text(const json& obj, const std::string& key, bool required) const {
@@ -48,7 +46,8 @@ class Reader {
     if (!value.is_number()) fail(field, fmt::format("must be a positive number (got {})", describe(value)));
     const double v = value.get<double>();
     if (!std::isfinite(v) || v <= 0) fail(field, fmt::format("must be a positive number (got {})", describe(value)));
-    if (v < low || v > high) fail(field, fmt::format("is {:g}, outside the plausible range {:g} to {:g}", v, low, high));
+    if (v < low || v > high)
+      fail(field, fmt::format("is {:g}, outside the plausible range {:g} to {:g}", v, low, high));
     return v;
   }
 
@@ -68,8 +67,7 @@ class Reader {
     for (const auto& [key, value] : obj.items()) {
       const auto dtype = parse_dtype(key);
       const auto& known = compute_dtypes();
-      if (!dtype || std::find(known.begin(), known.end(), *dtype) == known.end() ||
-          dtype_name(*dtype) != key) {
+      if (!dtype || std::find(known.begin(), known.end(), *dtype) == known.end() || dtype_name(*dtype) != key) {
         fail(field + "." + key, "is not a dtype (use fp64, fp32, tf32, fp16, bf16, int8, fp8)");
       }
       out[*dtype] = in_range(value, field + "." + key, kMinRate, kMaxRate);
@@ -81,10 +79,22 @@ class Reader {
   const std::string& origin_;
 };
 
-const std::set<std::string> kKnownFields = {
-    "schema_version", "id", "name", "vendor", "device_type", "aliases", "device_names", "peak_flops_per_second",
-    "vector_flops_per_second", "memory_bandwidth_bytes_per_second", "memory_capacity_bytes",
-    "kernel_launch_seconds", "caches", "sources", "notes", "origin"};
+const std::set<std::string> kKnownFields = {"schema_version",
+                                            "id",
+                                            "name",
+                                            "vendor",
+                                            "device_type",
+                                            "aliases",
+                                            "device_names",
+                                            "peak_flops_per_second",
+                                            "vector_flops_per_second",
+                                            "memory_bandwidth_bytes_per_second",
+                                            "memory_capacity_bytes",
+                                            "kernel_launch_seconds",
+                                            "caches",
+                                            "sources",
+                                            "notes",
+                                            "origin"};
 
 }  // namespace
 
@@ -93,9 +103,8 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
   try {
     doc = json::parse(json_text.begin(), json_text.end());
   } catch (const json::parse_error& e) {
-    throw Error(ErrorCode::kDataLoss,
-                fmt::format("{}: malformed JSON at byte {}: {}", origin, e.byte,
-                            std::string(e.what()).substr(std::string(e.what()).find(':') + 2)));
+    throw Error(ErrorCode::kDataLoss, fmt::format("{}: malformed JSON at byte {}: {}", origin, e.byte,
+                                                  std::string(e.what()).substr(std::string(e.what()).find(':') + 2)));
   } catch (const json::exception& e) {  // e.g. a number too large for a double
     throw Error(ErrorCode::kDataLoss, fmt::format("{}: unreadable JSON: {}", origin, e.what()));
   }
@@ -137,8 +146,8 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
     s.vector_flops_per_second = r.rates(doc["vector_flops_per_second"], "vector_flops_per_second");
   }
   if (!doc.contains("memory_bandwidth_bytes_per_second")) r.fail("memory_bandwidth_bytes_per_second", "is missing");
-  s.memory_bandwidth_bytes_per_second =
-      r.in_range(doc["memory_bandwidth_bytes_per_second"], "memory_bandwidth_bytes_per_second", kMinBandwidth, kMaxBandwidth);
+  s.memory_bandwidth_bytes_per_second = r.in_range(doc["memory_bandwidth_bytes_per_second"],
+                                                   "memory_bandwidth_bytes_per_second", kMinBandwidth, kMaxBandwidth);
   if (doc.contains("memory_capacity_bytes")) {
     s.memory_capacity_bytes = r.in_range(doc["memory_capacity_bytes"], "memory_capacity_bytes", kMinSize, kMaxSize);
   }
@@ -162,8 +171,8 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
       if (!c.contains("size_bytes")) r.fail(field + ".size_bytes", "is missing");
       level.size_bytes = r.in_range(c["size_bytes"], field + ".size_bytes", kMinSize, kMaxSize);
       if (c.contains("bandwidth_bytes_per_second")) {
-        level.bandwidth_bytes_per_second =
-            r.in_range(c["bandwidth_bytes_per_second"], field + ".bandwidth_bytes_per_second", kMinBandwidth, kMaxBandwidth);
+        level.bandwidth_bytes_per_second = r.in_range(
+            c["bandwidth_bytes_per_second"], field + ".bandwidth_bytes_per_second", kMinBandwidth, kMaxBandwidth);
       }
       s.caches.push_back(level);
     }
@@ -205,8 +214,10 @@ HardwareSpec load_hardware_file(const std::string& path) {
   auto fill = [&](const std::string& field) {
     if (!spec.sources.count(field)) spec.sources[field] = "user file " + path;
   };
-  for (const auto& [dtype, v] : spec.peak_flops_per_second) fill("peak_flops_per_second." + std::string(dtype_name(dtype)));
-  for (const auto& [dtype, v] : spec.vector_flops_per_second) fill("vector_flops_per_second." + std::string(dtype_name(dtype)));
+  for (const auto& [dtype, v] : spec.peak_flops_per_second)
+    fill("peak_flops_per_second." + std::string(dtype_name(dtype)));
+  for (const auto& [dtype, v] : spec.vector_flops_per_second)
+    fill("vector_flops_per_second." + std::string(dtype_name(dtype)));
   fill("memory_bandwidth_bytes_per_second");
   if (spec.memory_capacity_bytes) fill("memory_capacity_bytes");
   if (spec.kernel_launch_seconds) fill("kernel_launch_seconds");

@@ -19,11 +19,16 @@ constexpr double kExactIntegers = 9007199254740992.0;  // 2^53: every integer up
 /// The dtypes an input may have: storage types a framework fills (tf32 and fp8 are compute types).
 bool is_input_dtype(DType d) {
   switch (d) {
-    case DType::kFp64: case DType::kFp32: case DType::kFp16: case DType::kBf16:
-    case DType::kInt64: case DType::kInt32: case DType::kInt8: case DType::kBool:
-      return true;
-    case DType::kTf32: case DType::kFp8:
-      return false;
+    case DType::kFp64:
+    case DType::kFp32:
+    case DType::kFp16:
+    case DType::kBf16:
+    case DType::kInt64:
+    case DType::kInt32:
+    case DType::kInt8:
+    case DType::kBool: return true;
+    case DType::kTf32:
+    case DType::kFp8: return false;
   }
   return false;
 }
@@ -75,9 +80,7 @@ std::string input_dtypes() { return "fp32, fp64, fp16, bf16, int64, int32, int8 
 
 }  // namespace
 
-bool is_integer(DType dtype) {
-  return dtype == DType::kInt8 || dtype == DType::kInt32 || dtype == DType::kInt64;
-}
+bool is_integer(DType dtype) { return dtype == DType::kInt8 || dtype == DType::kInt32 || dtype == DType::kInt64; }
 
 InputSpec parse_input(const std::string& text, bool named, const std::string& option) {
   const std::string what = fmt::format("{} '{}'", option, text);
@@ -129,13 +132,12 @@ InputSpec parse_input(const std::string& text, bool named, const std::string& op
     const auto [lowest, end] = integer_limits(d);
     const ValueRange& r = *spec.range;
     if (std::floor(r.low) != r.low || std::floor(r.high) != r.high) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: the range of an integer input must be integers", what));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: the range of an integer input must be integers", what));
     }
     if (r.low < lowest || r.high > end) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: the range {}..{} does not fit {} ({}..{})", what,
-                                                           number(r.low), number(r.high), dtype_name(d),
-                                                           number(lowest), number(end)));
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: the range {}..{} does not fit {} ({}..{})", what, number(r.low), number(r.high),
+                              dtype_name(d), number(lowest), number(end)));
     }
   }
   return spec;
@@ -150,8 +152,8 @@ std::vector<InputSpec> inputs_of(const ModelRequest& request) {
     for (const Shape& s : request.input_shapes) out.push_back(InputSpec{"", s, std::nullopt, std::nullopt});
     return out;
   }
-  const auto named = std::count_if(request.inputs.begin(), request.inputs.end(),
-                                   [](const InputSpec& i) { return !i.name.empty(); });
+  const auto named =
+      std::count_if(request.inputs.begin(), request.inputs.end(), [](const InputSpec& i) { return !i.name.empty(); });
   if (named != 0 && named != static_cast<std::ptrdiff_t>(request.inputs.size())) {
     throw Error(ErrorCode::kInvalidArgument,
                 "inputs are given both by name (--input NAME=SHAPE) and by position (--input-shape SHAPE); "
@@ -185,7 +187,8 @@ std::vector<InputSpec> match_inputs(const std::vector<InputSpec>& given, const s
   for (const InputSpec& g : given) {
     const auto it = std::find(names.begin(), names.end(), g.name);
     if (it == names.end()) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} has no input '{}'; its inputs: {}", model, g.name, list));
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} has no input '{}'; its inputs: {}", model, g.name, list));
     }
     last = std::max(last, static_cast<std::size_t>(it - names.begin()) + 1);
   }
@@ -194,8 +197,8 @@ std::vector<InputSpec> match_inputs(const std::vector<InputSpec>& given, const s
     const auto it = std::find_if(given.begin(), given.end(), [&](const InputSpec& g) { return g.name == names[i]; });
     if (it == given.end()) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: input '{}' is not given (--input {}=SHAPE[:DTYPE]); its inputs: {}", model,
-                              names[i], names[i], list));
+                  fmt::format("{}: input '{}' is not given (--input {}=SHAPE[:DTYPE]); its inputs: {}", model, names[i],
+                              names[i], list));
     }
     out.push_back(*it);
   }
@@ -207,8 +210,9 @@ std::string describe_input(const InputSpec& input, DType dtype) {
   if (dtype == DType::kBool) {
     values = "0 or 1, uniform";
   } else if (is_integer(dtype)) {
-    values = input.range ? fmt::format("integers uniform in [{}, {})", number(input.range->low), number(input.range->high))
-                         : std::string("integers (no range)");
+    values = input.range
+                 ? fmt::format("integers uniform in [{}, {})", number(input.range->low), number(input.range->high))
+                 : std::string("integers (no range)");
   } else {
     values = input.range ? fmt::format("uniform in [{}, {})", number(input.range->low), number(input.range->high))
                          : std::string("standard normal");

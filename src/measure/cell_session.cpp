@@ -9,19 +9,19 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "measure/layer_attribution.hpp"
+#include "measure/step_layers.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
-#include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/core/statistics.hpp"
+#include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/measure/device.hpp"
-#include "neuralcost/model_inputs.hpp"
 #include "neuralcost/measure/load.hpp"
+#include "neuralcost/measure/schedule.hpp"
+#include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/version.hpp"
-#include "neuralcost/measure/schedule.hpp"
-#include "measure/layer_attribution.hpp"
-#include "measure/step_layers.hpp"
 
 namespace neuralcost {
 namespace {
@@ -41,7 +41,8 @@ void add_step_memory(ProfileRun& run, PreparedModel& model) {
   const StepMemory& m = *run.step_memory;
   run.timing.counters.push_back({"step_peak_memory", static_cast<double>(m.peak_bytes), "B", Counter::Kind::kTotal});
   if (m.start_bytes) {
-    run.timing.counters.push_back({"step_start_memory", static_cast<double>(*m.start_bytes), "B", Counter::Kind::kTotal});
+    run.timing.counters.push_back(
+        {"step_start_memory", static_cast<double>(*m.start_bytes), "B", Counter::Kind::kTotal});
   }
   run.contract["memory_source"] = m.source;
   run.contract["memory_includes"] = m.includes;
@@ -65,11 +66,11 @@ void compare_with_ledger(ProfileRun& run, const OpGraph& forward, const Training
   run.timing.counters.push_back({"ledger_upper_memory", static_cast<double>(upper), "B", Counter::Kind::kTotal});
   const std::uint64_t peak = run.step_memory->peak_bytes;
   const std::string where = peak < lower ? "below" : peak > upper ? "above" : "inside";
-  run.contract["memory_verdict"] =
-      fmt::format("measured peak {} B is {} the ledger's [{}, {}] B (parameters, buffers and optimizer state {} B + "
-                  "gradients, activations and temporaries [{}, {}] B)",
-                  peak, where, lower, upper, ledger.persistent_bytes(), lower - ledger.persistent_bytes(),
-                  upper - ledger.persistent_bytes());
+  run.contract["memory_verdict"] = fmt::format(
+      "measured peak {} B is {} the ledger's [{}, {}] B (parameters, buffers and optimizer state {} B + "
+      "gradients, activations and temporaries [{}, {}] B)",
+      peak, where, lower, upper, ledger.persistent_bytes(), lower - ledger.persistent_bytes(),
+      upper - ledger.persistent_bytes());
   if (where != "inside") {
     run.warnings.push_back(fmt::format("the measured peak memory ({} B) is {} the ledger's interval [{}, {}] B: {}",
                                        peak, where, lower, upper,
@@ -89,7 +90,8 @@ void describe_training(std::map<std::string, std::string>& c, const TrainRun& tr
   c["train_checkpoint"] = checkpoint_name(train.options.checkpoint);
   std::string hyper = fmt::format("learning_rate {}", h.learning_rate);
   if (o == Optimizer::kMomentum) hyper += fmt::format(", momentum {}", h.momentum);
-  if (o == Optimizer::kAdam || o == Optimizer::kAdamW) hyper += fmt::format(", betas ({}, {}), eps {}", h.beta1, h.beta2, h.eps);
+  if (o == Optimizer::kAdam || o == Optimizer::kAdamW)
+    hyper += fmt::format(", betas ({}, {}), eps {}", h.beta1, h.beta2, h.eps);
   hyper += fmt::format(", weight_decay {} ({}), labels_seed {}", h.weight_decay_for(o),
                        o == Optimizer::kAdamW ? "decoupled" : "L2", h.labels_seed);
   c["train_hyperparameters"] = hyper;
@@ -107,7 +109,8 @@ void reconcile_layers(ProfileRun& run) {
   if (sum > pass) {
     run.warnings.push_back(fmt::format(
         "the layers' times add up to {:.4g} ms, more than the profiled pass ({:.4g} ms): the profiler's events "
-        "overlap (nested or asynchronous ops), so no time is left unattributed", sum * 1e3, pass * 1e3));
+        "overlap (nested or asynchronous ops), so no time is left unattributed",
+        sum * 1e3, pass * 1e3));
     pass = sum;
   }
   const double median_pass = run.timing.summary.median;
@@ -135,11 +138,13 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   c["dtype"] = std::string(dtype_name(request.dtype));
   std::string shapes;
   for (const TensorDesc& t : run.analysis.graph.inputs()) {
-    shapes += fmt::format("{}{}: {} {}", shapes.empty() ? "" : "; ", t.name, shape_string(t.shape), dtype_name(t.dtype));
+    shapes +=
+        fmt::format("{}{}: {} {}", shapes.empty() ? "" : "; ", t.name, shape_string(t.shape), dtype_name(t.dtype));
   }
   c["input_shapes"] = shapes;
   c["batch"] = std::to_string(request.batch);
-  c["counted_unit"] = fmt::format("samples ({} per {})", request.batch, options.run.train ? "training step" : "forward pass");
+  c["counted_unit"] =
+      fmt::format("samples ({} per {})", request.batch, options.run.train ? "training step" : "forward pass");
   if (options.run.train) describe_training(c, *options.run.train);
   c["warmup_iterations"] = std::to_string(run.timing.warmup_iterations);
   c["warmup_seconds"] = fmt::format("{:.3f}", run.timing.warmup_seconds);
@@ -162,8 +167,7 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
       "order (seed {}) with the other cells of the same model and batch; estimate: the median of the round medians; "
       "interval: order statistics {}..{} of the round medians, coverage {:.1f}%",
       run.estimate.rounds, ro.rounds, ro.max_rounds, ro.ok_half_width, run.preparations, ro.seed,
-      run.estimate.interval.k, run.estimate.rounds + 1 - run.estimate.interval.k,
-      100 * run.estimate.interval.coverage);
+      run.estimate.interval.k, run.estimate.rounds + 1 - run.estimate.interval.k, 100 * run.estimate.interval.coverage);
   c["layer_profiled_passes"] = std::to_string(options.layer_runs);
 }
 
@@ -193,8 +197,9 @@ void open_session(CellSession& s, const HardwareSpec& hw, const ProfileOptions& 
   s.synchronisation = s.model->synchronisation();
   // training: the step graph of the forward ops that ran (their backward and optimizer records)
   s.forward = s.model->captured_graph();
-  run.analysis = options.run.train ? analyze(training_step(s.forward, options.run.train->options), hw, {plan.request.batch})
-                                   : analyze(s.forward, hw, {plan.request.batch});
+  run.analysis = options.run.train
+                     ? analyze(training_step(s.forward, options.run.train->options), hw, {plan.request.batch})
+                     : analyze(s.forward, hw, {plan.request.batch});
   s.samplers = s.device->samplers(*s.model, plan.request.batch);
   s.opened = true;
   if (options.run.train) add_step_memory(run, *s.model);
@@ -212,8 +217,9 @@ void open_session(CellSession& s, const HardwareSpec& hw, const ProfileOptions& 
     LayerTiming lt = s.model->profile_layers(options.layer_runs);
     if (!lt.wall_seconds.empty()) {
       if (lt.step_phases != options.run.train.has_value()) {
-        throw Error(ErrorCode::kInternal, lt.step_phases ? "the backend timed a step's phases for a forward run"
-                                                         : "the backend timed forward ops, not a training step's phases");
+        throw Error(ErrorCode::kInternal, lt.step_phases
+                                              ? "the backend timed a step's phases for a forward run"
+                                              : "the backend timed forward ops, not a training step's phases");
       }
       s.layer_timing = std::move(lt);
     }
@@ -284,7 +290,8 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
     std::size_t mistrusted_rounds = 0;
     std::string first_reason;
     for (const Round& r : s.rounds) {
-      run.timing.samples_seconds.insert(run.timing.samples_seconds.end(), r.samples_seconds.begin(), r.samples_seconds.end());
+      run.timing.samples_seconds.insert(run.timing.samples_seconds.end(), r.samples_seconds.begin(),
+                                        r.samples_seconds.end());
       for (double x : r.samples_seconds) run.timing.sampling_seconds += x;
       if (!r.reasons.empty()) {
         ++mistrusted_rounds;
@@ -299,11 +306,15 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
     run.timing.reasons.clear();
     run.timing.reached_target = rounds_agree(run.estimate, options.rounds);
     if (mistrusted_rounds > 0) {
-      const std::string what = fmt::format("{} of {} rounds were measured under conditions that distort them; the "
-                                           "first: {}", mistrusted_rounds, s.rounds.size(), first_reason);
+      const std::string what = fmt::format(
+          "{} of {} rounds were measured under conditions that distort them; the "
+          "first: {}",
+          mistrusted_rounds, s.rounds.size(), first_reason);
       // one loaded round among many is a round of the distribution; most of them is the cell
-      if (2 * mistrusted_rounds > s.rounds.size()) run.timing.reasons.push_back(what);
-      else run.warnings.push_back(what);
+      if (2 * mistrusted_rounds > s.rounds.size())
+        run.timing.reasons.push_back(what);
+      else
+        run.warnings.push_back(what);
     }
     const std::string disagreement = rounds_disagreement(run.estimate, options.rounds);
     if (!disagreement.empty()) run.timing.reasons.push_back(disagreement);
@@ -313,8 +324,9 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
     const double t = run.timing.summary.median;
     if (!(t > 0)) {
       // a rate per 0 s is no number (it was null in JSON): the run failed to measure
-      throw Error(ErrorCode::kDataLoss, "the median pass took 0 s by the backend's clock: too short to time, so no "
-                                        "rate can be given (a larger batch or model measures)");
+      throw Error(ErrorCode::kDataLoss,
+                  "the median pass took 0 s by the backend's clock: too short to time, so no "
+                  "rate can be given (a larger batch or model measures)");
     }
     run.efficiency = run.analysis.totals.lower_bound_seconds / t;
     run.fused_efficiency = run.analysis.totals.fused_lower_bound_seconds / t;
@@ -329,7 +341,7 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
       try {
         const LayerTiming& lt = *s.layer_timing;
         // a step's phases, or each phase of each module when the backend says which it timed
-        run.layers = !lt.step_phases             ? measure_layers(run.analysis, lt)
+        run.layers = !lt.step_phases            ? measure_layers(run.analysis, lt)
                      : lt.event_modules.empty() ? measure_phases(run.analysis, lt)
                                                 : measure_step_layers(run.analysis, lt, run.warnings);
         if (!lt.timer.empty()) run.contract["layer_timer"] = lt.timer;

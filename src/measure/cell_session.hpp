@@ -32,9 +32,9 @@ struct CellSession {
   std::vector<Round> rounds;
   std::string round_error;  ///< why the last round that failed did (the cell's error when none was timed)
   int preparations = 0;
-  std::string pool;       ///< the worker-process pool of its preparation (RunOptions::process_pool)
-  bool fresh = false;     ///< prepared and not yet timed: its next round has the full warm-up
-  bool alone = false;     ///< a round of its own ended a shared process: from then on, a process of its own
+  std::string pool;     ///< the worker-process pool of its preparation (RunOptions::process_pool)
+  bool fresh = false;   ///< prepared and not yet timed: its next round has the full warm-up
+  bool alone = false;   ///< a round of its own ended a shared process: from then on, a process of its own
   bool opened = false;  ///< analysed (the first preparation)
   bool failed = false;  ///< finished as failed
 };

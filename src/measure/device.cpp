@@ -114,7 +114,8 @@ class CudaEnvironment final : public RunEnvironment {
     return fmt::format("std::chrono::steady_clock around each synchronised pass, resolution {:.3g} s",
                        timing.clock_resolution_seconds);
   }
-  void describe(std::map<std::string, std::string>& c, const Counters&, std::vector<std::string>& warnings) const override {
+  void describe(std::map<std::string, std::string>& c, const Counters&,
+                std::vector<std::string>& warnings) const override {
     const EnvironmentFacts env = detect_environment();
     c["host_cpu_model"] = env.cpu_model;
     c["cuda_device_index"] = std::to_string(index_);
@@ -142,9 +143,9 @@ void check_device_offered(const Backend& backend, const Device& device) {
     const bool offers_cuda = std::any_of(offered.begin(), offered.end(), [](const Device& o) { return o.is_cuda(); });
     std::optional<std::string> machine;
     if (device.is_cuda() && !offers_cuda) machine = cuda_device_missing(cuda_devices(), device.index());
-    throw Error(ErrorCode::kNotFound, fmt::format("backend '{}' has no device '{}' on this machine (devices: {}){}",
-                                                  backend.name(), device.name(), device_names(offered),
-                                                  machine ? ": " + *machine : std::string()));
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("backend '{}' has no device '{}' on this machine (devices: {}){}", backend.name(),
+                            device.name(), device_names(offered), machine ? ": " + *machine : std::string()));
   }
 }
 
@@ -176,8 +177,7 @@ std::string default_hardware_for(const std::vector<const Backend*>& backends, co
                                                 device.name(), *gpu));
 }
 
-std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, const Device& device,
-                                                  bool allow_mismatch) {
+std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, const Device& device, bool allow_mismatch) {
   const std::string_view wanted = device.spec_type();
   if (spec.device_type == wanted) return std::nullopt;
   const std::string what = fmt::format("the hardware spec '{}' is a {} ({}), but the run is on {}, a {}", spec.id,

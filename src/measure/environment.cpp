@@ -2,8 +2,8 @@
 #include "neuralcost/measure/environment.hpp"
 
 #include <sched.h>
-#include <unistd.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <cctype>
 #include <cstdlib>
@@ -16,9 +16,8 @@
 namespace neuralcost {
 namespace {
 
-const char* const kVariables[] = {"OMP_NUM_THREADS", "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS",
-                                  "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MKL_NUM_THREADS",
-                                  "GLIBC_TUNABLES"};
+const char* const kVariables[] = {"OMP_NUM_THREADS",  "OMP_WAIT_POLICY", "OPENBLAS_NUM_THREADS", "OPENBLAS_CORETYPE",
+                                  "OPENBLAS_L2_SIZE", "MKL_NUM_THREADS", "GLIBC_TUNABLES"};
 
 long faults_now() {
   rusage u{};
@@ -53,19 +52,22 @@ void read_machine_hygiene(EnvironmentFacts& f) {
   const long online = sysconf(_SC_NPROCESSORS_ONLN);
   f.machine_cpus = online > 0 ? static_cast<int>(online) : 0;
   if (f.transparent_hugepages == "always") {
-    f.warnings.push_back("transparent huge pages are 'always': khugepaged compacts memory in the background, and a "
-                         "pass whose buffers it collapses runs at another speed than the next (rounds disagree); "
-                         "'madvise' avoids it");
+    f.warnings.push_back(
+        "transparent huge pages are 'always': khugepaged compacts memory in the background, and a "
+        "pass whose buffers it collapses runs at another speed than the next (rounds disagree); "
+        "'madvise' avoids it");
   }
   if (f.frequency_governor != "none" && f.frequency_governor != "unknown" && f.frequency_governor != "performance") {
-    f.warnings.push_back(fmt::format("CPU frequency governor '{}': the clock follows the load, so rounds run at "
-                                     "different clocks; 'performance' holds it",
-                                     f.frequency_governor));
+    f.warnings.push_back(
+        fmt::format("CPU frequency governor '{}': the clock follows the load, so rounds run at "
+                    "different clocks; 'performance' holds it",
+                    f.frequency_governor));
   }
   if (f.numa_nodes > 1 && f.logical_cpus == f.machine_cpus) {
-    f.warnings.push_back(fmt::format("{} NUMA nodes and the process may run on any CPU: memory on the other node is "
-                                     "slower, and rounds differ by where they ran; pin with numactl or taskset",
-                                     f.numa_nodes));
+    f.warnings.push_back(
+        fmt::format("{} NUMA nodes and the process may run on any CPU: memory on the other node is "
+                    "slower, and rounds differ by where they ran; pin with numactl or taskset",
+                    f.numa_nodes));
   }
 }
 
@@ -92,10 +94,10 @@ EnvironmentFacts detect_environment() {
     f.variables[name] = v ? v : "";
   }
   if (!f.variables["OPENBLAS_CORETYPE"].empty()) {
-    f.warnings.push_back(fmt::format(
-        "OPENBLAS_CORETYPE={} forces OpenBLAS's kernels for that core type; on other CPUs they can be "
-        "much slower (sgemm about half speed on the reference VM)",
-        f.variables["OPENBLAS_CORETYPE"]));
+    f.warnings.push_back(
+        fmt::format("OPENBLAS_CORETYPE={} forces OpenBLAS's kernels for that core type; on other CPUs they can be "
+                    "much slower (sgemm about half speed on the reference VM)",
+                    f.variables["OPENBLAS_CORETYPE"]));
   }
   if (f.virtual_machine) f.warnings.push_back("running in a virtual machine: other guests can add noise");
   read_machine_hygiene(f);
@@ -120,8 +122,8 @@ std::string loaded_blas_library() {
 
 void check_blas(EnvironmentFacts& facts, const std::string& blas_library) {
   facts.variables["blas_library"] = blas_library;
-  const bool reference = blas_library.find("/blas/libblas") != std::string::npos ||
-                         blas_library.find("netlib") != std::string::npos;
+  const bool reference =
+      blas_library.find("/blas/libblas") != std::string::npos || blas_library.find("netlib") != std::string::npos;
   if (reference) {
     facts.warnings.push_back("reference BLAS in use (" + blas_library +
                              "): unoptimised netlib kernels; install OpenBLAS (libopenblas0-pthread) or another "
@@ -138,11 +140,11 @@ double page_faults_per_iteration(const std::function<void()>& work, int iteratio
 
 void check_page_faults(EnvironmentFacts& facts, double faults_per_iteration) {
   if (faults_per_iteration >= 8) {
-    facts.warnings.push_back(fmt::format(
-        "allocator churn: {:.0f} page faults per iteration; freed memory goes back to the OS and is "
-        "faulted in again on every run. With glibc malloc try GLIBC_TUNABLES="
-        "glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295",
-        faults_per_iteration));
+    facts.warnings.push_back(
+        fmt::format("allocator churn: {:.0f} page faults per iteration; freed memory goes back to the OS and is "
+                    "faulted in again on every run. With glibc malloc try GLIBC_TUNABLES="
+                    "glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295",
+                    faults_per_iteration));
   }
 }
 
@@ -156,9 +158,8 @@ void check_oversubscription(EnvironmentFacts& facts, int intra_op_threads, int b
   }
   if (facts.logical_cpus > 0 && intra_op_threads > 1 && blas_threads > 1 &&
       intra_op_threads * blas_threads > facts.logical_cpus) {
-    facts.warnings.push_back(fmt::format(
-        "thread oversubscription: {} intra-op threads x {} BLAS threads on {} CPUs", intra_op_threads,
-        blas_threads, facts.logical_cpus));
+    facts.warnings.push_back(fmt::format("thread oversubscription: {} intra-op threads x {} BLAS threads on {} CPUs",
+                                         intra_op_threads, blas_threads, facts.logical_cpus));
   } else if (facts.logical_cpus > 0 && std::max(intra_op_threads, blas_threads) > facts.logical_cpus) {
     facts.warnings.push_back(fmt::format("thread oversubscription: {} threads on {} CPUs",
                                          std::max(intra_op_threads, blas_threads), facts.logical_cpus));

@@ -7,8 +7,8 @@
 #include <fmt/format.h>
 
 #include "neuralcost/core/error.hpp"
-#include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/core/statistics.hpp"
+#include "neuralcost/cost/op_kinds.hpp"
 
 namespace neuralcost {
 namespace {
@@ -102,13 +102,14 @@ std::vector<LayerMeasurement> measure_layers(const Analysis& a, const LayerTimin
     if (t.kernel_events && event < 0) continue;  // no kernel ran it: unattributed
     const auto e = static_cast<std::size_t>(event);
     if (e >= layers.size()) {
-      throw Error(ErrorCode::kInternal,
-                  fmt::format("op '{}' belongs to framework op #{}, but the profiler saw {} ops", op.name, e, layers.size()));
+      throw Error(ErrorCode::kInternal, fmt::format("op '{}' belongs to framework op #{}, but the profiler saw {} ops",
+                                                    op.name, e, layers.size()));
     }
     LayerMeasurement& l = layers[e];
     if (!t.kernel_events && l.name != op.source_type) {
       throw Error(ErrorCode::kInternal,
-                  fmt::format("profiled op #{} is '{}' but the captured op is '{}': the runs differ", e, l.name, op.source_type));
+                  fmt::format("profiled op #{} is '{}' but the captured op is '{}': the runs differ", e, l.name,
+                              op.source_type));
     }
     l.records.push_back(r.op_index);
     l.flops += r.cost.flops;

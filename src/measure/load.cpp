@@ -52,7 +52,8 @@ std::vector<TaskTicks> read_stats(const fs::path& dir) {
 
 int running_threads(const fs::path& proc, int pid) {
   const std::vector<TaskTicks> threads = read_stats(proc / std::to_string(pid) / "task");
-  return static_cast<int>(std::count_if(threads.begin(), threads.end(), [](const TaskTicks& t) { return t.state == 'R'; }));
+  return static_cast<int>(
+      std::count_if(threads.begin(), threads.end(), [](const TaskTicks& t) { return t.state == 'R'; }));
 }
 
 std::string percent(double fraction) { return fmt::format("{:.0f}%", 100 * fraction); }

@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "neuralcost/core/suggest.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/suggest.hpp"
 #include "neuralcost/core/zip_directory.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
@@ -87,8 +87,8 @@ ModelKind model_kind(const std::string& model) {
   if (const auto near = closest_name(model, builtin)) {
     throw Error(ErrorCode::kNotFound, fmt::format("unknown model '{}'; did you mean {}?", model, *near));
   }
-  throw Error(ErrorCode::kNotFound, fmt::format("unknown model '{}': neither a built-in network ({}) nor a file",
-                                                model, fmt::join(builtin, ", ")));
+  throw Error(ErrorCode::kNotFound, fmt::format("unknown model '{}': neither a built-in network ({}) nor a file", model,
+                                                fmt::join(builtin, ", ")));
 }
 
 std::vector<ModelBackends> choose_backends(const std::vector<std::string>& models,
@@ -100,9 +100,9 @@ std::vector<ModelBackends> choose_backends(const std::vector<std::string>& model
     const ModelKind kind = model_kind(model);
     const KindFacts& f = facts(kind);
     if (kind == ModelKind::kOnnx) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: profile cannot run an ONNX file; analyze counts it (neural-cost analyze {})", model,
-                              model));
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("{}: profile cannot run an ONNX file; analyze counts it (neural-cost analyze {})", model, model));
     }
     ModelBackends entry{model, named, "--backend"};
     if (named.empty()) {

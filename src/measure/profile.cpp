@@ -9,20 +9,20 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "measure/cell_session.hpp"
+#include "measure/layer_attribution.hpp"
+#include "measure/step_layers.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
-#include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/core/statistics.hpp"
+#include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/measure/device.hpp"
-#include "neuralcost/model_inputs.hpp"
 #include "neuralcost/measure/load.hpp"
+#include "neuralcost/measure/schedule.hpp"
+#include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/version.hpp"
-#include "measure/cell_session.hpp"
-#include "neuralcost/measure/schedule.hpp"
-#include "measure/layer_attribution.hpp"
-#include "measure/step_layers.hpp"
 
 namespace neuralcost {
 
@@ -59,24 +59,30 @@ void validate(const TrainHyperparameters& h) {
   check(h.beta1 >= 0 && h.beta1 < 1, "--betas' first", h.beta1, "at least 0 and less than 1");
   check(h.beta2 >= 0 && h.beta2 < 1, "--betas' second", h.beta2, "at least 0 and less than 1");
   check(h.eps > 0 && h.eps <= 1, "--eps", h.eps, "more than 0 and at most 1");
-  if (h.weight_decay) check(*h.weight_decay >= 0 && *h.weight_decay <= 1, "--weight-decay", *h.weight_decay, "from 0 to 1");
+  if (h.weight_decay)
+    check(*h.weight_decay >= 0 && *h.weight_decay <= 1, "--weight-decay", *h.weight_decay, "from 0 to 1");
 }
 
 void validate(const ProfileOptions& options) {
   const RunOptions& run = options.run;
   if (run.threads < 0 || run.threads > 4096) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--threads must be 0 (library default) to 4096 (got {})", run.threads));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--threads must be 0 (library default) to 4096 (got {})", run.threads));
   }
   const double budget = options.timing.budget_seconds;
   if (!(budget > 0 && budget <= 3600)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--budget must be more than 0 and at most 3600 seconds (got {})", budget));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--budget must be more than 0 and at most 3600 seconds (got {})", budget));
   }
   if (options.layer_runs > 100000) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be at most 100000 (got {})", options.layer_runs));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--layer-runs must be at most 100000 (got {})", options.layer_runs));
   }
   if (!(run.worker_timeout_seconds > 0 && run.worker_timeout_seconds <= 86400)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--worker-timeout must be more than 0 and at most 86400 seconds "
-                                                         "(got {})", run.worker_timeout_seconds));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--worker-timeout must be more than 0 and at most 86400 seconds "
+                            "(got {})",
+                            run.worker_timeout_seconds));
   }
   if (run.train) {
     validate(run.train->hyper);
@@ -89,7 +95,8 @@ void validate(const ProfileOptions& options) {
     if (run.train->options.checkpoint.kind != CheckpointKind::kNone) {
       throw Error(ErrorCode::kUnimplemented,
                   fmt::format("--checkpoint {}: measured training steps run without checkpointing only (analyze "
-                              "--train counts it)", checkpoint_name(run.train->options.checkpoint)));
+                              "--train counts it)",
+                              checkpoint_name(run.train->options.checkpoint)));
     }
   }
   validate(options.timing);
@@ -103,11 +110,13 @@ void validate(const ProfileOptions& options) {
   }
   if (r.processes < 1 || r.processes > r.rounds) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("--preparations must be 1 to --rounds ({}) (got {}): each "
-                                                         "preparation takes at least one round", r.rounds, r.processes));
+                                                         "preparation takes at least one round",
+                                                         r.rounds, r.processes));
   }
   if (!(r.ok_half_width > 0 && r.ok_half_width < 1)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--ok-within must be more than 0 and less than 100 percent (got {})", 100 * r.ok_half_width));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("--ok-within must be more than 0 and less than 100 percent (got {})", 100 * r.ok_half_width));
   }
   if (options.layer_runs < 0) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("--layer-runs must be >= 0 (got {})", options.layer_runs));
@@ -150,7 +159,8 @@ void check_training(const std::vector<ModelBackends>& plan, const ProfileOptions
   for (const ModelBackends& entry : plan) {
     if (!is_reference_model(entry.model)) {
       throw Error(ErrorCode::kUnimplemented, fmt::format("--train runs the built-in networks only (ff, cnn, rnn, lstm, "
-                                                         "transformer), not the model file '{}'", entry.model));
+                                                         "transformer), not the model file '{}'",
+                                                         entry.model));
     }
   }
 }
@@ -256,7 +266,8 @@ std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, cons
 }
 
 std::vector<ProfileRun> profile_all(const std::vector<const Backend*>& backends, const std::vector<std::string>& models,
-                                    const ModelRequest& base, const HardwareSpec& hardware, const ProfileOptions& options) {
+                                    const ModelRequest& base, const HardwareSpec& hardware,
+                                    const ProfileOptions& options) {
   std::vector<ModelBackends> plan;
   for (const std::string& model : models) plan.push_back({model, backends, "--backend"});
   return profile_all(plan, base, hardware, options);

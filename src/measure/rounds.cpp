@@ -14,7 +14,7 @@
 namespace neuralcost {
 namespace {
 
-constexpr double kMadToSigma = 1.4826;      // MAD of a normal distribution -> its sigma
+constexpr double kMadToSigma = 1.4826;        // MAD of a normal distribution -> its sigma
 constexpr double kMedianEfficiency = 1.2533;  // sqrt(pi / 2): the median's standard error in sigmas / sqrt(n)
 
 double robust_relative_spread(const std::vector<double>& values) {
@@ -38,8 +38,9 @@ RoundsEstimate estimate_rounds(const std::vector<Round>& rounds) {
   e.median_seconds = median(medians);
   e.interval = order_statistic_median_ci(medians);
   if (e.median_seconds > 0) {
-    e.relative_half_width = std::max(e.median_seconds - e.interval.interval.low,
-                                     e.interval.interval.high - e.median_seconds) / e.median_seconds;
+    e.relative_half_width =
+        std::max(e.median_seconds - e.interval.interval.low, e.interval.interval.high - e.median_seconds) /
+        e.median_seconds;
   }
   e.within_round_spread = median(within);
   e.between_round_spread = robust_relative_spread(medians);
@@ -56,16 +57,18 @@ bool rounds_agree(const RoundsEstimate& e, const RoundOptions& o) {
 std::string rounds_disagreement(const RoundsEstimate& e, const RoundOptions& o) {
   if (rounds_agree(e, o)) return "";
   if (e.interval.coverage < 0.95) {
-    return fmt::format("too few rounds: {} round(s) give an interval of {:.1f}% coverage, not 95% (6 or more do); "
-                       "raise --rounds", e.rounds, 100 * e.interval.coverage);
+    return fmt::format(
+        "too few rounds: {} round(s) give an interval of {:.1f}% coverage, not 95% (6 or more do); "
+        "raise --rounds",
+        e.rounds, 100 * e.interval.coverage);
   }
-  return fmt::format("rounds disagree: the 95% interval of {} rounds spans {:+.1f}% to {:+.1f}% of the median, "
-                     "beyond the +-{:.0f}% that `ok` allows (spread between rounds {:.1f}%, within a round {:.1f}%: "
-                     "the variance lives {}); more --rounds narrow it, an idle machine more so",
-                     e.rounds, 100 * (e.interval.interval.low / e.median_seconds - 1),
-                     100 * (e.interval.interval.high / e.median_seconds - 1), 100 * o.ok_half_width,
-                     100 * e.between_round_spread, 100 * e.within_round_spread,
-                     e.dominant == "between rounds" ? "between windows of time" : "within a window");
+  return fmt::format(
+      "rounds disagree: the 95% interval of {} rounds spans {:+.1f}% to {:+.1f}% of the median, "
+      "beyond the +-{:.0f}% that `ok` allows (spread between rounds {:.1f}%, within a round {:.1f}%: "
+      "the variance lives {}); more --rounds narrow it, an idle machine more so",
+      e.rounds, 100 * (e.interval.interval.low / e.median_seconds - 1),
+      100 * (e.interval.interval.high / e.median_seconds - 1), 100 * o.ok_half_width, 100 * e.between_round_spread,
+      100 * e.within_round_spread, e.dominant == "between rounds" ? "between windows of time" : "within a window");
 }
 
 std::vector<std::size_t> seeded_order(std::size_t n, std::uint64_t seed, std::uint64_t salt) {

@@ -10,9 +10,9 @@
 
 #include <fmt/format.h>
 
+#include "measure/cell_session.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
-#include "measure/cell_session.hpp"
 
 namespace neuralcost {
 namespace {
@@ -40,7 +40,8 @@ int quota(const RoundOptions& o, int process) {
 
 class Schedule {
  public:
-  Schedule(const std::vector<CellPlan>& cells, const HardwareSpec& hw, const ProfileOptions& options, ScheduleHooks hooks)
+  Schedule(const std::vector<CellPlan>& cells, const HardwareSpec& hw, const ProfileOptions& options,
+           ScheduleHooks hooks)
       : hw_(hw), options_(options), sweep_options_(options), hooks_(std::move(hooks)), start_(Clock::now()) {
     sessions_.resize(cells.size());
     for (std::size_t i = 0; i < cells.size(); ++i) {
@@ -165,8 +166,10 @@ class Schedule {
       s.pool = s.alone ? std::string() : current_pool();
       ProfileOptions o = sweep_options_;
       o.run.process_pool = s.pool;
-      if (!s.opened) open_session(s, hw_, o);
-      else prepare_again(s, o);
+      if (!s.opened)
+        open_session(s, hw_, o);
+      else
+        prepare_again(s, o);
       s.fresh = true;
       preparation_seconds_[i] = std::chrono::duration<double>(Clock::now() - t0).count();
       return true;
@@ -178,8 +181,8 @@ class Schedule {
         s.failed = true;
         if (hooks_.on_run) hooks_.on_run(*finished_[i], i);
       } else {
-        s.run.warnings.push_back(fmt::format("preparation {} failed ({}): its rounds are missing", s.preparations + 1,
-                                             e.what()));
+        s.run.warnings.push_back(
+            fmt::format("preparation {} failed ({}): its rounds are missing", s.preparations + 1, e.what()));
       }
       return false;
     }
@@ -287,7 +290,8 @@ class Schedule {
     CellSession& s = sessions_[i];
     std::string why = cut_short;
     if (why.empty() && static_cast<int>(s.rounds.size()) < options_.rounds.rounds && !s.rounds.empty()) {
-      why = fmt::format("only {} of {} rounds could be timed (see the warnings)", s.rounds.size(), options_.rounds.rounds);
+      why = fmt::format("only {} of {} rounds could be timed (see the warnings)", s.rounds.size(),
+                        options_.rounds.rounds);
     }
     finished_[i] = finish_session(s, hw_, options_, why);
     if (hooks_.on_run) hooks_.on_run(*finished_[i], i);
@@ -301,12 +305,12 @@ class Schedule {
   std::vector<CellSession> sessions_;
   std::vector<std::optional<ProfileRun>> finished_;
   std::vector<double> preparation_seconds_;  ///< of each cell's last preparation
-  std::vector<int> first_tick_;  ///< the tick of each cell's preparation in this sweep
-  std::vector<int> quota_;       ///< the rounds each cell is to take in this sweep
-  std::vector<int> taken_;       ///< the rounds each cell took in this sweep
-  std::vector<std::size_t> open_;  ///< the cells prepared in this sweep
-  int planned_ticks_ = 0;  ///< the sweep's groups plus the most rounds a cell takes, less one
-  int generation_ = 0;     ///< of the sweep's worker processes: a failed shared one is replaced
+  std::vector<int> first_tick_;              ///< the tick of each cell's preparation in this sweep
+  std::vector<int> quota_;                   ///< the rounds each cell is to take in this sweep
+  std::vector<int> taken_;                   ///< the rounds each cell took in this sweep
+  std::vector<std::size_t> open_;            ///< the cells prepared in this sweep
+  int planned_ticks_ = 0;                    ///< the sweep's groups plus the most rounds a cell takes, less one
+  int generation_ = 0;                       ///< of the sweep's worker processes: a failed shared one is replaced
   std::string current_pool() const { return sweep_options_.run.process_pool + fmt::format(" #{}", generation_); }
   int processes_ = 1;
 };

@@ -9,16 +9,18 @@
 #include <fmt/ranges.h>
 
 #include "neuralcost/core/error.hpp"
-#include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/core/statistics.hpp"
+#include "neuralcost/cost/op_kinds.hpp"
 
 namespace neuralcost {
 namespace {
 
 std::string_view phase_of(Pass pass) {
   switch (pass) {
-    case Pass::kForward: case Pass::kRecompute: return "forward";
-    case Pass::kInputGradient: case Pass::kWeightGradient: return "backward";
+    case Pass::kForward:
+    case Pass::kRecompute: return "forward";
+    case Pass::kInputGradient:
+    case Pass::kWeightGradient: return "backward";
     case Pass::kOptimizer: return "optimizer";
   }
   return "forward";
@@ -122,11 +124,12 @@ std::vector<LayerMeasurement> measure_step_layers(const Analysis& a, const Layer
     const std::string& phase = t.event_names[e];
     if (phase != "forward" && phase != "backward" && phase != "optimizer") {
       throw Error(ErrorCode::kInternal, fmt::format("the backend timed a step phase '{}' (phases: forward, backward, "
-                                                    "optimizer)", phase));
+                                                    "optimizer)",
+                                                    phase));
     }
     if (row.count({t.event_names[e], t.event_modules[e]})) {
-      throw Error(ErrorCode::kInternal, fmt::format("the backend timed '{}: {}' twice in one step", t.event_names[e],
-                                                    t.event_modules[e]));
+      throw Error(ErrorCode::kInternal,
+                  fmt::format("the backend timed '{}: {}' twice in one step", t.event_names[e], t.event_modules[e]));
     }
     const std::size_t i = add_row(t.event_names[e], t.event_modules[e]);
     if (!t.seconds[e].empty()) layers[i].profiled_seconds = median(t.seconds[e]);
@@ -141,7 +144,8 @@ std::vector<LayerMeasurement> measure_step_layers(const Analysis& a, const Layer
     std::optional<std::size_t> best;
     for (std::size_t i = 0; i < timed; ++i) {
       const LayerMeasurement& l = layers[i];
-      if (l.pass == phase && holds(l.module, module) && (!best || l.module.size() > layers[*best].module.size())) best = i;
+      if (l.pass == phase && holds(l.module, module) && (!best || l.module.size() > layers[*best].module.size()))
+        best = i;
     }
     if (!best) {
       const auto it = row.find({phase, module});
@@ -152,8 +156,10 @@ std::vector<LayerMeasurement> measure_step_layers(const Analysis& a, const Layer
     add_record(layers[*best], r, largest[*best]);
   }
   if (!untimed.empty()) {
-    warnings.push_back(fmt::format("the backend timed no event for {} (their rows have no time: it is in the "
-                                   "unattributed rest)", fmt::join(untimed, ", ")));
+    warnings.push_back(
+        fmt::format("the backend timed no event for {} (their rows have no time: it is in the "
+                    "unattributed rest)",
+                    fmt::join(untimed, ", ")));
   }
   std::vector<LayerMeasurement> kept;
   for (const LayerMeasurement& l : layers) {

@@ -7,15 +7,15 @@
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
-#include "neuralcost/measure/schedule.hpp"
 #include "neuralcost/core/statistics.hpp"
+#include "neuralcost/measure/schedule.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/training/training.hpp"
 
 namespace neuralcost {
 
-std::string cell_key(const std::string& model, const std::string& backend, const std::string& mode,
-                     std::int64_t batch, const std::string& device) {
+std::string cell_key(const std::string& model, const std::string& backend, const std::string& mode, std::int64_t batch,
+                     const std::string& device) {
   return fmt::format("{}|{}|{}|{}|{}", model, backend, mode, batch, device);
 }
 
@@ -25,7 +25,8 @@ std::vector<StudyCell> study_cells(const std::vector<ModelBackends>& plan, const
   std::vector<StudyCell> cells;
   for (const ModelBackends& entry : plan) {
     std::vector<std::int64_t> batches = options.batches;
-    if (!is_reference_model(entry.model)) batches = {inputs.empty() || inputs[0].shape.empty() ? 1 : inputs[0].shape[0]};
+    if (!is_reference_model(entry.model))
+      batches = {inputs.empty() || inputs[0].shape.empty() ? 1 : inputs[0].shape[0]};
     for (const Backend* backend : entry.backends) {
       const std::vector<std::string> modes =
           options.modes.empty() ? std::vector<std::string>{backend->modes().front()} : options.modes;
@@ -40,23 +41,23 @@ std::vector<StudyCell> study_cells(const std::vector<ModelBackends>& plan, const
 nlohmann::json study_settings(const ModelRequest& base, const ProfileOptions& options, const std::string& hardware_id) {
   const TimingOptions& t = options.timing;
   nlohmann::json settings = {{"seq", base.seq},
-          {"width", base.width},
-          {"depth", base.depth},
-          {"dtype", std::string(dtype_name(base.dtype))},
-          {"budget_seconds", t.budget_seconds},
-          {"target_relative_ci", t.target_relative_ci},
-          {"warmup_iterations", t.warmup_iterations},
-          {"warmup_seconds", t.warmup_seconds},
-          {"layer_runs", options.layer_runs},
-          {"device", options.run.device.name()},
-          {"threads", options.run.threads},
-          {"hardware_id", hardware_id},
-          {"rounds",
-           {{"rounds", options.rounds.rounds},
-            {"max_rounds", options.rounds.max_rounds},
-            {"preparations", options.rounds.processes},
-            {"ok_half_width", options.rounds.ok_half_width},
-            {"seed", options.rounds.seed}}}};
+                             {"width", base.width},
+                             {"depth", base.depth},
+                             {"dtype", std::string(dtype_name(base.dtype))},
+                             {"budget_seconds", t.budget_seconds},
+                             {"target_relative_ci", t.target_relative_ci},
+                             {"warmup_iterations", t.warmup_iterations},
+                             {"warmup_seconds", t.warmup_seconds},
+                             {"layer_runs", options.layer_runs},
+                             {"device", options.run.device.name()},
+                             {"threads", options.run.threads},
+                             {"hardware_id", hardware_id},
+                             {"rounds",
+                              {{"rounds", options.rounds.rounds},
+                               {"max_rounds", options.rounds.max_rounds},
+                               {"preparations", options.rounds.processes},
+                               {"ok_half_width", options.rounds.ok_half_width},
+                               {"seed", options.rounds.seed}}}};
   // a training study's cells are steps, not forward passes: resuming one with the other's
   // settings is refused; the step's settings are the workload's (a file without it is forward)
   settings["workload"] = "forward";
@@ -119,7 +120,8 @@ StudyProgress read_study_progress(const std::string& path) {
         round.summary = summarize(round.samples_seconds);
         p.rounds[r.at("cell").get<std::string>()].push_back(std::move(round));
       } catch (const std::exception& e) {
-        throw Error(ErrorCode::kDataLoss, fmt::format("{}:{}: a round line that cannot be read ({})", path, number, e.what()));
+        throw Error(ErrorCode::kDataLoss,
+                    fmt::format("{}:{}: a round line that cannot be read ({})", path, number, e.what()));
       }
       continue;
     }
@@ -137,7 +139,8 @@ StudyProgress read_study_progress(const std::string& path) {
                              j.at("mode").get<std::string>(), j.at("batch").get<std::int64_t>(),
                              j.value("device", std::string("cpu"))));
     } catch (const nlohmann::json::exception&) {
-      throw Error(ErrorCode::kDataLoss, fmt::format("{}:{}: a run line without model, backend, mode and batch", path, number));
+      throw Error(ErrorCode::kDataLoss,
+                  fmt::format("{}:{}: a run line without model, backend, mode and batch", path, number));
     }
   }
   return p;
@@ -145,9 +148,14 @@ StudyProgress read_study_progress(const std::string& path) {
 
 nlohmann::json round_line(const std::string& cell, const Round& r) {
   return {{"round",
-           {{"cell", cell}, {"process", r.process}, {"sweep", r.sweep}, {"pass", r.pass},
-            {"start_seconds", r.start_seconds}, {"median_seconds", r.summary.median},
-            {"samples_seconds", r.samples_seconds}, {"reasons", r.reasons}}}};
+           {{"cell", cell},
+            {"process", r.process},
+            {"sweep", r.sweep},
+            {"pass", r.pass},
+            {"start_seconds", r.start_seconds},
+            {"median_seconds", r.summary.median},
+            {"samples_seconds", r.samples_seconds},
+            {"reasons", r.reasons}}}};
 }
 
 std::size_t run_study(const std::vector<StudyCell>& cells, const ModelRequest& base, const HardwareSpec& hardware,
@@ -162,7 +170,8 @@ std::size_t run_study(const std::vector<StudyCell>& cells, const ModelRequest& b
   hooks.time_limit_seconds = time_limit;
   for (std::size_t i = 0; i < cells.size(); ++i) {
     const StudyCell& c = cells[i];
-    const std::string key = cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch, options.run.device.name());
+    const std::string key =
+        cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch, options.run.device.name());
     if (progress.done.count(key)) continue;
     ModelRequest request = base;
     request.model = c.model;

@@ -49,8 +49,8 @@ OlympicScore olympic_score(const std::vector<TargetRun>& runs, std::size_t trim)
     return out;
   }
   if (out.non_converged > trim) {
-    out.why_invalid = fmt::format("{} of {} runs did not reach the target; at most {} may", out.non_converged,
-                                  runs.size(), trim);
+    out.why_invalid =
+        fmt::format("{} of {} runs did not reach the target; at most {} may", out.non_converged, runs.size(), trim);
     return out;
   }
   double sum = 0;
@@ -79,8 +79,9 @@ ConvergencePoint reference_convergence_point(double batch, std::vector<double> e
 ConvergencePoint interpolate_convergence(const ConvergencePoint& a, const ConvergencePoint& b, double batch,
                                          std::size_t reference_runs) {
   if (!(a.batch < b.batch) || batch < a.batch || batch > b.batch) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("batch {} is not between the reference points' batches {} and {}", batch, a.batch, b.batch));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("batch {} is not between the reference points' batches {} and {}", batch, a.batch, b.batch));
   }
   const double w = (batch - a.batch) / (b.batch - a.batch);
   return {batch, a.mean_epochs + w * (b.mean_epochs - a.mean_epochs),

@@ -14,9 +14,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 double relative_width(const SampleSummary& s) {
   return s.median > 0 ? (s.ci95_median.high - s.ci95_median.low) / s.median : 0.0;
@@ -26,8 +24,8 @@ double relative_width(const SampleSummary& s) {
 
 void validate(const TimingOptions& o) {
   if (o.warmup_iterations < 0 || !(o.warmup_seconds >= 0)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--warmup ({}) and --warmup-seconds ({}) must be >= 0", o.warmup_iterations, o.warmup_seconds));
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--warmup ({}) and --warmup-seconds ({}) must be >= 0",
+                                                         o.warmup_iterations, o.warmup_seconds));
   }
   // upper bounds: a typo must not become a run that never ends
   if (o.warmup_iterations > 1000000) {
@@ -35,7 +33,8 @@ void validate(const TimingOptions& o) {
                 fmt::format("--warmup must be at most 1,000,000 passes (got {})", o.warmup_iterations));
   }
   if (o.warmup_seconds > 3600) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--warmup-seconds must be at most 3600 (got {})", o.warmup_seconds));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--warmup-seconds must be at most 3600 (got {})", o.warmup_seconds));
   }
   if (o.min_samples < 1 || o.max_samples < o.min_samples) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -122,8 +121,7 @@ TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o
         "the fastest passes disagree with the median: p5 {:.3g} s is {:.0f}% below the median {:.3g} s, beyond its "
         "95% CI ({:.3g} - {:.3g} s) by more than {:.0f}% of it: the machine can run a pass that fast, so most passes "
         "were slowed by something else (other processes, throttling); rerun on an idle machine",
-        s.p5, 100 * (s.median - s.p5) / s.median, s.median, s.ci95_median.low, s.ci95_median.high,
-        100 * o.max_p5_gap));
+        s.p5, 100 * (s.median - s.p5) / s.median, s.median, s.ci95_median.low, s.ci95_median.high, 100 * o.max_p5_gap));
   }
   if (r.summary.median < o.min_clock_ticks * r.clock_resolution_seconds) {
     r.reasons.push_back(fmt::format("too short for the clock: median {:.3g} s is under {:.0f} ticks of {:.3g} s",
@@ -135,11 +133,11 @@ TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o
 
 void check_against_roofline(TimingResult& result, double lower_bound_seconds) {
   if (lower_bound_seconds > 0 && result.summary.median < lower_bound_seconds) {
-    result.reasons.push_back(fmt::format(
-        "faster than the roofline allows: median {:.3g} s is below the lower bound {:.3g} s, so the "
-        "hardware spec understates this machine (data that stay in cache between runs are faster "
-        "than a spec without cache levels allows)",
-        result.summary.median, lower_bound_seconds));
+    result.reasons.push_back(
+        fmt::format("faster than the roofline allows: median {:.3g} s is below the lower bound {:.3g} s, so the "
+                    "hardware spec understates this machine (data that stay in cache between runs are faster "
+                    "than a spec without cache levels allows)",
+                    result.summary.median, lower_bound_seconds));
     result.verdict = Verdict::kMistrusted;
   }
 }

@@ -30,16 +30,24 @@ class Builder {
   Builder(const std::string& name, DType dtype) : graph_(name), dtype_(dtype) {}
 
   TensorDesc op(OpKind kind, const std::string& name, std::vector<TensorDesc> inputs, Shape out,
-                std::vector<ParameterDesc> parameters = {}, std::optional<DType> out_dtype = std::nullopt, const Tweak& tweak = {}) {
-    OpRecord r{name, kind, std::string(op_kind_name(kind)), std::move(inputs), {{name, std::move(out), out_dtype.value_or(dtype_)}},
-               std::move(parameters), {}, {}};
+                std::vector<ParameterDesc> parameters = {}, std::optional<DType> out_dtype = std::nullopt,
+                const Tweak& tweak = {}) {
+    OpRecord r{name,
+               kind,
+               std::string(op_kind_name(kind)),
+               std::move(inputs),
+               {{name, std::move(out), out_dtype.value_or(dtype_)}},
+               std::move(parameters),
+               {},
+               {}};
     r.attributes.set("module", module_of(name));
     if (tweak) tweak(r);
     TensorDesc y = r.outputs.front();
     graph_.add(std::move(r));
     return y;
   }
-  TensorDesc linear(const std::string& name, const TensorDesc& x, std::int64_t out, bool bias, const std::string& weight_id = "") {
+  TensorDesc linear(const std::string& name, const TensorDesc& x, std::int64_t out, bool bias,
+                    const std::string& weight_id = "") {
     Shape y = x.shape;
     const std::int64_t in = y.back();
     y.back() = out;
@@ -47,7 +55,8 @@ class Builder {
     if (bias) p.push_back({name + ".bias", {out}, dtype_, true});
     return op(OpKind::kLinear, name, {x}, y, p);
   }
-  TensorDesc elementwise(OpKind kind, const std::string& name, const std::string& function, std::vector<TensorDesc> in, bool scalar = false) {
+  TensorDesc elementwise(OpKind kind, const std::string& name, const std::string& function, std::vector<TensorDesc> in,
+                         bool scalar = false) {
     Shape y = in.front().shape;
     for (const TensorDesc& t : in) {
       if (t.shape.size() == y.size()) {
@@ -59,7 +68,9 @@ class Builder {
       if (scalar) r.attributes.set("scalar_operand", true);
     });
   }
-  TensorDesc view(const std::string& name, const TensorDesc& x, Shape shape) { return op(OpKind::kReshape, name, {x}, std::move(shape)); }
+  TensorDesc view(const std::string& name, const TensorDesc& x, Shape shape) {
+    return op(OpKind::kReshape, name, {x}, std::move(shape));
+  }
   TensorDesc rms_norm(const std::string& name, const TensorDesc& x) {
     return op(OpKind::kRmsNorm, name, {x}, x.shape, {{name + ".weight", {x.shape.back()}, dtype_, true}}, std::nullopt,
               [](OpRecord& r) { r.attributes.set("normalized_dims", std::int64_t{1}); });
@@ -78,12 +89,14 @@ class Builder {
 
 /// q or k [B, heads, T, D] with rotary positions: x·cos + rotate_half(x)·sin, rotate_half(x) =
 /// cat(−x[..., D/2:], x[..., :D/2]) (transformers' apply_rotary_pos_emb).
-TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& x, const TensorDesc& cos, const TensorDesc& sin) {
+TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& x, const TensorDesc& cos,
+                  const TensorDesc& sin) {
   Shape half = x.shape;
   half.back() /= 2;
   const TensorDesc xc = b.elementwise(OpKind::kBinary, name + "#cos", "mul", {x, cos});
   const TensorDesc neg = b.elementwise(OpKind::kUnary, name + "#neg", "neg", {b.view(name + "#half", x, half)});
-  const TensorDesc rot = b.op(OpKind::kConcat, name + "#rotate_half", {neg, b.view(name + "#first_half", x, half)}, x.shape);
+  const TensorDesc rot =
+      b.op(OpKind::kConcat, name + "#rotate_half", {neg, b.view(name + "#first_half", x, half)}, x.shape);
   const TensorDesc rs = b.elementwise(OpKind::kBinary, name + "#sin", "mul", {rot, sin});
   return b.elementwise(OpKind::kBinary, name, "add", {xc, rs});
 }
@@ -101,31 +114,35 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
     return b.op(kind, name + op, std::move(in), shape, {}, dtype,
                 [&](OpRecord& r) { r.attributes.set("function", function); });
   };
-  const TensorDesc logits = typed(OpKind::kUnary, "#logits_to_fp32", "cast", {b.linear(name + ".gate", m, n, false)},
-                                  DType::kFp32);
+  const TensorDesc logits =
+      typed(OpKind::kUnary, "#logits_to_fp32", "cast", {b.linear(name + ".gate", m, n, false)}, DType::kFp32);
   const TensorDesc probs = b.op(OpKind::kSoftmax, name + "#softmax", {logits}, {batch, t, n}, {}, DType::kFp32,
                                 [](OpRecord& r) { r.attributes.set("axis", std::int64_t{-1}); });
   // top-k of E per token: k passes of E − 1 comparisons (torch.topk's work is not specified)
-  const TensorDesc top = b.op(OpKind::kCustom, name + "#topk", {probs}, {batch, t, k}, {}, DType::kFp32, [&](OpRecord& r) {
-    r.attributes.set("flops", static_cast<std::int64_t>(tokens * k * (n - 1)));
-    r.attributes.set("approximation", fmt::format("top-{} of {} experts counted as {} passes of {} comparisons", k, n, k, n - 1));
-  });
+  const TensorDesc top =
+      b.op(OpKind::kCustom, name + "#topk", {probs}, {batch, t, k}, {}, DType::kFp32, [&](OpRecord& r) {
+        r.attributes.set("flops", static_cast<std::int64_t>(tokens * k * (n - 1)));
+        r.attributes.set("approximation",
+                         fmt::format("top-{} of {} experts counted as {} passes of {} comparisons", k, n, k, n - 1));
+      });
   const TensorDesc sum = b.op(OpKind::kReduction, name + "#weights_sum", {top}, {batch, t, 1}, {}, DType::kFp32,
                               [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
-  const TensorDesc normalised = b.op(OpKind::kBinary, name + "#weights_normalised", {top, sum}, {batch, t, k}, {},
-                                     DType::kFp32, [](OpRecord& r) { r.attributes.set("function", std::string("div")); });
+  const TensorDesc normalised =
+      b.op(OpKind::kBinary, name + "#weights_normalised", {top, sum}, {batch, t, k}, {}, DType::kFp32,
+           [](OpRecord& r) { r.attributes.set("function", std::string("div")); });
   const TensorDesc weights = typed(OpKind::kUnary, "#weights_to_dtype", "cast", {normalised}, b.dtype());
   const auto expert_linear = [&](const std::string& w, const TensorDesc& x, Shape out, std::int64_t rows_out) {
     const std::int64_t in = x.shape.back();
-    return b.op(OpKind::kExpertLinear, name + ".experts." + w, {x}, std::move(out),
-                {{name + ".experts." + w + ".weight", {n, rows_out, in}, b.dtype(), true}}, std::nullopt, [&](OpRecord& r) {
-                  r.attributes.set("top_k", k);
-                  r.attributes.set("tokens", tokens);
-                  r.attributes.set("approximation",
-                                   fmt::format("the weights of E·(1 − (1 − k/E)^N) = {:.2f} of {} experts read for {} tokens: "
-                                               "the expectation under uniform routing",
-                                               expected_experts_reached(c, static_cast<std::uint64_t>(tokens)), n, tokens));
-                });
+    return b.op(
+        OpKind::kExpertLinear, name + ".experts." + w, {x}, std::move(out),
+        {{name + ".experts." + w + ".weight", {n, rows_out, in}, b.dtype(), true}}, std::nullopt, [&](OpRecord& r) {
+          r.attributes.set("top_k", k);
+          r.attributes.set("tokens", tokens);
+          r.attributes.set("approximation",
+                           fmt::format("the weights of E·(1 − (1 − k/E)^N) = {:.2f} of {} experts read for {} tokens: "
+                                       "the expectation under uniform routing",
+                                       expected_experts_reached(c, static_cast<std::uint64_t>(tokens)), n, tokens));
+        });
   };
   const TensorDesc gate = b.elementwise(OpKind::kActivation, name + ".experts.act_fn", "silu",
                                         {expert_linear("w1", m, {batch, t, k, c.intermediate}, c.intermediate)});
@@ -141,7 +158,8 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
 }  // namespace
 
 std::uint64_t decoder_parameter_count(const DecoderConfig& c) {
-  const std::uint64_t e = dim(c.hidden), d = dim(c.head_dim), h = dim(c.heads), kv = dim(c.kv_heads), i = dim(c.intermediate);
+  const std::uint64_t e = dim(c.hidden), d = dim(c.head_dim), h = dim(c.heads), kv = dim(c.kv_heads),
+                      i = dim(c.intermediate);
   const std::uint64_t attention = checked_add(product({2, e, h, d}), product({2, e, kv, d}), "parameters") +
                                   (c.qkv_bias ? product({h + 2 * kv, d}) : 0) + (c.output_bias ? e : 0);
   const std::uint64_t expert = product({3, e, i}) + (c.mlp_bias ? 2 * i + e : 0);
@@ -155,8 +173,8 @@ std::uint64_t decoder_parameter_count(const DecoderConfig& c) {
 
 std::uint64_t decoder_active_parameter_count(const DecoderConfig& c) {
   if (c.experts == 0) return decoder_parameter_count(c);
-  const std::uint64_t expert = product({3, dim(c.hidden), dim(c.intermediate)}) +
-                               (c.mlp_bias ? 2 * dim(c.intermediate) + dim(c.hidden) : 0);
+  const std::uint64_t expert =
+      product({3, dim(c.hidden), dim(c.intermediate)}) + (c.mlp_bias ? 2 * dim(c.intermediate) + dim(c.hidden) : 0);
   return decoder_parameter_count(c) - product({dim(c.layers), dim(c.experts - c.experts_per_token), expert});
 }
 
@@ -172,31 +190,36 @@ std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& c, DType dtype) {
 
 OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std::string& name) {
   const bool decode = r.phase == DecoderPhase::kDecode;
-  for (const auto& [what, value] : {std::pair<const char*, std::int64_t>{"batch", r.batch}, {decode ? "context" : "prompt", decode ? r.context : r.prompt}}) {
+  for (const auto& [what, value] : {std::pair<const char*, std::int64_t>{"batch", r.batch},
+                                    {decode ? "context" : "prompt", decode ? r.context : r.prompt}}) {
     if (value < 1 || value >= (std::int64_t{1} << 31)) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("--{} {} must be a positive integer below 2^31", what, value));
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--{} {} must be a positive integer below 2^31", what, value));
     }
   }
   if (decode && (r.tokens < 1 || r.tokens > 4096)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("a decode step of {} new tokens must have 1 to 4096", r.tokens));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("a decode step of {} new tokens must have 1 to 4096", r.tokens));
   }
-  const std::int64_t t = decode ? r.tokens : r.prompt;       // tokens this step computes
+  const std::int64_t t = decode ? r.tokens : r.prompt;   // tokens this step computes
   const std::int64_t keys = decode ? r.context + t : t;  // keys the last query attends to (its own included)
   if (keys > c.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{} {} tokens are beyond the model's {} positions (max_position_embeddings)",
-                            decode ? "a decode step at context" : "a prompt of", decode ? r.context : r.prompt, c.max_positions));
+                            decode ? "a decode step at context" : "a prompt of", decode ? r.context : r.prompt,
+                            c.max_positions));
   }
   if (c.sliding_window > 0 && keys > c.sliding_window) {
     throw Error(ErrorCode::kUnimplemented,
-                fmt::format("{} tokens attend beyond the sliding window of {}: banded attention is not modeled yet", keys,
-                            c.sliding_window));
+                fmt::format("{} tokens attend beyond the sliding window of {}: banded attention is not modeled yet",
+                            keys, c.sliding_window));
   }
   const std::int64_t batch = r.batch, e = c.hidden, d = c.head_dim, h = c.heads, kv = c.kv_heads;
   Builder b(name, r.dtype);
   OpGraph& g = b.graph();
   const TensorDesc ids{"input_ids", {batch, t}, DType::kInt64};
-  TensorDesc x = b.op(OpKind::kEmbedding, "model.embed_tokens", {ids}, {batch, t, e}, {{"model.embed_tokens.weight", {c.vocab, e}, r.dtype, true}});
+  TensorDesc x = b.op(OpKind::kEmbedding, "model.embed_tokens", {ids}, {batch, t, e},
+                      {{"model.embed_tokens.weight", {c.vocab, e}, r.dtype, true}});
   // rotary tables, once per step for every sequence (their positions are the same): inv_freq
   // [1, D/2, 1] @ positions [1, 1, T], cat, cos and sin in fp32
   const TensorDesc positions{"position_ids", {1, 1, t}, DType::kFp32};
@@ -209,17 +232,32 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
   TensorDesc tables[2];
   for (int k = 0; k < 2; ++k) {
     const std::string f = k == 0 ? "cos" : "sin";
-    OpRecord u{"model.rotary_emb#" + f, OpKind::kUnary, f, {emb}, {{"model.rotary_emb#" + f, {1, t, d}, DType::kFp32}}, {}, {}, {}};
+    OpRecord u{"model.rotary_emb#" + f,
+               OpKind::kUnary,
+               f,
+               {emb},
+               {{"model.rotary_emb#" + f, {1, t, d}, DType::kFp32}},
+               {},
+               {},
+               {}};
     u.attributes.set("function", f);
     u.attributes.set("module", std::string("model.rotary_emb"));
     g.add(u);
-    OpRecord s{"model.rotary_emb#" + f + "_scaled", OpKind::kBinary, "mul", {u.outputs[0]}, {{"model.rotary_emb#" + f + "_scaled", {1, t, d}, DType::kFp32}}, {}, {}, {}};
+    OpRecord s{"model.rotary_emb#" + f + "_scaled",
+               OpKind::kBinary,
+               "mul",
+               {u.outputs[0]},
+               {{"model.rotary_emb#" + f + "_scaled", {1, t, d}, DType::kFp32}},
+               {},
+               {},
+               {}};
     s.attributes.set("function", std::string("mul"));  // · attention_scaling
     s.attributes.set("scalar_operand", true);
     s.attributes.set("module", std::string("model.rotary_emb"));
     g.add(s);
     tables[k] = s.outputs[0];
-    if (r.dtype != DType::kFp32) tables[k] = b.elementwise(OpKind::kUnary, "model.rotary_emb#" + f + "_to_dtype", "cast", {tables[k]});
+    if (r.dtype != DType::kFp32)
+      tables[k] = b.elementwise(OpKind::kUnary, "model.rotary_emb#" + f + "_to_dtype", "cast", {tables[k]});
     tables[k] = b.view("model.rotary_emb#" + f + "_unsqueeze", tables[k], {1, 1, t, d});
   }
   std::uint64_t cache_read = 0;
@@ -229,7 +267,8 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     auto heads_of = [&](const std::string& proj, std::int64_t n) {
       const TensorDesc y = b.linear(a + "." + proj, normed, n * d, c.qkv_bias);
       const TensorDesc v = b.view(a + "." + proj + "#view", y, {batch, t, n, d});
-      return b.op(OpKind::kTranspose, a + "." + proj + "#transpose", {v}, {batch, n, t, d}, {}, std::nullopt, free_view);
+      return b.op(OpKind::kTranspose, a + "." + proj + "#transpose", {v}, {batch, n, t, d}, {}, std::nullopt,
+                  free_view);
     };
     const TensorDesc q = rotary(b, a + "#rotary_q", heads_of("q_proj", h), tables[0], tables[1]);
     const TensorDesc k = rotary(b, a + "#rotary_k", heads_of("k_proj", kv), tables[0], tables[1]);
@@ -247,8 +286,8 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     }
     // decode: its one query sees every cached key; prefill: causal over the prompt; a verify
     // step's queries see the cache and the new tokens up to their own (causal, bottom right)
-    TensorDesc o = b.op(OpKind::kAttention, a + "#attention", {q, keys_in, values_in}, {batch, h, t, d}, {}, std::nullopt,
-                        [&](OpRecord& op) {
+    TensorDesc o = b.op(OpKind::kAttention, a + "#attention", {q, keys_in, values_in}, {batch, h, t, d}, {},
+                        std::nullopt, [&](OpRecord& op) {
                           op.attributes.set("causal", !decode || t > 1);
                           if (decode && t > 1) op.attributes.set("causal_alignment", std::string("bottom_right"));
                         });
@@ -258,13 +297,15 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     x = b.elementwise(OpKind::kBinary, p + "#residual_attention", "add", {x, o});
     const TensorDesc m = b.rms_norm(p + ".post_attention_layernorm", x);
     if (c.experts > 0) {
-      x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, mixture_of_experts(b, c, p + ".block_sparse_moe", m)});
+      x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add",
+                        {x, mixture_of_experts(b, c, p + ".block_sparse_moe", m)});
       continue;
     }
     const TensorDesc gate = b.elementwise(OpKind::kActivation, p + ".mlp.act_fn", "silu",
                                           {b.linear(p + ".mlp.gate_proj", m, c.intermediate, c.mlp_bias)});
     const TensorDesc up = b.linear(p + ".mlp.up_proj", m, c.intermediate, c.mlp_bias);
-    const TensorDesc down = b.linear(p + ".mlp.down_proj", b.elementwise(OpKind::kBinary, p + ".mlp#gate_up", "mul", {gate, up}), e, c.mlp_bias);
+    const TensorDesc down = b.linear(
+        p + ".mlp.down_proj", b.elementwise(OpKind::kBinary, p + ".mlp#gate_up", "mul", {gate, up}), e, c.mlp_bias);
     x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, down});
   }
   x = b.rms_norm("model.norm", x);
@@ -273,27 +314,32 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
   if (!decode && t > 1) {
     x = b.op(OpKind::kSlice, "model#last_position", {x}, {batch, 1, e});
   }
-  const TensorDesc logits = b.linear("lm_head", x, c.vocab, false, c.tied_embeddings ? "model.embed_tokens.weight" : "");
+  const TensorDesc logits =
+      b.linear("lm_head", x, c.vocab, false, c.tied_embeddings ? "model.embed_tokens.weight" : "");
   g.mark_output(logits.name);
   g.set_batch(batch);
   g.add_note(decode && t > 1
                  ? fmt::format("verify: {} new tokens per sequence at a context of {} cached tokens (up to {} keys "
                                "attended, causal among the new ones), logits for each; the KV cache read is {} B",
                                t, r.context, keys, grouped(cache_read))
-             : decode ? fmt::format("decode: one token per sequence at a context of {} cached tokens ({} keys attended); "
-                                  "the KV cache read is {} B at this batch",
-                                  r.context, keys, grouped(cache_read))
-                    : fmt::format("prefill: {} prompt tokens per sequence, causal attention; logits of the last position "
-                                  "only (logits_to_keep = 1)", r.prompt));
-  g.add_note(fmt::format("{}: {} layers, {} heads ({} kv heads, head_dim {}), {} parameters, KV cache {} B per token in {}; {}",
-                         c.architecture, c.layers, c.heads, c.kv_heads, c.head_dim, grouped(decoder_parameter_count(c)),
-                         grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype), c.source));
+             : decode
+                 ? fmt::format("decode: one token per sequence at a context of {} cached tokens ({} keys attended); "
+                               "the KV cache read is {} B at this batch",
+                               r.context, keys, grouped(cache_read))
+                 : fmt::format("prefill: {} prompt tokens per sequence, causal attention; logits of the last position "
+                               "only (logits_to_keep = 1)",
+                               r.prompt));
+  g.add_note(fmt::format(
+      "{}: {} layers, {} heads ({} kv heads, head_dim {}), {} parameters, KV cache {} B per token in {}; {}",
+      c.architecture, c.layers, c.heads, c.kv_heads, c.head_dim, grouped(decoder_parameter_count(c)),
+      grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype), c.source));
   if (c.experts > 0) {
     const std::uint64_t n_tokens = static_cast<std::uint64_t>(batch * t);
-    g.add_note(fmt::format("mixture of experts: {} of {} experts per token, {} parameters active per token; this step's "
-                           "{} tokens reach {:.2f} experts per layer (expected under uniform routing)",
-                           c.experts_per_token, c.experts, grouped(decoder_active_parameter_count(c)), n_tokens,
-                           expected_experts_reached(c, n_tokens)));
+    g.add_note(
+        fmt::format("mixture of experts: {} of {} experts per token, {} parameters active per token; this step's "
+                    "{} tokens reach {:.2f} experts per layer (expected under uniform routing)",
+                    c.experts_per_token, c.experts, grouped(decoder_active_parameter_count(c)), n_tokens,
+                    expected_experts_reached(c, n_tokens)));
   }
   g.finalize();
   return g;

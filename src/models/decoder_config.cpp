@@ -16,9 +16,12 @@ using nlohmann::json;
 
 constexpr std::int64_t kLargest = std::int64_t{1} << 31;  // any size of a real model is far below
 
-Error bad(const std::string& where, const std::string& what) { return Error(ErrorCode::kInvalidArgument, where + ": " + what); }
+Error bad(const std::string& where, const std::string& what) {
+  return Error(ErrorCode::kInvalidArgument, where + ": " + what);
+}
 
-std::int64_t size_field(const json& c, const std::string& where, const std::string& field, std::optional<std::int64_t> fallback) {
+std::int64_t size_field(const json& c, const std::string& where, const std::string& field,
+                        std::optional<std::int64_t> fallback) {
   const auto it = c.find(field);
   if (it == c.end() || it->is_null()) {
     if (fallback) return *fallback;
@@ -51,8 +54,10 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   DecoderConfig d;
   d.architecture = type->get<std::string>();
   if (!supported.count(d.architecture)) {
-    throw Error(ErrorCode::kUnimplemented, fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
-                                                       "qwen2, mixtral)", where, d.architecture));
+    throw Error(ErrorCode::kUnimplemented,
+                fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
+                            "qwen2, mixtral)",
+                            where, d.architecture));
   }
   // fields that change the math and are not modeled: said, never ignored
   for (const char* moe : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
@@ -60,7 +65,8 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
     if (c.contains(moe) && !c[moe].is_null()) {
       throw Error(ErrorCode::kUnimplemented,
                   fmt::format("{}: field '{}': this kind of mixture-of-experts layer is not modeled yet (mixtral's "
-                              "is)", where, moe));
+                              "is)",
+                              where, moe));
     }
   }
   const std::string act = c.value("hidden_act", std::string("silu"));
@@ -78,21 +84,25 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   d.max_positions = size_field(c, where, "max_position_embeddings", std::nullopt);
   if (!c.contains("head_dim") || c["head_dim"].is_null()) {
     if (d.hidden % d.heads != 0) {
-      throw bad(where, fmt::format("hidden_size {} is not a multiple of num_attention_heads {} (and no head_dim is given)",
-                                   d.hidden, d.heads));
+      throw bad(where,
+                fmt::format("hidden_size {} is not a multiple of num_attention_heads {} (and no head_dim is given)",
+                            d.hidden, d.heads));
     }
     d.head_dim = d.hidden / d.heads;
   } else {
     d.head_dim = size_field(c, where, "head_dim", std::nullopt);
   }
   if (d.heads % d.kv_heads != 0) {
-    throw bad(where, fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}", d.heads, d.kv_heads));
+    throw bad(where,
+              fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}", d.heads, d.kv_heads));
   }
-  if (d.head_dim % 2 != 0) throw bad(where, fmt::format("head_dim {} must be even (rotary positions rotate pairs)", d.head_dim));
+  if (d.head_dim % 2 != 0)
+    throw bad(where, fmt::format("head_dim {} must be even (rotary positions rotate pairs)", d.head_dim));
   d.tied_embeddings = flag_field(c, where, "tie_word_embeddings", false);
   if (d.architecture == "qwen2") {
     d.qkv_bias = true;  // Qwen2Attention: q, k, v with biases, o_proj without
-    if (flag_field(c, where, "use_sliding_window", false)) d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
+    if (flag_field(c, where, "use_sliding_window", false))
+      d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
   } else {
     d.qkv_bias = d.output_bias = flag_field(c, where, "attention_bias", false);
     d.mlp_bias = flag_field(c, where, "mlp_bias", false);
@@ -112,44 +122,116 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
 }
 
 const std::vector<std::string>& decoder_preset_names() {
-  static const std::vector<std::string> names = {"llama-2-7b", "llama-2-13b", "llama-2-70b", "llama-3-8b",
-                                                 "llama-3-70b", "llama-3.1-405b", "mistral-7b", "qwen2.5-7b",
-                                                 "mixtral-8x7b"};
+  static const std::vector<std::string> names = {"llama-2-7b", "llama-2-13b", "llama-2-70b",
+                                                 "llama-3-8b", "llama-3-70b", "llama-3.1-405b",
+                                                 "mistral-7b", "qwen2.5-7b",  "mixtral-8x7b"};
   return names;
 }
 
 DecoderConfig decoder_preset(const std::string& name) {
   // the published config.json of each model (Hugging Face repositories named in `source`)
-  struct Preset { const char* source; json config; };
+  struct Preset {
+    const char* source;
+    json config;
+  };
   static const std::map<std::string, Preset> presets = {
-      {"llama-2-7b", {"meta-llama/Llama-2-7b-hf config.json", {{"model_type", "llama"}, {"hidden_size", 4096}, {"num_hidden_layers", 32},
-          {"num_attention_heads", 32}, {"num_key_value_heads", 32}, {"intermediate_size", 11008}, {"vocab_size", 32000},
-          {"max_position_embeddings", 4096}}}},
-      {"llama-2-13b", {"meta-llama/Llama-2-13b-hf config.json", {{"model_type", "llama"}, {"hidden_size", 5120}, {"num_hidden_layers", 40},
-          {"num_attention_heads", 40}, {"num_key_value_heads", 40}, {"intermediate_size", 13824}, {"vocab_size", 32000},
-          {"max_position_embeddings", 4096}}}},
-      {"llama-2-70b", {"meta-llama/Llama-2-70b-hf config.json", {{"model_type", "llama"}, {"hidden_size", 8192}, {"num_hidden_layers", 80},
-          {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"intermediate_size", 28672}, {"vocab_size", 32000},
-          {"max_position_embeddings", 4096}}}},
-      {"llama-3-8b", {"meta-llama/Meta-Llama-3-8B config.json", {{"model_type", "llama"}, {"hidden_size", 4096}, {"num_hidden_layers", 32},
-          {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"intermediate_size", 14336}, {"vocab_size", 128256},
-          {"max_position_embeddings", 8192}}}},
-      {"llama-3-70b", {"meta-llama/Meta-Llama-3-70B config.json", {{"model_type", "llama"}, {"hidden_size", 8192}, {"num_hidden_layers", 80},
-          {"num_attention_heads", 64}, {"num_key_value_heads", 8}, {"intermediate_size", 28672}, {"vocab_size", 128256},
-          {"max_position_embeddings", 8192}}}},
-      {"llama-3.1-405b", {"meta-llama/Llama-3.1-405B config.json", {{"model_type", "llama"}, {"hidden_size", 16384},
-          {"num_hidden_layers", 126}, {"num_attention_heads", 128}, {"num_key_value_heads", 8}, {"intermediate_size", 53248},
-          {"vocab_size", 128256}, {"max_position_embeddings", 131072}}}},
-      {"mistral-7b", {"mistralai/Mistral-7B-v0.1 config.json", {{"model_type", "mistral"}, {"hidden_size", 4096},
-          {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"intermediate_size", 14336},
-          {"vocab_size", 32000}, {"max_position_embeddings", 32768}, {"sliding_window", 4096}}}},
-      {"qwen2.5-7b", {"Qwen/Qwen2.5-7B config.json", {{"model_type", "qwen2"}, {"hidden_size", 3584}, {"num_hidden_layers", 28},
-          {"num_attention_heads", 28}, {"num_key_value_heads", 4}, {"intermediate_size", 18944}, {"vocab_size", 152064},
-          {"max_position_embeddings", 131072}, {"tie_word_embeddings", false}, {"use_sliding_window", false}}}},
-      {"mixtral-8x7b", {"mistralai/Mixtral-8x7B-v0.1 config.json", {{"model_type", "mixtral"}, {"hidden_size", 4096},
-          {"num_hidden_layers", 32}, {"num_attention_heads", 32}, {"num_key_value_heads", 8}, {"intermediate_size", 14336},
-          {"vocab_size", 32000}, {"max_position_embeddings", 32768}, {"num_local_experts", 8}, {"num_experts_per_tok", 2},
-          {"sliding_window", nullptr}, {"tie_word_embeddings", false}}}},
+      {"llama-2-7b",
+       {"meta-llama/Llama-2-7b-hf config.json",
+        {{"model_type", "llama"},
+         {"hidden_size", 4096},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 32},
+         {"intermediate_size", 11008},
+         {"vocab_size", 32000},
+         {"max_position_embeddings", 4096}}}},
+      {"llama-2-13b",
+       {"meta-llama/Llama-2-13b-hf config.json",
+        {{"model_type", "llama"},
+         {"hidden_size", 5120},
+         {"num_hidden_layers", 40},
+         {"num_attention_heads", 40},
+         {"num_key_value_heads", 40},
+         {"intermediate_size", 13824},
+         {"vocab_size", 32000},
+         {"max_position_embeddings", 4096}}}},
+      {"llama-2-70b",
+       {"meta-llama/Llama-2-70b-hf config.json",
+        {{"model_type", "llama"},
+         {"hidden_size", 8192},
+         {"num_hidden_layers", 80},
+         {"num_attention_heads", 64},
+         {"num_key_value_heads", 8},
+         {"intermediate_size", 28672},
+         {"vocab_size", 32000},
+         {"max_position_embeddings", 4096}}}},
+      {"llama-3-8b",
+       {"meta-llama/Meta-Llama-3-8B config.json",
+        {{"model_type", "llama"},
+         {"hidden_size", 4096},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 8},
+         {"intermediate_size", 14336},
+         {"vocab_size", 128256},
+         {"max_position_embeddings", 8192}}}},
+      {"llama-3-70b",
+       {"meta-llama/Meta-Llama-3-70B config.json",
+        {{"model_type", "llama"},
+         {"hidden_size", 8192},
+         {"num_hidden_layers", 80},
+         {"num_attention_heads", 64},
+         {"num_key_value_heads", 8},
+         {"intermediate_size", 28672},
+         {"vocab_size", 128256},
+         {"max_position_embeddings", 8192}}}},
+      {"llama-3.1-405b",
+       {"meta-llama/Llama-3.1-405B config.json",
+        {{"model_type", "llama"},
+         {"hidden_size", 16384},
+         {"num_hidden_layers", 126},
+         {"num_attention_heads", 128},
+         {"num_key_value_heads", 8},
+         {"intermediate_size", 53248},
+         {"vocab_size", 128256},
+         {"max_position_embeddings", 131072}}}},
+      {"mistral-7b",
+       {"mistralai/Mistral-7B-v0.1 config.json",
+        {{"model_type", "mistral"},
+         {"hidden_size", 4096},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 8},
+         {"intermediate_size", 14336},
+         {"vocab_size", 32000},
+         {"max_position_embeddings", 32768},
+         {"sliding_window", 4096}}}},
+      {"qwen2.5-7b",
+       {"Qwen/Qwen2.5-7B config.json",
+        {{"model_type", "qwen2"},
+         {"hidden_size", 3584},
+         {"num_hidden_layers", 28},
+         {"num_attention_heads", 28},
+         {"num_key_value_heads", 4},
+         {"intermediate_size", 18944},
+         {"vocab_size", 152064},
+         {"max_position_embeddings", 131072},
+         {"tie_word_embeddings", false},
+         {"use_sliding_window", false}}}},
+      {"mixtral-8x7b",
+       {"mistralai/Mixtral-8x7B-v0.1 config.json",
+        {{"model_type", "mixtral"},
+         {"hidden_size", 4096},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 8},
+         {"intermediate_size", 14336},
+         {"vocab_size", 32000},
+         {"max_position_embeddings", 32768},
+         {"num_local_experts", 8},
+         {"num_experts_per_tok", 2},
+         {"sliding_window", nullptr},
+         {"tie_word_embeddings", false}}}},
   };
   const auto it = presets.find(name);
   if (it == presets.end()) throw Error(ErrorCode::kNotFound, fmt::format("unknown decoder preset '{}'", name));

@@ -25,8 +25,8 @@ TensorDesc GraphBuilder::linear(const std::string& name, const TensorDesc& x, st
   return add(std::move(op));
 }
 
-TensorDesc GraphBuilder::conv2d(const std::string& name, const TensorDesc& x, std::int64_t out,
-                                std::int64_t kernel, std::int64_t padding) {
+TensorDesc GraphBuilder::conv2d(const std::string& name, const TensorDesc& x, std::int64_t out, std::int64_t kernel,
+                                std::int64_t padding) {
   OpRecord op{name, OpKind::kConv, "Conv2d", {x}, {}, {}, {}, {}};
   const std::int64_t h = x.shape[2] + 2 * padding - kernel + 1;
   const std::int64_t w = x.shape[3] + 2 * padding - kernel + 1;
@@ -58,8 +58,8 @@ TensorDesc GraphBuilder::layer_norm(const std::string& name, const TensorDesc& x
 TensorDesc GraphBuilder::batch_norm(const std::string& name, const TensorDesc& x) {
   const std::int64_t c = x.shape[1];
   OpRecord op{name, OpKind::kBatchNorm, "BatchNorm2d", {x}, {{name, x.shape, dtype_}}, {}, {}, {}};
-  op.parameters = {param(name + ".weight", {c}), param(name + ".bias", {c}),
-                   param(name + ".running_mean", {c}, false), param(name + ".running_var", {c}, false)};
+  op.parameters = {param(name + ".weight", {c}), param(name + ".bias", {c}), param(name + ".running_mean", {c}, false),
+                   param(name + ".running_var", {c}, false)};
   return add(std::move(op));
 }
 
@@ -99,8 +99,7 @@ TensorDesc GraphBuilder::select_step(const std::string& name, const TensorDesc& 
   return add(std::move(op));
 }
 
-std::vector<TensorDesc> GraphBuilder::split_heads(const std::string& name, const TensorDesc& qkv,
-                                                  std::int64_t heads) {
+std::vector<TensorDesc> GraphBuilder::split_heads(const std::string& name, const TensorDesc& qkv, std::int64_t heads) {
   const std::int64_t d = qkv.shape[2] / 3;
   const Shape s{qkv.shape[0], heads, qkv.shape[1], d / heads};
   OpRecord op{name, OpKind::kSplit, "split_heads", {qkv}, {}, {}, {}, {}};
@@ -125,8 +124,8 @@ TensorDesc GraphBuilder::attention(const std::string& name, const TensorDesc& q,
   return add(std::move(op));
 }
 
-TensorDesc GraphBuilder::recurrent(const std::string& name, OpKind kind, const TensorDesc& x,
-                                   std::int64_t hidden, std::int64_t layers) {
+TensorDesc GraphBuilder::recurrent(const std::string& name, OpKind kind, const TensorDesc& x, std::int64_t hidden,
+                                   std::int64_t layers) {
   const std::int64_t gates = kind == OpKind::kLstm ? 4 : kind == OpKind::kGru ? 3 : 1;
   OpRecord op{name, kind, std::string(op_kind_name(kind)), {x}, {}, {}, {}, {}};
   for (std::int64_t l = 0; l < layers; ++l) {

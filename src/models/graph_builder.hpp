@@ -16,11 +16,10 @@ class GraphBuilder {
   TensorDesc input(const std::string& name, Shape shape) const { return {name, std::move(shape), dtype_}; }
 
   TensorDesc linear(const std::string& name, const TensorDesc& x, std::int64_t out, bool bias = true);
-  TensorDesc conv2d(const std::string& name, const TensorDesc& x, std::int64_t out,
-                    std::int64_t kernel, std::int64_t padding);
+  TensorDesc conv2d(const std::string& name, const TensorDesc& x, std::int64_t out, std::int64_t kernel,
+                    std::int64_t padding);
   TensorDesc activation(const std::string& name, const TensorDesc& x, const std::string& function);
-  TensorDesc binary(const std::string& name, const TensorDesc& a, const TensorDesc& b,
-                    const std::string& function);
+  TensorDesc binary(const std::string& name, const TensorDesc& a, const TensorDesc& b, const std::string& function);
   TensorDesc layer_norm(const std::string& name, const TensorDesc& x);
   TensorDesc batch_norm(const std::string& name, const TensorDesc& x);
   TensorDesc max_pool2d(const std::string& name, const TensorDesc& x, std::int64_t kernel);
@@ -35,11 +34,10 @@ class GraphBuilder {
   std::vector<TensorDesc> split_heads(const std::string& name, const TensorDesc& qkv, std::int64_t heads);
   /// [B, heads, T, dh] back to [B, T, heads*dh] (a copy).
   TensorDesc merge_heads(const std::string& name, const TensorDesc& x);
-  TensorDesc attention(const std::string& name, const TensorDesc& q, const TensorDesc& k,
-                       const TensorDesc& v);
+  TensorDesc attention(const std::string& name, const TensorDesc& q, const TensorDesc& k, const TensorDesc& v);
   /// A multi-layer RNN/GRU/LSTM over [B, T, I], batch first, biases on; returns the output sequence.
-  TensorDesc recurrent(const std::string& name, OpKind kind, const TensorDesc& x,
-                       std::int64_t hidden, std::int64_t layers);
+  TensorDesc recurrent(const std::string& name, OpKind kind, const TensorDesc& x, std::int64_t hidden,
+                       std::int64_t layers);
 
   /// Marks `y` as the graph's output and returns the finished graph.
   OpGraph finish(const TensorDesc& y);

@@ -13,15 +13,14 @@ namespace {
 using detail::GraphBuilder;
 
 constexpr std::int64_t kMaxOption = std::int64_t{1} << 40;  // keeps shape arithmetic in int64
-constexpr std::int64_t kMaxDepth = 10000;  // each layer is a handful of op records in memory
+constexpr std::int64_t kMaxDepth = 10000;                   // each layer is a handful of op records in memory
 
 void require_range(const char* option, std::int64_t value) {
   if (value < 1) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("--{} must be at least 1 (got {})", option, value));
   }
   if (value > kMaxOption) {
-    throw Error(ErrorCode::kOutOfRange,
-                fmt::format("--{} {} is too large (at most {})", option, value, kMaxOption));
+    throw Error(ErrorCode::kOutOfRange, fmt::format("--{} {} is too large (at most {})", option, value, kMaxOption));
   }
 }
 
@@ -45,8 +44,8 @@ OpGraph build_cnn(const ReferenceOptions& o) {
   const std::int64_t divisor = std::int64_t{1} << (o.depth - 1);
   if (o.width % divisor != 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--width {} must be divisible by {} for a {}-stage cnn (channels halve per stage)",
-                            o.width, divisor, o.depth));
+                fmt::format("--width {} must be divisible by {} for a {}-stage cnn (channels halve per stage)", o.width,
+                            divisor, o.depth));
   }
   GraphBuilder b("cnn", o.dtype);
   TensorDesc x = b.input("input", {o.batch, 3, 32, 32});

@@ -22,8 +22,8 @@ class Links {
   CollectiveCost cost(Collective c, double bytes, double element_bytes, std::string& basis) const {
     if (nodes_ > 1) {
       basis = "model, hierarchical";
-      return hierarchical_cost(c, CollectiveAlgorithm::kRing, per_node_, nodes_, bytes, element_bytes,
-                               r_.intra.roof(), inter_per_device());
+      return hierarchical_cost(c, CollectiveAlgorithm::kRing, per_node_, nodes_, bytes, element_bytes, r_.intra.roof(),
+                               inter_per_device());
     }
     return in_node_cost(r_.intra, c, per_node_, bytes, element_bytes, basis);
   }
@@ -199,8 +199,9 @@ DataParallelStep data_parallel_step(const TrainingReport& report, const DataPara
           "ahead); the first unit's gather is not charged");
     }
     if (request.stage == ZeroStage::kOptimizer || request.stage == ZeroStage::kGradients) {
-      out.approximations.push_back("ZeRO: the updated parameters are gathered after the optimizer step, not overlapped "
-                                   "with the next forward pass");
+      out.approximations.push_back(
+          "ZeRO: the updated parameters are gathered after the optimizer step, not overlapped "
+          "with the next forward pass");
     }
   }
   out.step_seconds = out.compute_seconds + out.exposed_seconds;
@@ -209,17 +210,17 @@ DataParallelStep data_parallel_step(const TrainingReport& report, const DataPara
   // per-device memory: the ledger's interval with the model states replaced by this device's share
   if (n > 1 && request.stage == ZeroStage::kNone) {
     out.bucket_copy_bytes = ledger.gradient_bytes;
-    out.approximations.push_back("DDP keeps a copy of the gradients in its buckets (gradient_as_bucket_view=False, "
-                                 "torch's default)");
+    out.approximations.push_back(
+        "DDP keeps a copy of the gradients in its buckets (gradient_as_bucket_view=False, "
+        "torch's default)");
   }
   // the ledger's two moments (memory.hpp, total_bytes) with this device's shards: the
   // activations' (with the parameter gradients written so far, of which the device keeps its
   // share at ZeRO-2 and above) and the optimizer step's (its gradients and temporaries: Adam's
   // fp32 copies of the largest parameter, a shard's at ZeRO-1 and above)
   const ShardedStates& st = out.states;
-  const std::uint64_t transient = request.stage == ZeroStage::kNone
-                                      ? ledger.optimizer_transient_bytes
-                                      : (ledger.optimizer_transient_bytes + n - 1) / n;
+  const std::uint64_t transient = request.stage == ZeroStage::kNone ? ledger.optimizer_transient_bytes
+                                                                    : (ledger.optimizer_transient_bytes + n - 1) / n;
   const std::uint64_t persistent = st.parameter_bytes + st.optimizer_state_bytes + st.master_weight_bytes +
                                    st.buffer_bytes + st.gathered_parameter_bytes + out.bucket_copy_bytes;
   const std::uint64_t unsharded_gradients = ledger.gradient_bytes - st.gradient_bytes;

@@ -13,11 +13,10 @@ struct StageName {
   std::string_view name;
   ZeroStage stage;
 };
-constexpr StageName kNames[] = {{"ddp", ZeroStage::kNone},           {"zero0", ZeroStage::kNone},
-                                {"no_shard", ZeroStage::kNone},      {"zero1", ZeroStage::kOptimizer},
-                                {"zero2", ZeroStage::kGradients},    {"shard_grad_op", ZeroStage::kGradients},
-                                {"zero3", ZeroStage::kParameters},   {"fsdp", ZeroStage::kParameters},
-                                {"full_shard", ZeroStage::kParameters}};
+constexpr StageName kNames[] = {
+    {"ddp", ZeroStage::kNone},         {"zero0", ZeroStage::kNone},      {"no_shard", ZeroStage::kNone},
+    {"zero1", ZeroStage::kOptimizer},  {"zero2", ZeroStage::kGradients}, {"shard_grad_op", ZeroStage::kGradients},
+    {"zero3", ZeroStage::kParameters}, {"fsdp", ZeroStage::kParameters}, {"full_shard", ZeroStage::kParameters}};
 
 /// `bytes` of `count` elements, one rank's shard of ceil(count / ranks) elements.
 std::uint64_t shard(std::uint64_t bytes, std::uint64_t count, int ranks) {

@@ -37,8 +37,8 @@ DecoderConfig shard_decoder(const DecoderConfig& config, int tp, std::vector<std
   const std::int64_t padded = (config.vocab + tp - 1) / tp * tp;
   d.vocab = padded / tp;
   if (padded != config.vocab && notes != nullptr) {
-    notes->push_back(fmt::format("the vocabulary of {} is padded to {} to split it over {} devices", config.vocab,
-                                 padded, tp));
+    notes->push_back(
+        fmt::format("the vocabulary of {} is padded to {} to split it over {} devices", config.vocab, padded, tp));
   }
   return d;
 }
@@ -57,7 +57,8 @@ std::vector<std::pair<Collective, double>> tensor_parallel_collectives(const Dec
     out.emplace_back(Collective::kAllReduce, activations);  // after the MLP's down_proj
   }
   const double padded_vocab = static_cast<double>((config.vocab + tp - 1) / tp * tp);
-  out.emplace_back(Collective::kAllGather, static_cast<double>(request.batch) * logit_positions * padded_vocab * element);
+  out.emplace_back(Collective::kAllGather,
+                   static_cast<double>(request.batch) * logit_positions * padded_vocab * element);
   return out;
 }
 
@@ -107,8 +108,9 @@ TensorParallelStep tensor_parallel_step(const DecoderConfig& config, const Decod
   out.tp = tp;
   out.shard = shard_decoder(config, tp, &out.notes);
   out.one_device = analyze(build_decoder(config, request, name), hardware);
-  out.device_step = tp == 1 ? out.one_device
-                            : analyze(build_decoder(out.shard, request, fmt::format("{} (1 of {})", name, tp)), hardware);
+  out.device_step = tp == 1
+                        ? out.one_device
+                        : analyze(build_decoder(out.shard, request, fmt::format("{} (1 of {})", name, tp)), hardware);
   out.compute_seconds = out.device_step.totals.fused_lower_bound_seconds;
   const double element = static_cast<double>(dtype_bytes(request.dtype));
   for (const auto& [c, bytes] : tensor_parallel_collectives(config, request, tp)) {

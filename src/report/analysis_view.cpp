@@ -48,7 +48,8 @@ std::string headline(const Analysis& a) {
   for (const OpRoofline& r : a.ops) {
     if (r.bound && *r.bound == Bound::kMemory && r.memory_level != "DRAM") levels.insert(r.memory_level);
   }
-  const double peak = a.hardware.peak_flops_per_second.count(a.dtype) ? a.hardware.peak_flops_per_second.at(a.dtype) : 0;
+  const double peak =
+      a.hardware.peak_flops_per_second.count(a.dtype) ? a.hardware.peak_flops_per_second.at(a.dtype) : 0;
   for (const CacheLevel& c : a.hardware.caches) {
     if (!levels.count(c.name) || !c.bandwidth_bytes_per_second) continue;
     out += fmt::format("roof {}: {} ({} working sets), ridge point {} FLOP/B\n", c.name,
@@ -63,31 +64,31 @@ std::string totals_text(const Analysis& a) {
   const ModelTotals& t = a.totals;
   std::string out = fmt::format(
       "total: {} ({} in contractions), {} moved ({} read, {} written), {} FLOP/B\n",
-      report::si(static_cast<double>(t.flops), "FLOP"),
-      report::si(static_cast<double>(t.contraction_flops), "FLOP"),
+      report::si(static_cast<double>(t.flops), "FLOP"), report::si(static_cast<double>(t.contraction_flops), "FLOP"),
       report::si(static_cast<double>(t.bytes_read + t.bytes_written), "B"),
-      report::si(static_cast<double>(t.bytes_read), "B"),
-      report::si(static_cast<double>(t.bytes_written), "B"), report::fixed1(t.arithmetic_intensity));
+      report::si(static_cast<double>(t.bytes_read), "B"), report::si(static_cast<double>(t.bytes_written), "B"),
+      report::fixed1(t.arithmetic_intensity));
   out += fmt::format("parameters: {} ({} with buffers)\n", report::grouped(t.parameter_count),
                      report::si(static_cast<double>(t.parameter_bytes), "B"));
-  out += fmt::format(
-      "lower bound: {} unfused ({}-bound), {} fused ({} moved)\n",
-      report::si(t.lower_bound_seconds, "s"), bound_name(t.bound),
-      report::si(t.fused_lower_bound_seconds, "s"),
-      report::si(static_cast<double>(t.fused_bytes_read + t.fused_bytes_written), "B"));
+  out +=
+      fmt::format("lower bound: {} unfused ({}-bound), {} fused ({} moved)\n", report::si(t.lower_bound_seconds, "s"),
+                  bound_name(t.bound), report::si(t.fused_lower_bound_seconds, "s"),
+                  report::si(static_cast<double>(t.fused_bytes_read + t.fused_bytes_written), "B"));
   if (const std::optional<LaunchFloor> f = launch_floor(a)) {
     // the GPU's per-kernel launch floor, its own term beside the roofline (gpu/launch_floor.hpp)
-    out += fmt::format("launch floor: {} per kernel ({}): {} kernels unfused = {}, {} fused = {}; {} ops bound below "
-                       "it; with the floor the bound is {} unfused, {} fused\n",
-                       report::si(f->seconds_per_kernel, "s"),
-                       f->source.rfind("estimate", 0) == 0 ? "an estimate" : "measured or given",
-                       f->unfused_kernels, report::si(f->unfused_floor_seconds, "s"), f->fused_kernels,
-                       report::si(f->fused_floor_seconds, "s"), f->ops_below_floor,
-                       report::si(f->unfused_bound_seconds, "s"), report::si(f->fused_bound_seconds, "s"));
+    out += fmt::format(
+        "launch floor: {} per kernel ({}): {} kernels unfused = {}, {} fused = {}; {} ops bound below "
+        "it; with the floor the bound is {} unfused, {} fused\n",
+        report::si(f->seconds_per_kernel, "s"),
+        f->source.rfind("estimate", 0) == 0 ? "an estimate" : "measured or given", f->unfused_kernels,
+        report::si(f->unfused_floor_seconds, "s"), f->fused_kernels, report::si(f->fused_floor_seconds, "s"),
+        f->ops_below_floor, report::si(f->unfused_bound_seconds, "s"), report::si(f->fused_bound_seconds, "s"));
   }
   if (t.dram_lower_bound_seconds > t.lower_bound_seconds * 1.0001) {
-    out += fmt::format("cache-aware: ops whose working set fits a cache level are timed at its bandwidth; with every "
-                       "byte from DRAM the unfused bound is {}\n", report::si(t.dram_lower_bound_seconds, "s"));
+    out += fmt::format(
+        "cache-aware: ops whose working set fits a cache level are timed at its bandwidth; with every "
+        "byte from DRAM the unfused bound is {}\n",
+        report::si(t.dram_lower_bound_seconds, "s"));
   }
   if (a.batch > 0 && t.lower_bound_seconds > 0 && !a.mostly_unmodeled()) {
     out += fmt::format("best case: {} samples/s from the unfused bound, {} from the fused bound{}\n",
@@ -104,9 +105,9 @@ std::string unmodeled_text(const Analysis& a) {
   if (a.complete()) return notes;
   double bytes = 0;
   for (const UnmodeledOp& u : a.unmodeled) bytes += u.byte_share;
-  std::string out = fmt::format(
-      "warning: {} of {} ops are not modeled ({} of bytes moved); FLOP totals are incomplete\n",
-      a.unmodeled.size(), a.ops.size(), report::percent(bytes));
+  std::string out =
+      fmt::format("warning: {} of {} ops are not modeled ({} of bytes moved); FLOP totals are incomplete\n",
+                  a.unmodeled.size(), a.ops.size(), report::percent(bytes));
   for (const UnmodeledOp& u : a.unmodeled) {
     out += fmt::format("note: op '{}': {}\n", terminal_text(a.graph.op(u.op_index).name), terminal_text(u.reason));
   }
@@ -137,30 +138,30 @@ static std::string analysis_view(const Analysis& a, Format format) {
   if (format == Format::kJson) return report::json_text(analysis_json(a));
   report::Table t;
   t.headers = {"op", "kind", "output", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound", "share"};
-  t.raw_headers = {"name", "kind", "output_shape", "flops", "bytes", "arithmetic_intensity",
-                   "bound", "lower_bound_seconds", "share"};
+  t.raw_headers = {
+      "name", "kind", "output_shape", "flops", "bytes", "arithmetic_intensity", "bound", "lower_bound_seconds",
+      "share"};
   t.right_align = {false, false, false, true, true, true, false, true, true};
   for (const OpRoofline& r : a.ops) {
     const OpRecord& op = a.graph.op(r.op_index);
     const bool ok = r.cost.modeled;
     const bool view = ok && r.cost.flops == 0 && r.cost.bytes() == 0;  // no work: no roof binds
-    t.rows.push_back({text(op.name), text(std::string(op_kind_name(op.kind))), text(output_shape(op)),
-                      ok ? count(r.cost.flops, "") : text("?"), count(r.cost.bytes(), "B"),
-                      ok && !view ? Cell{report::fixed1(r.cost.arithmetic_intensity()),
-                                         fmt::format("{}", r.cost.arithmetic_intensity())}
-                                  : text(view ? "-" : "?"),
-                      text(!ok     ? "unmodeled"
-                           : view  ? "-"
-                           : *r.bound == Bound::kMemory && r.memory_level != "DRAM" ? "memory " + r.memory_level
-                                                                                    : std::string(bound_name(*r.bound))),
-                      num(r.lower_bound_seconds, "s"),
-                      Cell{report::percent(r.share), fmt::format("{}", r.share)}});
+    t.rows.push_back(
+        {text(op.name), text(std::string(op_kind_name(op.kind))), text(output_shape(op)),
+         ok ? count(r.cost.flops, "") : text("?"), count(r.cost.bytes(), "B"),
+         ok && !view
+             ? Cell{report::fixed1(r.cost.arithmetic_intensity()), fmt::format("{}", r.cost.arithmetic_intensity())}
+             : text(view ? "-" : "?"),
+         text(!ok                                                      ? "unmodeled"
+              : view                                                   ? "-"
+              : *r.bound == Bound::kMemory && r.memory_level != "DRAM" ? "memory " + r.memory_level
+                                                                       : std::string(bound_name(*r.bound))),
+         num(r.lower_bound_seconds, "s"), Cell{report::percent(r.share), fmt::format("{}", r.share)}});
   }
   if (format == Format::kCsv) return report::render_table(t, format);
   const ModelTotals& tot = a.totals;
   t.rows.push_back({text("total"), text(""), text(""), count(tot.flops, ""),
-                    count(tot.bytes_read + tot.bytes_written, "B"),
-                    text(report::fixed1(tot.arithmetic_intensity)),
+                    count(tot.bytes_read + tot.bytes_written, "B"), text(report::fixed1(tot.arithmetic_intensity)),
                     text(std::string(bound_name(tot.bound))), num(tot.lower_bound_seconds, "s"),
                     text(report::percent(1.0))});
   std::string out = format == Format::kMarkdown ? "### " : "";
@@ -175,11 +176,19 @@ static std::string summary_view(const std::vector<Analysis>& analyses, Format fo
     return report::json_text(j);
   }
   report::Table t;
-  t.headers = {"model", "batch", "params", "FLOPs", "bytes", "FLOP/B", "bound", "lower bound",
-               "fused bound", "samples/s (max)", "complete"};
-  t.raw_headers = {"model", "batch", "parameter_count", "flops", "bytes", "arithmetic_intensity",
-                   "bound", "lower_bound_seconds", "fused_lower_bound_seconds",
-                   "max_samples_per_second", "complete"};
+  t.headers = {"model", "batch",       "params",      "FLOPs",           "bytes",   "FLOP/B",
+               "bound", "lower bound", "fused bound", "samples/s (max)", "complete"};
+  t.raw_headers = {"model",
+                   "batch",
+                   "parameter_count",
+                   "flops",
+                   "bytes",
+                   "arithmetic_intensity",
+                   "bound",
+                   "lower_bound_seconds",
+                   "fused_lower_bound_seconds",
+                   "max_samples_per_second",
+                   "complete"};
   t.right_align = {false, true, true, true, true, true, false, true, true, true, false};
   for (const Analysis& a : analyses) {
     const ModelTotals& tot = a.totals;
@@ -188,29 +197,30 @@ static std::string summary_view(const std::vector<Analysis>& analyses, Format fo
                       count(tot.flops, ""), count(tot.bytes_read + tot.bytes_written, "B"),
                       Cell{report::fixed1(tot.arithmetic_intensity), fmt::format("{}", tot.arithmetic_intensity)},
                       text(std::string(bound_name(tot.bound))), num(tot.lower_bound_seconds, "s"),
-                      num(tot.fused_lower_bound_seconds, "s"), num(rate, ""),
-                      text(a.complete() ? "yes" : "NO")});
+                      num(tot.fused_lower_bound_seconds, "s"), num(rate, ""), text(a.complete() ? "yes" : "NO")});
   }
   if (format == Format::kCsv || analyses.empty()) return report::render_table(t, format);
   const Analysis& first = analyses.front();
   bool references = true;
   const std::vector<std::string>& names = reference_model_names();
-  for (const Analysis& a : analyses) references = references && std::find(names.begin(), names.end(), a.model) != names.end();
-  std::string out = fmt::format("{}{} on {} [{}], {}: peak {}, memory {}\n\n",
-                                format == Format::kMarkdown ? "### " : "",
-                                references ? "reference networks" : fmt::format("{} analyses", analyses.size()),
-                                first.hardware.name,
-                                first.hardware.id, dtype_name(first.dtype),
-                                first.hardware.peak_flops_per_second.count(first.dtype)
-                                    ? report::si(first.hardware.peak_flops_per_second.at(first.dtype), "FLOP/s")
-                                    : "n/a",
-                                report::si(first.hardware.memory_bandwidth_bytes_per_second, "B/s"));
+  for (const Analysis& a : analyses)
+    references = references && std::find(names.begin(), names.end(), a.model) != names.end();
+  std::string out =
+      fmt::format("{}{} on {} [{}], {}: peak {}, memory {}\n\n", format == Format::kMarkdown ? "### " : "",
+                  references ? "reference networks" : fmt::format("{} analyses", analyses.size()), first.hardware.name,
+                  first.hardware.id, dtype_name(first.dtype),
+                  first.hardware.peak_flops_per_second.count(first.dtype)
+                      ? report::si(first.hardware.peak_flops_per_second.at(first.dtype), "FLOP/s")
+                      : "n/a",
+                  report::si(first.hardware.memory_bandwidth_bytes_per_second, "B/s"));
   out += report::render_table(t, format);
-  out += "\nlower bound = sum over ops of max(FLOPs / peak, bytes / bandwidth); fused keeps "
-         "elementwise and normalisation chains on chip (docs/counting.md); samples/s (max) is from the unfused "
-         "bound\n";
+  out +=
+      "\nlower bound = sum over ops of max(FLOPs / peak, bytes / bandwidth); fused keeps "
+      "elementwise and normalisation chains on chip (docs/counting.md); samples/s (max) is from the unfused "
+      "bound\n";
   for (const Analysis& a : analyses) {
-    for (const std::string& n : a.graph.notes()) out += fmt::format("note: {}: {}\n", terminal_text(a.model), terminal_text(n));
+    for (const std::string& n : a.graph.notes())
+      out += fmt::format("note: {}: {}\n", terminal_text(a.model), terminal_text(n));
   }
   return out;
 }

@@ -41,7 +41,8 @@ json select_signal(const std::string& name, const json& value, const json& optio
 
 std::string label_of(const ResultRun& r) { return fmt::format("{} · {} {}", r.model, r.backend, r.mode); }
 
-std::vector<std::string> distinct(const std::vector<ResultRun>& runs, std::string ResultRun::*field, bool measured_only) {
+std::vector<std::string> distinct(const std::vector<ResultRun>& runs, std::string ResultRun::*field,
+                                  bool measured_only) {
   std::vector<std::string> out;
   for (const ResultRun& r : runs) {
     if (measured_only && r.failed()) continue;
@@ -51,7 +52,9 @@ std::vector<std::string> distinct(const std::vector<ResultRun>& runs, std::strin
 }
 
 json color_scale(const std::vector<ResultRun>& runs) {
-  return {{"name", "color"}, {"type", "ordinal"}, {"domain", distinct(runs, &ResultRun::backend, false)},
+  return {{"name", "color"},
+          {"type", "ordinal"},
+          {"domain", distinct(runs, &ResultRun::backend, false)},
           {"range", {{"scheme", "tableau10"}}}};
 }
 

@@ -21,7 +21,8 @@ nlohmann::json select_signal(const std::string& name, const nlohmann::json& valu
 /// "model · backend mode"
 std::string label_of(const ResultRun& r);
 /// The distinct values of `field` over the runs (the measured ones only when asked), in order.
-std::vector<std::string> distinct(const std::vector<ResultRun>& runs, std::string ResultRun::*field, bool measured_only);
+std::vector<std::string> distinct(const std::vector<ResultRun>& runs, std::string ResultRun::*field,
+                                  bool measured_only);
 /// Colour by backend, shape by mode.
 nlohmann::json color_scale(const std::vector<ResultRun>& runs);
 nlohmann::json shape_scale(const std::vector<ResultRun>& runs);

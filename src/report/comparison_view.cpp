@@ -42,13 +42,15 @@ std::string render_comparison(const std::vector<ProfileRun>& runs, Format format
     }
     row.push_back({w.same_model ? "yes" : "NO", w.same_model ? "yes" : "no"});
     if (!w.same_model) {
-      warnings += fmt::format("warning: {} batch {}: the backends ran different models ({})\n", w.model, w.batch, w.detail);
+      warnings +=
+          fmt::format("warning: {} batch {}: the backends ran different models ({})\n", w.model, w.batch, w.detail);
     }
     t.rows.push_back(std::move(row));
   }
   if (format == Format::kCsv) return report::render_table(t, format);
   const std::string title = "comparison: median latency (roofline efficiency) per backend";
-  return (format == Format::kMarkdown ? "### " + title + "\n\n" : title + "\n") + report::render_table(t, format) + warnings;
+  return (format == Format::kMarkdown ? "### " + title + "\n\n" : title + "\n") + report::render_table(t, format) +
+         warnings;
 }
 
 json comparison_json(const std::vector<ProfileRun>& runs) {

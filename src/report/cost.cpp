@@ -69,7 +69,8 @@ PriceList parse_price_file(std::string_view text, const std::string& origin) {
   auto fail = [&](const std::string& field, const std::string& problem) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: field '{}' {}", origin, field, problem));
   };
-  if (!j.is_object()) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: a price file must be a JSON object", origin));
+  if (!j.is_object())
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: a price file must be a JSON object", origin));
   for (const auto& [key, value] : j.items()) {
     if (key != "schema_version" && key != "currency" && key != "price_per_hour" && key != "notes") {
       fail(key, "is not a price file field (schema_version, currency, price_per_hour, notes)");
@@ -79,7 +80,8 @@ PriceList parse_price_file(std::string_view text, const std::string& origin) {
   PriceList prices;
   prices.origin = origin;
   if (j.contains("currency")) {
-    if (!j["currency"].is_string() || j["currency"].get<std::string>().empty()) fail("currency", "must be a non-empty string");
+    if (!j["currency"].is_string() || j["currency"].get<std::string>().empty())
+      fail("currency", "must be a non-empty string");
     prices.currency = j["currency"].get<std::string>();
   }
   if (!j.contains("price_per_hour") || !j["price_per_hour"].is_object() || j["price_per_hour"].empty()) {
@@ -116,8 +118,8 @@ std::optional<RunCost> run_cost(const ResultRun& run, double price_per_hour) {
   c.tokens_per_sample = sequence_length(run);
   if (c.tokens_per_sample > 0) {
     const double t = static_cast<double>(c.tokens_per_sample);
-    c.per_million_tokens = Money{c.per_million_samples.value / t, c.per_million_samples.low / t,
-                                 c.per_million_samples.high / t};
+    c.per_million_tokens =
+        Money{c.per_million_samples.value / t, c.per_million_samples.low / t, c.per_million_samples.high / t};
   }
   c.above_bound_per_million_samples =
       kMillion * per_sample(std::max(0.0, run.median_seconds - run.lower_bound_seconds));
@@ -137,7 +139,8 @@ CostReport cost_of(const ResultsFile& results, const PriceList& prices) {
   for (const ResultRun& run : results.runs) {
     const std::optional<double> price = prices.price_for(run.hardware_id);
     if (!price) {
-      if (std::find(unpriced.begin(), unpriced.end(), run.hardware_id) == unpriced.end()) unpriced.push_back(run.hardware_id);
+      if (std::find(unpriced.begin(), unpriced.end(), run.hardware_id) == unpriced.end())
+        unpriced.push_back(run.hardware_id);
       report.runs.emplace_back();
       continue;
     }

@@ -22,18 +22,20 @@ Cell money_cell(const Money& m, const std::string& currency) {
 }  // namespace
 
 json cost_json(const ResultsFile& results, const CostReport& cost) {
-  json j{{"schema_version", 1},
-         {"tool", {{"name", "neural-cost"}, {"version", std::string(kVersion)}}},
-         {"results", results.path},
-         {"currency", cost.currency},
-         {"training", kTrainingCostNote},
-         {"warnings", cost.warnings}};
+  json j{{"schema_version", 1},           {"tool", {{"name", "neural-cost"}, {"version", std::string(kVersion)}}},
+         {"results", results.path},       {"currency", cost.currency},
+         {"training", kTrainingCostNote}, {"warnings", cost.warnings}};
   j["runs"] = json::array();
   for (std::size_t i = 0; i < results.runs.size(); ++i) {
     const ResultRun& r = results.runs[i];
-    json run{{"model", r.model}, {"backend", r.backend}, {"mode", r.mode}, {"batch", r.batch},
+    json run{{"model", r.model},
+             {"backend", r.backend},
+             {"mode", r.mode},
+             {"batch", r.batch},
              {"workload", cell_of(r).training ? "train" : "forward"},
-             {"device", r.device}, {"hardware_id", r.hardware_id}, {"verdict", r.verdict}};
+             {"device", r.device},
+             {"hardware_id", r.hardware_id},
+             {"verdict", r.verdict}};
     if (!r.failed()) {
       run["median_seconds"] = r.median_seconds;
       run["ci95_low_seconds"] = r.ci95_low_seconds;
@@ -48,7 +50,11 @@ json cost_json(const ResultsFile& results, const CostReport& cost) {
     json layers = json::array();
     for (const LayerCost& lc : c->layers) {
       const ResultLayer& l = r.layers[lc.layer];
-      layers.push_back({{"event", l.event}, {"name", l.name}, {"module", l.module}, {"kind", l.kind}, {"waste_seconds", l.waste_seconds},
+      layers.push_back({{"event", l.event},
+                        {"name", l.name},
+                        {"module", l.module},
+                        {"kind", l.kind},
+                        {"waste_seconds", l.waste_seconds},
                         {"above_bound_per_million_samples", lc.above_bound_per_million_samples}});
     }
     run["cost"] = {{"price_per_hour", c->price_per_hour},
@@ -66,10 +72,20 @@ json cost_json(const ResultsFile& results, const CostReport& cost) {
 static std::string cost_view(const ResultsFile& results, const CostReport& cost, Format format) {
   if (format == Format::kJson) return report::json_text(cost_json(results, cost));
   report::Table t;
-  t.headers = {"model", "backend", "mode", "batch", "price/h", "per sample", "per 1M samples", "per 1M tokens",
+  t.headers = {"model",           "backend",         "mode",           "batch",
+               "price/h",         "per sample",      "per 1M samples", "per 1M tokens",
                "above bound /1M", "costliest layer", "workload"};
-  t.raw_headers = {"model", "backend", "mode", "batch", "price_per_hour", "per_sample", "per_million_samples",
-                   "per_million_tokens", "above_bound_per_million_samples", "costliest_layer", "workload"};
+  t.raw_headers = {"model",
+                   "backend",
+                   "mode",
+                   "batch",
+                   "price_per_hour",
+                   "per_sample",
+                   "per_million_samples",
+                   "per_million_tokens",
+                   "above_bound_per_million_samples",
+                   "costliest_layer",
+                   "workload"};
   t.right_align = {false, false, false, true, true, true, true, true, true, false, false};
   const std::string& cur = cost.currency;
   for (std::size_t i = 0; i < results.runs.size(); ++i) {
@@ -95,17 +111,21 @@ static std::string cost_view(const ResultsFile& results, const CostReport& cost,
                    fmt::format("{}", c->per_sample.value)});
     row.push_back(money_cell(c->per_million_samples, cur));
     row.push_back(c->per_million_tokens ? money_cell(*c->per_million_tokens, cur) : Cell{"-", ""});
-    row.push_back({report::money(c->above_bound_per_million_samples, cur), fmt::format("{}", c->above_bound_per_million_samples)});
+    row.push_back({report::money(c->above_bound_per_million_samples, cur),
+                   fmt::format("{}", c->above_bound_per_million_samples)});
     row.push_back({layer, layer_raw});
     row.push_back(workload);
     t.rows.push_back(row);
   }
   std::string out = report::render_table(t, format);
   if (format == Format::kCsv) return out;
-  out += fmt::format("\ncost = price per hour / 3600 x median / batch; intervals from the 95% CI of the median; per "
-                     "token: samples x sequence length (rnn, lstm, transformer). {}\n", kTrainingCostNote);
+  out += fmt::format(
+      "\ncost = price per hour / 3600 x median / batch; intervals from the 95% CI of the median; per "
+      "token: samples x sequence length (rnn, lstm, transformer). {}\n",
+      kTrainingCostNote);
   for (const std::string& w : cost.warnings) {
-    out += (format == Format::kMarkdown ? report::markdown_text("warning: " + w) : terminal_text("warning: " + w)) + "\n";
+    out +=
+        (format == Format::kMarkdown ? report::markdown_text("warning: " + w) : terminal_text("warning: " + w)) + "\n";
   }
   return out;
 }

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <map>
 
-#include "neuralcost/measure/rounds.hpp"
 #include <tuple>
+#include "neuralcost/measure/rounds.hpp"
 
 namespace neuralcost {
 namespace {
@@ -103,16 +103,17 @@ Findings find_findings(const ResultsFile& results) {
     std::int64_t& b = largest_batch[std::get<0>(key)];
     b = std::max(b, std::get<1>(key));
   }
-  std::stable_sort(f.winners.begin(), f.winners.end(),
-                   [](const Winner& a, const Winner& b) { return a.run < b.run; });
+  std::stable_sort(f.winners.begin(), f.winners.end(), [](const Winner& a, const Winner& b) { return a.run < b.run; });
   std::map<Config, std::vector<std::string>> wins;
   std::vector<std::string> counted;  // one win per model (the first device at its largest batch)
   for (const Winner& w : f.winners) {
     if (w.batch != largest_batch[w.model]) continue;
     if (std::find(counted.begin(), counted.end(), w.model) != counted.end()) continue;
     counted.push_back(w.model);
-    if (w.decided) wins[{runs[w.run].backend, runs[w.run].mode}].push_back(w.model);
-    else f.tied_models.push_back(w.model);
+    if (w.decided)
+      wins[{runs[w.run].backend, runs[w.run].mode}].push_back(w.model);
+    else
+      f.tied_models.push_back(w.model);
   }
   f.models_compared = counted.size();
   for (auto& [config, models] : wins) f.wins.push_back({config, models});

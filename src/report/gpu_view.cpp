@@ -87,12 +87,13 @@ std::string render_gpu_calibration(const GpuCalibration& c, Format format) {
   t.right_align = {false, true, true, true, false};
   for (const GpuCeiling& g : c.ceilings) {
     const std::string unit = g.unit == "s" ? "s" : g.unit;
-    t.rows.push_back({{g.name, ""},
-                      {report::si(g.measured, unit), fmt::format("{}", g.measured)},
-                      {g.datasheet ? report::si(*g.datasheet, unit) : "-", g.datasheet ? fmt::format("{}", *g.datasheet) : ""},
-                      {g.ratio ? fmt::format("{:.1f}%{}", 100 * *g.ratio, g.above_datasheet ? " (above!)" : "") : "-",
-                       g.ratio ? fmt::format("{}", *g.ratio) : ""},
-                      {g.how, ""}});
+    t.rows.push_back(
+        {{g.name, ""},
+         {report::si(g.measured, unit), fmt::format("{}", g.measured)},
+         {g.datasheet ? report::si(*g.datasheet, unit) : "-", g.datasheet ? fmt::format("{}", *g.datasheet) : ""},
+         {g.ratio ? fmt::format("{:.1f}%{}", 100 * *g.ratio, g.above_datasheet ? " (above!)" : "") : "-",
+          g.ratio ? fmt::format("{}", *g.ratio) : ""},
+         {g.how, ""}});
   }
   if (format == Format::kCsv) return report::render_table(t, format);
   std::string out = fmt::format("{}calibration of {} ({}, compute {}){}, compared with {}\n",
@@ -105,9 +106,12 @@ std::string render_gpu_calibration(const GpuCalibration& c, Format format) {
     k.headers = k.raw_headers = {"kernel", "quantity", "expected", "counters", "ratio"};
     k.right_align = {false, false, true, true, true};
     for (const CounterCheck& r : c.counter_checks) {
-      k.rows.push_back({{r.kernel, ""}, {r.quantity, ""}, {report::si(r.expected, ""), fmt::format("{}", r.expected)},
-                        {report::si(r.measured, ""), fmt::format("{}", r.measured)},
-                        {r.ratio ? fmt::format("{:.2f}%", 100 * *r.ratio) : "-", r.ratio ? fmt::format("{}", *r.ratio) : ""}});
+      k.rows.push_back(
+          {{r.kernel, ""},
+           {r.quantity, ""},
+           {report::si(r.expected, ""), fmt::format("{}", r.expected)},
+           {report::si(r.measured, ""), fmt::format("{}", r.measured)},
+           {r.ratio ? fmt::format("{:.2f}%", 100 * *r.ratio) : "-", r.ratio ? fmt::format("{}", *r.ratio) : ""}});
     }
     out += "\nhardware counters (CUPTI range profiler) on kernels of known work:\n" + report::render_table(k, format);
   }

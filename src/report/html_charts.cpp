@@ -2,16 +2,16 @@
 // value from a results file passed as JSON data, never as markup.
 #include "report/html_charts.hpp"
 
+#include <fmt/format.h>
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
-#include <fmt/format.h>
 #include "neuralcost/version.hpp"
+#include "report/chart_parts.hpp"
 #include "report/findings_text.hpp"
 #include "report/safe_text.hpp"
 #include "report/si_format.hpp"
-#include "report/chart_parts.hpp"
 
 namespace neuralcost::report {
 
@@ -52,8 +52,13 @@ Chart roofline_chart(const ResultsFile& results, std::vector<std::string>& notes
       continue;
     }
     extend(r.arithmetic_intensity, r.achieved_flops_per_second);
-    run_points.push_back({{"i", i}, {"x", r.arithmetic_intensity}, {"y", r.achieved_flops_per_second},
-                          {"backend", r.backend}, {"mode", r.mode}, {"verdict", r.verdict}, {"tooltip", run_tooltip(r)}});
+    run_points.push_back({{"i", i},
+                          {"x", r.arithmetic_intensity},
+                          {"y", r.achieved_flops_per_second},
+                          {"backend", r.backend},
+                          {"mode", r.mode},
+                          {"verdict", r.verdict},
+                          {"tooltip", run_tooltip(r)}});
     std::size_t drawn_layers = 0;
     for (const ResultLayer& l : r.layers) {
       if (l.flops == 0 || l.bytes == 0 || !(l.measured_seconds > 0)) continue;
@@ -61,17 +66,18 @@ Chart roofline_chart(const ResultsFile& results, std::vector<std::string>& notes
       const double rate = static_cast<double>(l.flops) / l.measured_seconds;
       extend(ai, rate);
       ++drawn_layers;
-      layer_points.push_back(
-          {{"run", i}, {"x", ai}, {"y", rate},
-           {"tooltip",
-            {{"layer", l.label()},
-             {"kind", l.kind.empty() ? "-" : l.kind},
-             {"FLOPs", si(static_cast<double>(l.flops), "FLOP")},
-             {"bytes", si(static_cast<double>(l.bytes), "B")},
-             {"arithmetic intensity", fmt::format("{:.3g} FLOP/B", ai)},
-             {"time", si(l.measured_seconds, "s")},
-             {"efficiency", report::percent(l.efficiency)},
-             {"limit", l.bound.empty() ? "-" : l.bound}}}});
+      layer_points.push_back({{"run", i},
+                              {"x", ai},
+                              {"y", rate},
+                              {"tooltip",
+                               {{"layer", l.label()},
+                                {"kind", l.kind.empty() ? "-" : l.kind},
+                                {"FLOPs", si(static_cast<double>(l.flops), "FLOP")},
+                                {"bytes", si(static_cast<double>(l.bytes), "B")},
+                                {"arithmetic intensity", fmt::format("{:.3g} FLOP/B", ai)},
+                                {"time", si(l.measured_seconds, "s")},
+                                {"efficiency", report::percent(l.efficiency)},
+                                {"limit", l.bound.empty() ? "-" : l.bound}}}});
     }
     if (drawn_layers > 0) {
       chosen_options.push_back(i);
@@ -80,8 +86,10 @@ Chart roofline_chart(const ResultsFile& results, std::vector<std::string>& notes
   }
   c.expected = run_points.size();
   if (not_drawn > 0) {
-    notes.push_back(fmt::format("{} measured run(s) with no FLOPs or no bytes cannot be placed on log axes and are not "
-                                "drawn.", not_drawn));
+    notes.push_back(
+        fmt::format("{} measured run(s) with no FLOPs or no bytes cannot be placed on log axes and are not "
+                    "drawn.",
+                    not_drawn));
   }
   // the roofs: compute per dtype (peak, and the vector rate where it differs), memory per cache
   // level with a bandwidth and DRAM; a ridge point per dtype against DRAM
@@ -103,10 +111,12 @@ Chart roofline_chart(const ResultsFile& results, std::vector<std::string>& notes
   double top = 0, fastest = 0;
   for (const auto& [n, p] : peaks) {
     top = std::max(top, p);
-    ridges.push_back({{"x", p / hw->memory_bandwidth_bytes_per_second}, {"y", p},
-                      {"tooltip", {{"ridge point", n},
-                                   {"intensity", fmt::format("{:.3g} FLOP/B", p / hw->memory_bandwidth_bytes_per_second)},
-                                   {"peak", si(p, "FLOP/s")}}}});
+    ridges.push_back({{"x", p / hw->memory_bandwidth_bytes_per_second},
+                      {"y", p},
+                      {"tooltip",
+                       {{"ridge point", n},
+                        {"intensity", fmt::format("{:.3g} FLOP/B", p / hw->memory_bandwidth_bytes_per_second)},
+                        {"peak", si(p, "FLOP/s")}}}});
     extend(p / hw->memory_bandwidth_bytes_per_second, p);
   }
   for (const auto& [n, bw] : levels) fastest = std::max(fastest, bw);
@@ -118,7 +128,8 @@ Chart roofline_chart(const ResultsFile& results, std::vector<std::string>& notes
   std::vector<Roof> roofs;
   for (const auto& [n, bw] : levels) {
     const double xe = top > 0 ? std::min(xhi, top / bw) : xhi;
-    roofs.push_back({xlo, bw * xlo, xe, bw * xe, fmt::format("{} {}", n, si(bw, "B/s")), n == "DRAM" ? "dram" : "cache"});
+    roofs.push_back(
+        {xlo, bw * xlo, xe, bw * xe, fmt::format("{} {}", n, si(bw, "B/s")), n == "DRAM" ? "dram" : "cache"});
   }
   for (const auto& [n, p] : peaks) {
     roofs.push_back({std::min(xhi, p / fastest), p, xhi, p, fmt::format("{} {}", n, si(p, "FLOP/s")), "compute"});
@@ -137,14 +148,20 @@ Chart roofline_chart(const ResultsFile& results, std::vector<std::string>& notes
                 {"transform", json::array({{{"type", "filter"}, {"expr", "datum.run === chosen"}}})}}};
   const json first = chosen_options.empty() ? json(-1) : chosen_options.front();
   s["signals"] = json::array();
-  if (chosen_options.empty()) s["signals"].push_back({{"name", "chosen"}, {"value", -1}});
-  else s["signals"].push_back(select_signal("chosen", first, chosen_options, chosen_labels, "per-layer points of "));
+  if (chosen_options.empty())
+    s["signals"].push_back({{"name", "chosen"}, {"value", -1}});
+  else
+    s["signals"].push_back(select_signal("chosen", first, chosen_options, chosen_labels, "per-layer points of "));
   s["scales"] = {{{"name", "x"}, {"type", "log"}, {"domain", {xlo, xhi}}, {"range", "width"}, {"nice", false}},
                  {{"name", "y"}, {"type", "log"}, {"domain", {ylo, yhi}}, {"range", "height"}, {"nice", false}},
                  color_scale(runs),
                  shape_scale(runs)};
-  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"title", "arithmetic intensity (FLOP/byte)"}, {"grid", true},
-                {"format", "~g"}, {"labelOverlap", true}},
+  s["axes"] = {{{"orient", "bottom"},
+                {"scale", "x"},
+                {"title", "arithmetic intensity (FLOP/byte)"},
+                {"grid", true},
+                {"format", "~g"},
+                {"labelOverlap", true}},
                {{"orient", "left"}, {"scale", "y"}, {"title", "FLOP/s"}, {"grid", true}, {"format", "~s"}}};
   s["legends"] = {{{"fill", "color"}, {"title", "framework"}, {"symbolType", "circle"}},
                   {{"shape", "shape"}, {"title", "mode"}}};
@@ -205,17 +222,20 @@ Chart roofline_chart(const ResultsFile& results, std::vector<std::string>& notes
            {"size", {{"value", 110}}},
            {"fill", {{"scale", "color"}, {"field", "backend"}}},
            {"fillOpacity", {{"value", 0.85}}},
-           {"stroke", {{"signal", "datum.verdict === 'mistrusted' ? '#d62728' : datum.i === chosen ? '#000' : '#fff'"}}},
+           {"stroke",
+            {{"signal", "datum.verdict === 'mistrusted' ? '#d62728' : datum.i === chosen ? '#000' : '#fff'"}}},
            {"strokeWidth", {{"signal", "datum.verdict === 'mistrusted' || datum.i === chosen ? 2 : 0.8"}}},
            {"tooltip", {{"field", "tooltip"}}}}}}}}};
   if (hw) {
-    notes.push_back(fmt::format("Roofs of {} [{}]: compute per dtype, memory per cache level and DRAM; diamonds "
-                                "are the ridge points against DRAM.",
-                                hw->name, hw->id));
+    notes.push_back(
+        fmt::format("Roofs of {} [{}]: compute per dtype, memory per cache level and DRAM; diamonds "
+                    "are the ridge points against DRAM.",
+                    hw->name, hw->id));
   }
   if (results.hardware.size() > 1) {
-    notes.push_back(fmt::format("The runs were measured against {} hardware specs; the roofs drawn are the first run's.",
-                                results.hardware.size()));
+    notes.push_back(
+        fmt::format("The runs were measured against {} hardware specs; the roofs drawn are the first run's.",
+                    results.hardware.size()));
   }
   return c;
 }
@@ -235,9 +255,15 @@ Chart latency_chart(const ResultsFile& results) {
     const double low = r.ci95_low_seconds > 0 ? r.ci95_low_seconds : r.median_seconds;
     lo = std::min(lo, low);
     hi = std::max(hi, std::max(r.ci95_high_seconds, r.median_seconds));
-    rows.push_back({{"label", label_of(r)}, {"batch", r.batch}, {"median", r.median_seconds}, {"low", low},
-                    {"high", std::max(r.ci95_high_seconds, r.median_seconds)}, {"backend", r.backend}, {"mode", r.mode},
-                    {"verdict", r.verdict}, {"tooltip", run_tooltip(r)}});
+    rows.push_back({{"label", label_of(r)},
+                    {"batch", r.batch},
+                    {"median", r.median_seconds},
+                    {"low", low},
+                    {"high", std::max(r.ci95_high_seconds, r.median_seconds)},
+                    {"backend", r.backend},
+                    {"mode", r.mode},
+                    {"verdict", r.verdict},
+                    {"tooltip", run_tooltip(r)}});
     if (r.batch == chosen) ++c.expected;
   }
   std::size_t most = 1;
@@ -250,41 +276,51 @@ Chart latency_chart(const ResultsFile& results) {
                {{"name", "shown"},
                 {"source", "latency"},
                 {"transform", json::array({{{"type", "filter"}, {"expr", "datum.batch === batch"}}})}}};
-  s["scales"] = {{{"name", "x"}, {"type", "log"}, {"domain", {lo / 1.5, hi * 1.5}}, {"range", "width"}, {"nice", false}},
-                 {{"name", "y"}, {"type", "band"}, {"domain", {{"data", "shown"}, {"field", "label"}}},
-                  {"range", "height"}, {"padding", 0.3}},
-                 color_scale(runs),
-                 shape_scale(runs)};
+  s["scales"] = {
+      {{"name", "x"}, {"type", "log"}, {"domain", {lo / 1.5, hi * 1.5}}, {"range", "width"}, {"nice", false}},
+      {{"name", "y"},
+       {"type", "band"},
+       {"domain", {{"data", "shown"}, {"field", "label"}}},
+       {"range", "height"},
+       {"padding", 0.3}},
+      color_scale(runs),
+      shape_scale(runs)};
   // the log axis's own labels (it leaves some ticks unlabelled), in seconds
-  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"grid", true}, {"format", "~s"}, {"labelOverlap", true},
-                {"encode", {{"labels", {{"update", {{"text", {{"signal", "datum.label ? datum.label + 's' : ''"}}}}}}}}},
-                {"title", "median time per pass; whiskers: 95% CI of the median"}},
-               {{"orient", "left"}, {"scale", "y"}, {"labelLimit", 260}}};
+  s["axes"] = {
+      {{"orient", "bottom"},
+       {"scale", "x"},
+       {"grid", true},
+       {"format", "~s"},
+       {"labelOverlap", true},
+       {"encode", {{"labels", {{"update", {{"text", {{"signal", "datum.label ? datum.label + 's' : ''"}}}}}}}}},
+       {"title", "median time per pass; whiskers: 95% CI of the median"}},
+      {{"orient", "left"}, {"scale", "y"}, {"labelLimit", 260}}};
   s["legends"] = {{{"fill", "color"}, {"title", "framework"}, {"symbolType", "circle"}},
                   {{"shape", "shape"}, {"title", "mode"}}};
   const json y = {{"scale", "y"}, {"field", "label"}, {"band", 0.5}};
-  s["marks"] = {{{"type", "rule"},
-                 {"from", {{"data", "shown"}}},
-                 {"encode",
-                  {{"update",
-                    {{"x", {{"scale", "x"}, {"field", "low"}}},
-                     {"x2", {{"scale", "x"}, {"field", "high"}}},
-                     {"y", y},
-                     {"stroke", {{"scale", "color"}, {"field", "backend"}}},
-                     {"strokeWidth", {{"value", 2}}}}}}}},
-                {{"type", "symbol"},
-                 {"name", "latency_points"},
-                 {"from", {{"data", "shown"}}},
-                 {"encode",
-                  {{"update",
-                    {{"x", {{"scale", "x"}, {"field", "median"}}},
-                     {"y", y},
-                     {"shape", {{"scale", "shape"}, {"field", "mode"}}},
-                     {"size", {{"value", 80}}},
-                     {"fill", {{"signal", "datum.verdict === 'mistrusted' ? '#fff' : scale('color', datum.backend)"}}},
-                     {"stroke", {{"signal", "datum.verdict === 'mistrusted' ? '#d62728' : scale('color', datum.backend)"}}},
-                     {"strokeWidth", {{"value", 1.5}}},
-                     {"tooltip", {{"field", "tooltip"}}}}}}}}};
+  s["marks"] = {
+      {{"type", "rule"},
+       {"from", {{"data", "shown"}}},
+       {"encode",
+        {{"update",
+          {{"x", {{"scale", "x"}, {"field", "low"}}},
+           {"x2", {{"scale", "x"}, {"field", "high"}}},
+           {"y", y},
+           {"stroke", {{"scale", "color"}, {"field", "backend"}}},
+           {"strokeWidth", {{"value", 2}}}}}}}},
+      {{"type", "symbol"},
+       {"name", "latency_points"},
+       {"from", {{"data", "shown"}}},
+       {"encode",
+        {{"update",
+          {{"x", {{"scale", "x"}, {"field", "median"}}},
+           {"y", y},
+           {"shape", {{"scale", "shape"}, {"field", "mode"}}},
+           {"size", {{"value", 80}}},
+           {"fill", {{"signal", "datum.verdict === 'mistrusted' ? '#fff' : scale('color', datum.backend)"}}},
+           {"stroke", {{"signal", "datum.verdict === 'mistrusted' ? '#d62728' : scale('color', datum.backend)"}}},
+           {"strokeWidth", {{"value", 1.5}}},
+           {"tooltip", {{"field", "tooltip"}}}}}}}}};
   return c;
 }
 
@@ -303,9 +339,15 @@ Chart heatmap_chart(const ResultsFile& results) {
     if (std::find(models.begin(), models.end(), r.model) == models.end()) models.push_back(r.model);
     if (!r.failed()) top = std::max(top, r.efficiency);
     const std::string text = r.failed() ? "failed" : report::percent(r.efficiency) + (r.mistrusted() ? " ?" : "");
-    json tooltip = r.failed() ? json{{"run", report::run_name(r)}, {"verdict", "failed"}, {"error", r.error}} : run_tooltip(r);
-    cells.push_back({{"model", r.model}, {"config", config}, {"batch", r.batch}, {"efficiency", r.efficiency},
-                     {"verdict", r.verdict}, {"text", text}, {"tooltip", tooltip}});
+    json tooltip =
+        r.failed() ? json{{"run", report::run_name(r)}, {"verdict", "failed"}, {"error", r.error}} : run_tooltip(r);
+    cells.push_back({{"model", r.model},
+                     {"config", config},
+                     {"batch", r.batch},
+                     {"efficiency", r.efficiency},
+                     {"verdict", r.verdict},
+                     {"text", text},
+                     {"tooltip", tooltip}});
     if (r.batch == chosen) ++c.expected;
   }
   c.spec = base_spec(std::max<double>(240, 110.0 * static_cast<double>(configs.size())),
@@ -317,41 +359,51 @@ Chart heatmap_chart(const ResultsFile& results) {
                 {"source", "cells"},
                 {"transform", json::array({{{"type", "filter"}, {"expr", "datum.batch === batch"}}})}}};
   // the configurations and models of the chosen batch (a model may have been run at other batches only)
-  s["scales"] = {{{"name", "x"}, {"type", "band"}, {"domain", {{"data", "shown"}, {"field", "config"}}},
-                  {"range", "width"}, {"padding", 0.04}},
-                 {{"name", "y"}, {"type", "band"}, {"domain", {{"data", "shown"}, {"field", "model"}}},
-                  {"range", "height"}, {"padding", 0.04}},
-                 {{"name", "heat"}, {"type", "linear"}, {"domain", {0, top > 0 ? top : 1}},
-                  {"range", {{"scheme", "blues"}}}, {"zero", true}}};
+  s["scales"] = {{{"name", "x"},
+                  {"type", "band"},
+                  {"domain", {{"data", "shown"}, {"field", "config"}}},
+                  {"range", "width"},
+                  {"padding", 0.04}},
+                 {{"name", "y"},
+                  {"type", "band"},
+                  {"domain", {{"data", "shown"}, {"field", "model"}}},
+                  {"range", "height"},
+                  {"padding", 0.04}},
+                 {{"name", "heat"},
+                  {"type", "linear"},
+                  {"domain", {0, top > 0 ? top : 1}},
+                  {"range", {{"scheme", "blues"}}},
+                  {"zero", true}}};
   s["axes"] = {{{"orient", "top"}, {"scale", "x"}, {"labelLimit", 150}}, {{"orient", "left"}, {"scale", "y"}}};
-  s["legends"] = json::array({{{"fill", "heat"}, {"title", "roofline efficiency"}, {"format", ".1%"}, {"type", "gradient"}}});
-  s["marks"] = {
-      {{"type", "rect"},
-       {"name", "heat_cells"},
-       {"from", {{"data", "shown"}}},
-       {"encode",
-        {{"update",
-          {{"x", {{"scale", "x"}, {"field", "config"}}},
-           {"width", {{"scale", "x"}, {"band", 1}}},
-           {"y", {{"scale", "y"}, {"field", "model"}}},
-           {"height", {{"scale", "y"}, {"band", 1}}},
-           {"fill", json::array({{{"test", "datum.verdict === 'failed'"}, {"value", "#e6e6e6"}},
-                                 {{"scale", "heat"}, {"field", "efficiency"}}})},
-           {"stroke", {{"signal", "datum.verdict === 'mistrusted' ? '#d62728' : null"}}},
-           {"strokeWidth", {{"value", 2}}},
-           {"tooltip", {{"field", "tooltip"}}}}}}}},
-      {{"type", "text"},
-       {"from", {{"data", "shown"}}},
-       {"encode",
-        {{"update",
-          {{"x", {{"scale", "x"}, {"field", "config"}, {"band", 0.5}}},
-           {"y", {{"scale", "y"}, {"field", "model"}, {"band", 0.5}}},
-           {"align", {{"value", "center"}}},
-           {"baseline", {{"value", "middle"}}},
-           {"text", {{"field", "text"}}},
-           {"fontSize", {{"value", 11}}},
-           {"fill", {{"signal", std::string("datum.verdict !== 'failed' && datum.efficiency > ") +
-                                    fmt::format("{}", 0.55 * (top > 0 ? top : 1)) + " ? '#fff' : '#222'"}}}}}}}}};
+  s["legends"] =
+      json::array({{{"fill", "heat"}, {"title", "roofline efficiency"}, {"format", ".1%"}, {"type", "gradient"}}});
+  s["marks"] = {{{"type", "rect"},
+                 {"name", "heat_cells"},
+                 {"from", {{"data", "shown"}}},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"field", "config"}}},
+                     {"width", {{"scale", "x"}, {"band", 1}}},
+                     {"y", {{"scale", "y"}, {"field", "model"}}},
+                     {"height", {{"scale", "y"}, {"band", 1}}},
+                     {"fill", json::array({{{"test", "datum.verdict === 'failed'"}, {"value", "#e6e6e6"}},
+                                           {{"scale", "heat"}, {"field", "efficiency"}}})},
+                     {"stroke", {{"signal", "datum.verdict === 'mistrusted' ? '#d62728' : null"}}},
+                     {"strokeWidth", {{"value", 2}}},
+                     {"tooltip", {{"field", "tooltip"}}}}}}}},
+                {{"type", "text"},
+                 {"from", {{"data", "shown"}}},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"field", "config"}, {"band", 0.5}}},
+                     {"y", {{"scale", "y"}, {"field", "model"}, {"band", 0.5}}},
+                     {"align", {{"value", "center"}}},
+                     {"baseline", {{"value", "middle"}}},
+                     {"text", {{"field", "text"}}},
+                     {"fontSize", {{"value", 11}}},
+                     {"fill",
+                      {{"signal", std::string("datum.verdict !== 'failed' && datum.efficiency > ") +
+                                      fmt::format("{}", 0.55 * (top > 0 ? top : 1)) + " ? '#fff' : '#222'"}}}}}}}}};
   return c;
 }
 
@@ -366,52 +418,65 @@ Chart scaling_chart(const ResultsFile& results) {
     if (std::find(models.begin(), models.end(), r.model) == models.end()) models.push_back(r.model);
     blo = std::min(blo, r.batch);
     bhi = std::max(bhi, r.batch);
-    points.push_back({{"model", r.model}, {"config", report::config_name(r)}, {"backend", r.backend}, {"mode", r.mode},
-                      {"batch", r.batch}, {"sps", r.samples_per_second}, {"verdict", r.verdict},
+    points.push_back({{"model", r.model},
+                      {"config", report::config_name(r)},
+                      {"backend", r.backend},
+                      {"mode", r.mode},
+                      {"batch", r.batch},
+                      {"sps", r.samples_per_second},
+                      {"verdict", r.verdict},
                       {"tooltip", run_tooltip(r)}});
     if (r.model == (models.empty() ? "" : models.front())) ++c.expected;
   }
   if (points.empty()) blo = 1, bhi = 2;
   json& s = c.spec;
-  s["signals"] = json::array({select_signal("model", models.empty() ? json("") : json(models.front()), models, models, "model ")});
+  s["signals"] =
+      json::array({select_signal("model", models.empty() ? json("") : json(models.front()), models, models, "model ")});
   s["data"] = {{{"name", "points"}, {"values", points}},
                {{"name", "shown"},
                 {"source", "points"},
                 {"transform", json::array({{{"type", "filter"}, {"expr", "datum.model === model"}}})}}};
-  s["scales"] = {{{"name", "x"}, {"type", "log"}, {"base", 2},
-                  {"domain", {static_cast<double>(blo) / 1.3, static_cast<double>(bhi) * 1.3}}, {"range", "width"},
+  s["scales"] = {{{"name", "x"},
+                  {"type", "log"},
+                  {"base", 2},
+                  {"domain", {static_cast<double>(blo) / 1.3, static_cast<double>(bhi) * 1.3}},
+                  {"range", "width"},
                   {"nice", false}},
-                 {{"name", "y"}, {"type", "log"}, {"domain", {{"data", "shown"}, {"field", "sps"}}}, {"range", "height"},
-                  {"nice", true}, {"zero", false}},
-                 {{"name", "color"}, {"type", "ordinal"}, {"domain", {{"data", "points"}, {"field", "config"}, {"sort", true}}},
+                 {{"name", "y"},
+                  {"type", "log"},
+                  {"domain", {{"data", "shown"}, {"field", "sps"}}},
+                  {"range", "height"},
+                  {"nice", true},
+                  {"zero", false}},
+                 {{"name", "color"},
+                  {"type", "ordinal"},
+                  {"domain", {{"data", "points"}, {"field", "config"}, {"sort", true}}},
                   {"range", {{"scheme", "tableau10"}}}}};
   s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"title", "batch"}, {"grid", true}, {"format", "~g"}},
                {{"orient", "left"}, {"scale", "y"}, {"title", "samples/s"}, {"grid", true}, {"format", "~s"}}};
   s["legends"] = json::array({{{"stroke", "color"}, {"title", "framework, mode"}, {"symbolType", "stroke"}}});
-  s["marks"] = {
-      {{"type", "group"},
-       {"from", {{"facet", {{"name", "series"}, {"data", "shown"}, {"groupby", "config"}}}}},
-       {"marks",
-        json::array({{{"type", "line"},
-          {"from", {{"data", "series"}}},
-          {"sort", {{"field", "datum.batch"}}},
-          {"encode",
-           {{"update",
-             {{"x", {{"scale", "x"}, {"field", "batch"}}},
-              {"y", {{"scale", "y"}, {"field", "sps"}}},
-              {"stroke", {{"scale", "color"}, {"field", "config"}}},
-              {"strokeWidth", {{"value", 2}}}}}}}}})}},
-      {{"type", "symbol"},
-       {"name", "scaling_points"},
-       {"from", {{"data", "shown"}}},
-       {"encode",
-        {{"update",
-          {{"x", {{"scale", "x"}, {"field", "batch"}}},
-           {"y", {{"scale", "y"}, {"field", "sps"}}},
-           {"size", {{"value", 50}}},
-           {"fill", {{"signal", "datum.verdict === 'mistrusted' ? '#fff' : scale('color', datum.config)"}}},
-           {"stroke", {{"scale", "color"}, {"field", "config"}}},
-           {"tooltip", {{"field", "tooltip"}}}}}}}}};
+  s["marks"] = {{{"type", "group"},
+                 {"from", {{"facet", {{"name", "series"}, {"data", "shown"}, {"groupby", "config"}}}}},
+                 {"marks", json::array({{{"type", "line"},
+                                         {"from", {{"data", "series"}}},
+                                         {"sort", {{"field", "datum.batch"}}},
+                                         {"encode",
+                                          {{"update",
+                                            {{"x", {{"scale", "x"}, {"field", "batch"}}},
+                                             {"y", {{"scale", "y"}, {"field", "sps"}}},
+                                             {"stroke", {{"scale", "color"}, {"field", "config"}}},
+                                             {"strokeWidth", {{"value", 2}}}}}}}}})}},
+                {{"type", "symbol"},
+                 {"name", "scaling_points"},
+                 {"from", {{"data", "shown"}}},
+                 {"encode",
+                  {{"update",
+                    {{"x", {{"scale", "x"}, {"field", "batch"}}},
+                     {"y", {{"scale", "y"}, {"field", "sps"}}},
+                     {"size", {{"value", 50}}},
+                     {"fill", {{"signal", "datum.verdict === 'mistrusted' ? '#fff' : scale('color', datum.config)"}}},
+                     {"stroke", {{"scale", "color"}, {"field", "config"}}},
+                     {"tooltip", {{"field", "tooltip"}}}}}}}}};
   return c;
 }
 
@@ -431,7 +496,10 @@ Chart speedup_chart(const ResultsFile& results, const Findings& f) {
     const char* source = s.source == SpeedupSource::kDispatch ? "mostly less dispatch (outside the layers)"
                          : s.source == SpeedupSource::kLayers ? "mostly faster layers"
                                                               : "unknown (a run has no per-layer times)";
-    bars.push_back({{"label", label_of(k)}, {"batch", k.batch}, {"speedup", s.speedup}, {"backend", k.backend},
+    bars.push_back({{"label", label_of(k)},
+                    {"batch", k.batch},
+                    {"speedup", s.speedup},
+                    {"backend", k.backend},
                     {"text", fmt::format("{:.2f}x", s.speedup)},
                     {"tooltip",
                      {{"cell", report::run_name(k)},
@@ -453,11 +521,18 @@ Chart speedup_chart(const ResultsFile& results, const Findings& f) {
                {{"name", "shown"},
                 {"source", "bars"},
                 {"transform", json::array({{{"type", "filter"}, {"expr", "datum.batch === batch"}}})}}};
-  s["scales"] = {{{"name", "x"}, {"type", "log"}, {"domain", {lo / 1.6, hi * 1.6}}, {"range", "width"}, {"nice", false}},
-                 {{"name", "y"}, {"type", "band"}, {"domain", {{"data", "shown"}, {"field", "label"}}},
-                  {"range", "height"}, {"padding", 0.25}},
-                 color_scale(results.runs)};
-  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"grid", true}, {"format", "~g"},
+  s["scales"] = {
+      {{"name", "x"}, {"type", "log"}, {"domain", {lo / 1.6, hi * 1.6}}, {"range", "width"}, {"nice", false}},
+      {{"name", "y"},
+       {"type", "band"},
+       {"domain", {{"data", "shown"}, {"field", "label"}}},
+       {"range", "height"},
+       {"padding", 0.25}},
+      color_scale(results.runs)};
+  s["axes"] = {{{"orient", "bottom"},
+                {"scale", "x"},
+                {"grid", true},
+                {"format", "~g"},
                 {"title", "speedup: eager median / compiled median (log; right of 1 is faster)"}},
                {{"orient", "left"}, {"scale", "y"}, {"labelLimit", 260}}};
   s["legends"] = json::array({{{"fill", "color"}, {"title", "framework"}}});
@@ -502,7 +577,10 @@ Chart comparison_chart(const ResultsComparison& cmp) {
     const double change = x.ratio - 1, low = x.ratio_ci95.low - 1, high = x.ratio_ci95.high - 1;
     lo = std::min({lo, low, change});
     hi = std::max({hi, high, change});
-    points.push_back({{"label", cell_name(x.cell)}, {"change", change}, {"low", low}, {"high", high},
+    points.push_back({{"label", cell_name(x.cell)},
+                      {"change", change},
+                      {"low", low},
+                      {"high", high},
                       {"result", std::string(change_name(x.change))},
                       {"tooltip",
                        {{"cell", cell_name(x.cell)},
@@ -518,13 +596,21 @@ Chart comparison_chart(const ResultsComparison& cmp) {
   json& s = c.spec;
   const double pad = std::max(0.02, (hi - lo) * 0.1);
   s["data"] = json::array({{{"name", "changes"}, {"values", points}}});
-  s["scales"] = {{{"name", "x"}, {"type", "linear"}, {"domain", {lo - pad, hi + pad}}, {"range", "width"}, {"zero", true}},
-                 {{"name", "y"}, {"type", "band"}, {"domain", {{"data", "changes"}, {"field", "label"}}},
-                  {"range", "height"}, {"padding", 0.3}},
-                 {{"name", "result"}, {"type", "ordinal"},
-                  {"domain", {"faster", "slower", "no significant change", "not tested"}},
-                  {"range", {"#2ca02c", "#d62728", "#888888", "#bcbd22"}}}};
-  s["axes"] = {{{"orient", "bottom"}, {"scale", "x"}, {"grid", true}, {"format", "+.0%"},
+  s["scales"] = {
+      {{"name", "x"}, {"type", "linear"}, {"domain", {lo - pad, hi + pad}}, {"range", "width"}, {"zero", true}},
+      {{"name", "y"},
+       {"type", "band"},
+       {"domain", {{"data", "changes"}, {"field", "label"}}},
+       {"range", "height"},
+       {"padding", 0.3}},
+      {{"name", "result"},
+       {"type", "ordinal"},
+       {"domain", {"faster", "slower", "no significant change", "not tested"}},
+       {"range", {"#2ca02c", "#d62728", "#888888", "#bcbd22"}}}};
+  s["axes"] = {{{"orient", "bottom"},
+                {"scale", "x"},
+                {"grid", true},
+                {"format", "+.0%"},
                 {"title", "change of the median (after / before - 1); whiskers: 95% interval"}},
                {{"orient", "left"}, {"scale", "y"}, {"labelLimit", 280}}};
   s["legends"] = json::array({{{"fill", "result"}, {"title", "result"}}});

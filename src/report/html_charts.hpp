@@ -13,8 +13,8 @@
 namespace neuralcost::report {
 
 struct Chart {
-  std::string id;      ///< element id, "chart-roofline"
-  std::string mark;    ///< the mark whose items are counted
+  std::string id;    ///< element id, "chart-roofline"
+  std::string mark;  ///< the mark whose items are counted
   std::size_t expected = 0;
   nlohmann::json spec;
 };

@@ -20,9 +20,9 @@ namespace neuralcost {
 namespace {
 
 using nlohmann::json;
+using report::Chart;
 using report::html_text;
 using report::si;
-using report::Chart;
 
 // ---------------------------------------------------------------------------------------------
 // HTML
@@ -94,14 +94,16 @@ std::string name_td(const std::string& text) { return "<td class=\"name\">" + ht
 
 std::string runs_table(const ResultsFile& results) {
   std::string out =
-      "<div class=\"table\"><table><thead><tr><th>#</th><th>model</th><th>framework</th><th>mode</th><th>batch</th><th>device</th>"
+      "<div "
+      "class=\"table\"><table><thead><tr><th>#</th><th>model</th><th>framework</th><th>mode</th><th>batch</"
+      "th><th>device</th>"
       "<th>median</th><th>95% CI</th><th>CV</th><th>samples/s</th><th>FLOP/s</th><th>efficiency</th><th>limit</th>"
       "<th>verdict</th></tr></thead><tbody>\n";
   for (std::size_t i = 0; i < results.runs.size(); ++i) {
     const ResultRun& r = results.runs[i];
     out += fmt::format("<tr class=\"{}\">", r.verdict);
-    out += td(std::to_string(i + 1), true) + name_td(r.model) + td(r.backend) + td(r.mode) + td(std::to_string(r.batch), true) +
-           td(r.device);
+    out += td(std::to_string(i + 1), true) + name_td(r.model) + td(r.backend) + td(r.mode) +
+           td(std::to_string(r.batch), true) + td(r.device);
     if (r.failed()) {
       out += "<td colspan=\"7\">-</td><td><span class=\"flag\">failed</span></td></tr>\n";
       continue;
@@ -114,8 +116,10 @@ std::string runs_table(const ResultsFile& results) {
       // the reasons on a row of their own, under the figures they qualify
       std::string why;
       for (const std::string& reason : r.reasons) why += (why.empty() ? "" : "; ") + reason;
-      out += "<td><span class=\"flag\">&#9888; mistrusted</span></td></tr>\n<tr class=\"mistrusted\"><td></td>"
-             "<td colspan=\"13\" class=\"why\">mistrusted: " + html_text(why) + "</td>";
+      out +=
+          "<td><span class=\"flag\">&#9888; mistrusted</span></td></tr>\n<tr class=\"mistrusted\"><td></td>"
+          "<td colspan=\"13\" class=\"why\">mistrusted: " +
+          html_text(why) + "</td>";
     } else {
       out += td(r.verdict);
     }
@@ -139,7 +143,9 @@ std::string cost_section(const ResultsFile& results, const CostReport& cost) {
       "<p class=\"note\">cost = price per hour / 3600 &times; median / batch; the intervals are the 95% CI of the "
       "median, priced the same way; per token: samples &times; sequence length (rnn, lstm, transformer). "
       "&ldquo;Above bound&rdquo; is the time above the roofline lower bound, priced: what leaving the run as it is "
-      "costs. " + html_text(kTrainingCostNote) + "</p>\n"
+      "costs. " +
+      html_text(kTrainingCostNote) +
+      "</p>\n"
       "<table><thead><tr><th>run</th><th>price/h</th><th>per sample</th><th>per 1M samples</th><th>per 1M tokens</th>"
       "<th>above bound /1M samples</th><th>costliest layer above its bound /1M samples</th></tr></thead><tbody>\n";
   struct TopLayer {
@@ -173,16 +179,17 @@ std::string cost_section(const ResultsFile& results, const CostReport& cost) {
   });
   if (top.size() > 10) top.resize(10);
   if (!top.empty()) {
-    out += "<h3>The layers that cost most above their lower bound</h3>\n<table><thead><tr><th>layer</th><th>kind</th>"
-           "<th>run</th><th>measured</th><th>lower bound</th><th>limit</th><th>above bound /1M samples</th></tr>"
-           "</thead><tbody>\n";
+    out +=
+        "<h3>The layers that cost most above their lower bound</h3>\n<table><thead><tr><th>layer</th><th>kind</th>"
+        "<th>run</th><th>measured</th><th>lower bound</th><th>limit</th><th>above bound /1M samples</th></tr>"
+        "</thead><tbody>\n";
     for (const TopLayer& t : top) {
       const ResultRun& r = results.runs[t.run];
       const ResultLayer& l = r.layers[t.layer.layer];
-      out += "<tr>" + name_td(l.label()) + td(l.kind.empty() ? "-" : l.kind) +
-             name_td(report::run_name(r)) + td(si(l.measured_seconds, "s"), true) + td(si(l.lower_bound_seconds, "s"), true) +
-             td(l.bound.empty() ? "-" : l.bound) + td(report::money(t.layer.above_bound_per_million_samples, cur), true) +
-             "</tr>\n";
+      out += "<tr>" + name_td(l.label()) + td(l.kind.empty() ? "-" : l.kind) + name_td(report::run_name(r)) +
+             td(si(l.measured_seconds, "s"), true) + td(si(l.lower_bound_seconds, "s"), true) +
+             td(l.bound.empty() ? "-" : l.bound) +
+             td(report::money(t.layer.above_bound_per_million_samples, cur), true) + "</tr>\n";
     }
     out += "</tbody></table>\n";
   }
@@ -198,14 +205,16 @@ std::string comparison_table(const ResultsComparison& c) {
     const bool compared = x.change != Change::kNotComparable;
     std::string notes;
     for (const std::string& n : x.notes) notes += (notes.empty() ? "" : "; ") + n;
-    out += "<tr>" + name_td(cell_name(x.cell)) + td(x.before.failed() ? "failed" : si(x.before.median_seconds, "s"), true) +
-           td(x.after.failed() ? "failed" : si(x.after.median_seconds, "s"), true) +
-           td(compared ? fmt::format("{:+.1f}%", (x.ratio - 1) * 100) : "-", true) +
-           td(compared ? fmt::format("{:+.1f}% .. {:+.1f}%", (x.ratio_ci95.low - 1) * 100, (x.ratio_ci95.high - 1) * 100)
-                       : "-",
-              true) +
-           td(x.test ? fmt::format("{:.2g}", x.test->p_value) : "-", true) + td(std::string(change_name(x.change))) +
-           td(notes) + "</tr>\n";
+    out +=
+        "<tr>" + name_td(cell_name(x.cell)) +
+        td(x.before.failed() ? "failed" : si(x.before.median_seconds, "s"), true) +
+        td(x.after.failed() ? "failed" : si(x.after.median_seconds, "s"), true) +
+        td(compared ? fmt::format("{:+.1f}%", (x.ratio - 1) * 100) : "-", true) +
+        td(compared ? fmt::format("{:+.1f}% .. {:+.1f}%", (x.ratio_ci95.low - 1) * 100, (x.ratio_ci95.high - 1) * 100)
+                    : "-",
+           true) +
+        td(x.test ? fmt::format("{:.2g}", x.test->p_value) : "-", true) + td(std::string(change_name(x.change))) +
+        td(notes) + "</tr>\n";
   }
   out += "</tbody></table>\n";
   for (const CellKey& k : c.only_before) out += "<p class=\"note\">only before: " + html_text(cell_name(k)) + "</p>\n";
@@ -237,7 +246,8 @@ std::string render_report_html(const ReportInput& input, const std::string& vega
   std::string hardware = "no readable hardware spec";
   if (!results.hardware.empty()) {
     hardware.clear();
-    for (const HardwareSpec& h : results.hardware) hardware += (hardware.empty() ? "" : "; ") + h.name + " [" + h.id + "]";
+    for (const HardwareSpec& h : results.hardware)
+      hardware += (hardware.empty() ? "" : "; ") + h.name + " [" + h.id + "]";
   }
   body += "<h1>neural-cost report</h1>\n<p class=\"meta\">" + html_text(results.path) + " &middot; " +
           html_text(hardware) + " &middot; " + std::to_string(results.runs.size()) + " runs &middot; neural-cost " +
@@ -247,9 +257,10 @@ std::string render_report_html(const ReportInput& input, const std::string& vega
   body += "</ul>\n";
   std::string note;
   for (const std::string& n : roofline_notes) note += (note.empty() ? "" : " ") + n;
-  note += " Points: one per measured run (arithmetic intensity of its captured graph, achieved FLOP/s; red outline: "
-          "mistrusted); triangles: the layers of the run chosen above (hover for layer, kind, FLOPs, bytes, intensity, "
-          "time, efficiency, limit).";
+  note +=
+      " Points: one per measured run (arithmetic intensity of its captured graph, achieved FLOP/s; red outline: "
+      "mistrusted); triangles: the layers of the run chosen above (hover for layer, kind, FLOPs, bytes, intensity, "
+      "time, efficiency, limit).";
   std::size_t k = 0;
   body += chart_section("Roofline", charts[k++], note);
   body += chart_section("Latency per model, framework and mode", charts[k++],
@@ -282,13 +293,15 @@ std::string render_report_html(const ReportInput& input, const std::string& vega
   for (const Chart& c : charts) {
     data["charts"].push_back({{"id", c.id}, {"mark", c.mark}, {"expected", c.expected}, {"spec", c.spec}});
   }
-  std::string page = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-                     "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-                     "<title>neural-cost report: " + html_text(results.path) + "</title>\n<style>" + kStyle +
-                     "</style>\n<script>\n" + vega_script + "</script>\n</head>\n<body>\n<main>\n" + body +
-                     "<pre id=\"nc-check\"></pre>\n</main>\n"
-                     "<script type=\"application/json\" id=\"nc-report-data\">" + report::json_for_script(data) +
-                     "</script>\n<script>" + kPageScript + "</script>\n</body>\n</html>\n";
+  std::string page =
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
+      "<title>neural-cost report: " +
+      html_text(results.path) + "</title>\n<style>" + kStyle + "</style>\n<script>\n" + vega_script +
+      "</script>\n</head>\n<body>\n<main>\n" + body +
+      "<pre id=\"nc-check\"></pre>\n</main>\n"
+      "<script type=\"application/json\" id=\"nc-report-data\">" +
+      report::json_for_script(data) + "</script>\n<script>" + kPageScript + "</script>\n</body>\n</html>\n";
   return page;
 }
 

@@ -85,8 +85,7 @@ json analysis_json(const Analysis& a) {
       o["bound"] = std::string(bound_name(*r.bound));
     } else {
       for (const char* k : {"flops", "contraction_flops", "transcendentals", "arithmetic_intensity",
-                            "peak_flops_per_second", "compute_seconds",
-                            "attainable_flops_per_second", "bound"}) {
+                            "peak_flops_per_second", "compute_seconds", "attainable_flops_per_second", "bound"}) {
         o[k] = nullptr;
       }
       o["unmodeled_reason"] = r.cost.unmodeled_reason;
@@ -131,8 +130,7 @@ json analysis_json(const Analysis& a) {
         {"bytes", static_cast<double>(t.bytes_read + t.bytes_written) / b},
         {"lower_bound_seconds", t.lower_bound_seconds / b},
         {"max_samples_per_second", t.lower_bound_seconds > 0 ? b / t.lower_bound_seconds : 0.0},
-        {"fused_max_samples_per_second",
-         t.fused_lower_bound_seconds > 0 ? b / t.fused_lower_bound_seconds : 0.0}};
+        {"fused_max_samples_per_second", t.fused_lower_bound_seconds > 0 ? b / t.fused_lower_bound_seconds : 0.0}};
   }
   if (const std::optional<LaunchFloor> f = launch_floor(a)) {
     totals["launch_floor"] = {{"seconds_per_kernel", f->seconds_per_kernel},

@@ -36,9 +36,14 @@ std::string segments_text(const MeasuredCollective& m) {
 }
 
 json point_json(const CollectivePoint& p) {
-  return {{"collective", collective_name(p.collective)}, {"ranks", p.ranks},           {"bytes", p.bytes},
-          {"calls", p.calls},                            {"seconds", p.seconds},       {"median_seconds", p.median_seconds},
-          {"held_back", p.held_back},                    {"predicted_seconds", p.predicted_seconds}};
+  return {{"collective", collective_name(p.collective)},
+          {"ranks", p.ranks},
+          {"bytes", p.bytes},
+          {"calls", p.calls},
+          {"seconds", p.seconds},
+          {"median_seconds", p.median_seconds},
+          {"held_back", p.held_back},
+          {"predicted_seconds", p.predicted_seconds}};
 }
 
 }  // namespace
@@ -51,26 +56,36 @@ std::string render_interconnects(const std::vector<InterconnectSpec>& specs, For
   }
   report::Table t;
   t.headers = {"id", "kind", "scope", "line rate", "bus BW", "of line", "step latency", "in-network BW", "name"};
-  t.raw_headers = {"id", "kind", "scope", "line_rate_bytes_per_second", "bus_bandwidth_bytes_per_second",
-                   "bus_share_of_line_rate", "latency_seconds", "in_network_bus_bandwidth_bytes_per_second", "name"};
+  t.raw_headers = {"id",
+                   "kind",
+                   "scope",
+                   "line_rate_bytes_per_second",
+                   "bus_bandwidth_bytes_per_second",
+                   "bus_share_of_line_rate",
+                   "latency_seconds",
+                   "in_network_bus_bandwidth_bytes_per_second",
+                   "name"};
   t.right_align = {false, false, false, true, true, true, true, true, false};
   for (const auto& s : specs) {
     const Cell none{"-", ""};
-    t.rows.push_back({{s.id, ""}, {s.kind, ""}, {s.scope, ""},
-                      s.line_rate_bytes_per_second ? number(*s.line_rate_bytes_per_second, "B/s") : none,
-                      number(s.bus_bandwidth_bytes_per_second, "B/s"),
-                      s.line_rate_bytes_per_second ? percent(s.bus_bandwidth_bytes_per_second / *s.line_rate_bytes_per_second)
-                                                   : none,
-                      number(s.latency_seconds, "s"),
-                      s.in_network_bus_bandwidth_bytes_per_second
-                          ? number(*s.in_network_bus_bandwidth_bytes_per_second, "B/s")
-                          : Cell{s.in_network_reduction ? "yes, not published" : "-", ""},
-                      {s.name, ""}});
+    t.rows.push_back(
+        {{s.id, ""},
+         {s.kind, ""},
+         {s.scope, ""},
+         s.line_rate_bytes_per_second ? number(*s.line_rate_bytes_per_second, "B/s") : none,
+         number(s.bus_bandwidth_bytes_per_second, "B/s"),
+         s.line_rate_bytes_per_second ? percent(s.bus_bandwidth_bytes_per_second / *s.line_rate_bytes_per_second)
+                                      : none,
+         number(s.latency_seconds, "s"),
+         s.in_network_bus_bandwidth_bytes_per_second ? number(*s.in_network_bus_bandwidth_bytes_per_second, "B/s")
+                                                     : Cell{s.in_network_reduction ? "yes, not published" : "-", ""},
+         {s.name, ""}});
   }
   std::string out = report::render_table(t, format);
   if (format == Format::kTable) {
-    out += "\nBandwidths are per device (or NIC port), one direction; bus BW is what NCCL's ring all-reduce reaches\n"
-           "(nccl-tests' busbw). `neural-cost hardware calibrate --collectives` measures this machine's.\n";
+    out +=
+        "\nBandwidths are per device (or NIC port), one direction; bus BW is what NCCL's ring all-reduce reaches\n"
+        "(nccl-tests' busbw). `neural-cost hardware calibrate --collectives` measures this machine's.\n";
   }
   return out;
 }
@@ -79,9 +94,15 @@ std::string render_systems(const std::vector<SystemSpec>& systems, Format format
   if (format == Format::kJson) {
     json j = json::array();
     for (const auto& s : systems) {
-      j.push_back({{"id", s.id}, {"name", s.name}, {"device", s.device}, {"devices_per_node", s.devices_per_node},
-                   {"intra_node", s.intra_node}, {"inter_node", s.inter_node}, {"nics_per_node", s.nics_per_node},
-                   {"sources", s.sources}, {"notes", s.notes}});
+      j.push_back({{"id", s.id},
+                   {"name", s.name},
+                   {"device", s.device},
+                   {"devices_per_node", s.devices_per_node},
+                   {"intra_node", s.intra_node},
+                   {"inter_node", s.inter_node},
+                   {"nics_per_node", s.nics_per_node},
+                   {"sources", s.sources},
+                   {"notes", s.notes}});
     }
     return report::json_text(j);
   }
@@ -90,8 +111,13 @@ std::string render_systems(const std::vector<SystemSpec>& systems, Format format
   t.raw_headers = {"id", "device", "devices_per_node", "intra_node", "inter_node", "nics_per_node", "name"};
   t.right_align = {false, false, true, false, false, true, false};
   for (const auto& s : systems) {
-    t.rows.push_back({{s.id, ""}, {s.device, ""}, {std::to_string(s.devices_per_node), ""}, {s.intra_node, ""},
-                      {s.inter_node, ""}, {std::to_string(s.nics_per_node), ""}, {s.name, ""}});
+    t.rows.push_back({{s.id, ""},
+                      {s.device, ""},
+                      {std::to_string(s.devices_per_node), ""},
+                      {s.intra_node, ""},
+                      {s.inter_node, ""},
+                      {std::to_string(s.nics_per_node), ""},
+                      {s.name, ""}});
   }
   return report::render_table(t, format);
 }
@@ -100,14 +126,17 @@ std::string render_collective_calibration(const CollectiveCalibration& c, Format
   if (format == Format::kJson) {
     json points = json::array();
     for (const auto& p : c.points) points.push_back(point_json(p));
-    return report::json_text({{"torch", c.torch_version}, {"cpu", c.cpu}, {"wall_seconds", c.wall_seconds},
-                              {"points", points}, {"interconnect", json::parse(interconnect_spec_json(c.link))},
+    return report::json_text({{"torch", c.torch_version},
+                              {"cpu", c.cpu},
+                              {"wall_seconds", c.wall_seconds},
+                              {"points", points},
+                              {"interconnect", json::parse(interconnect_spec_json(c.link))},
                               {"notes", c.notes}});
   }
   report::Table t;
   t.headers = {"collective", "ranks", "sizes", "held back", "median error", "worst error", "within 10 %", "fit"};
-  t.raw_headers = {"collective", "ranks", "sizes", "held_back", "median_error", "max_error", "within_target",
-                   "segments"};
+  t.raw_headers = {"collective",   "ranks",     "sizes",         "held_back",
+                   "median_error", "max_error", "within_target", "segments"};
   t.right_align = {false, true, true, true, true, true, false, false};
   for (const auto& m : c.link.measured) {
     std::vector<double> errors;
@@ -118,9 +147,12 @@ std::string render_collective_calibration(const CollectiveCalibration& c, Format
       if (p.held_back) errors.push_back(std::abs(p.predicted_seconds / p.median_seconds - 1));
     }
     const double worst = errors.empty() ? 0 : *std::max_element(errors.begin(), errors.end());
-    t.rows.push_back({{std::string(collective_name(m.collective)), ""}, {std::to_string(m.ranks), ""},
-                      {std::to_string(sizes), ""}, {std::to_string(errors.size()), ""},
-                      errors.empty() ? Cell{"-", ""} : percent(median(errors)), errors.empty() ? Cell{"-", ""} : percent(worst),
+    t.rows.push_back({{std::string(collective_name(m.collective)), ""},
+                      {std::to_string(m.ranks), ""},
+                      {std::to_string(sizes), ""},
+                      {std::to_string(errors.size()), ""},
+                      errors.empty() ? Cell{"-", ""} : percent(median(errors)),
+                      errors.empty() ? Cell{"-", ""} : percent(worst),
                       {worst <= kHeldBackTarget ? "yes" : "no", worst <= kHeldBackTarget ? "true" : "false"},
                       {segments_text(m), ""}});
   }
@@ -129,8 +161,9 @@ std::string render_collective_calibration(const CollectiveCalibration& c, Format
     out += fmt::format("\n{}: bus bandwidth {}, step latency {} (torch {}, {:.0f} s)\n", c.link.id,
                        report::si(c.link.bus_bandwidth_bytes_per_second, "B/s"),
                        report::si(c.link.latency_seconds, "s"), c.torch_version, c.wall_seconds);
-    out += "Each size's time is the median of its rounds (a call's time is its slowest rank's); the fit uses every\n"
-           "other size and the error is on the sizes between. Segment: t = α + factor × S / busbw.\n";
+    out +=
+        "Each size's time is the median of its rounds (a call's time is its slowest rank's); the fit uses every\n"
+        "other size and the error is on the sizes between. Segment: t = α + factor × S / busbw.\n";
     for (const auto& n : c.notes) out += "note: " + n + "\n";
     for (const auto& n : c.link.notes) out += "note: " + n + "\n";
   }

@@ -60,10 +60,16 @@ std::string render_speculative(const std::vector<SpeculativeEstimate>& estimates
     return report::json_text(j);
   }
   report::Table t;
-  t.headers = {"batch", "target step", "draft steps", "verify step", "tokens/round", "per token", "speedup",
-               "break-even α"};
-  t.raw_headers = {"batch", "target_step_seconds", "draft_steps_seconds", "verify_step_seconds",
-                   "expected_tokens_per_round", "seconds_per_token", "speedup", "break_even_acceptance"};
+  t.headers = {"batch",        "target step", "draft steps", "verify step",
+               "tokens/round", "per token",   "speedup",     "break-even α"};
+  t.raw_headers = {"batch",
+                   "target_step_seconds",
+                   "draft_steps_seconds",
+                   "verify_step_seconds",
+                   "expected_tokens_per_round",
+                   "seconds_per_token",
+                   "speedup",
+                   "break_even_acceptance"};
   t.right_align = {true, true, true, true, true, true, true, true};
   for (const SpeculativeEstimate& e : estimates) {
     const double target = e.target_step.totals.fused_lower_bound_seconds;
@@ -83,19 +89,22 @@ std::string render_speculative(const std::vector<SpeculativeEstimate>& estimates
   std::string out;
   const auto line = [&](const std::string& text) { out += text_line(text, format); };
   if (format != Format::kCsv) {
-    line(fmt::format("speculative decoding: {} verifies {} tokens drafted by {}, each accepted with probability {}, "
-                     "at a context of {} tokens",
-                     r.target, r.draft_tokens, r.draft, r.acceptance, r.context));
+    line(
+        fmt::format("speculative decoding: {} verifies {} tokens drafted by {}, each accepted with probability {}, "
+                    "at a context of {} tokens",
+                    r.target, r.draft_tokens, r.draft, r.acceptance, r.context));
     out += "\n";
   }
   out += report::render_table(t, format);
   if (format == Format::kCsv) return out;
   out += "\n";
-  line(fmt::format("tokens per round = (1 − α^(γ+1)) / (1 − α) with γ = {}, α = {}; per token = (draft steps + "
-                   "verify step) / tokens per round; speedup = target step / per token; break-even α: where the "
-                   "speedup is 1 (never: not even α = 1 pays)",
-                   r.draft_tokens, r.acceptance));
-  line("note: " + basis + " (a bound on each step, not a measurement; the baseline's tokens are all timed at the "
+  line(
+      fmt::format("tokens per round = (1 − α^(γ+1)) / (1 − α) with γ = {}, α = {}; per token = (draft steps + "
+                  "verify step) / tokens per round; speedup = target step / per token; break-even α: where the "
+                  "speedup is 1 (never: not even α = 1 pays)",
+                  r.draft_tokens, r.acceptance));
+  line("note: " + basis +
+       " (a bound on each step, not a measurement; the baseline's tokens are all timed at the "
        "starting context)");
   return out;
 }
@@ -113,25 +122,35 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
     for (const GenerationEstimate& e : estimates) {
       const StepSums& d = e.decode;
       j["estimates"].push_back(
-          {{"model", r.model}, {"batch", e.request.batch}, {"prompt", r.prompt}, {"generate", r.generate},
+          {{"model", r.model},
+           {"batch", e.request.batch},
+           {"prompt", r.prompt},
+           {"generate", r.generate},
            {"time_to_first_token_seconds", e.prefill.totals.fused_lower_bound_seconds},
            {"prefill_lower_bound_seconds", e.prefill.totals.lower_bound_seconds},
            {"decode_steps", e.decode_steps},
            {"seconds_per_output_token", e.seconds_per_output_token()},
-           {"first_step_seconds", e.decode_steps > 0 ? json(e.first_step.totals.fused_lower_bound_seconds) : json(nullptr)},
-           {"last_step_seconds", e.decode_steps > 0 ? json(e.last_step.totals.fused_lower_bound_seconds) : json(nullptr)},
+           {"first_step_seconds",
+            e.decode_steps > 0 ? json(e.first_step.totals.fused_lower_bound_seconds) : json(nullptr)},
+           {"last_step_seconds",
+            e.decode_steps > 0 ? json(e.last_step.totals.fused_lower_bound_seconds) : json(nullptr)},
            {"seconds", e.seconds()},
            {"tokens_per_second", static_cast<double>(e.request.batch * r.generate) / e.seconds()},
-           {"decode", {{"flops", d.flops}, {"contraction_flops", d.contraction_flops}, {"bytes_read", d.bytes_read},
-                       {"bytes_written", d.bytes_written}, {"lower_bound_seconds", d.lower_bound_seconds},
-                       {"fused_lower_bound_seconds", d.fused_lower_bound_seconds}}},
+           {"decode",
+            {{"flops", d.flops},
+             {"contraction_flops", d.contraction_flops},
+             {"bytes_read", d.bytes_read},
+             {"bytes_written", d.bytes_written},
+             {"lower_bound_seconds", d.lower_bound_seconds},
+             {"fused_lower_bound_seconds", d.fused_lower_bound_seconds}}},
            {"flops", e.prefill.totals.flops + d.flops},
            {"bytes", e.prefill.totals.bytes_read + e.prefill.totals.bytes_written + d.bytes_read + d.bytes_written},
            {"analysed_decode_steps", e.analysed_steps}});
       if (price) {
         const TokenCost c = generation_token_cost(e, hourly);
         j["estimates"].back()["cost"] = {
-            {"currency", prices->currency}, {"price_per_hour", hourly},
+            {"currency", prices->currency},
+            {"price_per_hour", hourly},
             {"per_million_prompt_tokens_at_least", c.per_million_prompt_tokens},
             {"per_million_generated_tokens_at_least",
              c.per_million_generated_tokens ? json(*c.per_million_generated_tokens) : json(nullptr)}};
@@ -141,11 +160,19 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
   }
   report::Table t;
   t.headers = {"batch", "first token", "per token", "first step", "last step", "whole", "tokens/s", "FLOPs", "bytes"};
-  t.raw_headers = {"batch", "time_to_first_token_seconds", "seconds_per_output_token", "first_step_seconds",
-                   "last_step_seconds", "seconds", "tokens_per_second", "flops", "bytes"};
+  t.raw_headers = {"batch",
+                   "time_to_first_token_seconds",
+                   "seconds_per_output_token",
+                   "first_step_seconds",
+                   "last_step_seconds",
+                   "seconds",
+                   "tokens_per_second",
+                   "flops",
+                   "bytes"};
   if (price) {
     t.headers.insert(t.headers.end(), {prices->currency + "/M prompt ≥", prices->currency + "/M generated ≥"});
-    t.raw_headers.insert(t.raw_headers.end(), {"per_million_prompt_tokens_at_least", "per_million_generated_tokens_at_least"});
+    t.raw_headers.insert(t.raw_headers.end(),
+                         {"per_million_prompt_tokens_at_least", "per_million_generated_tokens_at_least"});
   }
   t.right_align = std::vector<bool>(t.headers.size(), true);
   for (const GenerationEstimate& e : estimates) {
@@ -155,16 +182,19 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
     const std::uint64_t bytes =
         e.prefill.totals.bytes_read + e.prefill.totals.bytes_written + e.decode.bytes_read + e.decode.bytes_written;
     const double rate = static_cast<double>(e.request.batch * r.generate) / e.seconds();
-    t.rows.push_back({{std::to_string(e.request.batch), ""}, secs(ttft),
+    t.rows.push_back({{std::to_string(e.request.batch), ""},
+                      secs(ttft),
                       e.decode_steps > 0 ? secs(e.seconds_per_output_token()) : Cell{"-", ""},
                       e.decode_steps > 0 ? secs(e.first_step.totals.fused_lower_bound_seconds) : Cell{"-", ""},
                       e.decode_steps > 0 ? secs(e.last_step.totals.fused_lower_bound_seconds) : Cell{"-", ""},
-                      secs(e.seconds()), {fmt::format("{:.4g}", rate), fmt::format("{}", rate)},
+                      secs(e.seconds()),
+                      {fmt::format("{:.4g}", rate), fmt::format("{}", rate)},
                       {report::si(static_cast<double>(flops), "FLOP"), std::to_string(flops)},
                       {report::si(static_cast<double>(bytes), "B"), std::to_string(bytes)}});
     if (price) {
       const TokenCost c = generation_token_cost(e, hourly);
-      t.rows.back().push_back({fmt::format("{:.4g}", c.per_million_prompt_tokens), fmt::format("{}", c.per_million_prompt_tokens)});
+      t.rows.back().push_back(
+          {fmt::format("{:.4g}", c.per_million_prompt_tokens), fmt::format("{}", c.per_million_prompt_tokens)});
       t.rows.back().push_back(c.per_million_generated_tokens
                                   ? Cell{fmt::format("{:.4g}", *c.per_million_generated_tokens),
                                          fmt::format("{}", *c.per_million_generated_tokens)}
@@ -174,9 +204,10 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
   std::string out;
   const auto line = [&](const std::string& text) { out += text_line(text, format); };
   if (format != Format::kCsv) {
-    line(fmt::format("generation: {}, a prompt of {} tokens then {} generated (a prefill and {} decode steps at contexts "
-                     "{} .. {})",
-                     r.model, r.prompt, r.generate, r.generate - 1, r.prompt, r.prompt + r.generate - 2));
+    line(fmt::format(
+        "generation: {}, a prompt of {} tokens then {} generated (a prefill and {} decode steps at contexts "
+        "{} .. {})",
+        r.model, r.prompt, r.generate, r.generate - 1, r.prompt, r.prompt + r.generate - 2));
     out += "\n";
   }
   out += report::render_table(t, format);
@@ -184,15 +215,17 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
   out += "\n";
   std::size_t analysed = 0;
   for (const GenerationEstimate& e : estimates) analysed += e.analysed_steps;
-  line(fmt::format("note: fused lower bounds on {}; the decode steps are summed exactly ({} of the {} steps' contexts "
-                   "analysed, the others an arithmetic series between contexts where every op keeps its roof and "
-                   "memory level); tokens/s = batch x generated tokens / whole",
-                   r.hardware.id, analysed, static_cast<std::int64_t>(estimates.size()) * (r.generate - 1)));
+  line(
+      fmt::format("note: fused lower bounds on {}; the decode steps are summed exactly ({} of the {} steps' contexts "
+                  "analysed, the others an arithmetic series between contexts where every op keeps its roof and "
+                  "memory level); tokens/s = batch x generated tokens / whole",
+                  r.hardware.id, analysed, static_cast<std::int64_t>(estimates.size()) * (r.generate - 1)));
   if (price) {
-    line(fmt::format("cost at {} {} per hour ({}): prompt tokens at the prefill's bound, generated tokens (all but the "
-                     "first, which the prefill yields) at the decode steps'; from lower bounds, so at least what they "
-                     "cost",
-                     hourly, prices->currency, prices->origin));
+    line(
+        fmt::format("cost at {} {} per hour ({}): prompt tokens at the prefill's bound, generated tokens (all but the "
+                    "first, which the prefill yields) at the decode steps'; from lower bounds, so at least what they "
+                    "cost",
+                    hourly, prices->currency, prices->origin));
   }
   return out;
 }

@@ -15,12 +15,12 @@ using report::Cell;
 
 report::Table runs_table(const ResultsFile& results) {
   report::Table t;
-  t.headers = {"#", "model", "framework", "mode", "batch", "device", "median", "95% CI", "CV", "samples/s", "FLOP/s",
-               "efficiency", "limit", "verdict"};
+  t.headers = {"#",      "model", "framework", "mode",   "batch",      "device", "median",
+               "95% CI", "CV",    "samples/s", "FLOP/s", "efficiency", "limit",  "verdict"};
   t.right_align = {true, false, false, false, true, false, true, true, true, true, true, true, false, false};
   for (std::size_t i = 0; i < results.runs.size(); ++i) {
     const ResultRun& r = results.runs[i];
-    std::vector<Cell> row = {{std::to_string(i + 1), ""}, {r.model, ""}, {r.backend, ""}, {r.mode, ""},
+    std::vector<Cell> row = {{std::to_string(i + 1), ""},   {r.model, ""}, {r.backend, ""}, {r.mode, ""},
                              {std::to_string(r.batch), ""}, {r.device, ""}};
     if (r.failed()) {
       for (int k = 0; k < 7; ++k) row.push_back({"-", ""});
@@ -31,14 +31,16 @@ report::Table runs_table(const ResultsFile& results) {
         verdict = "**mistrusted**:";
         for (const std::string& why : r.reasons) verdict += " " + why;
       }
-      row.insert(row.end(), {{report::si(r.median_seconds, "s"), ""},
-                             {fmt::format("{} - {}", report::si(r.ci95_low_seconds, "s"), report::si(r.ci95_high_seconds, "s")), ""},
-                             {report::percent(r.cv), ""},
-                             {report::si(r.samples_per_second, ""), ""},
-                             {report::si(r.achieved_flops_per_second, "FLOP/s"), ""},
-                             {report::percent(r.efficiency), ""},
-                             {r.bound, ""},
-                             {verdict, ""}});
+      row.insert(
+          row.end(),
+          {{report::si(r.median_seconds, "s"), ""},
+           {fmt::format("{} - {}", report::si(r.ci95_low_seconds, "s"), report::si(r.ci95_high_seconds, "s")), ""},
+           {report::percent(r.cv), ""},
+           {report::si(r.samples_per_second, ""), ""},
+           {report::si(r.achieved_flops_per_second, "FLOP/s"), ""},
+           {report::percent(r.efficiency), ""},
+           {r.bound, ""},
+           {verdict, ""}});
     }
     t.rows.push_back(std::move(row));
   }
@@ -50,11 +52,12 @@ report::Table runs_table(const ResultsFile& results) {
 static std::string report_markdown_view(const ReportInput& input) {
   const ResultsFile& results = *input.results;
   std::string hardware;
-  for (const HardwareSpec& h : results.hardware) hardware += (hardware.empty() ? "" : "; ") + h.name + " [" + h.id + "]";
+  for (const HardwareSpec& h : results.hardware)
+    hardware += (hardware.empty() ? "" : "; ") + h.name + " [" + h.id + "]";
   std::string out = "# neural-cost report\n\n";
   out += report::markdown_text(fmt::format("{} · {} · {} runs · neural-cost {}", results.path,
-                                           hardware.empty() ? "no readable hardware spec" : hardware, results.runs.size(),
-                                           kVersion)) +
+                                           hardware.empty() ? "no readable hardware spec" : hardware,
+                                           results.runs.size(), kVersion)) +
          "\n\n## Findings\n\n";
   for (const std::string& s : report::findings_sentences(input)) out += "- " + report::markdown_text(s) + "\n";
   out += "\n(The charts are in the HTML report: `neural-cost report RESULTS -o report.html`.)\n\n## Runs\n\n";

@@ -4,8 +4,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "neuralcost/report/views.hpp"
 #include "neuralcost/core/number_text.hpp"
+#include "neuralcost/report/views.hpp"
 #include "report/safe_text.hpp"
 #include "report/si_format.hpp"
 #include "report/tabular.hpp"
@@ -16,24 +16,42 @@ namespace {
 using nlohmann::json;
 using report::Cell;
 
-
 json step_json(const TrainingReport& report, const DataParallelStep& s, const DataParallelRequest& r) {
   json comm = json::array();
   for (const auto& c : s.communication) {
-    comm.push_back({{"collective", collective_name(c.collective.collective)}, {"what", c.collective.what},
-                    {"bytes", c.collective.bytes}, {"calls", c.calls}, {"seconds", c.seconds},
-                    {"exposed_seconds", c.exposed_seconds}, {"wire_bytes_per_rank", c.wire_bytes_per_rank},
+    comm.push_back({{"collective", collective_name(c.collective.collective)},
+                    {"what", c.collective.what},
+                    {"bytes", c.collective.bytes},
+                    {"calls", c.calls},
+                    {"seconds", c.seconds},
+                    {"exposed_seconds", c.exposed_seconds},
+                    {"wire_bytes_per_rank", c.wire_bytes_per_rank},
                     {"basis", c.basis}});
   }
-  json j = {{"model", report.step.model}, {"system", r.system.id}, {"device", report.step.hardware.id},
-            {"intra_node", r.intra.id}, {"inter_node", r.inter.id}, {"data_parallel", s.ranks},
-            {"devices_per_node", s.per_node}, {"nodes", s.nodes}, {"zero_stage", zero_stage_name(s.stage)},
-            {"batch_per_device", s.batch_per_device}, {"global_batch", s.batch_per_device * s.ranks},
-            {"forward_seconds", s.forward_seconds}, {"backward_seconds", s.backward_seconds},
-            {"optimizer_seconds", s.optimizer_seconds}, {"compute_seconds", s.compute_seconds},
-            {"communication_seconds", s.communication_seconds}, {"exposed_communication_seconds", s.exposed_seconds},
-            {"step_seconds", s.step_seconds}, {"limit", s.limit()}, {"samples_per_second", s.samples_per_second()},
-            {"model_flops", s.model_flops}, {"hardware_flops", s.hardware_flops}, {"mfu", s.mfu()}, {"hfu", s.hfu()},
+  json j = {{"model", report.step.model},
+            {"system", r.system.id},
+            {"device", report.step.hardware.id},
+            {"intra_node", r.intra.id},
+            {"inter_node", r.inter.id},
+            {"data_parallel", s.ranks},
+            {"devices_per_node", s.per_node},
+            {"nodes", s.nodes},
+            {"zero_stage", zero_stage_name(s.stage)},
+            {"batch_per_device", s.batch_per_device},
+            {"global_batch", s.batch_per_device * s.ranks},
+            {"forward_seconds", s.forward_seconds},
+            {"backward_seconds", s.backward_seconds},
+            {"optimizer_seconds", s.optimizer_seconds},
+            {"compute_seconds", s.compute_seconds},
+            {"communication_seconds", s.communication_seconds},
+            {"exposed_communication_seconds", s.exposed_seconds},
+            {"step_seconds", s.step_seconds},
+            {"limit", s.limit()},
+            {"samples_per_second", s.samples_per_second()},
+            {"model_flops", s.model_flops},
+            {"hardware_flops", s.hardware_flops},
+            {"mfu", s.mfu()},
+            {"hfu", s.hfu()},
             {"communication", comm},
             {"memory_per_device",
              {{"parameter_bytes", s.states.parameter_bytes},
@@ -57,39 +75,42 @@ std::string one_step(const TrainingReport& report, const DataParallelStep& s, co
   t.raw_headers = {"collective", "what", "calls", "wire_bytes_per_rank", "seconds", "exposed_seconds", "basis"};
   t.right_align = {false, false, true, true, true, true, false};
   for (const auto& c : s.communication) {
-    t.rows.push_back({{std::string(collective_name(c.collective.collective)), ""}, {c.collective.what, ""},
+    t.rows.push_back({{std::string(collective_name(c.collective.collective)), ""},
+                      {c.collective.what, ""},
                       {std::to_string(c.calls), ""},
                       {report::si(c.wire_bytes_per_rank, "B"), fmt::format("{}", c.wire_bytes_per_rank)},
                       {report::seconds(c.seconds), fmt::format("{}", c.seconds)},
-                      {report::seconds(c.exposed_seconds), fmt::format("{}", c.exposed_seconds)}, {c.basis, ""}});
+                      {report::seconds(c.exposed_seconds), fmt::format("{}", c.exposed_seconds)},
+                      {c.basis, ""}});
   }
   if (format == Format::kCsv) return report::render_table(t, format);
-  std::string out = fmt::format(
-      "{}: data parallel over {} × {} ({} node{} of {}, {}), {}, batch {} per device ({} in all)\n",
-      terminal_text(report.step.model), s.ranks, report.step.hardware.id, s.nodes, s.nodes == 1 ? "" : "s",
-      s.per_node, r.system.id, zero_stage_name(s.stage), s.batch_per_device, s.batch_per_device * s.ranks);
-  out += fmt::format("step ≥ {} ({}-limited): compute {} (forward {}, backward {}, optimizer {}) + exposed "
-                     "communication {} of {}\n",
-                     report::seconds(s.step_seconds), s.limit(), report::seconds(s.compute_seconds),
-                     report::seconds(s.forward_seconds), report::seconds(s.backward_seconds),
-                     report::seconds(s.optimizer_seconds), report::seconds(s.exposed_seconds),
-                     report::seconds(s.communication_seconds));
-  out += fmt::format("samples/s ≤ {:.4g} over {} devices; MFU ≤ {}, HFU ≤ {} (exact step FLOPs {}, with "
-                     "recomputation {}, over {} × the step bound)\n",
-                     s.samples_per_second(), s.ranks, report::percent(s.mfu()), report::percent(s.hfu()),
-                     report::si(s.model_flops, "FLOP"), report::si(s.hardware_flops, "FLOP"),
-                     report::si(s.peak_flops_per_second, "FLOP/s"));
+  std::string out =
+      fmt::format("{}: data parallel over {} × {} ({} node{} of {}, {}), {}, batch {} per device ({} in all)\n",
+                  terminal_text(report.step.model), s.ranks, report.step.hardware.id, s.nodes, s.nodes == 1 ? "" : "s",
+                  s.per_node, r.system.id, zero_stage_name(s.stage), s.batch_per_device, s.batch_per_device * s.ranks);
+  out += fmt::format(
+      "step ≥ {} ({}-limited): compute {} (forward {}, backward {}, optimizer {}) + exposed "
+      "communication {} of {}\n",
+      report::seconds(s.step_seconds), s.limit(), report::seconds(s.compute_seconds),
+      report::seconds(s.forward_seconds), report::seconds(s.backward_seconds), report::seconds(s.optimizer_seconds),
+      report::seconds(s.exposed_seconds), report::seconds(s.communication_seconds));
+  out += fmt::format(
+      "samples/s ≤ {:.4g} over {} devices; MFU ≤ {}, HFU ≤ {} (exact step FLOPs {}, with "
+      "recomputation {}, over {} × the step bound)\n",
+      s.samples_per_second(), s.ranks, report::percent(s.mfu()), report::percent(s.hfu()),
+      report::si(s.model_flops, "FLOP"), report::si(s.hardware_flops, "FLOP"),
+      report::si(s.peak_flops_per_second, "FLOP/s"));
   if (!s.communication.empty()) out += "\n" + report::render_table(t, format);
-  out += fmt::format("\nmemory per device: {} to {} ({}): parameters {}, gradients {}, optimizer state {}, master "
-                     "weights {}{}{}\n",
-                     memory_size_string(s.memory_lower_bytes), memory_size_string(s.memory_upper_bytes), s.fit(),
-                     memory_size_string(s.states.parameter_bytes), memory_size_string(s.states.gradient_bytes),
-                     memory_size_string(s.states.optimizer_state_bytes),
-                     memory_size_string(s.states.master_weight_bytes),
-                     s.states.gathered_parameter_bytes > 0
-                         ? ", gathered layer " + memory_size_string(s.states.gathered_parameter_bytes)
-                         : "",
-                     s.bucket_copy_bytes > 0 ? ", DDP buckets " + memory_size_string(s.bucket_copy_bytes) : "");
+  out += fmt::format(
+      "\nmemory per device: {} to {} ({}): parameters {}, gradients {}, optimizer state {}, master "
+      "weights {}{}{}\n",
+      memory_size_string(s.memory_lower_bytes), memory_size_string(s.memory_upper_bytes), s.fit(),
+      memory_size_string(s.states.parameter_bytes), memory_size_string(s.states.gradient_bytes),
+      memory_size_string(s.states.optimizer_state_bytes), memory_size_string(s.states.master_weight_bytes),
+      s.states.gathered_parameter_bytes > 0
+          ? ", gathered layer " + memory_size_string(s.states.gathered_parameter_bytes)
+          : "",
+      s.bucket_copy_bytes > 0 ? ", DDP buckets " + memory_size_string(s.bucket_copy_bytes) : "");
   for (const auto& a : s.approximations) out += "approximation: " + a + "\n";
   return out;
 }
@@ -116,25 +137,38 @@ namespace {
 json tensor_step_json(const TensorParallelStep& s, const SystemSpec& system, const InterconnectSpec& link) {
   json comm = json::array();
   for (const auto& c : s.communication) {
-    comm.push_back({{"collective", collective_name(c.collective)}, {"calls", c.calls}, {"bytes_each", c.bytes_each},
-                    {"seconds", c.seconds}, {"wire_bytes_per_rank", c.wire_bytes_per_rank}, {"basis", c.basis}});
+    comm.push_back({{"collective", collective_name(c.collective)},
+                    {"calls", c.calls},
+                    {"bytes_each", c.bytes_each},
+                    {"seconds", c.seconds},
+                    {"wire_bytes_per_rank", c.wire_bytes_per_rank},
+                    {"basis", c.basis}});
   }
-  return {{"model", s.one_device.model}, {"system", system.id}, {"device", s.device_step.hardware.id},
-          {"link", link.id}, {"tensor_parallel", s.tp}, {"batch", s.one_device.batch},
-          {"heads_per_device", s.shard.heads}, {"kv_heads_per_device", s.shard.kv_heads},
-          {"intermediate_per_device", s.shard.intermediate}, {"vocab_per_device", s.shard.vocab},
+  return {{"model", s.one_device.model},
+          {"system", system.id},
+          {"device", s.device_step.hardware.id},
+          {"link", link.id},
+          {"tensor_parallel", s.tp},
+          {"batch", s.one_device.batch},
+          {"heads_per_device", s.shard.heads},
+          {"kv_heads_per_device", s.shard.kv_heads},
+          {"intermediate_per_device", s.shard.intermediate},
+          {"vocab_per_device", s.shard.vocab},
           {"one_device_seconds", s.one_device.totals.fused_lower_bound_seconds},
-          {"compute_seconds", s.compute_seconds}, {"communication_seconds", s.communication_seconds},
-          {"step_seconds", s.step_seconds}, {"speedup", s.speedup()},
-          {"parameter_bytes_per_device", s.device_step.totals.parameter_bytes}, {"communication", comm},
+          {"compute_seconds", s.compute_seconds},
+          {"communication_seconds", s.communication_seconds},
+          {"step_seconds", s.step_seconds},
+          {"speedup", s.speedup()},
+          {"parameter_bytes_per_device", s.device_step.totals.parameter_bytes},
+          {"communication", comm},
           {"notes", s.notes}};
 }
 
 }  // namespace
 
 std::string render_data_parallel_search(const std::vector<TrainingReport>& reports,
-                                       const std::vector<DataParallelCandidate>& ranked, const DataParallelRequest& r,
-                                       Format format) {
+                                        const std::vector<DataParallelCandidate>& ranked, const DataParallelRequest& r,
+                                        Format format) {
   if (format == Format::kJson) {
     json all = json::array();
     for (const auto& c : ranked) {
@@ -146,13 +180,23 @@ std::string render_data_parallel_search(const std::vector<TrainingReport>& repor
     return report::json_text(all);
   }
   report::Table t;
-  t.headers = {"rank", "zero", "batch / device", "checkpoint", "step ≥", "exposed comm", "samples/s ≤", "MFU ≤", "memory / device", "fits"};
-  t.raw_headers = {"rank", "zero_stage", "batch_per_device", "checkpoint", "step_seconds", "exposed_seconds",
-                   "samples_per_second", "mfu", "memory_upper_bytes", "fit"};
+  t.headers = {"rank",         "zero",        "batch / device", "checkpoint",      "step ≥",
+               "exposed comm", "samples/s ≤", "MFU ≤",          "memory / device", "fits"};
+  t.raw_headers = {"rank",
+                   "zero_stage",
+                   "batch_per_device",
+                   "checkpoint",
+                   "step_seconds",
+                   "exposed_seconds",
+                   "samples_per_second",
+                   "mfu",
+                   "memory_upper_bytes",
+                   "fit"};
   t.right_align = {true, false, true, false, true, true, true, true, true, false};
   for (std::size_t i = 0; i < ranked.size(); ++i) {
     const DataParallelStep& s = ranked[i].step;
-    t.rows.push_back({{std::to_string(i + 1), ""}, {std::string(zero_stage_name(s.stage)), ""},
+    t.rows.push_back({{std::to_string(i + 1), ""},
+                      {std::string(zero_stage_name(s.stage)), ""},
                       {std::to_string(s.batch_per_device), ""},
                       {checkpoint_name(reports[ranked[i].report].options.checkpoint), ""},
                       {report::seconds(s.step_seconds), fmt::format("{}", s.step_seconds)},
@@ -165,10 +209,10 @@ std::string render_data_parallel_search(const std::vector<TrainingReport>& repor
   }
   if (format == Format::kCsv) return report::render_table(t, format);
   const DataParallelStep& any = ranked.front().step;
-  std::string out = fmt::format("{}: every ZeRO stage, batch and checkpoint policy over {} × {} ({}), ranked: those "
-                                "that fit by samples/s, then those that may\n",
-                                terminal_text(reports.front().step.model), any.ranks, reports.front().step.hardware.id,
-                                r.system.id);
+  std::string out = fmt::format(
+      "{}: every ZeRO stage, batch and checkpoint policy over {} × {} ({}), ranked: those "
+      "that fit by samples/s, then those that may\n",
+      terminal_text(reports.front().step.model), any.ranks, reports.front().step.hardware.id, r.system.id);
   return out + report::render_table(t, format);
 }
 
@@ -181,9 +225,11 @@ std::string render_tensor_parallel(const std::vector<TensorParallelStep>& steps,
     return report::json_text(all);
   }
   report::Table t;
-  t.headers = {"batch", "1 device", "tp devices", "compute", "all-reduces", "logit gather", "speedup", "weights / device"};
-  t.raw_headers = {"batch", "one_device_seconds", "step_seconds", "compute_seconds", "all_reduce_seconds",
-                   "all_gather_seconds", "speedup", "parameter_bytes_per_device"};
+  t.headers = {"batch",       "1 device",     "tp devices", "compute",
+               "all-reduces", "logit gather", "speedup",    "weights / device"};
+  t.raw_headers = {"batch",           "one_device_seconds",        "step_seconds",
+                   "compute_seconds", "all_reduce_seconds",        "all_gather_seconds",
+                   "speedup",         "parameter_bytes_per_device"};
   t.right_align = {true, true, true, true, true, true, true, true};
   for (const auto& s : steps) {
     double reduce = 0, gather = 0;
@@ -201,17 +247,19 @@ std::string render_tensor_parallel(const std::vector<TensorParallelStep>& steps,
   }
   if (format == Format::kCsv) return report::render_table(t, format);
   const TensorParallelStep& first = steps.front();
-  std::string out = fmt::format("{}: tensor parallel over {} × {} ({}, {}); per device {} of {} heads, {} KV heads, "
-                                "{} MLP columns, {} of the vocabulary\n",
-                                terminal_text(first.one_device.model), first.tp, first.device_step.hardware.id,
-                                system.id, link.id, first.shard.heads, first.shard.heads * first.tp,
-                                first.shard.kv_heads, first.shard.intermediate, first.shard.vocab);
+  std::string out = fmt::format(
+      "{}: tensor parallel over {} × {} ({}, {}); per device {} of {} heads, {} KV heads, "
+      "{} MLP columns, {} of the vocabulary\n",
+      terminal_text(first.one_device.model), first.tp, first.device_step.hardware.id, system.id, link.id,
+      first.shard.heads, first.shard.heads * first.tp, first.shard.kv_heads, first.shard.intermediate,
+      first.shard.vocab);
   out += report::render_table(t, format);
   if (!first.communication.empty()) {
     const auto& ar = first.communication.front();
-    out += fmt::format("\n{} all-reduces per step ({} each at batch {}; {}), one gather of the logits; lower bounds: "
-                       "the shard's fused roofline plus the link time\n",
-                       ar.calls, report::si(ar.bytes_each, "B"), first.one_device.batch, ar.basis);
+    out += fmt::format(
+        "\n{} all-reduces per step ({} each at batch {}; {}), one gather of the logits; lower bounds: "
+        "the shard's fused roofline plus the link time\n",
+        ar.calls, report::si(ar.bytes_each, "B"), first.one_device.batch, ar.basis);
   }
   for (const auto& n : first.notes) out += "note: " + n + "\n";
   return out;
@@ -227,36 +275,47 @@ std::string render_serving_capacity(const std::string& model, std::int64_t conte
   if (format == Format::kJson) {
     json list = json::array();
     for (const auto& r : rows) {
-      list.push_back({{"tensor_parallel", r.tp}, {"weight_bytes", r.weight_bytes},
-                      {"kv_bytes_per_token", r.kv_bytes_per_token}, {"usable_bytes", r.usable_bytes},
-                      {"cache_tokens", r.cache_tokens}, {"sequences", r.sequences}, {"weights_fit", r.weights_fit}});
+      list.push_back({{"tensor_parallel", r.tp},
+                      {"weight_bytes", r.weight_bytes},
+                      {"kv_bytes_per_token", r.kv_bytes_per_token},
+                      {"usable_bytes", r.usable_bytes},
+                      {"cache_tokens", r.cache_tokens},
+                      {"sequences", r.sequences},
+                      {"weights_fit", r.weights_fit}});
     }
-    return report::json_text({{"model", model}, {"context", context}, {"batch", batch}, {"budget_bytes", budget},
-                              {"reserve", reserve}, {"block_tokens", 16}, {"capacity", list},
+    return report::json_text({{"model", model},
+                              {"context", context},
+                              {"batch", batch},
+                              {"budget_bytes", budget},
+                              {"reserve", reserve},
+                              {"block_tokens", 16},
+                              {"capacity", list},
                               {"smallest_tensor_parallel", smallest ? json(smallest->tp) : json(nullptr)}});
   }
   report::Table t;
   t.headers = {"tp", "weights / device", "KV / token / device", "KV cache / device", "tokens cached", "sequences"};
-  t.raw_headers = {"tensor_parallel", "weight_bytes", "kv_bytes_per_token", "usable_bytes", "cache_tokens", "sequences"};
+  t.raw_headers = {"tensor_parallel", "weight_bytes", "kv_bytes_per_token",
+                   "usable_bytes",    "cache_tokens", "sequences"};
   t.right_align = {true, true, true, true, true, true};
   for (const auto& r : rows) {
-    t.rows.push_back({{std::to_string(r.tp), ""},
-                      {memory_size_string(r.weight_bytes), std::to_string(r.weight_bytes)},
-                      {memory_size_string(r.kv_bytes_per_token), std::to_string(r.kv_bytes_per_token)},
-                      {r.weights_fit ? memory_size_string(r.usable_bytes) : "weights do not fit",
-                       std::to_string(r.usable_bytes)},
-                      {grouped(r.cache_tokens), std::to_string(r.cache_tokens)},
-                      {grouped(r.sequences), std::to_string(r.sequences)}});
+    t.rows.push_back(
+        {{std::to_string(r.tp), ""},
+         {memory_size_string(r.weight_bytes), std::to_string(r.weight_bytes)},
+         {memory_size_string(r.kv_bytes_per_token), std::to_string(r.kv_bytes_per_token)},
+         {r.weights_fit ? memory_size_string(r.usable_bytes) : "weights do not fit", std::to_string(r.usable_bytes)},
+         {grouped(r.cache_tokens), std::to_string(r.cache_tokens)},
+         {grouped(r.sequences), std::to_string(r.sequences)}});
   }
   if (format == Format::kCsv) return report::render_table(t, format);
-  std::string out = fmt::format("{}: sequences of {} tokens (the context and the step's token) in {} a device less {} "
-                                "reserve, the KV cache in blocks of 16 tokens\n",
-                                terminal_text(model), context + 1, memory_size_string(budget), report::percent(reserve));
+  std::string out = fmt::format(
+      "{}: sequences of {} tokens (the context and the step's token) in {} a device less {} "
+      "reserve, the KV cache in blocks of 16 tokens\n",
+      terminal_text(model), context + 1, memory_size_string(budget), report::percent(reserve));
   out += report::render_table(t, format);
-  out += smallest ? fmt::format("\nthe smallest tensor-parallel degree that serves {} sequence{} at once: tp={}\n", batch,
-                                batch == 1 ? "" : "s", smallest->tp)
-                  : fmt::format("\nno degree up to tp={} serves {} sequence{} at once\n", rows.empty() ? 0 : rows.back().tp,
-                                batch, batch == 1 ? "" : "s");
+  out += smallest ? fmt::format("\nthe smallest tensor-parallel degree that serves {} sequence{} at once: tp={}\n",
+                                batch, batch == 1 ? "" : "s", smallest->tp)
+                  : fmt::format("\nno degree up to tp={} serves {} sequence{} at once\n",
+                                rows.empty() ? 0 : rows.back().tp, batch, batch == 1 ? "" : "s");
   out += "approximation: the step's own activations (small beside the cache at decode) are left to the reserve\n";
   return out;
 }

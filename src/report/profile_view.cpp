@@ -12,8 +12,8 @@
 namespace neuralcost {
 namespace {
 
-using report::Cell;
 using nlohmann::json;
+using report::Cell;
 
 Cell secs(double s) { return {report::si(s, "s"), fmt::format("{}", s)}; }
 Cell text(std::string s) { return {std::move(s), ""}; }
@@ -25,7 +25,9 @@ std::string verdict_of(const ProfileRun& r) { return std::string(verdict_name(r.
 std::string counter_text(const Counter& c) {
   std::string name = c.name;
   std::replace(name.begin(), name.end(), '_', ' ');
-  const std::string per = c.kind == Counter::Kind::kPerIteration ? "/iteration" : c.kind == Counter::Kind::kRate ? "/s" : "";
+  const std::string per = c.kind == Counter::Kind::kPerIteration ? "/iteration"
+                          : c.kind == Counter::Kind::kRate       ? "/s"
+                                                                 : "";
   return fmt::format("{} {:.3g}{}{}{}", name, c.value, c.unit.empty() ? "" : " ", c.unit, per);
 }
 
@@ -44,12 +46,20 @@ std::string run_title(const ProfileRun& r) {
 std::vector<Cell> layer_cells(const LayerRow& l, bool counted = true) {
   const bool work = l.has_work;
   const std::string count = counted && l.layers > 1 ? fmt::format(" ({})", l.layers) : "";
-  return {text(l.name + count), text(l.kind), text(l.op), text(l.output_shape),
+  return {text(l.name + count),
+          text(l.kind),
+          text(l.op),
+          text(l.output_shape),
           l.modeled ? Cell{report::si(static_cast<double>(l.flops), ""), std::to_string(l.flops)} : text("?"),
-          {report::si(static_cast<double>(l.bytes), "B"), std::to_string(l.bytes)}, secs(l.lower_bound_seconds),
-          secs(l.measured_seconds), pct(l.share), secs(l.waste_seconds),
+          {report::si(static_cast<double>(l.bytes), "B"), std::to_string(l.bytes)},
+          secs(l.lower_bound_seconds),
+          secs(l.measured_seconds),
+          pct(l.share),
+          secs(l.waste_seconds),
           work && l.modeled && l.measured_seconds > 0 ? pct(l.efficiency) : text("-"),
-          text(!l.modeled ? "unmodeled" : l.bound && work ? std::string(bound_name(*l.bound)) : "-")};
+          text(!l.modeled        ? "unmodeled"
+               : l.bound && work ? std::string(bound_name(*l.bound))
+                                 : "-")};
 }
 
 /// The per-layer table of a run (measure/layer_table.hpp shapes its rows): its layers, the
@@ -57,10 +67,20 @@ std::vector<Cell> layer_cells(const LayerRow& l, bool counted = true) {
 /// adds the run's model, backend, mode and batch to each row (the CSV of layers across runs).
 report::Table layer_table(const ProfileRun& r, const LayerTableOptions& options, bool keys) {
   report::Table t;
-  t.headers = {"layer", "kind", "op", "output", "FLOPs", "bytes", "lower bound", "measured", "share", "waste",
-               "efficiency", "limit"};
-  t.raw_headers = {"layer", "kind", "op", "output_shape", "flops", "bytes", "lower_bound_seconds", "measured_seconds",
-                   "share", "waste_seconds", "efficiency", "bound"};
+  t.headers = {"layer",       "kind",     "op",    "output", "FLOPs",      "bytes",
+               "lower bound", "measured", "share", "waste",  "efficiency", "limit"};
+  t.raw_headers = {"layer",
+                   "kind",
+                   "op",
+                   "output_shape",
+                   "flops",
+                   "bytes",
+                   "lower_bound_seconds",
+                   "measured_seconds",
+                   "share",
+                   "waste_seconds",
+                   "efficiency",
+                   "bound"};
   t.right_align = {false, false, false, false, true, true, true, true, true, true, true, false};
   if (keys) {
     t.headers.insert(t.headers.begin(), {"model", "backend", "mode", "batch"});
@@ -68,7 +88,8 @@ report::Table layer_table(const ProfileRun& r, const LayerTableOptions& options,
     t.right_align.insert(t.right_align.begin(), {false, false, false, true});
   }
   auto row = [&](std::vector<Cell> cells) {
-    if (keys) cells.insert(cells.begin(), {text(r.model), text(r.backend), text(r.mode), text(std::to_string(r.batch))});
+    if (keys)
+      cells.insert(cells.begin(), {text(r.model), text(r.backend), text(r.mode), text(std::to_string(r.batch))});
     t.rows.push_back(std::move(cells));
   };
   const LayerTableRows rows = layer_rows(r, options);
@@ -76,26 +97,35 @@ report::Table layer_table(const ProfileRun& r, const LayerTableOptions& options,
   if (rows.rest) row(layer_cells(*rows.rest, false));
   const double median = r.timing.summary.median;
   row({text("unattributed (dispatch, framework)"), text(""), text(""), text(""), text(""), text(""), text(""),
-       secs(r.unattributed_seconds), pct(median > 0 ? r.unattributed_seconds / median : 0), secs(r.unattributed_seconds),
-       text(""), text("")});
+       secs(r.unattributed_seconds), pct(median > 0 ? r.unattributed_seconds / median : 0),
+       secs(r.unattributed_seconds), text(""), text("")});
   const ModelTotals& tot = r.analysis.totals;
-  row({text("total (timed median)"), text(""), text(""), text(""),
+  row({text("total (timed median)"),
+       text(""),
+       text(""),
+       text(""),
        {report::si(static_cast<double>(tot.flops), ""), std::to_string(tot.flops)},
-       {report::si(static_cast<double>(tot.bytes_read + tot.bytes_written), "B"), std::to_string(tot.bytes_read + tot.bytes_written)},
-       secs(tot.lower_bound_seconds), secs(median), pct(1.0), secs(std::max(0.0, median - tot.lower_bound_seconds)),
-       pct(r.efficiency), text(bound_of(r))});
+       {report::si(static_cast<double>(tot.bytes_read + tot.bytes_written), "B"),
+        std::to_string(tot.bytes_read + tot.bytes_written)},
+       secs(tot.lower_bound_seconds),
+       secs(median),
+       pct(1.0),
+       secs(std::max(0.0, median - tot.lower_bound_seconds)),
+       pct(r.efficiency),
+       text(bound_of(r))});
   return t;
 }
 
 std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format, const LayerTableOptions& options) {
-  std::string out = fmt::format("{}{} on {} [{}]\n", format == Format::kMarkdown ? "### " : "", run_title(r), hw.name, hw.id);
+  std::string out =
+      fmt::format("{}{} on {} [{}]\n", format == Format::kMarkdown ? "### " : "", run_title(r), hw.name, hw.id);
   if (r.outcome.failed()) return out + "error: " + report::valid_utf8(r.outcome.error()) + "\n\n";
   // a model file's inputs: what its numbers were measured on (token ids' range, dtypes)
   if (const auto in = r.contract.find("input_values"); in != r.contract.end()) out += "inputs: " + in->second + "\n";
   const SampleSummary& s = r.timing.summary;
   out += fmt::format("median {} (95% CI {} - {}, n {}, CV {}), p5 {}, p95 {}; verdict {}\n", report::si(s.median, "s"),
-                     report::si(s.ci95_median.low, "s"), report::si(s.ci95_median.high, "s"), s.n, report::percent(s.cv),
-                     report::si(s.p5, "s"), report::si(s.p95, "s"), verdict_of(r));
+                     report::si(s.ci95_median.low, "s"), report::si(s.ci95_median.high, "s"), s.n,
+                     report::percent(s.cv), report::si(s.p5, "s"), report::si(s.p95, "s"), verdict_of(r));
   for (const std::string& why : r.outcome.reasons) out += "  mistrusted: " + why + "\n";
   out += fmt::format("{} samples/s, {}, roofline efficiency {} ({}-bound; fused bound: {})\n",
                      report::si(r.samples_per_second, ""), report::si(r.achieved_flops_per_second, "FLOP/s"),
@@ -107,9 +137,10 @@ std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format
   }
   if (!r.layers.empty()) {
     out += "\n" + report::render_table(layer_table(r, options, false), format);
-    out += fmt::format("per-layer times: medians of {} profiled passes, scaled by {:.3f} to the timed median (the "
-                       "profiler adds {} to a pass; its overhead is taken as proportional)\n",
-                       r.profiled_passes, r.layer_scale, report::percent(r.profiling_overhead));
+    out += fmt::format(
+        "per-layer times: medians of {} profiled passes, scaled by {:.3f} to the timed median (the "
+        "profiler adds {} to a pass; its overhead is taken as proportional)\n",
+        r.profiled_passes, r.layer_scale, report::percent(r.profiling_overhead));
   }
   for (const std::string& w : r.warnings) out += "warning: " + w + "\n";
   if (!r.analysis.complete()) {
@@ -120,13 +151,17 @@ std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format
       bytes += u.byte_share;
       if (u.time_share) time += *u.time_share, timed = true;
     }
-    out += fmt::format("warning: {} op(s) not modeled ({} of bytes moved{}); their FLOPs are unknown, so FLOP totals, "
-                       "FLOP/s and efficiency are incomplete:\n", shares.size(), report::percent(bytes),
-                       timed ? ", " + report::percent(time) + " of the measured time" : std::string());
+    out += fmt::format(
+        "warning: {} op(s) not modeled ({} of bytes moved{}); their FLOPs are unknown, so FLOP totals, "
+        "FLOP/s and efficiency are incomplete:\n",
+        shares.size(), report::percent(bytes),
+        timed ? ", " + report::percent(time) + " of the measured time" : std::string());
     for (const UnmodeledShare& u : shares) {
-      out += fmt::format("  {}{}: {}; {} of bytes{}\n", terminal_text(u.name), u.module.empty() ? "" : " in " + terminal_text(u.module),
-                         terminal_text(u.reason), report::percent(u.byte_share),
-                         u.time_share ? ", " + report::percent(*u.time_share) + " of the measured time" : std::string());
+      out +=
+          fmt::format("  {}{}: {}; {} of bytes{}\n", terminal_text(u.name),
+                      u.module.empty() ? "" : " in " + terminal_text(u.module), terminal_text(u.reason),
+                      report::percent(u.byte_share),
+                      u.time_share ? ", " + report::percent(*u.time_share) + " of the measured time" : std::string());
     }
   }
   return out + "\n";
@@ -146,9 +181,19 @@ std::vector<std::string> counter_names(const std::vector<ProfileRun>& runs) {
 /// The summary table; `counters` adds a column per counter (CSV carries them, raw).
 report::Table summary_table(const std::vector<ProfileRun>& runs, bool counters = false) {
   report::Table t;
-  t.headers = {"model", "backend", "mode", "batch", "median", "95% CI", "samples/s", "FLOP/s", "efficiency", "limit", "verdict"};
-  t.raw_headers = {"model", "backend", "mode", "batch", "median_seconds", "ci95_seconds", "samples_per_second",
-                   "flops_per_second", "efficiency", "bound", "verdict"};
+  t.headers = {"model",     "backend", "mode",       "batch", "median", "95% CI",
+               "samples/s", "FLOP/s",  "efficiency", "limit", "verdict"};
+  t.raw_headers = {"model",
+                   "backend",
+                   "mode",
+                   "batch",
+                   "median_seconds",
+                   "ci95_seconds",
+                   "samples_per_second",
+                   "flops_per_second",
+                   "efficiency",
+                   "bound",
+                   "verdict"};
   t.right_align = {false, false, false, true, true, true, true, true, true, false, false};
   for (const ProfileRun& r : runs) {
     if (r.outcome.failed()) {
@@ -157,12 +202,19 @@ report::Table summary_table(const std::vector<ProfileRun>& runs, bool counters =
       continue;
     }
     const SampleSummary& s = r.timing.summary;
-    t.rows.push_back({text(r.model), text(r.backend), text(r.mode), text(std::to_string(r.batch)), secs(s.median),
-                      {fmt::format("{} - {}", report::si(s.ci95_median.low, "s"), report::si(s.ci95_median.high, "s")),
-                       fmt::format("{}:{}", s.ci95_median.low, s.ci95_median.high)},
-                      {report::si(r.samples_per_second, ""), fmt::format("{}", r.samples_per_second)},
-                      {report::si(r.achieved_flops_per_second, "FLOP/s"), fmt::format("{}", r.achieved_flops_per_second)},
-                      pct(r.efficiency), text(bound_of(r)), text(verdict_of(r))});
+    t.rows.push_back(
+        {text(r.model),
+         text(r.backend),
+         text(r.mode),
+         text(std::to_string(r.batch)),
+         secs(s.median),
+         {fmt::format("{} - {}", report::si(s.ci95_median.low, "s"), report::si(s.ci95_median.high, "s")),
+          fmt::format("{}:{}", s.ci95_median.low, s.ci95_median.high)},
+         {report::si(r.samples_per_second, ""), fmt::format("{}", r.samples_per_second)},
+         {report::si(r.achieved_flops_per_second, "FLOP/s"), fmt::format("{}", r.achieved_flops_per_second)},
+         pct(r.efficiency),
+         text(bound_of(r)),
+         text(verdict_of(r))});
   }
   if (!counters) return t;
   const std::vector<std::string> names = counter_names(runs);
@@ -182,15 +234,23 @@ report::Table summary_table(const std::vector<ProfileRun>& runs, bool counters =
 
 json timing_json(const TimingResult& t) {
   const SampleSummary& s = t.summary;
-  return {{"median_seconds", s.median},       {"mean_seconds", s.mean},
-          {"stddev_seconds", s.stddev},       {"cv", s.cv},
-          {"min_seconds", s.min},             {"max_seconds", s.max},
-          {"p5_seconds", s.p5},               {"p95_seconds", s.p95},
-          {"ci95_low_seconds", s.ci95_median.low}, {"ci95_high_seconds", s.ci95_median.high},
-          {"samples", s.n},                   {"warmup_iterations", t.warmup_iterations},
-          {"warmup_seconds", t.warmup_seconds}, {"sampling_seconds", t.sampling_seconds},
+  return {{"median_seconds", s.median},
+          {"mean_seconds", s.mean},
+          {"stddev_seconds", s.stddev},
+          {"cv", s.cv},
+          {"min_seconds", s.min},
+          {"max_seconds", s.max},
+          {"p5_seconds", s.p5},
+          {"p95_seconds", s.p95},
+          {"ci95_low_seconds", s.ci95_median.low},
+          {"ci95_high_seconds", s.ci95_median.high},
+          {"samples", s.n},
+          {"warmup_iterations", t.warmup_iterations},
+          {"warmup_seconds", t.warmup_seconds},
+          {"sampling_seconds", t.sampling_seconds},
           {"clock_resolution_seconds", t.clock_resolution_seconds},
-          {"reached_target", t.reached_target}, {"verdict", std::string(verdict_name(t.verdict))},
+          {"reached_target", t.reached_target},
+          {"verdict", std::string(verdict_name(t.verdict))},
           {"reasons", t.reasons},
           // every sample in the order taken: what `compare` tests for a significant change
           {"samples_seconds", t.samples_seconds}};
@@ -199,8 +259,12 @@ json timing_json(const TimingResult& t) {
 }  // namespace
 
 nlohmann::json profile_run_json(const ProfileRun& r) {
-  json run{{"backend", r.backend}, {"mode", r.mode},   {"model", r.model},
-           {"batch", r.batch},     {"device", r.device}, {"failed", r.outcome.failed()},
+  json run{{"backend", r.backend},
+           {"mode", r.mode},
+           {"model", r.model},
+           {"batch", r.batch},
+           {"device", r.device},
+           {"failed", r.outcome.failed()},
            {"outcome", {{"verdict", verdict_of(r)}, {"reasons", r.outcome.reasons}}}};
   if (r.outcome.failed()) {
     run["error"] = r.outcome.error();
@@ -226,9 +290,15 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
         {"dominant_spread", e.dominant}};
     json rounds = json::array();
     for (const Round& x : r.rounds) {
-      rounds.push_back({{"process", x.process}, {"sweep", x.sweep}, {"pass", x.pass}, {"start_seconds", x.start_seconds},
-                        {"median_seconds", x.summary.median}, {"samples", x.summary.n}, {"cv", x.summary.cv},
-                        {"iqr_seconds", x.summary.iqr}, {"reasons", x.reasons}});
+      rounds.push_back({{"process", x.process},
+                        {"sweep", x.sweep},
+                        {"pass", x.pass},
+                        {"start_seconds", x.start_seconds},
+                        {"median_seconds", x.summary.median},
+                        {"samples", x.summary.n},
+                        {"cv", x.summary.cv},
+                        {"iqr_seconds", x.summary.iqr},
+                        {"reasons", x.reasons}});
     }
     run["timing"]["rounds"] = std::move(rounds);
   }
@@ -251,11 +321,20 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
   for (const LayerMeasurement& l : r.layers) {
     json records = json::array();
     for (std::size_t i : l.records) records.push_back(r.analysis.graph.op(i).name);
-    run["layers"].push_back({{"event", l.event}, {"name", l.name}, {"module", l.module}, {"kind", l.kind},
-                             {"output_shape", l.output_shape}, {"ops", records}, {"flops", l.flops},
-                             {"bytes", l.bytes}, {"lower_bound_seconds", l.lower_bound_seconds},
-                             {"profiled_seconds", l.profiled_seconds}, {"measured_seconds", l.measured_seconds},
-                             {"share", l.share}, {"waste_seconds", l.waste_seconds}, {"efficiency", l.efficiency},
+    run["layers"].push_back({{"event", l.event},
+                             {"name", l.name},
+                             {"module", l.module},
+                             {"kind", l.kind},
+                             {"output_shape", l.output_shape},
+                             {"ops", records},
+                             {"flops", l.flops},
+                             {"bytes", l.bytes},
+                             {"lower_bound_seconds", l.lower_bound_seconds},
+                             {"profiled_seconds", l.profiled_seconds},
+                             {"measured_seconds", l.measured_seconds},
+                             {"share", l.share},
+                             {"waste_seconds", l.waste_seconds},
+                             {"efficiency", l.efficiency},
                              {"bound", l.bound ? json(std::string(bound_name(*l.bound))) : json(nullptr)},
                              {"modeled", l.modeled}});
     if (!l.pass.empty()) run["layers"].back()["pass"] = l.pass;
@@ -297,8 +376,10 @@ static std::string profile_view(const std::vector<ProfileRun>& runs, const Hardw
     for (const ProfileRun& r : runs) {
       if (r.layers.empty()) continue;
       report::Table t = layer_table(r, options, true);
-      if (all.headers.empty()) all = t;
-      else all.rows.insert(all.rows.end(), t.rows.begin(), t.rows.end());
+      if (all.headers.empty())
+        all = t;
+      else
+        all.rows.insert(all.rows.end(), t.rows.begin(), t.rows.end());
     }
     return report::render_table(all, format);
   }

@@ -127,11 +127,13 @@ void read_layers(const json& run_json, ResultRun& run) {
     layer.efficiency = l.nonneg("efficiency");
     // waste_seconds and modeled came later than the other fields: derive nothing, default
     layer.waste_seconds = l.has("waste_seconds") ? l.nonneg("waste_seconds")
-                                                  : std::max(0.0, layer.measured_seconds - layer.lower_bound_seconds);
+                                                 : std::max(0.0, layer.measured_seconds - layer.lower_bound_seconds);
     layer.modeled = l.has("modeled") ? l.flag("modeled") : true;
     const json& bound = l.at("bound");
-    if (bound.is_string()) layer.bound = bound.get<std::string>();
-    else if (!bound.is_null()) l.fail("bound", "must be a string or null");
+    if (bound.is_string())
+      layer.bound = bound.get<std::string>();
+    else if (!bound.is_null())
+      l.fail("bound", "must be a string or null");
     double largest = -1;
     for (const std::string& name : l.texts("ops")) {
       const auto it = ops.find(name);
@@ -267,7 +269,8 @@ class Reader {
 
   ResultsFile finish() {
     if (skipped_ > kMaxWarnings) {
-      results_.warnings.push_back(fmt::format("{}: {} more problems not listed", results_.path, skipped_ - kMaxWarnings));
+      results_.warnings.push_back(
+          fmt::format("{}: {} more problems not listed", results_.path, skipped_ - kMaxWarnings));
     }
     return std::move(results_);
   }
@@ -325,10 +328,10 @@ void read_lines(std::string_view text, Reader& reader) {
     try {
       j = json::parse(line);
     } catch (const json::parse_error& e) {
-      reader.warn(fmt::format("{}: {} (byte {} of the line); line skipped", where,
-                              last_unterminated ? "truncated: the last line is not complete JSON (an interrupted write?)"
-                                                : "not JSON",
-                              e.byte));
+      reader.warn(fmt::format(
+          "{}: {} (byte {} of the line); line skipped", where,
+          last_unterminated ? "truncated: the last line is not complete JSON (an interrupted write?)" : "not JSON",
+          e.byte));
       continue;
     }
     try {
@@ -383,7 +386,8 @@ ResultsFile parse_results(std::string_view text, const std::string& origin) {
     return reader.finish();
   }
   const std::size_t line_end = text.find('\n', first);
-  const std::string_view first_line = text.substr(first, line_end == std::string_view::npos ? text.npos : line_end - first);
+  const std::string_view first_line =
+      text.substr(first, line_end == std::string_view::npos ? text.npos : line_end - first);
   if (whole.is_discarded() && first_line.find_first_not_of("{ \t\r") == std::string_view::npos) {
     // a pretty-printed document (its first line is a lone '{') that does not parse: line by
     // line would only list its fragments
@@ -393,9 +397,8 @@ ResultsFile parse_results(std::string_view text, const std::string& origin) {
     } catch (const json::parse_error& e) {
       const std::string_view before = text.substr(0, std::min<std::size_t>(e.byte, text.size()));
       const auto line = 1 + std::count(before.begin(), before.end(), '\n');
-      throw Error(ErrorCode::kDataLoss,
-                  fmt::format("{}:{}: not a complete profile document (truncated?): {}", origin, line,
-                              e.byte >= text.size() ? "it ends early" : "malformed JSON"));
+      throw Error(ErrorCode::kDataLoss, fmt::format("{}:{}: not a complete profile document (truncated?): {}", origin,
+                                                    line, e.byte >= text.size() ? "it ends early" : "malformed JSON"));
     }
   }
   read_lines(text, reader);

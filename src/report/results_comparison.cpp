@@ -21,8 +21,8 @@ std::map<CellKey, const ResultRun*> last_run_per_cell(const ResultsFile& file, s
     const CellKey key = cell_of(run);
     auto [it, inserted] = cells.try_emplace(key, &run);
     if (!inserted) {
-      warnings.push_back(fmt::format("{}: {} appears again ({}): the later run is compared", run.source,
-                                     cell_name(key), it->second->source));
+      warnings.push_back(fmt::format("{}: {} appears again ({}): the later run is compared", run.source, cell_name(key),
+                                     it->second->source));
       it->second = &run;
     } else if (order) {
       order->push_back(key);
@@ -56,8 +56,10 @@ void compare_cell(CellChange& c, double alpha, double min_effect) {
   }
   c.ratio = c.after.median_seconds / c.before.median_seconds;
   const auto decide = [&] {
-    if (c.test->p_value >= alpha || std::abs(c.ratio - 1) < min_effect) c.change = Change::kNoChange;
-    else c.change = c.ratio < 1 ? Change::kFaster : Change::kSlower;
+    if (c.test->p_value >= alpha || std::abs(c.ratio - 1) < min_effect)
+      c.change = Change::kNoChange;
+    else
+      c.change = c.ratio < 1 ? Change::kFaster : Change::kSlower;
   };
   if (c.before.rounds.size() >= 2 && c.after.rounds.size() >= 2) {
     const std::vector<double> before = c.before.round_medians(), after = c.after.round_medians();
@@ -67,8 +69,10 @@ void compare_cell(CellChange& c, double alpha, double min_effect) {
     c.test = mann_whitney_u(before, after);
     decide();
     if (std::min(before.size(), after.size()) < 5) {
-      c.notes.push_back(fmt::format("{} and {} rounds: too few for the U test to find a change at alpha {} "
-                                    "(5 or more each)", before.size(), after.size(), alpha));
+      c.notes.push_back(
+          fmt::format("{} and {} rounds: too few for the U test to find a change at alpha {} "
+                      "(5 or more each)",
+                      before.size(), after.size(), alpha));
     }
     return;
   }
@@ -79,8 +83,9 @@ void compare_cell(CellChange& c, double alpha, double min_effect) {
     c.tested_on = "passes";
     c.test = mann_whitney_u(c.before.samples_seconds, c.after.samples_seconds);
     decide();
-    c.notes.push_back("no rounds in the results (an older file): tested on the passes of one window each, which "
-                      "understates the noise between windows (the test is overconfident)");
+    c.notes.push_back(
+        "no rounds in the results (an older file): tested on the passes of one window each, which "
+        "understates the noise between windows (the test is overconfident)");
     return;
   }
   // no samples (a file written before they were kept): the widest ratio the two CIs allow
@@ -112,8 +117,8 @@ std::vector<GroupChange> compare_groups(const std::vector<CellChange>& cells, do
       g.ratio_ci95 = bootstrap_median_ratio_ci95(others, mine);
       g.test = mann_whitney_u(others, mine);
       g.change = g.test->p_value >= alpha || std::abs(g.ratio - 1) < min_effect ? Change::kNoChange
-                 : g.ratio < 1                                                   ? Change::kFaster
-                                                                                 : Change::kSlower;
+                 : g.ratio < 1                                                  ? Change::kFaster
+                                                                                : Change::kSlower;
     }
     out.push_back(std::move(g));
   }
@@ -211,8 +216,8 @@ std::vector<const GroupChange*> groups_slower_than(const ResultsComparison& comp
 }
 
 std::size_t tested_cells(const ResultsComparison& comparison) {
-  return static_cast<std::size_t>(
-      std::count_if(comparison.cells.begin(), comparison.cells.end(), [](const CellChange& c) { return c.test.has_value(); }));
+  return static_cast<std::size_t>(std::count_if(comparison.cells.begin(), comparison.cells.end(),
+                                                [](const CellChange& c) { return c.test.has_value(); }));
 }
 
 }  // namespace neuralcost

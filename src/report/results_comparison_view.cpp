@@ -42,9 +42,10 @@ json results_comparison_json(const ResultsComparison& c) {
          {"after", c.after_path},
          {"alpha", c.alpha},
          {"min_effect", c.min_effect},
-         {"test", "two-sided Mann-Whitney U on the round medians (timing.rounds; timing.samples_seconds for files "
-                  "without rounds), exact for 8 or fewer values without ties, else the normal approximation with tie "
-                  "and continuity corrections; significant when p < alpha and |change| >= min_effect"},
+         {"test",
+          "two-sided Mann-Whitney U on the round medians (timing.rounds; timing.samples_seconds for files "
+          "without rounds), exact for 8 or fewer values without ties, else the normal approximation with tie "
+          "and continuity corrections; significant when p < alpha and |change| >= min_effect"},
          {"warnings", c.warnings}};
   j["cells"] = json::array();
   for (const CellChange& x : c.cells) {
@@ -55,27 +56,33 @@ json results_comparison_json(const ResultsComparison& c) {
     if (x.change != Change::kNotComparable) {
       cell["ratio"] = x.ratio;
       cell["change"] = x.ratio - 1;
-      cell["change_ci95"] = {{"low", x.ratio_ci95.low - 1}, {"high", x.ratio_ci95.high - 1},
-                             {"from", !x.ratio_ci_from_samples ? "the two runs' CIs"
+      cell["change_ci95"] = {{"low", x.ratio_ci95.low - 1},
+                             {"high", x.ratio_ci95.high - 1},
+                             {"from", !x.ratio_ci_from_samples  ? "the two runs' CIs"
                                       : x.tested_on == "rounds" ? "bootstrap of both runs' round medians"
                                                                 : "bootstrap of both runs' samples"}};
     }
-    cell["u_test"] = x.test ? json{{"u", x.test->u}, {"p_value", x.test->p_value}, {"exact", x.test->exact},
-                                   {"on", x.tested_on}}
-                            : json(nullptr);
+    cell["u_test"] =
+        x.test ? json{{"u", x.test->u}, {"p_value", x.test->p_value}, {"exact", x.test->exact}, {"on", x.tested_on}}
+               : json(nullptr);
     cell["notes"] = x.notes;
     j["cells"].push_back(cell);
   }
   j["groups"] = json::array();
   for (const GroupChange& g : c.groups) {
-    json group{{"backend", g.backend}, {"cells", g.cells}, {"other_cells", g.other_cells},
+    json group{{"backend", g.backend},
+               {"cells", g.cells},
+               {"other_cells", g.other_cells},
                {"result", std::string(change_name(g.change))}};
     if (g.test) {
       group["ratio"] = g.ratio;
       group["change"] = g.ratio - 1;
-      group["change_ci95"] = {{"low", g.ratio_ci95.low - 1}, {"high", g.ratio_ci95.high - 1},
+      group["change_ci95"] = {{"low", g.ratio_ci95.low - 1},
+                              {"high", g.ratio_ci95.high - 1},
                               {"from", "bootstrap of the backend's and the other backends' cell ratios"}};
-      group["u_test"] = {{"u", g.test->u}, {"p_value", g.test->p_value}, {"exact", g.test->exact},
+      group["u_test"] = {{"u", g.test->u},
+                         {"p_value", g.test->p_value},
+                         {"exact", g.test->exact},
                          {"on", "cell ratios, the backend's against the other backends'"}};
     }
     j["groups"].push_back(group);
@@ -91,14 +98,15 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
   if (format == Format::kJson) return report::json_text(results_comparison_json(c));
   report::Table t;
   t.headers = {"cell", "before", "after", "change", "95% CI", "p", "result", "notes"};
-  t.raw_headers = {"cell", "before_median_seconds", "after_median_seconds", "change", "change_ci95", "p_value", "result",
-                   "notes"};
+  t.raw_headers = {
+      "cell", "before_median_seconds", "after_median_seconds", "change", "change_ci95", "p_value", "result", "notes"};
   t.right_align = {false, true, true, true, true, true, false, false};
   for (const CellChange& x : c.cells) {
     std::string notes;
     for (const std::string& n : x.notes) notes += (notes.empty() ? "" : "; ") + n;
     auto median = [](const ResultRun& r) {
-      return r.failed() ? Cell{"failed", ""} : Cell{report::si(r.median_seconds, "s"), fmt::format("{}", r.median_seconds)};
+      return r.failed() ? Cell{"failed", ""}
+                        : Cell{report::si(r.median_seconds, "s"), fmt::format("{}", r.median_seconds)};
     };
     const bool compared = x.change != Change::kNotComparable;
     t.rows.push_back(
@@ -106,9 +114,10 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
          median(x.before),
          median(x.after),
          compared ? Cell{fmt::format("{:+.1f}%", (x.ratio - 1) * 100), fmt::format("{}", x.ratio - 1)} : Cell{"-", ""},
-         compared ? Cell{fmt::format("{:+.1f}% .. {:+.1f}%", (x.ratio_ci95.low - 1) * 100, (x.ratio_ci95.high - 1) * 100),
-                         fmt::format("{}:{}", x.ratio_ci95.low - 1, x.ratio_ci95.high - 1)}
-                  : Cell{"-", ""},
+         compared
+             ? Cell{fmt::format("{:+.1f}% .. {:+.1f}%", (x.ratio_ci95.low - 1) * 100, (x.ratio_ci95.high - 1) * 100),
+                    fmt::format("{}:{}", x.ratio_ci95.low - 1, x.ratio_ci95.high - 1)}
+             : Cell{"-", ""},
          x.test ? Cell{fmt::format("{:.2g}", x.test->p_value), fmt::format("{}", x.test->p_value)} : Cell{"-", ""},
          {std::string(change_name(x.change)), ""},
          {notes, ""}});
@@ -122,10 +131,11 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
   out += "\n" + line(report::comparison_sentence(c));
   for (const GroupChange& g : c.groups) {
     if (!g.test) continue;
-    out += line(fmt::format("{}, its {} cells against the other backends' {} (median change relative to theirs): "
-                            "{:+.1f}% (95% CI {:+.1f}% .. {:+.1f}%, p {:.2g}): {}",
-                            g.backend, g.cells, g.other_cells, (g.ratio - 1) * 100, (g.ratio_ci95.low - 1) * 100,
-                            (g.ratio_ci95.high - 1) * 100, g.test->p_value, change_name(g.change)));
+    out +=
+        line(fmt::format("{}, its {} cells against the other backends' {} (median change relative to theirs): "
+                         "{:+.1f}% (95% CI {:+.1f}% .. {:+.1f}%, p {:.2g}): {}",
+                         g.backend, g.cells, g.other_cells, (g.ratio - 1) * 100, (g.ratio_ci95.low - 1) * 100,
+                         (g.ratio_ci95.high - 1) * 100, g.test->p_value, change_name(g.change)));
   }
   for (const CellKey& k : c.only_before) out += line("only before: " + cell_name(k));
   for (const CellKey& k : c.only_after) out += line("only after: " + cell_name(k));

@@ -104,7 +104,8 @@ std::string valid_utf8(std::string_view s) {
 
 std::string csv_safe(std::string_view cell) {
   // a lone "-" (no value) or "+" is no formula
-  if (cell.size() < 2 || std::string_view("=+-@\t\r").find(cell.front()) == std::string_view::npos) return std::string(cell);
+  if (cell.size() < 2 || std::string_view("=+-@\t\r").find(cell.front()) == std::string_view::npos)
+    return std::string(cell);
   const std::string text(cell);
   char* end = nullptr;
   std::strtod(text.c_str(), &end);
@@ -116,9 +117,12 @@ std::string markdown_safe(std::string_view cell) {
   std::string out;
   for (char c : cell) {
     // a pipe would end the cell; < and & would start HTML (a name holding a <script> tag)
-    if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '&') out += "&amp;";
+    if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '&')
+      out += "&amp;";
     else {
       if (c == '|') out += '\\';
       out += c;
@@ -135,7 +139,14 @@ std::string markdown_text(std::string_view text) {
       case '<': out += "&lt;"; break;
       case '>': out += "&gt;"; break;
       case '&': out += "&amp;"; break;
-      case '\\': case '`': case '*': case '_': case '[': case ']': case '|': case '#':
+      case '\\':
+      case '`':
+      case '*':
+      case '_':
+      case '[':
+      case ']':
+      case '|':
+      case '#':
         out += '\\';
         out += c;
         break;
@@ -172,10 +183,14 @@ std::string json_for_script(const nlohmann::json& document) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     // these characters occur only inside strings in JSON text, where the escapes mean the same
-    if (c == '<') out += "\\u003c";
-    else if (c == '>') out += "\\u003e";
-    else if (c == '&') out += "\\u0026";
-    else if (c == '\xE2' && i + 2 < text.size() && text[i + 1] == '\x80' && (text[i + 2] == '\xA8' || text[i + 2] == '\xA9')) {
+    if (c == '<')
+      out += "\\u003c";
+    else if (c == '>')
+      out += "\\u003e";
+    else if (c == '&')
+      out += "\\u0026";
+    else if (c == '\xE2' && i + 2 < text.size() && text[i + 1] == '\x80' &&
+             (text[i + 2] == '\xA8' || text[i + 2] == '\xA9')) {
       out += text[i + 2] == '\xA8' ? "\\u2028" : "\\u2029";
       i += 2;
     } else {

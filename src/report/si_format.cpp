@@ -25,9 +25,17 @@ std::string seconds(double value) {
 std::string si(double value, const std::string& unit) {
   if (unit == "s") return seconds(value);
   if (value == 0) return fmt::format("0 {}", unit);
-  static const std::array<std::pair<double, const char*>, 11> prefixes = {{
-      {1e18, "E"}, {1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"},
-      {1, ""}, {1e-3, "m"}, {1e-6, "µ"}, {1e-9, "n"}, {1e-12, "p"}}};
+  static const std::array<std::pair<double, const char*>, 11> prefixes = {{{1e18, "E"},
+                                                                           {1e15, "P"},
+                                                                           {1e12, "T"},
+                                                                           {1e9, "G"},
+                                                                           {1e6, "M"},
+                                                                           {1e3, "k"},
+                                                                           {1, ""},
+                                                                           {1e-3, "m"},
+                                                                           {1e-6, "µ"},
+                                                                           {1e-9, "n"},
+                                                                           {1e-12, "p"}}};
   const double mag = std::fabs(value);
   for (const auto& [scale, prefix] : prefixes) {
     if (mag >= scale * 0.9995) {

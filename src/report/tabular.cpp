@@ -12,9 +12,8 @@ namespace {
 
 /// Display width in terminal columns: counts UTF-8 code points, not bytes ("µs").
 std::size_t width_of(const std::string& s) {
-  return static_cast<std::size_t>(std::count_if(s.begin(), s.end(), [](char c) {
-    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-  }));
+  return static_cast<std::size_t>(
+      std::count_if(s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
 }
 
 std::string csv_escape(const std::string& text) {

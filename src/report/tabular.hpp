@@ -18,7 +18,7 @@ struct Table {
   std::vector<std::string> headers;      ///< display headers
   std::vector<std::string> raw_headers;  ///< CSV headers (snake_case, units in names)
   std::vector<std::vector<Cell>> rows;
-  std::vector<bool> right_align;         ///< per column; numbers are right-aligned
+  std::vector<bool> right_align;  ///< per column; numbers are right-aligned
 };
 
 std::string render_table(const Table& table, Format format);

@@ -29,8 +29,11 @@ StepWork backward_of(const StepOpRow& row) {
 }
 
 nlohmann::json work_json(const StepWork& w) {
-  return {{"flops", w.flops}, {"contraction_flops", w.contraction_flops}, {"bytes", w.bytes},
-          {"lower_bound_seconds", w.lower_bound_seconds}, {"records", w.records}};
+  return {{"flops", w.flops},
+          {"contraction_flops", w.contraction_flops},
+          {"bytes", w.bytes},
+          {"lower_bound_seconds", w.lower_bound_seconds},
+          {"records", w.records}};
 }
 
 std::string options_text(const TrainingOptions& o) {
@@ -42,18 +45,20 @@ std::string bytes(std::uint64_t b) { return memory_size_string(b); }
 
 std::string memory_text(const MemoryLedger& m, const std::vector<std::string>& names) {
   const ActivationMemory& a = m.activations;
-  std::string out = fmt::format(
-      "memory (docs/training-memory.md): parameters {}, gradients {}, optimizer state {}{}{}\n", bytes(m.parameter_bytes),
-      bytes(m.gradient_bytes), bytes(m.optimizer_state_bytes),
-      m.master_weight_bytes ? fmt::format(", fp32 master weights {}", bytes(m.master_weight_bytes)) : "",
-      m.buffer_bytes ? fmt::format(", buffers {}", bytes(m.buffer_bytes)) : "");
-  out += fmt::format("activations: {} saved for backward; the peak is between {} (at '{}', {}) and {}\n", bytes(a.saved_bytes),
-                     bytes(a.lower_bound_bytes), terminal_text(a.peak_op), memory_phase_name(a.peak_phase),
-                     bytes(a.upper_bound_bytes));
+  std::string out =
+      fmt::format("memory (docs/training-memory.md): parameters {}, gradients {}, optimizer state {}{}{}\n",
+                  bytes(m.parameter_bytes), bytes(m.gradient_bytes), bytes(m.optimizer_state_bytes),
+                  m.master_weight_bytes ? fmt::format(", fp32 master weights {}", bytes(m.master_weight_bytes)) : "",
+                  m.buffer_bytes ? fmt::format(", buffers {}", bytes(m.buffer_bytes)) : "");
+  out += fmt::format("activations: {} saved for backward; the peak is between {} (at '{}', {}) and {}\n",
+                     bytes(a.saved_bytes), bytes(a.lower_bound_bytes), terminal_text(a.peak_op),
+                     memory_phase_name(a.peak_phase), bytes(a.upper_bound_bytes));
   if (m.optimizer_transient_bytes > 0) {
-    out += fmt::format("optimizer step temporaries: {} (after the backward pass)\n", bytes(m.optimizer_transient_bytes));
+    out +=
+        fmt::format("optimizer step temporaries: {} (after the backward pass)\n", bytes(m.optimizer_transient_bytes));
   }
-  out += fmt::format("step total: {} to {}\n", bytes(m.total_bytes(MemoryBound::kLower)), bytes(m.total_bytes(MemoryBound::kUpper)));
+  out += fmt::format("step total: {} to {}\n", bytes(m.total_bytes(MemoryBound::kLower)),
+                     bytes(m.total_bytes(MemoryBound::kUpper)));
   std::string savers;
   for (std::size_t i : biggest_savers(m, 3)) {
     if (m.ops[i].keeps_bytes == 0) continue;
@@ -64,8 +69,9 @@ std::string memory_text(const MemoryLedger& m, const std::vector<std::string>& n
   if (m.options.checkpoint.kind != CheckpointKind::kNone) {
     std::size_t recomputed = 0;
     for (const CheckpointSegment& seg : m.segments) recomputed += seg.recomputed ? 1 : 0;
-    out += fmt::format("checkpointing {}: {} of {} segments recomputed, {} more\n", checkpoint_name(m.options.checkpoint),
-                       recomputed, m.segments.size(), report::si(static_cast<double>(m.recompute_flops), "FLOP"));
+    out +=
+        fmt::format("checkpointing {}: {} of {} segments recomputed, {} more\n", checkpoint_name(m.options.checkpoint),
+                    recomputed, m.segments.size(), report::si(static_cast<double>(m.recompute_flops), "FLOP"));
   }
   for (const std::string& n : m.notes) out += "note: " + terminal_text(n) + "\n";
   if (!m.unknown_saves.empty()) {
@@ -76,15 +82,16 @@ std::string memory_text(const MemoryLedger& m, const std::vector<std::string>& n
 }
 
 std::string fit_text(const BatchFit& f) {
-  std::string out = fmt::format("fits: budget {} with a {} reserve ({} usable): largest batch {}{}, needing {} ({} bound)",
-                                bytes(f.budget_bytes), report::percent(f.reserve), bytes(f.usable_bytes), f.batch,
-                                f.capped ? " (the largest tried)" : "", bytes(f.needed_bytes), memory_bound_name(f.bound));
+  std::string out =
+      fmt::format("fits: budget {} with a {} reserve ({} usable): largest batch {}{}, needing {} ({} bound)",
+                  bytes(f.budget_bytes), report::percent(f.reserve), bytes(f.usable_bytes), f.batch,
+                  f.capped ? " (the largest tried)" : "", bytes(f.needed_bytes), memory_bound_name(f.bound));
   if (!f.capped) out += fmt::format("; batch {} would need {}", f.batch + 1, bytes(f.next_batch_bytes));
   const MemoryLedger& m = f.ledger;
-  out += fmt::format("\n  at batch {}: parameters {}, gradients {}, optimizer state {}, master weights {}, activations {}\n", f.batch,
-                     bytes(m.parameter_bytes), bytes(m.gradient_bytes), bytes(m.optimizer_state_bytes),
-                     bytes(m.master_weight_bytes),
-                     bytes(f.bound == MemoryBound::kUpper ? m.activations.upper_bound_bytes : m.activations.lower_bound_bytes));
+  out += fmt::format(
+      "\n  at batch {}: parameters {}, gradients {}, optimizer state {}, master weights {}, activations {}\n", f.batch,
+      bytes(m.parameter_bytes), bytes(m.gradient_bytes), bytes(m.optimizer_state_bytes), bytes(m.master_weight_bytes),
+      bytes(f.bound == MemoryBound::kUpper ? m.activations.upper_bound_bytes : m.activations.lower_bound_bytes));
   return out;
 }
 
@@ -137,20 +144,29 @@ nlohmann::json training_json(const TrainingReport& report) {
   }
   t["ops"] = nlohmann::json::array();
   for (const StepOpRow& r : s.ops) {
-    t["ops"].push_back({{"name", r.name}, {"kind", r.kind}, {"modeled", r.modeled},
-                        {"forward", work_json(r.forward)}, {"input_gradient", work_json(r.input_gradient)},
+    t["ops"].push_back({{"name", r.name},
+                        {"kind", r.kind},
+                        {"modeled", r.modeled},
+                        {"forward", work_json(r.forward)},
+                        {"input_gradient", work_json(r.input_gradient)},
                         {"weight_gradient", work_json(r.weight_gradient)}});
   }
   t["optimizer_step"] = work_json(s.optimizer);
   t["optimizer_step"]["parameters"] = s.optimizer_parameters;
   t["unmodeled_gradients"] = nlohmann::json::array();
-  for (const auto& [name, why] : s.unmodeled_gradients) t["unmodeled_gradients"].push_back({{"op", name}, {"reason", why}});
+  for (const auto& [name, why] : s.unmodeled_gradients)
+    t["unmodeled_gradients"].push_back({{"op", name}, {"reason", why}});
   t["memory"] = memory_json(report.memory, report.op_names);
   if (report.fit) {
     const BatchFit& f = *report.fit;
-    t["fit"] = {{"batch", f.batch}, {"capped", f.capped}, {"bound", std::string(memory_bound_name(f.bound))},
-                {"budget_bytes", f.budget_bytes}, {"reserve", f.reserve}, {"usable_bytes", f.usable_bytes},
-                {"needed_bytes", f.needed_bytes}, {"next_batch_bytes", f.next_batch_bytes},
+    t["fit"] = {{"batch", f.batch},
+                {"capped", f.capped},
+                {"bound", std::string(memory_bound_name(f.bound))},
+                {"budget_bytes", f.budget_bytes},
+                {"reserve", f.reserve},
+                {"usable_bytes", f.usable_bytes},
+                {"needed_bytes", f.needed_bytes},
+                {"next_batch_bytes", f.next_batch_bytes},
                 {"memory", memory_json(f.ledger, report.op_names)}};
   }
   nlohmann::json j = analysis_json(step);
@@ -165,23 +181,23 @@ static std::string training_view(const TrainingReport& report, Format format) {
   const StepSummary s = summarize_step(step);
   report::Table t;
   t.headers = {"op", "kind", "fwd FLOPs", "bwd FLOPs", "bwd/fwd", "fwd bytes", "bwd bytes", "lower bound"};
-  t.raw_headers = {"name", "kind", "forward_flops", "backward_flops", "backward_to_forward", "forward_bytes",
-                   "backward_bytes", "lower_bound_seconds"};
+  t.raw_headers = {"name",          "kind",           "forward_flops",      "backward_flops", "backward_to_forward",
+                   "forward_bytes", "backward_bytes", "lower_bound_seconds"};
   t.right_align = {false, false, true, true, true, true, true, true};
   for (const StepOpRow& r : s.ops) {
     const StepWork bwd = backward_of(r);
-    const std::string ratio = r.forward.flops > 0 && r.modeled
-                                  ? report::fixed1(static_cast<double>(bwd.flops) / static_cast<double>(r.forward.flops))
-                                  : std::string(r.modeled ? "-" : "?");
+    const std::string ratio =
+        r.forward.flops > 0 && r.modeled
+            ? report::fixed1(static_cast<double>(bwd.flops) / static_cast<double>(r.forward.flops))
+            : std::string(r.modeled ? "-" : "?");
     t.rows.push_back({text(terminal_text(r.name)), text(r.kind), count(r.forward.flops, ""),
                       r.modeled ? count(bwd.flops, "") : text("?"), text(ratio), count(r.forward.bytes, "B"),
                       count(bwd.bytes, "B"), seconds(r.forward.lower_bound_seconds + bwd.lower_bound_seconds)});
   }
   // the optimizer's update runs after the backward pass: its FLOPs go in the backward column
   t.rows.push_back({text(fmt::format("optimizer step ({} tensors)", s.optimizer_parameters)),
-                    text(std::string(optimizer_name(options.optimizer))), text(""), count(s.optimizer.flops, ""), text(""),
-                    text(""), count(s.optimizer.bytes, "B"),
-                    seconds(s.optimizer.lower_bound_seconds)});
+                    text(std::string(optimizer_name(options.optimizer))), text(""), count(s.optimizer.flops, ""),
+                    text(""), text(""), count(s.optimizer.bytes, "B"), seconds(s.optimizer.lower_bound_seconds)});
   if (format == Format::kCsv) return report::render_table(t, format);
   const ModelTotals& tot = step.totals;
   std::string out = format == Format::kMarkdown ? "### " : "";
@@ -191,8 +207,8 @@ static std::string training_view(const TrainingReport& report, Format format) {
   for (const std::string& n : step.graph.notes()) out += "note: " + terminal_text(n) + "\n";
   out += "\n" + report::render_table(t, format) + "\n";
   for (const PassTotal& p : s.passes) {
-    out += fmt::format("{:<16} {} ({} in contractions), {} moved, lower bound {}\n", std::string(pass_name(p.pass)) + ":",
-                       report::si(static_cast<double>(p.work.flops), "FLOP"),
+    out += fmt::format("{:<16} {} ({} in contractions), {} moved, lower bound {}\n",
+                       std::string(pass_name(p.pass)) + ":", report::si(static_cast<double>(p.work.flops), "FLOP"),
                        report::si(static_cast<double>(p.work.contraction_flops), "FLOP"),
                        report::si(static_cast<double>(p.work.bytes), "B"), report::si(p.work.lower_bound_seconds, "s"));
   }
@@ -224,11 +240,13 @@ static std::string training_summary_view(const std::vector<TrainingReport>& repo
   for (const TrainingReport& r : reports) steps.push_back(r.step);
   std::string out = render_summary(steps, format);
   if (format == Format::kCsv || reports.empty()) return out;
-  out += fmt::format("training steps: {} (FLOPs, bytes and bounds are per step)\n", options_text(reports.front().options));
+  out +=
+      fmt::format("training steps: {} (FLOPs, bytes and bounds are per step)\n", options_text(reports.front().options));
   for (const TrainingReport& r : reports) {
-    out += fmt::format("memory: {} batch {}: {} to {}{}\n", terminal_text(r.step.model), r.step.batch,
-                       bytes(r.memory.total_bytes(MemoryBound::kLower)), bytes(r.memory.total_bytes(MemoryBound::kUpper)),
-                       r.fit ? fmt::format("; largest batch in {}: {}", bytes(r.fit->budget_bytes), r.fit->batch) : "");
+    out +=
+        fmt::format("memory: {} batch {}: {} to {}{}\n", terminal_text(r.step.model), r.step.batch,
+                    bytes(r.memory.total_bytes(MemoryBound::kLower)), bytes(r.memory.total_bytes(MemoryBound::kUpper)),
+                    r.fit ? fmt::format("; largest batch in {}: {}", bytes(r.fit->budget_bytes), r.fit->batch) : "");
   }
   return out;
 }

@@ -19,11 +19,11 @@ namespace neuralcost {
 namespace {
 
 /// The modules the report's charts need, each after the ones it requires.
-constexpr const char* kModules[] = {
-    "vega-util",     "vega-event-selector", "vega-expression", "vega-time",      "vega-format",
-    "vega-loader",   "vega-statistics",     "vega-scale",      "vega-canvas",    "vega-scenegraph",
-    "vega-dataflow", "vega-selection",      "vega-functions",  "vega-runtime",   "vega-view",
-    "vega-parser",   "vega-transforms",     "vega-encode",     "vega-view-transforms"};
+constexpr const char* kModules[] = {"vega-util",       "vega-event-selector", "vega-expression",     "vega-time",
+                                    "vega-format",     "vega-loader",         "vega-statistics",     "vega-scale",
+                                    "vega-canvas",     "vega-scenegraph",     "vega-dataflow",       "vega-selection",
+                                    "vega-functions",  "vega-runtime",        "vega-view",           "vega-parser",
+                                    "vega-transforms", "vega-encode",         "vega-view-transforms"};
 
 constexpr const char* kPrelude =
     "var NeuralCostVega={};\n"

@@ -26,8 +26,9 @@ std::string trimmed(const std::string& text) {
 }
 
 std::string breakdown(const MemoryLedger& l, MemoryBound bound) {
-  std::string out = fmt::format("parameters {}, gradients {}, optimizer state {}", memory_size_string(l.parameter_bytes),
-                                memory_size_string(l.gradient_bytes), memory_size_string(l.optimizer_state_bytes));
+  std::string out =
+      fmt::format("parameters {}, gradients {}, optimizer state {}", memory_size_string(l.parameter_bytes),
+                  memory_size_string(l.gradient_bytes), memory_size_string(l.optimizer_state_bytes));
   if (l.master_weight_bytes > 0) out += fmt::format(", master weights {}", memory_size_string(l.master_weight_bytes));
   if (l.buffer_bytes > 0) out += fmt::format(", buffers {}", memory_size_string(l.buffer_bytes));
   const std::uint64_t activations =
@@ -43,8 +44,9 @@ std::string breakdown(const MemoryLedger& l, MemoryBound bound) {
 
 std::uint64_t parse_memory_size(const std::string& raw) {
   const std::string text = trimmed(raw);
-  const char* hint = "is not a size: write a number and a unit, e.g. 24GB, 1.5GiB or 512MB (units B, KB, MB, GB, TB, "
-                     "KiB, MiB, GiB, TiB)";
+  const char* hint =
+      "is not a size: write a number and a unit, e.g. 24GB, 1.5GiB or 512MB (units B, KB, MB, GB, TB, "
+      "KiB, MiB, GiB, TiB)";
   if (!text.empty() && text[0] == '-') bad_size(raw, "must be positive");
   std::size_t i = 0;
   Wide whole = 0;
@@ -68,10 +70,15 @@ std::uint64_t parse_memory_size(const std::string& raw) {
   for (std::size_t k = text.find_first_not_of(" \t", i); k != std::string::npos && k < text.size(); ++k) {
     unit += static_cast<char>(std::tolower(static_cast<unsigned char>(text[k])));
   }
-  static const std::map<std::string, Wide> kUnits = {
-      {"b", 1},           {"kb", 1000},         {"mb", 1000 * 1000}, {"gb", Wide{1000} * 1000 * 1000},
-      {"tb", Wide{1000} * 1000 * 1000 * 1000}, {"kib", Wide{1} << 10}, {"mib", Wide{1} << 20},
-      {"gib", Wide{1} << 30}, {"tib", Wide{1} << 40}};
+  static const std::map<std::string, Wide> kUnits = {{"b", 1},
+                                                     {"kb", 1000},
+                                                     {"mb", 1000 * 1000},
+                                                     {"gb", Wide{1000} * 1000 * 1000},
+                                                     {"tb", Wide{1000} * 1000 * 1000 * 1000},
+                                                     {"kib", Wide{1} << 10},
+                                                     {"mib", Wide{1} << 20},
+                                                     {"gib", Wide{1} << 30},
+                                                     {"tib", Wide{1} << 40}};
   const auto unit_it = kUnits.find(unit);
   if (unit.empty()) bad_size(raw, "needs a unit (B, KB, MB, GB, TB, KiB, MiB, GiB, TiB), e.g. 24GB");
   if (unit_it == kUnits.end()) bad_size(raw, hint);
@@ -143,15 +150,17 @@ BatchFit largest_batch(const std::function<OpGraph(std::int64_t)>& graph_at, con
   std::optional<MemoryLedger> best;
   if (!fits(1, &best)) {
     const std::string reserve_text =
-        reserve > 0 ? fmt::format("; a {:g}% reserve leaves {}", reserve * 100, memory_size_string(fit.usable_bytes)) : "";
+        reserve > 0 ? fmt::format("; a {:g}% reserve leaves {}", reserve * 100, memory_size_string(fit.usable_bytes))
+                    : "";
     if (needed[1] == UINT64_MAX) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("--memory-budget {} cannot hold batch 1: its byte counts overflow 64 bits",
                               memory_size_string(budget_bytes)));
     }
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--memory-budget {} cannot hold batch 1: it needs {} ({}{})", memory_size_string(budget_bytes),
-                            memory_size_string(needed[1]), breakdown(*best, bound), reserve_text));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("--memory-budget {} cannot hold batch 1: it needs {} ({}{})", memory_size_string(budget_bytes),
+                    memory_size_string(needed[1]), breakdown(*best, bound), reserve_text));
   }
   std::int64_t lo = 1, hi = 0;  // lo fits; hi (when > 0) does not
   for (std::int64_t b = 2; b <= kMaxSearchedBatch; b *= 2) {

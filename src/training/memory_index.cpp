@@ -16,13 +16,11 @@ bool carries_gradient(DType dtype) {
     case DType::kTf32:
     case DType::kFp16:
     case DType::kBf16:
-    case DType::kFp8:
-      return true;
+    case DType::kFp8: return true;
     case DType::kInt8:
     case DType::kInt32:
     case DType::kInt64:
-    case DType::kBool:
-      return false;
+    case DType::kBool: return false;
   }
   return false;
 }
@@ -58,7 +56,8 @@ Index build_index(const OpGraph& g, Precision precision) {
       push_unique(ix.op_in[i], it->second);
     }
     // autograd records an op with a trainable parameter or an input that needs a gradient
-    bool records = std::any_of(op.parameters.begin(), op.parameters.end(), [](const ParameterDesc& p) { return p.trainable; });
+    bool records =
+        std::any_of(op.parameters.begin(), op.parameters.end(), [](const ParameterDesc& p) { return p.trainable; });
     for (std::size_t t : ix.op_in[i]) {
       if (!ix.tensors[t].needs_grad) continue;
       records = true;
@@ -68,9 +67,9 @@ Index build_index(const OpGraph& g, Precision precision) {
     const bool view = is_view(op) && !ix.op_in[i].empty();
     // an in-place op (attribute in_place: ATen's add_, relu_, ...) writes into its first input's
     // storage: its output is that storage, not a new one
-    const bool in_place = !view && op.attributes.get_bool("in_place", false) && !ix.op_in[i].empty() &&
-                          op.outputs.size() == 1 &&
-                          activation_bytes(op.outputs[0], precision) <= ix.storages[ix.tensors[ix.op_in[i][0]].roots.at(0)].bytes;
+    const bool in_place =
+        !view && op.attributes.get_bool("in_place", false) && !ix.op_in[i].empty() && op.outputs.size() == 1 &&
+        activation_bytes(op.outputs[0], precision) <= ix.storages[ix.tensors[ix.op_in[i][0]].roots.at(0)].bytes;
     for (const TensorDesc& t : op.outputs) {
       Tensor y{t, i, {}, records && carries_gradient(t.dtype), activation_bytes(t, precision)};
       if (view || in_place) {  // an alias: a concatenation views every input, the others their first (data) input
@@ -83,9 +82,10 @@ Index build_index(const OpGraph& g, Precision precision) {
       }
       const auto [it, fresh] = ix.id.emplace(t.name, ix.tensors.size());
       if (!fresh) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("op '{}': tensor '{}' is {} (the ledger needs a finalized graph)", op.name, t.name,
-                                ix.tensors[it->second].producer == kNoOp ? "read before it is written" : "written twice"));
+        throw Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("op '{}': tensor '{}' is {} (the ledger needs a finalized graph)", op.name, t.name,
+                        ix.tensors[it->second].producer == kNoOp ? "read before it is written" : "written twice"));
       }
       ix.tensors.push_back(std::move(y));
       push_unique(ix.op_out[i], it->second);

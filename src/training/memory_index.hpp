@@ -40,7 +40,7 @@ struct Tensor {
   std::size_t producer = kNoOp;
   std::vector<std::size_t> roots;  ///< the storages it occupies
   bool needs_grad = false;
-  std::uint64_t grad_bytes = 0;    ///< its gradient, in the step's activation dtype
+  std::uint64_t grad_bytes = 0;  ///< its gradient, in the step's activation dtype
 };
 
 struct Index {

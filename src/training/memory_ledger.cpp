@@ -56,7 +56,8 @@ std::uint64_t MemoryLedger::total_bytes(MemoryBound bound) const {
     return checked_add(persistent_bytes(), std::max(activations.lower_with_parameter_gradients_bytes, optimizer_step),
                        "step memory");
   }
-  return checked_add(resident_bytes(), checked_add(activations.upper_bound_bytes, optimizer_transient_bytes, "step memory"),
+  return checked_add(resident_bytes(),
+                     checked_add(activations.upper_bound_bytes, optimizer_transient_bytes, "step memory"),
                      "step memory");
 }
 
@@ -168,7 +169,8 @@ bool selective_run_pays(const Index& ix, std::size_t first, std::size_t last, co
     }
     for (std::size_t t : ix.op_in[i]) {
       for (std::size_t r : ix.tensors[t].roots) {
-        if (!inside(ix.storages[r].producer) && !kept_before[r] && std::find(seen.begin(), seen.end(), r) == seen.end()) {
+        if (!inside(ix.storages[r].producer) && !kept_before[r] &&
+            std::find(seen.begin(), seen.end(), r) == seen.end()) {
           seen.push_back(r);
           adds += ix.storages[r].bytes;
         }
@@ -227,9 +229,10 @@ std::vector<std::int64_t> choose_segments(const OpGraph& g, const Index& ix, Mem
       }
     }
     if (skipped > 0) {
-      l.notes.push_back(fmt::format("selective: {} of {} elementwise/normalisation runs are kept, not recomputed: "
-                                    "recomputing them would keep more (their inputs) than it frees",
-                                    skipped, l.segments.size()));
+      l.notes.push_back(
+          fmt::format("selective: {} of {} elementwise/normalisation runs are kept, not recomputed: "
+                      "recomputing them would keep more (their inputs) than it frees",
+                      skipped, l.segments.size()));
     }
   }
   std::vector<std::vector<std::size_t>> keepers(kind == CheckpointKind::kSelective ? ix.storages.size() : 0);
@@ -251,12 +254,13 @@ std::vector<std::int64_t> choose_segments(const OpGraph& g, const Index& ix, Mem
     }
     // selective: once before the run's own backward, and once for each later op that keeps one
     // of its outputs (that op's backward comes first and needs it)
-    const std::uint64_t times = kind == CheckpointKind::kSelective ? 1 + later_keepers(ix, keepers, seg.first_op, seg.last_op) : 1;
+    const std::uint64_t times =
+        kind == CheckpointKind::kSelective ? 1 + later_keepers(ix, keepers, seg.first_op, seg.last_op) : 1;
     seg.runs = times;
     seg.recompute_flops = checked_mul(seg.recompute_flops, times, "recompute FLOPs");
     l.recompute_flops = checked_add(l.recompute_flops, seg.recompute_flops, "recompute FLOPs");
-    l.recompute_contraction_flops = checked_add(l.recompute_contraction_flops,
-                                                checked_mul(seg_contraction, times, "recompute FLOPs"), "recompute FLOPs");
+    l.recompute_contraction_flops = checked_add(
+        l.recompute_contraction_flops, checked_mul(seg_contraction, times, "recompute FLOPs"), "recompute FLOPs");
   }
   return op_segment;
 }
@@ -348,8 +352,9 @@ MemoryLedger memory_ledger(const OpGraph& g, const TrainingOptions& options) {
   training::activation_bounds(g, ix, op_segment, l);
 
   if (options.precision != Precision::kFp32) {
-    l.notes.push_back(fmt::format("{}: fp32 activations and their gradients are counted at 2 bytes; statistics stay fp32",
-                                  precision_name(options.precision)));
+    l.notes.push_back(
+        fmt::format("{}: fp32 activations and their gradients are counted at 2 bytes; statistics stay fp32",
+                    precision_name(options.precision)));
   }
   if (a.saved_graph_input_bytes > 0) {
     l.notes.push_back(fmt::format("graph inputs kept by the ops that read them count as saved activations ({})",

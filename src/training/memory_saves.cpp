@@ -27,9 +27,8 @@ const std::set<std::string> kKeepOutput = {"relu", "sigmoid", "tanh", "elu", "ex
 // Functions whose gradient needs no value at all: linear in their inputs (add, sub, neg, mean of
 // operands, copies, casts) or with a zero/undefined gradient (comparisons, logic, rounding).
 const std::set<std::string> kKeepNothing = {
-    "add",  "sub",   "mean",  "neg",   "identity", "copy", "cast",    "equal",   "less",    "greater",
-    "and",  "or",    "xor",   "not",   "bitshift", "sign", "floor",   "ceil",    "round",   "isinf",
-    "isnan", "quantize", "dequantize"};
+    "add", "sub", "mean",     "neg",  "identity", "copy", "cast",  "equal", "less",  "greater",  "and",       "or",
+    "xor", "not", "bitshift", "sign", "floor",    "ceil", "round", "isinf", "isnan", "quantize", "dequantize"};
 
 void keep(OpSaves& s, Saves rule) {
   s.rule = rule;
@@ -43,8 +42,8 @@ std::uint64_t per_element(const TensorDesc& like, Precision precision) {
 
 const TensorDesc& first(const std::vector<TensorDesc>& tensors, const OpRecord& op, const char* what) {
   if (tensors.empty()) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("op '{}': a {} op needs an {}", op.name,
-                                                         op_kind_name(op.kind), what));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("op '{}': a {} op needs an {}", op.name, op_kind_name(op.kind), what));
   }
   return tensors.front();
 }
@@ -90,8 +89,9 @@ std::uint64_t recurrent_workspace_elements(const OpRecord& op) {
   const std::uint64_t gates = op.kind == OpKind::kLstm ? 4 : op.kind == OpKind::kGru ? 3 : 0;
   const std::uint64_t cell = op.kind == OpKind::kLstm ? 1 : 0;
   const std::uint64_t steps_and_batch = static_cast<std::uint64_t>(x.shape[0]) * static_cast<std::uint64_t>(x.shape[1]);
-  const std::uint64_t per_step = checked_add(checked_mul(layers, checked_mul(gates + cell, hidden, "workspace"), "workspace"),
-                                             checked_mul(layers - 1, hidden, "workspace"), "workspace");
+  const std::uint64_t per_step =
+      checked_add(checked_mul(layers, checked_mul(gates + cell, hidden, "workspace"), "workspace"),
+                  checked_mul(layers - 1, hidden, "workspace"), "workspace");
   return checked_mul(checked_mul(steps_and_batch, dirs, "workspace"), per_step, "workspace elements");
 }
 
@@ -111,7 +111,8 @@ std::uint64_t recurrent_internal_elements(const OpRecord& op, std::uint64_t work
   const std::uint64_t cell = op.kind == OpKind::kLstm ? 4 : op.kind == OpKind::kGru ? 3 : 0;
   const std::uint64_t state = op.kind == OpKind::kRnn ? 0 : 1;
   const std::uint64_t steps_and_batch = static_cast<std::uint64_t>(x.shape[0]) * static_cast<std::uint64_t>(x.shape[1]);
-  const std::uint64_t per_step = checked_mul(layers, checked_mul(4 * gates + cell + state + 1, hidden, "internals"), "internals");
+  const std::uint64_t per_step =
+      checked_mul(layers, checked_mul(4 * gates + cell + state + 1, hidden, "internals"), "internals");
   const std::uint64_t all = checked_mul(checked_mul(steps_and_batch, dirs, "internals"), per_step, "internal elements");
   const std::uint64_t counted = checked_add(workspace_elements, y.elements(), "internal elements");
   return all > counted ? all - counted : 0;
@@ -164,8 +165,10 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
     }
     case OpKind::kAttention: {  // q, k, v, the output and the logsumexp per query row (fp32)
       const TensorDesc& y = first(op.outputs, op, "output");
-      const std::uint64_t width = y.shape.empty() ? 1 : static_cast<std::uint64_t>(std::max<std::int64_t>(1, y.shape.back()));
-      s.buffers.push_back({"logsumexp", SavedKind::kWorkspace, checked_mul(y.elements() / width, 4, "logsumexp bytes")});
+      const std::uint64_t width =
+          y.shape.empty() ? 1 : static_cast<std::uint64_t>(std::max<std::int64_t>(1, y.shape.back()));
+      s.buffers.push_back(
+          {"logsumexp", SavedKind::kWorkspace, checked_mul(y.elements() / width, 4, "logsumexp bytes")});
       break;
     }
     case OpKind::kRnn:
@@ -173,13 +176,13 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
     case OpKind::kLstm: {
       const TensorDesc& y = first(op.outputs, op, "output");
       const std::uint64_t workspace = recurrent_workspace_elements(op);
-      s.buffers.push_back({"workspace", SavedKind::kWorkspace,
-                           checked_mul(workspace, per_element(y, precision), "workspace bytes")});
-      s.internal_bytes = checked_mul(recurrent_internal_elements(op, workspace), per_element(y, precision), "internal bytes");
+      s.buffers.push_back(
+          {"workspace", SavedKind::kWorkspace, checked_mul(workspace, per_element(y, precision), "workspace bytes")});
+      s.internal_bytes =
+          checked_mul(recurrent_internal_elements(op, workspace), per_element(y, precision), "internal bytes");
       break;
     }
-    default:
-      break;
+    default: break;
   }
   return s;
 }
@@ -187,8 +190,7 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
 bool keeps_input(const OpSaves& saves, std::size_t k, const std::vector<bool>& input_needs_grad) {
   if (!saves.inputs) return false;
   switch (saves.operands) {
-    case OpSaves::Operands::kAll:
-      return true;
+    case OpSaves::Operands::kAll: return true;
     case OpSaves::Operands::kMul:
       for (std::size_t j = 0; j < input_needs_grad.size(); ++j) {
         if (j != k && input_needs_grad[j]) return true;

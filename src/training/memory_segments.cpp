@@ -23,7 +23,8 @@ std::string block_of(const std::string& name) {
     if (end == std::string::npos) end = name.size();
     if (end > start) {
       if (first_end == std::string::npos) first_end = end;
-      if (std::any_of(name.begin() + static_cast<std::ptrdiff_t>(start), name.begin() + static_cast<std::ptrdiff_t>(end),
+      if (std::any_of(name.begin() + static_cast<std::ptrdiff_t>(start),
+                      name.begin() + static_cast<std::ptrdiff_t>(end),
                       [](unsigned char c) { return std::isdigit(c) != 0; })) {
         return name.substr(0, end);
       }
@@ -50,8 +51,7 @@ std::vector<CheckpointSegment> checkpoint_segments(const OpGraph& g, const Check
   std::vector<CheckpointSegment> out;
   const std::size_t n = g.size();
   switch (policy.kind) {
-    case CheckpointKind::kNone:
-      return out;
+    case CheckpointKind::kNone: return out;
     case CheckpointKind::kFull:
       for (std::size_t i = 0; i < n;) {
         const std::string block = block_of(g.op(i).name);
@@ -66,9 +66,10 @@ std::vector<CheckpointSegment> checkpoint_segments(const OpGraph& g, const Check
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("--checkpoint every:{}: K must be a positive integer", policy.every));
       }
-      const std::size_t k = policy.every > 0
-                                ? static_cast<std::size_t>(policy.every)
-                                : std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(std::sqrt(static_cast<double>(n)))));
+      const std::size_t k =
+          policy.every > 0
+              ? static_cast<std::size_t>(policy.every)
+              : std::max<std::size_t>(1, static_cast<std::size_t>(std::llround(std::sqrt(static_cast<double>(n)))));
       for (std::size_t i = 0; i < n; i += k) out.push_back(segment(g, i, std::min(n, i + k) - 1));
       return out;
     }

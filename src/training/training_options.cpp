@@ -11,10 +11,12 @@
 namespace neuralcost {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, Optimizer>, 4> kOptimizers = {{
-    {"sgd", Optimizer::kSgd}, {"momentum", Optimizer::kMomentum}, {"adam", Optimizer::kAdam}, {"adamw", Optimizer::kAdamW}}};
-constexpr std::array<std::pair<std::string_view, Precision>, 3> kPrecisions = {{
-    {"fp32", Precision::kFp32}, {"bf16-mixed", Precision::kBf16Mixed}, {"fp16-mixed", Precision::kFp16Mixed}}};
+constexpr std::array<std::pair<std::string_view, Optimizer>, 4> kOptimizers = {{{"sgd", Optimizer::kSgd},
+                                                                                {"momentum", Optimizer::kMomentum},
+                                                                                {"adam", Optimizer::kAdam},
+                                                                                {"adamw", Optimizer::kAdamW}}};
+constexpr std::array<std::pair<std::string_view, Precision>, 3> kPrecisions = {
+    {{"fp32", Precision::kFp32}, {"bf16-mixed", Precision::kBf16Mixed}, {"fp16-mixed", Precision::kFp16Mixed}}};
 
 template <typename T, std::size_t N>
 std::string names_of(const std::array<std::pair<std::string_view, T>, N>& table) {
@@ -57,7 +59,8 @@ Pass pass_of(const OpRecord& op) {
   for (Pass p : {Pass::kForward, Pass::kRecompute, Pass::kInputGradient, Pass::kWeightGradient, Pass::kOptimizer}) {
     if (pass_name(p) == name) return p;
   }
-  throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'pass' is '{}', not a pass of a training step", name));
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("attribute 'pass' is '{}', not a pass of a training step", name));
 }
 
 Optimizer parse_optimizer(const std::string& text) { return parse_from(kOptimizers, text, "--optimizer"); }

@@ -19,10 +19,13 @@ namespace {
 
 bool differentiable(DType dtype) {
   switch (dtype) {
-    case DType::kFp64: case DType::kFp32: case DType::kTf32: case DType::kFp16: case DType::kBf16: case DType::kFp8:
-      return true;
-    default:
-      return false;
+    case DType::kFp64:
+    case DType::kFp32:
+    case DType::kTf32:
+    case DType::kFp16:
+    case DType::kBf16:
+    case DType::kFp8: return true;
+    default: return false;
   }
 }
 
@@ -223,7 +226,8 @@ class StepBuilder {
       bool repeated = false;
       for (std::size_t j = 0; input && j < part.index; ++j) repeated = repeated || op.inputs[j].name == operand;
       OpRecord g;
-      g.name = repeated ? fmt::format("{}/grad:{}#{}", op.name, operand, part.index) : fmt::format("{}/grad:{}", op.name, operand);
+      g.name = repeated ? fmt::format("{}/grad:{}#{}", op.name, operand, part.index)
+                        : fmt::format("{}/grad:{}", op.name, operand);
       g.kind = contraction ? OpKind::kContractionGradient : OpKind::kGradient;
       g.source_type = fmt::format("{} backward", op_kind_name(op.kind));
       g.differentiates = forward;

@@ -109,7 +109,8 @@ TEST(CliErrorsTest, BatchNegative) {
 }
 
 TEST(CliErrorsTest, BatchTooLargeForOptions) {
-  expect_error("analyze --model ff --batch 1000000000000000", "--batch 1000000000000000 is too large (at most 1099511627776)");
+  expect_error("analyze --model ff --batch 1000000000000000",
+               "--batch 1000000000000000 is too large (at most 1099511627776)");
 }
 
 TEST(CliErrorsTest, FlopCountThatWouldOverflowIsCaught) {
@@ -154,24 +155,28 @@ TEST(CliErrorsTest, IncompleteHardwareJson) {
 
 TEST(CliErrorsTest, NegativeBandwidth) {
   expect_error("hardware show " + kBad + "negative_bandwidth.json",
-               kBad + "negative_bandwidth.json: field 'memory_bandwidth_bytes_per_second' must be a positive number "
-                      "(got -100000000000.0)");
+               kBad +
+                   "negative_bandwidth.json: field 'memory_bandwidth_bytes_per_second' must be a positive number "
+                   "(got -100000000000.0)");
 }
 
 TEST(CliErrorsTest, MisspelledField) {
   expect_error("hardware show " + kBad + "misspelled_field.json",
-               kBad + "misspelled_field.json: field 'memory_bandwith_bytes_per_second' is not a hardware spec field "
-                      "(see docs/hardware.md)");
+               kBad +
+                   "misspelled_field.json: field 'memory_bandwith_bytes_per_second' is not a hardware spec field "
+                   "(see docs/hardware.md)");
 }
 
 TEST(CliErrorsTest, NotAnObject) {
-  expect_error("hardware show " + kBad + "not_an_object.json", kBad + "not_an_object.json: a hardware spec must be a JSON object");
+  expect_error("hardware show " + kBad + "not_an_object.json",
+               kBad + "not_an_object.json: a hardware spec must be a JSON object");
 }
 
 TEST(CliErrorsTest, UnknownDtypeKeyInSpec) {
   expect_error("hardware show " + kBad + "sparse_dtype.json",
-               kBad + "sparse_dtype.json: field 'peak_flops_per_second.fp16_sparse' is not a dtype (use fp64, fp32, "
-                      "tf32, fp16, bf16, int8, fp8)");
+               kBad +
+                   "sparse_dtype.json: field 'peak_flops_per_second.fp16_sparse' is not a dtype (use fp64, fp32, "
+                   "tf32, fp16, bf16, int8, fp8)");
 }
 
 TEST(CliErrorsTest, UnknownDevice) {
@@ -218,18 +223,22 @@ TEST(CliErrorsTest, OptionsThatApplyToNoChosenModel) {
 
 TEST(CliErrorsTest, TrainingOptionsWithoutTrain) {
   expect_error("analyze --model ff --optimizer sgd", "--optimizer applies only with --train");
-  expect_error("analyze --model ff --memory-budget 24GB", "--memory-budget applies with --train or with --phase decode");
+  expect_error("analyze --model ff --memory-budget 24GB",
+               "--memory-budget applies with --train or with --phase decode");
   expect_error("analyze llama-3-8b --phase decode --memory-budget 24GB --hardware h100-sxm",
                "--hardware does not apply with --phase decode --memory-budget (it counts bytes per device)");
-  expect_error("analyze llama-3-8b --phase decode --context 4096 --memory-budget 24GB --parallel tp=2 --system dgx-h100",
-               "--memory-budget does not apply with --parallel tp=N (--phase decode --memory-budget without --parallel "
-               "lists every tp)");
+  expect_error(
+      "analyze llama-3-8b --phase decode --context 4096 --memory-budget 24GB --parallel tp=2 --system dgx-h100",
+      "--memory-budget does not apply with --parallel tp=N (--phase decode --memory-budget without --parallel "
+      "lists every tp)");
   expect_error("analyze --model ff --train --reserve 5%", "--reserve applies only with --memory-budget");
 }
 
 TEST(CliErrorsTest, BadTrainingOptions) {
-  expect_error("analyze --model ff --train --optimizer lion", "--optimizer 'lion' is not one of sgd, momentum, adam, adamw");
-  expect_error("analyze --model ff --train --precision fp8", "--precision 'fp8' is not one of fp32, bf16-mixed, fp16-mixed");
+  expect_error("analyze --model ff --train --optimizer lion",
+               "--optimizer 'lion' is not one of sgd, momentum, adam, adamw");
+  expect_error("analyze --model ff --train --precision fp8",
+               "--precision 'fp8' is not one of fp32, bf16-mixed, fp16-mixed");
   expect_error("analyze --model ff --train --checkpoint every:0",
                "--checkpoint 'every:0': K in every:K must be a positive integer");
   expect_error("analyze --model ff --train --precision bf16-mixed --dtype fp32",
@@ -240,31 +249,38 @@ TEST(CliErrorsTest, BadTrainingOptions) {
 TEST(CliErrorsTest, BadSpeculativeDecodingOptions) {
   expect_error("analyze --model llama-3-8b --acceptance 0.5", "--acceptance applies only with --draft");
   expect_error("analyze --model llama-3-8b --draft-tokens 3", "--draft-tokens applies only with --draft");
-  expect_error("analyze --model llama-3-70b --draft ff", "--draft 'ff' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
+  expect_error("analyze --model llama-3-70b --draft ff",
+               "--draft 'ff' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
   expect_error("analyze --model llama-3-70b --draft llama-3-8b --acceptance 2", "--acceptance 2 must be from 0 to 1");
-  expect_error("analyze --model llama-3-70b --draft llama-3-8b --draft-tokens 100", "--draft-tokens 100 must be from 1 to 64");
+  expect_error("analyze --model llama-3-70b --draft llama-3-8b --draft-tokens 100",
+               "--draft-tokens 100 must be from 1 to 64");
   expect_error("analyze --model llama-3-70b --draft llama-3-8b --phase prefill",
                "--draft estimates decode steps: --phase must be decode (or left out)");
   expect_error("analyze --model llama-3-70b --model llama-2-7b --draft llama-3-8b",
                "--draft needs exactly one target model (a decoder preset or config.json)");
   expect_error("analyze --model llama-3-70b --draft llama-3-8b --train", "--train does not apply with --draft");
-  expect_error("analyze --model llama-3-70b --draft mistral-7b",
-               "--draft mistral-7b has a vocabulary of 32000 tokens and llama-3-70b one of 128256: a draft must share the "
-               "target's tokenizer");
+  expect_error(
+      "analyze --model llama-3-70b --draft mistral-7b",
+      "--draft mistral-7b has a vocabulary of 32000 tokens and llama-3-70b one of 128256: a draft must share the "
+      "target's tokenizer");
 }
 
 TEST(CliErrorsTest, BadGenerationOptions) {
   expect_error("analyze --model llama-3-8b --generate 5", "--generate applies only with --phase generate");
-  expect_error("analyze --model llama-3-8b --phase generate --context 5", "--context does not apply with --phase generate");
+  expect_error("analyze --model llama-3-8b --phase generate --context 5",
+               "--context does not apply with --phase generate");
   expect_error("analyze --model ff --phase generate",
                "--phase generate: the model 'ff' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
-  expect_error("analyze --model llama-3-8b --phase generate --generate 0", "--generate 0 must be a positive integer below 2^31");
+  expect_error("analyze --model llama-3-8b --phase generate --generate 0",
+               "--generate 0 must be a positive integer below 2^31");
   expect_error("analyze --model llama-3-8b --model llama-2-7b --phase generate",
                "--phase generate needs exactly one model (a decoder preset or config.json)");
   expect_error("analyze --model llama-3-8b --price-per-hour 2",
                "--price-per-hour applies only with --phase generate (the cost command prices measured runs)");
-  expect_error("analyze --model llama-3-8b --phase generate --currency EUR", "--currency applies only with --price-per-hour");
-  expect_error("analyze --model llama-3-8b --draft llama-3-8b --price-per-hour 2", "--price-per-hour does not apply with --draft");
+  expect_error("analyze --model llama-3-8b --phase generate --currency EUR",
+               "--currency applies only with --price-per-hour");
+  expect_error("analyze --model llama-3-8b --draft llama-3-8b --price-per-hour 2",
+               "--price-per-hour does not apply with --draft");
 }
 
 TEST(CliErrorsTest, BudgetThatCannotHoldBatchOne) {
@@ -300,8 +316,10 @@ TEST(CliErrorsTest, TrainingOptionsNeedTrainAndKnownValues) {
 
 TEST(CliErrorsTest, WarmUpsThatWouldNeverEndAreOneErrorLine) {
   for (const std::string command : {"profile", "study"}) {
-    expect_error(command + " ff --warmup 2000000" + kTestRoof, "--warmup must be at most 1,000,000 passes (got 2000000)");
-    expect_error(command + " ff --warmup-seconds 1e9" + kTestRoof, "--warmup-seconds must be at most 3600 (got 1000000000)");
+    expect_error(command + " ff --warmup 2000000" + kTestRoof,
+                 "--warmup must be at most 1,000,000 passes (got 2000000)");
+    expect_error(command + " ff --warmup-seconds 1e9" + kTestRoof,
+                 "--warmup-seconds must be at most 3600 (got 1000000000)");
   }
   expect_usage_error("profile ff --warmup 99999999999" + kTestRoof, "--warmup");  // beyond an int
 }

@@ -39,7 +39,8 @@ TEST(CliGpuTest, CalibratingACudaDeviceWithoutOneIsOneError) {
 TEST(CliGpuTest, OptionsThatDoNotApplyAreRefused) {
   expect_one_error("hardware calibrate --device cuda:0 --threads 2",
                    "--threads is for the CPU's calibration, not --device cuda:0");
-  expect_one_error("hardware calibrate --device cuda:0 --force", "--force is for the CPU's calibration, not --device cuda:0");
+  expect_one_error("hardware calibrate --device cuda:0 --force",
+                   "--force is for the CPU's calibration, not --device cuda:0");
   expect_one_error("hardware calibrate --counters", "--counters is for --device cuda:N, not the CPU");
   expect_one_error("hardware calibrate --spec-output x.json", "--spec-output is for --device cuda:N");
   expect_one_error("hardware calibrate --device gpu0", "--device 'gpu0' is not a device name");
@@ -74,7 +75,8 @@ TEST(CliGpuTest, ProfilingOnAMissingCudaDeviceIsOneError) {
   skip_with_gpu();
   expect_one_error("profile --model ff --backend torch --device cuda:7",
                    "backend 'torch' has no device 'cuda:7' on this machine (devices: cpu): cuda:7: CUDA is not "
-                   "available here: " + *cuda_devices().unavailable_reason);
+                   "available here: " +
+                       *cuda_devices().unavailable_reason);
 }
 
 TEST(CliGpuTest, GpuSpecsShowTheLaunchFloor) {

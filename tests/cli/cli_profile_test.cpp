@@ -57,12 +57,13 @@ TEST(CliProfileTest, ProfilesEveryReferenceNetworkInBothModes) {
     for (const auto& layer : run["layers"]) {
       sum += layer["measured_seconds"].get<double>();
       EXPECT_NEAR(layer["measured_seconds"].get<double>(),
-                  layer["profiled_seconds"].get<double>() * run["layer_scale"].get<double>(), 1e-12) << what;
+                  layer["profiled_seconds"].get<double>() * run["layer_scale"].get<double>(), 1e-12)
+          << what;
       EXPECT_NEAR(layer["share"].get<double>() * median, layer["measured_seconds"].get<double>(), 1e-12) << what;
     }
     EXPECT_NEAR(sum, median, 1e-9 * median + 1e-12) << what;
-    for (const char* key : {"hardware_id", "cpu_model", "intra_op_threads", "libtorch_version", "blas_library",
-                            "dtype", "input_shapes", "warmup_iterations", "samples", "synchronisation", "counted_unit",
+    for (const char* key : {"hardware_id", "cpu_model", "intra_op_threads", "libtorch_version", "blas_library", "dtype",
+                            "input_shapes", "warmup_iterations", "samples", "synchronisation", "counted_unit",
                             "env.OPENBLAS_CORETYPE", "page_faults_per_iteration"}) {
       EXPECT_TRUE(run["contract"].contains(key)) << what << ": " << key;
     }
@@ -111,12 +112,13 @@ TEST(CliProfileTest, TrainTimesWholeStepsWithTheirLayersOrPhasesAndMeasuredPeak)
     // loss's and the optimizer's; compiled, the step's phases, each with the records of its pass
     std::vector<std::string> rows;
     for (const auto& layer : run["layers"]) {
-      rows.push_back(layer.contains("pass") ? layer["pass"].get<std::string>() + ": " + layer["module"].get<std::string>()
-                                            : layer["name"].get<std::string>());
+      rows.push_back(layer.contains("pass")
+                         ? layer["pass"].get<std::string>() + ": " + layer["module"].get<std::string>()
+                         : layer["name"].get<std::string>());
     }
     if (mode == "eager") {
-      for (const char* row : {"forward: block0.linear", "backward: block0.linear", "forward: loss", "backward: loss",
-                              "optimizer: "}) {
+      for (const char* row :
+           {"forward: block0.linear", "backward: block0.linear", "forward: loss", "backward: loss", "optimizer: "}) {
         EXPECT_THAT(rows, ::testing::Contains(row)) << ::testing::PrintToString(rows);
       }
     } else {
@@ -131,8 +133,10 @@ TEST(CliProfileTest, TrainTimesWholeStepsWithTheirLayersOrPhasesAndMeasuredPeak)
 /// `profile --train OPTIONS` of the five networks at batch 2 and 8: every run's measured peak is
 /// inside the memory ledger's interval.
 void expect_training_peaks_inside_the_ledger(const std::string& options) {
-  const CliResult r = run_cli("profile --train --batch 2,8 --layer-runs 0 --format json --budget 0.2 --warmup 1 "
-                              "--warmup-seconds 0 --target-ci 0.5" + options + kTestRoof);
+  const CliResult r = run_cli(
+      "profile --train --batch 2,8 --layer-runs 0 --format json --budget 0.2 --warmup 1 "
+      "--warmup-seconds 0 --target-ci 0.5" +
+      options + kTestRoof);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["runs"].size(), 10u);
@@ -155,9 +159,11 @@ TEST(CliProfileTest, TheTorchWorkersTrainingPeakOfEveryReferenceNetworkLiesInsid
 TEST(CliProfileTest, TrainingStepsOfEveryFrameworkAndModeAreOneModel) {
   // the same network, loss and optimizer in four frameworks, eager and compiled: every run
   // trains, and the comparison's same-model check (parameters and contraction FLOPs) holds
-  const CliResult r = run_cli("profile --train --model ff --backend libtorch,jax,tensorflow,torch --mode eager,compiled "
-                              "--batch 2 --layer-runs 0 --format json --budget 0.1 --warmup 1 --warmup-seconds 0 "
-                              "--target-ci 0.5 --threads 1" + kTestRoof);
+  const CliResult r = run_cli(
+      "profile --train --model ff --backend libtorch,jax,tensorflow,torch --mode eager,compiled "
+      "--batch 2 --layer-runs 0 --format json --budget 0.1 --warmup 1 --warmup-seconds 0 "
+      "--target-ci 0.5 --threads 1" +
+      kTestRoof);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   ASSERT_EQ(j["runs"].size(), 8u);
@@ -171,14 +177,14 @@ TEST(CliProfileTest, TrainingStepsOfEveryFrameworkAndModeAreOneModel) {
 }
 
 TEST(CliProfileTest, TableShowsLayersRemainderAndSummary) {
-  const CliResult r =
-      run_cli("profile --model transformer --batch 1 --hardware h100-sxm --allow-hardware-mismatch --budget 0.2 --warmup 2 "
-                "--warmup-seconds 0 --layer-runs 3 --target-ci 0.5");
+  const CliResult r = run_cli(
+      "profile --model transformer --batch 1 --hardware h100-sxm --allow-hardware-mismatch --budget 0.2 --warmup 2 "
+      "--warmup-seconds 0 --layer-runs 3 --target-ci 0.5");
   // an H100's roof is far above this CPU: every layer is slower than its lower bound
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"transformer, libtorch eager, batch 1 on NVIDIA H100 SXM5 80GB [h100-sxm]", "median",
-                        "aten::matmul", "unattributed (dispatch, framework)", "total (timed median)", "share", "waste", "summary",
-                        "efficiency", "counters: page faults",
+                        "aten::matmul", "unattributed (dispatch, framework)", "total (timed median)", "share", "waste",
+                        "summary", "efficiency", "counters: page faults",
                         "warning: the hardware spec 'h100-sxm' is a gpu (NVIDIA H100 SXM5 80GB), but the run is on "
                         "cpu, a cpu: the roofline, efficiencies and bounds are that other device's, not this run's"}) {
     EXPECT_THAT(r.out, HasSubstr(s));
@@ -188,8 +194,9 @@ TEST(CliProfileTest, TableShowsLayersRemainderAndSummary) {
 TEST(CliProfileTest, CsvHasTheLayersOfEveryRunAndTheirTotalIsTheRunsEfficiency) {
   const CliResult r = run_cli("profile --model ff,cnn --format csv" + kQuick);
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  EXPECT_THAT(r.out, ::testing::StartsWith("model,backend,mode,batch,layer,kind,op,output_shape,flops,bytes,"
-                                           "lower_bound_seconds,measured_seconds,share,waste_seconds,efficiency,bound\n"));
+  EXPECT_THAT(r.out,
+              ::testing::StartsWith("model,backend,mode,batch,layer,kind,op,output_shape,flops,bytes,"
+                                    "lower_bound_seconds,measured_seconds,share,waste_seconds,efficiency,bound\n"));
   // rows are named as analyze names the layers, with kind, op and output shape beside them
   EXPECT_THAT(r.out, HasSubstr("\nff,libtorch,eager,1,block0.linear,matmul,aten::addmm,1x128,"));
   EXPECT_THAT(r.out, HasSubstr("\ncnn,libtorch,eager,1,stage1.conv,conv,"));
@@ -198,7 +205,8 @@ TEST(CliProfileTest, CsvHasTheLayersOfEveryRunAndTheirTotalIsTheRunsEfficiency) 
   const auto& run = json["runs"][0];
   // the table's total row is the run's one efficiency: lower bound / timed median
   EXPECT_NEAR(run["efficiency"].get<double>(),
-              run["totals"]["lower_bound_seconds"].get<double>() / run["timing"]["median_seconds"].get<double>(), 1e-12);
+              run["totals"]["lower_bound_seconds"].get<double>() / run["timing"]["median_seconds"].get<double>(),
+              1e-12);
 }
 
 TEST(CliProfileTest, LayerTablesSortGroupAndCutToTheTopRows) {
@@ -233,8 +241,9 @@ TEST(CliProfileTest, LayerTableOptionsThatDoNotApplyAreErrors) {
   EXPECT_EQ(r.err, "error: --top shapes the per-layer tables, but --layer-runs 0 measures no per-layer times\n");
   r = run_cli("profile ff --sort time --format json" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: --top, --sort and --group-by shape the layer tables of table, md and csv output, not "
-                   "--format json\n");
+  EXPECT_EQ(r.err,
+            "error: --top, --sort and --group-by shape the layer tables of table, md and csv output, not "
+            "--format json\n");
   r = run_cli("profile ff --group-by kind --summary" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("not --summary"));
@@ -284,8 +293,9 @@ TEST(CliProfileTest, BackendsSayWhetherTheyCanRun) {
   r = run_cli_env("NEURALCOST_PYTHON=/nonexistent/python3",
                   "profile --model ff --backend libtorch,jax --mode eager --format json" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr("error: ff (jax eager, batch 1): backend 'jax' cannot run here: no Python environment at "
-                               "/nonexistent/python3"));
+  EXPECT_THAT(r.err,
+              HasSubstr("error: ff (jax eager, batch 1): backend 'jax' cannot run here: no Python environment at "
+                        "/nonexistent/python3"));
   EXPECT_THAT(r.err, HasSubstr("error: 1 of 2 runs failed"));
   EXPECT_THAT(r.out, HasSubstr("\"same_model\": true"));
   // alone, a backend whose plugin is missing says why, not "has no mode 'eager' (modes: )"
@@ -342,12 +352,13 @@ TEST_F(CliTokenModelTest, TokenIdsByNameRunInLibTorchChosenFromTheFile) {
   // the table says what the numbers were measured on
   const CliResult table = run_cli("profile " + path_ + kInputs + kQuick);
   ASSERT_EQ(table.exit_code, 0) << table.err;
-  EXPECT_THAT(table.out, HasSubstr("\ninputs: ids: 2x8 int64, integers uniform in [0, 1000); mask: 2x8 fp32, standard normal\n"));
+  EXPECT_THAT(table.out,
+              HasSubstr("\ninputs: ids: 2x8 int64, integers uniform in [0, 1000); mask: 2x8 fp32, standard normal\n"));
 }
 
 TEST_F(CliTokenModelTest, PositionalInputsAreRepeatedOncePerInput) {
-  const CliResult r =
-      run_cli("profile " + path_ + " --input-shape 2x8:int64:0..1000 --input-shape 2x8 --mode compiled --format json" + kQuick);
+  const CliResult r = run_cli(
+      "profile " + path_ + " --input-shape 2x8:int64:0..1000 --input-shape 2x8 --mode compiled --format json" + kQuick);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   const auto& run = j["runs"][0];
@@ -373,15 +384,18 @@ TEST_F(CliTokenModelTest, InputErrorsNameTheModelsInputs) {
 TEST_F(CliTokenModelTest, SyntaxErrorsStopBeforeAnythingRuns) {
   CliResult r = run_cli("profile " + path_ + " --input ids=2x8:int64 --input mask=2x8" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: --input 'ids=2x8:int64': an integer input needs its value range, LOW..HIGH with HIGH "
-                   "excluded, e.g. ids=2x8:int64:0..30522 (token ids: 0..vocabulary size)\n");
+  EXPECT_EQ(r.err,
+            "error: --input 'ids=2x8:int64': an integer input needs its value range, LOW..HIGH with HIGH "
+            "excluded, e.g. ids=2x8:int64:0..30522 (token ids: 0..vocabulary size)\n");
   EXPECT_EQ(r.out, "");
   r = run_cli("profile " + path_ + " --input ids=2x8:int16:0..1000" + kQuick);
-  EXPECT_EQ(r.err, "error: --input 'ids=2x8:int16:0..1000': 'int16' is not an input dtype (fp32, fp64, fp16, bf16, "
-                   "int64, int32, int8 or bool)\n");
+  EXPECT_EQ(r.err,
+            "error: --input 'ids=2x8:int16:0..1000': 'int16' is not an input dtype (fp32, fp64, fp16, bf16, "
+            "int64, int32, int8 or bool)\n");
   r = run_cli("profile " + path_ + " --input ids=2x8:int64:0..1000 --input-shape 2x8" + kQuick);
-  EXPECT_EQ(r.err, "error: inputs are given both by name (--input NAME=SHAPE) and by position (--input-shape SHAPE); "
-                   "give all of them one way\n");
+  EXPECT_EQ(r.err,
+            "error: inputs are given both by name (--input NAME=SHAPE) and by position (--input-shape SHAPE); "
+            "give all of them one way\n");
   r = run_cli("profile " + path_ + " --input mask=2x8 --input mask=2x8" + kQuick);
   EXPECT_EQ(r.err, "error: input 'mask' is given twice\n");
 }
@@ -394,13 +408,13 @@ TEST_F(CliTokenModelTest, ABackendThatCannotRunTheFileIsOneErrorBeforeAnythingRu
   EXPECT_EQ(r.out, "");
   r = run_cli("profile /tmp/model.onnx" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, "error: /tmp/model.onnx: profile cannot run an ONNX file; analyze counts it (neural-cost analyze "
-                   "/tmp/model.onnx)\n");
+  EXPECT_EQ(r.err,
+            "error: /tmp/model.onnx: profile cannot run an ONNX file; analyze counts it (neural-cost analyze "
+            "/tmp/model.onnx)\n");
   r = run_cli("profile --model tranformer" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: unknown model 'tranformer'; did you mean transformer?\n");
 }
-
 
 /// TorchScript files a user might be handed (tests/libtorch/make_hostile_torchscript.py, at build
 /// time): a forward that never returns, a decompression bomb (a 256 MiB zero weight, deflated to
@@ -424,13 +438,16 @@ TEST_F(CliHostileTorchScriptTest, AForwardThatNeverReturnsFailsAtTheDeadlineAndT
   const double plain = seconds_since(start);
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
   start = std::chrono::steady_clock::now();
-  const CliResult r = run_cli("profile --model " + hang_ + "," + ok_ + " --input-shape 4 --worker-timeout 2 --format json" + kQuick);
+  const CliResult r =
+      run_cli("profile --model " + hang_ + "," + ok_ + " --input-shape 4 --worker-timeout 2 --format json" + kQuick);
   const double took = seconds_since(start);
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_GE(took, 2.0) << "the hung call was waited for until its deadline";
   EXPECT_LT(took, plain + 2 + 5) << "the deadline is --worker-timeout; a plain command took " << plain << " s";
-  EXPECT_THAT(r.err, HasSubstr("libtorch: loading hang.pt (eager) and its first pass did not return within 2 s (--worker-timeout); "
-                               "it is left running in this process"));
+  EXPECT_THAT(
+      r.err,
+      HasSubstr("libtorch: loading hang.pt (eager) and its first pass did not return within 2 s (--worker-timeout); "
+                "it is left running in this process"));
   // the next LibTorch run is refused, saying why, and the results of both are written
   EXPECT_THAT(r.err, HasSubstr("libtorch: not run: an earlier call (loading hang.pt (eager) and its first pass)"));
   const auto j = nlohmann::json::parse(r.out);
@@ -442,8 +459,9 @@ TEST_F(CliHostileTorchScriptTest, AForwardThatNeverReturnsFailsAtTheDeadlineAndT
 TEST_F(CliHostileTorchScriptTest, CtrlCDuringAForwardThatNeverReturnsEndsTheCommand) {
   // SIGINT after 2 s, far inside the 60 s deadline: the call gets a second's grace, then is left
   const auto start = std::chrono::steady_clock::now();
-  const CliResult r = run_cli_env("timeout --foreground --preserve-status --signal=INT 2",  // one SIGINT, to neural-cost alone
-                                  "profile " + hang_ + " --input-shape 4 --worker-timeout 60" + kQuick);
+  const CliResult r =
+      run_cli_env("timeout --foreground --preserve-status --signal=INT 2",  // one SIGINT, to neural-cost alone
+                  "profile " + hang_ + " --input-shape 4 --worker-timeout 60" + kQuick);
   const double took = seconds_since(start);
   EXPECT_EQ(r.exit_code, 130) << r.err;
   // 3 s on a quiet machine, 6.3 s on a busy CI one; the 60 s deadline would be far above
@@ -462,7 +480,8 @@ TEST_F(CliHostileTorchScriptTest, ADecompressionBombIsRefusedBeforeLibTorchOpens
   const CliResult t = run_cli("profile " + text + " --input-shape 4" + kQuick);
   std::remove(text.c_str());
   EXPECT_EQ(t.exit_code, 1);
-  EXPECT_THAT(t.err, HasSubstr(text + ": not a loadable TorchScript file: not a zip archive (no end-of-central-directory "
+  EXPECT_THAT(t.err,
+              HasSubstr(text + ": not a loadable TorchScript file: not a zip archive (no end-of-central-directory "
                                "record); torch.jit.save writes a zip archive"));
 }
 

@@ -18,9 +18,9 @@ namespace neuralcost {
 namespace {
 
 using namespace neuralcost::testing;
+using nlohmann::json;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using nlohmann::json;
 
 const std::string kResults = std::string(NEURALCOST_TEST_INPUTS) + "/results/";
 
@@ -34,7 +34,9 @@ std::string write(const std::string& name, const std::string& text) {
   return path;
 }
 
-std::size_t count_lines(const std::string& text) { return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n')); }
+std::size_t count_lines(const std::string& text) {
+  return static_cast<std::size_t>(std::count(text.begin(), text.end(), '\n'));
+}
 
 /// The JSON a report page embeds for its charts (and its cost).
 json report_data(const std::string& html) {
@@ -113,8 +115,8 @@ TEST(CliReportTest, BadPricesAreOneErrorLine) {
            {"abc", "error: --price-per-hour 'abc' is not a number\n"},
            {"nan", "error: --price-per-hour 'nan' must be a finite number\n"}}) {
     for (const char* command : {"cost", "report"}) {
-      const CliResult r = run_cli(std::string(command) + " " + kResults + "study.json --price-per-hour=" + price + " -o " +
-                                  temp_path("never.md"));
+      const CliResult r = run_cli(std::string(command) + " " + kResults + "study.json --price-per-hour=" + price +
+                                  " -o " + temp_path("never.md"));
       EXPECT_EQ(r.exit_code, 1) << command << " " << price;
       EXPECT_EQ(r.err, message) << command;
       EXPECT_FALSE(std::filesystem::exists(temp_path("never.md")));
@@ -127,8 +129,9 @@ TEST(CliReportTest, BadPricesAreOneErrorLine) {
 
 TEST(CliReportTest, EmptyAndUnreadableFilesAreOneErrorLine) {
   const std::string empty = write("empty.jsonl", "");
-  for (const char* command : {"report", "cost --price-per-hour 1", "compare " }) {
-    const std::string args = std::string(command) + " " + empty + (std::string(command).rfind("compare", 0) == 0 ? " " + empty : "");
+  for (const char* command : {"report", "cost --price-per-hour 1", "compare "}) {
+    const std::string args =
+        std::string(command) + " " + empty + (std::string(command).rfind("compare", 0) == 0 ? " " + empty : "");
     const CliResult r = run_cli(args);
     EXPECT_EQ(r.exit_code, 1) << args;
     EXPECT_EQ(r.err, "error: " + empty + ": empty: no runs to report\n") << args;
@@ -169,7 +172,7 @@ TEST(CliReportTest, ATruncatedOrForeignLineIsAWarningAndTheGoodLinesAreReported)
   std::string text = slurp(kResults + "after.jsonl");
   const std::size_t lines = count_lines(text);
   text.insert(text.find('\n') + 1, "{\"benchmark\": \"something else\"}\n");  // a foreign line 2
-  text.resize(text.size() - 200);                                            // the last line cut short
+  text.resize(text.size() - 200);                                             // the last line cut short
   const std::string cut = write("cut.jsonl", text);
   const CliResult r = run_cli("report " + cut + " --format md");
   EXPECT_EQ(r.exit_code, 0) << r.err;
@@ -221,15 +224,16 @@ TEST(CliReportTest, HtmlReportIsOnePageWithOnlyItsOwnScripts) {
 }
 
 TEST(CliReportTest, HtmlNeedsVegaAndSaysWhere) {
-  const CliResult r = run_cli_env("NEURALCOST_VEGA_DIR=/nonexistent", "report " + kResults + "study.json -o " +
-                                                                         temp_path("novega.html"));
+  const CliResult r = run_cli_env("NEURALCOST_VEGA_DIR=/nonexistent",
+                                  "report " + kResults + "study.json -o " + temp_path("novega.html"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(count_lines(r.err), 1u);
   EXPECT_THAT(r.err, HasSubstr("error: the HTML report needs Vega, and /nonexistent/vega-util.min.js is missing: "
                                "install Debian's libjs-vega"));
   EXPECT_FALSE(std::filesystem::exists(temp_path("novega.html")));
   // Markdown needs none
-  EXPECT_EQ(run_cli_env("NEURALCOST_VEGA_DIR=/nonexistent", "report " + kResults + "study.json --format md").exit_code, 0);
+  EXPECT_EQ(run_cli_env("NEURALCOST_VEGA_DIR=/nonexistent", "report " + kResults + "study.json --format md").exit_code,
+            0);
 }
 
 TEST(CliReportTest, CompareTablesJsonAndAReportSection) {
@@ -249,15 +253,16 @@ TEST(CliReportTest, CompareTablesJsonAndAReportSection) {
     // significant: p below alpha and a change of at least the minimum effect (5% by default)
     const double change = std::abs(c["ratio"].get<double>() - 1);
     EXPECT_EQ(result == "faster" || result == "slower", p < 0.05 && change >= 0.05) << result << " p " << p;
-    EXPECT_DOUBLE_EQ(c["ratio"].get<double>(), c["after"]["median_seconds"].get<double>() /
-                                                   c["before"]["median_seconds"].get<double>());
+    EXPECT_DOUBLE_EQ(c["ratio"].get<double>(),
+                     c["after"]["median_seconds"].get<double>() / c["before"]["median_seconds"].get<double>());
   }
   EXPECT_DOUBLE_EQ(j["min_effect"].get<double>(), 0.05);
   // the CI gate: exits 1 naming the cells slower by more than 5%, after printing the table
   r = run_cli("compare " + before + " " + after + " --fail-if-slower 5%");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.out, HasSubstr("ff, torch eager, batch 1"));
-  EXPECT_THAT(r.err, HasSubstr("error: --fail-if-slower 5%: 4 cell(s) and 0 backend(s) slower by more than that at a family-wise alpha of 0.05 (Holm over 8 tested cells and 2 backends)"));
+  EXPECT_THAT(r.err, HasSubstr("error: --fail-if-slower 5%: 4 cell(s) and 0 backend(s) slower by more than that at a "
+                               "family-wise alpha of 0.05 (Holm over 8 tested cells and 2 backends)"));
   EXPECT_THAT(r.err, HasSubstr("ff, torch compiled, batch 4 (+19.1%)"));
   r = run_cli("compare " + before + " " + after + " --fail-if-slower 80");  // none is 80% slower
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -38,7 +38,8 @@ inline CliResult run_cli_env(const std::string& env, const std::string& args) {
   // per-process names: ctest runs tests in parallel, one process each
   const std::string stem = dir + "/nc_cli_" + std::to_string(::getpid());
   const std::string out = stem + ".out", err = stem + ".err";
-  const std::string cmd = env + " " + std::string(NEURALCOST_CLI) + " " + args + " >" + out + " 2>" + err + " </dev/null";
+  const std::string cmd =
+      env + " " + std::string(NEURALCOST_CLI) + " " + args + " >" + out + " 2>" + err + " </dev/null";
   const int status = std::system(cmd.c_str());
   CliResult r;
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

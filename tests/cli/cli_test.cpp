@@ -55,18 +55,21 @@ TEST(CliTest, AnalyzeTransformerPrintsPerLayerTableAndTotals) {
 }
 
 TEST(CliTest, AnalyzeTrainPrintsPassesMemoryAndTheBatchThatFits) {
-  const CliResult r = run_cli("analyze --model cnn --train --optimizer adamw --checkpoint every:3 --memory-budget 2GB --batch 8");
+  const CliResult r =
+      run_cli("analyze --model cnn --train --optimizer adamw --checkpoint every:3 --memory-budget 2GB --batch 8");
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  for (const char* line : {"cnn training step (batch 8, fp32, optimizer adamw, precision fp32, checkpointing every:3)",
-                           "weight_gradient:", "recompute:", "optimizer step (10 tensors)", "step total:",
-                           "checkpointing every:3:", "fits: budget 2 GB with a 10.0% reserve (1.8 GB usable): largest batch"}) {
+  for (const char* line :
+       {"cnn training step (batch 8, fp32, optimizer adamw, precision fp32, checkpointing every:3)",
+        "weight_gradient:", "recompute:", "optimizer step (10 tensors)", "step total:", "checkpointing every:3:",
+        "fits: budget 2 GB with a 10.0% reserve (1.8 GB usable): largest batch"}) {
     EXPECT_THAT(r.out, HasSubstr(line));
   }
   // the first convolution reads the image, which needs no gradient: no input gradient records
   const nlohmann::json j = nlohmann::json::parse(run_cli("analyze --model cnn --train --format json").out);
   for (const auto& op : j["training"]["ops"]) {
     if (op["name"] == "stage0.conv") EXPECT_EQ(op["input_gradient"]["records"], 0);
-    if (op["name"] == "stage1.conv") EXPECT_EQ(op["input_gradient"]["contraction_flops"], op["forward"]["contraction_flops"]);
+    if (op["name"] == "stage1.conv")
+      EXPECT_EQ(op["input_gradient"]["contraction_flops"], op["forward"]["contraction_flops"]);
   }
 }
 
@@ -104,15 +107,17 @@ TEST(CliTest, ParallelCommandsPrintTheirSteps) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("nvlink4-nvswitch"));
   // a search: 4 ZeRO stages × 2 batches × 1 policy, what fits first and by samples/s
-  r = run_cli("analyze transformer --train --parallel dp=8 --system dgx-h100 --search --batch 4,64 --checkpoint none "
-              "--format json");
+  r = run_cli(
+      "analyze transformer --train --parallel dp=8 --system dgx-h100 --search --batch 4,64 --checkpoint none "
+      "--format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto ranked = nlohmann::json::parse(r.out);
   ASSERT_EQ(ranked.size(), 8u);
   EXPECT_EQ(ranked[0]["fit"], "fits");
   EXPECT_GE(ranked[0]["samples_per_second"].get<double>(), ranked[1]["samples_per_second"].get<double>());
   // tensor parallel: the step over 8 devices is faster than on one, and not 8 times
-  r = run_cli("analyze llama-3-8b --phase decode --context 1024 --batch 1 --parallel tp=8 --system dgx-h100 --format json");
+  r = run_cli(
+      "analyze llama-3-8b --phase decode --context 1024 --batch 1 --parallel tp=8 --system dgx-h100 --format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto tp = nlohmann::json::parse(r.out);
   EXPECT_EQ(tp["heads_per_device"], 4);
@@ -130,7 +135,8 @@ TEST(CliTest, ParallelCommandsPrintTheirSteps) {
 TEST(CliTest, HardwareListAndShow) {
   CliResult r = run_cli("hardware list");
   ASSERT_EQ(r.exit_code, 0);
-  for (const char* id : {"apple-m3", "h100-pcie", "a100-sxm-80gb", "mi300x", "epyc-9654"}) EXPECT_THAT(r.out, HasSubstr(id));
+  for (const char* id : {"apple-m3", "h100-pcie", "a100-sxm-80gb", "mi300x", "epyc-9654"})
+    EXPECT_THAT(r.out, HasSubstr(id));
   r = run_cli("hardware show h100-sxm --format json");
   ASSERT_EQ(r.exit_code, 0);
   const auto j = nlohmann::json::parse(r.out);
@@ -153,14 +159,16 @@ TEST(CliTest, UserHardwareFileIsUsed) {
 TEST(CliTest, ABuiltInIdIsNeverReplacedByAFileOfThatName) {
   const std::string dir = ::testing::TempDir() + "/nc_shadow_" + std::to_string(::getpid());
   std::filesystem::create_directories(dir);
-  std::filesystem::copy_file(kGood + "fp32_only.json", dir + "/h100-sxm", std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(kGood + "fp32_only.json", dir + "/h100-sxm",
+                             std::filesystem::copy_options::overwrite_existing);
   auto id = [&](const std::string& hardware) {
-    const CliResult r = run_cli_env("cd " + dir + " &&", "analyze --model ff --hardware " + hardware + " --format json");
+    const CliResult r =
+        run_cli_env("cd " + dir + " &&", "analyze --model ff --hardware " + hardware + " --format json");
     EXPECT_EQ(r.exit_code, 0) << r.err;
     return nlohmann::json::parse(r.out)["hardware"]["id"].get<std::string>();
   };
-  EXPECT_EQ(id("h100-sxm"), "h100-sxm");          // the built-in part
-  EXPECT_EQ(id("./h100-sxm"), "test-fp32-box");   // the file, asked for as a path
+  EXPECT_EQ(id("h100-sxm"), "h100-sxm");         // the built-in part
+  EXPECT_EQ(id("./h100-sxm"), "test-fp32-box");  // the file, asked for as a path
   std::filesystem::remove_all(dir);
 }
 
@@ -280,7 +288,8 @@ TEST(CliTest, CalibrateOnABusyMachinePrintsButDoesNotSave) {
   const nlohmann::json printed = nlohmann::json::parse(r.out);  // still printed, whole
   EXPECT_FALSE(printed["load"]["busy"].empty());
   // nothing saved: the calibrations' lock (host-calibration-<N>t.lock) is all there is
-  for (const auto& e : std::filesystem::directory_iterator(cache.dir)) EXPECT_EQ(e.path().extension(), ".lock") << e.path();
+  for (const auto& e : std::filesystem::directory_iterator(cache.dir))
+    EXPECT_EQ(e.path().extension(), ".lock") << e.path();
 }
 
 TEST(CliTest, CalibrateKeepsItsResultFileWhenTheCacheCannotBeWrittenAndCapsAbsurdThreads) {
@@ -292,8 +301,9 @@ TEST(CliTest, CalibrateKeepsItsResultFileWhenTheCacheCannotBeWrittenAndCapsAbsur
   const CliResult r = run_cli_env("NEURALCOST_CACHE_DIR=" + (cache.dir / "file" / "cache").string(),
                                   "hardware calibrate --quick --force --threads 4096 --format json -o " + out);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_EQ(r.err, fmt::format("error: calibration not saved: cannot create '{}': Not a directory (the result is in {})\n",
-                               (cache.dir / "file" / "cache").string(), out));
+  EXPECT_EQ(r.err,
+            fmt::format("error: calibration not saved: cannot create '{}': Not a directory (the result is in {})\n",
+                        (cache.dir / "file" / "cache").string(), out));
   const nlohmann::json c = nlohmann::json::parse(slurp(out));  // kept, whole
   EXPECT_EQ(c["threads"], describe_host().logical_cpus);
   EXPECT_THAT(c["warnings"].dump(), HasSubstr(fmt::format("4096 threads asked for on {} CPUs: calibrated with {}",

@@ -8,8 +8,8 @@
 #include <fstream>
 #include <string>
 
-#include "importers/onnx/onnx_importer.hpp"
 #include "fuzz_common.hpp"
+#include "importers/onnx/onnx_importer.hpp"
 #include "neuralcost/core/error.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -22,7 +22,8 @@ void take_reply(const std::string& line) {
   const auto ops = reply.find("ops");
   if (ops == reply.end()) return;
   neuralcost::fuzz::analyze_all(
-      neuralcost::capture::graph_from_captured(neuralcost::capture::captured_ops_from_json(*ops, "fuzz"), "fuzz"), true);
+      neuralcost::capture::graph_from_captured(neuralcost::capture::captured_ops_from_json(*ops, "fuzz"), "fuzz"),
+      true);
 }
 
 }  // namespace

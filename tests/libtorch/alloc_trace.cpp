@@ -112,7 +112,8 @@ int main(int argc, char** argv) {
       std::int64_t sum = 0;
       for (const Block& b : at_peak) {
         sum += b.bytes;
-        std::printf("  #%-5zu %-10s %10lld  %s\n", b.seq, b.phase.c_str(), static_cast<long long>(b.bytes), b.op.c_str());
+        std::printf("  #%-5zu %-10s %10lld  %s\n", b.seq, b.phase.c_str(), static_cast<long long>(b.bytes),
+                    b.op.c_str());
       }
       std::printf("  step blocks %lld B + start %llu B\n", static_cast<long long>(sum),
                   static_cast<unsigned long long>(start));

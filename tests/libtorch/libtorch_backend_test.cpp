@@ -51,7 +51,8 @@ TEST_P(ReferenceNetTest, CapturedContractionFlopsEqualTheStaticModel) {
     auto model = libtorch_backend().prepare(r, mode);
     const Analysis captured = analyze_graph(model->captured_graph());
     EXPECT_EQ(captured.totals.contraction_flops, expected.totals.contraction_flops) << mode;
-    EXPECT_TRUE(captured.complete()) << mode << ": " << (captured.unmodeled.empty() ? "" : captured.unmodeled[0].reason);
+    EXPECT_TRUE(captured.complete()) << mode << ": "
+                                     << (captured.unmodeled.empty() ? "" : captured.unmodeled[0].reason);
   }
 }
 
@@ -113,8 +114,9 @@ TEST(LibTorchFileTest, LoadsATorchScriptFileWithItsInputShape) {
   r.input_shapes = {{4, 100}};
   EXPECT_THAT(error_of(r), HasSubstr(path + ": forward failed for input shape(s) 4x100:"));
   r.input_shapes = {};
-  EXPECT_EQ(error_of(r), path + ": a TorchScript file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] or "
-                                "--input-shape SHAPE (e.g. 32x3x32x32), once per input");
+  EXPECT_EQ(error_of(r), path +
+                             ": a TorchScript file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] or "
+                             "--input-shape SHAPE (e.g. 32x3x32x32), once per input");
 }
 
 TEST(LibTorchFileTest, MissingAndCorruptFilesAreClearErrors) {

@@ -6,6 +6,7 @@
       ok.pt     forward returns x + 1 (a model to run after those)
       bomb.pt   a 256 MiB zero weight, re-zipped with deflate: 256 kB whose entries expand to 256 MiB
 """
+
 import io
 import os
 import sys

@@ -10,12 +10,13 @@ expected.json: multiply-accumulates per sample counted by forward hooks on the P
 (Conv2d, Linear, MultiheadAttention: a count that never sees the ONNX graph), PyTorch's own
 parameter count, the multiply-accumulates per sample of one training step as autograd executes
 them (forward, loss, backward: every matrix product and convolution PyTorch dispatches, counted by
-a dispatch mode from the operands' shapes, never seeing the ONNX graph), and, for the one export that lets the exporter fold batch norms into the
-convolutions before them, the channels folded (each BatchNorm2d's 2*C parameters become a
-C-element convolution bias).
+a dispatch mode from the operands' shapes, never seeing the ONNX graph), and, for the one export
+that lets the exporter fold batch norms into the convolutions before them, the channels folded (each
+BatchNorm2d's 2*C parameters become a C-element convolution bias).
 Benchmark writes resnet50 and a ~1,000-node transformer, each once with embedded weights and
 once with the weights in an external file.
 """
+
 import json
 import os
 import sys
@@ -136,21 +137,38 @@ def export(net, example, name, opset, external=False, fold=True):
     a batch norm that follows a convolution into it: its 2*C parameters become a C-element bias)."""
     path = os.path.join(out, name + ".onnx")
     options = {} if fold else {"training": torch.onnx.TrainingMode.PRESERVE, "do_constant_folding": False}
-    torch.onnx.export(net, example, path, opset_version=opset, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}}, **options)
+    torch.onnx.export(
+        net,
+        example,
+        path,
+        opset_version=opset,
+        input_names=["x"],
+        output_names=["y"],
+        dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}},
+        **options,
+    )
     if external:
         import onnx
+
         model = onnx.load(path)
-        onnx.save(model, path, save_as_external_data=True, all_tensors_to_one_file=True,
-                  location=name + ".weights", size_threshold=1024)
+        onnx.save(
+            model,
+            path,
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=name + ".weights",
+            size_threshold=1024,
+        )
     return path
 
 
 def encoder(width, heads, layers, seq):
     torch.manual_seed(0)
     net = nn.TransformerEncoder(
-        nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True), layers,
-        enable_nested_tensor=False).eval()
+        nn.TransformerEncoderLayer(width, heads, 4 * width, dropout=0.0, batch_first=True),
+        layers,
+        enable_nested_tensor=False,
+    ).eval()
     return distinct_weights(net), torch.randn(1, seq, width)
 
 
@@ -191,12 +209,25 @@ for model in reference_torch.NAMES:
 # the "_ops" entries of torchvision's weight metadata, documented from torchvision 0.15)
 torch.manual_seed(0)
 resnet18 = torchvision.models.resnet18(weights=None).eval()
-record("resnet18", resnet18, torch.randn(1, 3, 224, 224), 13, {"published_gmacs": 1.814, "published_parameters": 11689512})
+record(
+    "resnet18", resnet18, torch.randn(1, 3, 224, 224), 13, {"published_gmacs": 1.814, "published_parameters": 11689512}
+)
 # the exporter's default folds every batch norm of ResNet-18 (each follows a convolution)
-record("resnet18_folded", resnet18, torch.randn(1, 3, 224, 224), 13,
-       {"published_gmacs": 1.814, "published_parameters": 11689512}, fold=True)
-record("mobilenet_v2", torchvision.models.mobilenet_v2(weights=None).eval(), torch.randn(1, 3, 224, 224), 13,
-       {"published_gmacs": 0.301, "published_parameters": 3504872})
+record(
+    "resnet18_folded",
+    resnet18,
+    torch.randn(1, 3, 224, 224),
+    13,
+    {"published_gmacs": 1.814, "published_parameters": 11689512},
+    fold=True,
+)
+record(
+    "mobilenet_v2",
+    torchvision.models.mobilenet_v2(weights=None).eval(),
+    torch.randn(1, 3, 224, 224),
+    13,
+    {"published_gmacs": 0.301, "published_parameters": 3504872},
+)
 # a transformer encoder at opset 13, where layer norm is decomposed into elementwise ops
 net, example = encoder(256, 8, 3, 64)
 record("transformer_encoder", net, example, 13)

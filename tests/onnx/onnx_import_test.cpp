@@ -35,7 +35,8 @@ TEST(OnnxImportTest, SmallCnnCountsMatchAHandCount) {
   EXPECT_TRUE(j["unmodeled"].empty());
   EXPECT_EQ(j["ops"].size(), 5u);
   // the same through --input instead of --dim
-  EXPECT_EQ(analyze_json(kFixtures + "/small_cnn.onnx --input x=2x3x8x8")["totals"]["contraction_flops"], 2 * (13824 + 1280));
+  EXPECT_EQ(analyze_json(kFixtures + "/small_cnn.onnx --input x=2x3x8x8")["totals"]["contraction_flops"],
+            2 * (13824 + 1280));
 }
 
 TEST(OnnxImportTest, ASymbolicBatchIsBoundByBatchAndPerSampleFiguresUseIt) {
@@ -123,7 +124,8 @@ TEST(OnnxImportTest, AHostileNodeNameIsMadeSafeForEveryOutput) {
   EXPECT_EQ(j["ops"][0]["name"], "=\xEF\xBF\xBD\x1b[2J\n|x=1+1!z");
   const std::string note = "held bytes that are not UTF-8, replaced by U+FFFD";
   ASSERT_TRUE(j.contains("warnings"));
-  EXPECT_THAT(j["warnings"], ::testing::Contains(::testing::AllOf(HasSubstr(note), HasSubstr("first at /fusion_groups/0/ops/0"))))
+  EXPECT_THAT(j["warnings"],
+              ::testing::Contains(::testing::AllOf(HasSubstr(note), HasSubstr("first at /fusion_groups/0/ops/0"))))
       << j["warnings"].dump();
   // a terminal sees no escape sequence and no forged line, and a warning about the byte
   CliResult r = run_cli("analyze " + model);
@@ -149,7 +151,8 @@ TEST(OnnxImportTest, TokenIdsStayIntegersAndDtypeConvertsTheFloats) {
   EXPECT_EQ(j["model"]["dtype"], "bf16");
   EXPECT_EQ(j["totals"]["parameter_bytes"], 100 * 16 * 2);  // the table in bf16 (the axis is a shape constant)
   bool converted = false;
-  for (const auto& n : j["notes"]) converted = converted || n.get<std::string>().find("counted as bf16") != std::string::npos;
+  for (const auto& n : j["notes"])
+    converted = converted || n.get<std::string>().find("counted as bf16") != std::string::npos;
   EXPECT_TRUE(converted) << j["notes"].dump();
   // the lookup reads its int64 ids (2 x 16 x 8 bytes) whatever --dtype says, and 32 rows of 16 bf16
   EXPECT_EQ(j["ops"][0]["bytes_read"], 2 * 16 * 8 + 2 * 16 * 16 * 2);
@@ -263,7 +266,9 @@ TEST(OnnxImportTest, MalformedFilesGiveOneErrorLineNamingTheFile) {
       // raw bytes that do not fit the declared size: ONNX's ParseData overflowed its buffer on them
       {"bad_raw_int64", "initializer 'shape': its raw data is 12 bytes, its 1 elements of 8 bytes need 8"},
       // ONNX 1.12's own inference crashes on it: the importer runs it in a child process
-      {"scalar_layernorm", "ONNX's shape inference (the ONNX library, not this tool) crashed (Segmentation fault) at node 'norm' (LayerNormalization)"},
+      {"scalar_layernorm",
+       "ONNX's shape inference (the ONNX library, not this tool) crashed (Segmentation fault) at node 'norm' "
+       "(LayerNormalization)"},
   };
   const auto expect_one_error = [](const std::string& name, const std::string& flags, const std::string& message) {
     const CliResult r = run_cli("analyze " + kFixtures + "/" + name + ".onnx" + flags);
@@ -319,8 +324,8 @@ TEST(OnnxCorpusTest, EveryNodeTestModelLoadsWithoutACrash) {
   for (const auto& [type, n] : modeled) both += unmodeled.count(type);
   std::printf("ONNX node corpus: %zu models: %zu fully analysed, %zu with unmodeled ops, %zu rejected\n", models,
               complete, partial, rejected);
-  std::printf("op types modeled: %zu; op types unmodeled: %zu (%zu seen both ways)\n", modeled.size(),
-              unmodeled.size(), both);
+  std::printf("op types modeled: %zu; op types unmodeled: %zu (%zu seen both ways)\n", modeled.size(), unmodeled.size(),
+              both);
   std::string list;
   for (const auto& [type, n] : unmodeled) list += type + " ";
   std::printf("unmodeled op types: %s\n", list.c_str());

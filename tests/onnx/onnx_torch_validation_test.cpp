@@ -49,7 +49,8 @@ TEST_P(TorchExportTest, CountsMatchThePyTorchModule) {
             e.at("torch_parameters").get<std::uint64_t>() - e.at("folded_batchnorm_channels").get<std::uint64_t>());
   if (e.contains("published_gmacs")) {
     // torchvision publishes GMACs to 3 decimals
-    EXPECT_NEAR(static_cast<double>(a.totals.contraction_flops) / (2.0 * kBatch * 1e9), e["published_gmacs"].get<double>(), 5e-4);
+    EXPECT_NEAR(static_cast<double>(a.totals.contraction_flops) / (2.0 * kBatch * 1e9),
+                e["published_gmacs"].get<double>(), 5e-4);
     EXPECT_EQ(e["torch_parameters"], e["published_parameters"]);
   }
   std::printf("%-22s opset %2d: %4zu ops, %.6g contraction FLOPs/sample, %llu parameters\n", GetParam().c_str(),
@@ -104,7 +105,8 @@ TEST_P(ReferenceExportTest, TheExportedNetworkCountsLikeTheBuiltInOne) {
   EXPECT_EQ(onnx.totals.parameter_count, builtin.totals.parameter_count);
   // the export adds layout ops (ONNX's recurrent output layout, attention's head split), so
   // it moves at least the built-in bytes
-  EXPECT_GE(onnx.totals.bytes_read + onnx.totals.bytes_written, builtin.totals.bytes_read + builtin.totals.bytes_written);
+  EXPECT_GE(onnx.totals.bytes_read + onnx.totals.bytes_written,
+            builtin.totals.bytes_read + builtin.totals.bytes_written);
   // and its training step: the built-in network against autograd on the PyTorch module
   const auto macs = expected().at("reference_" + GetParam()).at("training_macs_per_sample").get<std::uint64_t>();
   EXPECT_EQ(step_contractions(build_reference_model(options)), 2 * macs * kBatch);

@@ -1,5 +1,6 @@
 """pytest setup for the capture walkers' tests: python/ on the path (as the worker has it), one
 thread per framework, quiet TensorFlow logs."""
+
 import os
 import sys
 

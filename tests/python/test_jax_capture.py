@@ -1,5 +1,6 @@
 """The JAX capture walker (python/neuralcost_worker/jax/capture.py) on small programs: the op
 records it emits for plain ops, nested calls, scans, whiles and conds (names, shapes, steps)."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -73,6 +74,7 @@ def test_a_scan_is_its_steps_with_carries_chained():
         def step(h, x):
             h = jnp.tanh(x @ p["wx"] + h @ p["wh"])
             return h, h
+
         return lax.scan(step, jnp.zeros((2, 4)), xs)[1]
 
     xs = jnp.asarray(RNG.standard_normal((5, 2, 4)), jnp.float32)
@@ -119,6 +121,7 @@ def test_a_while_whose_bound_depends_on_data_counts_its_tests():
 
 def test_a_while_too_long_to_unroll_stays_one_op_with_the_reason(monkeypatch):
     monkeypatch.setattr(jax_capture, "MAX_UNROLLED", 10)
+
     def f(p, x):  # a while_loop, not a fori_loop with static bounds (that one is a scan)
         return lax.while_loop(lambda c: c[0] < 50, lambda c: (c[0] + 1, jnp.tanh(c[1] @ p["w"])), (0, x))[1]
 

@@ -1,6 +1,7 @@
 """Kernel traces (python/neuralcost_worker/xla_trace.py, tensorflow/trace.py, xspace.py): the mapping of
 captured ops to the kernels that ran them, on hand-written HLO and op records, and once on a
 real jitted program under XLA's profiler."""
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,8 +50,11 @@ ENTRY %main (x: f32[2,4], w: f32[4,4]) -> f32[2,4] {
 
 
 def op(name, ins, outs):
-    return {"op": name, "in": [tensor(t, [2, 4], "float32") for t in ins],
-            "out": [tensor(t, [2, 4], "float32") for t in outs]}
+    return {
+        "op": name,
+        "in": [tensor(t, [2, 4], "float32") for t in ins],
+        "out": [tensor(t, [2, 4], "float32") for t in outs],
+    }
 
 
 def test_hlo_kernels_carry_the_keys_of_what_they_fuse():
@@ -65,20 +69,34 @@ def test_hlo_kernels_carry_the_keys_of_what_they_fuse():
 def test_a_fused_kernel_takes_every_op_it_fused_and_an_op_is_never_taken_twice():
     kernels, _ = xla_trace.parse_hlo(HLO, jax_capture.hlo_key)
     order = ["dot_fusion", "add_tanh_fusion"]
-    ops = [op("jax::dot_general", ["x"], ["%1"]), op("jax::add", ["%1"], ["%2"]), op("jax::tanh", ["%2"], ["%3"]),
-           op("jax::reshape", ["%3"], ["%4"])]
-    keys = [("dot_general", ("/m.py", 10, 4)), ("add", ("/m.py", 10, 4)), ("tanh", ("/m.py", 11, 4)),
-            ("reshape", ("/m.py", 99, 0))]
+    ops = [
+        op("jax::dot_general", ["x"], ["%1"]),
+        op("jax::add", ["%1"], ["%2"]),
+        op("jax::tanh", ["%2"], ["%3"]),
+        op("jax::reshape", ["%3"], ["%4"]),
+    ]
+    keys = [
+        ("dot_general", ("/m.py", 10, 4)),
+        ("add", ("/m.py", 10, 4)),
+        ("tanh", ("/m.py", 11, 4)),
+        ("reshape", ("/m.py", 99, 0)),
+    ]
     assert xla_trace.attribute(keys, ops, kernels, order) == [0, 1, 1, None]  # the reshape: no kernel has it
 
 
 def test_ops_of_one_source_line_go_to_the_kernel_after_their_inputs():
     # a Python loop over two layers: the same line, two kernels made for it, one op each in order
     own = ("dot_general", ("/m.py", 10, 4))
-    kernels = {"k0": xla_trace.Kernel({own: 1}, own), "k1": xla_trace.Kernel({own: 1}, own),
-               "k2": xla_trace.Kernel({("add", None): 1, own: 1}, ("add", None))}
-    ops = [op("jax::dot_general", ["x"], ["%1"]), op("jax::dot_general", ["%1"], ["%2"]),
-           op("jax::add", ["%2"], ["%3"])]
+    kernels = {
+        "k0": xla_trace.Kernel({own: 1}, own),
+        "k1": xla_trace.Kernel({own: 1}, own),
+        "k2": xla_trace.Kernel({("add", None): 1, own: 1}, ("add", None)),
+    }
+    ops = [
+        op("jax::dot_general", ["x"], ["%1"]),
+        op("jax::dot_general", ["%1"], ["%2"]),
+        op("jax::add", ["%2"], ["%3"]),
+    ]
     assert xla_trace.attribute([own, own, ("add", None)], ops, kernels, ["k0", "k1", "k2"]) == [0, 1, 2]
     # a loop's body: one kernel made for the key takes every step's op
     steps = [op("jax::dot_general", [f"%{i}"], [f"%{i + 1}"]) for i in range(4)]
@@ -94,13 +112,20 @@ def test_op_by_op_runs_are_matched_by_name_even_out_of_order():
 
 
 def test_grappler_fused_kernels_take_the_nodes_they_fused():
-    ops = [op("tf::MatMul", ["x"], ["a"]), op("tf::BiasAdd", ["a"], ["b"]), op("tf::Relu", ["b"], ["c"]),
-           op("tf::Identity", ["c"], ["d"])]
-    owner, order = tf_trace.map_nodes(ops, ["MatMul", "BiasAdd", "Relu", "Identity"],
-                                      {"MatMul/ReadVariableOp:ReadVariableOp": 1e-6, "Relu:_MklNativeFusedMatMul": 1e-5})
+    ops = [
+        op("tf::MatMul", ["x"], ["a"]),
+        op("tf::BiasAdd", ["a"], ["b"]),
+        op("tf::Relu", ["b"], ["c"]),
+        op("tf::Identity", ["c"], ["d"]),
+    ]
+    owner, order = tf_trace.map_nodes(
+        ops,
+        ["MatMul", "BiasAdd", "Relu", "Identity"],
+        {"MatMul/ReadVariableOp:ReadVariableOp": 1e-6, "Relu:_MklNativeFusedMatMul": 1e-5},
+    )
     assert order[owner[2]] == "Relu:_MklNativeFusedMatMul"
     assert owner[:3] == [owner[2]] * 3  # MatMul and BiasAdd were fused into it
-    assert owner[3] is None              # grappler removed the Identity: no kernel ran it
+    assert owner[3] is None  # grappler removed the Identity: no kernel ran it
 
 
 def test_the_trace_reader_reads_events_and_their_args():

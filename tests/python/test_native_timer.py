@@ -3,6 +3,7 @@ python/native/torch_timer.cpp): it must time exactly the ops the Python dispatch
 ops the capture records), in order, for the reference networks and for composite ops and ops that
 call many others; and it must refuse, with a reason, what it cannot time. Needs the build's
 library in $NEURALCOST_TORCH_TIMER (CTest sets it); without it the tests fail, not skip."""
+
 import os
 
 import pytest
@@ -27,6 +28,7 @@ def _forward(net, *xs):
     def forward():
         with torch.inference_mode():
             net(*xs)
+
     return forward
 
 
@@ -100,6 +102,7 @@ def test_an_op_the_mode_does_not_see_is_descended_and_the_ops_it_calls_are_timed
     def forward():
         with torch.inference_mode():
             torch.matmul(a, w)
+
     timer.plan(forward, ["aten::matmul"])
     calls = timer.learned()
     assert calls[0][0] == "aten::matmul" and calls[0][1] > 1

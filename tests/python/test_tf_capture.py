@@ -1,6 +1,7 @@
 """The TensorFlow capture walker (python/neuralcost_worker/tensorflow/capture.py) on small tf.functions:
 the op records it emits for plain ops, While loops (unrolled per step), If branches (the one
 taken) and TensorLists (names, shapes, steps)."""
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -122,6 +123,14 @@ def test_a_tensor_list_is_a_tensor_of_its_length_and_element_shape():
     assert kinds(ops).count("tf::TensorListSetItem") == 3
     stack = [op for op in ops if op["op"] == "tf::TensorListStack"]
     assert len(stack) == 1 and stack[0]["out"][0]["shape"] == [3, 2, 4]
-    lists = [v for op in ops for v in op["in"] + op["out"] if isinstance(v, dict) and v["dtype"] == "float32"
-             and v["shape"][:1] == [3] and len(v["shape"]) == 3 and "TensorList" in op["op"]]
+    lists = [
+        v
+        for op in ops
+        for v in op["in"] + op["out"]
+        if isinstance(v, dict)
+        and v["dtype"] == "float32"
+        and v["shape"][:1] == [3]
+        and len(v["shape"]) == 3
+        and "TensorList" in op["op"]
+    ]
     assert lists  # every version of the list is reported as [length, element...]

@@ -1,6 +1,7 @@
 """Per-layer times of an eager torch training step (python/neuralcost_worker/torch/step_layers.py):
 which module each forward interval and each autograd node is charged to, on a small network with
 a residual add in a container and a module that reads another module's weights itself."""
+
 import pytest
 import torch
 from torch import nn

@@ -1,6 +1,7 @@
 """The training step's pieces without a worker: the "train" object's checks (training.py), and the
 JAX and TensorFlow optimizers (jax_training.update, tf_training.Optimizer) against torch.optim
 itself, step by step, with the same hyperparameters: the three frameworks take the same step."""
+
 import json
 import subprocess
 import sys
@@ -54,19 +55,26 @@ def torch_steps():
     cases = {name: dict(training.parse(case)) for name, case in CASES.items()}
     for case in cases.values():
         case["betas"] = list(case["betas"])
-    request = {"cases": cases, "params": [p.tolist() for p in PARAMS],
-               "grads": [[g.tolist() for g in step] for step in GRADS]}
-    done = subprocess.run([sys.executable, "-c", TORCH_STEPS], input=json.dumps(request), capture_output=True,
-                          text=True, timeout=600)
+    request = {
+        "cases": cases,
+        "params": [p.tolist() for p in PARAMS],
+        "grads": [[g.tolist() for g in step] for step in GRADS],
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", TORCH_STEPS], input=json.dumps(request), capture_output=True, text=True, timeout=600
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    return {name: [[np.asarray(p, np.float32) for p in step] for step in steps]
-            for name, steps in json.loads(done.stdout).items()}
+    return {
+        name: [[np.asarray(p, np.float32) for p in step] for step in steps]
+        for name, steps in json.loads(done.stdout).items()
+    }
 
 
 @pytest.mark.parametrize("case", CASES)
 def test_jax_optimizers_take_torchs_steps(case, torch_steps):
     import jax.numpy as jnp
     from neuralcost_worker.jax import training as jax_training
+
     train = training.parse(CASES[case])
     params = [jnp.asarray(p) for p in PARAMS]
     state = jax_training.init_state(train, params)
@@ -81,6 +89,7 @@ def test_jax_optimizers_take_torchs_steps(case, torch_steps):
 def test_tensorflow_optimizers_take_torchs_steps(case, torch_steps):
     import tensorflow as tf
     from neuralcost_worker.tensorflow import training as tf_training
+
     train = training.parse(CASES[case])
     variables = [tf.Variable(p) for p in PARAMS]
     opt = tf_training.Optimizer(train, variables)
@@ -93,25 +102,33 @@ def test_tensorflow_optimizers_take_torchs_steps(case, torch_steps):
 
 def test_defaults_are_torchs():
     t = training.parse({})
-    assert (t["optimizer"], t["learning_rate"], t["betas"], t["eps"], t["weight_decay"]) == \
-        ("adam", 0.001, (0.9, 0.999), 1e-8, 0.0)
+    assert (t["optimizer"], t["learning_rate"], t["betas"], t["eps"], t["weight_decay"]) == (
+        "adam",
+        0.001,
+        (0.9, 0.999),
+        1e-8,
+        0.0,
+    )
     assert training.parse({"optimizer": "adamw"})["weight_decay"] == 0.01
     assert training.parse({"optimizer": "momentum"})["momentum"] == 0.9
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"optimizer": "lion"}, "unknown optimizer 'lion'"),
-    ({"loss": "hinge"}, "unknown loss 'hinge'"),
-    ({"learning_rat": 0.1}, "unknown key 'learning_rat'"),
-    ({"learning_rate": 0}, "'learning_rate' must be in (0, inf)"),
-    ({"learning_rate": "fast"}, "'learning_rate' must be a finite number"),
-    ({"betas": [0.9]}, "'betas' must be a list of two numbers"),
-    ({"betas": [0.9, 1.0]}, "'betas[1]' must be in [0, 1)"),
-    ({"eps": -1e-8}, "'eps' must be in (0, inf)"),
-    ({"weight_decay": -0.1}, "'weight_decay' must be in [0, inf)"),
-    ({"labels_seed": -1}, "'labels_seed' must be a non-negative integer"),
-    ("adam", "'train' must be an object"),
-])
+@pytest.mark.parametrize(
+    "bad, message",
+    [
+        ({"optimizer": "lion"}, "unknown optimizer 'lion'"),
+        ({"loss": "hinge"}, "unknown loss 'hinge'"),
+        ({"learning_rat": 0.1}, "unknown key 'learning_rat'"),
+        ({"learning_rate": 0}, "'learning_rate' must be in (0, inf)"),
+        ({"learning_rate": "fast"}, "'learning_rate' must be a finite number"),
+        ({"betas": [0.9]}, "'betas' must be a list of two numbers"),
+        ({"betas": [0.9, 1.0]}, "'betas[1]' must be in [0, 1)"),
+        ({"eps": -1e-8}, "'eps' must be in (0, inf)"),
+        ({"weight_decay": -0.1}, "'weight_decay' must be in [0, inf)"),
+        ({"labels_seed": -1}, "'labels_seed' must be a non-negative integer"),
+        ("adam", "'train' must be an object"),
+    ],
+)
 def test_a_bad_train_object_is_refused(bad, message):
     with pytest.raises(WorkerError) as e:
         training.parse(bad)

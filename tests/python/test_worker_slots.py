@@ -2,6 +2,7 @@
 its `build` named; every request addresses one slot; `drop` empties a slot and leaves the others
 running; a request to an empty or malformed slot gets an error reply and the worker stays usable.
 Driven as the C++ side drives it (`python -m neuralcost_worker jax`), tiny networks."""
+
 import json
 import os
 import subprocess
@@ -18,8 +19,13 @@ TINY = {"batch": 2, "width": 16, "seq": 4, "depth": 2, "mode": "eager", "device"
 @pytest.fixture(scope="module")
 def worker():
     env = dict(os.environ, PYTHONPATH=os.path.abspath(PYTHON_DIR), NEURALCOST_THREADS="1")
-    process = subprocess.Popen([sys.executable, "-m", "neuralcost_worker", "jax"], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "neuralcost_worker", "jax"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
     def request(req):
         process.stdin.write(json.dumps(req) + "\n")
@@ -44,7 +50,9 @@ def test_two_models_in_two_slots_run_side_by_side_and_drop_leaves_the_other(work
     assert worker(dict(TINY, cmd="build", model="ff", slot=0))["ok"]
     assert worker(dict(TINY, cmd="build", model="cnn", slot=1))["ok"]
     ff, cnn = ops_of(worker, 0), ops_of(worker, 1)
-    assert "jax::conv_general_dilated" in cnn and "jax::conv_general_dilated" not in ff  # each slot answers with its own model
+    assert (
+        "jax::conv_general_dilated" in cnn and "jax::conv_general_dilated" not in ff
+    )  # each slot answers with its own model
     for slot in (0, 1, 0):
         reply = worker({"cmd": "run", "n": 3, "slot": slot})
         assert reply["ok"] and len(reply["seconds"]) == 3, reply

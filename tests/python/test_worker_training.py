@@ -5,6 +5,7 @@ trains (the loss falls over a few steps on the fixed data), reports its measured
 what was measured, records its hyperparameters; a bad "train" object is refused and the worker
 stays usable. The TensorFlow worker runs with TF_CPU_ALLOCATOR_USE_BFC=true (every allocation
 counted); one more TensorFlow process checks what the default oneDNN allocator says."""
+
 import json
 import os
 import subprocess
@@ -23,8 +24,13 @@ COMPILED = {"jax": "jit", "tensorflow": "function"}
 class Worker:
     def __init__(self, framework, **env):
         environment = dict(os.environ, PYTHONPATH=os.path.abspath(PYTHON_DIR), NEURALCOST_THREADS="1", **env)
-        self.process = subprocess.Popen([sys.executable, "-m", "neuralcost_worker", framework], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True, env=environment)
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "neuralcost_worker", framework],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=environment,
+        )
         hello = self.request({"cmd": "hello", "protocol": PROTOCOL})
         assert hello["ok"], hello
 
@@ -50,8 +56,9 @@ def worker(request):
 
 
 def build(worker, model, mode, train, **sizes):
-    return worker.request(dict({"cmd": "build", "model": model, "mode": mode, "device": "cpu", "train": train},
-                               **dict(TINY, **sizes)))
+    return worker.request(
+        dict({"cmd": "build", "model": model, "mode": mode, "device": "cpu", "train": train}, **dict(TINY, **sizes))
+    )
 
 
 def trains(worker, steps=6):
@@ -78,9 +85,10 @@ def test_each_mode_runs_trains_and_measures_its_peak(worker):
         telemetry = worker.request({"cmd": "memory"})
         # at least the parameters and Adam's two states (13066 fp32 parameters for ff at width 16)
         assert telemetry["peak_bytes"] >= 3 * built["parameters"] * 4, (mode, telemetry)
-        expected = {("jax", "jit"): "XLA buffer assignment of the compiled training step",
-                    ("jax", "eager"): "jax.live_arrays() bytes"}.get((worker.framework, mode),
-                                                                     "counting every allocation")
+        expected = {
+            ("jax", "jit"): "XLA buffer assignment of the compiled training step",
+            ("jax", "eager"): "jax.live_arrays() bytes",
+        }.get((worker.framework, mode), "counting every allocation")
         assert expected in telemetry["source"], (mode, telemetry["source"])
         # capture is still the forward pass (the same ops as without train), on the current parameters
         captured = worker.request({"cmd": "capture"})
@@ -108,12 +116,15 @@ def test_mse_is_the_loss_asked_for(worker):
     trains(worker)
 
 
-@pytest.mark.parametrize("train, message", [
-    ({"optimizer": "lion"}, "train: unknown optimizer 'lion' (optimizers: sgd, momentum, adam, adamw)"),
-    ({"loss": "hinge"}, "train: unknown loss 'hinge' (losses: cross_entropy, mse)"),
-    ({"optimizer": "adam", "lr": 0.1}, "train: unknown key 'lr'"),
-    ([1, 2], "train: 'train' must be an object"),
-])
+@pytest.mark.parametrize(
+    "train, message",
+    [
+        ({"optimizer": "lion"}, "train: unknown optimizer 'lion' (optimizers: sgd, momentum, adam, adamw)"),
+        ({"loss": "hinge"}, "train: unknown loss 'hinge' (losses: cross_entropy, mse)"),
+        ({"optimizer": "adam", "lr": 0.1}, "train: unknown key 'lr'"),
+        ([1, 2], "train: 'train' must be an object"),
+    ],
+)
 def test_a_bad_train_object_gets_the_error_reply(worker, train, message):
     reply = build(worker, "ff", COMPILED[worker.framework], train)
     assert reply["ok"] is False and reply["kind"] == "invalid_argument", reply

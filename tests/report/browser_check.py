@@ -11,6 +11,7 @@ part of the page. Last, it takes a screenshot of the study's report for a person
 
 Usage: browser_check.py NEURAL_COST RESULTS_DIR OUT_DIR
 """
+
 import html
 import html.parser
 import json
@@ -40,10 +41,24 @@ def browser():
 def chromium(args, page):
     """Runs headless Chromium on `page` with a fresh profile; returns (stdout, stderr)."""
     with tempfile.TemporaryDirectory(prefix="nc-chromium-") as profile:
-        command = [browser(), "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                   "--no-first-run", "--no-default-browser-check", "--disable-extensions",
-                   "--user-data-dir=" + profile, "--virtual-time-budget=30000", "--enable-logging=stderr",
-                   "--v=0"] + args + ["file://" + os.path.abspath(page)]
+        command = (
+            [
+                browser(),
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-dev-shm-usage",
+                "--no-first-run",
+                "--no-default-browser-check",
+                "--disable-extensions",
+                "--user-data-dir=" + profile,
+                "--virtual-time-budget=30000",
+                "--enable-logging=stderr",
+                "--v=0",
+            ]
+            + args
+            + ["file://" + os.path.abspath(page)]
+        )
         done = subprocess.run(command, capture_output=True, text=True, timeout=240)
         return done.stdout, done.stderr
 
@@ -114,7 +129,7 @@ def check_page(name, page, results):
         fail(f"{name}: console: {line}")
     found = re.search(r'<pre id="nc-check">(.*?)</pre>', dom, re.S)
     if not found or not found.group(1).strip():
-        fail(f"{name}: the page's check did not run (no report in <pre id=\"nc-check\">)")
+        fail(f'{name}: the page\'s check did not run (no report in <pre id="nc-check">)')
         return
     check = json.loads(html.unescape(found.group(1)))
     if not check.get("ready"):
@@ -143,15 +158,19 @@ def check_page(name, page, results):
     for problem in injected(dom):
         fail(f"{name}: a name's markup became part of the page: {problem}")
     if len(FAILURES) == failures:
-        print(f"ok: {name}: {len(ids)} charts drawn as expected, {roofline} run and {layers} layer points on the "
-              "roofline, no console message")
+        print(
+            f"ok: {name}: {len(ids)} charts drawn as expected, {roofline} run and {layers} layer points on the "
+            "roofline, no console message"
+        )
     return dom
 
 
 def hostile_results(source, out):
     """The study with names from outside that carry markup and script: a layer, an op kind and a model."""
-    payload = ('<img src=x onerror="document.body.setAttribute(\'data-pwned\',1)">'
-               "</script><script>document.body.setAttribute('data-pwned',2)</script>")
+    payload = (
+        "<img src=x onerror=\"document.body.setAttribute('data-pwned',1)\">"
+        "</script><script>document.body.setAttribute('data-pwned',2)</script>"
+    )
     lines = []
     renamed_layer = False
     for line in open(source, encoding="utf-8").read().splitlines():
@@ -161,7 +180,7 @@ def hostile_results(source, out):
             record["ops"][0]["kind"] = "unknown"
             renamed_layer = True
         if record.get("model") == "ff" and record.get("mode") == "compiled":
-            record["model"] = 'pwned <svg onload="document.body.setAttribute(\'data-pwned\',3)">'
+            record["model"] = "pwned <svg onload=\"document.body.setAttribute('data-pwned',3)\">"
         lines.append(json.dumps(record))
     if not renamed_layer:
         sys.exit(f"error: {source} has no run with layers to rename")

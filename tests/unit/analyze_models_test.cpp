@@ -115,8 +115,8 @@ namespace {
 
 TEST(SpeculativeTest, TokensPerRoundAreTheGeometricSeriesOfAcceptance) {
   EXPECT_NEAR(expected_tokens_per_round(4, 0.7), (1 - std::pow(0.7, 5)) / 0.3, 1e-12);  // 2.7731
-  EXPECT_DOUBLE_EQ(expected_tokens_per_round(4, 0), 1.0);   // only the target's own token
-  EXPECT_DOUBLE_EQ(expected_tokens_per_round(4, 1), 5.0);   // every drafted token and its own
+  EXPECT_DOUBLE_EQ(expected_tokens_per_round(4, 0), 1.0);                               // only the target's own token
+  EXPECT_DOUBLE_EQ(expected_tokens_per_round(4, 1), 5.0);  // every drafted token and its own
   EXPECT_NEAR(expected_tokens_per_round(1, 0.5), 1.5, 1e-12);
   EXPECT_EQ(error_of([] { expected_tokens_per_round(0, 0.5); }), "--draft-tokens 0 must be from 1 to 64");
   EXPECT_EQ(error_of([] { expected_tokens_per_round(4, 1.5); }), "--acceptance 1.5 must be from 0 to 1");
@@ -202,7 +202,8 @@ void expect_same(const StepSums& got, const StepSums& want) {
   EXPECT_NEAR(got.fused_lower_bound_seconds, want.fused_lower_bound_seconds, 1e-9 * want.fused_lower_bound_seconds);
 }
 
-GenerationRequest generation_of(const std::string& model, std::int64_t batch, std::int64_t prompt, std::int64_t generate) {
+GenerationRequest generation_of(const std::string& model, std::int64_t batch, std::int64_t prompt,
+                                std::int64_t generate) {
   GenerationRequest g;
   g.model = model;
   g.batch = batch;
@@ -267,8 +268,9 @@ TEST(GenerationTest, BadGenerationsAreOneClearError) {
   EXPECT_EQ(error_of([&] { analyze_generation(g); }), "--generate 0 must be a positive integer below 2^31");
   g.generate = 8000;
   g.prompt = 512;
-  EXPECT_EQ(error_of([&] { analyze_generation(g); }),
-            "a prompt of 512 and 8000 generated tokens are beyond the model's 8192 positions (max_position_embeddings)");
+  EXPECT_EQ(
+      error_of([&] { analyze_generation(g); }),
+      "a prompt of 512 and 8000 generated tokens are beyond the model's 8192 positions (max_position_embeddings)");
   g.model = "ff";
   g.generate = 4;
   EXPECT_EQ(error_of([&] { analyze_generation(g); }),

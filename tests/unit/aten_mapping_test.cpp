@@ -15,7 +15,6 @@ using namespace testing_values;
 
 using Kind = CapturedValue::Kind;
 
-
 Analysis analyze_calls(const std::vector<CapturedOp>& calls) {
   return analyze(graph_from_captured(calls, "calls"), HardwareDatabase::builtin().get("h100-sxm"));
 }
@@ -25,14 +24,26 @@ TEST(AtenMappingTest, FusedEncoderLayerIsDecomposedIntoItsContractions) {
   const std::int64_t e = 128, f = 512;
   CapturedOp call;
   call.name = "aten::_transformer_encoder_layer_fwd";
-  call.inputs = {tensor("input0", {1, 32, e}), integer(e), integer(4),
-                 tensor("qkv.w", {3 * e, e}, true), tensor("qkv.b", {3 * e}, true),
-                 tensor("proj.w", {e, e}, true), tensor("proj.b", {e}, true),
-                 boolean(false), boolean(false), CapturedValue{},
-                 tensor("n1.w", {e}, true), tensor("n1.b", {e}, true),
-                 tensor("n2.w", {e}, true), tensor("n2.b", {e}, true),
-                 tensor("ffn1.w", {f, e}, true), tensor("ffn1.b", {f}, true),
-                 tensor("ffn2.w", {e, f}, true), tensor("ffn2.b", {e}, true), none(), none()};
+  call.inputs = {tensor("input0", {1, 32, e}),
+                 integer(e),
+                 integer(4),
+                 tensor("qkv.w", {3 * e, e}, true),
+                 tensor("qkv.b", {3 * e}, true),
+                 tensor("proj.w", {e, e}, true),
+                 tensor("proj.b", {e}, true),
+                 boolean(false),
+                 boolean(false),
+                 CapturedValue{},
+                 tensor("n1.w", {e}, true),
+                 tensor("n1.b", {e}, true),
+                 tensor("n2.w", {e}, true),
+                 tensor("n2.b", {e}, true),
+                 tensor("ffn1.w", {f, e}, true),
+                 tensor("ffn1.b", {f}, true),
+                 tensor("ffn2.w", {e, f}, true),
+                 tensor("ffn2.b", {e}, true),
+                 none(),
+                 none()};
   call.outputs = {tensor("%0", {1, 32, e})};
   const Analysis a = analyze_calls({call});
   EXPECT_TRUE(a.complete());
@@ -49,13 +60,18 @@ TEST(AtenMappingTest, FusedScaledDotProductAttentionIsOneAttention) {
   // (query, key, value, dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)
   CapturedOp call;
   call.name = "aten::_scaled_dot_product_flash_attention_for_cpu";
-  call.inputs = {tensor("q", {2, 4, 8, 16}), tensor("k", {2, 4, 8, 16}), tensor("v", {2, 4, 8, 16}),
-                 CapturedValue{}, boolean(false), none(), none()};
+  call.inputs = {tensor("q", {2, 4, 8, 16}),
+                 tensor("k", {2, 4, 8, 16}),
+                 tensor("v", {2, 4, 8, 16}),
+                 CapturedValue{},
+                 boolean(false),
+                 none(),
+                 none()};
   call.outputs = {tensor("%0", {2, 4, 8, 16}), tensor("%1", {2, 4, 8})};
   Analysis a = analyze_calls({call});
   EXPECT_TRUE(a.complete());
   EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 2 * 4 * 8 * 8 * 16);  // Q·Kᵀ and P·V
-  call.inputs[4] = boolean(true);  // causal: 36 of the 64 query-key pairs
+  call.inputs[4] = boolean(true);                                      // causal: 36 of the 64 query-key pairs
   a = analyze_calls({call});
   EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 2 * 4 * 36 * 16);
 }
@@ -66,8 +82,14 @@ TEST(AtenMappingTest, ScaledDotProductAttentionCountsItsMaskCausalGroupsAndDropo
   const std::uint64_t b = 2, h = 4, l = 8, d = 16;
   CapturedOp call;
   call.name = "aten::scaled_dot_product_attention";
-  call.inputs = {tensor("q", {2, 4, 8, 16}), tensor("k", {2, 4, 8, 16}), tensor("v", {2, 4, 8, 16}),
-                 none(), number(0.0), boolean(false), none(), boolean(false)};
+  call.inputs = {tensor("q", {2, 4, 8, 16}),
+                 tensor("k", {2, 4, 8, 16}),
+                 tensor("v", {2, 4, 8, 16}),
+                 none(),
+                 number(0.0),
+                 boolean(false),
+                 none(),
+                 boolean(false)};
   call.outputs = {tensor("%0", {2, 4, 8, 16})};
   Analysis a = analyze_calls({call});
   ASSERT_TRUE(a.complete());
@@ -153,14 +175,15 @@ TEST(AtenMappingTest, ExportChecksAreNoWorkAndSmallOpsAreMapped) {
     return c;
   };
   const std::vector<std::pair<CapturedOp, std::uint64_t>> cases = {
-      {call("aten::arange", {integer(16)}, {16}), 32},                                  // start + i·step
-      {call("aten::cumsum", {tensor("x", {2, 16}), integer(1)}, {2, 16}), 30},          // 15 adds per row
+      {call("aten::arange", {integer(16)}, {16}), 32},                                 // start + i·step
+      {call("aten::cumsum", {tensor("x", {2, 16}), integer(1)}, {2, 16}), 30},         // 15 adds per row
       {call("aten::min", {tensor("x", {2, 16}), tensor("y", {2, 16})}, {2, 16}), 32},  // elementwise
       {call("aten::min", {tensor("x", {2, 16})}, {}), 31},                             // a reduction
       {call("aten::__and__", {tensor("x", {2, 16}), tensor("y", {2, 16})}, {2, 16}), 32},
       {call("aten::new_ones", {tensor("x", {2, 16}), ints({4, 4})}, {4, 4}), 0},
       {call("aten::diff", {tensor("x", {2, 16}), integer(1), integer(-1), none(), none()}, {2, 15}), 30},
-      {call("aten::diff", {tensor("x", {2, 16}), integer(2), integer(-1), none(), none()}, {2, 14}), 58},  // 15 + 14 per row
+      {call("aten::diff", {tensor("x", {2, 16}), integer(2), integer(-1), none(), none()}, {2, 14}),
+       58},  // 15 + 14 per row
   };
   for (const auto& [c, flops] : cases) {
     const Analysis a = analyze_calls({c});

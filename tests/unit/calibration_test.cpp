@@ -7,8 +7,8 @@
 // paths, and a calibration under a synthetic load (a busy loop pinned to one CPU), which is not
 // cached and says why; these measure a cut-down description of this CPU (no caches, 256 MiB of
 // memory: a 32 MiB "DRAM" level) to keep them short.
-#include "neuralcost/calibrate/calibrate.hpp"
 #include "neuralcost/hardware/calibration.hpp"
+#include "neuralcost/calibrate/calibrate.hpp"
 
 #include <unistd.h>
 
@@ -22,9 +22,9 @@
 #include <sstream>
 #include <thread>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/analysis/roofline.hpp"
@@ -153,7 +153,8 @@ TEST(CalibrationTest, BadJsonNamesTheField) {
     }
     return "accepted";
   };
-  EXPECT_THAT(refusal(R"({"fingerprint": "x", "created": 3})"), HasSubstr("cache.json: not a calibration (field 'created'"));
+  EXPECT_THAT(refusal(R"({"fingerprint": "x", "created": 3})"),
+              HasSubstr("cache.json: not a calibration (field 'created'"));
   EXPECT_THAT(refusal("{ \"fingerprint\": tru"), HasSubstr("cache.json: not a calibration (field '(document)'"));
   // the checks beyond types: DRAM last, a positive triad per level, a positive fp32 peak
   nlohmann::json j = nlohmann::json::parse(canned_text());
@@ -183,7 +184,7 @@ TEST(CalibrationTest, TheCalibratedSpecUsesTheMeasuredCeilings) {
   EXPECT_DOUBLE_EQ(s.peak_flops_per_second.at(DType::kFp64), 115e9);
   EXPECT_DOUBLE_EQ(s.peak_flops_per_second.at(DType::kBf16), 450e9);
   EXPECT_DOUBLE_EQ(s.peak_flops_per_second.at(DType::kInt8), 4 * 230e9);  // the VM has avx512_vnni
-  EXPECT_DOUBLE_EQ(s.memory_bandwidth_bytes_per_second, 21e9);             // DRAM's triad
+  EXPECT_DOUBLE_EQ(s.memory_bandwidth_bytes_per_second, 21e9);            // DRAM's triad
   ASSERT_EQ(s.caches.size(), 3u);
   EXPECT_EQ(s.caches[2].name, "L3");
   EXPECT_DOUBLE_EQ(s.caches[2].size_bytes, 32.0 * (1 << 20));  // the probed size, not the reported 508 MiB
@@ -222,7 +223,9 @@ TEST(CalibrationTest, TheRooflineOfACalibratedSpecUsesItsLevels) {
     double state = static_cast<double>(op.cost.parameter_bytes);
     for (const TensorDesc& t : rec.inputs) state += a.graph.producer(t.name) ? 0.0 : static_cast<double>(t.bytes());
     state = std::min(state, static_cast<double>(op.cost.bytes_read));
-    const std::string own = bytes <= static_cast<double>(s.caches[0].size_bytes) ? "L1" : bytes <= static_cast<double>(s.caches[1].size_bytes) ? "L2" : "L3";
+    const std::string own = bytes <= static_cast<double>(s.caches[0].size_bytes)   ? "L1"
+                            : bytes <= static_cast<double>(s.caches[1].size_bytes) ? "L2"
+                                                                                   : "L3";
     EXPECT_DOUBLE_EQ(op.memory_seconds, state / bandwidth.at("L2") + (bytes - state) / bandwidth.at(own)) << rec.name;
     if (op.cost.flops > 0) EXPECT_DOUBLE_EQ(op.compute_seconds, static_cast<double>(op.cost.flops) / 230e9);
     levels.insert(op.memory_level);
@@ -276,8 +279,8 @@ TEST_F(CalibrationCacheTest, TheCacheIsAFileOfOursNeverALinkFollowedNorAFolderOt
   EXPECT_FALSE(cached.calibration.has_value());
   EXPECT_THAT(cached.status, HasSubstr("can be written by other users"));
   EXPECT_THROW(save_calibration(canned()), Error);
-  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                            fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(dir_, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                            fs::perms::others_exec);
 }
 
 TEST_F(CalibrationCacheTest, AHandEditedHundredfoldCalibrationIsNotBelieved) {
@@ -499,7 +502,8 @@ TEST_F(CalibrationCacheTest, ACalibrationWaitsForTheOneInProgressAndUsesWhatItSa
   EXPECT_EQ(got.created, "2026-03-01T12:00:00Z");  // the other's figures, not measured again
   EXPECT_THAT(status, ::testing::StartsWith("waited "));
   EXPECT_THAT(status, HasSubstr("s for another calibration of this CPU; calibration of 2026-03-01T12:00:00Z (2 "
-                                "threads) from " + calibration_cache_path(2)));
+                                "threads) from " +
+                                calibration_cache_path(2)));
 }
 
 TEST_F(CalibrationCacheTest, TheCacheLockIsExclusiveWaitsBoundedAndIsNeverALinkFollowed) {
@@ -513,7 +517,8 @@ TEST_F(CalibrationCacheTest, TheCacheLockIsExclusiveWaitsBoundedAndIsNeverALinkF
     const CalibrationLock second(2, 0.2);  // not while the first holds it, and not forever
     EXPECT_FALSE(second.held());
     EXPECT_GE(second.waited_seconds(), 0.2);
-    EXPECT_THAT(second.why_not(), HasSubstr("another calibration held " + (dir_ / "host-calibration-2t.lock").string()));
+    EXPECT_THAT(second.why_not(),
+                HasSubstr("another calibration held " + (dir_ / "host-calibration-2t.lock").string()));
     EXPECT_TRUE(CalibrationLock(1, 0.2).held());  // another thread count is another lock
   }
   EXPECT_TRUE(CalibrationLock(2, 0.2).held());  // released with the first

@@ -20,7 +20,12 @@ TEST(CallThreadTest, RunsTheCallOnItsThreadAndRethrowsWhatItThrew) {
   CallThread thread("test");
   std::thread::id ran_on;
   int value = 0;
-  thread.run([&] { ran_on = std::this_thread::get_id(); value = 42; }, std::chrono::seconds(5), "a call");
+  thread.run(
+      [&] {
+        ran_on = std::this_thread::get_id();
+        value = 42;
+      },
+      std::chrono::seconds(5), "a call");
   EXPECT_EQ(value, 42);
   EXPECT_NE(ran_on, std::this_thread::get_id());
   try {
@@ -50,7 +55,8 @@ TEST(CallThreadTest, ACallPastItsDeadlineFailsThenAndLaterCallsAreRefusedAtOnce)
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
       EXPECT_NE(std::string(e.what()).find("libtorch: a forward pass of hang.pt did not return within 0.3 s"),
-                std::string::npos) << e.what();
+                std::string::npos)
+          << e.what();
     }
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
     EXPECT_GE(waited, 0.3);
@@ -64,10 +70,11 @@ TEST(CallThreadTest, ACallPastItsDeadlineFailsThenAndLaterCallsAreRefusedAtOnce)
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kDeadlineExceeded);
       EXPECT_NE(std::string(e.what()).find("an earlier call (a forward pass of hang.pt) did not return"),
-                std::string::npos) << e.what();
+                std::string::npos)
+          << e.what();
     }
     EXPECT_FALSE(ran);
-  }  // destroyed while its call still runs: the thread is left, with the state it shares
+  }                      // destroyed while its call still runs: the thread is left, with the state it shares
   release->set_value();  // the call returns; the detached thread sees it was stopped and ends
 }
 

@@ -70,8 +70,9 @@ TEST(CapturedJsonTest, MalformedOpsNameTheOpAndField) {
   EXPECT_THAT(error_of(json::parse(R"([{"op": "r", "in": [{"tensor": "y", "shape": [2], "param": "yes"}]}])")),
               HasSubstr("'param' must be true or false"));
   EXPECT_THAT(error_of(json::parse(R"([{"op": "r", "attrs": [1]}])")), HasSubstr("field 'attrs': must be an object"));
-  EXPECT_THAT(error_of(json::parse(R"([{"op": "r", "in": [{"tensor": "y", "shape": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}])")),
-              HasSubstr("has rank 17 (at most 16)"));
+  EXPECT_THAT(
+      error_of(json::parse(R"([{"op": "r", "in": [{"tensor": "y", "shape": [1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1]}]}])")),
+      HasSubstr("has rank 17 (at most 16)"));
 }
 
 TEST(CapturedJsonTest, AKernelsEventBecomesEveryRecordsEventAndNullIsNone) {
@@ -94,9 +95,11 @@ TEST(CapturedJsonTest, AKernelsEventBecomesEveryRecordsEventAndNullIsNone) {
   // without "event", each op is its own event (op by op)
   const OpGraph plain = graph_from_captured(captured_ops_from_json(json::parse(R"([{"op": "jax::exp",
       "in": [{"tensor": "input0", "shape": [2], "dtype": "float32"}], "out": [{"tensor": "%1", "shape": [2], "dtype": "float32"}]}])"),
-      "capture reply"), "g");
+                                                                   "capture reply"),
+                                            "g");
   EXPECT_EQ(plain.op(0).attributes.get_int("event", -2), 0);
-  EXPECT_THAT(error_of(json::parse(R"([{"op": "r", "event": -1}])")), HasSubstr("field 'event': must be a kernel's index"));
+  EXPECT_THAT(error_of(json::parse(R"([{"op": "r", "event": -1}])")),
+              HasSubstr("field 'event': must be a kernel's index"));
   EXPECT_THAT(error_of(json::parse(R"([{"op": "r", "event": "0"}])")), HasSubstr("field 'event'"));
 }
 

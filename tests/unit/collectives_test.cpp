@@ -40,8 +40,8 @@ TEST(CollectivesTest, RingTimeAtTheLinksBusBandwidthGivesBackThatBusBandwidth) {
 
 TEST(CollectivesTest, EightGpuAllReduceOfOneGigabyteOnNvlink4) {
   // 8 × H100, 1 GB in bf16 at 370 GB/s busbw and 6 us a step: 1.75 GB / 370 GB/s + 14 × 6 us
-  const CollectiveCost c = collective_cost(Collective::kAllReduce, CollectiveAlgorithm::kRing, 8, 1e9, 2,
-                                           LinkRoof{3.7e11, 6e-6});
+  const CollectiveCost c =
+      collective_cost(Collective::kAllReduce, CollectiveAlgorithm::kRing, 8, 1e9, 2, LinkRoof{3.7e11, 6e-6});
   EXPECT_DOUBLE_EQ(c.wire_bytes_per_rank, 1.75e9);
   EXPECT_EQ(c.latency_steps, 14);
   EXPECT_NEAR(c.seconds(), 1.75e9 / 3.7e11 + 14 * 6e-6, 1e-12);
@@ -111,9 +111,8 @@ TEST(CollectivesTest, RefusesOneRankNegativeSizesAndDeadLinks) {
   EXPECT_THROW(collective_cost(Collective::kAllReduce, CollectiveAlgorithm::kRing, 2, -1, 2, kNoLatency), Error);
   EXPECT_THROW(collective_cost(Collective::kAllReduce, CollectiveAlgorithm::kRing, 2, 1, 0, kNoLatency), Error);
   EXPECT_THROW(collective_cost(Collective::kAllReduce, CollectiveAlgorithm::kRing, 2, 1, 2, LinkRoof{0, 0}), Error);
-  EXPECT_THROW(hierarchical_cost(Collective::kAllReduce, CollectiveAlgorithm::kRing, 1, 1, 1, 2, kNoLatency,
-                                 kNoLatency),
-               Error);
+  EXPECT_THROW(
+      hierarchical_cost(Collective::kAllReduce, CollectiveAlgorithm::kRing, 1, 1, 1, 2, kNoLatency, kNoLatency), Error);
 }
 
 TEST(CollectivesTest, NamesRoundTrip) {

@@ -25,14 +25,15 @@ TEST(CostModelTest, MatMulCountsTwoFlopsPerMac) {
 
 TEST(CostModelTest, BatchedMatMulBroadcastsBatchDimensions) {
   // [3,1,5,7] x [4,7,2] -> [3,4,5,2]: 12 products of 5x7x2
-  const OpCost c = cost_of(op("mm", OpKind::kMatMul, {t("a", {3, 1, 5, 7}), t("b", {4, 7, 2})},
-                              {t("y", {3, 4, 5, 2})}));
+  const OpCost c =
+      cost_of(op("mm", OpKind::kMatMul, {t("a", {3, 1, 5, 7}), t("b", {4, 7, 2})}, {t("y", {3, 4, 5, 2})}));
   EXPECT_EQ(c.flops, 2u * 12 * 5 * 7 * 2);
 }
 
 TEST(CostModelTest, MatMulHonoursTransposeAndVectorOperands) {
-  EXPECT_EQ(cost_of(with(op("mm", OpKind::kMatMul, {t("a", {16, 8}), t("b", {16, 4})}, {t("y", {8, 4})}),
-                         "transpose_a", true)).flops,
+  EXPECT_EQ(cost_of(with(op("mm", OpKind::kMatMul, {t("a", {16, 8}), t("b", {16, 4})}, {t("y", {8, 4})}), "transpose_a",
+                         true))
+                .flops,
             2u * 8 * 16 * 4);
   EXPECT_EQ(cost_of(op("mv", OpKind::kMatMul, {t("a", {6, 5}), t("v", {5})}, {t("y", {6})})).flops, 60u);
 }
@@ -48,14 +49,14 @@ TEST(CostModelTest, MatMulRejectsMismatchedInnerDimensions) {
 }
 
 TEST(CostModelTest, LinearAddsOneFlopPerOutputForBias) {
-  const OpCost c = cost_of(op("fc", OpKind::kLinear, {t("x", {32, 784})}, {t("y", {32, 128})},
-                              {p("w", {128, 784}), p("b", {128})}));
+  const OpCost c =
+      cost_of(op("fc", OpKind::kLinear, {t("x", {32, 784})}, {t("y", {32, 128})}, {p("w", {128, 784}), p("b", {128})}));
   EXPECT_EQ(c.contraction_flops, 2u * 32 * 784 * 128);
   EXPECT_EQ(c.flops, 2u * 32 * 784 * 128 + 32 * 128);
   EXPECT_EQ(c.parameter_bytes, (128u * 784 + 128) * 4);
   EXPECT_EQ(c.bytes_read, 32u * 784 * 4 + c.parameter_bytes);
-  const OpCost nobias = cost_of(op("fc", OpKind::kLinear, {t("x", {32, 784})}, {t("y", {32, 128})},
-                                   {p("w", {128, 784})}));
+  const OpCost nobias =
+      cost_of(op("fc", OpKind::kLinear, {t("x", {32, 784})}, {t("y", {32, 128})}, {p("w", {128, 784})}));
   EXPECT_EQ(nobias.flops, 2u * 32 * 784 * 128);
   EXPECT_THROW(cost_of(op("fc", OpKind::kLinear, {t("x", {5, 4})}, {t("y", {7, 3})}, {p("w", {3, 4})})), Error);
 }
@@ -82,7 +83,8 @@ TEST(CostModelTest, ConvHandlesGroupsStrideDilationAnd1dAnd3d) {
   c1.attributes.set("dilation", I{2});
   EXPECT_EQ(cost_of(c1).flops, 2u * 6 * 16 * 4 * 3);
   // 3-D with ONNX-style asymmetric pads [begin..., end...]
-  OpRecord c3 = op("c3", OpKind::kConv, {t("x", {1, 2, 4, 4, 4})}, {t("y", {1, 3, 3, 4, 4})}, {p("w", {3, 2, 2, 2, 2})});
+  OpRecord c3 =
+      op("c3", OpKind::kConv, {t("x", {1, 2, 4, 4, 4})}, {t("y", {1, 3, 3, 4, 4})}, {p("w", {3, 2, 2, 2, 2})});
   c3.attributes.set("padding", V{0, 0, 0, 0, 1, 1});
   EXPECT_EQ(cost_of(c3).flops, 2u * 3 * 48 * 2 * 8);
 }
@@ -109,9 +111,9 @@ TEST(CostModelTest, TransposedConvCountsEveryInputTimesKernel) {
 
 TEST(CostModelTest, AttentionCountsScoresSoftmaxAndValues) {
   // B=2, H=4, L=32, D=32
-  const OpCost c = cost_of(op("sdpa", OpKind::kAttention,
-                              {t("q", {2, 4, 32, 32}), t("k", {2, 4, 32, 32}), t("v", {2, 4, 32, 32})},
-                              {t("o", {2, 4, 32, 32})}));
+  const OpCost c =
+      cost_of(op("sdpa", OpKind::kAttention, {t("q", {2, 4, 32, 32}), t("k", {2, 4, 32, 32}), t("v", {2, 4, 32, 32})},
+                 {t("o", {2, 4, 32, 32})}));
   const std::uint64_t heads = 8, pairs = 32 * 32;
   EXPECT_EQ(c.contraction_flops, heads * 2 * pairs * 32 * 2);
   EXPECT_EQ(c.flops, c.contraction_flops + heads * pairs + heads * (5 * pairs - 2 * 32));
@@ -132,14 +134,14 @@ TEST(CostModelTest, CausalAttentionCountsOnlyKeptPairs) {
 }
 
 TEST(CostModelTest, GroupedQueryAttentionSharesKeyValueHeads) {
-  const OpCost c = cost_of(op("gqa", OpKind::kAttention,
-                              {t("q", {1, 8, 16, 64}), t("k", {1, 2, 16, 64}), t("v", {1, 2, 16, 64})},
-                              {t("o", {1, 8, 16, 64})}));
+  const OpCost c =
+      cost_of(op("gqa", OpKind::kAttention, {t("q", {1, 8, 16, 64}), t("k", {1, 2, 16, 64}), t("v", {1, 2, 16, 64})},
+                 {t("o", {1, 8, 16, 64})}));
   EXPECT_EQ(c.contraction_flops, 8u * 2 * 256 * 64 * 2);
-  EXPECT_THROW(cost_of(op("bad", OpKind::kAttention,
-                          {t("q", {1, 8, 16, 64}), t("k", {1, 3, 16, 64}), t("v", {1, 3, 16, 64})},
-                          {t("o", {1, 8, 16, 64})})),
-               Error);
+  EXPECT_THROW(
+      cost_of(op("bad", OpKind::kAttention, {t("q", {1, 8, 16, 64}), t("k", {1, 3, 16, 64}), t("v", {1, 3, 16, 64})},
+                 {t("o", {1, 8, 16, 64})})),
+      Error);
 }
 
 TEST(CostModelTest, ActivationsUseTheDocumentedTable) {
@@ -169,8 +171,8 @@ TEST(CostModelTest, ActivationsUseTheDocumentedTable) {
 }
 
 TEST(CostModelTest, UnknownFunctionIsUnmodeledNotZero) {
-  const OpCost c = cost_of(with(op("a", OpKind::kActivation, {t("x", {10})}, {t("y", {10})}), "function",
-                                std::string("swishy")));
+  const OpCost c =
+      cost_of(with(op("a", OpKind::kActivation, {t("x", {10})}, {t("y", {10})}), "function", std::string("swishy")));
   EXPECT_FALSE(c.modeled);
   EXPECT_EQ(c.unmodeled_reason, "activation function 'swishy' is not modeled");
   EXPECT_EQ(c.bytes(), 80u);  // bytes are still known
@@ -195,14 +197,15 @@ TEST(CostModelTest, BinaryWithAScalarHasOneTensorOperand) {
 
 TEST(CostModelTest, MatMulWithAddendCountsOneAddPerOutput) {
   // addmm(bias, x, Wt) as operands A, B, C: [4,8] x [8,3] + [3]
-  const OpCost c = cost_of(op("addmm", OpKind::kMatMul, {t("x", {4, 8})}, {t("y", {4, 3})}, {p("wt", {8, 3}), p("b", {3})}));
+  const OpCost c =
+      cost_of(op("addmm", OpKind::kMatMul, {t("x", {4, 8})}, {t("y", {4, 3})}, {p("wt", {8, 3}), p("b", {3})}));
   EXPECT_EQ(c.contraction_flops, 2u * 4 * 8 * 3);
   EXPECT_EQ(c.flops, 2u * 4 * 8 * 3 + 12);
 }
 
 TEST(CostModelTest, SameTensorReadTwiceIsReadOnce) {
-  const OpCost c = cost_of(with(op("sq", OpKind::kBinary, {t("x", {100}), t("x", {100})}, {t("y", {100})}),
-                                "function", std::string("mul")));
+  const OpCost c = cost_of(
+      with(op("sq", OpKind::kBinary, {t("x", {100}), t("x", {100})}, {t("y", {100})}), "function", std::string("mul")));
   EXPECT_EQ(c.bytes_read, 400u);
 }
 
@@ -219,17 +222,17 @@ TEST(CostModelTest, SoftmaxIsFiveNMinusTwoPerRow) {
 }
 
 TEST(CostModelTest, NormalisationCounts) {
-  const OpCost ln = cost_of(op("ln", OpKind::kLayerNorm, {t("x", {4, 128})}, {t("y", {4, 128})},
-                               {p("g", {128}), p("b", {128})}));
+  const OpCost ln =
+      cost_of(op("ln", OpKind::kLayerNorm, {t("x", {4, 128})}, {t("y", {4, 128})}, {p("g", {128}), p("b", {128})}));
   EXPECT_EQ(ln.flops, 4u * (7 * 128 + 2));
   EXPECT_EQ(ln.transcendentals, 4u);
   const OpCost plain = cost_of(op("ln", OpKind::kLayerNorm, {t("x", {4, 128})}, {t("y", {4, 128})}));
   EXPECT_EQ(plain.flops, 4u * (5 * 128 + 2));
   const OpCost rms = cost_of(op("rms", OpKind::kRmsNorm, {t("x", {4, 128})}, {t("y", {4, 128})}, {p("g", {128})}));
   EXPECT_EQ(rms.flops, 4u * (4 * 128 + 2));
-  const OpCost bn = cost_of(op("bn", OpKind::kBatchNorm, {t("x", {2, 64, 8, 8})}, {t("y", {2, 64, 8, 8})},
-                               {p("g", {64}), p("b", {64}), p("m", {64}, DType::kFp32, false),
-                                p("v", {64}, DType::kFp32, false)}));
+  const OpCost bn =
+      cost_of(op("bn", OpKind::kBatchNorm, {t("x", {2, 64, 8, 8})}, {t("y", {2, 64, 8, 8})},
+                 {p("g", {64}), p("b", {64}), p("m", {64}, DType::kFp32, false), p("v", {64}, DType::kFp32, false)}));
   EXPECT_EQ(bn.flops, 2u * 2 * 64 * 64 + 5 * 64);
   EXPECT_EQ(bn.parameter_bytes, 4u * 64 * 4);
 }
@@ -274,27 +277,29 @@ TEST(CostModelTest, BatchNormAffineFollowsItsParametersNotTrainability) {
   };
   const auto frozen = p("g", {8}, DType::kFp32, false);
   const auto stat = p("m", {8}, DType::kFp32, false);
-  EXPECT_EQ(bn({frozen, p("b", {8}, DType::kFp32, false), stat, p("v", {8}, DType::kFp32, false)}).flops, 2u * 32 + 5 * 8);
+  EXPECT_EQ(bn({frozen, p("b", {8}, DType::kFp32, false), stat, p("v", {8}, DType::kFp32, false)}).flops,
+            2u * 32 + 5 * 8);
   EXPECT_EQ(bn({stat, p("v", {8}, DType::kFp32, false)}).flops, 2u * 32 + 4 * 8);
 }
 
 TEST(CostModelTest, RmsNormCountsAnOptionalBias) {
-  const OpCost c = cost_of(op("rms", OpKind::kRmsNorm, {t("x", {2, 16})}, {t("y", {2, 16})}, {p("g", {16}), p("b", {16})}));
+  const OpCost c =
+      cost_of(op("rms", OpKind::kRmsNorm, {t("x", {2, 16})}, {t("y", {2, 16})}, {p("g", {16}), p("b", {16})}));
   EXPECT_EQ(c.flops, 2u * (5 * 16 + 2));
 }
 
 TEST(CostModelTest, GatherFromAnActivationReadsAtMostTheData) {
   // 100 lookups into a 10x4 tensor touch at most its 40 elements
-  const OpCost c = cost_of(op("g", OpKind::kEmbedding, {t("data", {10, 4}), t("ids", {100}, DType::kInt64)},
-                              {t("y", {100, 4})}));
+  const OpCost c =
+      cost_of(op("g", OpKind::kEmbedding, {t("data", {10, 4}), t("ids", {100}, DType::kInt64)}, {t("y", {100, 4})}));
   EXPECT_EQ(c.bytes_read, 40u * 4 + 100 * 8);
 }
 
 TEST(CostModelTest, ReductionsCountElementsMinusOutputs) {
   const OpCost sum = cost_of(op("s", OpKind::kReduction, {t("x", {4, 32, 128})}, {t("y", {4, 128})}));
   EXPECT_EQ(sum.flops, 4u * 128 * 31);
-  const OpCost mean = cost_of(with(op("m", OpKind::kReduction, {t("x", {4, 32, 128})}, {t("y", {4, 128})}),
-                                   "function", std::string("mean")));
+  const OpCost mean = cost_of(
+      with(op("m", OpKind::kReduction, {t("x", {4, 32, 128})}, {t("y", {4, 128})}), "function", std::string("mean")));
   EXPECT_EQ(mean.flops, 4u * 128 * 32);
   auto reduce = [](const std::string& f) {
     return cost_of(with(op("r", OpKind::kReduction, {t("x", {4, 32})}, {t("y", {4})}), "function", f));
@@ -316,20 +321,20 @@ TEST(CostModelTest, ViewsMoveNoBytesAndCopiesDo) {
   EXPECT_EQ(sl.bytes_read, 320u);
   const OpCost cat = cost_of(op("cat", OpKind::kConcat, {t("a", {2, 8}), t("b", {3, 8})}, {t("y", {5, 8})}));
   EXPECT_EQ(cat.bytes(), 320u);
-  const OpCost strided = cost_of(with(op("tr", OpKind::kTranspose, {t("x", {4, 8})}, {t("y", {8, 4})}),
-                                      "materializes", false));
+  const OpCost strided =
+      cost_of(with(op("tr", OpKind::kTranspose, {t("x", {4, 8})}, {t("y", {8, 4})}), "materializes", false));
   EXPECT_EQ(strided.bytes(), 0u);
 }
 
 TEST(CostModelTest, EmbeddingReadsOnlyGatheredRows) {
-  const OpCost c = cost_of(op("emb", OpKind::kEmbedding, {t("ids", {2, 16}, DType::kInt64)},
-                              {t("y", {2, 16, 64})}, {p("table", {50000, 64})}));
+  const OpCost c = cost_of(op("emb", OpKind::kEmbedding, {t("ids", {2, 16}, DType::kInt64)}, {t("y", {2, 16, 64})},
+                              {p("table", {50000, 64})}));
   EXPECT_EQ(c.flops, 0u);
   EXPECT_EQ(c.parameter_bytes, 32u * 64 * 4);
   EXPECT_EQ(c.bytes_read, 32u * 8 + 32 * 64 * 4);
   // a tiny table is read at most once
-  const OpCost tiny = cost_of(op("emb", OpKind::kEmbedding, {t("ids", {1000}, DType::kInt64)},
-                                 {t("y", {1000, 4})}, {p("table", {10, 4})}));
+  const OpCost tiny = cost_of(
+      op("emb", OpKind::kEmbedding, {t("ids", {1000}, DType::kInt64)}, {t("y", {1000, 4})}, {p("table", {10, 4})}));
   EXPECT_EQ(tiny.parameter_bytes, 10u * 4 * 4);
 }
 

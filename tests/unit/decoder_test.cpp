@@ -62,7 +62,8 @@ TEST(DecoderTest, PrefillAndDecodeContractionsMatchClosedForms) {
     r.phase = DecoderPhase::kDecode;
     r.context = 1000;
     a = analyze_phase(c, r);
-    EXPECT_EQ(a.totals.contraction_flops, layers * (b * per_token + 2 * b * h * 1001 * 2 * d) + 2 * (d / 2) + 2 * b * e * v);
+    EXPECT_EQ(a.totals.contraction_flops,
+              layers * (b * per_token + 2 * b * h * 1001 * 2 * d) + 2 * (d / 2) + 2 * b * e * v);
   }
 }
 
@@ -106,9 +107,17 @@ std::string write_config(const json& j) {
 }
 
 json small_llama() {
-  return {{"model_type", "llama"}, {"hidden_size", 64}, {"num_hidden_layers", 2}, {"num_attention_heads", 4},
-          {"num_key_value_heads", 2}, {"intermediate_size", 128}, {"vocab_size", 500}, {"max_position_embeddings", 64},
-          {"tie_word_embeddings", false}, {"rope_scaling", nullptr}, {"hidden_act", "silu"}};
+  return {{"model_type", "llama"},
+          {"hidden_size", 64},
+          {"num_hidden_layers", 2},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"intermediate_size", 128},
+          {"vocab_size", 500},
+          {"max_position_embeddings", 64},
+          {"tie_word_embeddings", false},
+          {"rope_scaling", nullptr},
+          {"hidden_act", "silu"}};
 }
 
 json small_mixtral() {
@@ -164,7 +173,8 @@ TEST(DecoderTest, MixtralCountsEveryExpertAndReadsTheExpertsItsTokensReach) {
   ModelRequest eight;
   eight.prompt = 8;
   eight.given.insert("prompt");
-  EXPECT_EQ(analyze(import_config(small_mixtral(), eight), HardwareDatabase::builtin().get("h100-sxm")).totals.parameter_count,
+  EXPECT_EQ(analyze(import_config(small_mixtral(), eight), HardwareDatabase::builtin().get("h100-sxm"))
+                .totals.parameter_count,
             decoder_parameter_count(parse_decoder_config(small_mixtral(), "m.json")));
 }
 

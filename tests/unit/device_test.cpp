@@ -168,7 +168,7 @@ TEST(DeviceTest, TheSpecFollowsTheDevice) {
   FakeGpuBackend fake;
   EXPECT_EQ(default_hardware_for({&fake}, Device::parse("cpu"), 300), "host");
   EXPECT_EQ(default_hardware_for({&fake}, Device::parse("cuda:0"), 300), "h100-sxm");  // by the spec's device_names
-  fake.gpu_name = "nvidia a100-sxm4-40gb";                           // exact, but not case
+  fake.gpu_name = "nvidia a100-sxm4-40gb";                                             // exact, but not case
   EXPECT_EQ(default_hardware_for({&fake}, Device::parse("cuda:0"), 300), "a100-sxm-40gb");
   fake.gpu_name = "NVIDIA GH200 480GB";  // named after the superchip's CPU memory; 96GB HBM3 GPU
   EXPECT_EQ(default_hardware_for({&fake}, Device::parse("cuda:0"), 300), "gh200-96gb");

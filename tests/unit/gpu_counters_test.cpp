@@ -126,17 +126,22 @@ TEST(GpuCountersTest, MalformedRecordsAreRefusedNamingTheField) {
   const std::string head = R"({"format": "neuralcost-gpu-counters", "version": 1, "source": "x", "device": "d", )";
   refuse("[]", "rec.json: the document must be an object");
   refuse(R"({"format": "other"})", "rec.json: format must be \"neuralcost-gpu-counters\"");
-  refuse(R"({"format": "neuralcost-gpu-counters", "version": 7})", "rec.json: version must be 1 (the only version this reads)");
+  refuse(R"({"format": "neuralcost-gpu-counters", "version": 7})",
+         "rec.json: version must be 1 (the only version this reads)");
   refuse(head + R"("ranges": [{"name": "a", "start_ns": 5, "end_ns": 1}], "launches": [], "kernels": []})",
          "rec.json: ranges[0] ends before it starts");
-  refuse(head + R"("ranges": [], "launches": [{"correlation_id": 1, "start_ns": 1}, {"correlation_id": 1, "start_ns": 2}], "kernels": []})",
-         "rec.json: launches[1].correlation_id repeats an earlier launch's");
-  refuse(head + R"("ranges": [], "launches": [], "kernels": [{"name": "k", "correlation_id": 1, "start_ns": 0, "end_ns": 1,
+  refuse(
+      head +
+          R"("ranges": [], "launches": [{"correlation_id": 1, "start_ns": 1}, {"correlation_id": 1, "start_ns": 2}], "kernels": []})",
+      "rec.json: launches[1].correlation_id repeats an earlier launch's");
+  refuse(
+      head + R"("ranges": [], "launches": [], "kernels": [{"name": "k", "correlation_id": 1, "start_ns": 0, "end_ns": 1,
          "dram_bytes_read": -4, "dram_bytes_written": 0}]})",
-         "rec.json: kernels[0].dram_bytes_read must be a non-negative number");
-  refuse(head + R"("ranges": [], "launches": [], "kernels": [{"name": "k", "correlation_id": 1, "start_ns": 0, "end_ns": 1,
+      "rec.json: kernels[0].dram_bytes_read must be a non-negative number");
+  refuse(
+      head + R"("ranges": [], "launches": [], "kernels": [{"name": "k", "correlation_id": 1, "start_ns": 0, "end_ns": 1,
          "dram_bytes_written": 0}]})",
-         "rec.json: kernels[0].dram_bytes_read is missing");
+      "rec.json: kernels[0].dram_bytes_read is missing");
   refuse(head + R"("ranges": [], "launches": []})", "rec.json: kernels must be an array");
 }
 

@@ -10,10 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "neuralcost/calibrate/gpu_calibration.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/gpu/contract.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
-#include "neuralcost/calibrate/gpu_calibration.hpp"
 #include "neuralcost/gpu/launch_floor.hpp"
 #include "neuralcost/gpu/nvml.hpp"
 #include "neuralcost/hardware/database.hpp"
@@ -50,7 +50,8 @@ TEST(GpuHostTest, TheToolkitsStubIsRecognisedAsNoDriver) {
 TEST(GpuHostTest, MissingDeviceNamesWhyAndWhatThereIs) {
   CudaDevices none;
   none.unavailable_reason = "no NVIDIA driver: libcuda.so.1 cannot be loaded (x)";
-  EXPECT_EQ(*cuda_device_missing(none, 0), "cuda:0: CUDA is not available here: no NVIDIA driver: libcuda.so.1 cannot be loaded (x)");
+  EXPECT_EQ(*cuda_device_missing(none, 0),
+            "cuda:0: CUDA is not available here: no NVIDIA driver: libcuda.so.1 cannot be loaded (x)");
   CudaDevices one;
   one.devices.push_back({0, "NVIDIA H200", 141000000000ull, 9, 0, 132});
   EXPECT_FALSE(cuda_device_missing(one, 0));
@@ -143,7 +144,8 @@ TEST(GpuHostTest, CalibrationSitsBesideTheDatasheetAndAboveItIsFlagged) {
   EXPECT_FALSE(launch.above_datasheet);  // a time, not a ceiling
   EXPECT_NEAR(*c.ceilings[6].ratio, 7.0e14 / 9.895e14, 1e-12);
   ASSERT_EQ(c.warnings.size(), 1u);
-  EXPECT_THAT(c.warnings[0], HasSubstr("fp64_fma measured 3.6e+13 FLOP/s, 106% of the datasheet's vector_flops_per_second.fp64"));
+  EXPECT_THAT(c.warnings[0],
+              HasSubstr("fp64_fma measured 3.6e+13 FLOP/s, 106% of the datasheet's vector_flops_per_second.fp64"));
   ASSERT_EQ(c.skipped.size(), 1u);
   EXPECT_THAT(c.skipped[0], HasSubstr("gemm_fp8: cuBLASLt offers no algorithm"));
 }
@@ -210,7 +212,8 @@ namespace neuralcost {
 namespace {
 
 TEST(GpuHostTest, CounterCheckSetsCountersBesideKnownWork) {
-  const std::vector<CounterCheck> rows = parse_counter_check(read_input("counter_check_handwritten.json"), "check.json");
+  const std::vector<CounterCheck> rows =
+      parse_counter_check(read_input("counter_check_handwritten.json"), "check.json");
   ASSERT_EQ(rows.size(), 5u);  // copy: FLOPs and bytes; triad: FLOPs and bytes; fma: FLOPs
   EXPECT_EQ(rows[0].kernel, "copy");
   EXPECT_FALSE(rows[0].ratio);  // no FLOPs expected of a copy
@@ -239,8 +242,9 @@ TEST(GpuHostTest, CalibrationViewsShowRatiosFlagsAndSkips) {
   c.device = "cuda:0";
   c.counter_checks = parse_counter_check(read_input("counter_check_handwritten.json"), "check.json");
   const std::string table = render_gpu_calibration(c, Format::kTable);
-  EXPECT_THAT(table, HasSubstr("calibration of cuda:0 (NVIDIA H200, compute 9.0), compared with the datasheet of h200-sxm"));
-  EXPECT_THAT(table, HasSubstr("87.5%"));       // hbm_copy 4.2 of 4.8 TB/s
+  EXPECT_THAT(table,
+              HasSubstr("calibration of cuda:0 (NVIDIA H200, compute 9.0), compared with the datasheet of h200-sxm"));
+  EXPECT_THAT(table, HasSubstr("87.5%"));            // hbm_copy 4.2 of 4.8 TB/s
   EXPECT_THAT(table, HasSubstr("105.9% (above!)"));  // fp64_fma 36 of 34 TFLOP/s
   EXPECT_THAT(table, HasSubstr("hardware counters (CUPTI range profiler) on kernels of known work"));
   EXPECT_THAT(table, HasSubstr("note: skipped gemm_fp8: cuBLASLt offers no algorithm"));

@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "neuralcost/core/error.hpp"
-#include "neuralcost/gpu/power.hpp"
 #include "neuralcost/gpu/nvml.hpp"
+#include "neuralcost/gpu/power.hpp"
 #include "neuralcost/gpu/power_sampler.hpp"
 
 namespace neuralcost {
@@ -106,10 +106,10 @@ TEST(GpuPowerTest, ReadingsNoGpuGivesAreRejectedByIndex) {
   } catch (const Error& e) {
     EXPECT_THAT(e.what(), HasSubstr("power sample 2 (at 0.1 s) is earlier than the one before it"));
   }
-  EXPECT_THROW(summarize_power({}, 1, 1, 1, 1, 0.02), Error);   // empty phase
-  EXPECT_THROW(summarize_power({}, 0, 1, 0, 1, 0.02), Error);   // no passes
-  EXPECT_THROW(summarize_power({}, 0, 1, 1, 0, 0.02), Error);   // no batch
-  EXPECT_THROW(summarize_power({}, 0, 1, 1, 1, 0), Error);      // no period
+  EXPECT_THROW(summarize_power({}, 1, 1, 1, 1, 0.02), Error);  // empty phase
+  EXPECT_THROW(summarize_power({}, 0, 1, 0, 1, 0.02), Error);  // no passes
+  EXPECT_THROW(summarize_power({}, 0, 1, 1, 0, 0.02), Error);  // no batch
+  EXPECT_THROW(summarize_power({}, 0, 1, 1, 1, 0), Error);     // no period
 }
 
 TEST(GpuPowerTest, EnergyCounterGivesEnergyDirectly) {

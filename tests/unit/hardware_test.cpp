@@ -32,13 +32,47 @@ std::string error_of(const std::string& json) {
 }
 
 TEST(HardwareDatabaseTest, CoversTheRequiredParts) {
-  for (const char* id :
-       {"apple-m1", "apple-m1-pro", "apple-m1-max", "apple-m2", "apple-m2-pro", "apple-m2-max", "apple-m3",
-        "apple-m3-pro", "apple-m3-max", "apple-m4", "apple-m4-pro", "apple-m4-max", "v100-sxm2", "v100-pcie",
-        "t4", "a10", "l4", "l40s", "a100-sxm-40gb", "a100-sxm-80gb", "a100-pcie-40gb", "a100-pcie-80gb",
-        "h100-sxm", "h100-pcie", "h200-sxm", "b200", "mi250x", "mi300x", "xeon-platinum-8480p", "epyc-9654",
-        "epyc-9755", "graviton3", "gh200-96gb", "gh200-144gb", "rtx-4090", "l40", "rtx-6000-ada", "mi325x",
-        "tpu-v5e", "tpu-v5p", "tpu-v6e"}) {
+  for (const char* id : {"apple-m1",
+                         "apple-m1-pro",
+                         "apple-m1-max",
+                         "apple-m2",
+                         "apple-m2-pro",
+                         "apple-m2-max",
+                         "apple-m3",
+                         "apple-m3-pro",
+                         "apple-m3-max",
+                         "apple-m4",
+                         "apple-m4-pro",
+                         "apple-m4-max",
+                         "v100-sxm2",
+                         "v100-pcie",
+                         "t4",
+                         "a10",
+                         "l4",
+                         "l40s",
+                         "a100-sxm-40gb",
+                         "a100-sxm-80gb",
+                         "a100-pcie-40gb",
+                         "a100-pcie-80gb",
+                         "h100-sxm",
+                         "h100-pcie",
+                         "h200-sxm",
+                         "b200",
+                         "mi250x",
+                         "mi300x",
+                         "xeon-platinum-8480p",
+                         "epyc-9654",
+                         "epyc-9755",
+                         "graviton3",
+                         "gh200-96gb",
+                         "gh200-144gb",
+                         "rtx-4090",
+                         "l40",
+                         "rtx-6000-ada",
+                         "mi325x",
+                         "tpu-v5e",
+                         "tpu-v5p",
+                         "tpu-v6e"}) {
     const HardwareSpec* s = db().find(id);
     ASSERT_NE(s, nullptr) << id;
     EXPECT_EQ(s->id, id);
@@ -49,8 +83,10 @@ TEST(HardwareDatabaseTest, CoversTheRequiredParts) {
 TEST(HardwareDatabaseTest, EveryNumberHasASource) {
   for (const HardwareSpec& s : db().specs()) {
     std::vector<std::string> fields = {"memory_bandwidth_bytes_per_second"};
-    for (const auto& [d, v] : s.peak_flops_per_second) fields.push_back("peak_flops_per_second." + std::string(dtype_name(d)));
-    for (const auto& [d, v] : s.vector_flops_per_second) fields.push_back("vector_flops_per_second." + std::string(dtype_name(d)));
+    for (const auto& [d, v] : s.peak_flops_per_second)
+      fields.push_back("peak_flops_per_second." + std::string(dtype_name(d)));
+    for (const auto& [d, v] : s.vector_flops_per_second)
+      fields.push_back("vector_flops_per_second." + std::string(dtype_name(d)));
     if (s.memory_capacity_bytes) fields.push_back("memory_capacity_bytes");
     for (const CacheLevel& c : s.caches) fields.push_back("caches." + c.name + ".size_bytes");
     for (const std::string& f : fields) {
@@ -119,15 +155,17 @@ TEST(HardwareDatabaseTest, GpusAreFoundByTheNameCudaGivesThem) {
   EXPECT_EQ(db().find_device_name("NVIDIA L40")->id, "l40");
   EXPECT_EQ(db().find_device_name("NVIDIA RTX 6000 Ada Generation")->id, "rtx-6000-ada");
   EXPECT_EQ(db().find_device_name("NVIDIA GeForce RTX 4090 D"), nullptr);  // a different part
-  EXPECT_EQ(db().find_device_name("NVIDIA H100"), nullptr);  // exact names only
-  EXPECT_EQ(db().find("NVIDIA H100 80GB HBM3"), nullptr);    // not an id or alias
+  EXPECT_EQ(db().find_device_name("NVIDIA H100"), nullptr);                // exact names only
+  EXPECT_EQ(db().find("NVIDIA H100 80GB HBM3"), nullptr);                  // not an id or alias
   // a spec file keeps them
   const HardwareSpec s = parse_hardware_spec(
       R"({"id": "box", "device_names": ["Box GPU"], "peak_flops_per_second": {"fp32": 1e12},
-          "memory_bandwidth_bytes_per_second": 1e11})", "box.json");
+          "memory_bandwidth_bytes_per_second": 1e11})",
+      "box.json");
   EXPECT_EQ(s.device_names, std::vector<std::string>{"Box GPU"});
   EXPECT_THROW(parse_hardware_spec(R"({"id": "box", "device_names": "Box GPU", "peak_flops_per_second": {"fp32": 1e12},
-                                       "memory_bandwidth_bytes_per_second": 1e11})", "box.json"),
+                                       "memory_bandwidth_bytes_per_second": 1e11})",
+                                   "box.json"),
                Error);
 }
 
@@ -159,34 +197,48 @@ TEST(HardwareSpecTest, BadFilesNameTheFileAndField) {
             "spec.json: field 'id' is missing");
   EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}})"),
             "spec.json: field 'memory_bandwidth_bytes_per_second' is missing");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": -3})"),
-            "spec.json: field 'memory_bandwidth_bytes_per_second' must be a positive number (got -3)");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": "fast"}, "memory_bandwidth_bytes_per_second": 1e11})"),
-            "spec.json: field 'peak_flops_per_second.fp32' must be a positive number (got \"fast\")");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp4": 1e15}, "memory_bandwidth_bytes_per_second": 1e11})"),
-            "spec.json: field 'peak_flops_per_second.fp4' is not a dtype (use fp64, fp32, tf32, fp16, bf16, int8, fp8)");
+  EXPECT_EQ(
+      error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": -3})"),
+      "spec.json: field 'memory_bandwidth_bytes_per_second' must be a positive number (got -3)");
+  EXPECT_EQ(
+      error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": "fast"}, "memory_bandwidth_bytes_per_second": 1e11})"),
+      "spec.json: field 'peak_flops_per_second.fp32' must be a positive number (got \"fast\")");
+  EXPECT_EQ(
+      error_of(R"({"id": "x", "peak_flops_per_second": {"fp4": 1e15}, "memory_bandwidth_bytes_per_second": 1e11})"),
+      "spec.json: field 'peak_flops_per_second.fp4' is not a dtype (use fp64, fp32, tf32, fp16, bf16, int8, fp8)");
   EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {}, "memory_bandwidth_bytes_per_second": 1e11})"),
             "spec.json: field 'peak_flops_per_second' must give at least one dtype");
   EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1}, "memory_bandwith": 1})"),
             "spec.json: field 'memory_bandwith' is not a hardware spec field (see docs/hardware.md)");
-  EXPECT_EQ(error_of(R"({"id": "x", "schema_version": 2, "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11})"),
-            "spec.json: field 'schema_version' must be 1 (got 2)");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11, "caches": [{"name": "L2"}]})"),
-            "spec.json: field 'caches[0].size_bytes' is missing");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11, "caches": [{"name": "L2", "size_bytes": 1, "sise": 2}]})"),
-            "spec.json: field 'caches[0].sise' is not a cache field (name, size_bytes, bandwidth_bytes_per_second)");
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11, "origin": 3})"),
-            "spec.json: field 'origin' must be a string");
+  EXPECT_EQ(
+      error_of(
+          R"({"id": "x", "schema_version": 2, "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11})"),
+      "spec.json: field 'schema_version' must be 1 (got 2)");
+  EXPECT_EQ(
+      error_of(
+          R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11, "caches": [{"name": "L2"}]})"),
+      "spec.json: field 'caches[0].size_bytes' is missing");
+  EXPECT_EQ(
+      error_of(
+          R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11, "caches": [{"name": "L2", "size_bytes": 1, "sise": 2}]})"),
+      "spec.json: field 'caches[0].sise' is not a cache field (name, size_bytes, bandwidth_bytes_per_second)");
+  EXPECT_EQ(
+      error_of(
+          R"({"id": "x", "peak_flops_per_second": {"fp32": 1e12}, "memory_bandwidth_bytes_per_second": 1e11, "origin": 3})"),
+      "spec.json: field 'origin' must be a string");
 }
 
 TEST(HardwareSpecTest, ImplausibleAndHostileValuesAreRejectedNotPropagated) {
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e308}, "memory_bandwidth_bytes_per_second": 1e11})"),
-            "spec.json: field 'peak_flops_per_second.fp32' is 1e+308, outside the plausible range 1e+06 to 1e+20");
-  EXPECT_THAT(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e999}, "memory_bandwidth_bytes_per_second": 1e11})"),
-              HasSubstr("spec.json: "));
+  EXPECT_EQ(
+      error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e308}, "memory_bandwidth_bytes_per_second": 1e11})"),
+      "spec.json: field 'peak_flops_per_second.fp32' is 1e+308, outside the plausible range 1e+06 to 1e+20");
+  EXPECT_THAT(
+      error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": 1e999}, "memory_bandwidth_bytes_per_second": 1e11})"),
+      HasSubstr("spec.json: "));
   // a deeply nested value is named by its type, never serialised into the message
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
-  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": )" + deep + R"(}, "memory_bandwidth_bytes_per_second": 1e11})"),
+  EXPECT_EQ(error_of(R"({"id": "x", "peak_flops_per_second": {"fp32": )" + deep +
+                     R"(}, "memory_bandwidth_bytes_per_second": 1e11})"),
             "spec.json: field 'peak_flops_per_second.fp32' must be a positive number (got a list)");
   try {
     load_hardware_file(::testing::TempDir());
@@ -198,7 +250,8 @@ TEST(HardwareSpecTest, ImplausibleAndHostileValuesAreRejectedNotPropagated) {
 
 TEST(HardwareSpecTest, ResolveLoadsFilesAndFillsMissingSources) {
   const std::string path = ::testing::TempDir() + "/nc_spec.json";
-  std::ofstream(path) << R"({"id": "box", "peak_flops_per_second": {"fp32": 2e12}, "memory_bandwidth_bytes_per_second": 1e11})";
+  std::ofstream(path)
+      << R"({"id": "box", "peak_flops_per_second": {"fp32": 2e12}, "memory_bandwidth_bytes_per_second": 1e11})";
   const ResolvedHardware r = resolve_hardware(path);
   EXPECT_EQ(r.source, HardwareSource::kFile);
   ASSERT_TRUE(r.spec.has_value());
@@ -221,7 +274,10 @@ class EmptyCalibrationCache : public testing::Test {
     setenv("NEURALCOST_CACHE_DIR", dir_.c_str(), 1);
   }
   void TearDown() override {
-    if (old_.empty()) unsetenv("NEURALCOST_CACHE_DIR"); else setenv("NEURALCOST_CACHE_DIR", old_.c_str(), 1);
+    if (old_.empty())
+      unsetenv("NEURALCOST_CACHE_DIR");
+    else
+      setenv("NEURALCOST_CACHE_DIR", old_.c_str(), 1);
     std::filesystem::remove_all(dir_);
   }
   std::string dir_, old_;

@@ -1,8 +1,8 @@
 // Host detection on canned /proc and sysfs trees (tests/inputs/hosts: this VM with the 508 MB
 // L3 such VMs report, and a 4-core ARM Neoverse V1 server), theoretical peaks from the
 // microarchitecture, and detection of the machine the test runs on.
-#include "neuralcost/hardware/host.hpp"
 #include "neuralcost/hardware/cpu_parts.hpp"
+#include "neuralcost/hardware/host.hpp"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

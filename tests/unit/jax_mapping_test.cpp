@@ -18,16 +18,16 @@ using namespace testing_values;
 using Kind = CapturedValue::Kind;
 using Ints = std::vector<std::int64_t>;
 
-
 CapturedOp op(const std::string& primitive, std::vector<CapturedValue> in, std::vector<CapturedValue> out,
               std::map<std::string, CapturedValue> attrs = {}) {
   return {"jax::" + primitive, std::move(in), std::move(out), std::move(attrs)};
 }
 
-CapturedOp dot_general(CapturedValue a, CapturedValue b, CapturedValue y, Ints lc, Ints rc, Ints lb = {}, Ints rb = {}) {
-  return op("dot_general", {std::move(a), std::move(b)}, {std::move(y)},
-            {{"lhs_contracting", ints(lc)}, {"rhs_contracting", ints(rc)}, {"lhs_batch", ints(lb)},
-             {"rhs_batch", ints(rb)}});
+CapturedOp dot_general(CapturedValue a, CapturedValue b, CapturedValue y, Ints lc, Ints rc, Ints lb = {},
+                       Ints rb = {}) {
+  return op(
+      "dot_general", {std::move(a), std::move(b)}, {std::move(y)},
+      {{"lhs_contracting", ints(lc)}, {"rhs_contracting", ints(rc)}, {"lhs_batch", ints(lb)}, {"rhs_batch", ints(rb)}});
 }
 
 Analysis analyze_ops(const std::vector<CapturedOp>& ops) {
@@ -36,8 +36,8 @@ Analysis analyze_ops(const std::vector<CapturedOp>& ops) {
 
 TEST(JaxMappingTest, DotGeneralOfALinearLayerIsAMatMul) {
   // x[2,128] . W[10,128] contracting both last dims: x @ W^T
-  const Analysis a = analyze_ops({dot_general(tensor("input0", {2, 128}), tensor("fc.weight", {10, 128}, true),
-                                              tensor("%1", {2, 10}), {1}, {1})});
+  const Analysis a = analyze_ops(
+      {dot_general(tensor("input0", {2, 128}), tensor("fc.weight", {10, 128}, true), tensor("%1", {2, 10}), {1}, {1})});
   ASSERT_TRUE(a.complete());
   EXPECT_EQ(a.graph.op(0).kind, OpKind::kMatMul);
   EXPECT_TRUE(a.graph.op(0).attributes.get_bool("transpose_b", false));
@@ -56,8 +56,9 @@ TEST(JaxMappingTest, BatchedDotGeneralCountsEveryBatch) {
 TEST(JaxMappingTest, AttentionDotGeneralsCountTheReferenceScoreFlops) {
   // einsum bhqd,bhkd->bhqk and bhqk,bhkd->bhqd over [B=1, H=4, T=32, D=32]
   const Shape s{1, 4, 32, 32};
-  const Analysis a = analyze_ops({dot_general(tensor("q", s), tensor("k", s), tensor("scores", s), {3}, {3}, {0, 1}, {0, 1}),
-                                  dot_general(tensor("scores", s), tensor("v", s), tensor("out", s), {3}, {2}, {0, 1}, {0, 1})});
+  const Analysis a =
+      analyze_ops({dot_general(tensor("q", s), tensor("k", s), tensor("scores", s), {3}, {3}, {0, 1}, {0, 1}),
+                   dot_general(tensor("scores", s), tensor("v", s), tensor("out", s), {3}, {2}, {0, 1}, {0, 1})});
   ASSERT_TRUE(a.complete());
   // docs/reference-networks.md: Q.K^T 262,144 and scores.V 262,144 per layer and sample
   EXPECT_EQ(a.ops[0].cost.contraction_flops, 262144u);
@@ -76,23 +77,25 @@ TEST(JaxMappingTest, UnusualDimensionNumbersKeepTheExactCount) {
 }
 
 TEST(JaxMappingTest, DimensionNumbersThatDoNotFitAreUnmodeled) {
-  const Analysis a = analyze_ops({dot_general(tensor("input0", {2, 128}), tensor("input1", {64, 10}),
-                                              tensor("%1", {2, 10}), {1}, {0})});
+  const Analysis a = analyze_ops(
+      {dot_general(tensor("input0", {2, 128}), tensor("input1", {64, 10}), tensor("%1", {2, 10}), {1}, {0})});
   ASSERT_EQ(a.unmodeled.size(), 1u);
   EXPECT_EQ(a.unmodeled[0].reason, "dot_general's dimension numbers do not fit its operands");
 }
 
-std::map<std::string, CapturedValue> conv_attrs(const std::string& lhs, const std::string& rhs, const std::string& out) {
-  return {{"window_strides", ints({1, 1})}, {"padding", ints({1, 1, 1, 1})}, {"lhs_dilation", ints({1, 1})},
-          {"rhs_dilation", ints({1, 1})}, {"feature_group_count", integer(1)},
-          {"lhs_layout", text(lhs)}, {"rhs_layout", text(rhs)}, {"out_layout", text(out)}};
+std::map<std::string, CapturedValue> conv_attrs(const std::string& lhs, const std::string& rhs,
+                                                const std::string& out) {
+  return {{"window_strides", ints({1, 1})},    {"padding", ints({1, 1, 1, 1})},
+          {"lhs_dilation", ints({1, 1})},      {"rhs_dilation", ints({1, 1})},
+          {"feature_group_count", integer(1)}, {"lhs_layout", text(lhs)},
+          {"rhs_layout", text(rhs)},           {"out_layout", text(out)}};
 }
 
 TEST(JaxMappingTest, NchwConvolutionIsAConv) {
   // the reference cnn's first convolution: 3 -> 64 channels, 3x3, pad 1, 32x32
-  const Analysis a = analyze_ops({op("conv_general_dilated",
-                                     {tensor("input0", {1, 3, 32, 32}), tensor("convs.0.weight", {64, 3, 3, 3}, true)},
-                                     {tensor("%1", {1, 64, 32, 32})}, conv_attrs("NCHW", "OIHW", "NCHW"))});
+  const Analysis a = analyze_ops(
+      {op("conv_general_dilated", {tensor("input0", {1, 3, 32, 32}), tensor("convs.0.weight", {64, 3, 3, 3}, true)},
+          {tensor("%1", {1, 64, 32, 32})}, conv_attrs("NCHW", "OIHW", "NCHW"))});
   ASSERT_TRUE(a.complete());
   ASSERT_EQ(a.graph.size(), 1u);
   EXPECT_EQ(a.graph.op(0).kind, OpKind::kConv);
@@ -101,9 +104,9 @@ TEST(JaxMappingTest, NchwConvolutionIsAConv) {
 }
 
 TEST(JaxMappingTest, ChannelsLastConvolutionCountsTheSameBetweenViews) {
-  const Analysis a = analyze_ops({op("conv_general_dilated",
-                                     {tensor("input0", {1, 32, 32, 3}), tensor("w", {3, 3, 3, 64}, true)},
-                                     {tensor("%1", {1, 32, 32, 64})}, conv_attrs("NHWC", "HWIO", "NHWC"))});
+  const Analysis a =
+      analyze_ops({op("conv_general_dilated", {tensor("input0", {1, 32, 32, 3}), tensor("w", {3, 3, 3, 64}, true)},
+                      {tensor("%1", {1, 32, 32, 64})}, conv_attrs("NHWC", "HWIO", "NHWC"))});
   ASSERT_TRUE(a.complete());
   ASSERT_EQ(a.graph.size(), 3u);
   EXPECT_EQ(a.graph.op(1).kind, OpKind::kConv);
@@ -114,13 +117,16 @@ TEST(JaxMappingTest, ChannelsLastConvolutionCountsTheSameBetweenViews) {
 }
 
 std::map<std::string, CapturedValue> window_attrs() {
-  return {{"window_dimensions", ints({1, 1, 2, 2})}, {"window_strides", ints({1, 1, 2, 2})},
-          {"padding", ints(Ints(8, 0))}, {"base_dilation", ints({1, 1, 1, 1})}, {"window_dilation", ints({1, 1, 1, 1})}};
+  return {{"window_dimensions", ints({1, 1, 2, 2})},
+          {"window_strides", ints({1, 1, 2, 2})},
+          {"padding", ints(Ints(8, 0))},
+          {"base_dilation", ints({1, 1, 1, 1})},
+          {"window_dilation", ints({1, 1, 1, 1})}};
 }
 
 TEST(JaxMappingTest, SpatialReduceWindowMaxIsAMaxPool) {
-  const Analysis a = analyze_ops({op("reduce_window_max", {tensor("input0", {1, 64, 32, 32})},
-                                     {tensor("%1", {1, 64, 16, 16})}, window_attrs())});
+  const Analysis a = analyze_ops(
+      {op("reduce_window_max", {tensor("input0", {1, 64, 32, 32})}, {tensor("%1", {1, 64, 16, 16})}, window_attrs())});
   ASSERT_TRUE(a.complete());
   EXPECT_EQ(a.graph.op(0).kind, OpKind::kMaxPool);
   EXPECT_EQ(a.totals.flops, 64u * 16 * 16 * 3);  // 3 comparisons per 2x2 window
@@ -128,8 +134,8 @@ TEST(JaxMappingTest, SpatialReduceWindowMaxIsAMaxPool) {
 }
 
 TEST(JaxMappingTest, ReduceWindowSumCountsTheAddsOfEachWindow) {
-  const Analysis a = analyze_ops({op("reduce_window_sum", {tensor("input0", {1, 64, 32, 32})},
-                                     {tensor("%1", {1, 64, 16, 16})}, window_attrs())});
+  const Analysis a = analyze_ops(
+      {op("reduce_window_sum", {tensor("input0", {1, 64, 32, 32})}, {tensor("%1", {1, 64, 16, 16})}, window_attrs())});
   ASSERT_TRUE(a.complete());
   EXPECT_EQ(a.totals.flops, 64u * 16 * 16 * 3);
 }
@@ -146,8 +152,8 @@ TEST(JaxMappingTest, AWeightReadInEveryStepIsCountedOnce) {
 
 TEST(JaxMappingTest, ConstantsAreBuffersNotParameters) {
   // eval-mode batch norm: running_var + eps, a constant closed over by the forward function
-  const Analysis a = analyze_ops({op("add", {tensor("const:norms.0.running_var", {64}, true), number(1e-5)},
-                                     {tensor("%1", {64})})});
+  const Analysis a =
+      analyze_ops({op("add", {tensor("const:norms.0.running_var", {64}, true), number(1e-5)}, {tensor("%1", {64})})});
   ASSERT_TRUE(a.complete());
   EXPECT_EQ(a.totals.parameter_count, 0u);
   EXPECT_EQ(a.totals.buffer_count, 64u);
@@ -155,11 +161,11 @@ TEST(JaxMappingTest, ConstantsAreBuffersNotParameters) {
 }
 
 TEST(JaxMappingTest, LayoutOpsOfWeightsAreNotOpsAndScalarBroadcastsAreFills) {
-  const OpGraph g = graph_from_captured(
-      {op("broadcast_in_dim", {tensor("b", {64}, true)}, {tensor("b", {1, 64, 1, 1}, true)}),
-       op("transpose", {tensor("w", {10, 128}, true)}, {tensor("w", {128, 10}, true)}),
-       op("broadcast_in_dim", {number(0.0)}, {tensor("%1", {32, 128})})},
-      "views");
+  const OpGraph g =
+      graph_from_captured({op("broadcast_in_dim", {tensor("b", {64}, true)}, {tensor("b", {1, 64, 1, 1}, true)}),
+                           op("transpose", {tensor("w", {10, 128}, true)}, {tensor("w", {128, 10}, true)}),
+                           op("broadcast_in_dim", {number(0.0)}, {tensor("%1", {32, 128})})},
+                          "views");
   ASSERT_EQ(g.size(), 1u);
   EXPECT_EQ(g.op(0).kind, OpKind::kFill);
   EXPECT_EQ(cost_of(g.op(0)).bytes_written, 32u * 128 * 4);
@@ -176,9 +182,11 @@ TEST(JaxMappingTest, UnknownPrimitivesAndLoopsAreUnmodeled) {
 
 TEST(JaxMappingTest, AWhileTheWorkerCouldNotUnrollShowsItsReason) {
   // the worker unrolls the whiles it can count; one that stays says why (jax/capture.py)
-  const Analysis a = analyze_ops({op("while", {integer(0), tensor("input0", {4, 4})}, {tensor("%1", {}), tensor("%2", {4, 4})},
-                                     {{"body_nconsts", integer(0)}, {"cond_nconsts", integer(0)},
-                                      {"not_unrolled", text("more than 20000 iterations of about 10 ops exceed 200000 ops")}})});
+  const Analysis a =
+      analyze_ops({op("while", {integer(0), tensor("input0", {4, 4})}, {tensor("%1", {}), tensor("%2", {4, 4})},
+                      {{"body_nconsts", integer(0)},
+                       {"cond_nconsts", integer(0)},
+                       {"not_unrolled", text("more than 20000 iterations of about 10 ops exceed 200000 ops")}})});
   ASSERT_EQ(a.unmodeled.size(), 1u);
   EXPECT_EQ(a.unmodeled[0].reason,
             "a while loop is not unrolled by the worker: more than 20000 iterations of about 10 ops exceed 200000 ops; "
@@ -188,10 +196,11 @@ TEST(JaxMappingTest, AWhileTheWorkerCouldNotUnrollShowsItsReason) {
 
 TEST(JaxMappingTest, ACondTheWorkerCouldNotResolveShowsItsReason) {
   // the worker inlines the branch a cond takes; one that stays says why (jax/capture.py)
-  const Analysis a = analyze_ops({op("cond", {tensor("%1", {}), tensor("input0", {4, 4})}, {tensor("%2", {4, 4})},
-                                     {{"branches", integer(2)},
-                                      {"not_inlined", text("the value of its index (which branch runs) is not known at capture")}}),
-                                  op("cond", {tensor("%3", {}), tensor("%2", {4, 4})}, {tensor("%4", {4, 4})})});
+  const Analysis a =
+      analyze_ops({op("cond", {tensor("%1", {}), tensor("input0", {4, 4})}, {tensor("%2", {4, 4})},
+                      {{"branches", integer(2)},
+                       {"not_inlined", text("the value of its index (which branch runs) is not known at capture")}}),
+                   op("cond", {tensor("%3", {}), tensor("%2", {4, 4})}, {tensor("%4", {4, 4})})});
   ASSERT_EQ(a.unmodeled.size(), 2u);
   EXPECT_EQ(a.unmodeled[0].reason,
             "a cond's branch is not known to the worker: the value of its index (which branch runs) is not known at "
@@ -202,10 +211,13 @@ TEST(JaxMappingTest, ACondTheWorkerCouldNotResolveShowsItsReason) {
 
 TEST(JaxMappingTest, OpsOfATakenBranchCountAsUsual) {
   // an inlined branch's ops carry "cond_branch"; the attribute changes nothing in their count
-  const Analysis a = analyze_ops({op("dot_general", {tensor("input0", {2, 128}), tensor("fc.weight", {10, 128}, true)},
-                                     {tensor("%1", {2, 10})},
-                                     {{"lhs_contracting", ints({1})}, {"rhs_contracting", ints({1})}, {"lhs_batch", ints({})},
-                                      {"rhs_batch", ints({})}, {"cond_branch", text("1 of 2")}})});
+  const Analysis a = analyze_ops(
+      {op("dot_general", {tensor("input0", {2, 128}), tensor("fc.weight", {10, 128}, true)}, {tensor("%1", {2, 10})},
+          {{"lhs_contracting", ints({1})},
+           {"rhs_contracting", ints({1})},
+           {"lhs_batch", ints({})},
+           {"rhs_batch", ints({})},
+           {"cond_branch", text("1 of 2")}})});
   ASSERT_TRUE(a.complete());
   EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 128 * 10);
   EXPECT_EQ(a.totals.parameter_count, 1280u);

@@ -39,7 +39,8 @@ class FakeModel final : public PreparedModel {
       if (i == 1 || i == 2) r.attributes.set("module", r.name);
       if (events[i] == 4) r.attributes.set("module", r.name);  // block1.linear, block1.relu, block1.norm
       // a kernel that fused layers of no common module
-      if (events[i] == 4 && unrelated_) r.attributes.set("module", std::string(i == 3 ? "a.x" : i == 4 ? "b.y" : "c.z"));
+      if (events[i] == 4 && unrelated_)
+        r.attributes.set("module", std::string(i == 3 ? "a.x" : i == 4 ? "b.y" : "c.z"));
       g.add(std::move(r));
     }
     g.finalize();
@@ -128,7 +129,8 @@ TEST(LayerTableTest, LayersAndUnattributedAddUpToTheRunWithItsOneEfficiency) {
   const double median = r.timing.summary.median;
   double measured = r.unattributed_seconds, lower = 0;
   std::uint64_t flops = 0;
-  for (const LayerMeasurement& l : r.layers) measured += l.measured_seconds, lower += l.lower_bound_seconds, flops += l.flops;
+  for (const LayerMeasurement& l : r.layers)
+    measured += l.measured_seconds, lower += l.lower_bound_seconds, flops += l.flops;
   EXPECT_NEAR(measured, median, 1e-12);
   EXPECT_NEAR(lower, r.analysis.totals.lower_bound_seconds, 1e-15);
   EXPECT_EQ(flops, r.analysis.totals.flops);

@@ -37,7 +37,7 @@ const char* kStatBefore =
 
 TEST(LoadTest, ProcStatIsReadPerCpu) {
   const ProcStat s = parse_proc_stat(kStatBefore);
-  ASSERT_EQ(s.cpus.size(), 3u);  // the machine's line and two CPUs
+  ASSERT_EQ(s.cpus.size(), 3u);          // the machine's line and two CPUs
   EXPECT_EQ(s.cpus.at(-1).busy, 1205u);  // user + nice + system + irq + softirq
   EXPECT_EQ(s.cpus.at(-1).idle, 5010u);  // idle + iowait
   EXPECT_EQ(s.cpus.at(-1).steal, 40u);
@@ -90,9 +90,9 @@ class CannedProc {
 TEST(LoadTest, TheTreeOfAProcessIsItsOwnTimeAndTheRestIsLoad) {
   CannedProc proc;
   proc.stat(kStatBefore);
-  proc.process(100, 1, 'R', 50);        // the run: this process...
-  proc.process(101, 100, 'S', 20, 5);   // ...its worker, and the worker's waited-for child
-  proc.process(200, 1, 'R', 1000);      // someone else
+  proc.process(100, 1, 'R', 50);       // the run: this process...
+  proc.process(101, 100, 'S', 20, 5);  // ...its worker, and the worker's waited-for child
+  proc.process(200, 1, 'R', 1000);     // someone else
   LoadReading before = read_load(proc.path(), 100);
   EXPECT_EQ(before.tree_ticks, 75u);
   EXPECT_EQ(before.tree_running, 1);
@@ -114,7 +114,7 @@ TEST(LoadTest, TheTreeOfAProcessIsItsOwnTimeAndTheRestIsLoad) {
   EXPECT_DOUBLE_EQ(f.other_cpu_seconds, 2.0);  // (300 - 100) ticks at 100 Hz
   EXPECT_DOUBLE_EQ(f.other_cpus, 1.0);
   EXPECT_DOUBLE_EQ(f.steal_fraction, 0.0);
-  EXPECT_DOUBLE_EQ(f.other_runnable, 1.0);     // procs_running 2, one of them ours
+  EXPECT_DOUBLE_EQ(f.other_runnable, 1.0);  // procs_running 2, one of them ours
   // one of the two CPUs: the figures of that CPU only, and procs_running says nothing
   const LoadFigures one = load_between(before, after, {0}, 100);
   EXPECT_EQ(one.cpus, 1);
@@ -239,7 +239,7 @@ TEST(LoadTest, AProfileRunUnderSyntheticLoadIsMistrustedWithTheReason) {
   o.timing.budget_seconds = 0.4;
   o.timing.min_samples = 5;
   o.timing.target_relative_ci = 1e-6;  // sample for the whole budget
-  o.rounds = {1, 1, 1};  // one window: the load is what it judges
+  o.rounds = {1, 1, 1};                // one window: the load is what it judges
   ModelRequest request;
   request.model = "ff";
   const auto runs = profile(SpinningBackend(), request, HardwareDatabase::builtin().get("epyc-9654"), o);

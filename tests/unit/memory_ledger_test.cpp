@@ -17,12 +17,12 @@
 namespace neuralcost {
 namespace {
 
+using ::testing::HasSubstr;
 using testing::op;
 using testing::p;
+using ::testing::StartsWith;
 using testing::t;
 using testing::with;
-using ::testing::HasSubstr;
-using ::testing::StartsWith;
 
 TrainingOptions training(Precision precision = Precision::kFp32, Optimizer optimizer = Optimizer::kAdam,
                          CheckpointPolicy checkpoint = {}) {
@@ -145,8 +145,9 @@ TEST(MemoryLedgerTest, RulesRefinedByKindAndFunction) {
   g.add(op("conv", OpKind::kConv, {t("x", {1, 2, 4, 4})}, {t("c", {1, 2, 4, 4})}, {p("wc", {2, 2, 1, 1})}));
   g.add(op("bn", OpKind::kBatchNorm, {t("c", {1, 2, 4, 4})}, {t("b", {1, 2, 4, 4})},
            {p("g", {2}), p("be", {2}), p("rm", {2}, DType::kFp32, false), p("rv", {2}, DType::kFp32, false)}));
-  g.add(with(with(op("pool", OpKind::kMaxPool, {t("b", {1, 2, 4, 4})}, {t("m", {1, 2, 2, 2})}), "kernel",
-                  std::int64_t{2}), "stride", std::int64_t{2}));
+  g.add(with(
+      with(op("pool", OpKind::kMaxPool, {t("b", {1, 2, 4, 4})}, {t("m", {1, 2, 2, 2})}), "kernel", std::int64_t{2}),
+      "stride", std::int64_t{2}));
   g.add(op("flat", OpKind::kReshape, {t("m", {1, 2, 2, 2})}, {t("f", {1, 8})}));
   g.add(op("ln", OpKind::kLayerNorm, {t("f", {1, 8})}, {t("n", {1, 8})}, {p("lg", {8}), p("lb", {8})}));
   g.add(with(op("res", OpKind::kBinary, {t("n", {1, 8}), t("f", {1, 8})}, {t("r", {1, 8})}), "function",
@@ -155,14 +156,14 @@ TEST(MemoryLedgerTest, RulesRefinedByKindAndFunction) {
   g.add(with(op("sum", OpKind::kReduction, {t("d", {1, 8})}, {t("s", {1})}), "function", std::string("sum")));
   g.finalize();
   const MemoryLedger l = memory_ledger(g, training());
-  EXPECT_EQ(l.ops[0].keeps_bytes, 128u);           // conv: its input
-  EXPECT_EQ(l.ops[1].keeps_bytes, 128u + 2 * 8);   // batch norm: input + mean, 1/std per channel
-  EXPECT_EQ(l.ops[2].keeps_bytes, 128u + 8 * 8);   // max pool: input + int64 argmax of 8 outputs
-  EXPECT_EQ(l.ops[3].keeps_bytes, 0u);             // a view
-  EXPECT_EQ(l.ops[4].keeps_bytes, 32u + 1 * 8);    // layer norm: input (the pool's output) + one row's stats
-  EXPECT_EQ(l.ops[5].keeps_bytes, 0u);             // add
-  EXPECT_EQ(l.ops[6].keeps_bytes, 8u);             // dropout: 1-byte mask
-  EXPECT_EQ(l.ops[7].keeps_bytes, 0u);             // sum
+  EXPECT_EQ(l.ops[0].keeps_bytes, 128u);          // conv: its input
+  EXPECT_EQ(l.ops[1].keeps_bytes, 128u + 2 * 8);  // batch norm: input + mean, 1/std per channel
+  EXPECT_EQ(l.ops[2].keeps_bytes, 128u + 8 * 8);  // max pool: input + int64 argmax of 8 outputs
+  EXPECT_EQ(l.ops[3].keeps_bytes, 0u);            // a view
+  EXPECT_EQ(l.ops[4].keeps_bytes, 32u + 1 * 8);   // layer norm: input (the pool's output) + one row's stats
+  EXPECT_EQ(l.ops[5].keeps_bytes, 0u);            // add
+  EXPECT_EQ(l.ops[6].keeps_bytes, 8u);            // dropout: 1-byte mask
+  EXPECT_EQ(l.ops[7].keeps_bytes, 0u);            // sum
   EXPECT_EQ(l.buffer_count, 4u);
   EXPECT_EQ(l.buffer_bytes, 16u);
   EXPECT_EQ(l.parameter_count, 4u + 4 + 16);
@@ -201,8 +202,8 @@ TEST(MemoryLedgerTest, RecurrentAndAttentionOpsKeepTheirWorkspaces) {
 // layer's input (measured with tests/libtorch/alloc_trace.cpp).
 TEST(MemoryLedgerTest, APlainRnnKeepsItsHiddenStatesAndNoGates) {
   OpGraph g("rnn");
-  OpRecord rnn = op("rnn", OpKind::kRnn, {t("x", {2, 3, 4})}, {t("y", {2, 3, 5}), t("h_n", {2, 2, 5})},
-                    {p("w", {5, 4})});
+  OpRecord rnn =
+      op("rnn", OpKind::kRnn, {t("x", {2, 3, 4})}, {t("y", {2, 3, 5}), t("h_n", {2, 2, 5})}, {p("w", {5, 4})});
   rnn.attributes.set("hidden_size", std::int64_t{5});
   rnn.attributes.set("num_layers", std::int64_t{2});
   rnn.attributes.set("batch_first", true);
@@ -363,7 +364,8 @@ TEST(MemoryLedgerTest, EveryPolicyLowersTheLowerBoundAndPaysItsRecompute) {
       {{CheckpointKind::kEveryK, 0}, [](std::size_t i) { return i < 12; }},  // K = round(sqrt 13) = 4
       {{CheckpointKind::kEveryK, 5}, [](std::size_t i) { return i < 10; }},  // the last 3 run normally
       {{CheckpointKind::kSelective, 0},
-       [&](std::size_t i) { return g.op(i).kind == OpKind::kActivation || g.op(i).kind == OpKind::kLayerNorm; }, 2},
+       [&](std::size_t i) { return g.op(i).kind == OpKind::kActivation || g.op(i).kind == OpKind::kLayerNorm; },
+       2},
   };
   for (const Case& c : cases) {
     const MemoryLedger l = memory_ledger(g, training(Precision::kFp32, Optimizer::kAdam, c.policy));
@@ -594,10 +596,10 @@ TEST(MemoryLedgerTest, ASimulatedScheduleLandsInsideTheIntervalWithAndWithoutChe
   }
   // the hand-counted full checkpoint: block0's recompute and gelu's backward, 896 B
   const OpGraph blocks = mlp("gelu", "block0.fc", "block0.gelu", "head");
-  EXPECT_EQ(simulated_peak(blocks, Precision::kFp32, memory_ledger(blocks, training(Precision::kFp32,
-                                                                                   Optimizer::kAdam,
-                                                                                   parse_checkpoint("full")))),
-            896u);
+  EXPECT_EQ(
+      simulated_peak(blocks, Precision::kFp32,
+                     memory_ledger(blocks, training(Precision::kFp32, Optimizer::kAdam, parse_checkpoint("full")))),
+      896u);
   // the hand-counted MLP: the schedule's peak is relu's backward, exactly the lower bound
   EXPECT_EQ(simulated_peak(mlp(), Precision::kFp32, memory_ledger(mlp(), training())), 896u);
 }
@@ -691,10 +693,18 @@ TEST(MemoryBudgetTest, ParsesSizesInDecimalAndBinaryUnits) {
 
 TEST(MemoryBudgetTest, RefusesBadSizesNamingTheOption) {
   const std::vector<std::pair<std::string, std::string>> bad = {
-      {"-1GB", "must be positive"},  {"0GB", "must be positive"},   {"0.1B", "must be positive"},
-      {"abc", "is not a size"},      {"GB", "is not a size"},       {"24", "needs a unit"},
-      {"24XB", "is not a size"},     {"1e9B", "is not a size"},     {"", "is not a size"},
-      {"20000000000TB", "too large"}, {"99999999999999999999999GB", "too large"}, {"1.2.3GB", "is not a size"},
+      {"-1GB", "must be positive"},
+      {"0GB", "must be positive"},
+      {"0.1B", "must be positive"},
+      {"abc", "is not a size"},
+      {"GB", "is not a size"},
+      {"24", "needs a unit"},
+      {"24XB", "is not a size"},
+      {"1e9B", "is not a size"},
+      {"", "is not a size"},
+      {"20000000000TB", "too large"},
+      {"99999999999999999999999GB", "too large"},
+      {"1.2.3GB", "is not a size"},
   };
   for (const auto& [text, why] : bad) {
     try {

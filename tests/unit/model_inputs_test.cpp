@@ -9,8 +9,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "neuralcost/core/suggest.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/suggest.hpp"
 #include "neuralcost/measure/model_files.hpp"
 #include "neuralcost/measure/profile.hpp"
 #include "neuralcost/model_inputs.hpp"
@@ -64,16 +64,19 @@ TEST(ModelInputsTest, RefusesMalformedInputsNamingTheText) {
   EXPECT_EQ(error_of([] { named("ids=8x128:int64"); }),
             "--input 'ids=8x128:int64': an integer input needs its value range, LOW..HIGH with HIGH excluded, e.g. "
             "ids=8x128:int64:0..30522 (token ids: 0..vocabulary size)");
-  EXPECT_EQ(error_of([] { named("ids=8x128:int64:5..5"); }),
-            "--input 'ids=8x128:int64:5..5': the value range 5..5 is empty (LOW must be below HIGH, which is excluded)");
+  EXPECT_EQ(
+      error_of([] { named("ids=8x128:int64:5..5"); }),
+      "--input 'ids=8x128:int64:5..5': the value range 5..5 is empty (LOW must be below HIGH, which is excluded)");
   EXPECT_EQ(error_of([] { named("ids=8x128:int64:0.5..9"); }),
             "--input 'ids=8x128:int64:0.5..9': the range of an integer input must be integers");
   EXPECT_EQ(error_of([] { named("ids=8:int8:0..300"); }),
             "--input 'ids=8:int8:0..300': the range 0..300 does not fit int8 (-128..128)");
   EXPECT_EQ(error_of([] { named("ids=8:int64:0-9"); }),
             "--input 'ids=8:int64:0-9': the value range must look like LOW..HIGH (HIGH excluded), e.g. 0..30522");
-  EXPECT_EQ(error_of([] { named("ids=8:int64:a..9"); }), "--input 'ids=8:int64:a..9': the range bound 'a' is not a number");
-  EXPECT_EQ(error_of([] { named("m=8:bool:0..2"); }), "--input 'm=8:bool:0..2': a bool input takes no value range (it is 0 or 1)");
+  EXPECT_EQ(error_of([] { named("ids=8:int64:a..9"); }),
+            "--input 'ids=8:int64:a..9': the range bound 'a' is not a number");
+  EXPECT_EQ(error_of([] { named("m=8:bool:0..2"); }),
+            "--input 'm=8:bool:0..2': a bool input takes no value range (it is 0 or 1)");
   EXPECT_EQ(error_of([] { named("x=8:fp32:0..1:more"); }),
             "--input 'x=8:fp32:0..1:more': expected NAME=SHAPE[:DTYPE[:LOW..HIGH]], e.g. ids=8x128:int64:0..30522");
   EXPECT_EQ(error_of([] { parse_input("4x-2", false, "--input-shape"); }),
@@ -102,8 +105,8 @@ TEST(ModelInputsTest, MatchesNamesToTheModelsInputsAndNamesThemOnError) {
   ASSERT_EQ(matched.size(), 2u);
   EXPECT_EQ(matched[0].name, "ids");  // in the model's order
   EXPECT_EQ(matched[1].name, "mask");
-  const auto by_position = match_inputs({parse_input("2x8:int64:0..9", false, "-"), parse_input("2x8", false, "-")},
-                                        inputs, 2, "m.pt2");
+  const auto by_position =
+      match_inputs({parse_input("2x8:int64:0..9", false, "-"), parse_input("2x8", false, "-")}, inputs, 2, "m.pt2");
   EXPECT_EQ(by_position[1].name, "mask");
   EXPECT_EQ(error_of([&] { match_inputs({named("idz=2x8")}, inputs, 2, "m.pt2"); }),
             "m.pt2 has no input 'idz'; its inputs: ids, mask");
@@ -209,10 +212,14 @@ TEST_F(ModelFilesTest, AWrongBackendOrAnOnnxFileIsOneErrorBeforeAnythingRuns) {
   EXPECT_EQ(error_of([] { choose_backends({"m.pt2"}, {"tensorflow"}); }),
             "--backend tensorflow cannot run m.pt2, a torch.export program (.pt2); the torch backend runs it (or "
             "leave out --backend)");
-  EXPECT_EQ(error_of([] { choose_backends({"ff", "m.pt"}, {"jax", "torch"}); }),
+  EXPECT_EQ(error_of([] {
+              choose_backends({"ff", "m.pt"}, {"jax", "torch"});
+            }),
             "--backend jax cannot run m.pt, a TorchScript file (.pt, .ts); the libtorch backend runs it (or leave "
             "out --backend)");
-  EXPECT_EQ(error_of([] { choose_backends({"ff", "m.pt"}, {"torch"}); }),
+  EXPECT_EQ(error_of([] {
+              choose_backends({"ff", "m.pt"}, {"torch"});
+            }),
             "--backend torch cannot run m.pt, a TorchScript file (.pt, .ts); the libtorch backend runs it (or leave "
             "out --backend)");
   EXPECT_EQ(error_of([&] { choose_backends({path("saved")}, {"jax"}); }),
@@ -223,9 +230,10 @@ TEST_F(ModelFilesTest, AWrongBackendOrAnOnnxFileIsOneErrorBeforeAnythingRuns) {
   EXPECT_EQ(error_of([] { choose_backends({"m.onnx"}, {"torch"}); }),
             "m.onnx: profile cannot run an ONNX file; analyze counts it (neural-cost analyze m.onnx)");
   EXPECT_EQ(error_of([&] { choose_backends({path("weights.bin")}, {}); }),
-            path("weights.bin") + ": cannot tell from its name which backend runs it (a TorchScript file (.pt, "
-                                  ".ts): libtorch; a torch.export program (.pt2): torch; a SavedModel directory: "
-                                  "tensorflow); give --backend");
+            path("weights.bin") +
+                ": cannot tell from its name which backend runs it (a TorchScript file (.pt, "
+                ".ts): libtorch; a torch.export program (.pt2): torch; a SavedModel directory: "
+                "tensorflow); give --backend");
   EXPECT_THAT(error_of([] { choose_backends({"ff"}, {"mxnet"}); }), ::testing::StartsWith("unknown backend 'mxnet'"));
 }
 

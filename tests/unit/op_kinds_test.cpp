@@ -63,9 +63,11 @@ TEST(OpKindTableTest, MatrixKindsTakeTheMatrixRoof) {
   const HardwareSpec a100 = HardwareDatabase::builtin().get("a100-sxm-80gb");
   OpGraph g("roofs");
   g.add(with(op("e", OpKind::kEinsum, {t("a", {64, 64}, DType::kTf32), t("b", {64, 64}, DType::kTf32)},
-                {t("c", {64, 64}, DType::kTf32)}), "equation", std::string("ij,jk->ik")));
+                {t("c", {64, 64}, DType::kTf32)}),
+             "equation", std::string("ij,jk->ik")));
   g.add(with(op("add", OpKind::kBinary, {t("c", {64, 64}, DType::kTf32), t("d", {64, 64}, DType::kTf32)},
-                {t("y", {64, 64}, DType::kTf32)}), "function", std::string("add")));
+                {t("y", {64, 64}, DType::kTf32)}),
+             "function", std::string("add")));
   g.finalize();
   const Analysis a = analyze(g, a100);
   EXPECT_EQ(a.ops[0].peak_flops_per_second, a100.flops_per_second(DType::kTf32, true));
@@ -118,13 +120,14 @@ TEST(EinsumTest, OneOperandSumsAddAndTransposesCopy) {
 }
 
 TEST(EinsumTest, MalformedEquationsThrowAndThreeOperandsAreUnmodeled) {
-  EXPECT_THROW(cost_of(einsum("ij,jk->ik", {t("a", {2, 3})}, t("y", {2, 2}))), Error);          // one term short
+  EXPECT_THROW(cost_of(einsum("ij,jk->ik", {t("a", {2, 3})}, t("y", {2, 2}))), Error);  // one term short
   EXPECT_THROW(cost_of(einsum("ijk,jk->ik", {t("a", {2, 3}), t("b", {3, 4})}, t("y", {2, 4}))), Error);  // rank
-  EXPECT_THROW(cost_of(einsum("ij,jk->iz", {t("a", {2, 3}), t("b", {3, 4})}, t("y", {2, 4}))), Error);  // z nowhere
-  EXPECT_THROW(cost_of(einsum("ij,jk->ik", {t("a", {2, 3}), t("b", {5, 4})}, t("y", {2, 4}))), Error);  // j: 3 vs 5
+  EXPECT_THROW(cost_of(einsum("ij,jk->iz", {t("a", {2, 3}), t("b", {3, 4})}, t("y", {2, 4}))), Error);   // z nowhere
+  EXPECT_THROW(cost_of(einsum("ij,jk->ik", {t("a", {2, 3}), t("b", {5, 4})}, t("y", {2, 4}))), Error);   // j: 3 vs 5
   EXPECT_THROW(cost_of(einsum("i1,1k->ik", {t("a", {2, 3}), t("b", {3, 4})}, t("y", {2, 4}))), Error);
   EXPECT_THROW(cost_of(op("e", OpKind::kEinsum, {t("a", {2})}, {t("y", {2})})), Error);  // no equation
-  const OpCost three = cost_of(einsum("ij,jk,kl->il", {t("a", {2, 3}), t("b", {3, 4}), t("c", {4, 5})}, t("y", {2, 5})));
+  const OpCost three =
+      cost_of(einsum("ij,jk,kl->il", {t("a", {2, 3}), t("b", {3, 4}), t("c", {4, 5})}, t("y", {2, 5})));
   EXPECT_FALSE(three.modeled);
   EXPECT_NE(three.unmodeled_reason.find("contraction order"), std::string::npos);
 }
@@ -135,8 +138,8 @@ TEST(EinsumTest, TermsAreReorderedToInputsThenParameters) {
   EXPECT_EQ(einsum_inputs_first("ij,jk", {true, true}), "ij,jk");
   EXPECT_THROW(einsum_inputs_first("ij,jk->ik", {true}), Error);
   // the weight first in the equation, a parameter in the record: the same count either way
-  const OpCost c = cost_of(einsum(einsum_inputs_first("oi,bi->bo", {true, false}), {t("x", {8, 16})},
-                                  t("y", {8, 32}), {p("w", {32, 16})}));
+  const OpCost c = cost_of(
+      einsum(einsum_inputs_first("oi,bi->bo", {true, false}), {t("x", {8, 16})}, t("y", {8, 32}), {p("w", {32, 16})}));
   EXPECT_EQ(c.contraction_flops, 2u * 8 * 16 * 32);
 }
 
@@ -151,8 +154,8 @@ TEST(DataKindsTest, FillReadsNothingAndRangesMultiplyAdd) {
 }
 
 TEST(DataKindsTest, ScattersCopyOrUpdateInPlace) {
-  const OpRecord s = op("s", OpKind::kScatter, {t("data", {100}), t("idx", {10}, DType::kInt64), t("upd", {10})},
-                        {t("y", {100})});
+  const OpRecord s =
+      op("s", OpKind::kScatter, {t("data", {100}), t("idx", {10}, DType::kInt64), t("upd", {10})}, {t("y", {100})});
   const OpCost copy = cost_of(s);
   EXPECT_EQ(copy.flops, 0u);
   EXPECT_EQ(copy.bytes_read, 100u * 4 + 10 * 8 + 10 * 4);
@@ -172,8 +175,8 @@ TEST(DataKindsTest, CumulativeAndWindowReductions) {
             10u * 2);
   EXPECT_THROW(cost_of(with(op("c", OpKind::kCumulative, {t("x", {3})}, {t("y", {3})}), "axis", I{1})), Error);
   // 2x2 windows over the last two dims of [1, 4, 8, 8] -> [1, 4, 4, 4]: 64 windows of 4
-  const OpRecord w = with(op("w", OpKind::kWindowReduction, {t("x", {1, 4, 8, 8})}, {t("y", {1, 4, 4, 4})}),
-                          "window", V{1, 1, 2, 2});
+  const OpRecord w =
+      with(op("w", OpKind::kWindowReduction, {t("x", {1, 4, 8, 8})}, {t("y", {1, 4, 4, 4})}), "window", V{1, 1, 2, 2});
   EXPECT_EQ(cost_of(w).flops, 64u * 3);
   EXPECT_EQ(cost_of(op("g", OpKind::kGather, {t("x", {4, 4}), t("i", {2}, DType::kInt64)}, {t("y", {2, 4})})).flops,
             0u);
@@ -181,17 +184,22 @@ TEST(DataKindsTest, CumulativeAndWindowReductions) {
 
 TEST(DataKindsTest, VariadicLiteralAndIntegerPowElementwise) {
   const OpRecord sum3 = with(with(op("s", OpKind::kBinary, {t("a", {10}), t("b", {10}), t("c", {10})}, {t("y", {10})}),
-                                  "function", std::string("add")), "variadic", true);
+                                  "function", std::string("add")),
+                             "variadic", true);
   EXPECT_EQ(cost_of(sum3).flops, 20u);
   EXPECT_EQ(cost_of(with(sum3, "function", std::string("mean"))).flops, 30u);  // 2 adds + 1 divide
   // without variadic, a where over (cond, a, b) stays one select per element
-  EXPECT_EQ(cost_of(with(op("w", OpKind::kBinary, {t("c", {10}, DType::kBool), t("a", {10}), t("b", {10})},
-                            {t("y", {10})}), "function", std::string("where"))).flops, 10u);
-  const OpRecord literal = with(with(op("l", OpKind::kUnary, {}, {t("y", {6})}), "function", std::string("exp")),
-                                "literal_operands", true);
+  EXPECT_EQ(
+      cost_of(with(op("w", OpKind::kBinary, {t("c", {10}, DType::kBool), t("a", {10}), t("b", {10})}, {t("y", {10})}),
+                   "function", std::string("where")))
+          .flops,
+      10u);
+  const OpRecord literal =
+      with(with(op("l", OpKind::kUnary, {}, {t("y", {6})}), "function", std::string("exp")), "literal_operands", true);
   EXPECT_EQ(cost_of(literal).flops, 6u);
   EXPECT_THROW(cost_of(with(op("l", OpKind::kUnary, {}, {t("y", {6})}), "function", std::string("exp"))), Error);
-  const OpRecord pow = with(op("p", OpKind::kUnary, {t("x", {5})}, {t("y", {5})}), "function", std::string("integer_pow"));
+  const OpRecord pow =
+      with(op("p", OpKind::kUnary, {t("x", {5})}, {t("y", {5})}), "function", std::string("integer_pow"));
   EXPECT_EQ(cost_of(with(pow, "exponent", I{2})).flops, 5u * 1);   // x*x
   EXPECT_EQ(cost_of(with(pow, "exponent", I{5})).flops, 5u * 3);   // 2 squarings, 1 product
   EXPECT_EQ(cost_of(with(pow, "exponent", I{-2})).flops, 5u * 2);  // x*x, then 1/
@@ -199,35 +207,38 @@ TEST(DataKindsTest, VariadicLiteralAndIntegerPowElementwise) {
 }
 
 TEST(DataKindsTest, ConvolutionWithAComputedFilterCountsAsWithAWeight) {
-  const OpRecord weight = op("c", OpKind::kConv, {t("x", {1, 3, 8, 8})}, {t("y", {1, 4, 6, 6})}, {p("w", {4, 3, 3, 3})});
-  const OpRecord computed = op("c", OpKind::kConv, {t("x", {1, 3, 8, 8}), t("w", {4, 3, 3, 3})}, {t("y", {1, 4, 6, 6})});
+  const OpRecord weight =
+      op("c", OpKind::kConv, {t("x", {1, 3, 8, 8})}, {t("y", {1, 4, 6, 6})}, {p("w", {4, 3, 3, 3})});
+  const OpRecord computed =
+      op("c", OpKind::kConv, {t("x", {1, 3, 8, 8}), t("w", {4, 3, 3, 3})}, {t("y", {1, 4, 6, 6})});
   EXPECT_EQ(cost_of(computed).flops, cost_of(weight).flops);
   EXPECT_EQ(cost_of(computed).bytes(), cost_of(weight).bytes());
-  const OpRecord biased = op("c", OpKind::kConv, {t("x", {1, 3, 8, 8}), t("w", {4, 3, 3, 3}), t("b", {4})},
-                             {t("y", {1, 4, 6, 6})});
+  const OpRecord biased =
+      op("c", OpKind::kConv, {t("x", {1, 3, 8, 8}), t("w", {4, 3, 3, 3}), t("b", {4})}, {t("y", {1, 4, 6, 6})});
   EXPECT_EQ(cost_of(biased).flops, cost_of(computed).flops + 4u * 36);
 }
 
 TEST(DataKindsTest, ResizeLrnAndLayerNormOverAnyAxes) {
   // bilinear x2 of a 4x4 map: 3 + 2*3 = 9 FLOPs per output element; cubic: 7 + 4*7 = 35
-  const OpRecord resize = with(op("r", OpKind::kResize, {t("x", {1, 1, 4, 4})}, {t("y", {1, 1, 8, 8})}), "mode",
-                               std::string("linear"));
+  const OpRecord resize =
+      with(op("r", OpKind::kResize, {t("x", {1, 1, 4, 4})}, {t("y", {1, 1, 8, 8})}), "mode", std::string("linear"));
   EXPECT_EQ(cost_of(resize).flops, 64u * 9);
   EXPECT_EQ(cost_of(with(resize, "mode", std::string("cubic"))).flops, 64u * 35);
   EXPECT_THROW(cost_of(with(resize, "mode", std::string("nearest"))), Error);
   // LRN, 5 channels, size 3: clipped windows 2, 3, 3, 3, 2 = 13; per position 2*13 + 3*5 = 41
-  const OpRecord lrn = with(op("l", OpKind::kLocalResponseNorm, {t("x", {1, 5, 2, 2})}, {t("y", {1, 5, 2, 2})}),
-                            "size", I{3});
+  const OpRecord lrn =
+      with(op("l", OpKind::kLocalResponseNorm, {t("x", {1, 5, 2, 2})}, {t("y", {1, 5, 2, 2})}), "size", I{3});
   EXPECT_EQ(cost_of(lrn).flops, 4u * 41);
   EXPECT_EQ(cost_of(lrn).transcendentals, 20u);
   // a window wider than the channels: every window is all 5 channels -> 2*25 + 15 = 65 per position
   EXPECT_EQ(cost_of(with(lrn, "size", I{11})).flops, 4u * 65);
   // one channel, size 5: the window is that channel -> 2*1 + 3 = 5 per position
-  EXPECT_EQ(cost_of(with(op("l", OpKind::kLocalResponseNorm, {t("x", {2, 1, 3})}, {t("y", {2, 1, 3})}), "size", I{5})).flops,
-            6u * 5);
+  EXPECT_EQ(
+      cost_of(with(op("l", OpKind::kLocalResponseNorm, {t("x", {2, 1, 3})}, {t("y", {2, 1, 3})}), "size", I{5})).flops,
+      6u * 5);
   // layer norm over axes 0, 2, 3 of [2, 3, 4, 4]: 3 rows of 32 -> 3 * (5*32 + 2)
-  const OpRecord mvn = with(op("n", OpKind::kLayerNorm, {t("x", {2, 3, 4, 4})}, {t("y", {2, 3, 4, 4})}), "axes",
-                            V{0, 2, 3});
+  const OpRecord mvn =
+      with(op("n", OpKind::kLayerNorm, {t("x", {2, 3, 4, 4})}, {t("y", {2, 3, 4, 4})}), "axes", V{0, 2, 3});
   EXPECT_EQ(cost_of(mvn).flops, 3u * 162);
   EXPECT_EQ(cost_of(mvn).transcendentals, 3u);
   EXPECT_THROW(cost_of(with(mvn, "axes", V{0, 4})), Error);
@@ -243,11 +254,11 @@ std::shared_ptr<OpGraph> body_of(std::vector<OpRecord> ops) {
 
 TEST(LoopTest, CountsTheBodyTimesItsIterations) {
   // body: h = tanh(x W) with W [16, 16] over [4, 16], 10 iterations
-  OpRecord loop = with(op("loop", OpKind::kLoop, {t("x0", {4, 16})}, {t("h", {4, 16})}, {p("W", {16, 16})}),
-                       "iterations", I{10});
-  loop.body = body_of({op("mm", OpKind::kMatMul, {t("x", {4, 16})}, {t("xw", {4, 16})}, {p("W", {16, 16})}),
-                       with(op("act", OpKind::kActivation, {t("xw", {4, 16})}, {t("h", {4, 16})}), "function",
-                            std::string("tanh"))});
+  OpRecord loop =
+      with(op("loop", OpKind::kLoop, {t("x0", {4, 16})}, {t("h", {4, 16})}, {p("W", {16, 16})}), "iterations", I{10});
+  loop.body = body_of(
+      {op("mm", OpKind::kMatMul, {t("x", {4, 16})}, {t("xw", {4, 16})}, {p("W", {16, 16})}),
+       with(op("act", OpKind::kActivation, {t("xw", {4, 16})}, {t("h", {4, 16})}), "function", std::string("tanh"))});
   const OpCost once_mm = cost_of(loop.body->op(0));
   const OpCost once_act = cost_of(loop.body->op(1));
   const OpCost c = cost_of(loop);
@@ -268,7 +279,8 @@ TEST(LoopTest, AnUncountableBodyLeavesTheLoopUnmodeledWithTheReason) {
   // malformed body ops and overflowing iteration counts too, not the whole model
   loop.body = body_of({op("bad", OpKind::kMatMul, {t("x", {4})}, {t("y", {4})})});
   EXPECT_FALSE(cost_of(loop).modeled);
-  loop.body = body_of({with(op("a", OpKind::kUnary, {t("x", {1 << 20})}, {t("y", {1 << 20})}), "function", std::string("exp"))});
+  loop.body = body_of(
+      {with(op("a", OpKind::kUnary, {t("x", {1 << 20})}, {t("y", {1 << 20})}), "function", std::string("exp"))});
   loop.inputs = {t("x", {1 << 20})};
   loop.outputs = {t("y", {1 << 20})};
   loop.attributes.set("iterations", std::int64_t{1} << 50);

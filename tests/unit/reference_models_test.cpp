@@ -33,11 +33,8 @@ ReferenceOptions model(const std::string& name, std::int64_t batch = 1) {
 // The tables of docs/reference-networks.md, typed in from the document.
 TEST(ReferenceModelsTest, DefaultsMatchTheDocumentExactly) {
   const std::vector<std::tuple<std::string, std::uint64_t, std::uint64_t>> doc = {
-      {"ff", 118794, 236032},
-      {"cnn", 77322, 41290240},
-      {"rnn", 67338, 4196864},
-      {"lstm", 265482, 16779776},
-      {"transformer", 397834, 26216960},
+      {"ff", 118794, 236032},     {"cnn", 77322, 41290240},          {"rnn", 67338, 4196864},
+      {"lstm", 265482, 16779776}, {"transformer", 397834, 26216960},
   };
   for (const auto& [name, params, flops] : doc) {
     const Counts c = counts(model(name));
@@ -90,8 +87,7 @@ TEST(ReferenceModelsTest, CnnStagesHalveChannelsAndSpatialSize) {
   o.depth = 3;  // channels 16, 32, 64 at 32x32, 16x16, 8x8
   const Counts c = counts(o);
   EXPECT_EQ(c.parameters, (27 * 16 + 16 + 32) + (9 * 16 * 32 + 32 + 64) + (9 * 32 * 64 + 64 + 128) + 650u);
-  EXPECT_EQ(c.contraction_flops,
-            2u * (16 * 1024 * 27 + 32 * 256 * 9 * 16 + 64 * 64 * 9 * 32) + 2 * 64 * 10);
+  EXPECT_EQ(c.contraction_flops, 2u * (16 * 1024 * 27 + 32 * 256 * 9 * 16 + 64 * 64 * 9 * 32) + 2 * 64 * 10);
 }
 
 TEST(ReferenceModelsTest, BadOptionsNameTheOption) {

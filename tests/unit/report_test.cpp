@@ -31,7 +31,7 @@ TEST(SiFormatTest, ThreeSignificantDigitsWithPrefixes) {
 }
 
 TEST(SiFormatTest, SecondsTakeOnlySecondsToNanosecondsAndCountsGetSeparators) {
-  EXPECT_EQ(report::si(16200, "s"), "16,200 s");  // never "16.2 ks"
+  EXPECT_EQ(report::si(16200, "s"), "16,200 s");    // never "16.2 ks"
   EXPECT_EQ(report::si(3.06e-10, "s"), "0.31 ns");  // never "306 ps"
   EXPECT_EQ(report::si(1.5, "s"), "1.50 s");
   EXPECT_EQ(report::si(0.0123, "s"), "12.3 ms");
@@ -52,7 +52,8 @@ TEST(TabularTest, CsvUsesRawValuesAndEscapes) {
 
 TEST(SafeTextTest, NamesWithMarkupStayText) {
   const std::string name = "<img src=x onerror=\"alert('x')\"></script>&amp;";
-  EXPECT_EQ(report::html_text(name), "&lt;img src=x onerror=&quot;alert(&#39;x&#39;)&quot;&gt;&lt;/script&gt;&amp;amp;");
+  EXPECT_EQ(report::html_text(name),
+            "&lt;img src=x onerror=&quot;alert(&#39;x&#39;)&quot;&gt;&lt;/script&gt;&amp;amp;");
   EXPECT_EQ(report::html_text("a\x1b[31mb\tc\n"), "a[31mb\tc\n");  // no control characters in a page
   // JSON in a <script> block: no '<' that could close it, and it parses back to the same string
   const nlohmann::json doc = {{"name", name}, {"sep", "\u2028"}};

@@ -1,9 +1,9 @@
 // Results files read back, priced and compared: real CLI output (tests/inputs/results, made by
 // make_results.sh) for what a file holds, small hand-made runs for the decisions' edges, and one
 // malformed input per failure class.
+#include "neuralcost/report/results.hpp"
 #include "neuralcost/report/cost.hpp"
 #include "neuralcost/report/findings.hpp"
-#include "neuralcost/report/results.hpp"
 #include "neuralcost/report/report_views.hpp"
 #include "neuralcost/report/results_comparison.hpp"
 
@@ -20,8 +20,8 @@
 namespace neuralcost {
 namespace {
 
-using ::testing::HasSubstr;
 using nlohmann::json;
+using ::testing::HasSubstr;
 
 const std::string kResults = std::string(NEURALCOST_TEST_INPUTS) + "/results/";
 
@@ -45,33 +45,47 @@ json run_json(const std::string& model, const std::string& mode, std::int64_t ba
   std::vector<double> sorted = samples;
   std::sort(sorted.begin(), sorted.end());
   const double median = sorted.empty() ? 1e-3 : sorted[sorted.size() / 2];
-  json timing{{"median_seconds", median}, {"ci95_low_seconds", median * 0.98}, {"ci95_high_seconds", median * 1.02},
-              {"cv", 0.01}, {"samples", std::max<std::size_t>(1, samples.size())}};
+  json timing{{"median_seconds", median},
+              {"ci95_low_seconds", median * 0.98},
+              {"ci95_high_seconds", median * 1.02},
+              {"cv", 0.01},
+              {"samples", std::max<std::size_t>(1, samples.size())}};
   if (!samples.empty()) timing["samples_seconds"] = samples;
+  return {
+      {"model", model},
+      {"backend", "jax"},
+      {"mode", mode},
+      {"batch", batch},
+      {"device", "cpu"},
+      {"failed", false},
+      {"outcome", {{"verdict", verdict}, {"reasons", verdict == "ok" ? json::array() : json::array({"too noisy"})}}},
+      {"timing", timing},
+      {"totals",
+       {{"flops", 1000},
+        {"bytes_read", 400},
+        {"bytes_written", 100},
+        {"arithmetic_intensity", 2.0},
+        {"lower_bound_seconds", median / 10}}},
+      {"efficiency", 0.1},
+      {"fused_efficiency", 0.1},
+      {"samples_per_second", static_cast<double>(batch) / median},
+      {"achieved_flops_per_second", 1000 / median},
+      {"bound", "memory"},
+      {"ops", json::array()},
+      {"layers", json::array()},
+      {"contract", {{"model_sizes", "seq 32, width 128, depth 2"}}},
+      {"warnings", json::array()}};
+}
+
+json failed_json(const std::string& model, const std::string& mode, std::int64_t batch) {
   return {{"model", model},
           {"backend", "jax"},
           {"mode", mode},
           {"batch", batch},
           {"device", "cpu"},
-          {"failed", false},
-          {"outcome", {{"verdict", verdict}, {"reasons", verdict == "ok" ? json::array() : json::array({"too noisy"})}}},
-          {"timing", timing},
-          {"totals", {{"flops", 1000}, {"bytes_read", 400}, {"bytes_written", 100}, {"arithmetic_intensity", 2.0},
-                      {"lower_bound_seconds", median / 10}}},
-          {"efficiency", 0.1},
-          {"fused_efficiency", 0.1},
-          {"samples_per_second", static_cast<double>(batch) / median},
-          {"achieved_flops_per_second", 1000 / median},
-          {"bound", "memory"},
-          {"ops", json::array()},
-          {"layers", json::array()},
-          {"contract", {{"model_sizes", "seq 32, width 128, depth 2"}}},
-          {"warnings", json::array()}};
-}
-
-json failed_json(const std::string& model, const std::string& mode, std::int64_t batch) {
-  return {{"model", model}, {"backend", "jax"}, {"mode", mode}, {"batch", batch}, {"device", "cpu"}, {"failed", true},
-          {"outcome", {{"verdict", "failed"}, {"reasons", {"worker crashed"}}}}, {"error", "worker crashed"}};
+          {"failed", true},
+          {"outcome", {{"verdict", "failed"}, {"reasons", {"worker crashed"}}}},
+          {"error", "worker crashed"}};
 }
 
 std::string jsonl(const std::vector<json>& runs) {
@@ -127,7 +141,8 @@ TEST(ResultsTest, ReadsJsonLinesWithAHardwareHeader) {
 TEST(ResultsTest, AHeaderMayCarryMoreAndARunItsOwnHardware) {
   // what `study` writes: a header with its settings (ignored here), then runs; a run with its own spec
   json own = run_json("ff", "eager", 1, around(1e-3, 10));
-  own["hardware"] = {{"id", "other"}, {"peak_flops_per_second", {{"fp32", 2e12}}}, {"memory_bandwidth_bytes_per_second", 1e11}};
+  own["hardware"] = {
+      {"id", "other"}, {"peak_flops_per_second", {{"fp32", 2e12}}}, {"memory_bandwidth_bytes_per_second", 1e11}};
   const std::string text = R"({"schema_version": 1, "study": {"models": ["ff"], "batches": [1]}, )"
                            R"("hardware": {"id": "toy", "peak_flops_per_second": {"fp32": 1e12}, )"
                            R"("memory_bandwidth_bytes_per_second": 1e11}})"
@@ -284,14 +299,14 @@ TEST(CostTest, SequenceModelsArePricedPerToken) {
 TEST(CostTest, PricesFromUsersAreChecked) {
   EXPECT_DOUBLE_EQ(parse_price_per_hour("2.10", "--price-per-hour"), 2.10);
   EXPECT_DOUBLE_EQ(parse_price_per_hour("0", "--price-per-hour"), 0);
-  for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
-           {"-1", "--price-per-hour '-1' must not be negative (got -1)"},
-           {"abc", "--price-per-hour 'abc' is not a number"},
-           {"2.1x", "--price-per-hour '2.1x' is not a number"},
-           {"", "--price-per-hour '' is not a number"},
-           {"inf", "--price-per-hour 'inf' must be a finite number"},
-           {"nan", "--price-per-hour 'nan' must be a finite number"},
-           {"1e999", "--price-per-hour '1e999' is not a number"}}) {
+  for (const auto& [text, message] :
+       std::vector<std::pair<std::string, std::string>>{{"-1", "--price-per-hour '-1' must not be negative (got -1)"},
+                                                        {"abc", "--price-per-hour 'abc' is not a number"},
+                                                        {"2.1x", "--price-per-hour '2.1x' is not a number"},
+                                                        {"", "--price-per-hour '' is not a number"},
+                                                        {"inf", "--price-per-hour 'inf' must be a finite number"},
+                                                        {"nan", "--price-per-hour 'nan' must be a finite number"},
+                                                        {"1e999", "--price-per-hour '1e999' is not a number"}}) {
     try {
       parse_price_per_hour(text, "--price-per-hour");
       ADD_FAILURE() << text;
@@ -303,7 +318,8 @@ TEST(CostTest, PricesFromUsersAreChecked) {
 }
 
 TEST(CostTest, APriceFileIsKeyedByHardwareId) {
-  const PriceList p = parse_price_file(R"({"currency": "EUR", "price_per_hour": {"toy": 2.0, "h100-sxm": 2.5}})", "p.json");
+  const PriceList p =
+      parse_price_file(R"({"currency": "EUR", "price_per_hour": {"toy": 2.0, "h100-sxm": 2.5}})", "p.json");
   EXPECT_EQ(p.currency, "EUR");
   EXPECT_EQ(p.price_for("toy"), 2.0);
   EXPECT_FALSE(p.price_for("host"));
@@ -317,10 +333,12 @@ TEST(CostTest, APriceFileIsKeyedByHardwareId) {
   for (const auto& [text, message] : std::vector<std::pair<std::string, std::string>>{
            {R"({"price_per_hour": {"toy": -2}})", "p.json: field 'price_per_hour.toy' must not be negative"},
            {R"({"price_per_hour": {"toy": "2"}})", "p.json: field 'price_per_hour.toy' must be a number"},
-           {R"({"price_per_hour": {}})", "p.json: field 'price_per_hour' must be an object of hardware id -> price per "
-                                         "hour, with at least one entry"},
-           {R"({"prices": {"toy": 2}})", "p.json: field 'prices' is not a price file field (schema_version, currency, "
-                                         "price_per_hour, notes)"},
+           {R"({"price_per_hour": {}})",
+            "p.json: field 'price_per_hour' must be an object of hardware id -> price per "
+            "hour, with at least one entry"},
+           {R"({"prices": {"toy": 2}})",
+            "p.json: field 'prices' is not a price file field (schema_version, currency, "
+            "price_per_hour, notes)"},
            {"{", "p.json: malformed JSON at byte 2"}}) {
     try {
       parse_price_file(text, "p.json");
@@ -332,18 +350,16 @@ TEST(CostTest, APriceFileIsKeyedByHardwareId) {
 }
 
 TEST(CompareTest, ChangesAreTestedOnTheSamples) {
-  const ResultsFile before = parse_results(jsonl({run_json("ff", "eager", 1, around(1e-3, 30)),
-                                                  run_json("ff", "jit", 1, around(1e-4, 30)),
-                                                  run_json("cnn", "eager", 1, around(2e-3, 30)),
-                                                  run_json("rnn", "eager", 1, {}), failed_json("lstm", "eager", 1),
-                                                  run_json("transformer", "eager", 1, around(1e-3, 10))}),
-                                           "before.jsonl");
-  const ResultsFile after = parse_results(jsonl({run_json("ff", "eager", 1, around(0.8e-3, 30)),
-                                                 run_json("ff", "jit", 1, around(1e-4, 30)),
-                                                 run_json("cnn", "eager", 1, around(2.4e-3, 30)),
-                                                 run_json("rnn", "eager", 1, {}), run_json("lstm", "eager", 1, around(1e-3, 10)),
-                                                 run_json("ff", "eager", 4, around(1e-3, 10))}),
-                                          "after.jsonl");
+  const ResultsFile before =
+      parse_results(jsonl({run_json("ff", "eager", 1, around(1e-3, 30)), run_json("ff", "jit", 1, around(1e-4, 30)),
+                           run_json("cnn", "eager", 1, around(2e-3, 30)), run_json("rnn", "eager", 1, {}),
+                           failed_json("lstm", "eager", 1), run_json("transformer", "eager", 1, around(1e-3, 10))}),
+                    "before.jsonl");
+  const ResultsFile after = parse_results(
+      jsonl({run_json("ff", "eager", 1, around(0.8e-3, 30)), run_json("ff", "jit", 1, around(1e-4, 30)),
+             run_json("cnn", "eager", 1, around(2.4e-3, 30)), run_json("rnn", "eager", 1, {}),
+             run_json("lstm", "eager", 1, around(1e-3, 10)), run_json("ff", "eager", 4, around(1e-3, 10))}),
+      "after.jsonl");
   const ResultsComparison c = compare_results(before, after);
   ASSERT_EQ(c.cells.size(), 5u);
   EXPECT_EQ(c.cells[0].change, Change::kFaster);
@@ -454,8 +470,8 @@ json rounds_run(const std::string& backend, const std::string& mode, double cent
   return r;
 }
 
-const std::vector<double> kDrift = {1.0, 1.08, 0.95, 1.12, 1.03, 0.97};    // one study's windows
-const std::vector<double> kDrift2 = {1.05, 0.96, 1.1, 0.99, 1.02, 0.94};   // another's
+const std::vector<double> kDrift = {1.0, 1.08, 0.95, 1.12, 1.03, 0.97};   // one study's windows
+const std::vector<double> kDrift2 = {1.05, 0.96, 1.1, 0.99, 1.02, 0.94};  // another's
 
 TEST(CompareTest, RoundsOfTwoIdenticalStudiesShowNoChange) {
   const ResultsFile a = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift)}), "a.jsonl");
@@ -479,14 +495,15 @@ TEST(CompareTest, TheGateAsksForSignificanceOverAllCellsTogether) {
   }
   before.push_back(rounds_run("torch", "eager", 1e-3, kDrift));
   after.push_back(rounds_run("torch", "eager", 1.3e-3, kDrift2));
-  const ResultsComparison c = compare_results(parse_results(jsonl(before), "a.jsonl"), parse_results(jsonl(after), "b.jsonl"));
+  const ResultsComparison c =
+      compare_results(parse_results(jsonl(before), "a.jsonl"), parse_results(jsonl(after), "b.jsonl"));
   ASSERT_EQ(c.cells.size(), 26u);
   EXPECT_EQ(tested_cells(c), 26u);
   EXPECT_EQ(c.cells.back().change, Change::kSlower);
   EXPECT_TRUE(slower_than(c, 0.05).empty());
   // at a family-wise alpha of 0.2 (0.1 of it the cells') the threshold is 0.1 / 26 = 0.0038: it fails
-  const ResultsComparison loose = compare_results(parse_results(jsonl(before), "a.jsonl"),
-                                                  parse_results(jsonl(after), "b.jsonl"), 0.2);
+  const ResultsComparison loose =
+      compare_results(parse_results(jsonl(before), "a.jsonl"), parse_results(jsonl(after), "b.jsonl"), 0.2);
   ASSERT_EQ(slower_than(loose, 0.05).size(), 1u);
   EXPECT_EQ(slower_than(loose, 0.05)[0]->cell.backend, "torch");
 }
@@ -534,11 +551,11 @@ TEST(CompareTest, ABackendSlowerThanTheOthersIsFoundThroughAStudysDrift) {
 }
 
 TEST(CompareTest, AKnownSlowdownIsFoundAndTheGateFailsOnIt) {
-  const ResultsFile a = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift),
-                                             rounds_run("torch", "eager", 1e-3, kDrift)}), "a.jsonl");
+  const ResultsFile a = parse_results(
+      jsonl({rounds_run("jax", "eager", 1e-3, kDrift), rounds_run("torch", "eager", 1e-3, kDrift)}), "a.jsonl");
   std::vector<double> slow = kDrift2;
-  const ResultsFile b = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift2),
-                                             rounds_run("torch", "eager", 1.3e-3, kDrift2)}), "b.jsonl");
+  const ResultsFile b = parse_results(
+      jsonl({rounds_run("jax", "eager", 1e-3, kDrift2), rounds_run("torch", "eager", 1.3e-3, kDrift2)}), "b.jsonl");
   const ResultsComparison c = compare_results(a, b);
   ASSERT_EQ(c.cells.size(), 2u);
   EXPECT_EQ(c.cells[0].change, Change::kNoChange);  // jax: the same
@@ -589,8 +606,15 @@ TEST(FindingsTest, SpeedupSourceComparesTimeInsideAndOutsideTheLayers) {
   json eager = run_json("ff", "eager", 1, around(1e-3, 10));
   json jit = run_json("ff", "jit", 1, around(2e-4, 10));
   auto layer = [](double seconds) {
-    return json{{"event", 0}, {"name", "dot"}, {"ops", json::array()}, {"flops", 10}, {"bytes", 10},
-                {"lower_bound_seconds", 0.0}, {"measured_seconds", seconds}, {"efficiency", 0.0}, {"bound", nullptr}};
+    return json{{"event", 0},
+                {"name", "dot"},
+                {"ops", json::array()},
+                {"flops", 10},
+                {"bytes", 10},
+                {"lower_bound_seconds", 0.0},
+                {"measured_seconds", seconds},
+                {"efficiency", 0.0},
+                {"bound", nullptr}};
   };
   eager["layers"] = {layer(1.5e-4)};
   eager["unattributed_seconds"] = 8.5e-4;  // dispatch: most of the eager pass

@@ -18,8 +18,8 @@ HardwareSpec toy_hardware() {
   HardwareSpec h;
   h.id = "toy";
   h.name = "toy";
-  h.peak_flops_per_second[DType::kFp32] = 1e12;   // 1 TFLOP/s
-  h.memory_bandwidth_bytes_per_second = 1e11;     // 100 GB/s: ridge 10 FLOP/B
+  h.peak_flops_per_second[DType::kFp32] = 1e12;  // 1 TFLOP/s
+  h.memory_bandwidth_bytes_per_second = 1e11;    // 100 GB/s: ridge 10 FLOP/B
   return h;
 }
 
@@ -96,9 +96,9 @@ TEST(RooflineTest, FusedGroupsAreConsecutiveRunsSoTheyCanBeScheduled) {
   EXPECT_EQ(a.fusion_groups[0].ops, (std::vector<std::size_t>{0, 1}));
   EXPECT_EQ(a.fusion_groups[1].ops, (std::vector<std::size_t>{2, 3}));
   const std::uint64_t act = 8 * 16 * 4, w = 16 * 16 * 4;
-  EXPECT_EQ(a.fusion_groups[0].bytes_written, act);           // r leaves the chip: fc2 reads it
-  EXPECT_EQ(a.fusion_groups[1].bytes_read, act + w);          // fc2 reads r once, the add reuses it
-  EXPECT_EQ(a.fusion_groups[1].bytes_written, act);           // only y; b stays on chip
+  EXPECT_EQ(a.fusion_groups[0].bytes_written, act);   // r leaves the chip: fc2 reads it
+  EXPECT_EQ(a.fusion_groups[1].bytes_read, act + w);  // fc2 reads r once, the add reuses it
+  EXPECT_EQ(a.fusion_groups[1].bytes_written, act);   // only y; b stays on chip
 }
 
 TEST(RooflineTest, ComparisonsComputeInTheirInputType) {
@@ -135,7 +135,7 @@ TEST(RooflineTest, Tf32AppliesToMatrixUnitsOnly) {
   g.finalize();
   const Analysis a = analyze(g, h);
   EXPECT_DOUBLE_EQ(a.ops[0].peak_flops_per_second, 8e12);
-  EXPECT_DOUBLE_EQ(a.ops[1].peak_flops_per_second, 1e12);  // the fp32 rate
+  EXPECT_DOUBLE_EQ(a.ops[1].peak_flops_per_second, 1e12);        // the fp32 rate
   EXPECT_EQ(a.ops[0].cost.bytes_read, (8u * 16 + 16 * 16) * 4);  // tf32 is stored as fp32
 }
 

@@ -37,7 +37,7 @@ TEST(ShardingTest, ThePapersSevenAndAHalfBillionParametersOnSixtyFourDevices) {
   EXPECT_EQ(shard_model_states(l, ZeroStage::kOptimizer, 64).model_state_bytes(),
             4 * 7'500'000'000u + 12 * 117'187'500u);  // 31.41 GB
   EXPECT_EQ(shard_model_states(l, ZeroStage::kGradients, 64).model_state_bytes(),
-            2 * 7'500'000'000u + 14 * 117'187'500u);  // 16.64 GB
+            2 * 7'500'000'000u + 14 * 117'187'500u);                                                    // 16.64 GB
   EXPECT_EQ(shard_model_states(l, ZeroStage::kParameters, 64).model_state_bytes(), 16 * 117'187'500u);  // 1.875 GB
 }
 

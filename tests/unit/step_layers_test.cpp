@@ -56,10 +56,18 @@ const LayerMeasurement* row(const std::vector<LayerMeasurement>& rows, const std
 TEST(StepLayersTest, EachRecordIsInTheRowOfItsPhaseAndModule) {
   const Analysis a = step_of_ff();
   // block0.relu's backward is not timed apart: it is in its container's row
-  const LayerTiming t = timing({{"forward", ""}, {"forward", "block0"}, {"forward", "block0.linear"},
-                                {"forward", "block0.relu"}, {"forward", "block0.norm"}, {"forward", "classifier"},
-                                {"forward", "loss"}, {"backward", "loss"}, {"backward", "classifier"},
-                                {"backward", "block0.norm"}, {"backward", "block0"}, {"backward", "block0.linear"},
+  const LayerTiming t = timing({{"forward", ""},
+                                {"forward", "block0"},
+                                {"forward", "block0.linear"},
+                                {"forward", "block0.relu"},
+                                {"forward", "block0.norm"},
+                                {"forward", "classifier"},
+                                {"forward", "loss"},
+                                {"backward", "loss"},
+                                {"backward", "classifier"},
+                                {"backward", "block0.norm"},
+                                {"backward", "block0"},
+                                {"backward", "block0.linear"},
                                 {"optimizer", ""}});
   std::vector<std::string> warnings;
   const std::vector<LayerMeasurement> rows = measure_step_layers(a, t, warnings);
@@ -101,10 +109,17 @@ TEST(StepLayersTest, EachRecordIsInTheRowOfItsPhaseAndModule) {
 
 TEST(StepLayersTest, GroupedByModuleALayersForwardAndBackwardAreOneRow) {
   const Analysis a = step_of_ff();
-  const LayerTiming t = timing({{"forward", "block0.linear"}, {"forward", "block0.relu"}, {"forward", "block0.norm"},
-                                {"forward", "classifier"}, {"forward", "loss"}, {"backward", "loss"},
-                                {"backward", "classifier"}, {"backward", "block0.norm"}, {"backward", "block0.relu"},
-                                {"backward", "block0.linear"}, {"optimizer", ""}});
+  const LayerTiming t = timing({{"forward", "block0.linear"},
+                                {"forward", "block0.relu"},
+                                {"forward", "block0.norm"},
+                                {"forward", "classifier"},
+                                {"forward", "loss"},
+                                {"backward", "loss"},
+                                {"backward", "classifier"},
+                                {"backward", "block0.norm"},
+                                {"backward", "block0.relu"},
+                                {"backward", "block0.linear"},
+                                {"optimizer", ""}});
   std::vector<std::string> warnings;
   ProfileRun run;
   run.layers = measure_step_layers(a, t, warnings);
@@ -128,8 +143,12 @@ TEST(StepLayersTest, GroupedByModuleALayersForwardAndBackwardAreOneRow) {
 
 TEST(StepLayersTest, ARecordWithoutARowGetsOneWithoutTimeAndAWarning) {
   const Analysis a = step_of_ff();
-  const LayerTiming t = timing({{"forward", "block0.linear"}, {"forward", "block0.relu"}, {"forward", "block0.norm"},
-                                {"forward", "classifier"}, {"forward", "loss"}, {"optimizer", ""}});
+  const LayerTiming t = timing({{"forward", "block0.linear"},
+                                {"forward", "block0.relu"},
+                                {"forward", "block0.norm"},
+                                {"forward", "classifier"},
+                                {"forward", "loss"},
+                                {"optimizer", ""}});
   std::vector<std::string> warnings;
   const std::vector<LayerMeasurement> rows = measure_step_layers(a, t, warnings);
   ASSERT_EQ(warnings.size(), 1u);

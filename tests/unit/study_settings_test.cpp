@@ -22,7 +22,8 @@ TEST(StudySettingsTest, ATrainingStudyCannotResumeAForwardOneNorTheOtherWay) {
   const nlohmann::json t = study_settings(base, train, "host");
   EXPECT_EQ(t["workload"]["step"], "train");
   EXPECT_EQ(t["workload"]["optimizer"], "sgd");
-  EXPECT_EQ(settings_difference(f, t).rfind("workload: \"forward\" in the file, {", 0), 0u) << settings_difference(f, t);
+  EXPECT_EQ(settings_difference(f, t).rfind("workload: \"forward\" in the file, {", 0), 0u)
+      << settings_difference(f, t);
   EXPECT_EQ(settings_difference(t, f).rfind("workload: {", 0), 0u);
   EXPECT_EQ(settings_difference(t, t), "");
   // another optimizer or learning rate is another study

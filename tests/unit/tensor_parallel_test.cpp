@@ -95,7 +95,8 @@ TEST(ServingCapacityTest, PagedCacheOfLlama3OnA24GigabyteDevice) {
   const ServingCapacity eight = serving_capacity(full, DType::kBf16, 4097, 8, 24'000'000'000, 0.1);
   EXPECT_EQ(eight.kv_bytes_per_token, one.kv_bytes_per_token / 8);
   EXPECT_GT(eight.sequences, 8 * one.sequences);
-  const ServingCapacity none = serving_capacity(decoder_preset("llama-3-70b"), DType::kBf16, 8192, 1, 80'000'000'000, 0.1);
+  const ServingCapacity none =
+      serving_capacity(decoder_preset("llama-3-70b"), DType::kBf16, 8192, 1, 80'000'000'000, 0.1);
   EXPECT_FALSE(none.weights_fit);
   EXPECT_EQ(none.sequences, 0u);
   EXPECT_EQ(tensor_parallel_degrees(full, 8), (std::vector<int>{1, 2, 4, 8}));

@@ -16,7 +16,6 @@ using namespace testing_values;
 
 using Kind = CapturedValue::Kind;
 
-
 CapturedOp op(const std::string& name, std::vector<CapturedValue> in, std::vector<CapturedValue> out,
               std::map<std::string, CapturedValue> attrs = {}) {
   return {"tf::" + name, std::move(in), std::move(out), std::move(attrs)};
@@ -28,17 +27,17 @@ Analysis analyze_ops(const std::vector<CapturedOp>& ops) {
 
 TEST(TfMappingTest, MatMulReadsItsTransposeFlags) {
   // x^T [2,128] times W^T [128,10]
-  const Analysis a = analyze_ops({op("MatMul", {tensor("input0", {128, 2}), tensor("fc.w", {10, 128}, true)},
-                                     {tensor("MatMul:0", {2, 10})},
-                                     {{"transpose_a", boolean(true)}, {"transpose_b", boolean(true)}})});
+  const Analysis a = analyze_ops(
+      {op("MatMul", {tensor("input0", {128, 2}), tensor("fc.w", {10, 128}, true)}, {tensor("MatMul:0", {2, 10})},
+          {{"transpose_a", boolean(true)}, {"transpose_b", boolean(true)}})});
   EXPECT_TRUE(a.complete());
   EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 128 * 10);
   EXPECT_EQ(a.totals.parameter_count, 1280u);
 }
 
 TEST(TfMappingTest, WeightOnTheLeftStaysAParameter) {
-  const Analysis a = analyze_ops({op("MatMul", {tensor("fc.w", {10, 128}, true), tensor("input0", {128, 2})},
-                                     {tensor("MatMul:0", {10, 2})})});
+  const Analysis a = analyze_ops(
+      {op("MatMul", {tensor("fc.w", {10, 128}, true), tensor("input0", {128, 2})}, {tensor("MatMul:0", {10, 2})})});
   EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 128 * 10);
   EXPECT_EQ(a.totals.parameter_count, 1280u);
 }
@@ -53,10 +52,13 @@ TEST(TfMappingTest, FourDimensionalBatchMatMulCountsEveryHead) {
 
 TEST(TfMappingTest, ChannelsLastConv2DCountsExactFlops) {
   // docs/reference-networks.md, cnn conv1: 2*64*32*32*3*9 = 3,538,944
-  const Analysis a = analyze_ops({op("Conv2D", {tensor("input0", {1, 32, 32, 3}), tensor("conv.w", {3, 3, 3, 64}, true)},
-                                     {tensor("Conv2D:0", {1, 32, 32, 64})},
-                                     {{"strides", ints({1, 1, 1, 1})}, {"dilations", ints({1, 1, 1, 1})},
-                                      {"padding", text("SAME")}, {"data_format", text("NHWC")}})});
+  const Analysis a =
+      analyze_ops({op("Conv2D", {tensor("input0", {1, 32, 32, 3}), tensor("conv.w", {3, 3, 3, 64}, true)},
+                      {tensor("Conv2D:0", {1, 32, 32, 64})},
+                      {{"strides", ints({1, 1, 1, 1})},
+                       {"dilations", ints({1, 1, 1, 1})},
+                       {"padding", text("SAME")},
+                       {"data_format", text("NHWC")}})});
   EXPECT_TRUE(a.complete());
   EXPECT_EQ(a.totals.contraction_flops, 3538944u);
   EXPECT_EQ(a.totals.parameter_count, 1728u);
@@ -69,16 +71,17 @@ TEST(TfMappingTest, ChannelsLastConv2DCountsExactFlops) {
 
 TEST(TfMappingTest, StridedDepthwiseConvCountsOneTapPerChannel) {
   // 8x8x4 input, 3x3 filter with multiplier 2, stride 2, VALID: 3x3x8 outputs of 9 taps each
-  const Analysis a = analyze_ops({op("DepthwiseConv2dNative", {tensor("input0", {1, 8, 8, 4}), tensor("dw", {3, 3, 4, 2}, true)},
-                                     {tensor("y", {1, 3, 3, 8})},
-                                     {{"strides", ints({1, 2, 2, 1})}, {"padding", text("VALID")}})});
+  const Analysis a =
+      analyze_ops({op("DepthwiseConv2dNative", {tensor("input0", {1, 8, 8, 4}), tensor("dw", {3, 3, 4, 2}, true)},
+                      {tensor("y", {1, 3, 3, 8})}, {{"strides", ints({1, 2, 2, 1})}, {"padding", text("VALID")}})});
   EXPECT_TRUE(a.complete());
   EXPECT_EQ(a.totals.contraction_flops, 2u * 3 * 3 * 8 * 9);
 }
 
 TEST(TfMappingTest, WeightsReadTwiceAreCountedOnce) {
-  const Analysis a = analyze_ops({op("MatMul", {tensor("input0", {2, 128}), tensor("w", {128, 128}, true)}, {tensor("h", {2, 128})}),
-                                  op("MatMul", {tensor("h", {2, 128}), tensor("w", {128, 128}, true)}, {tensor("y", {2, 128})})});
+  const Analysis a =
+      analyze_ops({op("MatMul", {tensor("input0", {2, 128}), tensor("w", {128, 128}, true)}, {tensor("h", {2, 128})}),
+                   op("MatMul", {tensor("h", {2, 128}), tensor("w", {128, 128}, true)}, {tensor("y", {2, 128})})});
   EXPECT_EQ(a.totals.parameter_count, 128u * 128);
   EXPECT_EQ(a.totals.contraction_flops, 2u * 2 * 2 * 128 * 128);
 }
@@ -86,8 +89,9 @@ TEST(TfMappingTest, WeightsReadTwiceAreCountedOnce) {
 TEST(TfMappingTest, RunningStatisticsAndConstantsAreBuffers) {
   const Shape c{8};
   const Analysis a = analyze_ops(
-      {op("FusedBatchNormV3", {tensor("input0", {1, 4, 4, 8}), tensor("bn.gamma", c, true), tensor("bn.beta", c, true),
-                               tensor("buffer:bn.mean", c, true), tensor("buffer:bn.var", c, true)},
+      {op("FusedBatchNormV3",
+          {tensor("input0", {1, 4, 4, 8}), tensor("bn.gamma", c, true), tensor("bn.beta", c, true),
+           tensor("buffer:bn.mean", c, true), tensor("buffer:bn.var", c, true)},
           {tensor("bn:0", {1, 4, 4, 8}), tensor("bn:1", c)}, {{"is_training", boolean(false)}}),
        op("Mul", {tensor("bn:0", {1, 4, 4, 8}), tensor("const:scale:0", c, true)}, {tensor("y", {1, 4, 4, 8})})});
   EXPECT_TRUE(a.complete());
@@ -125,7 +129,8 @@ TEST(TfMappingTest, TensorListsOfAnUnrolledLoopAreViewsUntilStacked) {
   std::string written = "ys.list";
   for (int t = 0; t < 2; ++t) {
     const std::string step = std::to_string(t);
-    ops.push_back(op("TensorListGetItem", {tensor("xs.list", list), integer(t), ints({-1, 8})}, {tensor("x" + step, item)}));
+    ops.push_back(
+        op("TensorListGetItem", {tensor("xs.list", list), integer(t), ints({-1, 8})}, {tensor("x" + step, item)}));
     ops.push_back(op("MatMul", {tensor("x" + step, item), tensor("w", {8, 8}, true)}, {tensor("h" + step, item)}));
     ops.push_back(op("TensorListSetItem", {tensor(written, list), integer(t), tensor("h" + step, item)},
                      {tensor("ys.list." + step, list)}));
@@ -151,8 +156,9 @@ TEST(TfMappingTest, LoopsTheWorkerCouldNotUnrollSayWhy) {
   const Analysis a = analyze_ops({op("While", {tensor("x", {4, 4})}, {tensor("y", {4, 4})},
                                      {{"not_unrolled", text("its first loop variable is not a loop counter")}})});
   ASSERT_EQ(a.unmodeled.size(), 1u);
-  EXPECT_EQ(a.unmodeled[0].reason,
-            "control flow (While) is not unrolled: its first loop variable is not a loop counter; its body is not counted");
+  EXPECT_EQ(
+      a.unmodeled[0].reason,
+      "control flow (While) is not unrolled: its first loop variable is not a loop counter; its body is not counted");
 }
 
 TEST(TfMappingTest, BranchesTheWorkerCouldNotChooseSayWhy) {
@@ -160,8 +166,9 @@ TEST(TfMappingTest, BranchesTheWorkerCouldNotChooseSayWhy) {
                                      {{"not_inlined", text("its branch index is not a known scalar")}}),
                                   op("Case", {tensor("i", {}), tensor("y", {4, 4})}, {tensor("z", {4, 4})})});
   ASSERT_EQ(a.unmodeled.size(), 2u);
-  EXPECT_EQ(a.unmodeled[0].reason, "control flow (StatelessIf) is not inlined: its branch index is not a known scalar; "
-                                   "none of its branches is counted");
+  EXPECT_EQ(a.unmodeled[0].reason,
+            "control flow (StatelessIf) is not inlined: its branch index is not a known scalar; "
+            "none of its branches is counted");
   EXPECT_EQ(a.unmodeled[1].reason, "control flow (Case) is not unrolled by the worker; its body is not counted");
 }
 

@@ -32,8 +32,7 @@ struct ScriptedBackend {
   std::optional<int> last;  ///< the pass reported_seconds() describes
 
   TimedCallable callable() {
-    return {[this] { last = runs++; },
-            [this] { ++syncs; },
+    return {[this] { last = runs++; }, [this] { ++syncs; },
             [this]() -> std::optional<double> { return last ? std::optional<double>(duration(*last)) : std::nullopt; }};
   }
 };
@@ -93,7 +92,8 @@ TEST(TimingTest, WarmUpAlsoHonoursItsTime) {
   EXPECT_GE(r.warmup_seconds, 0.05);
   ASSERT_GE(r.warmup_iterations, 1);
   ASSERT_GT(starts.size(), static_cast<std::size_t>(r.warmup_iterations));
-  EXPECT_GE(std::chrono::duration<double>(starts[static_cast<std::size_t>(r.warmup_iterations)] - called).count(), 0.05);
+  EXPECT_GE(std::chrono::duration<double>(starts[static_cast<std::size_t>(r.warmup_iterations)] - called).count(),
+            0.05);
 }
 
 TEST(TimingTest, NoisyWorkIsMistrustedWhenTheBudgetRunsOut) {

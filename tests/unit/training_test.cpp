@@ -112,7 +112,8 @@ TEST(TrainingStepTest, AnOpReadingOneTensorTwiceHasAGradientForEachRead) {
   // y = h·h: dh = dy·h + dy·h, two parts and their sum
   OpGraph g("square");
   g.add(op("fc", OpKind::kLinear, {t("x", {2, 4})}, {t("h", {2, 4})}, {p("w", {4, 4})}));
-  g.add(with(op("sq", OpKind::kBinary, {t("h", {2, 4}), t("h", {2, 4})}, {t("y", {2, 4})}), "function", std::string("mul")));
+  g.add(with(op("sq", OpKind::kBinary, {t("h", {2, 4}), t("h", {2, 4})}, {t("y", {2, 4})}), "function",
+             std::string("mul")));
   g.finalize();
   const StepSummary s = summary_of(g);
   EXPECT_EQ(row(s, "sq").input_gradient.flops, 2u * 8);  // one multiply per element per read
@@ -126,9 +127,11 @@ TEST(TrainingStepTest, GradientRecordsReadWhatTheLedgerSaysTheOpKeeps) {
   OpGraph g("reads");
   g.add(op("fc", OpKind::kLinear, {t("x", {2, 4})}, {t("h", {2, 4})}, {p("w", {4, 4})}));
   g.add(with(op("relu", OpKind::kActivation, {t("h", {2, 4})}, {t("r", {2, 4})}), "function", std::string("relu")));
-  g.add(with(op("res", OpKind::kBinary, {t("r", {2, 4}), t("h", {2, 4})}, {t("s", {2, 4})}), "function", std::string("add")));
+  g.add(with(op("res", OpKind::kBinary, {t("r", {2, 4}), t("h", {2, 4})}, {t("s", {2, 4})}), "function",
+             std::string("add")));
   g.add(with(op("scale", OpKind::kBinary, {t("s", {2, 4})}, {t("q", {2, 4})}), "function", std::string("mul")));
-  g.add(with(op("gate", OpKind::kBinary, {t("q", {2, 4}), t("c", {2, 4})}, {t("y", {2, 4})}), "function", std::string("mul")));
+  g.add(with(op("gate", OpKind::kBinary, {t("q", {2, 4}), t("c", {2, 4})}, {t("y", {2, 4})}), "function",
+             std::string("mul")));
   g.mark_output("y");
   g.finalize();
   const OpGraph step = training_step(g, {});

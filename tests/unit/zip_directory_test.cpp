@@ -39,7 +39,17 @@ std::string make_zip(const std::vector<Entry>& entries, bool zip64, const std::s
   std::vector<std::uint64_t> offsets;
   for (const Entry& e : entries) {
     offsets.push_back(file.bytes.size());
-    file.u(0x04034b50, 4).u(20, 2).u(0, 2).u(e.method, 2).u(0, 4).u(0, 4).u(0, 4).u(0, 4).u(e.name.size(), 2).u(0, 2).s(e.name);
+    file.u(0x04034b50, 4)
+        .u(20, 2)
+        .u(0, 2)
+        .u(e.method, 2)
+        .u(0, 4)
+        .u(0, 4)
+        .u(0, 4)
+        .u(0, 4)
+        .u(e.name.size(), 2)
+        .u(0, 2)
+        .s(e.name);
   }
   const std::uint64_t directory = file.bytes.size();
   for (std::size_t i = 0; i < entries.size(); ++i) {
@@ -59,7 +69,13 @@ std::string make_zip(const std::vector<Entry>& entries, bool zip64, const std::s
     file.u(0x07064b50, 4).u(0, 4).u(record, 8).u(1, 4);
     file.u(0x06054b50, 4).u(0, 2).u(0, 2).u(0xFFFF, 2).u(0xFFFF, 2).u(0xFFFFFFFF, 4).u(0xFFFFFFFF, 4);
   } else {
-    file.u(0x06054b50, 4).u(0, 2).u(0, 2).u(entries.size(), 2).u(entries.size(), 2).u(directory_size, 4).u(directory, 4);
+    file.u(0x06054b50, 4)
+        .u(0, 2)
+        .u(0, 2)
+        .u(entries.size(), 2)
+        .u(entries.size(), 2)
+        .u(directory_size, 4)
+        .u(directory, 4);
   }
   file.u(comment.size(), 2).s(comment);
   return file.bytes;

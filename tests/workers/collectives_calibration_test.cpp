@@ -39,8 +39,9 @@ TEST(CollectivesCalibrationTest, ASmallSweepFitsEverySizeAndWritesASpec) {
   const std::string dir = ::testing::TempDir();
   const std::string json_path = dir + "/collectives_" + std::to_string(::getpid()) + ".json";
   const std::string spec_path = dir + "/link_" + std::to_string(::getpid()) + ".json";
-  const CliResult r = run_cli("hardware calibrate --collectives --ranks 2 --max-bytes 256B --rounds 3 --format json -o " +
-                              json_path + " --spec-output " + spec_path);
+  const CliResult r =
+      run_cli("hardware calibrate --collectives --ranks 2 --max-bytes 256B --rounds 3 --format json -o " + json_path +
+              " --spec-output " + spec_path);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const nlohmann::json j = nlohmann::json::parse(slurp(json_path));
   // all-reduce and broadcast at 4, 8, ..., 256 B; the chunked ones from one element a rank (8 B)

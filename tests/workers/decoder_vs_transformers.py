@@ -7,6 +7,7 @@ every attention from the arguments transformers passes to scaled_dot_product_att
 inv_freq @ positions (2·B·(D/2)·T) by a hook on the rotary module. Parameters: module.parameters().
 
 Usage: python decoder_vs_transformers.py NEURAL_COST OUT_DIR (the project's .venv python)."""
+
 import json
 import os
 import subprocess
@@ -40,8 +41,11 @@ def counted(model, run):
         total[0] += 2 * positions.shape[0] * module.inv_freq.shape[0] * positions.shape[-1]
 
     handles = [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    handles += [m.register_forward_hook(rotary, with_kwargs=True) for m in model.modules()
-                if type(m).__name__.endswith("RotaryEmbedding")]
+    handles += [
+        m.register_forward_hook(rotary, with_kwargs=True)
+        for m in model.modules()
+        if type(m).__name__.endswith("RotaryEmbedding")
+    ]
     original = torch.nn.functional.scaled_dot_product_attention
 
     def sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
@@ -51,8 +55,9 @@ def counted(model, run):
         if attn_mask is not None and not is_causal:
             pairs = lq * lk  # an explicit mask: every pair is computed
         total[0] += 2 * b * h * pairs * (d + v.shape[3])
-        return original(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale,
-                        enable_gqa=enable_gqa)
+        return original(
+            q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, scale=scale, enable_gqa=enable_gqa
+        )
 
     torch.nn.functional.scaled_dot_product_attention = sdpa
     try:
@@ -66,19 +71,41 @@ def counted(model, run):
 
 
 def analyze(config_path, *args):
-    p = subprocess.run([TOOL, "analyze", config_path, *args, "--format", "json", "--dtype", "fp32"],
-                       capture_output=True, text=True, timeout=300)
+    p = subprocess.run(
+        [TOOL, "analyze", config_path, *args, "--format", "json", "--dtype", "fp32"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     if p.returncode != 0:
         return None, p.stderr.strip()
     return json.loads(p.stdout)["totals"], ""
 
 
 configs = {
-    "llama_gqa": T.LlamaConfig(vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                               intermediate_size=128, max_position_embeddings=128, bos_token_id=0, eos_token_id=0),
-    "qwen2_gqa": T.Qwen2Config(vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=1,
-                               intermediate_size=96, max_position_embeddings=128, tie_word_embeddings=True, bos_token_id=0,
-                               eos_token_id=0),
+    "llama_gqa": T.LlamaConfig(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
+    "qwen2_gqa": T.Qwen2Config(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        intermediate_size=96,
+        max_position_embeddings=128,
+        tie_word_embeddings=True,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
 }
 for name, config in configs.items():
     config._attn_implementation = "sdpa"
@@ -90,17 +117,25 @@ for name, config in configs.items():
         ids = torch.randint(0, 500, (batch, prompt))
         want, out = counted(model, lambda: model(ids, use_cache=True, logits_to_keep=1))
         got, error = analyze(path, "--phase", "prefill", "--prompt", str(prompt), "--batch", str(batch))
-        check(got is not None and got["contraction_flops"] == want,
-              f"{name} prefill b{batch} p{prompt}: {got and got['contraction_flops']:,} == transformers {want:,} {error}")
+        check(
+            got is not None and got["contraction_flops"] == want,
+            f"{name} prefill b{batch} p{prompt}: {got and got['contraction_flops']:,} == transformers {want:,} {error}",
+        )
         nxt = torch.randint(0, 500, (batch, 1))
-        want, _ = counted(model, lambda: model(nxt, past_key_values=out.past_key_values, use_cache=True, logits_to_keep=1))
+        want, _ = counted(
+            model, lambda: model(nxt, past_key_values=out.past_key_values, use_cache=True, logits_to_keep=1)
+        )
         got, error = analyze(path, "--phase", "decode", "--context", str(prompt), "--batch", str(batch))
-        check(got is not None and got["contraction_flops"] == want,
-              f"{name} decode b{batch} c{prompt}: {got and got['contraction_flops']:,} == transformers {want:,} {error}")
+        check(
+            got is not None and got["contraction_flops"] == want,
+            f"{name} decode b{batch} c{prompt}: {got and got['contraction_flops']:,} == transformers {want:,} {error}",
+        )
     params = sum(p.numel() for p in model.parameters())
     got, error = analyze(path, "--batch", "1", "--prompt", "8")
-    check(got is not None and got["parameter_count"] == params,
-          f"{name} parameters {got and got['parameter_count']:,} == module.parameters() {params:,} {error}")
+    check(
+        got is not None and got["parameter_count"] == params,
+        f"{name} parameters {got and got['parameter_count']:,} == module.parameters() {params:,} {error}",
+    )
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

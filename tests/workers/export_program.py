@@ -1,5 +1,6 @@
 """Writes a reference network as a torch.export program (.pt2), for the torch worker's model-file
 test: python export_program.py NAME BATCH OUT.pt2 (run with the project's .venv python)."""
+
 import os
 import sys
 

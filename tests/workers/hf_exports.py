@@ -12,6 +12,7 @@ there): the parameter count is the same at every binding of batch and sequence, 
 head, which the exporter writes as a transposed copy, is named. Two load errors keep their cause.
 
 Usage: python hf_exports.py NEURAL_COST OUT_DIR (the project's .venv python). Exit 0: all hold."""
+
 import dataclasses
 import json
 import os
@@ -81,7 +82,7 @@ class PositionIds(torch.nn.Module):
         self.fc = torch.nn.Linear(64, 64)
 
     def forward(self, x):
-        return self.fc(self.tok(x) + self.pos(self.position_ids[:, :x.shape[1]]))
+        return self.fc(self.tok(x) + self.pos(self.position_ids[:, : x.shape[1]]))
 
 
 class TiedHead(torch.nn.Module):
@@ -105,20 +106,102 @@ def ids():
 def models():
     """(name, model, example input, --input of the CLI, ONNX dynamic axes)."""
     tokens, seq = f"x={B}x{L}:int64:0..500", {0: "batch", 1: "seq"}
-    yield "bert", Wrap(T.BertModel(T.BertConfig(vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                                intermediate_size=128, max_position_embeddings=64)), "last_hidden_state"), ids(), tokens, seq
-    yield "gpt2", Wrap(T.GPT2LMHeadModel(T.GPT2Config(vocab_size=500, n_embd=64, n_layer=2, n_head=4, n_positions=64,
-                                                      bos_token_id=0, eos_token_id=0)), "logits"), ids(), tokens, seq
-    yield "vit", Wrap(T.ViTModel(T.ViTConfig(image_size=32, patch_size=8, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                             intermediate_size=128)), "last_hidden_state"), torch.randn(B, 3, 32, 32), f"x={B}x3x32x32", {0: "batch"}
-    yield "llama_gqa", Wrap(T.LlamaForCausalLM(T.LlamaConfig(vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
-                                                             num_key_value_heads=2, intermediate_size=128, max_position_embeddings=64,
-                                                             bos_token_id=0, eos_token_id=0, pad_token_id=None)), "logits"), ids(), tokens, None
+    yield (
+        "bert",
+        Wrap(
+            T.BertModel(
+                T.BertConfig(
+                    vocab_size=500,
+                    hidden_size=64,
+                    num_hidden_layers=2,
+                    num_attention_heads=4,
+                    intermediate_size=128,
+                    max_position_embeddings=64,
+                )
+            ),
+            "last_hidden_state",
+        ),
+        ids(),
+        tokens,
+        seq,
+    )
+    yield (
+        "gpt2",
+        Wrap(
+            T.GPT2LMHeadModel(
+                T.GPT2Config(
+                    vocab_size=500, n_embd=64, n_layer=2, n_head=4, n_positions=64, bos_token_id=0, eos_token_id=0
+                )
+            ),
+            "logits",
+        ),
+        ids(),
+        tokens,
+        seq,
+    )
+    yield (
+        "vit",
+        Wrap(
+            T.ViTModel(
+                T.ViTConfig(
+                    image_size=32,
+                    patch_size=8,
+                    hidden_size=64,
+                    num_hidden_layers=2,
+                    num_attention_heads=4,
+                    intermediate_size=128,
+                )
+            ),
+            "last_hidden_state",
+        ),
+        torch.randn(B, 3, 32, 32),
+        f"x={B}x3x32x32",
+        {0: "batch"},
+    )
+    yield (
+        "llama_gqa",
+        Wrap(
+            T.LlamaForCausalLM(
+                T.LlamaConfig(
+                    vocab_size=500,
+                    hidden_size=64,
+                    num_hidden_layers=2,
+                    num_attention_heads=4,
+                    num_key_value_heads=2,
+                    intermediate_size=128,
+                    max_position_embeddings=64,
+                    bos_token_id=0,
+                    eos_token_id=0,
+                    pad_token_id=None,
+                )
+            ),
+            "logits",
+        ),
+        ids(),
+        tokens,
+        None,
+    )
     whisper = T.models.whisper.modeling_whisper.WhisperEncoder(
-        T.WhisperConfig(d_model=64, encoder_layers=2, encoder_attention_heads=4, encoder_ffn_dim=128, num_mel_bins=16, max_source_positions=16))
+        T.WhisperConfig(
+            d_model=64,
+            encoder_layers=2,
+            encoder_attention_heads=4,
+            encoder_ffn_dim=128,
+            num_mel_bins=16,
+            max_source_positions=16,
+        )
+    )
     yield "whisper_encoder", Wrap(whisper, "last_hidden_state"), torch.randn(B, 16, 32), f"x={B}x16x32", {0: "batch"}
-    yield "t5_encoder", Wrap(T.T5EncoderModel(T.T5Config(vocab_size=500, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4)),
-                             "last_hidden_state"), ids(), tokens, seq
+    yield (
+        "t5_encoder",
+        Wrap(
+            T.T5EncoderModel(T.T5Config(vocab_size=500, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4)),
+            "last_hidden_state",
+        ),
+        ids(),
+        tokens,
+        seq,
+    )
     x = torch.randn(B, L, 64)
     yield "sdpa_mask", Attention("mask"), x, f"x={B}x{L}x64", None
     yield "sdpa_causal", Attention("causal"), x, f"x={B}x{L}x64", None
@@ -140,8 +223,11 @@ def hooked_flops(model, x):
         else:  # transformers' Conv1D (GPT-2): weight [in, out]
             total[0] += 2 * out.numel() * w.shape[0]
 
-    handles = [m.register_forward_hook(hook) for m in model.modules()
-               if isinstance(m, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)) or type(m).__name__ == "Conv1D"]
+    handles = [
+        m.register_forward_hook(hook)
+        for m in model.modules()
+        if isinstance(m, (torch.nn.Linear, torch.nn.Conv1d, torch.nn.Conv2d)) or type(m).__name__ == "Conv1D"
+    ]
     with torch.no_grad():
         model(x)
     for h in handles:
@@ -172,8 +258,22 @@ def run_tool(*args):
 
 
 def profile(path, given, layer_runs=0):
-    rc, out, err = run_tool("profile", path, "--input", given, "--rounds", "1", "--max-rounds", "1", "--budget", "0.05",
-                            "--layer-runs", str(layer_runs), "--format", "json")
+    rc, out, err = run_tool(
+        "profile",
+        path,
+        "--input",
+        given,
+        "--rounds",
+        "1",
+        "--max-rounds",
+        "1",
+        "--budget",
+        "0.05",
+        "--layer-runs",
+        str(layer_runs),
+        "--format",
+        "json",
+    )
     if rc != 0:
         return None, err.strip().splitlines()[-1] if err.strip() else f"exit {rc}"
     return json.loads(out)["runs"][0], ""
@@ -199,18 +299,37 @@ for name, model, x, given, axes in models():
         check(False, f"{name}.pt2 profiles: {error}")
         continue
     t = run["totals"]
-    check(t["contraction_flops"] == want_flops, f"{name}.pt2 contraction FLOPs {t['contraction_flops']:,} == independent {want_flops:,}")
-    check(t["parameter_count"] == want_params, f"{name}.pt2 parameters {t['parameter_count']:,} == module.parameters() {want_params:,}")
-    check(not run["unmodeled"], f"{name}.pt2 has no unmodeled op {sorted({u['source_type'] for u in run['unmodeled']})}")
+    check(
+        t["contraction_flops"] == want_flops,
+        f"{name}.pt2 contraction FLOPs {t['contraction_flops']:,} == independent {want_flops:,}",
+    )
+    check(
+        t["parameter_count"] == want_params,
+        f"{name}.pt2 parameters {t['parameter_count']:,} == module.parameters() {want_params:,}",
+    )
+    check(
+        not run["unmodeled"], f"{name}.pt2 has no unmodeled op {sorted({u['source_type'] for u in run['unmodeled']})}"
+    )
     linears = [r for r in run["layers"] if r["kind"] in ("linear", "matmul", "attention", "conv")]
     unnamed = [r["name"] for r in linears if not r.get("module")]
     if isinstance(model, Wrap):  # every op runs inside a module (ops of a root module have none, as in eager)
-        check(linears and not unnamed, f"{name}.pt2 names its {len(linears)} contraction rows by module (unnamed: {unnamed[:3]})")
+        check(
+            linears and not unnamed,
+            f"{name}.pt2 names its {len(linears)} contraction rows by module (unnamed: {unnamed[:3]})",
+        )
     if axes is None or not have_onnx:
         continue
     onnx_path = os.path.join(OUT, f"{name}.onnx")
-    torch.onnx.export(model, (x,), onnx_path, dynamo=False, opset_version=17, input_names=["x"], output_names=["y"],
-                      dynamic_axes={"x": axes})
+    torch.onnx.export(
+        model,
+        (x,),
+        onnx_path,
+        dynamo=False,
+        opset_version=17,
+        input_names=["x"],
+        output_names=["y"],
+        dynamic_axes={"x": axes},
+    )
     counts, notes = set(), ""
     for binding in ([("batch", 1), ("seq", 16)], [("batch", 4), ("seq", 32)], [("batch", 8), ("seq", 8)]):
         dims = [a for n, v in binding if n in axes.values() for a in ("--dim", f"{n}={v}")]
@@ -223,7 +342,11 @@ for name, model, x, given, axes in models():
         notes = " ".join(a.get("notes", []))
     check(len(counts) == 1, f"{name}.onnx parameter count is one at every binding: {sorted(counts)}")
     if name == "gpt2":
-        check("transpose" in notes and "tied weight" in notes, f"gpt2.onnx names its tied head's transposed copy: {notes[:160]}")
+        check(
+            "transpose" in notes and "tied weight" in notes,
+            f"gpt2.onnx names its tied head's transposed copy: {notes[:160]}",
+        )
+
 
 # an op the cost model does not know is named under the table with its shares of bytes and time
 class Sorts(torch.nn.Module):
@@ -237,19 +360,49 @@ class Sorts(torch.nn.Module):
 
 path = os.path.join(OUT, "unmodeled_op.pt2")
 torch.export.save(torch.export.export(Sorts(), (torch.randn(B, L, 64),)), path)
-rc, out, err = run_tool("profile", path, "--input", f"x={B}x{L}x64", "--rounds", "1", "--max-rounds", "1", "--budget", "0.05",
-                        "--layer-runs", "1")
-listed = [line for line in out.splitlines() if "aten::sort" in line and "of the measured time" in line and line.startswith("  ")]
-check(rc == 0 and "1 op(s) not modeled" in out and listed, f"an unmodeled op is named with its shares: {listed[:1] or out[-300:]}")
+rc, out, err = run_tool(
+    "profile",
+    path,
+    "--input",
+    f"x={B}x{L}x64",
+    "--rounds",
+    "1",
+    "--max-rounds",
+    "1",
+    "--budget",
+    "0.05",
+    "--layer-runs",
+    "1",
+)
+listed = [
+    line
+    for line in out.splitlines()
+    if "aten::sort" in line and "of the measured time" in line and line.startswith("  ")
+]
+check(
+    rc == 0 and "1 op(s) not modeled" in out and listed,
+    f"an unmodeled op is named with its shares: {listed[:1] or out[-300:]}",
+)
 
 # a stock export of a transformers model (its output a ModelOutput) loads: the type's package is imported
-raw = T.BertModel(T.BertConfig(vocab_size=500, hidden_size=64, num_hidden_layers=1, num_attention_heads=4,
-                               intermediate_size=128, max_position_embeddings=64)).eval()
+raw = T.BertModel(
+    T.BertConfig(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=64,
+    )
+).eval()
 path = os.path.join(OUT, "bert_model_output.pt2")
 torch.export.save(torch.export.export(raw, (ids(),)), path)
 run, error = profile(path, f"input_ids={B}x{L}:int64:0..500")
-check(run is not None and "imported to load it" in run["contract"].get("model_origin", ""),
-      f"a stock BertModel export loads, its output type's package imported: {error or run['contract'].get('model_origin')}")
+check(
+    run is not None and "imported to load it" in run["contract"].get("model_origin", ""),
+    "a stock BertModel export loads, its output type's package imported: "
+    f"{error or run['contract'].get('model_origin')}",
+)
 
 
 @dataclasses.dataclass
@@ -268,8 +421,10 @@ class Returns(torch.nn.Module):
 path = os.path.join(OUT, "absent_output_type.pt2")
 torch.export.save(torch.export.export(Returns(), (torch.randn(2, 3),)), path)
 run, error = profile(path, "x=2x3")
-check(run is None and "install the package 'neuralcost_absent_package'" in error and "warnings above" not in error,
-      f"an output type of a package that is not installed is named: {error}")
+check(
+    run is None and "install the package 'neuralcost_absent_package'" in error and "warnings above" not in error,
+    f"an output type of a package that is not installed is named: {error}",
+)
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

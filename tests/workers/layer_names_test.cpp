@@ -53,8 +53,7 @@ std::vector<std::string> parts(const std::string& name) {
 
 /// Short runs of `model` at `batch` in `modes`, with `layer_runs` profiled passes each.
 std::vector<ProfileRun> profile_briefly(const Backend& backend, const std::string& model,
-                                        const std::vector<std::string>& modes, int layer_runs,
-                                        std::int64_t batch = 2) {
+                                        const std::vector<std::string>& modes, int layer_runs, std::int64_t batch = 2) {
   ModelRequest request;
   request.model = model;
   request.batch = batch;
@@ -95,7 +94,8 @@ void expect_analyzes_names(const ProfileRun& run, const OpGraph& expected) {
     }
   }
   for (const OpRecord& op : expected.ops()) {
-    const bool covered = std::any_of(names.begin(), names.end(), [&](const std::string& n) { return within(op.name, n); });
+    const bool covered =
+        std::any_of(names.begin(), names.end(), [&](const std::string& n) { return within(op.name, n); });
     // a reshape without work (cnn's flatten, the recurrent networks' last step) may be a view
     // that became no record
     if (op.kind == OpKind::kReshape || op.kind == OpKind::kSlice) continue;
@@ -133,8 +133,8 @@ TEST_P(LayerNames, MatchAnalyzesNames) {
   o.batch = batch;
   const OpGraph expected = build_reference_model(o);
   for (const ProfileRun& run : runs) expect_analyzes_names(run, expected);
-  // the workers' networks (python/neuralcost_worker/torch/reference.py, jax/models.py, tensorflow/models.py) are the static
-  // model: checked on the eager run, which is the first mode
+  // the workers' networks (python/neuralcost_worker/torch/reference.py, jax/models.py, tensorflow/models.py) are the
+  // static model: checked on the eager run, which is the first mode
   if (c.backend != "libtorch") expect_static_model(runs.front(), expected);
 }
 
@@ -188,7 +188,9 @@ std::vector<Case> cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryBackend, LayerNames, testing::ValuesIn(cases()),
-                         [](const testing::TestParamInfo<Case>& info) { return info.param.backend + "_" + info.param.model; });
+                         [](const testing::TestParamInfo<Case>& info) {
+                           return info.param.backend + "_" + info.param.model;
+                         });
 
 }  // namespace
 }  // namespace neuralcost

@@ -11,9 +11,11 @@ tests/workers/tf_loops_test.cpp.
                                            each hidden Linear; 118,794 parameters), each hidden block inside
                                            a tf.cond on all(isfinite(x)) whose other branch returns zeros
 
-Several KIND DIR pairs write several models with one import of TensorFlow. The LSTMs take input [batch, 32, 128], the ff [batch, 784] (batch free); all are saved with a
-serving signature. Exit status 77: Keras is not installed.
+Several KIND DIR pairs write several models with one import of TensorFlow. The LSTMs take
+input [batch, 32, 128], the ff [batch, 784] (batch free); all are saved with a serving signature.
+Exit status 77: Keras is not installed.
 """
+
 import os
 import sys
 
@@ -35,9 +37,18 @@ class WhileLstm(tf.Module):
         def var(name, *shape):
             return tf.Variable(rng.uniform(-0.1, 0.1, shape).astype(np.float32), name=name)
 
-        self.layers = [{k: var(f"{k}_l{l}", *s) for k, s in (("w_ih", (WIDTH, 4 * WIDTH)), ("w_hh", (WIDTH, 4 * WIDTH)),
-                                                             ("b_ih", (4 * WIDTH,)), ("b_hh", (4 * WIDTH,)))}
-                       for l in range(DEPTH)]
+        self.layers = [
+            {
+                k: var(f"{k}_l{l}", *s)
+                for k, s in (
+                    ("w_ih", (WIDTH, 4 * WIDTH)),
+                    ("w_hh", (WIDTH, 4 * WIDTH)),
+                    ("b_ih", (4 * WIDTH,)),
+                    ("b_hh", (4 * WIDTH,)),
+                )
+            }
+            for l in range(DEPTH)
+        ]
         self.fc_w, self.fc_b = var("fc.w", WIDTH, CLASSES), var("fc.b", CLASSES)
 
     def layer(self, p, xs):  # xs: [T, B, C]
@@ -52,8 +63,9 @@ class WhileLstm(tf.Module):
             h = tf.sigmoid(o) * tf.tanh(c)
             return t + 1, h, c, outputs.write(t, h)
 
-        _, _, _, outputs = tf.while_loop(lambda t, *_: t < steps, body,
-                                         (0, zeros, zeros, tf.TensorArray(tf.float32, size=steps)))
+        _, _, _, outputs = tf.while_loop(
+            lambda t, *_: t < steps, body, (0, zeros, zeros, tf.TensorArray(tf.float32, size=steps))
+        )
         return outputs.stack()
 
     @tf.function(input_signature=[SPEC])
@@ -72,10 +84,14 @@ class CondFf(tf.Module):
         rng = np.random.default_rng(0)
         self.blocks = []
         for i, (n, m) in enumerate(((784, 128), (128, 128))):
-            self.blocks.append({"w": tf.Variable(rng.uniform(-0.05, 0.05, (n, m)).astype(np.float32), name=f"fc{i}.w"),
-                                "b": tf.Variable(np.zeros(m, np.float32), name=f"fc{i}.b"),
-                                "gamma": tf.Variable(np.ones(m, np.float32), name=f"ln{i}.gamma"),
-                                "beta": tf.Variable(np.zeros(m, np.float32), name=f"ln{i}.beta")})
+            self.blocks.append(
+                {
+                    "w": tf.Variable(rng.uniform(-0.05, 0.05, (n, m)).astype(np.float32), name=f"fc{i}.w"),
+                    "b": tf.Variable(np.zeros(m, np.float32), name=f"fc{i}.b"),
+                    "gamma": tf.Variable(np.ones(m, np.float32), name=f"ln{i}.gamma"),
+                    "beta": tf.Variable(np.zeros(m, np.float32), name=f"ln{i}.beta"),
+                }
+            )
         self.fc_w = tf.Variable(rng.uniform(-0.05, 0.05, (128, CLASSES)).astype(np.float32), name="fc2.w")
         self.fc_b = tf.Variable(np.zeros(CLASSES, np.float32), name="fc2.b")
 

@@ -10,6 +10,7 @@ ids: [batch, 8] int64 token ids in 0..1000; mask: [batch, 8] float32. 16,068 par
     make_token_model.py export OUT.pt2       torch.export.save, for batch 2 (the project's .venv)
     make_token_model.py savedmodel DIR       a tf.Module SavedModel, serving signature (ids, mask), batch free
 """
+
 import os
 import sys
 
@@ -45,8 +46,12 @@ def savedmodel(out):
             self.w = tf.Variable(rng.standard_normal((DIM, CLASSES)).astype(np.float32), name="w")
             self.b = tf.Variable(np.zeros(CLASSES, np.float32), name="b")
 
-        @tf.function(input_signature=[tf.TensorSpec([None, SEQ], tf.int64, name="ids"),
-                                      tf.TensorSpec([None, SEQ], tf.float32, name="mask")])
+        @tf.function(
+            input_signature=[
+                tf.TensorSpec([None, SEQ], tf.int64, name="ids"),
+                tf.TensorSpec([None, SEQ], tf.float32, name="mask"),
+            ]
+        )
         def __call__(self, ids, mask):
             h = tf.gather(self.emb, ids) * mask[..., None]
             return tf.matmul(h, self.w) + self.b
@@ -60,6 +65,7 @@ def main(kind, out):
         savedmodel(out)
         return
     import torch
+
     net = torch_module()
     if kind == "torchscript":
         torch.jit.script(net).save(out)

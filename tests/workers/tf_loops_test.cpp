@@ -12,10 +12,10 @@
 
 #include <gtest/gtest.h>
 
+#include "backends/python_worker/worker_backend.hpp"
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/registry.hpp"
-#include "backends/python_worker/worker_backend.hpp"
 
 namespace neuralcost {
 namespace {
@@ -26,7 +26,8 @@ constexpr std::uint64_t kContractionPerSample = 16779776;  // 2 layers x 32 step
 /// (tests/workers/make_model_files.sh); "" when it is not there (tf_keras: Keras missing).
 std::string saved_model(const std::string& kind) {
   const std::string dir = std::string(NEURALCOST_MODEL_FILES) + "/tf_" + kind;
-  if (kind != "keras") EXPECT_TRUE(std::filesystem::exists(dir)) << dir << " (run through ctest: its fixture writes it)";
+  if (kind != "keras")
+    EXPECT_TRUE(std::filesystem::exists(dir)) << dir << " (run through ctest: its fixture writes it)";
   return std::filesystem::exists(dir) ? dir : "";
 }
 

@@ -8,13 +8,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "backends/python_worker/worker_backend.hpp"
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/measure/profile.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
-#include "backends/python_worker/worker_backend.hpp"
 
 namespace neuralcost {
 namespace {
@@ -64,9 +64,9 @@ TEST(WorkerBackendTest, TensorflowXlaModeRuns) {
 }
 
 TEST(WorkerBackendTest, RunRequestsCarryAbout25msOfPasses) {
-  EXPECT_EQ(worker::passes_per_request(0), 1);       // nothing measured yet
+  EXPECT_EQ(worker::passes_per_request(0), 1);  // nothing measured yet
   EXPECT_EQ(worker::passes_per_request(1e-3), 25);
-  EXPECT_EQ(worker::passes_per_request(0.1), 1);     // a long pass: one per request
+  EXPECT_EQ(worker::passes_per_request(0.1), 1);      // a long pass: one per request
   EXPECT_EQ(worker::passes_per_request(1e-7), 1000);  // at most 1000
 }
 
@@ -84,7 +84,8 @@ TEST(WorkerBackendTest, TorchEagerHasPerOpTimesOfTheCapturedOps) {
   ASSERT_FALSE(torch_runs[0].outcome.failed()) << torch_runs[0].outcome.error();
   EXPECT_EQ(torch_runs[0].profiled_passes, 3);
   bool lstm_timed = false;
-  for (const LayerMeasurement& l : torch_runs[0].layers) lstm_timed = lstm_timed || (l.name == "aten::lstm" && l.measured_seconds > 0);
+  for (const LayerMeasurement& l : torch_runs[0].layers)
+    lstm_timed = lstm_timed || (l.name == "aten::lstm" && l.measured_seconds > 0);
   EXPECT_TRUE(lstm_timed);
 }
 

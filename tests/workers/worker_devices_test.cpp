@@ -33,8 +33,10 @@ std::unique_ptr<worker::WorkerProcess> started(const std::string& framework, jso
 }
 
 json build_on(const std::string& device) {
-  return {{"cmd", "build"}, {"model", "ff"}, {"mode", "eager"}, {"batch", 2}, {"seq", 4},
-          {"width", 8},     {"depth", 1},    {"dtype", "fp32"}, {"input_shapes", json::array()}, {"device", device}};
+  return {{"cmd", "build"},  {"model", "ff"},   {"mode", "eager"},
+          {"batch", 2},      {"seq", 4},        {"width", 8},
+          {"depth", 1},      {"dtype", "fp32"}, {"input_shapes", json::array()},
+          {"device", device}};
 }
 
 class WorkerDevices : public testing::TestWithParam<std::string> {};

@@ -15,8 +15,8 @@
 #include <sstream>
 #include <thread>
 
-#include <gmock/gmock.h>
 #include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -29,9 +29,9 @@
 namespace neuralcost {
 namespace {
 
-using ::testing::HasSubstr;
 using neuralcost::testing::CliResult;
 using neuralcost::testing::run_cli;
+using ::testing::HasSubstr;
 
 /// Sets the worker environment of one fault for the life of the object.
 class Fault {
@@ -139,8 +139,9 @@ TEST(WorkerFaultsTest, RepliesWithoutEnvironmentOrTelemetryLeaveThoseFactsOutAnd
 TEST(WorkerFaultsTest, AWorkerSilentAtHelloIsKilledAtTheTimeoutWithOneErrorLine) {
   Fault fault("hang-at-hello");
   const auto start = std::chrono::steady_clock::now();
-  const CliResult r = run_cli("profile --backend jax --model ff --batch 2 --budget 0.2 --layer-runs 0 "
-                              "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch --worker-timeout 2");
+  const CliResult r = run_cli(
+      "profile --backend jax --model ff --batch 2 --budget 0.2 --layer-runs 0 "
+      "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch --worker-timeout 2");
   const double waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(waited, 2 + 5);  // hello waited 120 s whatever --worker-timeout said
   EXPECT_EQ(r.exit_code, 1);
@@ -235,8 +236,7 @@ void expect_signal_ends_everything_and_keeps_what_finished(int sig) {
   ::kill(cli, sig);
   int status = 0;
   const auto start = std::chrono::steady_clock::now();
-  while (::waitpid(cli, &status, WNOHANG) == 0 &&
-         std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+  while (::waitpid(cli, &status, WNOHANG) == 0 && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   ASSERT_TRUE(WIFEXITED(status)) << "still running 20 s after signal " << sig;
@@ -265,8 +265,9 @@ TEST(WorkerFaultsTest, AWorkersLastWordsCutInsideACharacterKeepTheJsonReportVali
   // its last line is cut at 500 bytes, in the middle of a two-byte character: one invalid byte
   // made the whole JSON report unwritable (exit 2, no output)
   Fault fault("babble-at-build");
-  const CliResult r = run_cli("profile --backend jax --model ff --batch 2 --budget 0.2 --layer-runs 0 "
-                              "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch --format json");
+  const CliResult r = run_cli(
+      "profile --backend jax --model ff --batch 2 --budget 0.2 --layer-runs 0 "
+      "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch --format json");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   const auto j = nlohmann::json::parse(r.out);  // throws on invalid UTF-8
   ASSERT_EQ(j["runs"].size(), 1u);
@@ -281,8 +282,9 @@ TEST(WorkerFaultsTest, AWorkerSlowToExitIsReportedByItsOwnStatusNotAsKilledForMe
   // it and reported "killed by signal 9: the kernel's out-of-memory killer does this" (seen in
   // a loaded suite, where JAX's teardown took that long)
   Fault fault("linger-at-build");
-  const CliResult r = run_cli("profile --backend jax --model ff --batch 2 --budget 0.2 --layer-runs 0 "
-                              "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch");
+  const CliResult r = run_cli(
+      "profile --backend jax --model ff --batch 2 --budget 0.2 --layer-runs 0 "
+      "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch");
   EXPECT_EQ(r.exit_code, 1) << r.err;
   EXPECT_THAT(r.err, HasSubstr("the jax worker exited with status 3 while answering 'build'"));
   EXPECT_THAT(r.err, Not(HasSubstr("out-of-memory")));
@@ -341,7 +343,10 @@ TEST(WorkerPoolTest, ModelsOfOnePoolShareAProcessAndOneThatEndsItEndsTheOtherAsA
   // cnn's run kills the process: its own failure; ff's next run finds it gone: not ff's
   EXPECT_THAT(failure_of([&] { b->run(); }), HasSubstr("was killed by signal 9"));
   EXPECT_FALSE(b->lost_its_process());
-  EXPECT_NE(failure_of([&] { for (int i = 0; i < 1000; ++i) a->run(); }), "(no error)");
+  EXPECT_NE(failure_of([&] {
+              for (int i = 0; i < 1000; ++i) a->run();
+            }),
+            "(no error)");
   EXPECT_TRUE(a->lost_its_process());
   // the pool starts a new process for the next model; a model without a pool has its own
   auto c = jax.prepare(ff(), "eager", pooled);
@@ -358,9 +363,11 @@ TEST(StudyTest, ACellThatKillsItsSharedWorkerFailsAloneAndItsNeighbourKeepsAllIt
   std::filesystem::remove(out);
   Fault fault("sigkill-at-run");
   setenv("NEURALCOST_FAULT_MODEL", "cnn", 1);
-  const CliResult r = run_cli("study --backend jax --model ff,cnn --mode eager --batch 1 --budget 0.1 --layer-runs 0 "
-                              "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch --worker-timeout 60 "
-                              "--seed 1 --rounds 5 --max-rounds 5 -o " + out);
+  const CliResult r = run_cli(
+      "study --backend jax --model ff,cnn --mode eager --batch 1 --budget 0.1 --layer-runs 0 "
+      "--warmup-seconds 0 --hardware epyc-9654 --allow-hardware-mismatch --worker-timeout 60 "
+      "--seed 1 --rounds 5 --max-rounds 5 -o " +
+      out);
   unsetenv("NEURALCOST_FAULT_MODEL");
   std::map<std::string, nlohmann::json> cells;
   std::map<std::string, int> rounds;
@@ -387,8 +394,9 @@ std::multiset<std::string> cells_of(const std::string& path, bool* whole = nullp
   std::istringstream lines(text);
   for (std::string line; std::getline(lines, line);) {
     const auto j = nlohmann::json::parse(line);
-    if (j.contains("model")) cells.insert(fmt::format("{}|{}|{}|{}", j["model"].get<std::string>(), j["backend"].get<std::string>(),
-                                                      j["mode"].get<std::string>(), j["batch"].get<int>()));
+    if (j.contains("model"))
+      cells.insert(fmt::format("{}|{}|{}|{}", j["model"].get<std::string>(), j["backend"].get<std::string>(),
+                               j["mode"].get<std::string>(), j["batch"].get<int>()));
   }
   return cells;
 }
@@ -418,9 +426,9 @@ TEST(StudyTest, AnInterruptedStudyResumesToTheSameCellsAndNeverTruncatesALine) {
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
   const std::vector<std::string> study = {"study", "--backend", "jax", "--model", "ff,cnn", "--mode", "eager",
-                                          "--batch", "1", "--budget", "0.1", "--layer-runs", "0",
-                                          "--warmup-seconds", "0", "--hardware", "epyc-9654",
-                                          "--allow-hardware-mismatch", "--worker-timeout", "120",
+                                          "--batch", "1", "--budget", "0.1", "--layer-runs", "0", "--warmup-seconds",
+                                          "0", "--hardware", "epyc-9654", "--allow-hardware-mismatch",
+                                          "--worker-timeout", "120",
                                           // seed 1 prepares ff's group first, so ff has a round before
                                           // cnn's first one; the rounds of both cells interleave
                                           "--seed", "1", "--max-rounds", "6"};

@@ -77,7 +77,8 @@ TEST_F(WorkerFilesTest, InputErrorsNameTheModelsOwnInputs) {
                                                 "ids=2x8:int64:0..30522 (HIGH excluded)"));
   r = run_cli("profile " + file("savedmodel") + " --input ids=2x8:int32:0..1000 --input mask=2x8" + kQuick);
   EXPECT_EQ(r.exit_code, 1);
-  EXPECT_THAT(r.err, HasSubstr(file("savedmodel") + ": input 'ids' is int64 in signature 'serving_default', not int32"));
+  EXPECT_THAT(r.err,
+              HasSubstr(file("savedmodel") + ": input 'ids' is int64 in signature 'serving_default', not int32"));
   r = run_cli("profile " + file("savedmodel") + " --input mask=2x8" + kQuick);
   EXPECT_THAT(r.err, HasSubstr(file("savedmodel") + ": input 'ids' is not given (--input ids=SHAPE[:DTYPE]); its "
                                                     "inputs: ids, mask"));

@@ -77,7 +77,7 @@ TEST(WorkerTracesTest, TensorflowEagerFunctionAndXlaHaveATableOfKernelsThatAddsU
   const auto runs = profile_modes("tensorflow", {"eager", "function", "xla"});
   ASSERT_EQ(runs.size(), 3u);
   expect_kernel_table(runs[0], false);
-  expect_kernel_table(runs[1], true);   // grappler's fused MatMul + BiasAdd (+ activation)
+  expect_kernel_table(runs[1], true);  // grappler's fused MatMul + BiasAdd (+ activation)
   expect_kernel_table(runs[2], true);
 }
 
@@ -116,14 +116,18 @@ TEST(WorkerTracesTest, TorchEagerOpsAreTimedByTheCompiledObserverOrTheDispatchMo
   ::unsetenv("NEURALCOST_TORCH_TIMER");
   auto runs = profile_modes("torch", {"eager"}, "lstm");
   ASSERT_EQ(runs.size(), 1u);
-  EXPECT_EQ(expect_op_table(runs[0]).rfind("RecordFunction timestamps on the dispatch mode's ops (compiled observer ", 0), 0u);
-  for (const std::string& w : runs[0].warnings) EXPECT_EQ(w.find("per-op times by the Python dispatch mode"), std::string::npos) << w;
+  EXPECT_EQ(
+      expect_op_table(runs[0]).rfind("RecordFunction timestamps on the dispatch mode's ops (compiled observer ", 0),
+      0u);
+  for (const std::string& w : runs[0].warnings)
+    EXPECT_EQ(w.find("per-op times by the Python dispatch mode"), std::string::npos) << w;
   const std::size_t ops = runs[0].layers.size();
   ::setenv("NEURALCOST_TORCH_TIMER", "off", 1);
   runs = profile_modes("torch", {"eager"}, "lstm");
   ::unsetenv("NEURALCOST_TORCH_TIMER");
   ASSERT_EQ(runs.size(), 1u);
-  EXPECT_EQ(expect_op_table(runs[0]), "TorchDispatchMode timestamps (Python): no compiled timer ($NEURALCOST_TORCH_TIMER=off)");
+  EXPECT_EQ(expect_op_table(runs[0]),
+            "TorchDispatchMode timestamps (Python): no compiled timer ($NEURALCOST_TORCH_TIMER=off)");
   EXPECT_EQ(runs[0].layers.size(), ops);
 }
 

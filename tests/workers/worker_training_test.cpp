@@ -63,7 +63,7 @@ TEST(TorchWorkerTraining, EagerStepTrainsReportsItsPeakAndPhases) {
   ASSERT_TRUE(m->start_bytes.has_value());
   EXPECT_THAT(m->source, HasSubstr("torch.profiler(profile_memory=True)"));
   const std::uint64_t params = f.totals.parameter_count * 4;
-  EXPECT_GE(*m->start_bytes, 3 * params);            // parameters and Adam's two moments
+  EXPECT_GE(*m->start_bytes, 3 * params);              // parameters and Adam's two moments
   EXPECT_GE(m->peak_bytes, *m->start_bytes + params);  // every gradient at once
   const auto env = model->environment();
   EXPECT_EQ(env.at("train_loss"), "cross_entropy");  // the keys LibTorch writes too
@@ -120,7 +120,9 @@ TEST_P(StepLayers, EagerStepHasAForwardAndABackwardRowPerLayer) {
       ASSERT_EQ(run.analysis.ops.at(i).op_index, i);
       own += run.analysis.ops[i].cost.flops;
       const Pass pass = pass_of(op);
-      const std::string phase = pass == Pass::kOptimizer ? "optimizer" : pass == Pass::kForward ? "forward" : "backward";
+      const std::string phase = pass == Pass::kOptimizer ? "optimizer"
+                                : pass == Pass::kForward ? "forward"
+                                                         : "backward";
       EXPECT_EQ(phase, l.pass) << op.name;
       // (a sum of partial gradients has no forward op: it goes to its tensor's producer's row)
       if (l.pass == "forward" || op.differentiates) EXPECT_EQ(module_of(op), l.module) << op.name;

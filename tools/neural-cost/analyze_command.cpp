@@ -11,10 +11,10 @@
 #include "neuralcost/hardware/interconnect.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/parallel/data_parallel.hpp"
-#include "neuralcost/report/parallel_views.hpp"
 #include "neuralcost/registry.hpp"
 #include "neuralcost/report/cost.hpp"
 #include "neuralcost/report/llm_views.hpp"
+#include "neuralcost/report/parallel_views.hpp"
 #include "neuralcost/report/training_views.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/training.hpp"
@@ -74,16 +74,18 @@ std::int64_t positive_int(const std::string& text, const std::string& what) {
 
 /// `analyze TARGET --draft DRAFT`: the speculative decoding estimate per batch.
 void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
-  for (const char* option : {"--train", "--prompt", "--seq", "--width", "--depth", "--input", "--dim",
-                             "--structure-only", "--generate", "--price-per-hour", "--currency", "--parallel", "--zero",
-                             "--system", "--link"}) {
-    if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --draft", option));
+  for (const char* option :
+       {"--train", "--prompt", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only", "--generate",
+        "--price-per-hour", "--currency", "--parallel", "--zero", "--system", "--link"}) {
+    if (cmd.count(option) > 0)
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --draft", option));
   }
   if (cmd.count("--phase") > 0 && args.phase != "decode") {
     throw Error(ErrorCode::kInvalidArgument, "--draft estimates decode steps: --phase must be decode (or left out)");
   }
   if (args.models.size() != 1) {
-    throw Error(ErrorCode::kInvalidArgument, "--draft needs exactly one target model (a decoder preset or config.json)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--draft needs exactly one target model (a decoder preset or config.json)");
   }
   std::vector<SpeculativeEstimate> estimates;
   SpeculativeRequest request;
@@ -103,9 +105,9 @@ void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format 
 
 /// `analyze MODEL --phase generate`: a whole generation per batch.
 void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
-  for (const char* option : {"--train", "--context", "--seq", "--width", "--depth", "--input", "--dim",
-                             "--structure-only", "--draft-tokens", "--acceptance", "--parallel", "--zero", "--system",
-                             "--link"}) {
+  for (const char* option :
+       {"--train", "--context", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only", "--draft-tokens",
+        "--acceptance", "--parallel", "--zero", "--system", "--link"}) {
     if (cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --phase generate", option));
     }
@@ -177,9 +179,9 @@ void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Fo
   for (const char* option : {"--hardware", "--zero", "--link", "--seq", "--width", "--depth", "--input", "--dim",
                              "--structure-only", "--prompt"}) {
     if (cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} does not apply with --phase decode --memory-budget (it counts bytes per device)",
-                              option));
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("{} does not apply with --phase decode --memory-budget (it counts bytes per device)", option));
     }
   }
   if (args.models.size() != 1) {
@@ -187,25 +189,28 @@ void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Fo
                 "--memory-budget with --phase decode needs exactly one model (a decoder preset or config.json)");
   }
   if (cmd.count("--batch") > 0 && args.batches.size() != 1) {
-    throw Error(ErrorCode::kInvalidArgument, "--memory-budget with --phase decode takes one --batch (the sequences to serve)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--memory-budget with --phase decode takes one --batch (the sequences to serve)");
   }
   const std::int64_t batch = cmd.count("--batch") > 0 ? args.batches.front() : 1;
   const int max_tp = args.system.empty() ? 8 : find_system(args.system).devices_per_node;
   const DType dtype = cmd.count("--dtype") > 0 ? *parse_dtype(args.dtype) : DType::kBf16;
   const std::uint64_t budget = parse_memory_size(args.memory_budget);
   const double reserve = parse_reserve(args.reserve);
-  emit(render_serving_capacity(args.models.front(), args.context, batch, budget, reserve,
-                               analyze_serving_capacity(args.models.front(), dtype, args.context, budget, reserve, max_tp),
-                               format),
+  emit(render_serving_capacity(
+           args.models.front(), args.context, batch, budget, reserve,
+           analyze_serving_capacity(args.models.front(), dtype, args.context, budget, reserve, max_tp), format),
        args.output);
 }
 
 /// `analyze DECODER --parallel tp=N --system ID`: one prefill or decode step per batch over tp devices.
-void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Format format, const ParallelLayout& layout) {
+void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Format format,
+                         const ParallelLayout& layout) {
   if (layout.dp > 1) {
     throw Error(ErrorCode::kUnimplemented, "--parallel dp=N,tp=N together is not built yet: one of them");
   }
-  if (args.train) throw Error(ErrorCode::kUnimplemented, "--parallel tp=N with --train: tensor-parallel training is not built yet");
+  if (args.train)
+    throw Error(ErrorCode::kUnimplemented, "--parallel tp=N with --train: tensor-parallel training is not built yet");
   for (const char* option : {"--memory-budget", "--reserve"}) {
     if (cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -214,14 +219,15 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
                               option));
     }
   }
-  for (const char* option : {"--zero", "--search", "--seq", "--width", "--depth", "--input", "--dim",
-                             "--structure-only"}) {
+  for (const char* option :
+       {"--zero", "--search", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only"}) {
     if (cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --parallel tp=N", option));
     }
   }
   if (args.models.size() != 1) {
-    throw Error(ErrorCode::kInvalidArgument, "--parallel tp=N needs exactly one model (a decoder preset or config.json)");
+    throw Error(ErrorCode::kInvalidArgument,
+                "--parallel tp=N needs exactly one model (a decoder preset or config.json)");
   }
   const auto [system, link] = system_and_link(args, cmd);
   const HardwareSpec& hardware = HardwareDatabase::builtin().get(system.device);
@@ -233,7 +239,8 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
     r.prompt = args.prompt;
     r.context = args.context;
     if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
-    steps.push_back(analyze_tensor_parallel(args.models.front(), r, layout.tp, hardware, link, system.devices_per_node));
+    steps.push_back(
+        analyze_tensor_parallel(args.models.front(), r, layout.tp, hardware, link, system.devices_per_node));
   }
   emit(render_tensor_parallel(steps, system, link, format), args.output);
 }
@@ -254,9 +261,11 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
                   fmt::format("{} applies only with --phase generate (the cost command prices measured runs)", option));
     }
   }
-  if (cmd.count("--generate") > 0) throw Error(ErrorCode::kInvalidArgument, "--generate applies only with --phase generate");
+  if (cmd.count("--generate") > 0)
+    throw Error(ErrorCode::kInvalidArgument, "--generate applies only with --phase generate");
   for (const char* option : {"--draft-tokens", "--acceptance"}) {
-    if (cmd.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --draft", option));
+    if (cmd.count(option) > 0)
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --draft", option));
   }
   TrainingOptions training;
   std::optional<ParallelLayout> layout;
@@ -313,7 +322,8 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   }
   if (args.search) {
     // every ZeRO stage × batch × checkpoint policy of one model over the devices
-    if (cmd.count("--zero") > 0) throw Error(ErrorCode::kInvalidArgument, "--zero does not apply with --search (it tries each)");
+    if (cmd.count("--zero") > 0)
+      throw Error(ErrorCode::kInvalidArgument, "--zero does not apply with --search (it tries each)");
     if (args.models.size() != 1) throw Error(ErrorCode::kInvalidArgument, "--search needs exactly one model");
     const std::vector<std::int64_t> batches =
         cmd.count("--batch") > 0 ? args.batches : std::vector<std::int64_t>{1, 2, 4, 8, 16, 32};
@@ -353,8 +363,8 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   // a report that is mostly unmodeled is not a result: say so last and fail
   for (const Analysis& a : analyses) {
     if (!a.complete() && ((format != Format::kTable && format != Format::kMarkdown) || analyses.size() > 1)) {
-      fmt::print(stderr, "warning: {}: {} op(s) not modeled; totals are incomplete (see \"unmodeled\")\n", terminal_text(a.model),
-                 a.unmodeled.size());
+      fmt::print(stderr, "warning: {}: {} op(s) not modeled; totals are incomplete (see \"unmodeled\")\n",
+                 terminal_text(a.model), a.unmodeled.size());
     }
   }
   refuse_mostly_unmodeled(analyses);
@@ -364,10 +374,10 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
 
 void add_analyze_command(CLI::App& app) {
   auto args = std::make_shared<AnalyzeArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "analyze",
-      "Per-layer FLOPs, bytes, arithmetic intensity, limiting roof and lower-bound time.\n"
-      "Without a model: a summary of the five reference networks.");
+  CLI::App* cmd =
+      app.add_subcommand("analyze",
+                         "Per-layer FLOPs, bytes, arithmetic intensity, limiting roof and lower-bound time.\n"
+                         "Without a model: a summary of the five reference networks.");
   cmd->add_option("model,--model", args->models,
                   "Models, comma-separated: ff, cnn, rnn, lstm, transformer, ONNX files, decoder configs (config.json) "
                   "or decoder presets (llama-2-7b, llama-3-8b, ...; omit for all five networks; several: a summary)")
@@ -383,8 +393,7 @@ void add_analyze_command(CLI::App& app) {
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer; not ONNX)")->capture_default_str();
-  cmd->add_option("--width", args->width, "Hidden width d (cnn: channels of the last stage)")
-      ->capture_default_str();
+  cmd->add_option("--width", args->width, "Hidden width d (cnn: channels of the last stage)")->capture_default_str();
   cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
   cmd->add_option("--phase", args->phase,
                   "Decoder LLMs (a config.json or a preset such as llama-3-8b): prefill (the prompt, time to first "

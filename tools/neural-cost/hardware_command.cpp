@@ -7,12 +7,12 @@
 
 #include "commands.hpp"
 #include "neuralcost/calibrate/calibrate.hpp"
+#include "neuralcost/calibrate/collective_calibration.hpp"
+#include "neuralcost/calibrate/gpu_calibration.hpp"
+#include "neuralcost/core/atomic_file.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
-#include "neuralcost/calibrate/gpu_calibration.hpp"
 #include "neuralcost/measure/device.hpp"
-#include "neuralcost/calibrate/collective_calibration.hpp"
-#include "neuralcost/core/atomic_file.hpp"
 #include "neuralcost/report/link_views.hpp"
 #include "neuralcost/training/memory.hpp"
 
@@ -50,7 +50,9 @@ void run_collective_calibration(const CLI::App& cmd, const std::vector<int>& ran
 }  // namespace
 
 void add_hardware_command(CLI::App& app) {
-  CLI::App* hw = app.add_subcommand("hardware", "The hardware database, its links and systems, and this machine: list, show, interconnects, systems, detect, calibrate");
+  CLI::App* hw = app.add_subcommand("hardware",
+                                    "The hardware database, its links and systems, and this machine: list, show, "
+                                    "interconnects, systems, detect, calibrate");
   hw->require_subcommand(1);
 
   auto list_format = std::make_shared<std::string>("table");
@@ -81,7 +83,8 @@ void add_hardware_command(CLI::App& app) {
   CLI::App* links = hw->add_subcommand(
       "interconnects", "The built-in links between devices: line rate, achieved bus bandwidth, latency (with sources)");
   add_format_option(*links, *links_format);
-  links->callback([links_format] { emit(render_interconnects(builtin_interconnects(), *parse_format(*links_format)), ""); });
+  links->callback(
+      [links_format] { emit(render_interconnects(builtin_interconnects(), *parse_format(*links_format)), ""); });
   auto systems_format = std::make_shared<std::string>("table");
   CLI::App* systems = hw->add_subcommand("systems", "The built-in systems: device, devices per node, links, NICs");
   add_format_option(*systems, *systems_format);
@@ -93,9 +96,8 @@ void add_hardware_command(CLI::App& app) {
       "What this machine is: CPU, cores, ISA, clock, caches, memory, NUMA, VM (from /proc and sysfs), and its CUDA "
       "GPUs as the NVIDIA driver reports them (or why there are none)");
   add_format_option(*detect, *detect_format);
-  detect->callback([detect_format] {
-    emit(render_host(describe_host(), *parse_format(*detect_format), &cuda_devices()), "");
-  });
+  detect->callback(
+      [detect_format] { emit(render_host(describe_host(), *parse_format(*detect_format), &cuda_devices()), ""); });
 
   struct CalibrateArgs {
     bool quick = false;
@@ -118,18 +120,22 @@ void add_hardware_command(CLI::App& app) {
       "until the best rounds agree, and cache them for --hardware host (one calibration per thread count). The "
       "load of the machine is read before and during the measurement: a calibration taken while other processes "
       "ran, or whose rounds disagree, is printed but not saved (exit code 1) unless --force");
-  calibrate_cmd->add_flag("--quick", cal->quick, "Fewer runs per round and smaller GEMMs (on an idle 2-vCPU VM about 4 s instead of 6 to 9 s)");
+  calibrate_cmd->add_flag(
+      "--quick", cal->quick,
+      "Fewer runs per round and smaller GEMMs (on an idle 2-vCPU VM about 4 s instead of 6 to 9 s)");
   calibrate_cmd->add_flag("--force", cal->force,
                           "Save the calibration even when the machine was busy or the rounds disagree (the reasons "
                           "stay in its warnings)");
-  calibrate_cmd->add_option("--threads", cal->threads,
-                            "Threads, one pinned per CPU: the ceilings of a run of N threads (default: one per CPU "
-                            "this process may use)")
+  calibrate_cmd
+      ->add_option("--threads", cal->threads,
+                   "Threads, one pinned per CPU: the ceilings of a run of N threads (default: one per CPU "
+                   "this process may use)")
       ->check(CLI::Range(1, 4096));
-  calibrate_cmd->add_option("--device", cal->device,
-                            "cpu (this machine's CPU), or cuda:N: the GPU's HBM copy and triad, L2, FP32/FP64 FMA, "
-                            "cuBLASLt GEMM peaks (tf32, bf16, fp16, fp8) and launch floor beside its datasheet (needs "
-                            "the NVIDIA driver, and nvcc when neural-cost was built; not cached)")
+  calibrate_cmd
+      ->add_option("--device", cal->device,
+                   "cpu (this machine's CPU), or cuda:N: the GPU's HBM copy and triad, L2, FP32/FP64 FMA, "
+                   "cuBLASLt GEMM peaks (tf32, bf16, fp16, fp8) and launch floor beside its datasheet (needs "
+                   "the NVIDIA driver, and nvcc when neural-cost was built; not cached)")
       ->capture_default_str();
   calibrate_cmd->add_flag("--counters", cal->counters,
                           "With --device cuda:N: also check the GPU's hardware counters (CUPTI) on kernels whose FLOPs "
@@ -145,8 +151,9 @@ void add_hardware_command(CLI::App& app) {
   calibrate_cmd->add_option("--ranks", cal->ranks, "With --collectives: the rank counts to sweep (each at least 2)")
       ->delimiter(',')
       ->capture_default_str();
-  calibrate_cmd->add_option("--max-bytes", cal->max_bytes,
-                            "With --collectives: the largest size, e.g. 64MiB (sizes are 4 B × 2^k up to it)")
+  calibrate_cmd
+      ->add_option("--max-bytes", cal->max_bytes,
+                   "With --collectives: the largest size, e.g. 64MiB (sizes are 4 B × 2^k up to it)")
       ->capture_default_str();
   calibrate_cmd->add_option("--rounds", cal->rounds, "With --collectives: timed rounds per size (the median counts)")
       ->check(CLI::Range(3, 1000))
@@ -169,8 +176,8 @@ void add_hardware_command(CLI::App& app) {
     if (device.is_cuda()) {
       for (const char* cpu_only : {"--threads", "--force"}) {
         if (calibrate_cmd->count(cpu_only) > 0) {
-          throw Error(ErrorCode::kInvalidArgument, fmt::format("{} is for the CPU's calibration, not --device {}",
-                                                               cpu_only, cal->device));
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("{} is for the CPU's calibration, not --device {}", cpu_only, cal->device));
         }
       }
       const GpuCalibration c = calibrate_gpu(device, cal->quick, cal->counters);
@@ -179,13 +186,15 @@ void add_hardware_command(CLI::App& app) {
         const HardwareSpec* datasheet = HardwareDatabase::builtin().find(c.spec_id);
         if (!datasheet) {
           throw Error(ErrorCode::kNotFound, fmt::format("--spec-output: the built-in database names no GPU '{}', so "
-                                                        "there is no spec to put the measurements in", c.gpu_name));
+                                                        "there is no spec to put the measurements in",
+                                                        c.gpu_name));
         }
         emit(render_hardware(measured_gpu_spec(*datasheet, c), Format::kJson), cal->spec_output);
       }
       return;
     }
-    if (!cal->spec_output.empty()) throw Error(ErrorCode::kInvalidArgument, "--spec-output is for --device cuda:N or --collectives");
+    if (!cal->spec_output.empty())
+      throw Error(ErrorCode::kInvalidArgument, "--spec-output is for --device cuda:N or --collectives");
     if (cal->counters) throw Error(ErrorCode::kInvalidArgument, "--counters is for --device cuda:N, not the CPU");
     CalibrationOptions options;
     options.quick = cal->quick;
@@ -194,7 +203,8 @@ void add_hardware_command(CLI::App& app) {
     // one calibration of these threads at a time: side by side they take each other's cores
     const CalibrationLock lock(calibration_threads(host, cal->threads), kCalibrationLockSeconds);
     if (lock.waited_seconds() > 0) {
-      std::fprintf(stderr, "note: waited %.1f s for another calibration of this CPU to finish\n", lock.waited_seconds());
+      std::fprintf(stderr, "note: waited %.1f s for another calibration of this CPU to finish\n",
+                   lock.waited_seconds());
     }
     Calibration c = calibrate(host, options);
     const std::vector<std::string> doubts = why_not_cacheable(c);

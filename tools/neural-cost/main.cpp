@@ -6,11 +6,11 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "neuralcost/core/call_thread.hpp"
-#include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/calibrate/calibrate.hpp"
-#include "neuralcost/core/error.hpp"
 #include "neuralcost/core/atomic_file.hpp"
+#include "neuralcost/core/call_thread.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/version.hpp"
 
 namespace neuralcost::cli {

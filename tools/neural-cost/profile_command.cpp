@@ -8,25 +8,26 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "neuralcost/gpu/cuda_devices.hpp"
-#include "run_options.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
+#include "neuralcost/gpu/cuda_devices.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/measure/device.hpp"
-#include "neuralcost/model_inputs.hpp"
 #include "neuralcost/measure/profile.hpp"
+#include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/report/profile_views.hpp"
+#include "run_options.hpp"
 
 namespace neuralcost::cli {
 namespace {
 
-
 /// "113 µs" (the median of a finished run), for the progress line.
 std::string report_median(const ProfileRun& r) {
   const double s = r.timing.summary.median;
-  return s >= 1 ? fmt::format("{:.3g} s", s) : s >= 1e-3 ? fmt::format("{:.3g} ms", s * 1e3) : fmt::format("{:.3g} µs", s * 1e6);
+  return s >= 1      ? fmt::format("{:.3g} s", s)
+         : s >= 1e-3 ? fmt::format("{:.3g} ms", s * 1e3)
+                     : fmt::format("{:.3g} µs", s * 1e6);
 }
 
 /// The options of profile's per-layer tables (--top, --sort, --group-by).
@@ -39,9 +40,9 @@ void run_profile(const RunArgs& args, const LayerArgs& layer_args, const CLI::Ap
   // Ctrl-C ends the run in progress and its workers; -o holds every finished run as it ends.
   // Installed first: a signal while the plan is made (calibration, loading plugins) is kept too.
   install_interrupt_handlers();
-  const LayerTableOptions table = layer_table_options(
-      cmd.count("--top") ? std::optional<long long>(layer_args.top) : std::nullopt, layer_args.sort, layer_args.group,
-      args.layer_runs);
+  const LayerTableOptions table =
+      layer_table_options(cmd.count("--top") ? std::optional<long long>(layer_args.top) : std::nullopt, layer_args.sort,
+                          layer_args.group, args.layer_runs);
   const Format format = output_format(cmd, args.format, args.output);
   if (table.any() && (args.summary_only || format == Format::kJson)) {
     // JSON has every layer; --summary prints no layer table (checked before anything slow runs)
@@ -109,16 +110,17 @@ void add_backends_command(CLI::App& app) {
 void add_profile_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto layer_args = std::make_shared<LayerArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "profile",
-      "Run models through a backend, time them under the timing contract and compare with the\n"
-      "roofline: latency with its 95% CI, samples/s, FLOP/s, efficiency, limit and verdict per\n"
-      "run, and measured time per layer. Without --model: the five reference networks.");
+  CLI::App* cmd =
+      app.add_subcommand("profile",
+                         "Run models through a backend, time them under the timing contract and compare with the\n"
+                         "roofline: latency with its 95% CI, samples/s, FLOP/s, efficiency, limit and verdict per\n"
+                         "run, and measured time per layer. Without --model: the five reference networks.");
   add_run_options(*cmd, *args);
   cmd->add_flag("--summary", args->summary_only, "Print only the summary across runs (table, md, csv)");
-  cmd->add_option("--top", layer_args->top,
-                  "Per-layer tables (table, md, csv; an error with --summary, --format json or --layer-runs 0): keep the "
-                  "first N rows (after --sort and --group-by); one row sums the rest");
+  cmd->add_option(
+      "--top", layer_args->top,
+      "Per-layer tables (table, md, csv; an error with --summary, --format json or --layer-runs 0): keep the "
+      "first N rows (after --sort and --group-by); one row sums the rest");
   cmd->add_option("--sort", layer_args->sort,
                   "Per-layer tables: time (longest first), waste (time above the lower bound, largest first) or "
                   "efficiency (lowest first); default: execution order");

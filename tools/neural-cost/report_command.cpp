@@ -16,7 +16,6 @@ constexpr const char* kResultsHelp =
     "Results file: `profile --format json` output, or JSON Lines (one run per line, optionally after a "
     "{\"hardware\": ...} header line; docs/json-schema.md#results-lines)";
 
-
 /// Reads a results file, printing what was skipped; an error when no run is left.
 ResultsFile read_for_report(const std::string& path) {
   ResultsFile results = read_results(path);
@@ -74,8 +73,8 @@ Format view_format(const std::string& name, const char* command) {
   const std::optional<Format> format = parse_format(name);
   if (!format) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{} writes table, json, csv or md, not '{}' (the HTML page is `neural-cost report`)", command,
-                            name));
+                fmt::format("{} writes table, json, csv or md, not '{}' (the HTML page is `neural-cost report`)",
+                            command, name));
   }
   return *format;
 }
@@ -142,8 +141,8 @@ struct CompareArgs {
   std::string output;
   std::string format = "table";
   double alpha = 0.05;
-  double min_effect = 5;                // percent
-  double fail_if_slower = -1;           // percent; negative: no gate
+  double min_effect = 5;       // percent
+  double fail_if_slower = -1;  // percent; negative: no gate
 };
 
 /// "5%" or "5" -> 5; kInvalidArgument naming the option otherwise.
@@ -156,7 +155,8 @@ double percent_option(const std::string& text, const char* option) {
     if (used == t.size() && v >= 0 && v < 100) return v;
   } catch (const std::exception&) {
   }
-  throw Error(ErrorCode::kInvalidArgument, fmt::format("{} '{}' must be a percentage from 0 to below 100 (e.g. 5%)", option, text));
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("{} '{}' must be a percentage from 0 to below 100 (e.g. 5%)", option, text));
 }
 
 void run_compare(const CompareArgs& args, const CLI::App& cmd) {
@@ -206,7 +206,9 @@ void add_report_commands(CLI::App& app) {
     cmd->add_option("results", args->results, kResultsHelp)->required();
     cmd->add_option("-o,--output", args->output,
                     "Write to this file (atomically) instead of stdout; without --format, .md gives Markdown");
-    cmd->add_option("--format", args->format, "html or md")->check(CLI::IsMember({"html", "md"}))->capture_default_str();
+    cmd->add_option("--format", args->format, "html or md")
+        ->check(CLI::IsMember({"html", "md"}))
+        ->capture_default_str();
     add_price_options(*cmd, args->price);
     cmd->add_option("--baseline", args->baseline,
                     "An earlier results file: adds a section comparing every matching cell (see `compare`)");

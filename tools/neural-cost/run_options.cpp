@@ -18,7 +18,8 @@ namespace neuralcost::cli {
 void add_run_options(CLI::App& command, RunArgs& a) {
   CLI::App* cmd = &command;
   RunArgs* args = &a;
-  cmd->add_option("model,--model", args->models, "ff, cnn, rnn, lstm, transformer, or a model file: TorchScript .pt/.ts (libtorch), torch.export .pt2 "
+  cmd->add_option("model,--model", args->models,
+                  "ff, cnn, rnn, lstm, transformer, or a model file: TorchScript .pt/.ts (libtorch), torch.export .pt2 "
                   "(torch), SavedModel directory (tensorflow); comma-separated")
       ->delimiter(',');
   // list options take one argument per occurrence, so that a model after them stays the model
@@ -76,9 +77,11 @@ void add_run_options(CLI::App& command, RunArgs& a) {
   cmd->add_flag("--allow-hardware-mismatch", args->allow_hardware_mismatch,
                 "Accept a --hardware spec of another kind of device than --device (e.g. a GPU's roofline for a "
                 "cpu run); every run then carries a warning");
-  cmd->add_option("--budget", args->budget, "Seconds of sampling per cell, split over its rounds")->capture_default_str();
-  cmd->add_option("--target-ci", args->target_ci,
-                  "A round stops sampling when the 95% CI of its median is this fraction of it (or its budget is spent)")
+  cmd->add_option("--budget", args->budget, "Seconds of sampling per cell, split over its rounds")
+      ->capture_default_str();
+  cmd->add_option(
+         "--target-ci", args->target_ci,
+         "A round stops sampling when the 95% CI of its median is this fraction of it (or its budget is spent)")
       ->capture_default_str();
   cmd->add_option("--rounds", args->rounds,
                   "Rounds per cell at least: each a window of its own, interleaved with the other cells of the same "
@@ -99,7 +102,8 @@ void add_run_options(CLI::App& command, RunArgs& a) {
       ->capture_default_str();
   cmd->add_option("--warmup", args->warmup, "Warm-up runs at least")->capture_default_str();
   cmd->add_option("--warmup-seconds", args->warmup_seconds, "Warm-up seconds at least")->capture_default_str();
-  cmd->add_option("--layer-runs", args->layer_runs, "Profiled passes for per-layer times (0: skip)")->capture_default_str();
+  cmd->add_option("--layer-runs", args->layer_runs, "Profiled passes for per-layer times (0: skip)")
+      ->capture_default_str();
   cmd->add_flag("--train", args->train,
                 "Time whole training steps (forward, loss, backward, optimizer step, zero-grad) of the built-in "
                 "networks: cross entropy on fixed random labels (mean squared error when the output is not [batch, "
@@ -116,7 +120,8 @@ void add_run_options(CLI::App& command, RunArgs& a) {
   cmd->add_option("--eps", args->eps, "With --train and adam or adamw: epsilon (default 1e-8)");
   cmd->add_option("--weight-decay", args->weight_decay,
                   "With --train: weight decay (default 0, adamw 0.01; decoupled for adamw, L2 for the others)");
-  cmd->add_option("--labels-seed", args->labels_seed, "With --train: seed of the labels or regression target (default 0)");
+  cmd->add_option("--labels-seed", args->labels_seed,
+                  "With --train: seed of the labels or regression target (default 0)");
 }
 
 namespace {
@@ -126,15 +131,19 @@ bool given(double v) { return !std::isnan(v); }
 /// The training settings of --train and its options; kInvalidArgument for an option given without
 /// --train or one that does not apply to the optimizer.
 std::optional<TrainRun> training_of(const RunArgs& a) {
-  const std::vector<std::pair<const char*, bool>> options = {
-      {"--optimizer", !a.optimizer.empty()},  {"--precision", !a.precision.empty()},
-      {"--checkpoint", !a.checkpoint.empty()}, {"--learning-rate", given(a.learning_rate)},
-      {"--momentum", given(a.momentum)},      {"--betas", !a.betas.empty()},
-      {"--eps", given(a.eps)},                {"--weight-decay", given(a.weight_decay)},
-      {"--labels-seed", a.labels_seed != -1}};
+  const std::vector<std::pair<const char*, bool>> options = {{"--optimizer", !a.optimizer.empty()},
+                                                             {"--precision", !a.precision.empty()},
+                                                             {"--checkpoint", !a.checkpoint.empty()},
+                                                             {"--learning-rate", given(a.learning_rate)},
+                                                             {"--momentum", given(a.momentum)},
+                                                             {"--betas", !a.betas.empty()},
+                                                             {"--eps", given(a.eps)},
+                                                             {"--weight-decay", given(a.weight_decay)},
+                                                             {"--labels-seed", a.labels_seed != -1}};
   if (!a.train) {
     for (const auto& [name, set] : options) {
-      if (set) throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies to training runs only: add --train", name));
+      if (set)
+        throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies to training runs only: add --train", name));
     }
     return std::nullopt;
   }
@@ -159,7 +168,8 @@ std::optional<TrainRun> training_of(const RunArgs& a) {
   if (given(a.eps)) h.eps = a.eps;
   if (given(a.weight_decay)) h.weight_decay = a.weight_decay;
   if (a.labels_seed != -1) {
-    if (a.labels_seed < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("--labels-seed must be at least 0 (got {})", a.labels_seed));
+    if (a.labels_seed < 0)
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("--labels-seed must be at least 0 (got {})", a.labels_seed));
     h.labels_seed = static_cast<std::uint64_t>(a.labels_seed);
   }
   if (!a.betas.empty()) {
@@ -223,11 +233,10 @@ RunSetup prepare_run(const RunArgs& args) {
   // one backend: a device it does not have is the command's error (several: a failed run each)
   if (backends.size() == 1) check_device_offered(*backends.front(), options.run.device);
   // the roof of a CPU run is the ceiling of the cores its threads use (host's calibration by thread count)
-  setup.hardware =
-      hardware_for(args.hardware.empty()
-                       ? default_hardware_for(backends, options.run.device, options.run.worker_timeout_seconds)
-                       : args.hardware,
-                   options.run.threads);
+  setup.hardware = hardware_for(
+      args.hardware.empty() ? default_hardware_for(backends, options.run.device, options.run.worker_timeout_seconds)
+                            : args.hardware,
+      options.run.threads);
   return setup;
 }
 

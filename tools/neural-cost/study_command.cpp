@@ -26,13 +26,15 @@ std::string line_of(const nlohmann::json& j) {
 
 std::string duration(double s) {
   const auto total = static_cast<long long>(s + 0.5);
-  return total >= 3600 ? fmt::format("{}h{:02}m", total / 3600, total / 60 % 60) : fmt::format("{}m{:02}s", total / 60, total % 60);
+  return total >= 3600 ? fmt::format("{}h{:02}m", total / 3600, total / 60 % 60)
+                       : fmt::format("{}m{:02}s", total / 60, total % 60);
 }
 
 void run_study_command(const RunArgs& args, bool resume, double time_limit) {
   const std::string& path = args.output;
   if (!(time_limit >= 0 && time_limit <= 7 * 86400)) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--time-limit must be 0 (none) to 604800 seconds (got {})", time_limit));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--time-limit must be 0 (none) to 604800 seconds (got {})", time_limit));
   }
   RunSetup setup = prepare_run(args);
   const std::vector<StudyCell> cells = study_cells(setup.plan, setup.base, setup.options);
@@ -62,8 +64,10 @@ void run_study_command(const RunArgs& args, bool resume, double time_limit) {
   }
   std::size_t todo = 0;
   for (const StudyCell& c : cells) {
-    todo += progress.done.count(cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch,
-                                         setup.options.run.device.name())) ? 0 : 1;
+    todo += progress.done.count(
+                cell_key(c.model, std::string(c.backend->name()), c.mode, c.batch, setup.options.run.device.name()))
+                ? 0
+                : 1;
   }
   install_interrupt_handlers();
   const bool terminal = ::isatty(2) != 0;
@@ -74,26 +78,30 @@ void run_study_command(const RunArgs& args, bool resume, double time_limit) {
   std::size_t rounds_kept = 0;
   for (const auto& [key, rounds] : progress.rounds) rounds_kept += progress.done.count(key) ? 0 : rounds.size();
   if (rounds_kept > 0) fmt::print(stderr, "study: {} finished rounds of unfinished cells are reused\n", rounds_kept);
-  const auto on_round = [&](const Round& r, const std::string& cell) { append_line_durably(path, line_of(round_line(cell, r))); };
+  const auto on_round = [&](const Round& r, const std::string& cell) {
+    append_line_durably(path, line_of(round_line(cell, r)));
+  };
   run_study(cells, setup.base, setup.hardware, setup.options, progress, time_limit, on_round,
             [&](const ProfileRun& r, std::size_t) {
-    append_line_durably(path, line_of(profile_run_json(r)));
-    ++done;
-    failed += r.outcome.failed() ? 1 : 0;
-    const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    const std::string cell = fmt::format("{} {} {} batch {}: {}", terminal_text(r.model), r.backend, r.mode, r.batch,
-                                         r.outcome.failed() ? "failed" : std::string(verdict_name(r.outcome.verdict)));
-    if (terminal) {
-      fmt::print(stderr, "\r\033[K[{}/{}] {}, {} elapsed, about {} left", done, todo, cell, duration(elapsed),
-                 duration(elapsed / static_cast<double>(done) * static_cast<double>(todo - std::min(done, todo))));
-    } else {
-      fmt::print(stderr, "[{}/{}] {}\n", done, todo, cell);
-    }
-  });
+              append_line_durably(path, line_of(profile_run_json(r)));
+              ++done;
+              failed += r.outcome.failed() ? 1 : 0;
+              const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+              const std::string cell =
+                  fmt::format("{} {} {} batch {}: {}", terminal_text(r.model), r.backend, r.mode, r.batch,
+                              r.outcome.failed() ? "failed" : std::string(verdict_name(r.outcome.verdict)));
+              if (terminal) {
+                fmt::print(
+                    stderr, "\r\033[K[{}/{}] {}, {} elapsed, about {} left", done, todo, cell, duration(elapsed),
+                    duration(elapsed / static_cast<double>(done) * static_cast<double>(todo - std::min(done, todo))));
+              } else {
+                fmt::print(stderr, "[{}/{}] {}\n", done, todo, cell);
+              }
+            });
   if (terminal) fmt::print(stderr, "\n");
   if (interrupted()) {
-    throw Interrupted(fmt::format("{} of {} cells done and in {}; `neural-cost study ... --resume` continues", done,
-                                  todo, path));
+    throw Interrupted(
+        fmt::format("{} of {} cells done and in {}; `neural-cost study ... --resume` continues", done, todo, path));
   }
   fmt::print(stderr, "study: {} cells run ({} failed) into {}; `neural-cost report {} -o report.html` draws them\n",
              done, failed, path, path);

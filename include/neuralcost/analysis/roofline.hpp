@@ -30,12 +30,12 @@ struct OpRoofline {
   /// when none does or the spec gives no cache bandwidths.
   double memory_seconds = 0;
   std::string memory_level = "DRAM";
-  double dram_seconds = 0;           ///< bytes / DRAM bandwidth, whatever level was used
-  double lower_bound_seconds = 0;    ///< max(compute_seconds, memory_seconds)
+  double dram_seconds = 0;         ///< bytes / DRAM bandwidth, whatever level was used
+  double lower_bound_seconds = 0;  ///< max(compute_seconds, memory_seconds)
   /// Which roof limits the op; empty for an unmodeled op (its FLOPs are unknown).
   std::optional<Bound> bound;
   double attainable_flops_per_second = 0;  ///< min(peak, intensity x bandwidth)
-  double share = 0;  ///< lower_bound_seconds / model lower bound (unfused)
+  double share = 0;                        ///< lower_bound_seconds / model lower bound (unfused)
 };
 
 /// Ops executed as one kernel in the fused lower bound: a run of consecutive ops (in
@@ -62,17 +62,17 @@ struct ModelTotals {
   std::uint64_t flops = 0;
   std::uint64_t contraction_flops = 0;
   std::uint64_t transcendentals = 0;
-  std::uint64_t bytes_read = 0;     ///< sum over ops (each op reads its inputs and weights)
+  std::uint64_t bytes_read = 0;  ///< sum over ops (each op reads its inputs and weights)
   std::uint64_t bytes_written = 0;
-  std::uint64_t parameter_count = 0;   ///< unique trainable parameters (shared weights once)
-  std::uint64_t buffer_count = 0;      ///< unique non-trainable parameters (e.g. running stats)
-  std::uint64_t parameter_bytes = 0;   ///< unique parameters and buffers, in bytes
-  double arithmetic_intensity = 0;     ///< flops / (bytes_read + bytes_written)
-  double compute_seconds = 0;          ///< sum of per-op compute times
-  double memory_seconds = 0;           ///< sum of per-op memory times
-  double lower_bound_seconds = 0;      ///< sum of per-op lower bounds (ops run one after another)
-  double dram_lower_bound_seconds = 0; ///< the same with every byte from DRAM (equal without cache levels)
-  Bound bound = Bound::kMemory;        ///< the roof behind most of lower_bound_seconds
+  std::uint64_t parameter_count = 0;    ///< unique trainable parameters (shared weights once)
+  std::uint64_t buffer_count = 0;       ///< unique non-trainable parameters (e.g. running stats)
+  std::uint64_t parameter_bytes = 0;    ///< unique parameters and buffers, in bytes
+  double arithmetic_intensity = 0;      ///< flops / (bytes_read + bytes_written)
+  double compute_seconds = 0;           ///< sum of per-op compute times
+  double memory_seconds = 0;            ///< sum of per-op memory times
+  double lower_bound_seconds = 0;       ///< sum of per-op lower bounds (ops run one after another)
+  double dram_lower_bound_seconds = 0;  ///< the same with every byte from DRAM (equal without cache levels)
+  Bound bound = Bound::kMemory;         ///< the roof behind most of lower_bound_seconds
   std::uint64_t fused_bytes_read = 0;
   std::uint64_t fused_bytes_written = 0;
   double fused_lower_bound_seconds = 0;
@@ -109,7 +109,6 @@ struct Analysis {
 /// Costs every op, applies the roofline and builds the fused lower bound. Throws the cost
 /// model's errors (malformed op, overflow) and kNotFound when the hardware lacks a peak for a
 /// dtype an op computes in.
-Analysis analyze(OpGraph graph, const HardwareSpec& hardware,
-                 const AnalysisOptions& options = {});
+Analysis analyze(OpGraph graph, const HardwareSpec& hardware, const AnalysisOptions& options = {});
 
 }  // namespace neuralcost

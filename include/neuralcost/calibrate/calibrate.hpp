@@ -32,8 +32,8 @@ struct CalibrationOptions {
   /// Threads, one pinned per CPU: the ceilings of a run with this many threads (0: one per CPU
   /// this process may use; more than that is capped, with a warning).
   int threads = 0;
-  int min_rounds = 2;  ///< interleaved rounds at least...
-  int max_rounds = 0;  ///< ...and at most (0: 4 when quick, 6 when full)
+  int min_rounds = 2;                ///< interleaved rounds at least...
+  int max_rounds = 0;                ///< ...and at most (0: 4 when quick, 6 when full)
   double idle_check_seconds = 0.25;  ///< how long the machine is watched before measuring
 };
 

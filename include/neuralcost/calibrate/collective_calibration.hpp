@@ -32,8 +32,8 @@ struct CollectivePoint {
   int calls = 0;
   std::vector<double> seconds;
   double median_seconds = 0;
-  bool held_back = false;       ///< not used in the fit: checks it
-  double predicted_seconds = 0; ///< from the fit
+  bool held_back = false;        ///< not used in the fit: checks it
+  double predicted_seconds = 0;  ///< from the fit
 };
 
 struct CollectiveCalibration {

@@ -16,10 +16,11 @@
 namespace neuralcost {
 
 struct GpuCeiling {
-  std::string name;   ///< hbm_copy, hbm_triad, l2_read, fp32_fma, fp64_fma, gemm_tf32, gemm_bf16, gemm_fp16, gemm_fp8, launch_floor
+  std::string name;  ///< hbm_copy, hbm_triad, l2_read, fp32_fma, fp64_fma, gemm_tf32, gemm_bf16, gemm_fp16, gemm_fp8,
+                     ///< launch_floor
   double measured = 0;
-  std::string unit;   ///< B/s, FLOP/s, s
-  std::string how;    ///< the kernel and its size
+  std::string unit;                 ///< B/s, FLOP/s, s
+  std::string how;                  ///< the kernel and its size
   std::optional<double> datasheet;  ///< the spec's figure it is compared with
   std::string datasheet_field;      ///< which field ("memory_bandwidth_bytes_per_second", "peak_flops_per_second.bf16")
   std::optional<double> ratio;      ///< measured / datasheet
@@ -39,15 +40,15 @@ struct CounterCheck {
 };
 
 struct GpuCalibration {
-  std::string device;          ///< cuda:N
+  std::string device;  ///< cuda:N
   std::string gpu_name;
   std::string compute_capability;
-  std::string spec_id;         ///< the built-in spec compared against; empty when none names this GPU
+  std::string spec_id;  ///< the built-in spec compared against; empty when none names this GPU
   bool quick = false;
   std::vector<GpuCeiling> ceilings;
   std::vector<CounterCheck> counter_checks;  ///< with --counters
-  std::vector<std::string> skipped;   ///< "gemm_fp8: needs compute capability 8.9, ..."
-  std::vector<std::string> warnings;  ///< a ceiling above its datasheet, and the like
+  std::vector<std::string> skipped;          ///< "gemm_fp8: needs compute capability 8.9, ..."
+  std::vector<std::string> warnings;         ///< a ceiling above its datasheet, and the like
 };
 
 /// The datasheet spec with what `calibration` measured in its place: memory bandwidth (the better
@@ -72,10 +73,10 @@ std::vector<CounterCheck> parse_counter_check(std::string_view plugin_json, cons
 
 /// Measures `device` ("cuda:N"); with `counters`, also checks the hardware counters on kernels of
 /// known work (CUPTI). Counters that cannot be read (not permitted to this user: the driver's
-/// ERR_NVGPUCTRPERM, named) are kNotFound "hardware counters not available here". One named error when it cannot: kInvalidArgument for a malformed
-/// name or "cpu"; kNotFound when CUDA is unavailable here (with the reason) or there is no such
-/// device; kUnimplemented when this build has no CUDA plugin ("CUDA toolkit not found at build
-/// time"); kInternal with CUDA's message when a measurement fails.
+/// ERR_NVGPUCTRPERM, named) are kNotFound "hardware counters not available here". One named error when it cannot:
+/// kInvalidArgument for a malformed name or "cpu"; kNotFound when CUDA is unavailable here (with the reason) or there
+/// is no such device; kUnimplemented when this build has no CUDA plugin ("CUDA toolkit not found at build time");
+/// kInternal with CUDA's message when a measurement fails.
 GpuCalibration calibrate_gpu(const Device& device, bool quick, bool counters = false);
 
 }  // namespace neuralcost

@@ -11,12 +11,12 @@ namespace neuralcost {
 
 /// The most specific kind of failure (modelled on abseil's status codes).
 enum class ErrorCode {
-  kInvalidArgument,  ///< input that can never be valid (batch 0, malformed shape, bad JSON field)
-  kNotFound,         ///< a named thing does not exist (hardware id, model name, file)
-  kOutOfRange,       ///< a count that does not fit (a FLOP count that would overflow 64 bits)
-  kUnimplemented,    ///< valid input this version cannot handle
-  kDataLoss,         ///< a file that exists but cannot be read or parsed
-  kInternal,         ///< an invariant of ours broke (a bug, or a framework that behaved unexpectedly)
+  kInvalidArgument,    ///< input that can never be valid (batch 0, malformed shape, bad JSON field)
+  kNotFound,           ///< a named thing does not exist (hardware id, model name, file)
+  kOutOfRange,         ///< a count that does not fit (a FLOP count that would overflow 64 bits)
+  kUnimplemented,      ///< valid input this version cannot handle
+  kDataLoss,           ///< a file that exists but cannot be read or parsed
+  kInternal,           ///< an invariant of ours broke (a bug, or a framework that behaved unexpectedly)
   kResourceExhausted,  ///< out of memory (a worker's MemoryError, or killed by the OOM killer)
   kDeadlineExceeded,   ///< a worker did not answer in time
   kCancelled,          ///< the user interrupted it (SIGINT, SIGTERM)

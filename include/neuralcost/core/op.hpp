@@ -21,55 +21,55 @@ namespace neuralcost {
 /// compute unit, fusion, view rule, what it saves for backward) are one row of the table in
 /// neuralcost/cost/op_kinds.hpp; kUnknown stays last.
 enum class OpKind {
-  kMatMul,          ///< batched, broadcasting A[..,M,K] x B[..,K,N] (+ C) (attrs transpose_a/b)
-  kLinear,          ///< x[..,in] x W[out,in]^T (+ bias); weight and bias are parameters
-  kExpertLinear,    ///< mixture of experts: rows of x[..,in] through W[E,out,in] of attr top_k of E experts each
-  kConv,            ///< 1-D/2-D/3-D convolution: stride, dilation, padding, groups
-  kConvTranspose,   ///< transposed convolution, same attributes
-  kMaxPool,         ///< kernel, stride, padding, dilation
-  kAvgPool,         ///< kernel, stride, padding
-  kAdaptiveMaxPool, ///< output size taken from the output tensor
+  kMatMul,           ///< batched, broadcasting A[..,M,K] x B[..,K,N] (+ C) (attrs transpose_a/b)
+  kLinear,           ///< x[..,in] x W[out,in]^T (+ bias); weight and bias are parameters
+  kExpertLinear,     ///< mixture of experts: rows of x[..,in] through W[E,out,in] of attr top_k of E experts each
+  kConv,             ///< 1-D/2-D/3-D convolution: stride, dilation, padding, groups
+  kConvTranspose,    ///< transposed convolution, same attributes
+  kMaxPool,          ///< kernel, stride, padding, dilation
+  kAvgPool,          ///< kernel, stride, padding
+  kAdaptiveMaxPool,  ///< output size taken from the output tensor
   kAdaptiveAvgPool,
   kGlobalMaxPool,
   kGlobalAvgPool,
-  kUnary,           ///< elementwise math: attr function = exp, log, sqrt, neg, ...
-  kBinary,          ///< elementwise with broadcasting: attr function = add, sub, mul, div, ...
-  kActivation,      ///< attr function = relu, gelu, sigmoid, tanh, silu, ...
-  kSoftmax,         ///< attr axis
-  kLayerNorm,       ///< normalises the trailing dims covered by attr normalized_dims (default 1)
-  kBatchNorm,       ///< inference form (running statistics)
+  kUnary,       ///< elementwise math: attr function = exp, log, sqrt, neg, ...
+  kBinary,      ///< elementwise with broadcasting: attr function = add, sub, mul, div, ...
+  kActivation,  ///< attr function = relu, gelu, sigmoid, tanh, silu, ...
+  kSoftmax,     ///< attr axis
+  kLayerNorm,   ///< normalises the trailing dims covered by attr normalized_dims (default 1)
+  kBatchNorm,   ///< inference form (running statistics)
   kRmsNorm,
-  kEmbedding,       ///< gather rows of a table parameter by integer indices
-  kAttention,       ///< scaled dot-product attention over q[B,H,Lq,D], k/v[B,Hkv,Lk,D]; attr causal
-  kRnn,             ///< Elman RNN: hidden_size, num_layers, bidirectional, nonlinearity
+  kEmbedding,  ///< gather rows of a table parameter by integer indices
+  kAttention,  ///< scaled dot-product attention over q[B,H,Lq,D], k/v[B,Hkv,Lk,D]; attr causal
+  kRnn,        ///< Elman RNN: hidden_size, num_layers, bidirectional, nonlinearity
   kGru,
   kLstm,
-  kReduction,       ///< attr function = sum, mean, max, min, prod; reduced size from shapes
-  kReshape,         ///< view: no FLOPs, no bytes
-  kTranspose,       ///< copies unless attr materializes = false
+  kReduction,  ///< attr function = sum, mean, max, min, prod; reduced size from shapes
+  kReshape,    ///< view: no FLOPs, no bytes
+  kTranspose,  ///< copies unless attr materializes = false
   kConcat,
   kSlice,
   kSplit,
   kPad,
-  kEinsum,          ///< general contraction: attr equation, subscripts of the inputs then the parameters
-  kFill,            ///< writes its output from no tensor data: attr function = constant (default) or range
-  kGather,          ///< reads what it gathers or copies (a lookup, one-hot, tile), computes nothing
-  kScatter,         ///< writes updates (the last input) into data: attrs reduction, in_place
-  kCumulative,      ///< running sum/product along attr axis
-  kWindowReduction, ///< max/min/sum over windows of any dims: attr window (one size per dim)
-  kLoop,            ///< `body` run attr iterations times (each body op reads and writes every time)
-  kResize,          ///< interpolation along every dim whose size changes: attr mode = linear | cubic
-  kLocalResponseNorm,  ///< LRN over a window of attr size channels (dim 1)
-  kLoss,            ///< training loss of a step graph: attr function = cross_entropy (inputs logits, labels) | mse
-  kContractionGradient,  ///< a part of a contraction's gradient (dgrad, wgrad): `differentiates` is the forward op, attr part
-  kGradient,        ///< a part of another op's gradient: `differentiates` is the forward op, attr part
-  kOptimizerStep,   ///< one parameter's update: attr function = sgd | momentum | adam | adamw, attr precision
-  kCustom,          ///< FLOPs given by attr flops (and optional transcendentals)
-  kUnknown,         ///< not modeled: listed as such with its share of the graph
+  kEinsum,               ///< general contraction: attr equation, subscripts of the inputs then the parameters
+  kFill,                 ///< writes its output from no tensor data: attr function = constant (default) or range
+  kGather,               ///< reads what it gathers or copies (a lookup, one-hot, tile), computes nothing
+  kScatter,              ///< writes updates (the last input) into data: attrs reduction, in_place
+  kCumulative,           ///< running sum/product along attr axis
+  kWindowReduction,      ///< max/min/sum over windows of any dims: attr window (one size per dim)
+  kLoop,                 ///< `body` run attr iterations times (each body op reads and writes every time)
+  kResize,               ///< interpolation along every dim whose size changes: attr mode = linear | cubic
+  kLocalResponseNorm,    ///< LRN over a window of attr size channels (dim 1)
+  kLoss,                 ///< training loss of a step graph: attr function = cross_entropy (inputs logits, labels) | mse
+  kContractionGradient,  ///< a part of a contraction's gradient (dgrad, wgrad): `differentiates` is the forward op,
+                         ///< attr part
+  kGradient,             ///< a part of another op's gradient: `differentiates` is the forward op, attr part
+  kOptimizerStep,        ///< one parameter's update: attr function = sgd | momentum | adam | adamw, attr precision
+  kCustom,               ///< FLOPs given by attr flops (and optional transcendentals)
+  kUnknown,              ///< not modeled: listed as such with its share of the graph
 };
 
-using AttributeValue =
-    std::variant<bool, std::int64_t, double, std::string, std::vector<std::int64_t>>;
+using AttributeValue = std::variant<bool, std::int64_t, double, std::string, std::vector<std::int64_t>>;
 
 /// Named op attributes with typed, checked access. A wrong type or a missing required
 /// attribute throws kInvalidArgument naming the attribute (the cost model adds the op name).
@@ -86,8 +86,7 @@ class Attributes {
   std::string get_string(const std::string& key, const std::string& fallback) const;
   /// Per-dimension list: a missing key gives `fallback` repeated, a single value is broadcast,
   /// otherwise exactly `rank` values are required.
-  std::vector<std::int64_t> get_ints(const std::string& key, std::size_t rank,
-                                     std::int64_t fallback) const;
+  std::vector<std::int64_t> get_ints(const std::string& key, std::size_t rank, std::int64_t fallback) const;
   /// A list of any length (a single integer is a list of one); missing throws.
   std::vector<std::int64_t> get_list(const std::string& key) const;
 
@@ -99,7 +98,7 @@ class OpGraph;
 
 /// One operation: its activations in and out, the parameters it reads, and its attributes.
 struct OpRecord {
-  std::string name;         ///< unique within a graph, e.g. "encoder0.attn.in_proj"
+  std::string name;  ///< unique within a graph, e.g. "encoder0.attn.in_proj"
   OpKind kind = OpKind::kUnknown;
   std::string source_type;  ///< what the importer called it ("Conv", "aten::linear", ...)
   std::vector<TensorDesc> inputs;

@@ -12,9 +12,9 @@ namespace neuralcost {
 
 struct ZipEntry {
   std::string name;
-  std::uint16_t method = 0;          ///< 0 stored, 8 deflated, ...
-  std::uint64_t compressed = 0;      ///< bytes in the file
-  std::uint64_t uncompressed = 0;    ///< bytes once extracted
+  std::uint16_t method = 0;        ///< 0 stored, 8 deflated, ...
+  std::uint64_t compressed = 0;    ///< bytes in the file
+  std::uint64_t uncompressed = 0;  ///< bytes once extracted
 };
 
 /// The entries of the zip archive at `path` (zip64 included). Throws Error kDataLoss "PATH: not

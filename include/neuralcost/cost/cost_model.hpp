@@ -13,14 +13,14 @@
 namespace neuralcost {
 
 struct OpCost {
-  bool modeled = true;              ///< false: FLOPs unknown, see unmodeled_reason
-  std::string unmodeled_reason;     ///< why the op could not be costed
-  std::uint64_t flops = 0;          ///< all floating-point (or integer) operations
+  bool modeled = true;                  ///< false: FLOPs unknown, see unmodeled_reason
+  std::string unmodeled_reason;         ///< why the op could not be costed
+  std::uint64_t flops = 0;              ///< all floating-point (or integer) operations
   std::uint64_t contraction_flops = 0;  ///< the matmul/convolution part of flops
   std::uint64_t transcendentals = 0;    ///< exp/log/tanh/erf/rsqrt/... evaluations (1 FLOP each)
-  std::uint64_t bytes_read = 0;     ///< activation inputs + parameter_bytes
-  std::uint64_t bytes_written = 0;  ///< outputs
-  std::uint64_t parameter_bytes = 0;  ///< parameter traffic of this op (gathered rows for embedding)
+  std::uint64_t bytes_read = 0;         ///< activation inputs + parameter_bytes
+  std::uint64_t bytes_written = 0;      ///< outputs
+  std::uint64_t parameter_bytes = 0;    ///< parameter traffic of this op (gathered rows for embedding)
 
   std::uint64_t bytes() const { return bytes_read + bytes_written; }
   /// FLOPs per byte moved; 0 when no bytes move.

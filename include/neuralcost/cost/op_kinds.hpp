@@ -25,9 +25,9 @@ enum class ComputeUnit { kVector, kMatrix };
 
 /// Whether an op can be an alias of its input, moving no bytes.
 enum class ViewRule {
-  kNever,        ///< always computes or copies
-  kByDefault,    ///< a view unless attribute materializes = true (reshape)
-  kWhenMarked,   ///< a copy unless attribute materializes = false (transpose, slice, ...)
+  kNever,       ///< always computes or copies
+  kByDefault,   ///< a view unless attribute materializes = true (reshape)
+  kWhenMarked,  ///< a copy unless attribute materializes = false (transpose, slice, ...)
 };
 
 /// What the op keeps from its forward pass for its backward pass (as autograd frameworks do),

@@ -14,19 +14,19 @@ namespace neuralcost {
 class Nvml;
 
 struct CudaContract {
-  int index = 0;                          ///< cuda:N
-  std::string gpu_name;                   ///< NVML's (or the driver's) name
-  std::string driver_version;             ///< "570.124.06" (NVML)
-  std::string cuda_driver_version;        ///< the CUDA version the driver supports, "13.0"
-  std::string cuda_runtime_version;       ///< of the libcudart this process finds, "13.0"
-  std::string cudnn_version;              ///< of the libcudnn this process finds, "9.10.2"
+  int index = 0;                                              ///< cuda:N
+  std::string gpu_name;                                       ///< NVML's (or the driver's) name
+  std::string driver_version;                                 ///< "570.124.06" (NVML)
+  std::string cuda_driver_version;                            ///< the CUDA version the driver supports, "13.0"
+  std::string cuda_runtime_version;                           ///< of the libcudart this process finds, "13.0"
+  std::string cudnn_version;                                  ///< of the libcudnn this process finds, "9.10.2"
   std::optional<int> sm_clock_mhz, memory_clock_mhz;          ///< now
   std::optional<int> max_sm_clock_mhz, max_memory_clock_mhz;  ///< the part's maximum
   std::optional<int> application_sm_clock_mhz, application_memory_clock_mhz;  ///< the clocks kernels run at
   std::optional<double> power_limit_watts;
   std::optional<bool> persistence_mode;
-  std::optional<bool> ecc_enabled;   ///< empty: the part has no ECC setting (or NVML could not tell)
-  std::optional<bool> mig_enabled;   ///< empty: the part has no MIG
+  std::optional<bool> ecc_enabled;  ///< empty: the part has no ECC setting (or NVML could not tell)
+  std::optional<bool> mig_enabled;  ///< empty: the part has no MIG
   /// What could not be read, and why ("NVML is not available: ...").
   std::vector<std::string> unknown;
 };

@@ -13,8 +13,8 @@
 namespace neuralcost {
 
 struct CudaDeviceInfo {
-  int index = 0;                  ///< N of cuda:N (CUDA's ordinal, after CUDA_VISIBLE_DEVICES)
-  std::string name;               ///< the driver's name: "NVIDIA H200"
+  int index = 0;     ///< N of cuda:N (CUDA's ordinal, after CUDA_VISIBLE_DEVICES)
+  std::string name;  ///< the driver's name: "NVIDIA H200"
   std::uint64_t memory_bytes = 0;
   int compute_major = 0, compute_minor = 0;  ///< compute capability (9.0 for Hopper)
   int multiprocessors = 0;
@@ -26,7 +26,7 @@ struct CudaDevices {
   std::optional<std::string> unavailable_reason;
   /// cuDriverGetVersion's CUDA version the driver supports ("13.0"); empty when no driver answered.
   std::string driver_cuda_version;
-  std::string library;            ///< the driver library asked ("libcuda.so.1")
+  std::string library;  ///< the driver library asked ("libcuda.so.1")
 };
 
 /// Asks the driver library `library` (dlopen; the default is the driver's soname) for its devices.

@@ -39,15 +39,15 @@ const TensorInstruction* find_tensor_instruction(std::string_view name);
 /// smsp__sass_thread_inst_executed_op_{fadd,fmul,ffma,dadd,dmul,dfma}_pred_on.sum).
 struct KernelCounters {
   std::string name;
-  std::uint64_t correlation_id = 0;  ///< links the kernel to its launch
-  double start_ns = 0, end_ns = 0;   ///< on the GPU
-  double fadd = 0, fmul = 0, ffma = 0;  ///< fp32 thread instructions
-  double dadd = 0, dmul = 0, dfma = 0;  ///< fp64 thread instructions
+  std::uint64_t correlation_id = 0;      ///< links the kernel to its launch
+  double start_ns = 0, end_ns = 0;       ///< on the GPU
+  double fadd = 0, fmul = 0, ffma = 0;   ///< fp32 thread instructions
+  double dadd = 0, dmul = 0, dfma = 0;   ///< fp64 thread instructions
   std::map<std::string, double> tensor;  ///< tensor-core instructions executed, by tensor_instructions() name
-  double dram_bytes_read = 0;     ///< dram__bytes_read.sum
-  double dram_bytes_written = 0;  ///< dram__bytes_write.sum
-  double l2_bytes = 0;            ///< lts__t_bytes.sum
-  double cycles = 0;              ///< gpc__cycles_elapsed.max
+  double dram_bytes_read = 0;            ///< dram__bytes_read.sum
+  double dram_bytes_written = 0;         ///< dram__bytes_write.sum
+  double l2_bytes = 0;                   ///< lts__t_bytes.sum
+  double cycles = 0;                     ///< gpc__cycles_elapsed.max
 };
 
 struct KernelFlops {
@@ -92,13 +92,13 @@ CounterRecord parse_counter_record(std::string_view json_text, const std::string
 enum class RangeLevel { kOutermost, kInnermost };
 
 struct LayerCounters {
-  std::string name;          ///< the range's name
+  std::string name;  ///< the range's name
   int kernels = 0;
-  double flops = 0;          ///< measured: sum of kernel_flops().total()
-  double tensor_flops = 0;   ///< the part from tensor-core instructions
+  double flops = 0;         ///< measured: sum of kernel_flops().total()
+  double tensor_flops = 0;  ///< the part from tensor-core instructions
   double dram_bytes_read = 0, dram_bytes_written = 0;
   double l2_bytes = 0;
-  double kernel_seconds = 0; ///< sum of the kernels' GPU durations
+  double kernel_seconds = 0;  ///< sum of the kernels' GPU durations
   double cycles = 0;
   std::vector<std::string> unweighted;  ///< tensor instructions without FLOPs (once each)
   double dram_bytes() const { return dram_bytes_read + dram_bytes_written; }
@@ -107,8 +107,8 @@ struct LayerCounters {
 };
 
 struct KernelAttribution {
-  std::vector<LayerCounters> layers;           ///< in the order of their first kernel's launch
-  std::vector<std::string> unattributed;       ///< kernels with no layer, each with why
+  std::vector<LayerCounters> layers;      ///< in the order of their first kernel's launch
+  std::vector<std::string> unattributed;  ///< kernels with no layer, each with why
   double unattributed_flops = 0;
 };
 
@@ -128,12 +128,12 @@ struct LayerComparison {
   std::string name;
   std::optional<double> counted_flops, measured_flops;
   std::optional<double> counted_bytes, measured_dram_bytes;
-  std::optional<double> flops_ratio;             ///< measured / counted
-  std::optional<double> measured_intensity;      ///< measured FLOPs / measured DRAM bytes
+  std::optional<double> flops_ratio;                ///< measured / counted
+  std::optional<double> measured_intensity;         ///< measured FLOPs / measured DRAM bytes
   std::optional<double> measured_flops_per_second;  ///< measured FLOPs / kernel seconds
   /// The roofline at the measured intensity: min(peak of `dtype`, intensity x bandwidth).
   std::optional<double> attainable_flops_per_second;
-  std::optional<double> efficiency;              ///< measured FLOP/s / attainable
+  std::optional<double> efficiency;  ///< measured FLOP/s / attainable
 };
 
 /// One row per layer in either list (counted order first, then measured-only layers); `spec`

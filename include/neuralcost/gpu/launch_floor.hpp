@@ -17,16 +17,16 @@ namespace neuralcost {
 
 struct LaunchFloor {
   double seconds_per_kernel = 0;
-  std::string source;                 ///< the spec's source for kernel_launch_seconds
-  int unfused_kernels = 0;            ///< ops that launch a kernel (views launch none)
-  int fused_kernels = 0;              ///< fusion groups with at least one such op
-  double unfused_floor_seconds = 0;   ///< unfused_kernels x seconds_per_kernel
-  double fused_floor_seconds = 0;     ///< fused_kernels x seconds_per_kernel
+  std::string source;                ///< the spec's source for kernel_launch_seconds
+  int unfused_kernels = 0;           ///< ops that launch a kernel (views launch none)
+  int fused_kernels = 0;             ///< fusion groups with at least one such op
+  double unfused_floor_seconds = 0;  ///< unfused_kernels x seconds_per_kernel
+  double fused_floor_seconds = 0;    ///< fused_kernels x seconds_per_kernel
   /// Per op of Analysis::ops: max(lower bound, floor) for an op with a kernel, else its bound.
   std::vector<double> op_bound_seconds;
-  double unfused_bound_seconds = 0;   ///< sum of op_bound_seconds
-  double fused_bound_seconds = 0;     ///< sum over fusion groups of max(group bound, floor)
-  int ops_below_floor = 0;            ///< ops whose roofline bound is under the floor
+  double unfused_bound_seconds = 0;  ///< sum of op_bound_seconds
+  double fused_bound_seconds = 0;    ///< sum over fusion groups of max(group bound, floor)
+  int ops_below_floor = 0;           ///< ops whose roofline bound is under the floor
 };
 
 /// The launch floor of `analysis` on its hardware; empty when the spec has no

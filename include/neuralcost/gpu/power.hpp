@@ -19,12 +19,12 @@ struct PowerSample {
 
 struct PowerSummary {
   double phase_seconds = 0;
-  int samples_in_phase = 0;            ///< samples taken inside [start, end]
-  double covered_seconds = 0;          ///< the part of the phase the samples span (ends interpolated)
-  double largest_gap_seconds = 0;      ///< the longest time between two samples used
-  std::optional<double> average_watts; ///< time-weighted (trapezoid) over the covered part
-  std::optional<double> peak_watts;    ///< the highest sample inside the phase
-  std::optional<double> energy_joules; ///< average_watts x phase_seconds
+  int samples_in_phase = 0;             ///< samples taken inside [start, end]
+  double covered_seconds = 0;           ///< the part of the phase the samples span (ends interpolated)
+  double largest_gap_seconds = 0;       ///< the longest time between two samples used
+  std::optional<double> average_watts;  ///< time-weighted (trapezoid) over the covered part
+  std::optional<double> peak_watts;     ///< the highest sample inside the phase
+  std::optional<double> energy_joules;  ///< average_watts x phase_seconds
   std::optional<double> energy_per_pass_joules;
   std::optional<double> energy_per_sample_joules;  ///< per pass / batch
   std::optional<double> samples_per_joule;         ///< passes x batch / energy

@@ -13,8 +13,8 @@
 #include <thread>
 #include <vector>
 
-#include "neuralcost/gpu/power.hpp"
 #include "neuralcost/core/counters.hpp"
+#include "neuralcost/gpu/power.hpp"
 
 namespace neuralcost {
 
@@ -41,9 +41,9 @@ std::optional<double> parse_nvidia_smi_power(const std::string& text);
 
 /// What a power sampler found in the last phase, shared with whoever writes the contract.
 struct PowerLog {
-  std::string source;                 ///< the reader's description and period
+  std::string source;  ///< the reader's description and period
   PowerSummary summary;
-  std::vector<PowerSample> samples;   ///< the phase's samples (seconds from the phase's start)
+  std::vector<PowerSample> samples;  ///< the phase's samples (seconds from the phase's start)
 };
 
 class PowerSampler final : public Sampler {

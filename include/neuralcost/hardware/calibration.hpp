@@ -17,12 +17,12 @@ namespace neuralcost {
 
 /// Repeated runs of one rate (bytes/s or FLOP/s), over interleaved rounds.
 struct RateMeasurement {
-  double best = 0;    ///< the highest rate seen
+  double best = 0;  ///< the highest rate seen
   double median = 0;
   double spread = 0;  ///< (best - worst) / best
   int runs = 0;
-  std::string kernel; ///< the variant that set `best` (bandwidth: avx512, avx512-nt, avx2, sse, scalar)
-  int rounds = 0;     ///< rounds it was measured in (0: not measured in rounds)
+  std::string kernel;  ///< the variant that set `best` (bandwidth: avx512, avx512-nt, avx2, sse, scalar)
+  int rounds = 0;      ///< rounds it was measured in (0: not measured in rounds)
   /// (best round - second-best round) / best round: how well the best two rounds agree (0 with
   /// fewer than two rounds)
   double round_agreement = 0;
@@ -41,10 +41,10 @@ struct CalibrationLoad {
 };
 
 struct BandwidthLevel {
-  std::string name;                  ///< L1, L2, L3, DRAM
-  double size_bytes = 0;             ///< the level's capacity (all instances); DRAM: memory size
-  double working_set_bytes = 0;      ///< all threads' buffers together in this test
-  RateMeasurement read, copy, triad; ///< bytes/s, STREAM's counting (no write-allocate traffic)
+  std::string name;                   ///< L1, L2, L3, DRAM
+  double size_bytes = 0;              ///< the level's capacity (all instances); DRAM: memory size
+  double working_set_bytes = 0;       ///< all threads' buffers together in this test
+  RateMeasurement read, copy, triad;  ///< bytes/s, STREAM's counting (no write-allocate traffic)
 };
 
 struct GemmCeiling {
@@ -55,8 +55,8 @@ struct GemmCeiling {
 };
 
 struct Calibration {
-  std::string fingerprint;    ///< the CPU it was measured on (host_fingerprint)
-  std::string created;        ///< UTC, ISO 8601
+  std::string fingerprint;  ///< the CPU it was measured on (host_fingerprint)
+  std::string created;      ///< UTC, ISO 8601
   std::string tool_version;
   bool quick = false;
   int threads = 1;
@@ -64,17 +64,17 @@ struct Calibration {
   double clock_ghz = 0;       ///< measured with dependent adds on every thread at once (recorded, not used for peaks)
   double peak_clock_ghz = 0;  ///< the clock of the theoretical peaks (cpu_parts.hpp: documented when the CPU is known)
   std::string peak_clock_source;
-  int rounds = 0;                 ///< interleaved rounds run
-  double round_tolerance = 0;     ///< the best two rounds of every key figure agree within this, or it is said why not
-  CalibrationLoad load_before;    ///< the machine watched while calibration slept, before measuring
-  CalibrationLoad load_during;    ///< over the whole measurement (calibration's own CPU time excluded)
+  int rounds = 0;               ///< interleaved rounds run
+  double round_tolerance = 0;   ///< the best two rounds of every key figure agree within this, or it is said why not
+  CalibrationLoad load_before;  ///< the machine watched while calibration slept, before measuring
+  CalibrationLoad load_during;  ///< over the whole measurement (calibration's own CPU time excluded)
   /// Why this calibration must not be cached (load before or during, rounds that disagree); empty
   /// when it may. calibrate/calibrate.hpp's why_not_cacheable adds checks of the figures.
   std::vector<std::string> busy;
-  std::vector<BandwidthLevel> levels;              ///< caches smallest first, DRAM last
-  RateMeasurement stream_triad;                    ///< a plain STREAM triad at the DRAM size, same run
-  std::map<std::string, RateMeasurement> fma;      ///< peak FLOP/s by dtype (fp32, fp64, bf16)
-  std::map<std::string, double> theoretical_flops; ///< cores x FLOP/cycle x peak clock, by dtype (host-spec's peaks)
+  std::vector<BandwidthLevel> levels;               ///< caches smallest first, DRAM last
+  RateMeasurement stream_triad;                     ///< a plain STREAM triad at the DRAM size, same run
+  std::map<std::string, RateMeasurement> fma;       ///< peak FLOP/s by dtype (fp32, fp64, bf16)
+  std::map<std::string, double> theoretical_flops;  ///< cores x FLOP/cycle x peak clock, by dtype (host-spec's peaks)
   std::vector<GemmCeiling> gemm;
   std::map<std::string, std::string> environment;  ///< facts that change ceilings
   std::vector<std::string> warnings;               ///< figures that cannot be believed, and why
@@ -112,7 +112,7 @@ int calibration_threads(const HostDescription& host, int threads);
 /// to this CPU and is full when `full` is asked for. Never measures.
 struct CachedCalibration {
   std::optional<Calibration> calibration;  ///< empty when none is usable
-  std::string status;  ///< "calibration of <date> (N threads) from <path>", or why none is usable
+  std::string status;                      ///< "calibration of <date> (N threads) from <path>", or why none is usable
   bool stale = false;  ///< a file was there but cannot be used (another CPU, other threads, corrupt)
 };
 CachedCalibration load_cached_calibration(const HostDescription& host, int threads, bool full);

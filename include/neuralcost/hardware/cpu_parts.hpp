@@ -15,9 +15,9 @@ namespace neuralcost {
 /// One row: a part (`name` set) or, with an empty `name`, every part of a microarchitecture
 /// whose model name the table does not know (a hypervisor often shows only "AMD EPYC").
 struct CpuPart {
-  std::string_view vendor;             ///< CPUID vendor: AuthenticAMD, GenuineIntel
-  int family = 0;                      ///< CPUID family (0x19 = Zen 4, 0x1A = Zen 5, 6 = Intel Core/Xeon)
-  int model_first = 0, model_last = 0; ///< CPUID model range of the microarchitecture
+  std::string_view vendor;              ///< CPUID vendor: AuthenticAMD, GenuineIntel
+  int family = 0;                       ///< CPUID family (0x19 = Zen 4, 0x1A = Zen 5, 6 = Intel Core/Xeon)
+  int model_first = 0, model_last = 0;  ///< CPUID model range of the microarchitecture
   /// Matched in /proc/cpuinfo's model name, not followed by a digit ("EPYC 9654" matches "AMD
   /// EPYC 9654 96-Core Processor" and "AMD EPYC 9654P ...", never "EPYC 96540"). Empty: a
   /// microarchitecture row.
@@ -26,10 +26,11 @@ struct CpuPart {
   int cores = 0;                       ///< per socket; 0 when not published (or a microarchitecture row)
   double base_ghz = 0;                 ///< 0: not published
   double all_core_boost_ghz = 0;       ///< the clock every core can hold together; 0: not published
-  double max_boost_ghz = 0;            ///< the highest clock a core reaches; a microarchitecture row: the highest of any of its parts
-  int fma_units = 0;                   ///< FMA pipes per core
-  int vector_bits = 0;                 ///< width of each FMA pipe's datapath
-  std::string_view source;             ///< where the numbers come from
+  double max_boost_ghz =
+      0;                ///< the highest clock a core reaches; a microarchitecture row: the highest of any of its parts
+  int fma_units = 0;    ///< FMA pipes per core
+  int vector_bits = 0;  ///< width of each FMA pipe's datapath
+  std::string_view source;  ///< where the numbers come from
 
   /// FP32 FLOPs per cycle per core: FMA units x lanes x 2.
   int fp32_flops_per_cycle() const { return fma_units * (vector_bits / 32) * 2; }
@@ -45,8 +46,8 @@ const CpuPart* find_cpu_part(const HostDescription& host);
 /// The clock the theoretical peaks use, and why.
 struct PeakClock {
   double ghz = 0;
-  std::string source;        ///< which clock, of which row or file
-  bool documented = false;   ///< from the CPU table (else Linux's clock, the measured one, or assumed)
+  std::string source;       ///< which clock, of which row or file
+  bool documented = false;  ///< from the CPU table (else Linux's clock, the measured one, or assumed)
   const CpuPart* part = nullptr;
 };
 

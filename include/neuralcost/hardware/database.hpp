@@ -44,14 +44,14 @@ enum class HardwareSource {
 std::string_view hardware_source_name(HardwareSource source);
 
 struct ResolvedHardware {
-  std::string request;                ///< what was asked for: "host", "h100-sxm", "spec.json"
+  std::string request;  ///< what was asked for: "host", "h100-sxm", "spec.json"
   HardwareSource source = HardwareSource::kDatabase;
-  std::optional<HardwareSpec> spec;   ///< empty only for kNeedsCalibration
+  std::optional<HardwareSpec> spec;  ///< empty only for kNeedsCalibration
   /// host / host-spec: the calibration used ("calibration of <date> from <path>"), or why none
   /// is usable (no file, another CPU, other threads, corrupt). Empty otherwise.
   std::string status;
-  bool stale_calibration = false;     ///< kNeedsCalibration: a cached file exists but cannot be used
-  int threads = 0;                    ///< host / host-spec: the threads the roof is for (0: one per CPU)
+  bool stale_calibration = false;  ///< kNeedsCalibration: a cached file exists but cannot be used
+  int threads = 0;                 ///< host / host-spec: the threads the roof is for (0: one per CPU)
 };
 
 /// Resolves a --hardware argument without measuring anything: "host" is this machine as

@@ -14,21 +14,21 @@ namespace neuralcost {
 
 struct HostCache {
   int level = 0;
-  std::string type;                ///< Data, Unified (instruction caches are left out)
-  std::uint64_t size_bytes = 0;    ///< one instance
-  int shared_by_cpus = 1;          ///< logical CPUs sharing one instance
+  std::string type;              ///< Data, Unified (instruction caches are left out)
+  std::uint64_t size_bytes = 0;  ///< one instance
+  int shared_by_cpus = 1;        ///< logical CPUs sharing one instance
   int instances = 1;
-  bool plausible = true;           ///< false when the size cannot be true (see notes)
+  bool plausible = true;  ///< false when the size cannot be true (see notes)
 };
 
 struct HostDescription {
-  std::string architecture;        ///< x86_64, aarch64, ...
-  std::string vendor;              ///< AuthenticAMD, GenuineIntel, ARM implementer 0x41, ...
-  std::string model = "unknown";   ///< model name
+  std::string architecture;            ///< x86_64, aarch64, ...
+  std::string vendor;                  ///< AuthenticAMD, GenuineIntel, ARM implementer 0x41, ...
+  std::string model = "unknown";       ///< model name
   int family = -1, model_number = -1;  ///< x86 CPUID family and model
-  std::string cpu_part;            ///< ARM "CPU part" (0xd40 = Neoverse V1, ...)
-  int logical_cpus = 1;            ///< CPUs this process may run on
-  int cores = 1;                   ///< physical cores among them (SMT siblings counted once)
+  std::string cpu_part;                ///< ARM "CPU part" (0xd40 = Neoverse V1, ...)
+  int logical_cpus = 1;                ///< CPUs this process may run on
+  int cores = 1;                       ///< physical cores among them (SMT siblings counted once)
   int threads_per_core = 1;
   int sockets = 1;
   std::vector<std::string> flags;  ///< /proc/cpuinfo flags (x86) or Features (ARM)
@@ -37,7 +37,7 @@ struct HostDescription {
   /// the CPU table's documented clock instead when the part is in it (cpu_parts.hpp).
   double ghz = 0;
   std::string ghz_source;
-  std::vector<HostCache> caches;   ///< data and unified caches, smallest first
+  std::vector<HostCache> caches;  ///< data and unified caches, smallest first
   std::uint64_t memory_bytes = 0;
   int numa_nodes = 1;
   bool virtualized = false;

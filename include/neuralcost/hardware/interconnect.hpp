@@ -34,10 +34,10 @@ struct MeasuredCollective {
 };
 
 struct InterconnectSpec {
-  std::string id;     ///< "nvlink4-nvswitch"
+  std::string id;  ///< "nvlink4-nvswitch"
   std::string name;
-  std::string kind;   ///< nvlink, pcie, infiniband, roce, loopback
-  std::string scope;  ///< intra-node or inter-node
+  std::string kind;                                  ///< nvlink, pcie, infiniband, roce, loopback
+  std::string scope;                                 ///< intra-node or inter-node
   std::optional<double> line_rate_bytes_per_second;  ///< per device or NIC port, one direction
   double bus_bandwidth_bytes_per_second = 0;         ///< achieved (nccl-tests' busbw, large messages)
   double latency_seconds = 0;                        ///< per algorithm step

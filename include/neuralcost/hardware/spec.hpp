@@ -20,8 +20,8 @@ struct CacheLevel {
 };
 
 struct HardwareSpec {
-  std::string id;           ///< lowercase-hyphenated, e.g. "h100-sxm"
-  std::string name;         ///< marketing name, e.g. "NVIDIA H100 SXM5 80GB"
+  std::string id;    ///< lowercase-hyphenated, e.g. "h100-sxm"
+  std::string name;  ///< marketing name, e.g. "NVIDIA H100 SXM5 80GB"
   std::string vendor;
   std::string device_type;  ///< gpu, cpu, soc-gpu, accelerator
   std::vector<std::string> aliases;

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "neuralcost/backend.hpp"
-#include "neuralcost/hardware/spec.hpp"
 #include "neuralcost/core/counters.hpp"
+#include "neuralcost/hardware/spec.hpp"
 #include "neuralcost/measure/timing.hpp"
 
 namespace neuralcost {
@@ -36,8 +36,7 @@ std::string default_hardware_for(const std::vector<const Backend*>& backends, co
 /// another kind (a CPU's for a cuda run, a GPU's for a cpu run) is refused with
 /// kInvalidArgument, unless `allow_mismatch`: then the returned warning says what is compared
 /// with what. Empty when they match.
-std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, const Device& device,
-                                                  bool allow_mismatch);
+std::optional<std::string> check_hardware_matches(const HardwareSpec& spec, const Device& device, bool allow_mismatch);
 
 /// What a device contributes to a run's measurement and contract.
 class RunEnvironment {

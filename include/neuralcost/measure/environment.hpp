@@ -12,8 +12,8 @@
 namespace neuralcost {
 
 struct EnvironmentFacts {
-  std::string cpu_model;       ///< from /proc/cpuinfo ("unknown" when unreadable)
-  int logical_cpus = 0;        ///< CPUs this process may run on
+  std::string cpu_model;         ///< from /proc/cpuinfo ("unknown" when unreadable)
+  int logical_cpus = 0;          ///< CPUs this process may run on
   bool virtual_machine = false;  ///< the "hypervisor" CPU flag
   /// Environment variables that change how numeric libraries behave, as set ("" = unset).
   std::map<std::string, std::string> variables;
@@ -23,8 +23,8 @@ struct EnvironmentFacts {
   /// pinned to fewer CPUs than the machine has; "unknown" where unreadable.
   std::string transparent_hugepages = "unknown";
   std::string frequency_governor = "unknown";
-  int numa_nodes = 0;          ///< 0: unknown
-  int machine_cpus = 0;        ///< online CPUs of the machine (0: unknown)
+  int numa_nodes = 0;                 ///< 0: unknown
+  int machine_cpus = 0;               ///< online CPUs of the machine (0: unknown)
   std::vector<std::string> warnings;  ///< facts that distort measurements, one sentence each
 };
 

@@ -21,7 +21,7 @@ enum class LayerGroup { kNone, kKind, kModule };
 struct LayerTableOptions {
   LayerSort sort = LayerSort::kExecution;  ///< execution order unless --sort
   LayerGroup group = LayerGroup::kNone;
-  std::size_t top = 0;                     ///< rows kept after grouping and sorting (0: all)
+  std::size_t top = 0;  ///< rows kept after grouping and sorting (0: all)
   /// Whether any option was given (they apply to per-layer tables only).
   bool any() const { return sort != LayerSort::kExecution || group != LayerGroup::kNone || top != 0; }
 };
@@ -35,7 +35,8 @@ LayerGroup parse_layer_group(std::string_view text);
 /// The options of a profile command: `top` (at least 1 when given), `sort` and `group`
 /// ("" when not given) parsed as above. They shape per-layer tables, so with `layer_runs` 0 (no
 /// per-layer times) any of them is kInvalidArgument saying so.
-LayerTableOptions layer_table_options(std::optional<long long> top, std::string_view sort, std::string_view group, int layer_runs);
+LayerTableOptions layer_table_options(std::optional<long long> top, std::string_view sort, std::string_view group,
+                                      int layer_runs);
 
 /// An op the cost model does not know, as a profile names it: its FLOPs are unknown, so what it
 /// stands for is its share of the bytes moved and, with per-layer times, of the measured time
@@ -62,10 +63,10 @@ struct LayerRow {
   std::uint64_t bytes = 0;
   double lower_bound_seconds = 0;
   double measured_seconds = 0;
-  double share = 0;          ///< measured / the run's timed median
-  double waste_seconds = 0;  ///< the sum of its layers' waste (each measured - lower bound, at least 0)
-  double efficiency = 0;     ///< lower bound / measured; 0 without work or time
-  bool has_work = false;     ///< counted FLOPs or bytes (else efficiency and limit are "-")
+  double share = 0;            ///< measured / the run's timed median
+  double waste_seconds = 0;    ///< the sum of its layers' waste (each measured - lower bound, at least 0)
+  double efficiency = 0;       ///< lower bound / measured; 0 without work or time
+  bool has_work = false;       ///< counted FLOPs or bytes (else efficiency and limit are "-")
   std::optional<Bound> bound;  ///< the roof of its layer with the largest lower bound
   bool modeled = true;
 };

@@ -22,7 +22,6 @@ std::string_view model_kind_description(ModelKind kind);
 /// that is neither a built-in network nor a file.
 ModelKind model_kind(const std::string& model);
 
-
 /// One model of a profile and the backends it runs in.
 struct ModelBackends {
   std::string model;

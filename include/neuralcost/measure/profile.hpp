@@ -14,23 +14,23 @@
 #include <vector>
 
 #include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/backend.hpp"
 #include "neuralcost/measure/model_files.hpp"
 #include "neuralcost/measure/outcome.hpp"
 #include "neuralcost/measure/rounds.hpp"
 #include "neuralcost/measure/timing.hpp"
-#include "neuralcost/backend.hpp"
 
 namespace neuralcost {
 
 struct ProfileRun;
 
 struct ProfileOptions {
-  std::vector<std::string> modes;         ///< empty: the backend's default mode
+  std::vector<std::string> modes;  ///< empty: the backend's default mode
   std::vector<std::int64_t> batches = {1};
   /// One round's sampling (warm-up, samples, stop rule); budget_seconds is the cell's sampling
   /// budget, split evenly over its rounds
   TimingOptions timing;
-  int layer_runs = 20;                    ///< profiled passes for per-layer times (0: skip)
+  int layer_runs = 20;  ///< profiled passes for per-layer times (0: skip)
   /// device, threads, worker deadline; with `train`, every run times whole training steps and
   /// its analysis is that of training_step() of the captured forward graph: efficiency, FLOP/s
   /// and samples/s are per step, and per-layer times are the step's phases
@@ -50,7 +50,7 @@ struct ProfileOptions {
 /// One framework op of a run (it may have become several op records).
 struct LayerMeasurement {
   std::size_t event = 0;
-  std::string name;                  ///< the framework's name, e.g. "aten::linear"
+  std::string name;  ///< the framework's name, e.g. "aten::linear"
   /// the module path users know ("stage0.conv"): the event's, else the longest dotted prefix
   /// common to its records' "module" attributes (their distinct modules joined by "+" when they
   /// share none: a kernel that fused unrelated layers), else the module of the weights they
@@ -70,14 +70,14 @@ struct LayerMeasurement {
   std::uint64_t flops = 0;
   std::uint64_t bytes = 0;
   double lower_bound_seconds = 0;
-  double profiled_seconds = 0;       ///< median over the profiled passes (with the profiler's overhead)
+  double profiled_seconds = 0;  ///< median over the profiled passes (with the profiler's overhead)
   /// profiled_seconds scaled so that the layers and the unattributed time add up to the run's
   /// timed median: the profiler's overhead taken as proportional (ProfileRun::layer_scale)
   double measured_seconds = 0;
-  double efficiency = 0;             ///< lower bound / measured (0 when nothing was measured)
-  double share = 0;                  ///< measured / the run's timed median
-  double waste_seconds = 0;          ///< measured - lower bound (0 when faster than the bound)
-  std::optional<Bound> bound;        ///< the roof of its records' largest lower bound
+  double efficiency = 0;       ///< lower bound / measured (0 when nothing was measured)
+  double share = 0;            ///< measured / the run's timed median
+  double waste_seconds = 0;    ///< measured - lower bound (0 when faster than the bound)
+  std::optional<Bound> bound;  ///< the roof of its records' largest lower bound
   bool modeled = true;
 };
 
@@ -89,17 +89,17 @@ struct ProfileRun {
   std::string device = "cpu";
   /// ok, mistrusted (the timing contract's and the roofline's reasons) or failed (its error).
   Outcome outcome;
-  Analysis analysis;              ///< of the ops that actually ran
+  Analysis analysis;  ///< of the ops that actually ran
   /// The passes of every round pooled (samples_seconds, spread), with the counters of the first
   /// round; its summary's median and ci95_median are the rounds' estimate and interval
   TimingResult timing;
-  std::vector<Round> rounds;      ///< the cell's rounds, in the order taken
-  RoundsEstimate estimate;        ///< from the rounds: the run's median and interval
-  int preparations = 0;           ///< how many times the model was prepared (worker processes)
+  std::vector<Round> rounds;  ///< the cell's rounds, in the order taken
+  RoundsEstimate estimate;    ///< from the rounds: the run's median and interval
+  int preparations = 0;       ///< how many times the model was prepared (worker processes)
   /// analysis lower bound / median time. Above 1 means the run beat the unfused bound (the
   /// framework fused or reused data in cache); only beating the fused bound is mistrusted.
   double efficiency = 0;
-  double fused_efficiency = 0;    ///< fused lower bound / median time
+  double fused_efficiency = 0;  ///< fused lower bound / median time
   double samples_per_second = 0;
   double achieved_flops_per_second = 0;
   std::vector<LayerMeasurement> layers;
@@ -107,7 +107,7 @@ struct ProfileRun {
   double profiled_pass_seconds = 0;  ///< median wall time of the profiled passes
   /// the timed median - the layers' measured times: dispatch and framework overhead (never negative)
   double unattributed_seconds = 0;
-  double layer_scale = 1;            ///< timed median / profiled pass: what reconciles layers to the run
+  double layer_scale = 1;  ///< timed median / profiled pass: what reconciles layers to the run
   /// profiled pass / plain pass - 1, over passes interleaved with the profiled ones
   double profiling_overhead = 0;
   /// Training: the measured peak memory of one step (also the counters step_peak_memory and
@@ -153,7 +153,8 @@ std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, cons
 /// profile_all() of every model of `models` on every backend of `backends` (not checked against
 /// the models' file types: choose_backends() does that).
 std::vector<ProfileRun> profile_all(const std::vector<const Backend*>& backends, const std::vector<std::string>& models,
-                                    const ModelRequest& base, const HardwareSpec& hardware, const ProfileOptions& options);
+                                    const ModelRequest& base, const HardwareSpec& hardware,
+                                    const ProfileOptions& options);
 /// The backends of `plan`, each once, in order of first use (for default_hardware_for, check_modes).
 std::vector<const Backend*> backends_of(const std::vector<ModelBackends>& plan);
 

@@ -40,8 +40,8 @@ struct Round {
 
 struct RoundsEstimate {
   std::size_t rounds = 0;
-  double median_seconds = 0;  ///< the median of the round medians
-  MedianInterval interval;    ///< order statistics of the round medians (coverage says what it holds)
+  double median_seconds = 0;       ///< the median of the round medians
+  MedianInterval interval;         ///< order statistics of the round medians (coverage says what it holds)
   double relative_half_width = 0;  ///< max(estimate - low, high - estimate) / estimate
   /// Robust relative spreads: within a round, the median over rounds of 1.4826 MAD / median of
   /// its passes; between rounds, 1.4826 MAD / median of the round medians

@@ -34,7 +34,7 @@ struct CellPlan {
   const Backend* backend = nullptr;
   ModelRequest request;  ///< model, sizes, batch
   std::string mode;
-  std::string chosen_by;  ///< how its backend was chosen (the contract's backend_chosen_by), "" for none
+  std::string chosen_by;                ///< how its backend was chosen (the contract's backend_chosen_by), "" for none
   std::optional<std::string> mismatch;  ///< a hardware-mismatch warning for its runs
 };
 

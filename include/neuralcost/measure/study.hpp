@@ -25,8 +25,8 @@ struct StudyCell {
 };
 
 /// "model|backend|mode|batch|device": a cell's identity in a results file.
-std::string cell_key(const std::string& model, const std::string& backend, const std::string& mode,
-                     std::int64_t batch, const std::string& device);
+std::string cell_key(const std::string& model, const std::string& backend, const std::string& mode, std::int64_t batch,
+                     const std::string& device);
 
 /// Every cell of `plan` (models and their backends) × modes (each backend's own when empty) ×
 /// batches (a model file: its own batch, the first dimension of its first input).
@@ -41,11 +41,11 @@ nlohmann::json study_settings(const ModelRequest& base, const ProfileOptions& op
 /// What a results file already holds, for --resume.
 struct StudyProgress {
   bool has_header = false;
-  nlohmann::json settings;        ///< the header's "study" object
-  std::set<std::string> done;     ///< cell_key of every run line (failed ones too)
+  nlohmann::json settings;     ///< the header's "study" object
+  std::set<std::string> done;  ///< cell_key of every run line (failed ones too)
   /// the round lines of cells without a run line (a study cut short keeps its finished rounds)
   std::map<std::string, std::vector<Round>> rounds;
-  std::uint64_t good_bytes = 0;   ///< the length of the file up to its last complete line
+  std::uint64_t good_bytes = 0;  ///< the length of the file up to its last complete line
 };
 /// Reads `path` (which must exist): its header's settings and the cells of its run lines. A last
 /// line without its newline (a write cut short) is not a cell; the file is cut back to

@@ -10,19 +10,19 @@
 #include <vector>
 
 #include "neuralcost/core/counters.hpp"
-#include "neuralcost/measure/outcome.hpp"
 #include "neuralcost/core/statistics.hpp"
+#include "neuralcost/measure/outcome.hpp"
 
 namespace neuralcost {
 
 struct TimingOptions {
-  int warmup_iterations = 5;       ///< at least this many untimed runs...
-  double warmup_seconds = 0.2;     ///< ...and at least this long
-  int min_samples = 20;  ///< fewer make the bootstrap interval of the median too narrow
+  int warmup_iterations = 5;    ///< at least this many untimed runs...
+  double warmup_seconds = 0.2;  ///< ...and at least this long
+  int min_samples = 20;         ///< fewer make the bootstrap interval of the median too narrow
   int max_samples = 100000;
   /// Stop once (ci95 high - low) / median is at most this.
   double target_relative_ci = 0.02;
-  double budget_seconds = 5.0;     ///< sampling stops here whatever the interval
+  double budget_seconds = 5.0;  ///< sampling stops here whatever the interval
   /// A median below this many clock ticks is "too short for the clock".
   double min_clock_ticks = 1000;
   /// CV (stddev / mean) above this is "too noisy", whether or not the interval met its target.
@@ -35,15 +35,14 @@ struct TimingOptions {
   bool pass_verdict = true;
 };
 
-
 struct TimingResult {
   std::vector<double> samples_seconds;
   bool backend_clock = false;  ///< samples are the backend's own times (reported_seconds)
   SampleSummary summary;
-  int warmup_iterations = 0;         ///< warm-up runs actually made
+  int warmup_iterations = 0;  ///< warm-up runs actually made
   double warmup_seconds = 0;
   double sampling_seconds = 0;
-  bool reached_target = false;       ///< the interval met target_relative_ci
+  bool reached_target = false;  ///< the interval met target_relative_ci
   double clock_resolution_seconds = 0;
   Verdict verdict = Verdict::kOk;    ///< kOk or kMistrusted: the timing contract's own verdict
   std::vector<std::string> reasons;  ///< why mistrusted (empty when ok)

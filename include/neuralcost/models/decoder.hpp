@@ -16,21 +16,21 @@
 namespace neuralcost {
 
 struct DecoderConfig {
-  std::string architecture;       ///< the config's model_type: llama, mistral, qwen2
-  std::string source;             ///< where the figures come from (a file, a preset's reference)
-  std::int64_t hidden = 0;        ///< hidden_size
-  std::int64_t layers = 0;        ///< num_hidden_layers
-  std::int64_t heads = 0;         ///< num_attention_heads
-  std::int64_t kv_heads = 0;      ///< num_key_value_heads (= heads without grouped-query attention)
-  std::int64_t head_dim = 0;      ///< head_dim (default hidden / heads)
-  std::int64_t intermediate = 0;  ///< intermediate_size of the SwiGLU MLP
-  std::int64_t vocab = 0;         ///< vocab_size
-  std::int64_t max_positions = 0; ///< max_position_embeddings
+  std::string architecture;         ///< the config's model_type: llama, mistral, qwen2
+  std::string source;               ///< where the figures come from (a file, a preset's reference)
+  std::int64_t hidden = 0;          ///< hidden_size
+  std::int64_t layers = 0;          ///< num_hidden_layers
+  std::int64_t heads = 0;           ///< num_attention_heads
+  std::int64_t kv_heads = 0;        ///< num_key_value_heads (= heads without grouped-query attention)
+  std::int64_t head_dim = 0;        ///< head_dim (default hidden / heads)
+  std::int64_t intermediate = 0;    ///< intermediate_size of the SwiGLU MLP
+  std::int64_t vocab = 0;           ///< vocab_size
+  std::int64_t max_positions = 0;   ///< max_position_embeddings
   std::int64_t sliding_window = 0;  ///< 0: none
-  bool tied_embeddings = false;   ///< tie_word_embeddings: the LM head is the embedding
-  bool qkv_bias = false;          ///< biases on q, k, v (qwen2; llama's attention_bias)
-  bool output_bias = false;       ///< a bias on o_proj (llama's attention_bias)
-  bool mlp_bias = false;          ///< biases on the MLP's projections (llama's mlp_bias)
+  bool tied_embeddings = false;     ///< tie_word_embeddings: the LM head is the embedding
+  bool qkv_bias = false;            ///< biases on q, k, v (qwen2; llama's attention_bias)
+  bool output_bias = false;         ///< a bias on o_proj (llama's attention_bias)
+  bool mlp_bias = false;            ///< biases on the MLP's projections (llama's mlp_bias)
   /// mixture of experts (mixtral): num_local_experts SwiGLU experts per layer, each token routed
   /// to num_experts_per_tok of them; 0: a dense MLP
   std::int64_t experts = 0;
@@ -62,7 +62,7 @@ struct DecoderRequest {
   /// step (the last token and γ drafted ones, each attending to the cache and the new tokens
   /// before it, and logits for each)
   std::int64_t tokens = 1;
-  DType dtype = DType::kBf16;   ///< weights, activations and the KV cache
+  DType dtype = DType::kBf16;  ///< weights, activations and the KV cache
 };
 
 /// Elements of every parameter (the embedding once when tied; every expert).

@@ -29,11 +29,11 @@ struct DataParallelRequest {
 /// One kind of collective the step runs, summed over its calls.
 struct StepCommunication {
   StepCollective collective;
-  int calls = 0;                 ///< buckets (DDP, ZeRO-1/2 gradients), else 1
-  double seconds = 0;            ///< link time of all its calls
-  double exposed_seconds = 0;    ///< what the step waits for (not hidden behind compute)
+  int calls = 0;               ///< buckets (DDP, ZeRO-1/2 gradients), else 1
+  double seconds = 0;          ///< link time of all its calls
+  double exposed_seconds = 0;  ///< what the step waits for (not hidden behind compute)
   double wire_bytes_per_rank = 0;
-  std::string basis;             ///< "model", "measured", "measured, extrapolated"
+  std::string basis;  ///< "model", "measured", "measured, extrapolated"
 };
 
 struct DataParallelStep {

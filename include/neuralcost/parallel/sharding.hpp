@@ -52,9 +52,9 @@ ShardedStates shard_model_states(const MemoryLedger& ledger, ZeroStage stage, in
 /// A collective a data-parallel step runs, and over what.
 struct StepCollective {
   Collective collective;
-  double bytes = 0;        ///< nccl-tests' S (collectives.hpp)
+  double bytes = 0;  ///< nccl-tests' S (collectives.hpp)
   double element_bytes = 0;
-  std::string what;        ///< "gradients", "parameters (forward)", ...
+  std::string what;  ///< "gradients", "parameters (forward)", ...
 };
 
 /// The collectives of one step at `stage` over `ranks` devices for `ledger`'s parameters:

@@ -35,11 +35,11 @@ std::vector<std::pair<Collective, double>> tensor_parallel_collectives(const Dec
 /// (vLLM's default 16), the budget less its reserve less the shard's weights.
 struct ServingCapacity {
   int tp = 1;
-  std::uint64_t weight_bytes = 0;              ///< per device
-  std::uint64_t kv_bytes_per_token = 0;        ///< per device
-  std::uint64_t usable_bytes = 0;              ///< budget × (1 − reserve) − weights (0 when they do not fit)
-  std::uint64_t cache_tokens = 0;              ///< tokens the KV cache holds (whole blocks)
-  std::uint64_t sequences = 0;                 ///< sequences of `context` tokens at once
+  std::uint64_t weight_bytes = 0;        ///< per device
+  std::uint64_t kv_bytes_per_token = 0;  ///< per device
+  std::uint64_t usable_bytes = 0;        ///< budget × (1 − reserve) − weights (0 when they do not fit)
+  std::uint64_t cache_tokens = 0;        ///< tokens the KV cache holds (whole blocks)
+  std::uint64_t sequences = 0;           ///< sequences of `context` tokens at once
   bool weights_fit = false;
 };
 
@@ -71,9 +71,7 @@ struct TensorParallelStep {
   double communication_seconds = 0;  ///< exposed: Megatron's all-reduces sit between the layers' GEMMs
   double step_seconds = 0;
   std::vector<std::string> notes;
-  double speedup() const {
-    return step_seconds > 0 ? one_device.totals.fused_lower_bound_seconds / step_seconds : 0;
-  }
+  double speedup() const { return step_seconds > 0 ? one_device.totals.fused_lower_bound_seconds / step_seconds : 0; }
 };
 
 /// The step of `request` on tp devices of `hardware` inside one node of `devices_per_node`, joined

@@ -68,8 +68,8 @@ struct LayerCost {
 
 struct RunCost {
   double price_per_hour = 0;
-  Money per_sample;            ///< price x median / batch
-  Money per_million_samples;   ///< 1e6 x per_sample
+  Money per_sample;           ///< price x median / batch
+  Money per_million_samples;  ///< 1e6 x per_sample
   /// Tokens per sample: the sequence length of a sequence model (rnn, lstm, transformer, from the
   /// contract's model_sizes); 0 when the run has no sequence (then no per-token cost).
   std::int64_t tokens_per_sample = 0;

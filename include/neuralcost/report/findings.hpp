@@ -31,10 +31,10 @@ struct Winner {
   bool mistrusted = false;     ///< the fastest run is mistrusted
   /// The runner-up's time over the fastest's, with its 95% interval: from rounds taken side by
   /// side (paired by sweep and pass) when both runs have them, else from the two runs' intervals
-  std::size_t runner_up = 0;   ///< index into ResultsFile::runs
+  std::size_t runner_up = 0;  ///< index into ResultsFile::runs
   double margin = 0;
   Interval margin_ci95;
-  std::size_t pairs = 0;       ///< paired rounds behind the margin (0: from the two intervals)
+  std::size_t pairs = 0;  ///< paired rounds behind the margin (0: from the two intervals)
   /// The interval says the fastest is faster (margin_ci95.low > 1 with 95% coverage); otherwise a
   /// tie: the report names no winner
   bool decided = false;
@@ -66,12 +66,12 @@ struct Speedup {
 struct Findings {
   std::size_t runs = 0, ok = 0, mistrusted = 0, failed = 0;
   std::size_t memory_bound = 0, compute_bound = 0;  ///< measured runs by their limiting roof
-  std::vector<Winner> winners;  ///< per model, batch and device with 2+ measured configurations
+  std::vector<Winner> winners;                      ///< per model, batch and device with 2+ measured configurations
   /// Wins per configuration over the models, each model at its largest batch; most wins first.
   std::vector<ConfigWins> wins;
-  std::size_t models_compared = 0;     ///< models with 2+ configurations at their largest batch
+  std::size_t models_compared = 0;       ///< models with 2+ configurations at their largest batch
   std::vector<std::string> tied_models;  ///< of those, the ones whose fastest is not decided (a tie)
-  std::vector<Speedup> speedups;       ///< every compiled run with an eager run of the same cell
+  std::vector<Speedup> speedups;         ///< every compiled run with an eager run of the same cell
   /// Index into speedups of the largest whose two runs are trusted (of any, when none are).
   std::optional<std::size_t> largest_speedup;
   /// Best and worst roofline efficiency among runs that are not mistrusted (indices into runs).

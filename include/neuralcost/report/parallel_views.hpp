@@ -18,8 +18,8 @@ std::string render_data_parallel(const std::vector<TrainingReport>& reports, con
 
 /// A ranked search (rank_data_parallel): one row per configuration.
 std::string render_data_parallel_search(const std::vector<TrainingReport>& reports,
-                                       const std::vector<DataParallelCandidate>& ranked, const DataParallelRequest& request,
-                                       Format format);
+                                        const std::vector<DataParallelCandidate>& ranked,
+                                        const DataParallelRequest& request, Format format);
 /// Tensor-parallel decoder steps, one per batch: the step over tp devices against one device, its
 /// all-reduces and logit gather, and the shard's weights and KV cache per device.
 std::string render_tensor_parallel(const std::vector<TensorParallelStep>& steps, const SystemSpec& system,

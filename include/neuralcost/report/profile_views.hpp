@@ -18,12 +18,12 @@ namespace neuralcost {
 ///
 ///   ff, libtorch eager, batch 32 on this machine [host]
 ///   median 113 µs (95% CI 113 µs - 114 µs, n 20, CV 2.3%), ...; verdict ok
-///   layer          kind    op           output  FLOPs   bytes   lower bound  measured  share  waste    efficiency  limit
-///   block0.linear  none    aten::t              0       0 B     0 s          517 ns    0.5%   517 ns   -           -
-///   block0.linear  linear  aten::addmm  32x128  6.43 M  519 kB  21.5 µs      76.7 µs   67.7%  55.2 µs  28.1%       compute
+///   layer          kind    op           output  FLOPs   bytes   lower bound  measured  share  waste    efficiency
+///   limit block0.linear  none    aten::t              0       0 B     0 s          517 ns    0.5%   517 ns   - -
+///   block0.linear  linear  aten::addmm  32x128  6.43 M  519 kB  21.5 µs      76.7 µs   67.7%  55.2 µs  28.1% compute
 ///   ...
 ///   unattributed (dispatch, framework)                                      3.05 µs   2.7%   3.05 µs
-///   total (timed median)                        7.63 M  773 kB  25.6 µs      113 µs    100%   87.7 µs  22.6%       compute
+///   total (timed median)                        7.63 M  773 kB  25.6 µs      113 µs    100%   87.7 µs  22.6% compute
 ///
 /// whose rows `options` groups, sorts and cuts (measure/layer_table.hpp); a model file's block
 /// has, after its title, the values its inputs were filled with ("inputs: ids: 8x128 int64, ...").

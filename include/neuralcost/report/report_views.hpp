@@ -52,8 +52,8 @@ std::string load_vega_script(const std::string& dir);
 /// tokens with their intervals, money above the lower bound, the costliest layer), Markdown,
 /// CSV or JSON (docs/json-schema.md#cost).
 ///
-///   model  backend  mode  batch  per sample            per 1M samples   per 1M tokens  above bound /1M  costliest layer
-///   ff     jax      jit   4      6.1e-09 (6.0-6.3e-09)  0.0061 USD       -              0.0052 USD       3:dot_general
+///   model  backend  mode  batch  per sample            per 1M samples   per 1M tokens  above bound /1M  costliest
+///   layer ff     jax      jit   4      6.1e-09 (6.0-6.3e-09)  0.0061 USD       -              0.0052 USD 3:dot_general
 std::string render_cost(const ResultsFile& results, const CostReport& cost, Format format);
 nlohmann::json cost_json(const ResultsFile& results, const CostReport& cost);
 

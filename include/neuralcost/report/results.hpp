@@ -21,23 +21,23 @@ namespace neuralcost {
 /// One framework op of a measured run (a `layers[]` element).
 struct ResultLayer {
   std::int64_t event = 0;
-  std::string name;            ///< the framework's op name (outside text: escape it)
-  std::string module;          ///< the module path users know ("stage0.conv"); empty in older files or when unknown
-  std::string pass;            ///< a training step's row: its phase ("backward"), else empty
+  std::string name;    ///< the framework's op name (outside text: escape it)
+  std::string module;  ///< the module path users know ("stage0.conv"); empty in older files or when unknown
+  std::string pass;    ///< a training step's row: its phase ("backward"), else empty
   /// How views name the layer: "PASS: MODULE" for a step's row, its module path, else
   /// "EVENT:NAME" (outside text: escape it); as layer_name() of measure/layer_table.hpp.
   std::string label() const {
     if (!pass.empty()) return module.empty() ? pass : pass + ": " + module;
     return module.empty() ? std::to_string(event) + ":" + name : module;
   }
-  std::string kind;            ///< op kind of its record with the largest lower bound; empty when none
+  std::string kind;  ///< op kind of its record with the largest lower bound; empty when none
   std::uint64_t flops = 0;
   std::uint64_t bytes = 0;
   double lower_bound_seconds = 0;
   double measured_seconds = 0;  ///< on the run's scale (layers + unattributed = the timed median)
   double waste_seconds = 0;     ///< measured - lower bound, at least 0
   double efficiency = 0;
-  std::string bound;            ///< "compute", "memory", or empty (no records)
+  std::string bound;  ///< "compute", "memory", or empty (no records)
   bool modeled = true;
 };
 
@@ -57,7 +57,7 @@ struct ResultRun {
   std::string device;
   std::string verdict;  ///< "ok", "mistrusted" or "failed": the run's outcome as written
   std::vector<std::string> reasons;
-  std::string error;  ///< why it failed (failed runs only)
+  std::string error;        ///< why it failed (failed runs only)
   std::string hardware_id;  ///< the spec its roofline used
 
   // Measured runs (verdict ok or mistrusted) only:

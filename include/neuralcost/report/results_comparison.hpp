@@ -35,7 +35,7 @@ struct CellChange {
   double ratio = 0;     ///< after median / before median (0 when not comparable)
   Interval ratio_ci95;  ///< of the ratio: bootstrap over both sample sets, else from the two CIs
   bool ratio_ci_from_samples = false;
-  std::string tested_on;  ///< "rounds" or "passes" (older files), "" when not tested
+  std::string tested_on;         ///< "rounds" or "passes" (older files), "" when not tested
   std::optional<RankTest> test;  ///< the U test on round medians (or passes), when both runs have them
   Change change = Change::kNotComparable;
   std::vector<std::string> notes;  ///< e.g. "after is mistrusted: too noisy ...", "hardware differs"
@@ -51,21 +51,21 @@ struct GroupChange {
   std::size_t cells = 0, other_cells = 0;  ///< tested cells of the backend and of the others
   /// median of the backend's cell ratios / median of the other cells' ratios (after / before)
   double ratio = 0;
-  Interval ratio_ci95;  ///< percentile bootstrap over both sets of cells
-  std::optional<RankTest> test;  ///< U test of the backend's cell ratios against the others'
+  Interval ratio_ci95;                 ///< percentile bootstrap over both sets of cells
+  std::optional<RankTest> test;        ///< U test of the backend's cell ratios against the others'
   Change change = Change::kNotTested;  ///< faster, slower, no significant change; not tested: too few cells
 };
 
 struct ResultsComparison {
   std::string before_path, after_path;
   double alpha = 0.05;
-  double min_effect = 0.05;  ///< |ratio - 1| below this is "no significant change" whatever p says
-  std::vector<CellChange> cells;       ///< in the order of the after file
+  double min_effect = 0.05;       ///< |ratio - 1| below this is "no significant change" whatever p says
+  std::vector<CellChange> cells;  ///< in the order of the after file
   /// per backend, when the files hold two or more backends with at least 3 tested cells each
   std::vector<GroupChange> groups;
-  std::vector<CellKey> only_before;    ///< cells the after file lacks
-  std::vector<CellKey> only_after;     ///< new cells
-  std::vector<std::string> warnings;   ///< repeated cells (the last run counts), different hardware
+  std::vector<CellKey> only_before;   ///< cells the after file lacks
+  std::vector<CellKey> only_after;    ///< new cells
+  std::vector<std::string> warnings;  ///< repeated cells (the last run counts), different hardware
 };
 
 /// Compares matching cells of `before` and `after` at significance level `alpha` (0 < alpha < 1)

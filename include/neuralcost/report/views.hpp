@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/analysis/roofline.hpp"
-#include "neuralcost/gpu/cuda_devices.hpp"
 #include "neuralcost/calibrate/gpu_calibration.hpp"
+#include "neuralcost/gpu/cuda_devices.hpp"
 #include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/hardware/host.hpp"
 #include "neuralcost/registry.hpp"

@@ -30,19 +30,19 @@ std::string_view memory_phase_name(MemoryPhase phase);  ///< "forward", "loss", 
 
 /// What a saved storage is: a tensor of the graph, or a buffer an op keeps besides its tensors.
 enum class SavedKind {
-  kTensor,     ///< an activation tensor (the storage a view aliases counts, once)
-  kStatistics, ///< normalisation statistics (fp32: mean and 1/std per row; batch norm: per channel)
-  kIndices,    ///< max pooling's argmax (int64, the output's shape)
-  kMask,       ///< dropout's keep mask (1 byte per element)
-  kWorkspace,  ///< recurrent ops' per-step gates and inner layers' states; attention's logsumexp
+  kTensor,      ///< an activation tensor (the storage a view aliases counts, once)
+  kStatistics,  ///< normalisation statistics (fp32: mean and 1/std per row; batch norm: per channel)
+  kIndices,     ///< max pooling's argmax (int64, the output's shape)
+  kMask,        ///< dropout's keep mask (1 byte per element)
+  kWorkspace,   ///< recurrent ops' per-step gates and inner layers' states; attention's logsumexp
 };
 std::string_view saved_kind_name(SavedKind kind);
 
 /// One distinct storage kept from the forward pass for the backward pass.
 struct SavedStorage {
-  std::string name;        ///< tensor name (the storage root of a view), or "<op>.<what>" for a buffer
+  std::string name;  ///< tensor name (the storage root of a view), or "<op>.<what>" for a buffer
   SavedKind kind = SavedKind::kTensor;
-  std::uint64_t bytes = 0; ///< in the step's activation dtype (see activation_bytes)
+  std::uint64_t bytes = 0;      ///< in the step's activation dtype (see activation_bytes)
   std::size_t first_saver = 0;  ///< op index of the first op (topological order) that keeps it
   bool graph_input = false;     ///< a graph input (image, token ids) kept by an op that saves its inputs
   /// Kept from the forward pass to the backward pass (false: only kept while its checkpoint
@@ -56,9 +56,9 @@ struct OpMemory {
   /// The kind's Saves rule refined by the op's function (relu keeps its output, add nothing, a
   /// sum reduction nothing); kUnknown ops are listed in MemoryLedger::unknown_saves.
   Saves rule = Saves::kNothing;
-  bool records = false;  ///< autograd records it: it has a trainable parameter or an input needing a gradient
-  std::uint64_t keeps_bytes = 0;  ///< everything it keeps, storages shared with other ops included
-  std::vector<std::size_t> keeps; ///< what it keeps: indices into MemoryLedger::saved
+  bool records = false;            ///< autograd records it: it has a trainable parameter or an input needing a gradient
+  std::uint64_t keeps_bytes = 0;   ///< everything it keeps, storages shared with other ops included
+  std::vector<std::size_t> keeps;  ///< what it keeps: indices into MemoryLedger::saved
   /// Bytes of the kept storages this op is the first saver of: summed over ops, equals
   /// ActivationMemory::saved_bytes (distinct storages once). Inside a recomputed segment only its
   /// first op has any: the checkpoint's inputs.
@@ -69,11 +69,11 @@ struct OpMemory {
 /// A run of consecutive ops (topological order) that is run without saving in the forward pass
 /// and recomputed before its backward pass; only its inputs are kept.
 struct CheckpointSegment {
-  std::string name;              ///< "encoder0" (full), "<first op> .. <last op>" (every:K, selective)
-  std::size_t first_op = 0, last_op = 0;  ///< inclusive op indices
-  std::uint64_t input_bytes = 0;     ///< its inputs' storages, kept by the checkpoint
+  std::string name;                         ///< "encoder0" (full), "<first op> .. <last op>" (every:K, selective)
+  std::size_t first_op = 0, last_op = 0;    ///< inclusive op indices
+  std::uint64_t input_bytes = 0;            ///< its inputs' storages, kept by the checkpoint
   std::uint64_t recompute_saved_bytes = 0;  ///< what its ops save while it is differentiated
-  std::uint64_t internal_bytes = 0;  ///< storages produced and used only inside it, plus its ops' buffers
+  std::uint64_t internal_bytes = 0;         ///< storages produced and used only inside it, plus its ops' buffers
   /// cost_of() FLOPs of its ops; selective: times (1 + the later ops that keep one of its outputs)
   std::uint64_t recompute_flops = 0;
   /// Whether the ledger recomputes it. Not when none of its ops records (no backward), not the
@@ -126,7 +126,7 @@ struct MemoryLedger {
   std::uint64_t parameter_bytes = 0;  ///< in the precision's parameter dtype: fp32 (4 B), bf16/fp16 (2 B)
   std::uint64_t buffer_count = 0;     ///< non-trainable elements (running statistics), in their own dtype
   std::uint64_t buffer_bytes = 0;
-  std::uint64_t gradient_bytes = 0;   ///< one gradient per trainable element, in the parameter dtype
+  std::uint64_t gradient_bytes = 0;         ///< one gradient per trainable element, in the parameter dtype
   std::uint64_t optimizer_state_bytes = 0;  ///< momentum: 1, Adam/AdamW: 2 fp32 buffers per element
   std::uint64_t master_weight_bytes = 0;    ///< fp32 master weights (mixed precision only)
   /// Temporaries of the optimizer step: Adam/AdamW 2 fp32 tensors the size of the largest
@@ -134,10 +134,10 @@ struct MemoryLedger {
   std::uint64_t optimizer_transient_bytes = 0;
 
   ActivationMemory activations;
-  std::vector<OpMemory> ops;             ///< one per op of the graph, in graph order
-  std::vector<SavedStorage> saved;       ///< every storage some op keeps, in first-saver order
+  std::vector<OpMemory> ops;        ///< one per op of the graph, in graph order
+  std::vector<SavedStorage> saved;  ///< every storage some op keeps, in first-saver order
   std::vector<CheckpointSegment> segments;
-  std::uint64_t recompute_flops = 0;     ///< the segments' recompute_flops summed
+  std::uint64_t recompute_flops = 0;  ///< the segments' recompute_flops summed
   std::uint64_t recompute_contraction_flops = 0;
   /// Recorded ops whose Saves rule is unknown (loop, custom, unmodeled): what they keep is not in
   /// the lower bound; their inputs and outputs are in the upper bound.
@@ -202,17 +202,17 @@ std::string memory_size_string(std::uint64_t bytes);
 inline constexpr std::int64_t kMaxSearchedBatch = std::int64_t{1} << 20;
 
 struct BatchFit {
-  std::int64_t batch = 0;        ///< the largest batch that fits
-  bool capped = false;           ///< kMaxSearchedBatch fits: larger batches were not tried
+  std::int64_t batch = 0;  ///< the largest batch that fits
+  bool capped = false;     ///< kMaxSearchedBatch fits: larger batches were not tried
   MemoryBound bound = MemoryBound::kUpper;
   std::uint64_t budget_bytes = 0;
   double reserve = 0;
-  std::uint64_t usable_bytes = 0;   ///< budget x (1 - reserve), rounded down
-  std::uint64_t needed_bytes = 0;   ///< ledger.total_bytes(bound) at `batch`
+  std::uint64_t usable_bytes = 0;  ///< budget x (1 - reserve), rounded down
+  std::uint64_t needed_bytes = 0;  ///< ledger.total_bytes(bound) at `batch`
   /// ledger.total_bytes(bound) at batch + 1: the first batch that does not fit (0 when capped).
   std::uint64_t next_batch_bytes = 0;
-  MemoryLedger ledger;              ///< the ledger at `batch`: what fills the budget
-  std::vector<std::int64_t> probed; ///< every batch whose graph was built, in probe order
+  MemoryLedger ledger;               ///< the ledger at `batch`: what fills the budget
+  std::vector<std::int64_t> probed;  ///< every batch whose graph was built, in probe order
 };
 
 /// The largest batch whose step fits in budget x (1 - reserve): exponential search (1, 2, 4, ...)

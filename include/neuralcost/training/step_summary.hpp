@@ -24,10 +24,10 @@ struct StepWork {
 struct StepOpRow {
   std::string name;
   std::string kind;
-  StepWork forward;         ///< its forward record (and its recomputation, if any)
-  StepWork input_gradient;  ///< gradients of its activation inputs (and the accumulation of them)
-  StepWork weight_gradient; ///< gradients of its parameters
-  bool modeled = true;      ///< false when a record of it (forward or gradient) is unmodeled
+  StepWork forward;          ///< its forward record (and its recomputation, if any)
+  StepWork input_gradient;   ///< gradients of its activation inputs (and the accumulation of them)
+  StepWork weight_gradient;  ///< gradients of its parameters
+  bool modeled = true;       ///< false when a record of it (forward or gradient) is unmodeled
 };
 
 struct PassTotal {

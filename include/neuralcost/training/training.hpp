@@ -64,10 +64,10 @@ std::uint64_t optimizer_state_bytes_per_element(Optimizer optimizer, Precision p
 OpRecord training_form(OpRecord op);
 
 /// The step graph of `forward`: the forward ops (with the recomputation of the checkpoint segments
-/// the memory ledger recomputes, training/memory.hpp, each as many times as it is run), the gradient of a scalar loss of the graph's outputs, every op's input and weight
-/// gradients in reverse order (only where a gradient is needed: "needs grad" flows from trainable
-/// parameters), and one optimizer record per trainable parameter. Throws the cost model's errors
-/// for malformed ops.
+/// the memory ledger recomputes, training/memory.hpp, each as many times as it is run), the gradient of a scalar loss
+/// of the graph's outputs, every op's input and weight gradients in reverse order (only where a gradient is needed:
+/// "needs grad" flows from trainable parameters), and one optimizer record per trainable parameter. Throws the cost
+/// model's errors for malformed ops.
 OpGraph training_step(const OpGraph& forward, const TrainingOptions& options);
 
 }  // namespace neuralcost

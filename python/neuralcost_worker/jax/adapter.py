@@ -21,6 +21,7 @@ jax/capture.py: parameters named by their pytree path, nested calls inlined, eac
 `while` unrolled into the steps it runs (a while's trip count from one evaluation of the program
 on the real parameters and input); a `cond` as the branch it takes on that input.
 """
+
 import numbers
 import os
 
@@ -67,11 +68,20 @@ DTYPES = {"fp32": "float32", "fp64": "float64"}
 
 def environment():
     import jaxlib
+
     devices = jax.devices()
     env = dict(_THREADS)
-    env.update({"jax_version": jax.__version__, "jaxlib_version": jaxlib.__version__, "backend": jax.default_backend(),
-                "devices": ", ".join(str(d) for d in devices), "device_kind": devices[0].device_kind,
-                "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""), "cpu_count": str(len(os.sched_getaffinity(0)))})
+    env.update(
+        {
+            "jax_version": jax.__version__,
+            "jaxlib_version": jaxlib.__version__,
+            "backend": jax.default_backend(),
+            "devices": ", ".join(str(d) for d in devices),
+            "device_kind": devices[0].device_kind,
+            "XLA_FLAGS": os.environ.get("XLA_FLAGS", ""),
+            "cpu_count": str(len(os.sched_getaffinity(0))),
+        }
+    )
     return env
 
 
@@ -94,12 +104,16 @@ def build(request):
     model = str(request.get("model", ""))
     if model not in jax_models.NAMES + jax_models.TEST_MODELS:
         if os.path.exists(model):
-            raise WorkerError("unimplemented", f"jax: cannot load model file '{model}': the JAX worker runs "
-                              f"only the reference models ({', '.join(jax_models.NAMES)})")
+            raise WorkerError(
+                "unimplemented",
+                f"jax: cannot load model file '{model}': the JAX worker runs "
+                f"only the reference models ({', '.join(jax_models.NAMES)})",
+            )
         if os.sep in model or os.path.splitext(model)[1]:
             raise WorkerError("not_found", f"jax: model file '{model}' does not exist")
-        raise WorkerError("invalid_argument",
-                          f"jax: unknown model '{model}' (reference models: {', '.join(jax_models.NAMES)})")
+        raise WorkerError(
+            "invalid_argument", f"jax: unknown model '{model}' (reference models: {', '.join(jax_models.NAMES)})"
+        )
     dtype = request.get("dtype", "fp32")
     if dtype not in DTYPES:
         raise WorkerError("invalid_argument", f"jax: dtype '{dtype}' is not supported (fp32, fp64)")
@@ -120,8 +134,11 @@ class Model:
         self.parameters = sum(int(np.prod(leaf.shape)) for leaf in jax.tree_util.tree_leaves(params))
         self.inputs = [{"name": "input0", "shape": list(x.shape), "dtype": str(x.dtype)}]
         self.origin = f"neuralcost_worker/jax/models.py: {name} in jax.numpy/lax (input {list(x.shape)}, seed 0)"
-        self.environment = {"mode": mode, "x64": str(jax.config.jax_enable_x64),
-                            "execution": "jax.disable_jit (op by op)" if mode == "eager" else "jax.jit"}
+        self.environment = {
+            "mode": mode,
+            "x64": str(jax.config.jax_enable_x64),
+            "execution": "jax.disable_jit (op by op)" if mode == "eager" else "jax.jit",
+        }
         self.trainer = None
         if train is not None:
             self.compiled = None
@@ -159,8 +176,7 @@ class Model:
         params = self.params if self.trainer is None else self.trainer.params  # a jit step donated these
         closed = jax.make_jaxpr(self.forward)(params, self.x)
         keys = []
-        ops = jax_capture.capture(closed, params, self.x, getattr(self.forward, "buffers", {}), keys,
-                                  jax_models.LAYERS)
+        ops = jax_capture.capture(closed, params, self.x, getattr(self.forward, "buffers", {}), keys, jax_models.LAYERS)
         source = f"jaxpr of the {self.name} forward function (jax.make_jaxpr, {len(ops)} ops)"
         if self.trainer is None and self.compiled is not None:
             self.kernels = self._map_kernels(ops, keys)
@@ -192,7 +208,8 @@ class Model:
         text = self.compiled.lower(self.params, self.x).compile().as_text()
         module = text.split(None, 2)[1].rstrip(",") if text.startswith("HloModule") else None
         kernels, containers = xla_trace.parse_hlo(
-            text, lambda op_name, frame: jax_capture.hlo_key(op_name, frame, jax_models.LAYERS))
+            text, lambda op_name, frame: jax_capture.hlo_key(op_name, frame, jax_models.LAYERS)
+        )
         _, events = xla_trace.session_events(self.run, module)
         ran = {e[0] for e in events}
         order = [k for k in kernels if k in ran]
@@ -210,7 +227,9 @@ class Model:
         (jit) or one-primitive programs (eager) capture() mapped the ops to
         (docs/worker-protocol.md, "Kernel traces")."""
         if self.trainer is not None:
-            raise WorkerError("unimplemented", "the jax worker times the kernels of a forward pass, not of a training step")
+            raise WorkerError(
+                "unimplemented", "the jax worker times the kernels of a forward pass, not of a training step"
+            )
         if getattr(self, "kernels", None) is None:
             raise WorkerError("invalid_argument", "send 'capture' before 'layers': it maps the ops to the kernels")
         module, order, names, _ = self.kernels

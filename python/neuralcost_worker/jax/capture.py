@@ -42,6 +42,7 @@
     index cannot be known (a value it reads is unknown) stays one `cond` op with attribute
     "not_inlined" (why), which the C++ table lists as unmodeled with that reason.
 """
+
 import numbers
 
 import jax
@@ -53,11 +54,21 @@ from jax.extend.core import ClosedJaxpr, Jaxpr, Literal, jaxpr_as_fun
 from neuralcost_worker.protocol import tensor
 
 # primitives whose inner jaxpr is run as is: inlined into the caller
-INLINED = {"pjit", "jit", "closed_call", "core_call", "custom_jvp_call", "custom_vjp_call",
-           "custom_vjp_call_jaxpr", "remat", "remat2", "checkpoint", "named_call"}
+INLINED = {
+    "pjit",
+    "jit",
+    "closed_call",
+    "core_call",
+    "custom_jvp_call",
+    "custom_vjp_call",
+    "custom_vjp_call_jaxpr",
+    "remat",
+    "remat2",
+    "checkpoint",
+    "named_call",
+}
 # primitives that only relabel or re-lay out their input: of a weight, the weight itself
-LAYOUT = {"reshape", "squeeze", "expand_dims", "broadcast_in_dim", "transpose", "convert_element_type",
-          "stop_gradient"}
+LAYOUT = {"reshape", "squeeze", "expand_dims", "broadcast_in_dim", "transpose", "convert_element_type", "stop_gradient"}
 MAX_UNROLLED = 200_000  # ops a while may unroll into; a longer one stays one (unmodeled) op
 
 
@@ -101,8 +112,9 @@ def hlo_key(op_name, frame, layers=None):
     of scopes (transformations such as "jit(relu)" left out) that is a layer is the module."""
     parts = op_name.split("/")
     scopes = [p for p in parts[1:-1] if not p.endswith(")")]
-    module = next((".".join(scopes[:k]) for k in range(len(scopes), 0, -1)
-                   if layers and ".".join(scopes[:k]) in layers), "")
+    module = next(
+        (".".join(scopes[:k]) for k in range(len(scopes), 0, -1) if layers and ".".join(scopes[:k]) in layers), ""
+    )
     return (f"{module}/{parts[-1]}" if module else parts[-1]), frame
 
 
@@ -116,7 +128,7 @@ def path_name(path):
 
 def _inner_jaxprs(eqn):
     for v in eqn.params.values():
-        for item in (v if isinstance(v, (tuple, list)) else [v]):
+        for item in v if isinstance(v, (tuple, list)) else [v]:
             if isinstance(item, (Jaxpr, ClosedJaxpr)):
                 yield item
 
@@ -124,8 +136,10 @@ def _inner_jaxprs(eqn):
 def _has_control(jaxpr):
     """Whether `jaxpr` has a while or a cond (anywhere inside): then values are carried."""
     jaxpr = jaxpr.jaxpr if isinstance(jaxpr, ClosedJaxpr) else jaxpr
-    return any(eqn.primitive.name in ("while", "cond") or any(_has_control(j) for j in _inner_jaxprs(eqn))
-               for eqn in jaxpr.eqns)
+    return any(
+        eqn.primitive.name in ("while", "cond") or any(_has_control(j) for j in _inner_jaxprs(eqn))
+        for eqn in jaxpr.eqns
+    )
 
 
 def _size(jaxpr):
@@ -134,9 +148,15 @@ def _size(jaxpr):
     n = 0
     for eqn in jaxpr.eqns:
         inner = list(_inner_jaxprs(eqn))
-        n += eqn.params["length"] * _size(inner[0]) if eqn.primitive.name == "scan" else \
-            max(map(_size, inner)) if eqn.primitive.name == "cond" else \
-            sum(map(_size, inner)) if inner else 1
+        n += (
+            eqn.params["length"] * _size(inner[0])
+            if eqn.primitive.name == "scan"
+            else max(map(_size, inner))
+            if eqn.primitive.name == "cond"
+            else sum(map(_size, inner))
+            if inner
+            else 1
+        )
     return max(n, 1)
 
 
@@ -175,7 +195,7 @@ def _attr(v):
 def _layout(spec, letters):
     """ConvDimensionNumbers spec (dim indices) as a layout string: (0, 3, 1, 2) -> NHWC."""
     out = [""] * len(spec)
-    spatial = "DHW"[3 - (len(spec) - 2):] if len(spec) <= 5 else "0123456789"
+    spatial = "DHW"[3 - (len(spec) - 2) :] if len(spec) <= 5 else "0123456789"
     for i, dim in enumerate(spec):
         out[dim] = letters[i] if i < 2 else spatial[i - 2]
     return "".join(out)
@@ -186,11 +206,18 @@ def _attrs(eqn):
     for key, v in eqn.params.items():
         if key == "dimension_numbers" and eqn.primitive.name == "dot_general":
             (lc, rc), (lb, rb) = v
-            attrs.update(lhs_contracting=list(map(int, lc)), rhs_contracting=list(map(int, rc)),
-                         lhs_batch=list(map(int, lb)), rhs_batch=list(map(int, rb)))
+            attrs.update(
+                lhs_contracting=list(map(int, lc)),
+                rhs_contracting=list(map(int, rc)),
+                lhs_batch=list(map(int, lb)),
+                rhs_batch=list(map(int, rb)),
+            )
         elif key == "dimension_numbers" and eqn.primitive.name == "conv_general_dilated":
-            attrs.update(lhs_layout=_layout(v.lhs_spec, "NC"), rhs_layout=_layout(v.rhs_spec, "OI"),
-                         out_layout=_layout(v.out_spec, "NC"))
+            attrs.update(
+                lhs_layout=_layout(v.lhs_spec, "NC"),
+                rhs_layout=_layout(v.rhs_spec, "OI"),
+                out_layout=_layout(v.out_spec, "NC"),
+            )
         elif hasattr(v, "_fields"):  # other dimension numbers (gather, scatter): one entry per field
             attrs.update((f, a) for f, a in ((f, _attr(getattr(v, f))) for f in v._fields) if a is not None)
         elif not isinstance(v, (Jaxpr, ClosedJaxpr)):
@@ -207,17 +234,17 @@ class _Walker:
 
     def __init__(self, const_names, concrete, layers=None):
         self.ops = []
-        self.layers = layers            # the layer names the scopes may name (None: any scope)
+        self.layers = layers  # the layer names the scopes may name (None: any scope)
         self.edges = 0
         self.const_names = const_names  # id(array) -> name, for named constants
-        self.consts = {}                # id(array) -> value, so a constant read twice is one
+        self.consts = {}  # id(array) -> value, so a constant read twice is one
         self.concrete = concrete
-        self.jitted = {}                # id(closed jaxpr) -> (jaxpr, jitted function): a while's cond, body
-        self.keys = []                  # per op: (primitive, source location) of its equation, or None
-        self.eqn = None                 # the equation being emitted (None: an op the walker makes)
-        self.outer = None               # the source location of the innermost call being inlined
-        self.scan_where = None          # ... of the innermost scan being unrolled
-        self.scope = ()                 # the named scopes (jax.named_scope) the op is made in
+        self.jitted = {}  # id(closed jaxpr) -> (jaxpr, jitted function): a while's cond, body
+        self.keys = []  # per op: (primitive, source location) of its equation, or None
+        self.eqn = None  # the equation being emitted (None: an op the walker makes)
+        self.outer = None  # the source location of the innermost call being inlined
+        self.scan_where = None  # ... of the innermost scan being unrolled
+        self.scope = ()  # the named scopes (jax.named_scope) the op is made in
 
     def module(self):
         """The layer of an op made in self.scope: the longest leading join that is a layer."""
@@ -320,9 +347,13 @@ class _Walker:
     @staticmethod
     def fold(eqn, ins):
         """Scalar arithmetic on known scalars (a fori_loop's counter), computed here: no op."""
-        if not eqn.outvars or eqn.effects or any(isinstance(v, dict) for v in ins) or \
-                any(v.aval.shape != () for v in eqn.outvars) or \
-                any(isinstance(v, (Jaxpr, ClosedJaxpr)) for v in eqn.params.values()):
+        if (
+            not eqn.outvars
+            or eqn.effects
+            or any(isinstance(v, dict) for v in ins)
+            or any(v.aval.shape != () for v in eqn.outvars)
+            or any(isinstance(v, (Jaxpr, ClosedJaxpr)) for v in eqn.params.values())
+        ):
             return None
         try:
             outs = eqn.primitive.bind(*ins, **eqn.params)
@@ -346,13 +377,18 @@ class _Walker:
         steps = range(length - 1, -1, -1) if params["reverse"] else range(length)
         ys, ys_vals = {}, {}
         for i in steps:
-            outs, out_vals = self.call(params["jaxpr"], consts + carry + [self.index(x, i) for x in xs],
-                                       const_vals + carry_vals + [None if v is None else v[i] for v in xs_vals])
+            outs, out_vals = self.call(
+                params["jaxpr"],
+                consts + carry + [self.index(x, i) for x in xs],
+                const_vals + carry_vals + [None if v is None else v[i] for v in xs_vals],
+            )
             carry, ys[i] = outs[:carry_n], outs[carry_n:]
             carry_vals, ys_vals[i] = out_vals[:carry_n], out_vals[carry_n:]
         stacked = [self.stack([ys[i][j] for i in range(length)], aval) for j, aval in enumerate(out_avals[carry_n:])]
-        stacked_vals = [self.stack_values([ys_vals[i][j] for i in range(length)], aval)
-                        for j, aval in enumerate(out_avals[carry_n:])]
+        stacked_vals = [
+            self.stack_values([ys_vals[i][j] for i in range(length)], aval)
+            for j, aval in enumerate(out_avals[carry_n:])
+        ]
         return carry + stacked, carry_vals + stacked_vals
 
     def stack_values(self, values, aval):
@@ -366,8 +402,9 @@ class _Walker:
         if x.get("param"):
             return tensor(f"{x['tensor']}.{i}", shape[1:], x["dtype"], param=True)
         part = self.fresh([1] + shape[1:], x["dtype"])
-        self.emit("slice", [x], [part], {"start_indices": [i] + [0] * (len(shape) - 1),
-                                         "limit_indices": [i + 1] + shape[1:]})
+        self.emit(
+            "slice", [x], [part], {"start_indices": [i] + [0] * (len(shape) - 1), "limit_indices": [i + 1] + shape[1:]}
+        )
         out = self.fresh(shape[1:], x["dtype"])
         self.emit("squeeze", [part], [out], {"dimensions": [0]})
         return out
@@ -398,14 +435,17 @@ class _Walker:
         size = _size(params["cond_jaxpr"]) + _size(params["body_jaxpr"])
         limit = MAX_UNROLLED // size
         cond, body = self.jit(params["cond_jaxpr"]), self.jit(params["body_jaxpr"])
-        carry, steps = vals[cond_n + body_n:], 0
+        carry, steps = vals[cond_n + body_n :], 0
         try:
             while bool(cond(*vals[:cond_n], *carry)[0]):
                 if steps == limit:
                     return 0, f"more than {limit} iterations of about {size} ops exceed {MAX_UNROLLED} ops"
-                carry, steps = body(*vals[cond_n:cond_n + body_n], *carry), steps + 1
+                carry, steps = body(*vals[cond_n : cond_n + body_n], *carry), steps + 1
         except Exception as e:  # noqa: BLE001
-            return 0, f"its trip count could not be found ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})"
+            return (
+                0,
+                f"its trip count could not be found ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+            )
         return steps, None
 
     def loop(self, eqn, ins, vals):
@@ -414,7 +454,7 @@ class _Walker:
         cond_n, body_n = p["cond_nconsts"], p["body_nconsts"]
         trips, why = self.trips(p, vals)
         start = len(self.ops)
-        carry, carry_vals = ins[cond_n + body_n:], vals[cond_n + body_n:]
+        carry, carry_vals = ins[cond_n + body_n :], vals[cond_n + body_n :]
         for step in range(trips + 1 if why is None else 0):
             _, test = self.call(p["cond_jaxpr"], ins[:cond_n] + carry, vals[:cond_n] + carry_vals)
             if test[0] is None or bool(test[0]) != (step < trips):
@@ -422,8 +462,9 @@ class _Walker:
                 break
             if step == trips:
                 return carry, carry_vals
-            carry, carry_vals = self.call(p["body_jaxpr"], ins[cond_n:cond_n + body_n] + carry,
-                                          vals[cond_n:cond_n + body_n] + carry_vals)
+            carry, carry_vals = self.call(
+                p["body_jaxpr"], ins[cond_n : cond_n + body_n] + carry, vals[cond_n : cond_n + body_n] + carry_vals
+            )
             if len(self.ops) - start > MAX_UNROLLED:
                 why = f"{trips} iterations exceed {MAX_UNROLLED} ops"
                 break

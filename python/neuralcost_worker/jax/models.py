@@ -22,6 +22,7 @@ both stay `while` primitives in the jaxpr. Same parameters and contraction FLOPs
 jax_loops_test.cpp): the block runs when its input is all finite, else the other branch returns
 zeros; on a real input the block always runs. Same parameters and contraction FLOPs as "ff".
 """
+
 import math
 
 import jax
@@ -79,12 +80,15 @@ def ff(init, width, depth, conds=False):
     """With `conds` (TEST_MODELS' ff_cond), each hidden block is the taken branch of a lax.cond
     on whether its input is all finite; the other branch returns zeros."""
     dims = [784] + [width] * depth
-    params = {f"block{i}": {"linear": init.linear(a, b), "norm": init.norm(width)}
-              for i, (a, b) in enumerate(zip(dims, dims[1:]))}
+    params = {
+        f"block{i}": {"linear": init.linear(a, b), "norm": init.norm(width)}
+        for i, (a, b) in enumerate(zip(dims, dims[1:]))
+    }
     params["classifier"] = init.linear(width, CLASSES)
 
     def forward(p, x):
         for i in range(depth):
+
             def block(x, i=i, linear=p[f"block{i}"]["linear"], norm=p[f"block{i}"]["norm"]):
                 with scope(f"block{i}.linear"):
                     x = dense(x, linear["weight"], linear["bias"])
@@ -92,9 +96,9 @@ def ff(init, width, depth, conds=False):
                     x = jax.nn.relu(x)
                 with scope(f"block{i}.norm"):
                     return layer_norm(x, norm)
+
             if conds:
-                x = lax.cond(jnp.all(jnp.isfinite(x)), block,
-                             lambda x: jnp.zeros(x.shape[:-1] + (width,), x.dtype), x)
+                x = lax.cond(jnp.all(jnp.isfinite(x)), block, lambda x: jnp.zeros(x.shape[:-1] + (width,), x.dtype), x)
             else:
                 x = block(x)
         with scope("classifier"):
@@ -110,20 +114,30 @@ def cnn(init, width, depth):
     if width % (1 << (depth - 1)):
         raise ValueError(f"cnn: width {width} must be divisible by {1 << (depth - 1)} for {depth} stages")
     channels = [3] + [width >> (depth - 1 - s) for s in range(depth)]
-    params = {f"stage{s}": {"conv": {"weight": init.uniform((b, a, 3, 3), a * 9), "bias": init.uniform((b,), a * 9)},
-                            "bn": init.norm(b)}
-              for s, (a, b) in enumerate(zip(channels, channels[1:]))}
+    params = {
+        f"stage{s}": {
+            "conv": {"weight": init.uniform((b, a, 3, 3), a * 9), "bias": init.uniform((b,), a * 9)},
+            "bn": init.norm(b),
+        }
+        for s, (a, b) in enumerate(zip(channels, channels[1:]))
+    }
     params["classifier"] = init.linear(width, CLASSES)
     # running statistics of a "trained" model: frozen constants, not parameters
-    buffers = {f"stage{s}": {"bn": {"running_mean": init.uniform((c,), 4), "running_var": 1.0 + init.uniform((c,), 4)}}
-               for s, c in enumerate(channels[1:])}
+    buffers = {
+        f"stage{s}": {"bn": {"running_mean": init.uniform((c,), 4), "running_var": 1.0 + init.uniform((c,), 4)}}
+        for s, c in enumerate(channels[1:])
+    }
 
     def forward(p, x):
         for s in range(depth):
             conv, norm, stats = p[f"stage{s}"]["conv"], p[f"stage{s}"]["bn"], buffers[f"stage{s}"]["bn"]
             with scope(f"stage{s}.conv"):
-                x = lax.conv_general_dilated(x, conv["weight"], (1, 1), ((1, 1), (1, 1)),
-                                             dimension_numbers=("NCHW", "OIHW", "NCHW")) + conv["bias"][:, None, None]
+                x = (
+                    lax.conv_general_dilated(
+                        x, conv["weight"], (1, 1), ((1, 1), (1, 1)), dimension_numbers=("NCHW", "OIHW", "NCHW")
+                    )
+                    + conv["bias"][:, None, None]
+                )
             with scope(f"stage{s}.relu"):
                 x = jax.nn.relu(x)
             with scope(f"stage{s}.bn"):
@@ -170,20 +184,24 @@ def recurrent(init, width, depth, lstm, while_loops=False):
             collect = layer + 1 < depth  # the last layer only hands on its final state
 
             if lstm:
+
                 def step(carry, xw_t):
                     h, c = carry
                     i, f, g, o = jnp.split(xw_t + dense(h, w_hh, b_hh), 4, axis=-1)
                     c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
                     h = jax.nn.sigmoid(o) * jnp.tanh(c)
                     return (h, c), (h if collect else None)
+
                 if while_loops:
                     (h, _), xs = _while_scan(step, (zeros, zeros), xw, layer, collect)
                 else:
                     (h, _), xs = lax.scan(step, (zeros, zeros), xw)
             else:
+
                 def step(h, xw_t):
                     h = jnp.tanh(xw_t + dense(h, w_hh, b_hh))
                     return h, (h if collect else None)
+
                 h, xs = lax.scan(step, zeros, xw)
         return h
 
@@ -202,8 +220,7 @@ def _while_scan(step, carry, xw, layer, collect):
         return carry, (lax.dynamic_update_index_in_dim(ys, y, i, 0) if collect else None)
 
     if layer == 0:
-        _, carry, ys = lax.while_loop(lambda s: s[0] < steps, lambda s: (s[0] + 1,) + body(s[0], s[1:]),
-                                      (0, carry, ys))
+        _, carry, ys = lax.while_loop(lambda s: s[0] < steps, lambda s: (s[0] + 1,) + body(s[0], s[1:]), (0, carry, ys))
     else:
         bound = jnp.sum(jnp.isfinite(xw[:, 0, 0]), dtype=jnp.int32)
         carry, ys = lax.fori_loop(0, bound, body, (carry, ys))
@@ -216,11 +233,18 @@ def transformer(init, width, depth):
         raise ValueError(f"transformer: width {width} must be divisible by the {HEADS} heads")
 
     def layer():
-        attn = {"in_proj_weight": init.uniform((3 * width, width), width),
-                "in_proj_bias": init.uniform((3 * width,), width),
-                "out_proj": init.linear(width, width)}
-        return {"self_attn": attn, "linear1": init.linear(width, 4 * width),
-                "linear2": init.linear(4 * width, width), "norm1": init.norm(width), "norm2": init.norm(width)}
+        attn = {
+            "in_proj_weight": init.uniform((3 * width, width), width),
+            "in_proj_bias": init.uniform((3 * width,), width),
+            "out_proj": init.linear(width, width),
+        }
+        return {
+            "self_attn": attn,
+            "linear1": init.linear(width, 4 * width),
+            "linear2": init.linear(4 * width, width),
+            "norm1": init.norm(width),
+            "norm2": init.norm(width),
+        }
 
     params = {f"encoder{i}": layer() for i in range(depth)}
     params["classifier"] = init.linear(width, CLASSES)
@@ -230,8 +254,10 @@ def transformer(init, width, depth):
         with scope(f"{name}.in_proj"):
             qkv = dense(x, p["in_proj_weight"], p["in_proj_bias"])
         with scope(f"{name}.split_heads"):
-            q, k, v = [part.reshape(b, t, HEADS, d // HEADS).transpose(0, 2, 1, 3)  # [B, H, T, D]
-                       for part in jnp.split(qkv, 3, axis=-1)]
+            q, k, v = [
+                part.reshape(b, t, HEADS, d // HEADS).transpose(0, 2, 1, 3)  # [B, H, T, D]
+                for part in jnp.split(qkv, 3, axis=-1)
+            ]
         with scope(f"{name}.sdpa"):
             scores = jnp.einsum("bhqd,bhkd->bhqk", q * (d // HEADS) ** -0.5, k)
             out = jnp.einsum("bhqk,bhkd->bhqd", jax.nn.softmax(scores, axis=-1), v)
@@ -274,8 +300,10 @@ def build(name, batch=1, seq=32, width=128, depth=2, dtype=jnp.float32):
     elif name == "cnn":
         (forward, params, buffers), shape = cnn(init, width, depth), (batch, 3, 32, 32)
     elif name in ("rnn", "lstm", "lstm_while"):
-        (forward, params, buffers), shape = recurrent(init, width, depth, name != "rnn", name == "lstm_while"), \
-            (batch, seq, width)
+        (forward, params, buffers), shape = (
+            recurrent(init, width, depth, name != "rnn", name == "lstm_while"),
+            (batch, seq, width),
+        )
     elif name == "transformer":
         (forward, params, buffers), shape = transformer(init, width, depth), (batch, seq, width)
     else:

@@ -18,6 +18,7 @@ None), so:
   after the update (old and new parameters and state); the largest. A primitive's own temporaries
   are not seen.
 """
+
 import gc
 
 import jax
@@ -70,8 +71,8 @@ def update(train, params, grads, state):
 
     def adam(p, m, v):
         step = t.astype(p.dtype)  # the bias corrections in the parameters' precision
-        denominator = jnp.sqrt(v) / jnp.sqrt(1 - b2 ** step) + eps
-        return p - lr / (1 - b1 ** step) * m / denominator
+        denominator = jnp.sqrt(v) / jnp.sqrt(1 - b2**step) + eps
+        return p - lr / (1 - b1**step) * m / denominator
 
     params = tree(adam, params, m, v)
     return params, {"step": t, "m": m, "v": v}
@@ -106,9 +107,13 @@ class Step:
         self.environment = dict(training.contract(train, self.loss, out.shape))
         self.environment["train_step_implementation"] = (
             "jax.value_and_grad of the loss, optimizer written in jax.numpy (torch.optim's formulas); "
-            + ("one jax.jit program, parameters and optimizer state donated" if self.jitted is not None
-               else "eager: jax.disable_jit(), primitive by primitive")
-            + "; jax.block_until_ready on the new parameters, state and loss")
+            + (
+                "one jax.jit program, parameters and optimizer state donated"
+                if self.jitted is not None
+                else "eager: jax.disable_jit(), primitive by primitive"
+            )
+            + "; jax.block_until_ready on the new parameters, state and loss"
+        )
         self.run()  # compiles here (jit: the step program), not in the first timed run
 
     def run(self):
@@ -130,8 +135,11 @@ class Step:
     def execution(self):
         """What ran (as the forward's execution()) and that it trains: the loss of the first step
         (the build's) and of the latest."""
-        facts = {"first_step_loss": f"{self.first_loss:.6g}", "last_step_loss": f"{float(self.last_loss):.6g}",
-                 "steps": self.steps}
+        facts = {
+            "first_step_loss": f"{self.first_loss:.6g}",
+            "last_step_loss": f"{float(self.last_loss):.6g}",
+            "steps": self.steps,
+        }
         if self.jitted is None:
             facts.update(compiled_programs=0, compiler="none (jax.disable_jit: op by op)")
         else:
@@ -143,14 +151,18 @@ class Step:
             stats = self.jitted.lower(self.params, self.state, self.x, self.target).compile().memory_analysis()
             args, outs = int(stats.argument_size_in_bytes), int(stats.output_size_in_bytes)
             alias, temp = int(stats.alias_size_in_bytes), int(stats.temp_size_in_bytes)
-            return {"peak_bytes": args + outs - alias + temp,
-                    "source": "XLA buffer assignment of the compiled training step (jax.jit(step).lower().compile()"
-                              ".memory_analysis()): argument + output - alias + temp bytes, what the executable "
-                              "holds while it runs (arguments: parameters, optimizer state, input, targets; "
-                              "parameters and state donated, so aliased to the outputs); computed by the compiler, "
-                              "not sampled at run time; the CPU backend's memory_stats() is None",
-                    "xla_argument_bytes": args, "xla_output_bytes": outs, "xla_alias_bytes": alias,
-                    "xla_temp_bytes": temp}
+            return {
+                "peak_bytes": args + outs - alias + temp,
+                "source": "XLA buffer assignment of the compiled training step (jax.jit(step).lower().compile()"
+                ".memory_analysis()): argument + output - alias + temp bytes, what the executable "
+                "holds while it runs (arguments: parameters, optimizer state, input, targets; "
+                "parameters and state donated, so aliased to the outputs); computed by the compiler, "
+                "not sampled at run time; the CPU backend's memory_stats() is None",
+                "xla_argument_bytes": args,
+                "xla_output_bytes": outs,
+                "xla_alias_bytes": alias,
+                "xla_temp_bytes": temp,
+            }
         return self._sampled_step()
 
     def _sampled_step(self):
@@ -171,10 +183,12 @@ class Step:
             samples["after_update"] = _live_bytes()
         self._keep(params, state, value)
         phase = max(samples, key=samples.get)
-        out = {"peak_bytes": samples[phase],
-               "source": "jax.live_arrays() bytes (all live arrays of the process) sampled in one extra eager step "
-                         "at its phase boundaries (before, after the forward with the vjp residuals alive, after "
-                         "the backward, after the optimizer update); the largest, at " + phase + "; temporaries "
-                         "inside a primitive are not seen; the CPU backend's memory_stats() is None"}
+        out = {
+            "peak_bytes": samples[phase],
+            "source": "jax.live_arrays() bytes (all live arrays of the process) sampled in one extra eager step "
+            "at its phase boundaries (before, after the forward with the vjp residuals alive, after "
+            "the backward, after the optimizer update); the largest, at " + phase + "; temporaries "
+            "inside a primitive are not seen; the CPU backend's memory_stats() is None",
+        }
         out.update({f"live_bytes_{k}": v for k, v in samples.items()})
         return out

@@ -9,6 +9,7 @@ stays the forward's (tensorflow/training.py). Only the reference models train.
 Capture traces the forward once with tf.function into a concrete function and walks its frozen
 graph into op records: tensorflow/capture.py (loops reported as the ops they run, step by step).
 """
+
 import os
 import time
 
@@ -68,29 +69,55 @@ def build(req):
     mode, name = req["mode"], req.get("model")
     dtype = DTYPES.get(req.get("dtype", "fp32"))
     if dtype is None:
-        raise WorkerError("invalid_argument", f"tensorflow: dtype '{req.get('dtype')}' is not one of {', '.join(DTYPES)}")
+        raise WorkerError(
+            "invalid_argument", f"tensorflow: dtype '{req.get('dtype')}' is not one of {', '.join(DTYPES)}"
+        )
     train = training.parse(req["train"]) if "train" in req else None
     if train is not None and name not in tf_models.NAMES:
-        raise WorkerError("unimplemented", f"tensorflow: training runs the reference models only "
-                          f"({', '.join(tf_models.NAMES)}), not '{name}'")
+        raise WorkerError(
+            "unimplemented",
+            f"tensorflow: training runs the reference models only ({', '.join(tf_models.NAMES)}), not '{name}'",
+        )
     if name in tf_models.NAMES:
         size = {k: int(req.get(k, d)) for k, d in (("batch", 1), ("seq", 32), ("width", 128), ("depth", 2))}
         net, x = tf_models.build(name, dtype=dtype, **size)
-        origin = (f"neuralcost_worker/tensorflow/models.py: {name} (tf.Module, raw tf ops), "
-                  + ", ".join(f"{k} {v}" for k, v in size.items()))
-        return Model(name, net.__call__, [x], mode, origin, net.trainable_variables, train=train,
-                     layers=tf_models.LAYERS)
+        origin = f"neuralcost_worker/tensorflow/models.py: {name} (tf.Module, raw tf ops), " + ", ".join(
+            f"{k} {v}" for k, v in size.items()
+        )
+        return Model(
+            name, net.__call__, [x], mode, origin, net.trainable_variables, train=train, layers=tf_models.LAYERS
+        )
     if isinstance(name, str) and os.path.isdir(name):
         return saved_model(req, name, dtype)
     if isinstance(name, str) and os.path.exists(name):
-        raise WorkerError("unimplemented", f"{name}: TensorFlow models are read from a SavedModel directory, not a file")
-    raise WorkerError("not_found", f"'{name}' is neither a built-in model ({', '.join(tf_models.NAMES)}) nor a SavedModel directory")
+        raise WorkerError(
+            "unimplemented", f"{name}: TensorFlow models are read from a SavedModel directory, not a file"
+        )
+    raise WorkerError(
+        "not_found", f"'{name}' is neither a built-in model ({', '.join(tf_models.NAMES)}) nor a SavedModel directory"
+    )
 
 
-NUMPY = {"fp64": np.float64, "fp32": np.float32, "fp16": np.float16, "bf16": np.float32,
-         "int64": np.int64, "int32": np.int32, "int8": np.int8, "bool": np.bool_}
-NAMES = {tf.float64: "fp64", tf.float32: "fp32", tf.float16: "fp16", tf.bfloat16: "bf16",
-         tf.int64: "int64", tf.int32: "int32", tf.int8: "int8", tf.bool: "bool"}
+NUMPY = {
+    "fp64": np.float64,
+    "fp32": np.float32,
+    "fp16": np.float16,
+    "bf16": np.float32,
+    "int64": np.int64,
+    "int32": np.int32,
+    "int8": np.int8,
+    "bool": np.bool_,
+}
+NAMES = {
+    tf.float64: "fp64",
+    tf.float32: "fp32",
+    tf.float16: "fp16",
+    tf.bfloat16: "bf16",
+    tf.int64: "int64",
+    tf.int32: "int32",
+    tf.int8: "int8",
+    tf.bool: "bool",
+}
 
 
 def values(spec, dtype, rng):
@@ -118,29 +145,48 @@ def saved_model(req, path, dtype):
     key = "serving_default" if "serving_default" in signatures else sorted(signatures)[0]
     signature = signatures[key]
     if signature.structured_input_signature[0]:
-        raise WorkerError("unimplemented", f"{path}: signature '{key}' takes positional arguments; only named inputs are supported")
+        raise WorkerError(
+            "unimplemented", f"{path}: signature '{key}' takes positional arguments; only named inputs are supported"
+        )
     specs = signature.structured_input_signature[1]
     names = sorted(specs)  # the signature keeps them in a dict, whose order the file does not fix
     given = model_inputs.requested(req)
     if given:
         given = model_inputs.match(given, names, path)
     else:
-        given = [{"name": n, "shape": [int(req.get("batch", 1)) if d is None else d for d in specs[n].shape],
-                  "dtype": None, "range": None} for n in names]
+        given = [
+            {
+                "name": n,
+                "shape": [int(req.get("batch", 1)) if d is None else d for d in specs[n].shape],
+                "dtype": None,
+                "range": None,
+            }
+            for n in names
+        ]
     rng = np.random.default_rng(1)
     xs, described = [], []
     for g in given:
         spec = specs[g["name"]]
         own = NAMES.get(spec.dtype)
         if own is None:
-            raise WorkerError("unimplemented", f"{path}: input '{g['name']}' is {spec.dtype.name}, which the worker cannot fill")
+            raise WorkerError(
+                "unimplemented", f"{path}: input '{g['name']}' is {spec.dtype.name}, which the worker cannot fill"
+            )
         if g["dtype"] is not None and g["dtype"] != own:
-            raise WorkerError("invalid_argument", f"{path}: input '{g['name']}' is {own} in signature '{key}', not {g['dtype']}")
+            raise WorkerError(
+                "invalid_argument", f"{path}: input '{g['name']}' is {own} in signature '{key}', not {g['dtype']}"
+            )
         shape = g["shape"]
         if len(shape) != len(spec.shape) or any(d is not None and d != s for d, s in zip(spec.shape, shape)):
-            raise WorkerError("invalid_argument", f"{path}: input '{g['name']}' shape {shape} does not fit the signature's {spec.shape}")
+            raise WorkerError(
+                "invalid_argument",
+                f"{path}: input '{g['name']}' shape {shape} does not fit the signature's {spec.shape}",
+            )
         if None in shape:
-            raise WorkerError("invalid_argument", f"{path}: input '{g['name']}' shape {list(spec.shape)} has unknown dimensions; give its shape")
+            raise WorkerError(
+                "invalid_argument",
+                f"{path}: input '{g['name']}' shape {list(spec.shape)} has unknown dimensions; give its shape",
+            )
         model_inputs.check_range(g, own, path)
         xs.append(tf.constant(values(g, own, rng), spec.dtype))
         described.append(model_inputs.describe(g, own))
@@ -150,14 +196,25 @@ def saved_model(req, path, dtype):
         return signature(**dict(zip(arg_names, ts)))
 
     origin = f"SavedModel {path}, signature '{key}', inputs " + ", ".join(
-        f"'{n}' {list(x.shape)} {x.dtype.name}" for n, x in zip(arg_names, xs))
-    return Model(os.path.basename(os.path.normpath(path)), forward, xs, req["mode"], origin,
-                 signature.trainable_variables, loaded=loaded, names=arg_names, described="; ".join(described))
+        f"'{n}' {list(x.shape)} {x.dtype.name}" for n, x in zip(arg_names, xs)
+    )
+    return Model(
+        os.path.basename(os.path.normpath(path)),
+        forward,
+        xs,
+        req["mode"],
+        origin,
+        signature.trainable_variables,
+        loaded=loaded,
+        names=arg_names,
+        described="; ".join(described),
+    )
 
 
 class Model:
-    def __init__(self, name, forward, xs, mode, origin, trainable, loaded=None, names=None, described="", train=None,
-                 layers=None):
+    def __init__(
+        self, name, forward, xs, mode, origin, trainable, loaded=None, names=None, described="", train=None, layers=None
+    ):
         self.name, self.forward, self.xs, self.mode, self.origin = name, forward, list(xs), mode, origin
         self.scopes = layers  # the layer names of the model's name scopes (tf_capture.Tracer)
         self.loaded = loaded  # keeps a SavedModel's objects alive
@@ -166,8 +223,9 @@ class Model:
         self.inputs = [{"name": n, "shape": list(x.shape), "dtype": x.dtype.name} for n, x in zip(names, self.xs)]
         self.specs = [tf.TensorSpec(x.shape, x.dtype) for x in self.xs]
         eager = "op by op" if loaded is None else "the signature's graph, called from Python"
-        self.environment = {"mode": {"eager": eager, "function": "tf.function",
-                                     "xla": "tf.function(jit_compile=True)"}[mode]}
+        self.environment = {
+            "mode": {"eager": eager, "function": "tf.function", "xla": "tf.function(jit_compile=True)"}[mode]
+        }
         if described:
             self.environment["input_values"] = described
         started = time.perf_counter()
@@ -203,9 +261,11 @@ class Model:
             if not hasattr(self, "_xla"):
                 concrete = self.fn.get_concrete_function(*self.specs)
                 hlo = self.fn.experimental_get_compiler_ir(*self.xs)(stage="optimized_hlo")
-                self._xla = {"compiler": "tf.function(jit_compile=True), XLA",
-                             "xla_must_compile": str(concrete.function_def.attr["_XlaMustCompile"].b).lower(),
-                             "xla_hlo_instructions": sum(1 for line in hlo.splitlines() if " = " in line)}
+                self._xla = {
+                    "compiler": "tf.function(jit_compile=True), XLA",
+                    "xla_must_compile": str(concrete.function_def.attr["_XlaMustCompile"].b).lower(),
+                    "xla_hlo_instructions": sum(1 for line in hlo.splitlines() if " = " in line),
+                }
             facts.update(self._xla)
         return facts
 
@@ -235,7 +295,9 @@ class Model:
         """Per-kernel times of n passes under TensorFlow's profiler, each after a plain pass
         (docs/worker-protocol.md, "Kernel traces")."""
         if self.trainer is not None:
-            raise WorkerError("unimplemented", "the tensorflow worker times the kernels of a forward pass, not of a training step")
+            raise WorkerError(
+                "unimplemented", "the tensorflow worker times the kernels of a forward pass, not of a training step"
+            )
         if getattr(self, "kernels", None) is None:
             raise WorkerError("invalid_argument", "send 'capture' before 'layers': it maps the ops to the kernels")
         return tf_trace.time_model(self, n, self.kernels)

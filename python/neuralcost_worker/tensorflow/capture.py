@@ -48,6 +48,7 @@ reported as tensors [length, element...] of their element dtype. The length and 
 are learnt from the ops that make, fill and read the list (an element shape may be partly
 unknown when the list is made) and written into its records when the capture ends.
 """
+
 import numpy as np
 import tensorflow as tf
 from tensorflow.python.framework import convert_to_constants, function_def_to_graph
@@ -234,11 +235,15 @@ class Tracer:
         for outer, inner in concrete.graph.captures:
             v = by_handle.get(id(outer))
             if v is None:
-                raise WorkerError("unimplemented", f"capture: '{inner.name}' is a captured tensor that is not a variable")
+                raise WorkerError(
+                    "unimplemented", f"capture: '{inner.name}' is a captured tensor that is not a variable"
+                )
             base = v.name[:-2] if v.name.endswith(":0") else v.name
             seen[base] = seen.get(base, 0) + 1
             name = base if seen[base] == 1 else f"{base}#{seen[base]}"
-            variables[inner.op.name] = Var(tensor(name if v.trainable else f"buffer:{name}", v.shape, v.dtype.name, param=True))
+            variables[inner.op.name] = Var(
+                tensor(name if v.trainable else f"buffer:{name}", v.shape, v.dtype.name, param=True)
+            )
         frozen, graph_def = freeze(concrete)
         self.library = graph_def.library
         self.functions = {f.signature.name: f for f in graph_def.library.function}
@@ -257,7 +262,9 @@ class Tracer:
     def walk(self, graph, env, frame):
         for op in graph.get_operations():
             if op.type == "Const" and op.outputs[0].name not in env:
-                env[op.outputs[0].name] = Literal(tf.make_ndarray(op.get_attr("value")), frame.scope + op.outputs[0].name)
+                env[op.outputs[0].name] = Literal(
+                    tf.make_ndarray(op.get_attr("value")), frame.scope + op.outputs[0].name
+                )
             elif op.type in WHILE:
                 self.loop(op, env, frame)
             elif op.type in BRANCH:
@@ -306,8 +313,12 @@ class Tracer:
         where = f"op '{op.name}' ({op.type})"
         # an op with only constant operands keeps them as tensors, so that it has operands
         literal_only = all(isinstance(v, Literal) for v in values)
-        record = {"op": f"tf::{op.type}", "in": [self.operand(v, literal_only) for v in values], "out": [],
-                  "attrs": dict(attrs_of(op), **(attrs or {}))}
+        record = {
+            "op": f"tf::{op.type}",
+            "in": [self.operand(v, literal_only) for v in values],
+            "out": [],
+            "attrs": dict(attrs_of(op), **(attrs or {})),
+        }
         for t in op.outputs:
             name = frame.prefix + t.name
             if t.dtype == tf.variant:
@@ -399,15 +410,23 @@ class Tracer:
         start = len(self.ops)
         try:
             program = self.program(op, attr, at)
-            run = Frame(program.values([frame.values[t.name] for t in op.inputs[1:]]),
-                        f"{frame.prefix}{op.name}/{label}/", f"{frame.scope}{op.name}/{label}/")
+            run = Frame(
+                program.values([frame.values[t.name] for t in op.inputs[1:]]),
+                f"{frame.prefix}{op.name}/{label}/",
+                f"{frame.scope}{op.name}/{label}/",
+            )
             inner = dict(zip((t.name for t in program.inputs), values[1:]))
             self.walk(program.graph, inner, run)
         except Exception as e:  # a branch TensorFlow cannot rebuild or run alone: one unmodeled op
             del self.ops[start:]
             why = str(e).strip().splitlines()[0] if str(e).strip() else ""
-            return self.emit(op, values, env, frame, {"not_inlined": f"its {label} branch could not be run alone: "
-                                                                     f"{type(e).__name__}: {why}"[:300]})
+            return self.emit(
+                op,
+                values,
+                env,
+                frame,
+                {"not_inlined": f"its {label} branch could not be run alone: {type(e).__name__}: {why}"[:300]},
+            )
         for t, out in zip(op.outputs, program.outputs):
             env[t.name] = inner[out.name]
 
@@ -420,14 +439,26 @@ class Tracer:
             return self.emit(op, values, env, frame, {"not_unrolled": "its first loop variable is not a loop counter"})
         body, cond, trips = self.program(op, "body"), self.program(op, "cond"), int(last) - int(first)
         if trips * (body.size + cond.size) > MAX_UNROLLED:
-            return self.emit(op, values, env, frame, {"not_unrolled": f"{trips} iterations of {body.size + cond.size} ops exceed {MAX_UNROLLED} ops"})
+            return self.emit(
+                op,
+                values,
+                env,
+                frame,
+                {"not_unrolled": f"{trips} iterations of {body.size + cond.size} ops exceed {MAX_UNROLLED} ops"},
+            )
         args, start, inputs = [frame.values[t.name] for t in op.inputs], len(self.ops), values
         for step in range(trips + 1):
             prefix = f"{frame.prefix}{op.name}/{step}/"
             test = Frame(cond.values(args), prefix + "cond/", f"{frame.scope}{op.name}/cond/")
             if bool(test.values[cond.outputs[0].name]) != (step < trips):
                 del self.ops[start:]
-                return self.emit(op, inputs, env, frame, {"not_unrolled": f"its cond disagrees with its counter ({trips} iterations)"})
+                return self.emit(
+                    op,
+                    inputs,
+                    env,
+                    frame,
+                    {"not_unrolled": f"its cond disagrees with its counter ({trips} iterations)"},
+                )
             self.walk(cond.graph, dict(zip((t.name for t in cond.inputs), values)), test)
             if step == trips:
                 break

@@ -10,6 +10,7 @@ names, so that the capture (tensorflow/capture.py: an op's "module") names the p
 
     net, example = build("lstm", batch=1)   # random weights (seeded), inference form
 """
+
 import numpy as np
 import tensorflow as tf
 
@@ -88,8 +89,16 @@ class BatchNorm(tf.Module):
         with scope(self.name_):
             if x.dtype == tf.float64:  # FusedBatchNormV3 has no float64 kernel
                 return tf.nn.batch_normalization(x, self.mean, self.variance, self.beta, self.gamma, EPSILON)
-            y, _, _ = tf.compat.v1.nn.fused_batch_norm(x, self.gamma, self.beta, self.mean, self.variance,
-                                                       epsilon=EPSILON, data_format="NHWC", is_training=False)
+            y, _, _ = tf.compat.v1.nn.fused_batch_norm(
+                x,
+                self.gamma,
+                self.beta,
+                self.mean,
+                self.variance,
+                epsilon=EPSILON,
+                data_format="NHWC",
+                is_training=False,
+            )
             return y
 
 
@@ -148,9 +157,17 @@ class Recurrent(tf.Module):
         gates = 4 * width if lstm else width
         self.layers = []
         for l in range(depth):
-            self.layers.append({k: init.uniform(f"{self.kind}.{n}_l{l}", shape, width) for k, n, shape in (
-                ("w_ih", "weight_ih", (width, gates)), ("w_hh", "weight_hh", (width, gates)),
-                ("b_ih", "bias_ih", (gates,)), ("b_hh", "bias_hh", (gates,)))})
+            self.layers.append(
+                {
+                    k: init.uniform(f"{self.kind}.{n}_l{l}", shape, width)
+                    for k, n, shape in (
+                        ("w_ih", "weight_ih", (width, gates)),
+                        ("w_hh", "weight_hh", (width, gates)),
+                        ("b_ih", "bias_ih", (gates,)),
+                        ("b_hh", "bias_hh", (gates,)),
+                    )
+                }
+            )
         self.classifier = Linear(init, "classifier", width, CLASSES)
 
     def __call__(self, x):
@@ -165,7 +182,9 @@ class Recurrent(tf.Module):
             h = c = tf.zeros((batch, width), x.dtype)
             outputs = []
             for x_t in steps:
-                z = tf.nn.bias_add(tf.matmul(x_t, p["w_ih"]), p["b_ih"]) + tf.nn.bias_add(tf.matmul(h, p["w_hh"]), p["b_hh"])
+                z = tf.nn.bias_add(tf.matmul(x_t, p["w_ih"]), p["b_ih"]) + tf.nn.bias_add(
+                    tf.matmul(h, p["w_hh"]), p["b_hh"]
+                )
                 if self.lstm:
                     i, f, g, o = tf.split(z, 4, axis=1)  # PyTorch's gate order
                     c = tf.sigmoid(f) * c + tf.sigmoid(i) * tf.tanh(g)

@@ -14,6 +14,7 @@ records (docs/worker-protocol.md, "Kernel traces"); the TensorFlow adapter's `la
   - xla (jit_compile): XLA's thunks ("hlo_op"), mapped by the HLO metadata op_name = the node's
     name (xla_trace.py).
 """
+
 import time
 from collections import OrderedDict
 
@@ -25,6 +26,7 @@ def session_events(run, module_prefix=None):
     run's wall seconds, its events). For XLA thunks (module_prefix not None, "" for any), the
     events are (hlo_op, seconds, hlo_module, None) in start order, as xla_trace's."""
     from tensorflow.python.profiler.internal import _pywrap_profiler
+
     session = _pywrap_profiler.ProfilerSession()
     session.start("", {"host_tracer_level": 2, "python_tracer_level": 0, "device_tracer_level": 0})
     t0 = time.perf_counter_ns()
@@ -32,15 +34,21 @@ def session_events(run, module_prefix=None):
     t1 = time.perf_counter_ns()
     events = sorted(xspace.events(session.stop()), key=lambda e: e.start_ns)
     if module_prefix is not None:
-        events = [(e.args["hlo_op"], e.duration_ns * 1e-9, e.args.get("hlo_module", ""), None) for e in events
-                  if "hlo_op" in e.args and e.args.get("hlo_module", "").startswith(module_prefix)]
+        events = [
+            (e.args["hlo_op"], e.duration_ns * 1e-9, e.args.get("hlo_module", ""), None)
+            for e in events
+            if "hlo_op" in e.args and e.args.get("hlo_module", "").startswith(module_prefix)
+        ]
     return (t1 - t0) * 1e-9, events
 
 
 def eager_runs(events):
     """[(op type, seconds)] of the ops an eager pass executed, in order."""
-    return [(e.args.get("eager_op", ""), e.duration_ns * 1e-9) for e in events
-            if e.name == "EagerExecute" and e.args.get("is_func") != "1"]
+    return [
+        (e.args.get("eager_op", ""), e.duration_ns * 1e-9)
+        for e in events
+        if e.name == "EagerExecute" and e.args.get("is_func") != "1"
+    ]
 
 
 def node_runs(events):

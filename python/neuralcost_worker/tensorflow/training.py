@@ -21,6 +21,7 @@ XLA's buffers (temporaries included) come from the same allocator (checked: a ji
 function's 4 MB temporary shows in the peak); memory that oneDNN or Eigen allocate themselves,
 outside TensorFlow's allocator, does not.
 """
+
 import gc
 
 import tensorflow as tf
@@ -44,8 +45,10 @@ class Optimizer:
         opt = train["optimizer"]
 
         def slots(name):
-            return [tf.Variable(tf.zeros_like(v), trainable=False, name=f"{name}/{v.name.split(':')[0]}")
-                    for v in self.variables]
+            return [
+                tf.Variable(tf.zeros_like(v), trainable=False, name=f"{name}/{v.name.split(':')[0]}")
+                for v in self.variables
+            ]
 
         self.buf = slots("momentum") if opt == "momentum" else None
         self.m, self.v = (slots("m"), slots("v")) if opt in ("adam", "adamw") else (None, None)
@@ -104,9 +107,14 @@ class Step:
         self.environment = dict(training.contract(train, self.loss, y.shape.as_list()))
         self.environment["train_step_implementation"] = (
             "tf.GradientTape, optimizer written in tf ops (torch.optim's formulas; not tf.keras.optimizers), "
-            "its state in tf.Variables; " + {"eager": "eager, op by op", "function": "the whole step one tf.function",
-                                             "xla": "the whole step one tf.function(jit_compile=True)"}[mode]
-            + "; the loss read with .numpy()")
+            "its state in tf.Variables; "
+            + {
+                "eager": "eager, op by op",
+                "function": "the whole step one tf.function",
+                "xla": "the whole step one tf.function(jit_compile=True)",
+            }[mode]
+            + "; the loss read with .numpy()"
+        )
         self.first_loss = self.last_loss = None
         self.steps = 0
         self.run()  # traces and compiles the compiled modes
@@ -118,14 +126,19 @@ class Step:
             self.first_loss = self.last_loss
 
     def execution(self):
-        facts = {"first_step_loss": f"{self.first_loss:.6g}", "last_step_loss": f"{self.last_loss:.6g}",
-                 "steps": self.steps}
+        facts = {
+            "first_step_loss": f"{self.first_loss:.6g}",
+            "last_step_loss": f"{self.last_loss:.6g}",
+            "steps": self.steps,
+        }
         if self.mode == "eager":
             facts.update(compiled_programs=0, compiler="none (eager)")
         else:
-            facts.update(compiled_programs=self.fn.experimental_get_tracing_count(),
-                         compiler="tf.function graph of the whole step"
-                         + (", jit_compile=True (XLA)" if self.mode == "xla" else ""))
+            facts.update(
+                compiled_programs=self.fn.experimental_get_tracing_count(),
+                compiler="tf.function graph of the whole step"
+                + (", jit_compile=True (XLA)" if self.mode == "xla" else ""),
+            )
         return facts
 
     def memory(self):
@@ -139,18 +152,29 @@ class Step:
             tf.config.experimental.reset_memory_stats(DEVICE)
             before = info(DEVICE)["current"]
         except (ValueError, tf.errors.OpError) as e:
-            return {"source": f"none: TensorFlow keeps no allocator statistics for {DEVICE} in this process "
-                              f"({e}); TF_CPU_ALLOCATOR_USE_BFC=true in the worker's environment gives them"}
+            return {
+                "source": f"none: TensorFlow keeps no allocator statistics for {DEVICE} in this process "
+                f"({e}); TF_CPU_ALLOCATOR_USE_BFC=true in the worker's environment gives them"
+            }
         self.run()
         after = info(DEVICE)
-        counted = ("every allocation (a 4 KiB probe tensor shows)" if small else
-                   "only allocations of 256 KiB and more: oneDNN's CPU allocator keeps no statistics for smaller "
-                   "ones (a 4 KiB probe tensor does not show; TF_CPU_ALLOCATOR_USE_BFC=true in the worker's "
-                   "environment makes one BFC allocator that counts all)")
-        return {"peak_bytes": int(after["peak"]),
-                "source": "TensorFlow's CPU allocator statistics over one extra training step: "
-                          "tf.config.experimental.get_memory_info('CPU:0')['peak'] after reset_memory_stats('CPU:0'); "
-                          "bytes allocated through TensorFlow's allocator, variables (parameters, optimizer state) "
-                          "and input included" + (", XLA's buffers too" if self.mode == "xla" else "")
-                          + ", counting " + counted + "; memory that oneDNN or Eigen allocate themselves is not in it",
-                "allocator_bytes_before_step": int(before), "allocator_bytes_after_step": int(after["current"])}
+        counted = (
+            "every allocation (a 4 KiB probe tensor shows)"
+            if small
+            else "only allocations of 256 KiB and more: oneDNN's CPU allocator keeps no statistics for smaller "
+            "ones (a 4 KiB probe tensor does not show; TF_CPU_ALLOCATOR_USE_BFC=true in the worker's "
+            "environment makes one BFC allocator that counts all)"
+        )
+        return {
+            "peak_bytes": int(after["peak"]),
+            "source": "TensorFlow's CPU allocator statistics over one extra training step: "
+            "tf.config.experimental.get_memory_info('CPU:0')['peak'] after reset_memory_stats('CPU:0'); "
+            "bytes allocated through TensorFlow's allocator, variables (parameters, optimizer state) "
+            "and input included"
+            + (", XLA's buffers too" if self.mode == "xla" else "")
+            + ", counting "
+            + counted
+            + "; memory that oneDNN or Eigen allocate themselves is not in it",
+            "allocator_bytes_before_step": int(before),
+            "allocator_bytes_after_step": int(after["current"]),
+        }

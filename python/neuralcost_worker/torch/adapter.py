@@ -4,8 +4,8 @@ ATen ops they dispatch, which the C++ core maps with the same table as the LibTo
 
 Devices: the CPU and each CUDA GPU torch sees ("cuda:0", ...). A model runs on exactly the
 device its build request names (the CPU by default), never on a GPU because one is there."""
+
 import os
-import sys
 import time
 
 _THREADS = int(os.environ.get("NEURALCOST_THREADS", "0") or 0)
@@ -34,21 +34,27 @@ for _limit in ("recompile_limit", "cache_size_limit"):
     if hasattr(torch._dynamo.config, _limit):
         setattr(torch._dynamo.config, _limit, max(getattr(torch._dynamo.config, _limit), 1024))
 
+
 def _dynamo_counts():
     """TorchDynamo's process-wide counts: graphs compiled, graph breaks."""
     from torch._dynamo.utils import counters
+
     return counters["stats"]["unique_graphs"], sum(counters["graph_break"].values())
 
 
 FRAMEWORK = "torch"
 MODES = ["eager", "compile"]
 
+
 def environment():
-    env = {"torch_version": torch.__version__,
-           "intra_op_threads": torch.get_num_threads(), "inter_op_threads": torch.get_num_interop_threads(),
-           "mkldnn": "yes" if torch.backends.mkldnn.is_available() else "no",
-           "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-           "TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", "")}
+    env = {
+        "torch_version": torch.__version__,
+        "intra_op_threads": torch.get_num_threads(),
+        "inter_op_threads": torch.get_num_interop_threads(),
+        "mkldnn": "yes" if torch.backends.mkldnn.is_available() else "no",
+        "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+        "TORCHINDUCTOR_COMPILE_THREADS": os.environ.get("TORCHINDUCTOR_COMPILE_THREADS", ""),
+    }
     if torch.version.cuda:
         env["cuda_version"] = torch.version.cuda
     return env
@@ -79,8 +85,10 @@ class _Model:
         self.mode = request["mode"]
         self.name = f"{os.path.basename(request['model'])} ({self.mode}, torch)"
         self.parameters = sum(p.numel() for p in self.net.parameters() if p.requires_grad)
-        self.inputs = [{"name": n, "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
-                       for n, x in zip(names, self.xs)]
+        self.inputs = [
+            {"name": n, "shape": list(x.shape), "dtype": str(x.dtype).replace("torch.", "")}
+            for n, x in zip(names, self.xs)
+        ]
         self.environment = {"device": str(self.device)}
         if described:
             self.environment["input_values"] = described
@@ -91,19 +99,25 @@ class _Model:
         self.step = None
         if self.training:
             if request["model"] not in reference_torch.NAMES:
-                raise WorkerError("unimplemented", f"{request['model']}: training runs the built-in networks only "
-                                  f"({', '.join(reference_torch.NAMES)}), not model files")
+                raise WorkerError(
+                    "unimplemented",
+                    f"{request['model']}: training runs the built-in networks only "
+                    f"({', '.join(reference_torch.NAMES)}), not model files",
+                )
             self.net.train()
             self.step = TrainStep(self.net, self.xs, self.train, self.mode == "compile", self.device)
             self.environment.update(self.step.contract)
             self.environment["train_zero_grad"] = "optimizer.zero_grad(set_to_none=True) after each step"
             self.environment["train_optimizer_implementation"] = (
                 f"torch.optim.{type(self.step.optimizer).__name__} (torch's default implementation: a for-loop "
-                "over the parameters on the CPU, foreach kernels on CUDA), eager")
+                "over the parameters on the CPU, foreach kernels on CUDA), eager"
+            )
         if self.mode == "compile" and self.training:
             self.forward = None
-            self.origin = (f"{origin}, train mode, torch.compile (Inductor, default mode) of forward + loss "
-                           "(AOTAutograd compiles their backward); optimizer step and zero-grad eager")
+            self.origin = (
+                f"{origin}, train mode, torch.compile (Inductor, default mode) of forward + loss "
+                "(AOTAutograd compiles their backward); optimizer step and zero-grad eager"
+            )
             self.environment["compile_backend"] = "inductor"
         elif self.training:
             self.forward = None
@@ -123,8 +137,11 @@ class _Model:
             if out_of_memory(e):
                 raise
             shapes = ", ".join("x".join(map(str, x.shape)) for x in self.xs)
-            raise WorkerError("invalid_argument", f"{request['model']}: forward failed for input shape(s) {shapes}: "
-                              f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}") from e
+            raise WorkerError(
+                "invalid_argument",
+                f"{request['model']}: forward failed for input shape(s) {shapes}: "
+                f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}",
+            ) from e
         # the modules Inductor wrote for this model: their kernels are what layers() times
         self.inductor = inductor_trace.modules_since(before) if before is not None else []
         # this model's graphs and breaks: the counters are the process's, which may hold others
@@ -145,7 +162,11 @@ class _Model:
         if self.mode != "compile":
             return {"compiled_programs": 0, "compiler": "none (eager)"}
         graphs, breaks = self.dynamo_built
-        return {"compiled_programs": graphs, "graph_breaks": breaks, "compiler": "torch.compile (TorchDynamo, Inductor)"}
+        return {
+            "compiled_programs": graphs,
+            "graph_breaks": breaks,
+            "compiler": "torch.compile (TorchDynamo, Inductor)",
+        }
 
     def _namer(self):
         params = {p.data_ptr(): n for n, p in self.net.named_parameters()}
@@ -161,16 +182,20 @@ class _Model:
             # the network's output is what the loss reads; autograd's aten::detach of saved
             # tensors (relu's output) leaves outputs no op reads, which are no results
             self.capture_outputs = [recorder.namer.describe(out)["tensor"]]
-            return recorder.ops, ("ATen ops dispatched by one eager forward pass in train mode with autograd on "
-                                  "(TorchDispatchMode): the forward of the training step")
+            return recorder.ops, (
+                "ATen ops dispatched by one eager forward pass in train mode with autograd on "
+                "(TorchDispatchMode): the forward of the training step"
+            )
         with torch.inference_mode(), recorder.modules, recorder:
             if isinstance(recorder.modules, ProgramModules):
                 recorder.modules.run(self.xs)
             else:
                 self.net(*self.xs)
         self.event_modules = [op.get("module", "") for op in recorder.ops]
-        source = ("ATen ops dispatched by one eager forward pass (TorchDispatchMode); "
-                  "torch.compile runs the same program through Inductor's fused kernels")
+        source = (
+            "ATen ops dispatched by one eager forward pass (TorchDispatchMode); "
+            "torch.compile runs the same program through Inductor's fused kernels"
+        )
         if self.mode == "compile" and self.inductor:
             # each op's event: the Inductor kernel call that ran it (torch/trace.py), for layers()
             timer = inductor_trace.Timer(self.inductor)
@@ -180,8 +205,15 @@ class _Model:
                 op["event"] = e
                 if e is not None:
                     covered[e].append(op["op"])
-            self.kernels = (timer, calls, eager, [xla_trace.event_name(("inductor:" if j < len(timer.log) else "eager:") + c,
-                                                                      covered[j]) for j, c in enumerate(calls)])
+            self.kernels = (
+                timer,
+                calls,
+                eager,
+                [
+                    xla_trace.event_name(("inductor:" if j < len(timer.log) else "eager:") + c, covered[j])
+                    for j, c in enumerate(calls)
+                ],
+            )
             source += f"; each op's event is the Inductor kernel call that ran it ({len(calls)} calls)"
         return recorder.ops, source
 
@@ -192,9 +224,12 @@ class _Model:
             return self.step.phases(n)
         if self.mode != "eager":
             if getattr(self, "kernels", None) is None:
-                raise WorkerError("unimplemented" if not self.inductor else "invalid_argument",
-                                  "torch.compile wrote no Inductor module to time" if not self.inductor else
-                                  "send 'capture' before 'layers': it maps the ops to the kernels")
+                raise WorkerError(
+                    "unimplemented" if not self.inductor else "invalid_argument",
+                    "torch.compile wrote no Inductor module to time"
+                    if not self.inductor
+                    else "send 'capture' before 'layers': it maps the ops to the kernels",
+                )
             timer, calls, eager, names = self.kernels
             seconds, wall, plain = inductor_trace.time_calls(self.run, timer, n, calls, eager)
             return {"events": names, "seconds": seconds, "wall": wall, "plain": plain, "kernels": True}
@@ -208,13 +243,20 @@ class _Model:
                 timed = self._native_layers(n)
                 timer = f"RecordFunction timestamps on the dispatch mode's ops (compiled observer {self.native.path})"
             except native_timer.TimerError as e:
-                warning = (f"per-op times by the Python dispatch mode (a few µs per op), not the compiled timer: {e}")
+                warning = f"per-op times by the Python dispatch mode (a few µs per op), not the compiled timer: {e}"
         if timed is None:
             timed = self._mode_layers(n)
-            timer = "TorchDispatchMode timestamps (Python)" + ("" if self.native else f": no compiled timer ({self.native_why})")
+            timer = "TorchDispatchMode timestamps (Python)" + (
+                "" if self.native else f": no compiled timer ({self.native_why})"
+            )
         names, seconds, wall, plain = timed
-        reply = {"events": names, "seconds": [list(e) for e in zip(*seconds)], "wall": wall, "plain": plain,
-                 "timer": timer}
+        reply = {
+            "events": names,
+            "seconds": [list(e) for e in zip(*seconds)],
+            "wall": wall,
+            "plain": plain,
+            "timer": timer,
+        }
         if warning:
             reply["timer_warning"] = warning
         modules = getattr(self, "event_modules", None)
@@ -250,9 +292,11 @@ class _Model:
         """The same ops as _mode_layers, timed by the compiled RecordFunction observer (torch/native_timer.py):
         the dispatch mode names the ops of one pass, the observer learns the calls of the next and
         times the passes after."""
+
         def forward():
             with torch.inference_mode():
                 self.out = self.net(*self.xs)
+
         clock = time.perf_counter_ns
         names = self._mode_pass()[0]
         self.native.plan(forward, names)  # TimerError: it cannot time these ops (the caller falls back)
@@ -264,7 +308,9 @@ class _Model:
             try:
                 w, op_seconds = self.native.time(forward)
             except native_timer.TimerError as e:
-                raise WorkerError("internal", f"two eager passes dispatched different ops: no per-op times ({e})") from e
+                raise WorkerError(
+                    "internal", f"two eager passes dispatched different ops: no per-op times ({e})"
+                ) from e
             wall.append(w)
             seconds.append(op_seconds)
         return names, seconds, wall, plain
@@ -279,9 +325,11 @@ class _Model:
         if not self.cuda:
             return {}
         s = torch.cuda.memory_stats(self.device)
-        return {"allocated_bytes": s.get("allocated_bytes.all.current", 0),
-                "peak_allocated_bytes": s.get("allocated_bytes.all.peak", 0),
-                "reserved_bytes": s.get("reserved_bytes.all.current", 0)}
+        return {
+            "allocated_bytes": s.get("allocated_bytes.all.current", 0),
+            "peak_allocated_bytes": s.get("allocated_bytes.all.peak", 0),
+            "reserved_bytes": s.get("reserved_bytes.all.current", 0),
+        }
 
 
 def build(request):

@@ -1,6 +1,7 @@
 """The torch worker's op observers (docs/worker-protocol.md): TorchDispatchMode recorders that
 name every tensor of one pass (inputs, weights, buffers, edges) and the module each op ran in (by
 module hooks, or a torch.export program's nn_module_stack), and the per-op timer of eager passes."""
+
 import math
 import time
 import weakref
@@ -13,8 +14,11 @@ from neuralcost_worker.protocol import tensor
 
 # ops whose output is a view of their first input: a view of a weight is still that weight (the
 # one list, shared with the C++ ATen mapping)
-_VIEWS = {line.strip() for line in (Path(__file__).with_name("aten_view_ops.txt")).read_text().splitlines()
-          if line.startswith("aten::")}
+_VIEWS = {
+    line.strip()
+    for line in (Path(__file__).with_name("aten_view_ops.txt")).read_text().splitlines()
+    if line.startswith("aten::")
+}
 
 
 class Namer:
@@ -173,7 +177,7 @@ class Recorder(TorchDispatchMode):
             values.append(self.value(v))
         out = self.call(func, args, kwargs)
         outs = []
-        for o in (out if isinstance(out, (tuple, list)) else (out,)):
+        for o in out if isinstance(out, (tuple, list)) else (out,):
             if isinstance(o, torch.Tensor):
                 outs.append(self.namer.produce(o, schema.name, values))
             elif isinstance(o, (list, tuple)) and all(isinstance(e, torch.Tensor) for e in o):

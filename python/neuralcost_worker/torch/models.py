@@ -1,5 +1,6 @@
 """The models the torch worker runs: the reference networks of torch/reference.py, and
 torch.export programs (.pt2) with their inputs matched by name or position (model_inputs.py)."""
+
 import importlib
 import importlib.util
 import logging
@@ -12,8 +13,16 @@ from neuralcost_worker import model_inputs
 from neuralcost_worker.torch import reference as reference_torch
 from neuralcost_worker.protocol import WorkerError
 
-TORCH_DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16,
-                 "int64": torch.int64, "int32": torch.int32, "int8": torch.int8, "bool": torch.bool}
+TORCH_DTYPES = {
+    "fp64": torch.float64,
+    "fp32": torch.float32,
+    "fp16": torch.float16,
+    "bf16": torch.bfloat16,
+    "int64": torch.int64,
+    "int32": torch.int32,
+    "int8": torch.int8,
+    "bool": torch.bool,
+}
 DTYPE_NAMES = {v: k for k, v in TORCH_DTYPES.items()}
 
 
@@ -44,13 +53,15 @@ def program_inputs(request, name, program, dtype):
         own = DTYPE_NAMES.get(getattr(val, "dtype", None))
         chosen = spec["dtype"]
         if own is not None and chosen is not None and (own in model_inputs.FLOAT) != (chosen in model_inputs.FLOAT):
-            raise WorkerError("invalid_argument", f"{name}: input '{spec['name']}' is {own} in the program, not {chosen}")
+            raise WorkerError(
+                "invalid_argument", f"{name}: input '{spec['name']}' is {own} in the program, not {chosen}"
+            )
         if chosen is None:
             chosen = own if own is not None and own not in model_inputs.FLOAT else DTYPE_NAMES[dtype]
         model_inputs.check_range(spec, chosen, name)
         xs.append(_values(spec, chosen))
         described.append(model_inputs.describe(spec, chosen))
-    return names[:len(xs)], xs, "; ".join(described)
+    return names[: len(xs)], xs, "; ".join(described)
 
 
 def load(request, dtype):
@@ -58,21 +69,36 @@ def load(request, dtype):
     reference name or a torch.export file."""
     name = request["model"]
     if name in reference_torch.NAMES:
-        net, x = reference_torch.build(name, int(request["batch"]), int(request.get("seq", 32)),
-                                       int(request.get("width", 128)), int(request.get("depth", 2)))
+        net, x = reference_torch.build(
+            name,
+            int(request["batch"]),
+            int(request.get("seq", 32)),
+            int(request.get("width", 128)),
+            int(request.get("depth", 2)),
+        )
         return net, ["input0"], [x.to(dtype)], "", "torch.nn module of python/neuralcost_worker/torch/reference.py"
     if not os.path.exists(name):
-        raise WorkerError("not_found", f"unknown model '{name}': neither a built-in model "
-                          f"({', '.join(reference_torch.NAMES)}) nor a file")
+        raise WorkerError(
+            "not_found",
+            f"unknown model '{name}': neither a built-in model ({', '.join(reference_torch.NAMES)}) nor a file",
+        )
     if not name.endswith(".pt2"):
-        raise WorkerError("unimplemented", f"{name}: the torch worker loads torch.export programs (.pt2, written by "
-                          "torch.export.save); for TorchScript files use --backend libtorch")
+        raise WorkerError(
+            "unimplemented",
+            f"{name}: the torch worker loads torch.export programs (.pt2, written by "
+            "torch.export.save); for TorchScript files use --backend libtorch",
+        )
     if not model_inputs.requested(request):
-        raise WorkerError("invalid_argument", f"{name}: a model file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] "
-                          "or --input-shape SHAPE (e.g. 32x3x32x32), once per input")
+        raise WorkerError(
+            "invalid_argument",
+            f"{name}: a model file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] "
+            "or --input-shape SHAPE (e.g. 32x3x32x32), once per input",
+        )
     program, imported = load_program(name)
     names, xs, described = program_inputs(request, name, program, dtype)
-    origin = f"torch.export program {name}" + (f" (its output type is defined by {imported}, imported to load it)" if imported else "")
+    origin = f"torch.export program {name}" + (
+        f" (its output type is defined by {imported}, imported to load it)" if imported else ""
+    )
     return program.module(), names, xs, described, origin
 
 
@@ -111,15 +137,20 @@ def load_program(name):
                     try:  # the type's module registers it with pytree as it defines it
                         importlib.import_module(unregistered.group(1).rsplit(".", 1)[0])
                     except Exception as failed:
-                        raise WorkerError("invalid_argument", f"{name}: not a loadable torch.export program: its "
-                                          f"output type {unregistered.group(1)} needs {package}, whose import "
-                                          f"failed: {type(failed).__name__}: {_first_line(str(failed))}") from e
+                        raise WorkerError(
+                            "invalid_argument",
+                            f"{name}: not a loadable torch.export program: its "
+                            f"output type {unregistered.group(1)} needs {package}, whose import "
+                            f"failed: {type(failed).__name__}: {_first_line(str(failed))}",
+                        ) from e
                     imported = package
                     continue
                 if unregistered:
-                    cause = (f"its output type {unregistered.group(1)} is not registered with torch's pytree"
-                             + (f": install the package '{package}' in the worker's environment" if package and
-                                importlib.util.find_spec(package) is None else ""))
+                    cause = f"its output type {unregistered.group(1)} is not registered with torch's pytree" + (
+                        f": install the package '{package}' in the worker's environment"
+                        if package and importlib.util.find_spec(package) is None
+                        else ""
+                    )
                 raise WorkerError("invalid_argument", f"{name}: not a loadable torch.export program: {cause}") from e
     finally:
         log.removeHandler(keep)

@@ -6,6 +6,7 @@ is built by CMake against the worker environment's torch; the core names it in
 $NEURALCOST_TORCH_TIMER ("off": not used). `load()` returns the timer, or None with the reason it cannot be used
 (not built, another torch version, no symbol), and the worker then times with its Python mode.
 """
+
 import ctypes
 import os
 import time
@@ -72,7 +73,7 @@ class NativeTimer:
             failed = self.lib.neuralcost_timer_end() != 0
         if failed:
             raise TimerError(self._error())
-        return wall, self.lib.neuralcost_timer_seconds()[:self.n]
+        return wall, self.lib.neuralcost_timer_seconds()[: self.n]
 
 
 def load():

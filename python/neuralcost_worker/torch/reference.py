@@ -1,11 +1,12 @@
-"""The five reference networks of docs/reference-networks.md in PyTorch (torch.nn), built the
-same way as the C++ LibTorch twins (src/backends/libtorch/reference_modules.cpp): same layers,
-same parameter counts, same contraction FLOPs. Works with Debian's torch 1.13 and PyPI's 2.x. Modules are named as analyze
-names the layers (block0.linear, stage0.pool, lstm, encoder1, last_step), so that module hooks
-name the ops that ran with the names of the static model.
+"""The five reference networks of docs/reference-networks.md in PyTorch (torch.nn), built the same
+way as the C++ LibTorch twins (src/backends/libtorch/reference_modules.cpp): same layers, same
+parameter counts, same contraction FLOPs. Works with Debian's torch 1.13 and PyPI's 2.x. Modules are
+named as analyze names the layers (block0.linear, stage0.pool, lstm, encoder1, last_step), so that
+module hooks name the ops that ran with the names of the static model.
 
     net, example = build("lstm", batch=1)   # eval mode, random weights (seeded)
 """
+
 import torch
 from torch import nn
 
@@ -95,8 +96,9 @@ class Transformer(nn.Module):
         super().__init__()
         self.depth = depth
         for i in range(depth):
-            self.add_module(f"encoder{i}", nn.TransformerEncoderLayer(width, HEADS, 4 * width, dropout=0.0,
-                                                                      batch_first=True))
+            self.add_module(
+                f"encoder{i}", nn.TransformerEncoderLayer(width, HEADS, 4 * width, dropout=0.0, batch_first=True)
+            )
         self.mean_over_time = _Lambda(lambda x: x.mean(1))
         self.classifier = nn.Linear(width, CLASSES)
 

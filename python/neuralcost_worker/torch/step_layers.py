@@ -13,13 +13,14 @@ registering) is charged to no module: it is part of the profiled step, not of a 
 are keyed (phase, module): module "" is the network's own forward (ops outside every named
 module), "loss" the loss function; the optimizer step with zero-grad is one event
 ("optimizer", "")."""
+
 import bisect
 import time
 
 import torch
 
 
-_UNNUMBERED = 2 ** 64 - 1  # AccumulateGrad's sequence number
+_UNNUMBERED = 2**64 - 1  # AccumulateGrad's sequence number
 _sequence_nr = getattr(getattr(torch._C, "_autograd", None), "_get_sequence_nr", None)
 
 
@@ -152,6 +153,11 @@ def time_steps(step, n):
         runs.append(times)
         wall.append(seconds)
     order = sorted(keys, key=keys.get)
-    return {"events": [phase for phase, _ in order], "modules": [module for _, module in order],
-            "seconds": [[r.get(k, 0.0) for r in runs] for k in order], "wall": wall, "plain": plain,
-            "step_phases": True}
+    return {
+        "events": [phase for phase, _ in order],
+        "modules": [module for _, module in order],
+        "seconds": [[r.get(k, 0.0) for r in runs] for k in order],
+        "wall": wall,
+        "plain": plain,
+        "step_phases": True,
+    }

@@ -19,28 +19,53 @@ kernel: they are timed by torch.profiler (the ATen ops directly inside a "Torch-
 events after the kernel calls) and matched to them by name in order. An op neither names stays
 unattributed.
 """
+
 import re
 import time
 
 from neuralcost_worker import xla_trace
 
 _CALL = re.compile(r"^\s*(?:\w+\s*=\s*)?(cpp_fused_\w+|extern_kernels\.\w+|torch\.ops\.\w+\.\w+(?:\.\w+)?)\(")
-ALIASES = {"linear": ("addmm", "mm", "linear"), "conv2d": ("convolution",), "_convolution": ("convolution",),
-           "conv1d": ("convolution",), "matmul": ("mm", "bmm"), "batch_norm": ("batch_norm",),
-           "layer_norm": ("layer_norm",), "adaptive_avg_pool2d": ("mean", "avg_pool"), "lstm": ("lstm", "rnn"),
-           "rnn_tanh": ("rnn",), "softmax": ("softmax",), "scaled_dot_product_attention": ("attention", "bmm")}
-LIBRARY = {"linear", "conv2d", "_convolution", "conv1d", "matmul", "bmm", "mm", "addmm", "lstm", "rnn_tanh",
-           "_transformer_encoder_layer_fwd", "scaled_dot_product_attention"}
+ALIASES = {
+    "linear": ("addmm", "mm", "linear"),
+    "conv2d": ("convolution",),
+    "_convolution": ("convolution",),
+    "conv1d": ("convolution",),
+    "matmul": ("mm", "bmm"),
+    "batch_norm": ("batch_norm",),
+    "layer_norm": ("layer_norm",),
+    "adaptive_avg_pool2d": ("mean", "avg_pool"),
+    "lstm": ("lstm", "rnn"),
+    "rnn_tanh": ("rnn",),
+    "softmax": ("softmax",),
+    "scaled_dot_product_attention": ("attention", "bmm"),
+}
+LIBRARY = {
+    "linear",
+    "conv2d",
+    "_convolution",
+    "conv1d",
+    "matmul",
+    "bmm",
+    "mm",
+    "addmm",
+    "lstm",
+    "rnn_tanh",
+    "_transformer_encoder_layer_fwd",
+    "scaled_dot_product_attention",
+}
 
 
 def modules_since(before):
     """Inductor's output modules loaded after the snapshot `before` (a set of their ids)."""
     from torch._inductor.codecache import PyCodeCache
+
     return [m for m in PyCodeCache.modules if id(m) not in before and hasattr(m, "call")]
 
 
 def snapshot():
     from torch._inductor.codecache import PyCodeCache
+
     return {id(m) for m in PyCodeCache.modules}
 
 
@@ -80,7 +105,7 @@ class Timer:
         for m in modules:
             with open(m.__file__) as f:
                 source = f.read()
-            body = source[source.find("def call("):]
+            body = source[source.find("def call(") :]
             self.names.append({c.group(1) for c in map(_CALL.match, body.splitlines()) if c})
         self.log = []
 
@@ -93,8 +118,9 @@ class Timer:
                 if root not in m.__dict__:
                     continue
                 saved[root] = m.__dict__[root]
-                m.__dict__[root] = _Timed(root, saved[root], self.log) if root in names else \
-                    _Proxy(saved[root], root, names, self.log)
+                m.__dict__[root] = (
+                    _Timed(root, saved[root], self.log) if root in names else _Proxy(saved[root], root, names, self.log)
+                )
             self.saved.append(saved)
         return self
 
@@ -116,8 +142,11 @@ def match(op_names, calls, window=8):
     for i, op in enumerate(op_names):
         base = op.split("::", 1)[-1]
         tokens = (base.lstrip("_"),) + ALIASES.get(base, ())
-        found = [k for k in range(j, min(j + window, len(calls)))
-                 if k not in taken and any(t in _short(calls[k]) for t in tokens)]
+        found = [
+            k
+            for k in range(j, min(j + window, len(calls)))
+            if k not in taken and any(t in _short(calls[k]) for t in tokens)
+        ]
         if not found:
             continue
         library = [k for k in found if not calls[k].startswith("cpp_fused")]
@@ -145,6 +174,7 @@ def profiled_pass(run, timer, eager):
     to eager Python): (wall seconds, [(name, seconds)] kernel calls then eager ops)."""
     import contextlib
     from torch.profiler import ProfilerActivity, profile
+
     prof = profile(activities=[ProfilerActivity.CPU]) if eager else contextlib.nullcontext()
     with prof:
         with timer:
@@ -173,6 +203,7 @@ def time_calls(run, timer, n, expected, eager):
     the kernels back): each kernel call of a pass is an event, in call order, then each eager
     op of a graph break."""
     from neuralcost_worker.protocol import WorkerError
+
     clock = time.perf_counter_ns
     seconds, wall, plain = [[] for _ in expected], [], []
     for _ in range(n):

@@ -1,5 +1,6 @@
 """The torch worker's training step (docs/worker-protocol.md, "Training"): forward, loss, backward,
 optimizer step and zero-grad of a network in train mode, eager or compiled, with its memory."""
+
 import time
 
 import torch
@@ -7,6 +8,7 @@ import torch
 from neuralcost_worker import training
 from neuralcost_worker.torch import step_layers as torch_step_layers
 from neuralcost_worker.protocol import WorkerError
+
 
 def _optimizer(params, train):
     """torch.optim's optimizer of the request, with torch's default implementation (a for-loop
@@ -100,8 +102,13 @@ class TrainStep:
             wall.append((t3 - t0) * 1e-9)
             for i, (a, b) in enumerate(((t0, t1), (t1, t2), (t2, t3))):
                 seconds[i].append((b - a) * 1e-9)
-        return {"events": ["forward", "backward", "optimizer"], "seconds": seconds, "wall": wall, "plain": plain,
-                "step_phases": True}
+        return {
+            "events": ["forward", "backward", "optimizer"],
+            "seconds": seconds,
+            "wall": wall,
+            "plain": plain,
+            "step_phases": True,
+        }
 
     def _resident_bytes(self):
         """Bytes of the storages alive between steps that the step keeps: parameters, buffers,
@@ -124,28 +131,41 @@ class TrainStep:
             torch.cuda.reset_peak_memory_stats(self.device)
             start = torch.cuda.memory_allocated(self.device)
             self.run()
-            return {"peak_bytes": int(torch.cuda.max_memory_allocated(self.device)), "start_bytes": int(start),
-                    "source": "torch.cuda.max_memory_allocated after reset_peak_memory_stats (CUDA caching allocator)",
-                    "includes": "every tensor allocated on the GPU and alive at the step's start (parameters, "
-                                "optimizer state, inputs, labels) plus the step's activations, gradients and "
-                                "temporaries; not the allocator's cached free blocks nor the CUDA context"}
+            return {
+                "peak_bytes": int(torch.cuda.max_memory_allocated(self.device)),
+                "start_bytes": int(start),
+                "source": "torch.cuda.max_memory_allocated after reset_peak_memory_stats (CUDA caching allocator)",
+                "includes": "every tensor allocated on the GPU and alive at the step's start (parameters, "
+                "optimizer state, inputs, labels) plus the step's activations, gradients and "
+                "temporaries; not the allocator's cached free blocks nor the CUDA context",
+            }
         from torch.profiler import ProfilerActivity, profile
+
         start = self._resident_bytes()
         with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
             self.run()
-        events = sorted((e for e in prof.profiler.kineto_results.events() if e.name() == "[memory]"
-                         and e.device_type() == torch.autograd.DeviceType.CPU), key=lambda e: e.start_ns())
+        events = sorted(
+            (
+                e
+                for e in prof.profiler.kineto_results.events()
+                if e.name() == "[memory]" and e.device_type() == torch.autograd.DeviceType.CPU
+            ),
+            key=lambda e: e.start_ns(),
+        )
         live = peak = 0
         for e in events:
             live += e.nbytes()
             peak = max(peak, live)
-        return {"peak_bytes": int(start + peak), "start_bytes": int(start),
-                "source": "torch.profiler(profile_memory=True): the CPU allocator's memory events of one step "
-                          "(allocations minus frees, in time order), over the storages alive at its start",
-                "includes": f"the storages the step keeps between steps (parameters, buffers, optimizer state, "
-                            f"inputs, labels: {start} B, each storage once) plus the peak of the step's own CPU "
-                            f"allocations not yet freed ({peak} B over {len(events)} allocator events: activations, "
-                            "gradients, temporaries); not memory that oneDNN, OpenBLAS or OpenMP allocate themselves"}
+        return {
+            "peak_bytes": int(start + peak),
+            "start_bytes": int(start),
+            "source": "torch.profiler(profile_memory=True): the CPU allocator's memory events of one step "
+            "(allocations minus frees, in time order), over the storages alive at its start",
+            "includes": f"the storages the step keeps between steps (parameters, buffers, optimizer state, "
+            f"inputs, labels: {start} B, each storage once) plus the peak of the step's own CPU "
+            f"allocations not yet freed ({peak} B over {len(events)} allocator events: activations, "
+            "gradients, temporaries); not memory that oneDNN, OpenBLAS or OpenMP allocate themselves",
+        }
 
     def evidence(self):
         out = {"steps_run": getattr(self, "steps", 0)}

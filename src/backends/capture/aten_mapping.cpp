@@ -42,7 +42,8 @@ Handler pool(OpKind kind, bool has_dilation) {
     const auto stride = ints_at(call, 2);
     if (!stride.empty()) r.attributes.set("stride", stride);
     r.attributes.set("padding", ints_at(call, 3).empty() ? std::vector<std::int64_t>{0} : ints_at(call, 3));
-    if (has_dilation) r.attributes.set("dilation", ints_at(call, 4).empty() ? std::vector<std::int64_t>{1} : ints_at(call, 4));
+    if (has_dilation)
+      r.attributes.set("dilation", ints_at(call, 4).empty() ? std::vector<std::int64_t>{1} : ints_at(call, 4));
     r.attributes.set("ceil_mode", bool_at(call, has_dilation ? 5 : 4, false));
     return one(std::move(r));
   };
@@ -112,12 +113,20 @@ struct Decomposer {
     const std::int64_t b = batch_first ? qkv.shape[0] : qkv.shape[1], l = batch_first ? qkv.shape[1] : qkv.shape[0];
     const std::int64_t e = qkv.shape[2] / 3;
     const Shape s{b, heads, l, e / heads};
-    OpRecord split{"split_heads", OpKind::kSplit, call.name, {qkv}, {fresh(s, qkv.dtype), fresh(s, qkv.dtype), fresh(s, qkv.dtype)}, {}, {}, {}};
+    OpRecord split{"split_heads",
+                   OpKind::kSplit,
+                   call.name,
+                   {qkv},
+                   {fresh(s, qkv.dtype), fresh(s, qkv.dtype), fresh(s, qkv.dtype)},
+                   {},
+                   {},
+                   {}};
     split.attributes.set("materializes", false);
     records.push_back(split);
     OpRecord att{"attention", OpKind::kAttention, call.name, split.outputs, {fresh(s, qkv.dtype)}, {}, {}, {}};
     records.push_back(att);
-    OpRecord merge{"merge_heads", OpKind::kTranspose, call.name, att.outputs, {fresh(qkv.shape, qkv.dtype)}, {}, {}, {}};
+    OpRecord merge{
+        "merge_heads", OpKind::kTranspose, call.name, att.outputs, {fresh(qkv.shape, qkv.dtype)}, {}, {}, {}};
     merge.outputs[0].shape.back() = e;
     merge.attributes.set("materializes", false);
     records.push_back(merge);
@@ -166,11 +175,13 @@ std::vector<OpRecord> transformer_encoder_layer(const CapturedOp& call) {
   const std::int64_t heads = int_at(call, 2, 1);
   TensorDesc x = desc(*src);
   TensorDesc h = norm_first ? d.norm(x, d.t(10), d.t(11), "norm1") : x;
-  TensorDesc a = d.linear("self_attn.out_proj", d.attention(d.linear("self_attn.in_proj", h, d.t(3), d.t(4)), heads, true), d.t(5), d.t(6));
+  TensorDesc a = d.linear("self_attn.out_proj",
+                          d.attention(d.linear("self_attn.in_proj", h, d.t(3), d.t(4)), heads, true), d.t(5), d.t(6));
   x = d.add(x, a, "residual1");
   if (!norm_first) x = d.norm(x, d.t(10), d.t(11), "norm1");
   h = norm_first ? d.norm(x, d.t(12), d.t(13), "norm2") : x;
-  TensorDesc f = d.linear("linear2", d.act(d.linear("linear1", h, d.t(14), d.t(15)), gelu ? "gelu" : "relu"), d.t(16), d.t(17));
+  TensorDesc f =
+      d.linear("linear2", d.act(d.linear("linear1", h, d.t(14), d.t(15)), gelu ? "gelu" : "relu"), d.t(16), d.t(17));
   x = d.add(x, f, "residual2");
   if (!norm_first) x = d.norm(x, d.t(12), d.t(13), "norm2");
   d.bind_output();
@@ -207,8 +218,10 @@ const HandlerTable& aten_handlers() {
       r.attributes.set("function", std::string("copy"));
       return one(std::move(r));
     };
-    for (const char* c : {"aten::clone", "aten::copy_", "aten::to", "aten::type_as"}) h[c] = function_of(OpKind::kUnary, "copy");
-    for (const char* c : {"aten::cat", "aten::stack", "aten::concat"}) h[c] = [](const CapturedOp& call) { return one(record(call, OpKind::kConcat)); };
+    for (const char* c : {"aten::clone", "aten::copy_", "aten::to", "aten::type_as"})
+      h[c] = function_of(OpKind::kUnary, "copy");
+    for (const char* c : {"aten::cat", "aten::stack", "aten::concat"})
+      h[c] = [](const CapturedOp& call) { return one(record(call, OpKind::kConcat)); };
     for (const char* c : {"aten::matmul", "aten::mm", "aten::bmm"}) {
       h[c] = [](const CapturedOp& call) { return one(record_of(call, OpKind::kMatMul, {0, 1})); };
     }
@@ -224,7 +237,8 @@ const HandlerTable& aten_handlers() {
       return one(std::move(r));
     };
     // conv2d(input, weight, bias, stride, padding, dilation, groups)
-    for (const char* c : {"aten::conv1d", "aten::conv2d", "aten::conv3d"}) h[c] = conv(3, 4, 5, 6, std::nullopt, std::nullopt);
+    for (const char* c : {"aten::conv1d", "aten::conv2d", "aten::conv3d"})
+      h[c] = conv(3, 4, 5, 6, std::nullopt, std::nullopt);
     // convolution(input, weight, bias, stride, padding, dilation, transposed, output_padding, groups)
     for (const char* c : {"aten::convolution", "aten::_convolution"}) h[c] = conv(3, 4, 5, 8, 6, 7);
     // mkldnn_convolution(self, weight, bias, padding, stride, dilation, groups)
@@ -241,12 +255,26 @@ const HandlerTable& aten_handlers() {
         return one(std::move(r));
       };
     }
-    const std::map<std::string, std::string> activations = {
-        {"relu", "relu"}, {"relu_", "relu"}, {"tanh", "tanh"}, {"tanh_", "tanh"}, {"sigmoid", "sigmoid"},
-        {"sigmoid_", "sigmoid"}, {"silu", "silu"}, {"silu_", "silu"}, {"hardtanh", "hardtanh"},
-        {"hardtanh_", "hardtanh"}, {"leaky_relu", "leaky_relu"}, {"elu", "elu"}, {"hardswish", "hardswish"},
-        {"hardsigmoid", "hardsigmoid"}, {"softplus", "softplus"}, {"mish", "mish"}, {"relu6", "relu6"},
-        {"prelu", "prelu"}, {"selu", "selu"}, {"celu", "celu"}};
+    const std::map<std::string, std::string> activations = {{"relu", "relu"},
+                                                            {"relu_", "relu"},
+                                                            {"tanh", "tanh"},
+                                                            {"tanh_", "tanh"},
+                                                            {"sigmoid", "sigmoid"},
+                                                            {"sigmoid_", "sigmoid"},
+                                                            {"silu", "silu"},
+                                                            {"silu_", "silu"},
+                                                            {"hardtanh", "hardtanh"},
+                                                            {"hardtanh_", "hardtanh"},
+                                                            {"leaky_relu", "leaky_relu"},
+                                                            {"elu", "elu"},
+                                                            {"hardswish", "hardswish"},
+                                                            {"hardsigmoid", "hardsigmoid"},
+                                                            {"softplus", "softplus"},
+                                                            {"mish", "mish"},
+                                                            {"relu6", "relu6"},
+                                                            {"prelu", "prelu"},
+                                                            {"selu", "selu"},
+                                                            {"celu", "celu"}};
     // an ATen op named with a trailing underscore writes its result into its first argument
     const auto in_place_if_named = [](const std::string& op, Handler handler) -> Handler {
       if (op.empty() || op.back() != '_') return handler;
@@ -256,7 +284,8 @@ const HandlerTable& aten_handlers() {
         return records;
       };
     };
-    for (const auto& [op, f] : activations) h["aten::" + op] = in_place_if_named(op, function_of(OpKind::kActivation, f));
+    for (const auto& [op, f] : activations)
+      h["aten::" + op] = in_place_if_named(op, function_of(OpKind::kActivation, f));
     h["aten::gelu"] = [](const CapturedOp& call) {  // gelu(self, approximate = 'none' | 'tanh')
       OpRecord r = record(call, OpKind::kActivation);
       const bool tanh = call.inputs.size() > 1 && call.inputs[1].kind == Kind::kString && call.inputs[1].s == "tanh";
@@ -267,10 +296,10 @@ const HandlerTable& aten_handlers() {
       h[std::string("aten::") + f] = function_of(OpKind::kUnary, f);
     }
     const std::map<std::string, std::string> binaries = {
-        {"add", "add"}, {"add_", "add"}, {"sub", "sub"}, {"sub_", "sub"}, {"rsub", "sub"}, {"mul", "mul"},
-        {"mul_", "mul"}, {"div", "div"}, {"div_", "div"}, {"maximum", "max"}, {"minimum", "min"},
-        {"pow", "pow"}, {"eq", "equal"}, {"ne", "equal"}, {"lt", "less"}, {"gt", "greater"},
-        {"le", "less"}, {"ge", "greater"}, {"where", "where"}, {"masked_fill", "where"}};
+        {"add", "add"},     {"add_", "add"}, {"sub", "sub"},    {"sub_", "sub"},    {"rsub", "sub"},
+        {"mul", "mul"},     {"mul_", "mul"}, {"div", "div"},    {"div_", "div"},    {"maximum", "max"},
+        {"minimum", "min"}, {"pow", "pow"},  {"eq", "equal"},   {"ne", "equal"},    {"lt", "less"},
+        {"gt", "greater"},  {"le", "less"},  {"ge", "greater"}, {"where", "where"}, {"masked_fill", "where"}};
     for (const auto& [op, f] : binaries) h["aten::" + op] = in_place_if_named(op, function_of(OpKind::kBinary, f));
     // whole-tensor comparison returning one bool: a custom count (docs/counting.md, "custom ops")
     h["aten::equal"] = [](const CapturedOp& call) {
@@ -304,7 +333,7 @@ const HandlerTable& aten_handlers() {
       };
     }
     h["aten::new_empty"] = [](const CapturedOp&) { return std::vector<OpRecord>{}; };  // an allocation
-    h["aten::arange"] = [](const CapturedOp& call) {  // start + i·step
+    h["aten::arange"] = [](const CapturedOp& call) {                                   // start + i·step
       OpRecord r = record(call, OpKind::kFill);
       r.inputs.clear();
       r.attributes.set("function", std::string("range"));
@@ -330,9 +359,15 @@ const HandlerTable& aten_handlers() {
         return one(std::move(r));
       };
     }
-    for (const auto& [op, f] : std::map<std::string, std::string>{
-             {"__and__", "and"}, {"__or__", "or"}, {"__xor__", "xor"}, {"bitwise_and", "and"}, {"bitwise_or", "or"},
-             {"bitwise_xor", "xor"}, {"logical_and", "and"}, {"logical_or", "or"}, {"logical_xor", "xor"}}) {
+    for (const auto& [op, f] : std::map<std::string, std::string>{{"__and__", "and"},
+                                                                  {"__or__", "or"},
+                                                                  {"__xor__", "xor"},
+                                                                  {"bitwise_and", "and"},
+                                                                  {"bitwise_or", "or"},
+                                                                  {"bitwise_xor", "xor"},
+                                                                  {"logical_and", "and"},
+                                                                  {"logical_or", "or"},
+                                                                  {"logical_xor", "xor"}}) {
       h["aten::" + op] = function_of(OpKind::kBinary, f);
     }
     for (const char* c : {"aten::bitwise_not", "aten::logical_not"}) h[c] = function_of(OpKind::kUnary, "not");
@@ -351,12 +386,14 @@ const HandlerTable& aten_handlers() {
     // diff(self, n, dim, prepend, append): n rounds of neighbour differences along dim, over
     // the input with prepend and append joined: sum over k = 1..n of (L - k) subtractions per row
     h["aten::diff"] = [](const CapturedOp& call) {
-      const CapturedTensor* y = call.outputs.empty() || call.outputs[0].tensors.empty() ? nullptr : &call.outputs[0].tensors[0];
+      const CapturedTensor* y =
+          call.outputs.empty() || call.outputs[0].tensors.empty() ? nullptr : &call.outputs[0].tensors[0];
       const std::int64_t n = int_at(call, 1, 1);
       std::int64_t axis = int_at(call, 2, -1);
       if (!y || y->shape.empty() || n < 1) return one(unknown(call, "diff without an output or with n < 1"));
       if (axis < 0) axis += static_cast<std::int64_t>(y->shape.size());
-      if (axis < 0 || axis >= static_cast<std::int64_t>(y->shape.size())) return one(unknown(call, "diff's dim is outside the output's rank"));
+      if (axis < 0 || axis >= static_cast<std::int64_t>(y->shape.size()))
+        return one(unknown(call, "diff's dim is outside the output's rank"));
       std::int64_t rows = 1;
       for (std::size_t i = 0; i < y->shape.size(); ++i) rows *= static_cast<std::int64_t>(i) == axis ? 1 : y->shape[i];
       const std::int64_t len = y->shape[static_cast<std::size_t>(axis)] + n;  // the joined input's length
@@ -398,10 +435,12 @@ const HandlerTable& aten_handlers() {
         return one(std::move(r));
       };
     }
-    for (const char* c : {"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::max_pool2d_with_indices"}) {
+    for (const char* c :
+         {"aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::max_pool2d_with_indices"}) {
       h[c] = pool(OpKind::kMaxPool, true);
     }
-    for (const char* c : {"aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d"}) h[c] = pool(OpKind::kAvgPool, false);
+    for (const char* c : {"aten::avg_pool1d", "aten::avg_pool2d", "aten::avg_pool3d"})
+      h[c] = pool(OpKind::kAvgPool, false);
     for (const char* c : {"aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
                           "aten::_adaptive_avg_pool2d"}) {
       h[c] = adaptive(false);
@@ -447,8 +486,8 @@ const HandlerTable& aten_handlers() {
       // the layer runs sequence-first: its state hx is [B, H] and its input [T, B, I]
       const CapturedTensor* x = tensor_at(call, 0);
       const CapturedTensor* hx = tensor_at(call, 5);
-      const bool batch_first = x && hx && x->shape.size() == 3 && hx->shape.size() == 2 && x->shape[0] == hx->shape[0] &&
-                               x->shape[1] != hx->shape[0];
+      const bool batch_first = x && hx && x->shape.size() == 3 && hx->shape.size() == 2 &&
+                               x->shape[0] == hx->shape[0] && x->shape[1] != hx->shape[0];
       r.attributes.set("batch_first", batch_first);
       r.attributes.set("hidden_size", int_at(call, 10, hx && !hx->shape.empty() ? hx->shape.back() : 0));
       return one(std::move(r));
@@ -460,19 +499,26 @@ const HandlerTable& aten_handlers() {
     // one attention over q, k, v [B, H, L, D] (k and v with fewer heads under grouped-query
     // attention) and a mask; logsumexp and the like are by-products. Every operand is data: a
     // mask held in a buffer is still the mask.
-    struct Sdpa { const char* name; std::size_t dropout, causal; std::optional<std::size_t> mask; };
+    struct Sdpa {
+      const char* name;
+      std::size_t dropout, causal;
+      std::optional<std::size_t> mask;
+    };
     for (const Sdpa& f : std::vector<Sdpa>{
              {"aten::scaled_dot_product_attention", 4, 5, 3},
-             {"aten::_scaled_dot_product_flash_attention_for_cpu", 3, 4, 5},  // (q, k, v, dropout_p, is_causal, *, attn_mask, scale)
+             {"aten::_scaled_dot_product_flash_attention_for_cpu", 3, 4,
+              5},  // (q, k, v, dropout_p, is_causal, *, attn_mask, scale)
              {"aten::_scaled_dot_product_flash_attention", 3, 4, std::nullopt},  // (q, k, v, dropout_p, is_causal, ...)
-             {"aten::_scaled_dot_product_efficient_attention", 5, 6, 3}}) {   // (q, k, v, attn_bias, lse, dropout_p, is_causal, scale)
+             {"aten::_scaled_dot_product_efficient_attention", 5, 6,
+              3}}) {  // (q, k, v, attn_bias, lse, dropout_p, is_causal, scale)
       h[f.name] = [f](const CapturedOp& call) {
         OpRecord r = f.mask && tensor_at(call, *f.mask) ? record_inputs(call, OpKind::kAttention, {0, 1, 2, *f.mask})
                                                         : record_inputs(call, OpKind::kAttention, {0, 1, 2});
         r.outputs.resize(1);
         r.attributes.set("causal", bool_at(call, f.causal, false));
         const double p = f.dropout < call.inputs.size() && call.inputs[f.dropout].kind == Kind::kDouble
-                             ? call.inputs[f.dropout].d : 0.0;
+                             ? call.inputs[f.dropout].d
+                             : 0.0;
         if (p > 0) r.attributes.set("dropout", p);
         return one(std::move(r));
       };

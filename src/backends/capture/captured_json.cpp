@@ -18,8 +18,7 @@ struct Context {
   std::size_t index;
   std::string op;
   [[noreturn]] void fail(const std::string& field, const std::string& what) const {
-    throw Error(ErrorCode::kDataLoss,
-                fmt::format("{}: op #{} ('{}'), field '{}': {}", source, index, op, field, what));
+    throw Error(ErrorCode::kDataLoss, fmt::format("{}: op #{} ('{}'), field '{}': {}", source, index, op, field, what));
   }
 };
 
@@ -29,8 +28,10 @@ CapturedTensor tensor_from(const json& j, const Context& c, const std::string& f
   CapturedTensor t;
   if (!j.contains("tensor") || !j["tensor"].is_string()) c.fail(field, "a tensor needs a string 'tensor' (its name)");
   t.name = j["tensor"].get<std::string>();
-  if (!j.contains("shape") || !j["shape"].is_array()) c.fail(field, fmt::format("tensor '{}' has no 'shape' array", t.name));
-  if (j["shape"].size() > 16) c.fail(field, fmt::format("tensor '{}' has rank {} (at most 16)", t.name, j["shape"].size()));
+  if (!j.contains("shape") || !j["shape"].is_array())
+    c.fail(field, fmt::format("tensor '{}' has no 'shape' array", t.name));
+  if (j["shape"].size() > 16)
+    c.fail(field, fmt::format("tensor '{}' has rank {} (at most 16)", t.name, j["shape"].size()));
   for (const json& d : j["shape"]) {
     if (!d.is_number_integer() || d.get<std::int64_t>() < 0 || d.get<std::int64_t>() > kMaxDim) {
       c.fail(field, fmt::format("tensor '{}' has a dimension that is not an integer in 0..2^40: {}", t.name, d.dump()));
@@ -39,7 +40,7 @@ CapturedTensor tensor_from(const json& j, const Context& c, const std::string& f
   }
   const std::string dtype = j.value("dtype", std::string("float32"));
   auto parsed = parse_dtype(dtype);
-  static const std::map<std::string, DType> more = {{"int8", DType::kInt8}, {"uint8", DType::kInt8},
+  static const std::map<std::string, DType> more = {{"int8", DType::kInt8},   {"uint8", DType::kInt8},
                                                     {"int16", DType::kInt32}, {"int32", DType::kInt32},
                                                     {"int64", DType::kInt64}, {"bool", DType::kBool}};
   if (!parsed && more.count(dtype)) parsed = more.at(dtype);
@@ -118,7 +119,8 @@ std::vector<CapturedOp> captured_ops_from_json(const json& ops, const std::strin
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const json& j = ops[i];
     Context c{source, i, ""};
-    if (!j.is_object() || !j.contains("op") || !j["op"].is_string()) c.fail("op", "each op is an object with a string 'op'");
+    if (!j.is_object() || !j.contains("op") || !j["op"].is_string())
+      c.fail("op", "each op is an object with a string 'op'");
     CapturedOp op;
     op.name = c.op = j["op"].get<std::string>();
     op.inputs = values_from(j, c, "in");

@@ -17,12 +17,12 @@
 namespace neuralcost::capture {
 
 struct CapturedTensor {
-  std::string name;        ///< edge name ("%12", "input0") or parameter id ("fc1.weight")
+  std::string name;  ///< edge name ("%12", "input0") or parameter id ("fc1.weight")
   Shape shape;
   DType dtype = DType::kFp32;
   bool parameter = false;  ///< a weight or constant (not produced by an op, not a model input)
   bool contiguous = true;
-  bool buffer = false;     ///< a parameter that is state, not trained (a registered buffer, a constant)
+  bool buffer = false;  ///< a parameter that is state, not trained (a registered buffer, a constant)
 };
 
 struct CapturedValue {
@@ -53,8 +53,8 @@ struct CapturedOp {
 /// the index of the op it came from (one op may become several records, e.g. a fused
 /// transformer layer), or the op's own `event` when the worker gave one (-1: none); and, when the
 /// op's module is known, attribute "module": the module path, followed by the record's own name
-/// when the op became several ("encoder0.self_attn.in_proj"). Ops no table knows become kUnknown records: listed as unmodeled, never
-/// zero.
+/// when the op became several ("encoder0.self_attn.in_proj"). Ops no table knows become kUnknown records: listed as
+/// unmodeled, never zero.
 OpGraph graph_from_captured(const std::vector<CapturedOp>& calls, const std::string& graph_name);
 
 }  // namespace neuralcost::capture

@@ -117,7 +117,8 @@ Handler view() {
       // so); one that selects or broadcasts (a class token expanded to the batch, a slice of
       // position ids) is a free view that reads the weight, counted once at its own size
       const bool same = std::all_of(r.outputs.begin(), r.outputs.end(), [&](const TensorDesc& t) {
-        return std::any_of(r.parameters.begin(), r.parameters.end(), [&](const ParameterDesc& p) { return p.id == t.name; });
+        return std::any_of(r.parameters.begin(), r.parameters.end(),
+                           [&](const ParameterDesc& p) { return p.id == t.name; });
       });
       if (same || r.parameters.empty()) return {};
       return one(std::move(r));

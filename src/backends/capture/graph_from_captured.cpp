@@ -22,8 +22,7 @@ OpGraph graph_from_captured(const std::vector<CapturedOp>& calls, const std::str
     // TorchScript builtins ("chunk") wrap the ATen op of the same name
     auto it = table.find(call.name);
     if (it == table.end() && call.name.find("::") == std::string::npos) it = table.find("aten::" + call.name);
-    std::vector<OpRecord> records =
-        it != table.end() ? it->second(call) : one(record(call, OpKind::kUnknown));
+    std::vector<OpRecord> records = it != table.end() ? it->second(call) : one(record(call, OpKind::kUnknown));
     for (std::size_t k = 0; k < records.size(); ++k) {
       OpRecord& r = records[k];
       if (!call.module.empty()) {

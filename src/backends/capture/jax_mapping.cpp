@@ -67,8 +67,10 @@ OpRecord einsum_of(const CapturedOp& call, const Ints& lc, const Ints& rc, const
   char next = 'a';
   for (std::size_t i = 0; i < lb.size(); ++i) lhs[lb[i]] = rhs[rb[i]] = next, out += next++;
   for (std::size_t i = 0; i < lc.size(); ++i) lhs[lc[i]] = rhs[rc[i]] = next++;
-  for (char& c : lhs) if (c == ' ') out += c = next++;
-  for (char& c : rhs) if (c == ' ') out += c = next++;
+  for (char& c : lhs)
+    if (c == ' ') out += c = next++;
+  for (char& c : rhs)
+    if (c == ' ') out += c = next++;
   if (next > 'z' + 1) return unknown(call, "dot_general over more than 26 dimensions is not mapped");
   OpRecord r = record_of(call, OpKind::kEinsum, {0, 1});
   r.outputs.resize(1);
@@ -160,7 +162,9 @@ std::vector<OpRecord> conv(const CapturedOp& call) {
   }
   // every output element is a dot product over the filter's taps and input channels per group
   const Wide out_channels = w->shape[(*rp)[0]];
-  const Wide flops = out_channels == 0 ? 0 : saturating_mul(2 * saturating_elements(y->shape), saturating_elements(w->shape) / out_channels);
+  const Wide flops = out_channels == 0 ? 0
+                                       : saturating_mul(2 * saturating_elements(y->shape),
+                                                        saturating_elements(w->shape) / out_channels);
   const Ints pads = attr_ints(call, "padding");
   const bool nonnegative = std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p >= 0; });
   if (x->parameter || !w->parameter || pads.size() != 2 * rank || !nonnegative ||
@@ -212,8 +216,8 @@ Handler window(bool pool) {
     const std::size_t rank = dims.size();
     const bool spatial = rank >= 3 && rank <= 5 && !x->parameter && dims[0] == 1 && dims[1] == 1 &&
                          strides.size() == rank && strides[0] == 1 && strides[1] == 1 && pads.size() == 2 * rank &&
-                         std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p >= 0; }) &&
-                         pads[0] == 0 && pads[1] == 0 && pads[2] == 0 && pads[3] == 0 &&
+                         std::all_of(pads.begin(), pads.end(), [](std::int64_t p) { return p >= 0; }) && pads[0] == 0 &&
+                         pads[1] == 0 && pads[2] == 0 && pads[3] == 0 &&
                          std::all_of(base.begin(), base.end(), [](std::int64_t d) { return d == 1; });
     if (!pool || !spatial) {
       OpRecord r = record_of(call, OpKind::kWindowReduction, {0});
@@ -277,7 +281,8 @@ std::vector<OpRecord> integer_pow(const CapturedOp& call) {
 std::vector<OpRecord> cumulative(const CapturedOp& call) {  // cumsum & co along `axis`: n - 1 per row
   const CapturedTensor* x = tensor_at(call, 0);
   const std::int64_t axis = attr_int(call, "axis", 0);
-  if (!x || axis < 0 || axis >= static_cast<std::int64_t>(x->shape.size())) return one(unknown(call, "axis out of range"));
+  if (!x || axis < 0 || axis >= static_cast<std::int64_t>(x->shape.size()))
+    return one(unknown(call, "axis out of range"));
   OpRecord r = record_of(call, OpKind::kCumulative, {0});
   r.attributes.set("axis", axis);
   return one(std::move(r));
@@ -305,7 +310,8 @@ std::vector<OpRecord> dynamic_update_slice(const CapturedOp& call) {  // (operan
   const CapturedTensor* update = tensor_at(call, 1);
   const CapturedTensor* operand = tensor_at(call, 0);
   OpRecord r = record(call, OpKind::kScatter);
-  if (!operand || operand->parameter || !update || update->parameter || r.inputs.size() < 2) return one(unknown(call, "dynamic_update_slice needs an update tensor"));
+  if (!operand || operand->parameter || !update || update->parameter || r.inputs.size() < 2)
+    return one(unknown(call, "dynamic_update_slice needs an update tensor"));
   std::rotate(r.inputs.begin() + 1, r.inputs.begin() + 2, r.inputs.end());  // the update last, as kScatter reads it
   r.attributes.set("in_place", true);
   return one(std::move(r));
@@ -314,15 +320,18 @@ std::vector<OpRecord> dynamic_update_slice(const CapturedOp& call) {  // (operan
 /// A cond whose branch the worker could not know: its reason, or the generic one (a worker that does not say).
 std::vector<OpRecord> cond_branch(const CapturedOp& call) {
   const std::string why = attr_string(call, "not_inlined", "");
-  return one(unknown(call, why.empty() ? "which branch of a cond runs depends on data"
-                                       : fmt::format("a cond's branch is not known to the worker: {}; neither branch is counted", why)));
+  return one(unknown(
+      call, why.empty()
+                ? "which branch of a cond runs depends on data"
+                : fmt::format("a cond's branch is not known to the worker: {}; neither branch is counted", why)));
 }
 
 /// A while the worker could not unroll: its reason, or the generic one (a worker that does not say).
 std::vector<OpRecord> while_loop(const CapturedOp& call) {
   const std::string why = attr_string(call, "not_unrolled", "");
-  return one(unknown(call, why.empty() ? "a while loop runs a data-dependent number of steps (not unrolled)"
-                                       : fmt::format("a while loop is not unrolled by the worker: {}; its body is not counted", why)));
+  return one(unknown(
+      call, why.empty() ? "a while loop runs a data-dependent number of steps (not unrolled)"
+                        : fmt::format("a while loop is not unrolled by the worker: {}; its body is not counted", why)));
 }
 
 bool is_constant(const std::string& id) { return id.rfind("const:", 0) == 0 || id.rfind("buffer:", 0) == 0; }
@@ -337,9 +346,14 @@ const HandlerTable& jax_handlers() {
     h["reduce_window_max"] = window(true);
     h["reduce_window_min"] = window(true);
     h["reduce_window_sum"] = window(false);
-    for (const auto& [op, f] : std::map<std::string, std::string>{
-             {"reduce_sum", "sum"}, {"reduce_max", "max"}, {"reduce_min", "min"}, {"reduce_prod", "prod"},
-             {"reduce_and", "min"}, {"reduce_or", "max"}, {"argmax", "max"}, {"argmin", "min"}}) {
+    for (const auto& [op, f] : std::map<std::string, std::string>{{"reduce_sum", "sum"},
+                                                                  {"reduce_max", "max"},
+                                                                  {"reduce_min", "min"},
+                                                                  {"reduce_prod", "prod"},
+                                                                  {"reduce_and", "min"},
+                                                                  {"reduce_or", "max"},
+                                                                  {"argmax", "max"},
+                                                                  {"argmin", "min"}}) {
       h[op] = reduction(f);
     }
     for (const char* v : {"reshape", "squeeze", "expand_dims", "stop_gradient", "optimization_barrier"}) {
@@ -364,24 +378,63 @@ const HandlerTable& jax_handlers() {
     h["integer_pow"] = integer_pow;
     for (const char* c : {"cumsum", "cumprod", "cummax", "cummin"}) h[c] = cumulative;
     for (const char* c : {"copy", "copy_p"}) h[c] = function_of(OpKind::kUnary, "copy");
-    for (const auto& [op, f] : std::map<std::string, std::string>{
-             {"neg", "neg"}, {"abs", "abs"}, {"sign", "sign"}, {"floor", "floor"}, {"ceil", "ceil"},
-             {"round", "round"}, {"square", "square"}, {"not", "not"}, {"is_finite", "isinf"},
-             {"exp", "exp"}, {"exp2", "exp"}, {"expm1", "exp"}, {"log", "log"}, {"log1p", "log"},
-             {"sqrt", "sqrt"}, {"rsqrt", "rsqrt"}, {"sin", "sin"}, {"cos", "cos"}, {"tan", "tan"},
-             {"asin", "asin"}, {"acos", "acos"}, {"atan", "atan"}, {"sinh", "sinh"}, {"cosh", "cosh"},
-             {"asinh", "asinh"}, {"acosh", "acosh"}, {"atanh", "atanh"}, {"erf", "erf"}, {"erfc", "erf"},
-             {"clamp", "clip"}, {"reduce_precision", "round"}}) {
+    for (const auto& [op, f] : std::map<std::string, std::string>{{"neg", "neg"},
+                                                                  {"abs", "abs"},
+                                                                  {"sign", "sign"},
+                                                                  {"floor", "floor"},
+                                                                  {"ceil", "ceil"},
+                                                                  {"round", "round"},
+                                                                  {"square", "square"},
+                                                                  {"not", "not"},
+                                                                  {"is_finite", "isinf"},
+                                                                  {"exp", "exp"},
+                                                                  {"exp2", "exp"},
+                                                                  {"expm1", "exp"},
+                                                                  {"log", "log"},
+                                                                  {"log1p", "log"},
+                                                                  {"sqrt", "sqrt"},
+                                                                  {"rsqrt", "rsqrt"},
+                                                                  {"sin", "sin"},
+                                                                  {"cos", "cos"},
+                                                                  {"tan", "tan"},
+                                                                  {"asin", "asin"},
+                                                                  {"acos", "acos"},
+                                                                  {"atan", "atan"},
+                                                                  {"sinh", "sinh"},
+                                                                  {"cosh", "cosh"},
+                                                                  {"asinh", "asinh"},
+                                                                  {"acosh", "acosh"},
+                                                                  {"atanh", "atanh"},
+                                                                  {"erf", "erf"},
+                                                                  {"erfc", "erf"},
+                                                                  {"clamp", "clip"},
+                                                                  {"reduce_precision", "round"}}) {
       h[op] = function_of(OpKind::kUnary, f);
     }
     h["tanh"] = function_of(OpKind::kActivation, "tanh");
     h["logistic"] = function_of(OpKind::kActivation, "sigmoid");
-    for (const auto& [op, f] : std::map<std::string, std::string>{
-             {"add", "add"}, {"add_any", "add"}, {"sub", "sub"}, {"mul", "mul"}, {"div", "div"},
-             {"rem", "mod"}, {"max", "max"}, {"min", "min"}, {"pow", "pow"}, {"and", "and"}, {"or", "or"},
-             {"xor", "xor"}, {"eq", "equal"}, {"ne", "equal"}, {"lt", "less"}, {"le", "less"},
-             {"gt", "greater"}, {"ge", "greater"}, {"select_n", "where"}, {"shift_left", "bitshift"},
-             {"shift_right_logical", "bitshift"}, {"shift_right_arithmetic", "bitshift"}}) {
+    for (const auto& [op, f] : std::map<std::string, std::string>{{"add", "add"},
+                                                                  {"add_any", "add"},
+                                                                  {"sub", "sub"},
+                                                                  {"mul", "mul"},
+                                                                  {"div", "div"},
+                                                                  {"rem", "mod"},
+                                                                  {"max", "max"},
+                                                                  {"min", "min"},
+                                                                  {"pow", "pow"},
+                                                                  {"and", "and"},
+                                                                  {"or", "or"},
+                                                                  {"xor", "xor"},
+                                                                  {"eq", "equal"},
+                                                                  {"ne", "equal"},
+                                                                  {"lt", "less"},
+                                                                  {"le", "less"},
+                                                                  {"gt", "greater"},
+                                                                  {"ge", "greater"},
+                                                                  {"select_n", "where"},
+                                                                  {"shift_left", "bitshift"},
+                                                                  {"shift_right_logical", "bitshift"},
+                                                                  {"shift_right_arithmetic", "bitshift"}}) {
       h[op] = function_of(OpKind::kBinary, f);
     }
     h["while"] = while_loop;
@@ -392,7 +445,8 @@ const HandlerTable& jax_handlers() {
         std::vector<OpRecord> records = inner(call);
         for (OpRecord& r : records) {
           for (ParameterDesc& p : r.parameters) p.trainable = p.trainable && !is_constant(p.id);
-          const bool elementwise = r.kind == OpKind::kUnary || r.kind == OpKind::kBinary || r.kind == OpKind::kActivation;
+          const bool elementwise =
+              r.kind == OpKind::kUnary || r.kind == OpKind::kBinary || r.kind == OpKind::kActivation;
           if (elementwise && r.inputs.empty() && r.parameters.empty()) {  // arithmetic on literals only
             r.attributes.set("literal_operands", true);
           }

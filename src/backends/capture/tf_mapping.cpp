@@ -41,7 +41,9 @@ OpRecord custom(const CapturedOp& call, Wide flops, bool contraction = false, Wi
 
 Handler counted(std::int64_t flops_per_output, std::int64_t transcendentals_per_output = 0) {
   return [=](const CapturedOp& call) {
-    const Wide n = call.outputs.empty() || call.outputs[0].tensors.empty() ? 0 : saturating_elements(call.outputs[0].tensors[0].shape);
+    const Wide n = call.outputs.empty() || call.outputs[0].tensors.empty()
+                       ? 0
+                       : saturating_elements(call.outputs[0].tensors[0].shape);
     return one(custom(call, n * flops_per_output, false, n * transcendentals_per_output));
   };
 }
@@ -179,7 +181,8 @@ Handler pool(OpKind kind) {
     const std::size_t rank = x->shape.size() - 2;
     const Ints kernel = spatial(attr_ints(call, "ksize"), rank, last, 0);
     const Ints stride = spatial(attr_ints(call, "strides"), rank, last, 1);
-    const auto padding = padding_of(call, last ? channels_first(x->shape) : x->shape, kernel, stride, Ints(rank, 1), last);
+    const auto padding =
+        padding_of(call, last ? channels_first(x->shape) : x->shape, kernel, stride, Ints(rank, 1), last);
     if (!padding) return one(unknown(call, "its padding is not SAME, VALID or EXPLICIT"));
     OpRecord r = record_of(call, kind, {0});
     r.attributes.set("kernel", kernel);
@@ -300,10 +303,11 @@ std::vector<OpRecord> control_flow(const CapturedOp& call) {
     return one(unknown(call, fmt::format("control flow ({}) is not inlined: {}; none of its branches is counted",
                                          call.name.substr(4), branch_why)));
   const std::string why = attr_string(call, "not_unrolled", "");
-  return one(unknown(call, why.empty() ? fmt::format("control flow ({}) is not unrolled by the worker; its body is not counted",
-                                                     call.name.substr(4))
-                                       : fmt::format("control flow ({}) is not unrolled: {}; its body is not counted",
-                                                     call.name.substr(4), why)));
+  return one(unknown(
+      call,
+      why.empty()
+          ? fmt::format("control flow ({}) is not unrolled by the worker; its body is not counted", call.name.substr(4))
+          : fmt::format("control flow ({}) is not unrolled: {}; its body is not counted", call.name.substr(4), why)));
 }
 
 bool is_buffer(const std::string& id) { return id.rfind("const:", 0) == 0 || id.rfind("buffer:", 0) == 0; }
@@ -325,22 +329,26 @@ const HandlerTable& tf_handlers() {
     for (const char* op : {"FusedBatchNorm", "FusedBatchNormV2", "FusedBatchNormV3"}) h[op] = batch_norm;
     h["BiasAdd"] = bias_add;
     const std::map<std::string, std::string> binaries = {
-        {"Add", "add"}, {"AddV2", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"RealDiv", "div"}, {"Div", "div"},
-        {"DivNoNan", "div"}, {"FloorDiv", "div"}, {"FloorMod", "mod"}, {"Maximum", "max"}, {"Minimum", "min"},
-        {"Pow", "pow"}, {"Equal", "equal"}, {"NotEqual", "equal"}, {"Less", "less"}, {"LessEqual", "less"},
-        {"Greater", "greater"}, {"GreaterEqual", "greater"}, {"LogicalAnd", "and"}, {"LogicalOr", "or"},
-        {"SelectV2", "where"}};
+        {"Add", "add"},        {"AddV2", "add"},       {"Sub", "sub"},
+        {"Mul", "mul"},        {"RealDiv", "div"},     {"Div", "div"},
+        {"DivNoNan", "div"},   {"FloorDiv", "div"},    {"FloorMod", "mod"},
+        {"Maximum", "max"},    {"Minimum", "min"},     {"Pow", "pow"},
+        {"Equal", "equal"},    {"NotEqual", "equal"},  {"Less", "less"},
+        {"LessEqual", "less"}, {"Greater", "greater"}, {"GreaterEqual", "greater"},
+        {"LogicalAnd", "and"}, {"LogicalOr", "or"},    {"SelectV2", "where"}};
     for (const auto& [op, f] : binaries) h[op] = function_of(OpKind::kBinary, f);
     const std::map<std::string, std::string> unaries = {
-        {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Rsqrt", "rsqrt"}, {"Neg", "neg"}, {"Abs", "abs"},
-        {"Square", "square"}, {"Reciprocal", "reciprocal"}, {"Inv", "reciprocal"}, {"Erf", "erf"}, {"Sin", "sin"},
-        {"Cos", "cos"}, {"Floor", "floor"}, {"Ceil", "ceil"}, {"Round", "round"}, {"Sign", "sign"},
-        {"LogicalNot", "not"}, {"IsNan", "isnan"}, {"IsInf", "isinf"}, {"IsFinite", "isinf"}, {"Cast", "cast"},
-        {"ClipByValue", "clip"}};
+        {"Exp", "exp"},        {"Log", "log"},         {"Sqrt", "sqrt"},     {"Rsqrt", "rsqrt"},
+        {"Neg", "neg"},        {"Abs", "abs"},         {"Square", "square"}, {"Reciprocal", "reciprocal"},
+        {"Inv", "reciprocal"}, {"Erf", "erf"},         {"Sin", "sin"},       {"Cos", "cos"},
+        {"Floor", "floor"},    {"Ceil", "ceil"},       {"Round", "round"},   {"Sign", "sign"},
+        {"LogicalNot", "not"}, {"IsNan", "isnan"},     {"IsInf", "isinf"},   {"IsFinite", "isinf"},
+        {"Cast", "cast"},      {"ClipByValue", "clip"}};
     for (const auto& [op, f] : unaries) h[op] = function_of(OpKind::kUnary, f);
     const std::map<std::string, std::string> activations = {
-        {"Relu", "relu"}, {"Relu6", "relu6"}, {"LeakyRelu", "leaky_relu"}, {"Elu", "elu"}, {"Selu", "selu"},
-        {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Softplus", "softplus"}, {"Softsign", "softsign"}};
+        {"Relu", "relu"}, {"Relu6", "relu6"},       {"LeakyRelu", "leaky_relu"},
+        {"Elu", "elu"},   {"Selu", "selu"},         {"Sigmoid", "sigmoid"},
+        {"Tanh", "tanh"}, {"Softplus", "softplus"}, {"Softsign", "softsign"}};
     for (const auto& [op, f] : activations) h[op] = function_of(OpKind::kActivation, f);
     h["SquaredDifference"] = function_of(OpKind::kBinary, "squared_difference");
     // a custom count: its condition may be a vector over the first dimension (not numpy broadcasting)
@@ -361,9 +369,16 @@ const HandlerTable& tf_handlers() {
         return one(std::move(r));
       };
     }
-    for (const auto& [op, f] : std::map<std::string, std::string>{
-             {"Mean", "mean"}, {"Sum", "sum"}, {"Max", "max"}, {"Min", "min"}, {"Prod", "prod"}, {"ArgMax", "max"},
-             {"ArgMin", "min"}, {"All", "min"}, {"Any", "max"}, {"EuclideanNorm", "l2"}}) {
+    for (const auto& [op, f] : std::map<std::string, std::string>{{"Mean", "mean"},
+                                                                  {"Sum", "sum"},
+                                                                  {"Max", "max"},
+                                                                  {"Min", "min"},
+                                                                  {"Prod", "prod"},
+                                                                  {"ArgMax", "max"},
+                                                                  {"ArgMin", "min"},
+                                                                  {"All", "min"},
+                                                                  {"Any", "max"},
+                                                                  {"EuclideanNorm", "l2"}}) {
       h[op] = reduction(f);
     }
     for (const char* op : {"Reshape", "Squeeze", "ExpandDims", "Identity", "IdentityN", "StopGradient", "Snapshot",
@@ -376,7 +391,8 @@ const HandlerTable& tf_handlers() {
     h["StridedSlice"] = h["Slice"] = kind_of(OpKind::kSlice, true);
     h["Pad"] = h["PadV2"] = h["MirrorPad"] = kind_of(OpKind::kPad, true);
     h["GatherV2"] = h["Gather"] = h["ResourceGather"] = gather;
-    for (const char* op : {"Tile", "BroadcastTo", "OneHot", "ReverseV2"}) h[op] = kind_of(OpKind::kGather);  // copies, no arithmetic
+    for (const char* op : {"Tile", "BroadcastTo", "OneHot", "ReverseV2"})
+      h[op] = kind_of(OpKind::kGather);  // copies, no arithmetic
     for (const char* op : {"Fill", "ZerosLike", "OnesLike", "Shape", "ShapeN", "Size", "Rank"}) h[op] = writes_only();
     h["Range"] = writes_only("range");
     h["TensorListReserve"] = h["EmptyTensorList"] = empty_list;
@@ -385,7 +401,8 @@ const HandlerTable& tf_handlers() {
     h["TensorListGetItem"] = list_element(OpKind::kSlice);
     h["TensorListStack"] = kind_of(OpKind::kConcat, true);  // copies every element
     h["TensorListLength"] = h["TensorListElementShape"] = writes_only();
-    for (const char* op : {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"}) h[op] = control_flow;
+    for (const char* op : {"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase"})
+      h[op] = control_flow;
     // keys carry the framework prefix; constants and non-trainable variables are buffers
     HandlerTable prefixed;
     for (auto& [op, handler] : h) {

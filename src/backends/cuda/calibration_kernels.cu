@@ -84,23 +84,22 @@ std::vector<Ceiling> measure_kernel_ceilings(int device, bool quick) {
   check(cudaMemsetAsync(b, 0, n4 * sizeof(float4), stream), "cudaMemset");
   check(cudaMemsetAsync(c, 0, n4 * sizeof(float4), stream), "cudaMemset");
   const int blocks = sms * 8, threads = 256;
-  const double copy_s = best_seconds_per_call(stream, rounds, 5, [&] {
-    copy_kernel<<<blocks, threads, 0, stream>>>(b, a, n4);
-  });
-  out.push_back({"hbm_copy", 2.0 * n4 * sizeof(float4) / copy_s, "B/s",
-                 "copy kernel, 2 arrays of " + std::to_string(n4 * sizeof(float4) >> 20) + " MiB, bytes read + written"});
-  const double triad_s = best_seconds_per_call(stream, rounds, 5, [&] {
-    triad_kernel<<<blocks, threads, 0, stream>>>(a, b, c, 3.0f, n4);
-  });
-  out.push_back({"hbm_triad", 3.0 * n4 * sizeof(float4) / triad_s, "B/s",
-                 "triad a = b + s c, 3 arrays of " + std::to_string(n4 * sizeof(float4) >> 20) + " MiB, bytes read + written"});
+  const double copy_s =
+      best_seconds_per_call(stream, rounds, 5, [&] { copy_kernel<<<blocks, threads, 0, stream>>>(b, a, n4); });
+  out.push_back(
+      {"hbm_copy", 2.0 * n4 * sizeof(float4) / copy_s, "B/s",
+       "copy kernel, 2 arrays of " + std::to_string(n4 * sizeof(float4) >> 20) + " MiB, bytes read + written"});
+  const double triad_s = best_seconds_per_call(
+      stream, rounds, 5, [&] { triad_kernel<<<blocks, threads, 0, stream>>>(a, b, c, 3.0f, n4); });
+  out.push_back(
+      {"hbm_triad", 3.0 * n4 * sizeof(float4) / triad_s, "B/s",
+       "triad a = b + s c, 3 arrays of " + std::to_string(n4 * sizeof(float4) >> 20) + " MiB, bytes read + written"});
 
   // L2: a working set of half the L2, read many times
   const size_t l2_n4 = static_cast<size_t>(prop.l2CacheSize) / 2 / sizeof(float4);
   const int passes = quick ? 20 : 50;
-  const double l2_s = best_seconds_per_call(stream, rounds, 3, [&] {
-    l2_read_kernel<<<blocks, threads, 0, stream>>>(b, l2_n4, passes, sink);
-  });
+  const double l2_s = best_seconds_per_call(
+      stream, rounds, 3, [&] { l2_read_kernel<<<blocks, threads, 0, stream>>>(b, l2_n4, passes, sink); });
   out.push_back({"l2_read", double(passes) * l2_n4 * sizeof(float4) / l2_s, "B/s",
                  "read of " + std::to_string((l2_n4 * sizeof(float4)) >> 20) + " MiB (half the " +
                      std::to_string(prop.l2CacheSize >> 20) + " MiB L2) " + std::to_string(passes) + " times, ld.cg"});
@@ -112,26 +111,27 @@ std::vector<Ceiling> measure_kernel_ceilings(int device, bool quick) {
   const int fma_blocks = sms * 16, fma_threads = 256;
   const int iterations = quick ? 4096 : 16384;
   const double flops = 2.0 * kChains * double(iterations) * fma_blocks * fma_threads;
-  const double fp32_s = best_seconds_per_call(stream, rounds, 3, [&] {
-    fma_kernel<float><<<fma_blocks, fma_threads, 0, stream>>>(iterations, 1.0f, sink);
-  });
+  const double fp32_s = best_seconds_per_call(
+      stream, rounds, 3, [&] { fma_kernel<float><<<fma_blocks, fma_threads, 0, stream>>>(iterations, 1.0f, sink); });
   out.push_back({"fp32_fma", flops / fp32_s, "FLOP/s",
-                 std::to_string(kChains) + " chains of dependent FMAs per thread, " + std::to_string(fma_blocks) + " x " +
-                     std::to_string(fma_threads) + " threads"});
+                 std::to_string(kChains) + " chains of dependent FMAs per thread, " + std::to_string(fma_blocks) +
+                     " x " + std::to_string(fma_threads) + " threads"});
   const int fp64_iterations = iterations / 4;
   const double fp64_flops = flops / 4;
   const double fp64_s = best_seconds_per_call(stream, rounds, 3, [&] {
     fma_kernel<double><<<fma_blocks, fma_threads, 0, stream>>>(fp64_iterations, 1.0, reinterpret_cast<double*>(sink));
   });
   out.push_back({"fp64_fma", fp64_flops / fp64_s, "FLOP/s",
-                 std::to_string(kChains) + " chains of dependent FMAs per thread, " + std::to_string(fma_blocks) + " x " +
-                     std::to_string(fma_threads) + " threads"});
+                 std::to_string(kChains) + " chains of dependent FMAs per thread, " + std::to_string(fma_blocks) +
+                     " x " + std::to_string(fma_threads) + " threads"});
 
   // launch floor: back-to-back launches of an empty kernel, per launch
   const int launches = quick ? 2000 : 10000;
-  const double launch_s = best_seconds_per_call(stream, rounds, launches, [&] { empty_kernel<<<1, 32, 0, stream>>>(); });
-  out.push_back({"launch_floor", launch_s, "s",
-                 std::to_string(launches) + " back-to-back launches of an empty kernel on one stream, time per launch"});
+  const double launch_s =
+      best_seconds_per_call(stream, rounds, launches, [&] { empty_kernel<<<1, 32, 0, stream>>>(); });
+  out.push_back(
+      {"launch_floor", launch_s, "s",
+       std::to_string(launches) + " back-to-back launches of an empty kernel on one stream, time per launch"});
   check(cudaGetLastError(), "kernel launch");
   check(cudaFree(sink), "cudaFree");
   check(cudaStreamDestroy(stream), "cudaStreamDestroy");

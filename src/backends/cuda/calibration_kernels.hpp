@@ -16,7 +16,8 @@ std::vector<Ceiling> measure_kernel_ceilings(int device, bool quick);
 
 /// cuBLASLt GEMM peaks for tf32, bf16, fp16 and fp8 (fp8 from compute capability 8.9); `skipped`
 /// gets (name, why) for each dtype the part or the library cannot run.
-std::vector<Ceiling> measure_gemm_ceilings(int device, bool quick, std::vector<std::pair<std::string, std::string>>& skipped);
+std::vector<Ceiling> measure_gemm_ceilings(int device, bool quick,
+                                           std::vector<std::pair<std::string, std::string>>& skipped);
 
 /// Work whose FLOPs and DRAM bytes are known by construction, for checking the counters.
 struct KnownWork {

@@ -45,10 +45,10 @@ double best_seconds_per_call(cudaStream_t stream, int rounds, int reps, Launch&&
 
 /// One measured ceiling, as the plugin reports it (docs/gpu.md §3).
 struct Ceiling {
-  std::string name;   ///< hbm_copy, hbm_triad, l2_read, fp32_fma, fp64_fma, gemm_bf16, ..., launch_floor
+  std::string name;  ///< hbm_copy, hbm_triad, l2_read, fp32_fma, fp64_fma, gemm_bf16, ..., launch_floor
   double value = 0;
-  std::string unit;   ///< B/s, FLOP/s, s
-  std::string how;    ///< the kernel and its size
+  std::string unit;  ///< B/s, FLOP/s, s
+  std::string how;   ///< the kernel and its size
 };
 
 }  // namespace neuralcost::cuda

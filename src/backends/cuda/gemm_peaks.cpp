@@ -47,7 +47,8 @@ struct DeviceBuffer {
 
 }  // namespace
 
-std::vector<Ceiling> measure_gemm_ceilings(int device, bool quick, std::vector<std::pair<std::string, std::string>>& skipped) {
+std::vector<Ceiling> measure_gemm_ceilings(int device, bool quick,
+                                           std::vector<std::pair<std::string, std::string>>& skipped) {
   check(cudaSetDevice(device), "cudaSetDevice");
   cudaDeviceProp prop{};
   check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");

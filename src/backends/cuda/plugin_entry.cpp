@@ -46,7 +46,8 @@ __attribute__((visibility("default"))) int neuralcost_cuda_calibrate(int device,
     doc["l2_bytes"] = prop.l2CacheSize;
     doc["cuda_runtime_version"] = runtime;
     doc["ceilings"] = nlohmann::json::array();
-    for (const auto& c : all) doc["ceilings"].push_back({{"name", c.name}, {"value", c.value}, {"unit", c.unit}, {"how", c.how}});
+    for (const auto& c : all)
+      doc["ceilings"].push_back({{"name", c.name}, {"value", c.value}, {"unit", c.unit}, {"how", c.how}});
     doc["skipped"] = nlohmann::json::array();
     for (const auto& [name, why] : skipped) doc["skipped"].push_back({{"name", name}, {"why", why}});
     *json = copy_out(doc.dump());
@@ -64,7 +65,8 @@ __attribute__((visibility("default"))) int neuralcost_cuda_counter_check(int dev
     neuralcost::cuda::check(cudaSetDevice(device), "cudaSetDevice");
     neuralcost::cuda::check(cudaFree(nullptr), "cudaFree (creating the context)");
     CUcontext ctx = nullptr;
-    if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx) throw neuralcost::cuda::CudaFailure("cuCtxGetCurrent: no context");
+    if (cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || !ctx)
+      throw neuralcost::cuda::CudaFailure("cuCtxGetCurrent: no context");
     neuralcost::cuda::RangeProfiler profiler(ctx, device, neuralcost::cuda::counter_study_metrics(), 16);
     profiler.start();
     const std::vector<neuralcost::cuda::KnownWork> work = neuralcost::cuda::launch_known_kernels(device);
@@ -73,7 +75,8 @@ __attribute__((visibility("default"))) int neuralcost_cuda_counter_check(int dev
     doc["metrics"] = neuralcost::cuda::counter_study_metrics();
     doc["kernels"] = nlohmann::json::array();
     for (std::size_t i = 0; i < work.size(); ++i) {
-      nlohmann::json k{{"kernel", work[i].kernel}, {"expected_fp32_flops", work[i].fp32_flops},
+      nlohmann::json k{{"kernel", work[i].kernel},
+                       {"expected_fp32_flops", work[i].fp32_flops},
                        {"expected_dram_bytes", work[i].dram_bytes}};
       // auto ranges come in launch order; the setup's memsets are not kernels of ours
       const std::size_t r = ranges.size() >= work.size() ? ranges.size() - work.size() + i : i;

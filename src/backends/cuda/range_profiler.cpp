@@ -97,7 +97,8 @@ RangeProfiler::RangeProfiler(CUcontext ctx, int device, std::vector<std::string>
     auto chip = params<CUpti_Device_GetChipName_Params>(CUpti_Device_GetChipName_Params_STRUCT_SIZE);
     chip.deviceIndex = static_cast<std::size_t>(device);
     check_cupti(cuptiDeviceGetChipName(&chip), "cuptiDeviceGetChipName");
-    auto avail = params<CUpti_Profiler_GetCounterAvailability_Params>(CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
+    auto avail =
+        params<CUpti_Profiler_GetCounterAvailability_Params>(CUpti_Profiler_GetCounterAvailability_Params_STRUCT_SIZE);
     avail.ctx = ctx;
     check_cupti(cuptiProfilerGetCounterAvailability(&avail), "cuptiProfilerGetCounterAvailability");
     std::vector<std::uint8_t> availability(avail.counterAvailabilityImageSize);
@@ -116,22 +117,27 @@ RangeProfiler::RangeProfiler(CUcontext ctx, int device, std::vector<std::string>
     host.pCounterAvailabilityImage = availability.data();
     check_cupti(cuptiProfilerHostInitialize(&host), "cuptiProfilerHostInitialize");
     s_->host = host.pHostObject;
-    auto add = params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
+    auto add =
+        params<CUpti_Profiler_Host_ConfigAddMetrics_Params>(CUpti_Profiler_Host_ConfigAddMetrics_Params_STRUCT_SIZE);
     add.pHostObject = s_->host;
     add.ppMetricNames = s_->names.data();
     add.numMetrics = s_->names.size();
-    check_cupti(cuptiProfilerHostConfigAddMetrics(&add), "cuptiProfilerHostConfigAddMetrics (a metric this chip lacks?)");
-    auto size = params<CUpti_Profiler_Host_GetConfigImageSize_Params>(CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
+    check_cupti(cuptiProfilerHostConfigAddMetrics(&add),
+                "cuptiProfilerHostConfigAddMetrics (a metric this chip lacks?)");
+    auto size = params<CUpti_Profiler_Host_GetConfigImageSize_Params>(
+        CUpti_Profiler_Host_GetConfigImageSize_Params_STRUCT_SIZE);
     size.pHostObject = s_->host;
     check_cupti(cuptiProfilerHostGetConfigImageSize(&size), "cuptiProfilerHostGetConfigImageSize");
     s_->config.resize(size.configImageSize);
-    auto image = params<CUpti_Profiler_Host_GetConfigImage_Params>(CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
+    auto image =
+        params<CUpti_Profiler_Host_GetConfigImage_Params>(CUpti_Profiler_Host_GetConfigImage_Params_STRUCT_SIZE);
     image.pHostObject = s_->host;
     image.configImageSize = s_->config.size();
     image.pConfigImage = s_->config.data();
     check_cupti(cuptiProfilerHostGetConfigImage(&image), "cuptiProfilerHostGetConfigImage");
 
-    auto data = params<CUpti_RangeProfiler_GetCounterDataSize_Params>(CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE);
+    auto data = params<CUpti_RangeProfiler_GetCounterDataSize_Params>(
+        CUpti_RangeProfiler_GetCounterDataSize_Params_STRUCT_SIZE);
     data.pRangeProfilerObject = s_->object;
     data.pMetricNames = s_->names.data();
     data.numMetrics = s_->names.size();
@@ -160,7 +166,7 @@ void RangeProfiler::start() {
   config.pConfig = s_->config.data();
   config.counterDataImageSize = s_->counter_data.size();
   config.pCounterDataImage = s_->counter_data.data();
-  config.range = CUPTI_AutoRange;       // one range per kernel
+  config.range = CUPTI_AutoRange;          // one range per kernel
   config.replayMode = CUPTI_KernelReplay;  // CUPTI replays each kernel for every pass the metrics need
   config.maxRangesPerPass = s_->max_ranges;
   config.numNestingLevels = 1;
@@ -184,7 +190,8 @@ std::vector<RangeValues> RangeProfiler::stop() {
     throw CudaFailure("CUPTI dropped " + std::to_string(decode.numOfRangeDropped) +
                       " ranges: more kernels than the counter data image holds");
   }
-  auto info = params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
+  auto info =
+      params<CUpti_RangeProfiler_GetCounterDataInfo_Params>(CUpti_RangeProfiler_GetCounterDataInfo_Params_STRUCT_SIZE);
   info.pCounterDataImage = s_->counter_data.data();
   info.counterDataImageSize = s_->counter_data.size();
   check_cupti(cuptiRangeProfilerGetCounterDataInfo(&info), "cuptiRangeProfilerGetCounterDataInfo");

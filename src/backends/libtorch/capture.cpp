@@ -22,7 +22,9 @@ std::optional<DType> dtype_of(c10::ScalarType t) {
     case c10::ScalarType::Float: return DType::kFp32;
     case c10::ScalarType::Half: return DType::kFp16;
     case c10::ScalarType::BFloat16: return DType::kBf16;
-    case c10::ScalarType::Char: case c10::ScalarType::QInt8: case c10::ScalarType::Byte:
+    case c10::ScalarType::Char:
+    case c10::ScalarType::QInt8:
+    case c10::ScalarType::Byte:
     case c10::ScalarType::QUInt8: return DType::kInt8;
     case c10::ScalarType::Int: return DType::kInt32;
     case c10::ScalarType::Long: return DType::kInt64;
@@ -202,9 +204,10 @@ std::vector<CapturedOp> capture_calls(const std::function<void()>& forward, cons
   std::vector<CapturedOp> calls;
   Namer namer(inputs, names);
   capture_state = {&namer, &calls, 0, {}};
-  auto handle = at::addThreadLocalCallback(
-      at::RecordFunctionCallback(on_enter, on_exit).needsInputs(true).needsOutputs(true).scopes(
-          {at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
+  auto handle = at::addThreadLocalCallback(at::RecordFunctionCallback(on_enter, on_exit)
+                                               .needsInputs(true)
+                                               .needsOutputs(true)
+                                               .scopes({at::RecordScope::FUNCTION, at::RecordScope::USER_SCOPE}));
   try {
     forward();
   } catch (...) {
@@ -220,8 +223,8 @@ std::vector<CapturedOp> capture_calls(const std::function<void()>& forward, cons
 namespace {
 
 struct TimerState {
-  bool inside = false;  ///< a top-level operator is running
-  int depth = 0;        ///< calls seen inside it (only where RecordFunction stayed on)
+  bool inside = false;        ///< a top-level operator is running
+  int depth = 0;              ///< calls seen inside it (only where RecordFunction stayed on)
   bool switched_off = false;  ///< RecordFunction is off until the top-level op's exit
   std::size_t event = 0;      ///< top-level ops entered so far in this pass
   std::chrono::steady_clock::time_point start;
@@ -330,7 +333,8 @@ LayerTiming time_calls(const std::function<void()>& forward, int runs) {
     if (seconds.size() != timing.seconds.size()) {
       throw Error(ErrorCode::kUnimplemented,
                   fmt::format("the model ran {} ops in one timed pass and {} in another; per-layer times "
-                              "need the same ops every pass", timing.seconds.size(), seconds.size()));
+                              "need the same ops every pass",
+                              timing.seconds.size(), seconds.size()));
     }
     for (std::size_t i = 0; i < seconds.size(); ++i) timing.seconds[i].push_back(seconds[i]);
   }
@@ -357,8 +361,7 @@ LayerTiming profile_calls(const std::function<void()>& forward, int runs, const 
         const std::string name = e.name();
         if (e.kind() == prof::EventKind::PushRange && (op_names.count(name) || name.rfind("aten::", 0) == 0)) {
           stack.push_back(&e);
-        } else if (e.kind() == prof::EventKind::PopRange && !stack.empty() &&
-                   e.handle() == stack.back()->handle()) {
+        } else if (e.kind() == prof::EventKind::PopRange && !stack.empty() && e.handle() == stack.back()->handle()) {
           const prof::LegacyEvent* start = stack.back();
           stack.pop_back();
           if (stack.empty()) top.emplace_back(start->name(), start->cpuElapsedUs(e) * 1e-6);

@@ -25,8 +25,8 @@ using ParameterNames = std::unordered_map<const void*, std::string>;
 /// Runs `forward` once and returns its top-level ATen calls. `inputs` are the model inputs
 /// (named input0, input1, ...); tensors that are neither inputs nor produced by a call are
 /// parameters (weights, frozen constants), named from `names` when known.
-std::vector<CapturedOp> capture_calls(const std::function<void()>& forward,
-                                      const std::vector<at::Tensor>& inputs, const ParameterNames& names);
+std::vector<CapturedOp> capture_calls(const std::function<void()>& forward, const std::vector<at::Tensor>& inputs,
+                                      const ParameterNames& names);
 
 /// Runs `forward` once untimed (to learn which top-level operators call several others), then
 /// `runs` times, each after a plain pass, with a RecordFunction observer that only timestamps the

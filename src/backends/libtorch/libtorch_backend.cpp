@@ -83,8 +83,13 @@ class TorchModel final : public PreparedModel {
   TorchModel(std::string name, std::function<at::Tensor(const std::vector<at::Tensor>&)> forward,
              std::vector<at::Tensor> inputs, ParameterNames names, std::string origin, bool compiled,
              std::int64_t parameters)
-      : name_(std::move(name)), forward_(std::move(forward)), inputs_(std::move(inputs)),
-        names_(std::move(names)), origin_(std::move(origin)), compiled_(compiled), parameters_(parameters) {}
+      : name_(std::move(name)),
+        forward_(std::move(forward)),
+        inputs_(std::move(inputs)),
+        names_(std::move(names)),
+        origin_(std::move(origin)),
+        compiled_(compiled),
+        parameters_(parameters) {}
 
   void run() override {
     torch::NoGradGuard no_grad;
@@ -130,7 +135,8 @@ class TorchModel final : public PreparedModel {
     env["layer_timer"] = legacy_profiler() ? "legacy autograd profiler (NEURALCOST_LEGACY_PROFILER=1)"
                                            : "RecordFunction timestamps on top-level operators";
     if (compiled_) {
-      env["compile_pipeline"] = "torch::jit::freeze + OptimizeFrozenGraph (optimize_for_inference without MKLDNN layout conversion)";
+      env["compile_pipeline"] =
+          "torch::jit::freeze + OptimizeFrozenGraph (optimize_for_inference without MKLDNN layout conversion)";
     }
     return env;
   }
@@ -170,8 +176,13 @@ class TrainModel final : public PreparedModel {
   /// times each layer's forward and backward; else the step's three phases.
   TrainModel(std::string name, std::shared_ptr<void> keep_alive, libtorch::TrainingStep step, ParameterNames names,
              std::string origin, std::int64_t parameters, bool per_layer)
-      : name_(std::move(name)), keep_alive_(std::move(keep_alive)), step_(std::move(step)), names_(std::move(names)),
-        origin_(std::move(origin)), parameters_(parameters), per_layer_(per_layer) {}
+      : name_(std::move(name)),
+        keep_alive_(std::move(keep_alive)),
+        step_(std::move(step)),
+        names_(std::move(names)),
+        origin_(std::move(origin)),
+        parameters_(parameters),
+        per_layer_(per_layer) {}
 
   void run() override { note_loss(step_.step()); }
 
@@ -330,9 +341,9 @@ std::unique_ptr<PreparedModel> prepare_reference(const ModelRequest& request, co
   }
   auto compiled = std::make_shared<torch::jit::Module>(compile(libtorch::script_reference_net(*net)));
   return std::make_unique<TorchModel>(
-      name, [compiled, net](const std::vector<at::Tensor>& in) { return run_script(*compiled, in); },
-      std::move(inputs), frozen_names_of(*net), "TorchScript (scripted from the torch::nn module), frozen and optimized",
-      true, trainable_count(net->parameters()));
+      name, [compiled, net](const std::vector<at::Tensor>& in) { return run_script(*compiled, in); }, std::move(inputs),
+      frozen_names_of(*net), "TorchScript (scripted from the torch::nn module), frozen and optimized", true,
+      trainable_count(net->parameters()));
 }
 
 at::ScalarType scalar_type(DType d) {
@@ -344,7 +355,9 @@ at::ScalarType scalar_type(DType d) {
     case DType::kInt32: return torch::kInt32;
     case DType::kInt8: return torch::kInt8;
     case DType::kBool: return torch::kBool;
-    case DType::kFp32: case DType::kTf32: case DType::kFp8: break;
+    case DType::kFp32:
+    case DType::kTf32:
+    case DType::kFp8: break;
   }
   return torch::kFloat32;
 }
@@ -353,13 +366,15 @@ at::ScalarType scalar_type(DType d) {
 /// uniform in the range, bools 0 or 1. The caller seeds the generator.
 at::Tensor input_values(const InputSpec& spec, DType dtype, const std::string& path) {
   const auto options = torch::TensorOptions().dtype(scalar_type(dtype));
-  if (dtype == DType::kBool) return torch::randint(0, 2, spec.shape, torch::TensorOptions().dtype(torch::kInt64)).to(torch::kBool);
+  if (dtype == DType::kBool)
+    return torch::randint(0, 2, spec.shape, torch::TensorOptions().dtype(torch::kInt64)).to(torch::kBool);
   if (is_integer(dtype)) {
     if (!spec.range) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{}: input '{}' is {}: give its value range, e.g. --input {}={}:{}:0..30522 (HIGH "
-                              "excluded)", path, spec.name, dtype_name(dtype), spec.name, shape_string(spec.shape),
-                              dtype_name(dtype)));
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("{}: input '{}' is {}: give its value range, e.g. --input {}={}:{}:0..30522 (HIGH "
+                      "excluded)",
+                      path, spec.name, dtype_name(dtype), spec.name, shape_string(spec.shape), dtype_name(dtype)));
     }
     return torch::randint(static_cast<std::int64_t>(spec.range->low), static_cast<std::int64_t>(spec.range->high),
                           spec.shape, options);
@@ -378,14 +393,16 @@ std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const s
   if (given.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: a TorchScript file needs its inputs: --input NAME=SHAPE[:DTYPE[:LOW..HIGH]] or "
-                            "--input-shape SHAPE (e.g. 32x3x32x32), once per input", path));
+                            "--input-shape SHAPE (e.g. 32x3x32x32), once per input",
+                            path));
   }
   check_torchscript_archive(path);  // our reader first: LibTorch allocates what the entries declare
   auto module = std::make_shared<torch::jit::Module>();
   try {
     *module = torch::jit::load(path);
   } catch (const std::exception& e) {
-    throw Error(ErrorCode::kDataLoss, fmt::format("{}: not a loadable TorchScript file: {}", path, first_line(e.what())));
+    throw Error(ErrorCode::kDataLoss,
+                fmt::format("{}: not a loadable TorchScript file: {}", path, first_line(e.what())));
   }
   module->eval();
   // the inputs of forward by name (the schema's first argument is the module itself)
@@ -412,7 +429,8 @@ std::unique_ptr<PreparedModel> prepare_file(const ModelRequest& request, const s
     try {
       *module = compile(*module);
     } catch (const std::exception& e) {
-      throw Error(ErrorCode::kUnimplemented, fmt::format("{}: cannot freeze and optimize: {}", path, first_line(e.what())));
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("{}: cannot freeze and optimize: {}", path, first_line(e.what())));
     }
   }
   std::vector<at::Tensor> inputs;
@@ -473,7 +491,8 @@ class LibTorchBackend final : public Backend {
       if (!reference) {
         throw Error(ErrorCode::kUnimplemented,
                     fmt::format("libtorch: {}: training runs the built-in networks only (ff, cnn, rnn, lstm, "
-                                "transformer), not model files", request.model));
+                                "transformer), not model files",
+                                request.model));
       }
       // before the model is built: its parameters and everything after are counted
       libtorch::install_counting_allocator();

@@ -121,9 +121,11 @@ class Recurrent : public ReferenceNet {
  public:
   Recurrent(const ModelRequest& r, bool lstm) : lstm_(lstm), layers_(r.depth), hidden_(r.width) {
     if (lstm) {
-      lstm_module_ = register_module("lstm", nn::LSTM(nn::LSTMOptions(r.width, r.width).num_layers(r.depth).batch_first(true)));
+      lstm_module_ =
+          register_module("lstm", nn::LSTM(nn::LSTMOptions(r.width, r.width).num_layers(r.depth).batch_first(true)));
     } else {
-      rnn_module_ = register_module("rnn", nn::RNN(nn::RNNOptions(r.width, r.width).num_layers(r.depth).batch_first(true)));
+      rnn_module_ =
+          register_module("rnn", nn::RNN(nn::RNNOptions(r.width, r.width).num_layers(r.depth).batch_first(true)));
     }
     classifier_ = register_module("classifier", nn::Linear(r.width, 10));
   }
@@ -145,11 +147,14 @@ class Recurrent : public ReferenceNet {
     std::string s = "def forward(self, x):\n";
     s += fmt::format("    h = torch.zeros([{}, x.size(0), {}], dtype=x.dtype)\n", layers_, hidden_);
     if (lstm_) {
-      s += fmt::format("    out, hn, cn = torch.lstm(x, [h, h], [{}], True, {}, 0.0, False, False, True)\n", params, layers_);
+      s += fmt::format("    out, hn, cn = torch.lstm(x, [h, h], [{}], True, {}, 0.0, False, False, True)\n", params,
+                       layers_);
     } else {
-      s += fmt::format("    out, hn = torch.rnn_tanh(x, h, [{}], True, {}, 0.0, False, False, True)\n", params, layers_);
+      s +=
+          fmt::format("    out, hn = torch.rnn_tanh(x, h, [{}], True, {}, 0.0, False, False, True)\n", params, layers_);
     }
-    return s + fmt::format("    return torch.linear(out.select(1, -1), {}, {})\n", p("classifier.weight"), p("classifier.bias"));
+    return s + fmt::format("    return torch.linear(out.select(1, -1), {}, {})\n", p("classifier.weight"),
+                           p("classifier.bias"));
   }
 
  private:
@@ -166,7 +171,8 @@ class Transformer : public ReferenceNet {
     for (std::int64_t l = 0; l < r.depth; ++l) {
       layers_.push_back(register_module(
           fmt::format("encoder{}", l),
-          nn::TransformerEncoderLayer(nn::TransformerEncoderLayerOptions(r.width, kHeads).dim_feedforward(4 * r.width).dropout(0.0))));
+          nn::TransformerEncoderLayer(
+              nn::TransformerEncoderLayerOptions(r.width, kHeads).dim_feedforward(4 * r.width).dropout(0.0))));
     }
     classifier_ = register_module("classifier", nn::Linear(r.width, 10));
   }
@@ -189,15 +195,20 @@ class Transformer : public ReferenceNet {
       for (const char* n : {"q", "k", "v"}) {
         s += fmt::format("    {0} = {0}.reshape(b, t, {1}, {2}).transpose(1, 2)\n", n, kHeads, dh);
       }
-      s += fmt::format("    a = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * {}, -1)\n", 1.0 / std::sqrt(static_cast<double>(dh)));
+      s += fmt::format("    a = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) * {}, -1)\n",
+                       1.0 / std::sqrt(static_cast<double>(dh)));
       s += fmt::format("    a = torch.matmul(a, v).transpose(1, 2).reshape(b, t, {})\n", width_);
-      s += fmt::format("    a = torch.linear(a, {}, {})\n", p(e + "self_attn.out_proj.weight"), p(e + "self_attn.out_proj.bias"));
-      s += fmt::format("    x = torch.layer_norm(x + a, [{}], {}, {}, 1e-5, True)\n", width_, p(e + "norm1.weight"), p(e + "norm1.bias"));
+      s += fmt::format("    a = torch.linear(a, {}, {})\n", p(e + "self_attn.out_proj.weight"),
+                       p(e + "self_attn.out_proj.bias"));
+      s += fmt::format("    x = torch.layer_norm(x + a, [{}], {}, {}, 1e-5, True)\n", width_, p(e + "norm1.weight"),
+                       p(e + "norm1.bias"));
       s += fmt::format("    f = torch.linear(torch.relu(torch.linear(x, {}, {})), {}, {})\n", p(e + "linear1.weight"),
                        p(e + "linear1.bias"), p(e + "linear2.weight"), p(e + "linear2.bias"));
-      s += fmt::format("    x = torch.layer_norm(x + f, [{}], {}, {}, 1e-5, True)\n", width_, p(e + "norm2.weight"), p(e + "norm2.bias"));
+      s += fmt::format("    x = torch.layer_norm(x + f, [{}], {}, {}, 1e-5, True)\n", width_, p(e + "norm2.weight"),
+                       p(e + "norm2.bias"));
     }
-    return s + fmt::format("    return torch.linear(x.mean(1), {}, {})\n", p("classifier.weight"), p("classifier.bias"));
+    return s +
+           fmt::format("    return torch.linear(x.mean(1), {}, {})\n", p("classifier.weight"), p("classifier.bias"));
   }
 
  private:
@@ -218,8 +229,10 @@ std::string script_name(const std::string& parameter_name) {
 }
 
 std::shared_ptr<ReferenceNet> make_reference_net(const ModelRequest& r) {
-  for (const auto& [name, value] : {std::pair<const char*, std::int64_t>{"batch", r.batch}, {"seq", r.seq},
-                                    {"width", r.width}, {"depth", r.depth}}) {
+  for (const auto& [name, value] : {std::pair<const char*, std::int64_t>{"batch", r.batch},
+                                    {"seq", r.seq},
+                                    {"width", r.width},
+                                    {"depth", r.depth}}) {
     if (value < 1) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("--{} must be at least 1 (got {})", name, value));
     }
@@ -236,7 +249,8 @@ std::shared_ptr<ReferenceNet> make_reference_net(const ModelRequest& r) {
   if (r.model == "rnn" || r.model == "lstm") net = std::make_shared<Recurrent>(r, r.model == "lstm");
   if (r.model == "transformer") {
     if (r.width % 4 != 0) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("--width {} must be divisible by the 4 attention heads", r.width));
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--width {} must be divisible by the 4 attention heads", r.width));
     }
     net = std::make_shared<Transformer>(r);
   }

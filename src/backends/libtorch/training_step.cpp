@@ -43,12 +43,14 @@ TrainingStep::TrainingStep(Forward forward, std::vector<at::Tensor> parameters, 
   if (train.options.precision != Precision::kFp32) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("libtorch: measured training runs in fp32 only, not --precision {} (analyze --train counts "
-                            "mixed precision)", precision_name(train.options.precision)));
+                            "mixed precision)",
+                            precision_name(train.options.precision)));
   }
   if (train.options.checkpoint.kind != CheckpointKind::kNone) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("libtorch: measured training runs without checkpointing only, not --checkpoint {} "
-                            "(analyze --train counts it)", checkpoint_name(train.options.checkpoint)));
+                            "(analyze --train counts it)",
+                            checkpoint_name(train.options.checkpoint)));
   }
   if (parameters_.empty()) throw Error(ErrorCode::kInvalidArgument, "libtorch: the model has no trainable parameters");
   at::Tensor output;
@@ -113,8 +115,9 @@ LayerTiming TrainingStep::time_phases(int runs) {
 
 StepMemory TrainingStep::measure_memory() {
   if (!counting_allocator_installed()) {
-    throw Error(ErrorCode::kUnimplemented, "libtorch: the counting CPU allocator is not c10's CPU allocator (another "
-                                           "allocator replaced it): no memory telemetry");
+    throw Error(ErrorCode::kUnimplemented,
+                "libtorch: the counting CPU allocator is not c10's CPU allocator (another "
+                "allocator replaced it): no memory telemetry");
   }
   step();  // the optimizer's state exists after a first step
   reset_allocator_peak();
@@ -129,15 +132,17 @@ StepMemory TrainingStep::measure_memory() {
       "every CPU tensor storage ATen allocated since the model was built and still alive: parameters, buffers, "
       "optimizer state, inputs, labels (live at the step's start: the start bytes), then the step's activations, "
       "gradients and temporaries ({} allocations in the step); not the allocator's free lists (none: blocks go back to "
-      "malloc), nor memory that oneDNN, OpenBLAS or OpenMP allocate themselves", after.allocations);
+      "malloc), nor memory that oneDNN, OpenBLAS or OpenMP allocate themselves",
+      after.allocations);
   return m;
 }
 
 std::map<std::string, std::string> TrainingStep::describe() const {
   return {{"train_loss", std::string(loss_name(loss_))},
-          {"train_labels", loss_ == Loss::kCrossEntropy
-                               ? fmt::format("int64 class labels uniform in [0, {}), seed {}", classes_, train_.hyper.labels_seed)
-                               : fmt::format("standard normal target of the output's shape, seed {}", train_.hyper.labels_seed)},
+          {"train_labels",
+           loss_ == Loss::kCrossEntropy
+               ? fmt::format("int64 class labels uniform in [0, {}), seed {}", classes_, train_.hyper.labels_seed)
+               : fmt::format("standard normal target of the output's shape, seed {}", train_.hyper.labels_seed)},
           {"train_zero_grad", "gradients set to none after each step"},
           {"train_optimizer_implementation", "torch::optim (LibTorch C++), one parameter group"}};
 }

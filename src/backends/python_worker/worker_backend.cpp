@@ -53,7 +53,8 @@ std::vector<double> durations_in(const json& array, const std::string& what) {
   std::vector<double> out;
   for (const json& v : array) {
     if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 1e6) {
-      throw Error(ErrorCode::kDataLoss, fmt::format("the worker's reply has an impossible duration in '{}': {}", what, v.dump()));
+      throw Error(ErrorCode::kDataLoss,
+                  fmt::format("the worker's reply has an impossible duration in '{}': {}", what, v.dump()));
     }
     out.push_back(v.get<double>());
   }
@@ -65,7 +66,8 @@ std::vector<double> durations(const json& reply, const char* field, std::size_t 
   const auto it = reply.find(field);
   std::vector<double> out = durations_in(it == reply.end() ? json() : *it, field);
   if (n > 0 && out.size() != n) {
-    throw Error(ErrorCode::kDataLoss, fmt::format("the worker's reply has {} durations in '{}', not {}", out.size(), field, n));
+    throw Error(ErrorCode::kDataLoss,
+                fmt::format("the worker's reply has {} durations in '{}', not {}", out.size(), field, n));
   }
   return out;
 }
@@ -92,8 +94,8 @@ std::map<std::string, std::string> devices_of(const json& hello, const std::stri
   }
   for (const json& d : *it) {
     if (!d.is_object() || !d.contains("id") || !d["id"].is_string()) {
-      throw Error(ErrorCode::kDataLoss, fmt::format("the {} worker's hello reply has a device without an id: {}",
-                                                    framework, d.dump()));
+      throw Error(ErrorCode::kDataLoss,
+                  fmt::format("the {} worker's hello reply has a device without an id: {}", framework, d.dump()));
     }
     out[d["id"].get<std::string>()] = d.value("name", std::string());
   }
@@ -140,7 +142,8 @@ json train_request(const TrainRun& train) {
 std::uint64_t bytes_in(const json& reply, const char* key) {
   const json& v = member(reply, key);
   if (!v.is_number() || !(v.get<double>() >= 0) || v.get<double>() > 9007199254740992.0) {
-    throw Error(ErrorCode::kDataLoss, fmt::format("the worker's memory reply has no byte count '{}': {}", key, v.dump()));
+    throw Error(ErrorCode::kDataLoss,
+                fmt::format("the worker's memory reply has no byte count '{}': {}", key, v.dump()));
   }
   return static_cast<std::uint64_t>(v.get<double>());
 }
@@ -157,8 +160,8 @@ struct SharedWorker {
 
 /// The worker for a model: a process of its own, or (with a pool and not training) the pool's
 /// live process for the framework, mode, device, threads and dtype, started on first use.
-std::shared_ptr<SharedWorker> worker_for(const std::string& framework, const std::string& mode, const ModelRequest& request,
-                                         const RunOptions& run) {
+std::shared_ptr<SharedWorker> worker_for(const std::string& framework, const std::string& mode,
+                                         const ModelRequest& request, const RunOptions& run) {
   if (run.process_pool.empty() || run.train) return std::make_shared<SharedWorker>(framework, run);
   static std::mutex mutex;
   static std::map<std::string, std::weak_ptr<SharedWorker>> pools;
@@ -177,7 +180,8 @@ std::shared_ptr<SharedWorker> worker_for(const std::string& framework, const std
 class WorkerModel final : public PreparedModel {
  public:
   WorkerModel(const std::string& framework, const ModelRequest& request, const std::string& mode, const RunOptions& run)
-      : timeout_(run.worker_timeout_seconds), worker_(worker_for(framework, mode, request, run)),
+      : timeout_(run.worker_timeout_seconds),
+        worker_(worker_for(framework, mode, request, run)),
         slot_(worker_->next_slot++) {
     const json& hello = worker_->hello;
     const std::map<std::string, std::string> devices = devices_of(hello, framework);
@@ -196,19 +200,25 @@ class WorkerModel final : public PreparedModel {
       if (in.range) one["range"] = {in.range->low, in.range->high};
       inputs.push_back(std::move(one));
     }
-    json build = {{"cmd", "build"},      {"model", request.model},
-                  {"mode", mode},         {"batch", request.batch},
-                  {"seq", request.seq},   {"width", request.width},
-                  {"depth", request.depth}, {"dtype", std::string(dtype_name(request.dtype))},
-                  {"input_shapes", shapes}, {"inputs", inputs},
+    json build = {{"cmd", "build"},
+                  {"model", request.model},
+                  {"mode", mode},
+                  {"batch", request.batch},
+                  {"seq", request.seq},
+                  {"width", request.width},
+                  {"depth", request.depth},
+                  {"dtype", std::string(dtype_name(request.dtype))},
+                  {"input_shapes", shapes},
+                  {"inputs", inputs},
                   {"device", run.device.name()}};
     training_ = run.train.has_value();
     if (training_) build["train"] = train_request(*run.train);
     const json built = ask(build, Seconds(timeout_));
     if (training_ && !member(built, "environment").contains("train_loss")) {
-      throw Error(ErrorCode::kUnimplemented, fmt::format("the {} worker built '{}' without training it (its build reply "
-                                                         "names no train_loss): it would time forward passes as steps",
-                                                         framework, request.model));
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("the {} worker built '{}' without training it (its build reply "
+                              "names no train_loss): it would time forward passes as steps",
+                              framework, request.model));
     }
     name_ = built.value("name", request.model);
     add_strings(environment_, member(built, "environment"), "");
@@ -217,12 +227,13 @@ class WorkerModel final : public PreparedModel {
     environment_["framework_parameters"] = std::to_string(built.value("parameters", std::int64_t{-1}));
     environment_["worker_protocol"] = std::to_string(kProtocol);
     environment_["worker_process"] =
-        worker_->shared ? fmt::format("shared: one {} {} process holds the cells of this preparation, each model in a slot "
-                                      "(this one: {}), stopped while the others run; its memory telemetry is the process's",
-                                      framework, mode, slot_)
+        worker_->shared ? fmt::format(
+                              "shared: one {} {} process holds the cells of this preparation, each model in a slot "
+                              "(this one: {}), stopped while the others run; its memory telemetry is the process's",
+                              framework, mode, slot_)
                         : "its own";
-    environment_["worker_command"] = fmt::format("{} -m neuralcost_worker {} (PYTHONPATH={})", python_interpreter(),
-                                                 framework, worker_directory());
+    environment_["worker_command"] =
+        fmt::format("{} -m neuralcost_worker {} (PYTHONPATH={})", python_interpreter(), framework, worker_directory());
     sync_ = framework == "jax"          ? "jax.block_until_ready on the outputs, inside the worker"
             : framework == "tensorflow" ? "the result materialised (.numpy()), inside the worker"
                                         : "torch.cuda.synchronize on a GPU, nothing on the CPU, inside the worker";
@@ -282,7 +293,8 @@ class WorkerModel final : public PreparedModel {
       for (const json& o : *outputs) {
         if (!o.is_string() || !graph.producer(o.get<std::string>())) {
           throw Error(ErrorCode::kDataLoss, fmt::format("the capture reply of {} names an output '{}' that no op "
-                                                        "produced", name_, o.is_string() ? o.get<std::string>() : o.dump()));
+                                                        "produced",
+                                                        name_, o.is_string() ? o.get<std::string>() : o.dump()));
         }
         graph.mark_output(o.get<std::string>());
       }
@@ -329,7 +341,8 @@ class WorkerModel final : public PreparedModel {
     if (m.source.empty()) throw Error(ErrorCode::kDataLoss, "the worker's memory reply names no source of its peak");
     if (m.peak_bytes == 0) {
       // a step holds at least its parameters: 0 B is a figure the source did not measure
-      throw Error(ErrorCode::kDataLoss, fmt::format("the worker reported a peak of 0 B ({}): not a measurement", m.source));
+      throw Error(ErrorCode::kDataLoss,
+                  fmt::format("the worker reported a peak of 0 B ({}): not a measurement", m.source));
     }
     return m;
   }
@@ -360,8 +373,8 @@ class WorkerModel final : public PreparedModel {
     t.wall_seconds = durations(reply, "wall");
     t.plain_wall_seconds = durations(reply, "plain");
     // (optional) the module path of each event, "" unknown
-    if (const auto modules = reply.find("modules"); modules != reply.end() && modules->is_array() &&
-                                                    modules->size() == events->size()) {
+    if (const auto modules = reply.find("modules");
+        modules != reply.end() && modules->is_array() && modules->size() == events->size()) {
       for (const json& m : *modules) t.event_modules.push_back(m.is_string() ? m.get<std::string>() : "");
     }
     return t;
@@ -516,10 +529,11 @@ std::optional<std::string> WorkerBackend::unavailable_reason() const {
     if (set != nullptr && *set != '\0') {
       return fmt::format("no Python environment at {} ($NEURALCOST_PYTHON)", python);
     }
-    return fmt::format("no Python environment: $NEURALCOST_PYTHON is unset, {} does not exist and '{}' is not on "
-                       "PATH (set NEURALCOST_PYTHON to the interpreter of an environment made from "
-                       "python/requirements.txt; in a source tree, scripts/python-env.sh makes .venv)",
-                       bundled_python(), NEURALCOST_DEFAULT_PYTHON);
+    return fmt::format(
+        "no Python environment: $NEURALCOST_PYTHON is unset, {} does not exist and '{}' is not on "
+        "PATH (set NEURALCOST_PYTHON to the interpreter of an environment made from "
+        "python/requirements.txt; in a source tree, scripts/python-env.sh makes .venv)",
+        bundled_python(), NEURALCOST_DEFAULT_PYTHON);
   }
   const std::string package = worker_directory() + "/neuralcost_worker/__main__.py";
   if (::access(package.c_str(), R_OK) != 0) {

@@ -15,7 +15,8 @@
 namespace neuralcost::worker {
 
 /// The protocol version this tool speaks (docs/worker-protocol.md); 2: devices in hello, a
-/// device in build; 3: models in slots (a process shared by several), drop. The worker's PROTOCOL (python/neuralcost_worker/__init__.py) must match.
+/// device in build; 3: models in slots (a process shared by several), drop. The worker's PROTOCOL
+/// (python/neuralcost_worker/__init__.py) must match.
 inline constexpr int kProtocol = 3;
 
 /// The folder of libneuralcost.so: <prefix>/lib when installed, build/src in the build tree.

@@ -44,14 +44,16 @@ std::string describe_status(int status) {
 
 WorkerProcess::WorkerProcess(std::vector<std::string> argv, std::map<std::string, std::string> env, std::string label)
     : label_(std::move(label)) {
-  if (argv.empty()) throw WorkerFailure(WorkerFailure::Cause::kStart, ErrorCode::kInvalidArgument, "empty worker command");
+  if (argv.empty())
+    throw WorkerFailure(WorkerFailure::Cause::kStart, ErrorCode::kInvalidArgument, "empty worker command");
   if (::access(argv[0].c_str(), X_OK) != 0) {
     throw WorkerFailure(WorkerFailure::Cause::kStart, ErrorCode::kNotFound,
                         fmt::format("{}: cannot run '{}': {}", label_, argv[0], std::strerror(errno)));
   }
   int in[2], out[2], err[2];
   if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) {
-    throw WorkerFailure(WorkerFailure::Cause::kStart, ErrorCode::kInternal, fmt::format("{}: pipe: {}", label_, std::strerror(errno)));
+    throw WorkerFailure(WorkerFailure::Cause::kStart, ErrorCode::kInternal,
+                        fmt::format("{}: pipe: {}", label_, std::strerror(errno)));
   }
   // everything the child needs is built before fork: after it, only async-signal-safe calls
   std::vector<std::string> env_strings;
@@ -67,7 +69,8 @@ WorkerProcess::WorkerProcess(std::vector<std::string> argv, std::map<std::string
   args.push_back(nullptr);
   pid_ = ::fork();
   if (pid_ < 0) {
-    throw WorkerFailure(WorkerFailure::Cause::kStart, ErrorCode::kInternal, fmt::format("{}: fork: {}", label_, std::strerror(errno)));
+    throw WorkerFailure(WorkerFailure::Cause::kStart, ErrorCode::kInternal,
+                        fmt::format("{}: fork: {}", label_, std::strerror(errno)));
   }
   if (pid_ == 0) {
     ::dup2(in[0], 0);
@@ -147,8 +150,7 @@ void WorkerProcess::fail_process(const std::string& doing) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   drain_stderr();
-  const std::string last_words =
-      err_lines_.empty() && err_partial_.empty() ? "" : "; its last output:" + stderr_tail();
+  const std::string last_words = err_lines_.empty() && err_partial_.empty() ? "" : "; its last output:" + stderr_tail();
   if (!reaped_) {
     // our kill, not the kernel's: do not blame memory for it
     ::kill(-pid_, SIGKILL);
@@ -158,9 +160,10 @@ void WorkerProcess::fail_process(const std::string& doing) {
                                     label_, doing, kExitWaitMs / 1000, last_words));
   }
   const bool killed = WIFSIGNALED(exit_status_);
-  throw WorkerFailure(killed ? WorkerFailure::Cause::kKilled : WorkerFailure::Cause::kExited,
-                      killed && WTERMSIG(exit_status_) == SIGKILL ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
-                      fmt::format("{} {} while {}{}", label_, describe_status(exit_status_), doing, last_words));
+  throw WorkerFailure(
+      killed ? WorkerFailure::Cause::kKilled : WorkerFailure::Cause::kExited,
+      killed && WTERMSIG(exit_status_) == SIGKILL ? ErrorCode::kResourceExhausted : ErrorCode::kInternal,
+      fmt::format("{} {} while {}{}", label_, describe_status(exit_status_), doing, last_words));
 }
 
 nlohmann::json WorkerProcess::request(const nlohmann::json& req, std::chrono::duration<double> timeout) {
@@ -186,10 +189,10 @@ nlohmann::json WorkerProcess::request(const nlohmann::json& req, std::chrono::du
       ::kill(-pid_, SIGKILL);
       reap(true);
       drain_stderr();
-      throw WorkerFailure(WorkerFailure::Cause::kTimeout, ErrorCode::kDeadlineExceeded,
-                          fmt::format("{} did not answer '{}' within {:.0f} s (--worker-timeout); it was killed{}", label_,
-                                      cmd, timeout.count(),
-                                      err_lines_.empty() ? "" : "; its last output:" + stderr_tail()));
+      throw WorkerFailure(
+          WorkerFailure::Cause::kTimeout, ErrorCode::kDeadlineExceeded,
+          fmt::format("{} did not answer '{}' within {:.0f} s (--worker-timeout); it was killed{}", label_, cmd,
+                      timeout.count(), err_lines_.empty() ? "" : "; its last output:" + stderr_tail()));
     }
     pollfd fds[2] = {{out_, POLLIN, 0}, {err_, POLLIN, 0}};
     const int ready = ::poll(fds, err_ >= 0 ? 2 : 1, static_cast<int>(std::min<long long>(left, 1000)));

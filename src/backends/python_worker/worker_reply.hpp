@@ -15,8 +15,7 @@ namespace neuralcost::worker {
 class WorkerFailure : public Error {
  public:
   enum class Cause { kReply, kExited, kKilled, kTimeout, kGarbage, kStart };
-  WorkerFailure(Cause cause, ErrorCode code, std::string message)
-      : Error(code, std::move(message)), cause_(cause) {}
+  WorkerFailure(Cause cause, ErrorCode code, std::string message) : Error(code, std::move(message)), cause_(cause) {}
   Cause cause() const { return cause_; }
 
  private:

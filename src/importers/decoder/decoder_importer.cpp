@@ -31,8 +31,9 @@ DecoderConfig decoder_config_of(const std::string& model, const std::string& opt
   if (is_preset(model)) return decoder_preset(model);
   const auto j = read_json(model);
   if (!j || j->is_discarded() || !looks_like_decoder_config(*j)) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{} '{}' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)", option, model));
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("{} '{}' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)", option, model));
   }
   return parse_decoder_config(*j, model);
 }
@@ -56,10 +57,13 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
   }
   for (const std::string& option : options_set(request)) {
     if (!applies(request, option)) {
-      const std::string why = option == "prompt" || option == "context"
-                                  ? fmt::format(" (--prompt is prefill's, --context decode's; this is --phase {})", request.phase)
-                                  : option == "seq" ? " (use --prompt or --context)" : "";
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("--{} does not apply to the decoder '{}'{}", option, request.model, why));
+      const std::string why =
+          option == "prompt" || option == "context"
+              ? fmt::format(" (--prompt is prefill's, --context decode's; this is --phase {})", request.phase)
+          : option == "seq" ? " (use --prompt or --context)"
+                            : "";
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--{} does not apply to the decoder '{}'{}", option, request.model, why));
     }
   }
   DecoderConfig config;
@@ -67,7 +71,8 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
     config = decoder_preset(request.model);
   } else {
     const auto j = read_json(request.model);
-    if (!j || j->is_discarded()) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: not a JSON file", request.model));
+    if (!j || j->is_discarded())
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: not a JSON file", request.model));
     config = parse_decoder_config(*j, request.model);
   }
   DecoderRequest r;
@@ -77,9 +82,10 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
   r.context = request.context;
   r.dtype = request.given.count("dtype") ? request.dtype : DType::kBf16;  // LLM weights: bf16 unless told
   const std::string base = request.model.substr(request.model.find_last_of('/') + 1);
-  OpGraph g = build_decoder(config, r, fmt::format("{} ({} {})", base, request.phase,
-                                                    r.phase == DecoderPhase::kDecode ? fmt::format("at context {}", r.context)
-                                                                                     : fmt::format("of {} tokens", r.prompt)));
+  OpGraph g = build_decoder(config, r,
+                            fmt::format("{} ({} {})", base, request.phase,
+                                        r.phase == DecoderPhase::kDecode ? fmt::format("at context {}", r.context)
+                                                                         : fmt::format("of {} tokens", r.prompt)));
   if (!request.given.count("dtype")) g.add_note("dtype bf16 (a decoder's default; --dtype sets another)");
   return g;
 }

@@ -19,22 +19,19 @@ namespace {
 
 constexpr std::size_t kMaxFoldedElements = 1024;  // shape arithmetic, never weights
 
-
 bool is_integer_type(int t) {
   switch (t) {
-    case TensorProto::INT64: case TensorProto::INT32: case TensorProto::INT16: case TensorProto::INT8:
-    case TensorProto::UINT8: case TensorProto::UINT16: case TensorProto::UINT32: case TensorProto::BOOL:
-      return true;
-    default:
-      return false;
+    case TensorProto::INT64:
+    case TensorProto::INT32:
+    case TensorProto::INT16:
+    case TensorProto::INT8:
+    case TensorProto::UINT8:
+    case TensorProto::UINT16:
+    case TensorProto::UINT32:
+    case TensorProto::BOOL: return true;
+    default: return false;
   }
 }
-
-
-
-
-
-
 
 std::int64_t attr_i(const onnx::NodeProto& n, const std::string& name, std::int64_t fallback) {
   for (const auto& a : n.attribute()) {
@@ -52,8 +49,9 @@ std::optional<std::vector<std::int64_t>> attr_is(const onnx::NodeProto& n, const
 
 /// Elementwise over a scalar and a vector or two vectors of one length; nullopt when the
 /// function refuses (division by zero, overflow) or the shapes need general broadcasting.
-std::optional<IntTensor> elementwise(const std::vector<const IntTensor*>& in, int out_type,
-                                     const std::function<std::optional<std::int64_t>(const std::vector<std::int64_t>&)>& f) {
+std::optional<IntTensor> elementwise(
+    const std::vector<const IntTensor*>& in, int out_type,
+    const std::function<std::optional<std::int64_t>(const std::vector<std::int64_t>&)>& f) {
   const IntTensor* widest = in[0];
   for (const IntTensor* t : in) {
     if (t->dims.size() > 1) return std::nullopt;
@@ -112,7 +110,8 @@ std::optional<IntTensor> slice_axis(const IntTensor& data, std::int64_t axis, st
   out.dims[static_cast<std::size_t>(axis)] = static_cast<std::int64_t>(kept.size());
   for (std::int64_t o = 0; o < outer; ++o) {
     for (std::int64_t i : kept) {
-      for (std::int64_t k = 0; k < inner; ++k) out.values.push_back(data.values[static_cast<std::size_t>((o * n + i) * inner + k)]);
+      for (std::int64_t k = 0; k < inner; ++k)
+        out.values.push_back(data.values[static_cast<std::size_t>((o * n + i) * inner + k)]);
     }
   }
   return out;
@@ -165,10 +164,10 @@ std::optional<IntTensor> from_proto(const TensorProto& t) {
   // raw bytes do not fit the declared size): little-endian raw bytes of exactly n elements, or
   // the typed field ONNX keeps the type in
   const int type = t.data_type();
-  const int width = type == TensorProto::INT64                                     ? 8
-                    : type == TensorProto::INT32 || type == TensorProto::UINT32    ? 4
-                    : type == TensorProto::INT16 || type == TensorProto::UINT16    ? 2
-                                                                                   : 1;
+  const int width = type == TensorProto::INT64                                  ? 8
+                    : type == TensorProto::INT32 || type == TensorProto::UINT32 ? 4
+                    : type == TensorProto::INT16 || type == TensorProto::UINT16 ? 2
+                                                                                : 1;
   const bool is_signed = type == TensorProto::INT64 || type == TensorProto::INT32 || type == TensorProto::INT16 ||
                          type == TensorProto::INT8;
   if (t.has_raw_data()) {
@@ -176,7 +175,8 @@ std::optional<IntTensor> from_proto(const TensorProto& t) {
     if (raw.size() != n * static_cast<std::uint64_t>(width)) return std::nullopt;
     for (std::size_t i = 0; i < raw.size(); i += static_cast<std::size_t>(width)) {
       std::uint64_t u = 0;
-      for (int b = 0; b < width; ++b) u |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i + b])) << (8 * b);
+      for (int b = 0; b < width; ++b)
+        u |= static_cast<std::uint64_t>(static_cast<unsigned char>(raw[i + b])) << (8 * b);
       std::int64_t v = static_cast<std::int64_t>(u);
       if (width < 8 && is_signed && ((u >> (8 * width - 1)) & 1)) v -= std::int64_t{1} << (8 * width);
       out.values.push_back(v);
@@ -218,9 +218,8 @@ std::optional<std::vector<std::int64_t>> static_shape(const onnx::TypeProto* typ
 }
 
 /// The value of a node's first output, when every input it reads is known.
-std::optional<IntTensor> evaluate(const onnx::NodeProto& n, std::int64_t opset,
-                                  const std::vector<const IntTensor*>& in, const std::vector<const onnx::TypeProto*>& types,
-                                  const onnx::TypeProto* out_type) {
+std::optional<IntTensor> evaluate(const onnx::NodeProto& n, std::int64_t opset, const std::vector<const IntTensor*>& in,
+                                  const std::vector<const onnx::TypeProto*>& types, const onnx::TypeProto* out_type) {
   const std::string& op = n.op_type();
   auto known = [&](std::size_t i) { return i < in.size() && in[i] != nullptr; };
   if (op == "Constant") {
@@ -336,7 +335,8 @@ std::optional<IntTensor> evaluate(const onnx::NodeProto& n, std::int64_t opset,
     return IntTensor{x.values, std::vector<std::int64_t>(count, fill.values[0]), fill.elem_type};
   }
   if (op == "Range") {
-    if (in.size() != 3 || x.values.size() != 1 || in[1]->values.size() != 1 || in[2]->values.size() != 1) return std::nullopt;
+    if (in.size() != 3 || x.values.size() != 1 || in[1]->values.size() != 1 || in[2]->values.size() != 1)
+      return std::nullopt;
     const std::int64_t start = x.values[0], limit = in[1]->values[0], delta = in[2]->values[0];
     if (delta == 0) return std::nullopt;
     IntTensor out{{0}, {}, x.elem_type};

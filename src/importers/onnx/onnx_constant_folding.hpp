@@ -26,8 +26,7 @@ onnx::TensorProto to_proto(const IntTensor& t, const std::string& name);
 /// The dims of a fully static tensor type.
 std::optional<std::vector<std::int64_t>> static_shape(const onnx::TypeProto* type);
 /// The value of a node's first output, when every input it reads is known.
-std::optional<IntTensor> evaluate(const onnx::NodeProto& n, std::int64_t opset,
-                                  const std::vector<const IntTensor*>& in, const std::vector<const onnx::TypeProto*>& types,
-                                  const onnx::TypeProto* out_type);
+std::optional<IntTensor> evaluate(const onnx::NodeProto& n, std::int64_t opset, const std::vector<const IntTensor*>& in,
+                                  const std::vector<const onnx::TypeProto*>& types, const onnx::TypeProto* out_type);
 
 }  // namespace neuralcost::onnx_import

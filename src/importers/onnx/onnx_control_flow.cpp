@@ -38,7 +38,8 @@ constexpr int kMaxSubgraphDepth = 8;
 std::vector<OpRecord> repeated(const onnx::NodeProto& n, const ModelContext& c, const onnx::GraphProto& body,
                                std::int64_t iterations, const std::string& approximation) {
   Builder b(n, c);
-  if (c.depth >= kMaxSubgraphDepth) return one(b.unknown(fmt::format("subgraphs nested deeper than {}", kMaxSubgraphDepth)));
+  if (c.depth >= kMaxSubgraphDepth)
+    return one(b.unknown(fmt::format("subgraphs nested deeper than {}", kMaxSubgraphDepth)));
   if (iterations < 0) return one(b.unknown(fmt::format("{} iterations", iterations)));
   OpRecord r = b.make(OpKind::kLoop, {}, true);
   if (r.kind == OpKind::kUnknown) return one(std::move(r));
@@ -84,7 +85,8 @@ std::vector<OpRecord> scan(const onnx::NodeProto& n, const ModelContext& c) {
   const Ints axes = attr_ints(n, "scan_input_axes");
   std::int64_t axis = axes.empty() ? 0 : axes[0];
   if (axis < 0) axis += static_cast<std::int64_t>(x->size());
-  if (axis < 0 || axis >= static_cast<std::int64_t>(x->size())) return one(b.unknown("scan axis outside the input's rank"));
+  if (axis < 0 || axis >= static_cast<std::int64_t>(x->size()))
+    return one(b.unknown("scan axis outside the input's rank"));
   return repeated(n, c, *body, (*x)[static_cast<std::size_t>(axis)], "");
 }
 
@@ -95,7 +97,8 @@ std::vector<OpRecord> loop(const onnx::NodeProto& n, const ModelContext& c) {
   const std::string trips = n.input_size() > 0 ? n.input(0) : "";
   const auto known = trips.empty() ? c.int_values.end() : c.int_values.find(trips);
   if (known == c.int_values.end() || known->second.size() != 1 || known->second[0] < 0) {
-    return one(b.unknown("Loop's trip count M is not known before it runs (a while loop): its iterations cannot be counted"));
+    return one(
+        b.unknown("Loop's trip count M is not known before it runs (a while loop): its iterations cannot be counted"));
   }
   const bool condition = n.input_size() > 1 && !n.input(1).empty();
   return repeated(n, c, *body, known->second[0],

@@ -31,9 +31,9 @@ struct ConstantValue {
 };
 
 struct ModelContext {
-  std::string file;                          ///< for messages
-  std::int64_t opset = 0;                    ///< default-domain opset
-  std::map<std::string, ValueInfo> values;   ///< every value with a known type
+  std::string file;                         ///< for messages
+  std::int64_t opset = 0;                   ///< default-domain opset
+  std::map<std::string, ValueInfo> values;  ///< every value with a known type
   std::map<std::string, ConstantValue> constants;
   std::map<std::string, std::vector<std::int64_t>> int_values;  ///< small integer values known statically
   std::set<std::string> graph_outputs;

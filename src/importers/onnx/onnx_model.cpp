@@ -26,9 +26,14 @@ std::optional<DType> dtype_of(int t) {
     case T::DOUBLE: return DType::kFp64;
     case T::FLOAT16: return DType::kFp16;
     case T::BFLOAT16: return DType::kBf16;
-    case T::INT8: case T::UINT8: return DType::kInt8;
-    case T::INT32: case T::UINT32: case T::INT16: case T::UINT16: return DType::kInt32;
-    case T::INT64: case T::UINT64: return DType::kInt64;
+    case T::INT8:
+    case T::UINT8: return DType::kInt8;
+    case T::INT32:
+    case T::UINT32:
+    case T::INT16:
+    case T::UINT16: return DType::kInt32;
+    case T::INT64:
+    case T::UINT64: return DType::kInt64;
     case T::BOOL: return DType::kBool;
     default: return std::nullopt;
   }
@@ -71,8 +76,8 @@ void find_constants(const onnx::GraphProto& graph, const std::set<std::string>& 
   }
   // views keep the elements of the weight they view: the weight is counted once through them
   static const std::set<std::string> views = {"Identity", "Unsqueeze", "Squeeze", "Reshape", "Flatten", "Transpose"};
-  static const std::set<std::string> random = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                                               "RandomUniformLike", "Multinomial", "Bernoulli"};
+  static const std::set<std::string> random = {"RandomNormal",      "RandomUniform", "RandomNormalLike",
+                                               "RandomUniformLike", "Multinomial",   "Bernoulli"};
   // ops that select from or broadcast their first input: of a weight, by an amount that moves
   // with the binding (the rows of a position table a sequence reads, a class token expanded to
   // the batch), not folded into a constant of the result's shape but kept as an op that reads
@@ -149,10 +154,20 @@ std::int64_t default_opset(const onnx::ModelProto& model, const std::string& pat
 std::uint64_t element_width(int type) {
   using T = onnx::TensorProto;
   switch (type) {
-    case T::UINT8: case T::INT8: case T::BOOL: return 1;
-    case T::UINT16: case T::INT16: case T::FLOAT16: case T::BFLOAT16: return 2;
-    case T::FLOAT: case T::INT32: case T::UINT32: return 4;
-    case T::DOUBLE: case T::INT64: case T::UINT64: case T::COMPLEX64: return 8;
+    case T::UINT8:
+    case T::INT8:
+    case T::BOOL: return 1;
+    case T::UINT16:
+    case T::INT16:
+    case T::FLOAT16:
+    case T::BFLOAT16: return 2;
+    case T::FLOAT:
+    case T::INT32:
+    case T::UINT32: return 4;
+    case T::DOUBLE:
+    case T::INT64:
+    case T::UINT64:
+    case T::COMPLEX64: return 8;
     case T::COMPLEX128: return 16;
     default: return 0;
   }
@@ -204,17 +219,18 @@ void check_external_data(const onnx::GraphProto& graph, const std::string& path)
     // a location is a relative path inside the model's folder (ONNX's own rule): never absolute,
     // never "..", so a model cannot make us stat or read files elsewhere
     const std::filesystem::path relative(location);
-    const bool escapes = relative.is_absolute() || std::any_of(relative.begin(), relative.end(), [](const auto& part) {
-      return part == "..";
-    });
+    const bool escapes = relative.is_absolute() ||
+                         std::any_of(relative.begin(), relative.end(), [](const auto& part) { return part == ".."; });
     if (escapes) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: initializer '{}': external data location '{}' is "
-                                                           "outside the model's folder", path, t.name(), location));
+                                                           "outside the model's folder",
+                                                           path, t.name(), location));
     }
     std::uint64_t end = 0;
     if (__builtin_add_overflow(offset, length, &end)) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: initializer '{}': external data offset + length "
-                                                           "overflows", path, t.name()));
+                                                           "overflows",
+                                                           path, t.name()));
     }
     std::error_code ec;
     const auto file = dir / location;
@@ -224,7 +240,8 @@ void check_external_data(const onnx::GraphProto& graph, const std::string& path)
     }
     if (length > 0 && end > std::filesystem::file_size(file, ec)) {
       throw Error(ErrorCode::kDataLoss, fmt::format("{}: initializer '{}': external data file '{}' is shorter than "
-                                                    "offset + length ({})", path, t.name(), file.string(), offset + length));
+                                                    "offset + length ({})",
+                                                    path, t.name(), file.string(), offset + length));
     }
   }
 }
@@ -280,9 +297,10 @@ std::int64_t bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, c
         for (int i = 0; i < declared.dim_size(); ++i) {
           const auto& d = declared.dim(i);
           if (d.has_dim_value() && d.dim_value() != given[static_cast<std::size_t>(i)]) {
-            throw Error(ErrorCode::kInvalidArgument,
-                        fmt::format("{}: --input '{}': dimension {} is fixed at {} in the file ({}), not {}", path,
-                                    input.name(), i, d.dim_value(), dims_text(declared), given[static_cast<std::size_t>(i)]));
+            throw Error(
+                ErrorCode::kInvalidArgument,
+                fmt::format("{}: --input '{}': dimension {} is fixed at {} in the file ({}), not {}", path,
+                            input.name(), i, d.dim_value(), dims_text(declared), given[static_cast<std::size_t>(i)]));
           }
         }
       }
@@ -302,9 +320,10 @@ std::int64_t bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, c
     }
     if (!tensor->has_shape()) {
       if (is_first && batch_given) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("{}: --batch does not apply: input '{}' declares no shape (give it with --input {}=SHAPE)",
-                                path, input.name(), input.name()));
+        throw Error(
+            ErrorCode::kInvalidArgument,
+            fmt::format("{}: --batch does not apply: input '{}' declares no shape (give it with --input {}=SHAPE)",
+                        path, input.name(), input.name()));
       }
       continue;
     }
@@ -325,8 +344,8 @@ std::int64_t bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, c
                                     "export the model with a dynamic batch dimension)",
                                     path, input.name(), batch, dims_text(*shape), request.batch));
           }
-          notes.push_back(fmt::format("batch {}: fixed by the file (input '{}' is {})", batch, input.name(),
-                                      dims_text(*shape)));
+          notes.push_back(
+              fmt::format("batch {}: fixed by the file (input '{}' is {})", batch, input.name(), dims_text(*shape)));
         } else if (lead.has_dim_param() && dims.count(lead.dim_param())) {
           batch = dims.at(lead.dim_param());
           if (batch_given && request.batch != batch) {
@@ -375,8 +394,10 @@ std::int64_t bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, c
     if (!symbols.count(name)) {
       std::string known;
       for (const auto& s : symbols) known += (known.empty() ? "" : ", ") + s;
-      throw Error(ErrorCode::kNotFound, fmt::format("{}: --dim '{}' is not a symbolic dimension of the graph inputs "
-                                                    "({})", path, name, known.empty() ? "they have none" : "they have: " + known));
+      throw Error(ErrorCode::kNotFound,
+                  fmt::format("{}: --dim '{}' is not a symbolic dimension of the graph inputs "
+                              "({})",
+                              path, name, known.empty() ? "they have none" : "they have: " + known));
     }
   }
   if (!unbound.empty()) {
@@ -395,17 +416,19 @@ std::int64_t bind_inputs(onnx::GraphProto& graph, const ModelRequest& request, c
 void convert_floats(ModelContext& ctx, DType dtype, std::vector<std::string>& notes) {
   std::map<DType, std::size_t> converted;
   for (auto& [name, v] : ctx.values) {
-    const bool floating = v.dtype == DType::kFp64 || v.dtype == DType::kFp32 || v.dtype == DType::kFp16 ||
-                          v.dtype == DType::kBf16;
+    const bool floating =
+        v.dtype == DType::kFp64 || v.dtype == DType::kFp32 || v.dtype == DType::kFp16 || v.dtype == DType::kBf16;
     if (!floating || v.dtype == dtype) continue;
     ++converted[v.dtype];
     v.dtype = dtype;
   }
   std::string what;
   for (const auto& [from, n] : converted) what += fmt::format("{}{} {}", what.empty() ? "" : ", ", n, dtype_name(from));
-  notes.push_back(what.empty() ? fmt::format("--dtype {}: the file's floating-point tensors are already {}", dtype_name(dtype), dtype_name(dtype))
+  notes.push_back(what.empty() ? fmt::format("--dtype {}: the file's floating-point tensors are already {}",
+                                             dtype_name(dtype), dtype_name(dtype))
                                : fmt::format("--dtype {}: {} floating-point tensors counted as {} (integer and boolean "
-                                             "tensors keep their types)", dtype_name(dtype), what, dtype_name(dtype)));
+                                             "tensors keep their types)",
+                                             dtype_name(dtype), what, dtype_name(dtype)));
 }
 
 }  // namespace
@@ -461,13 +484,15 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
       onnx::checker::check_model(model);
     }
   } catch (const std::exception& e) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: the ONNX checker rejects it: {}", path, one_line(e.what())));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: the ONNX checker rejects it: {}", path, one_line(e.what())));
   }
   for (const char* option : {"seq", "width", "depth"}) {
     if (request.given.count(option)) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("{}: --{} does not apply to an ONNX model (its shapes come from the file: bind symbolic "
-                              "dimensions with --dim NAME=VALUE or --input NAME=SHAPE)", path, option));
+                              "dimensions with --dim NAME=VALUE or --input NAME=SHAPE)",
+                              path, option));
     }
   }
   std::vector<std::string> notes;

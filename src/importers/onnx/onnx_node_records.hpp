@@ -52,21 +52,25 @@ class Builder {
       if (!v) continue;
       r.outputs.push_back({node_.output(i), *v->shape, v->dtype});
     }
-    if (!missing_.empty()) return unknown(fmt::format("shape of '{}' could not be inferred ({})", missing_, missing_why_));
+    if (!missing_.empty())
+      return unknown(fmt::format("shape of '{}' could not be inferred ({})", missing_, missing_why_));
     if (r.outputs.empty()) return unknown("no output shape");
     // every count below is a product of dims: bound them (as the cost model bounds attributes)
     auto absurd = [](const Shape& shape) {
-      return shape.size() > 16 ||
-             std::any_of(shape.begin(), shape.end(), [](std::int64_t d) { return d < 0 || d > (std::int64_t{1} << 40); });
+      return shape.size() > 16 || std::any_of(shape.begin(), shape.end(),
+                                              [](std::int64_t d) { return d < 0 || d > (std::int64_t{1} << 40); });
     };
     for (const TensorDesc& t : r.inputs) {
-      if (absurd(t.shape)) return unknown(fmt::format("'{}' has shape {}: a negative or absurd dimension", t.name, shape_string(t.shape)));
+      if (absurd(t.shape))
+        return unknown(fmt::format("'{}' has shape {}: a negative or absurd dimension", t.name, shape_string(t.shape)));
     }
     for (const TensorDesc& t : r.outputs) {
-      if (absurd(t.shape)) return unknown(fmt::format("'{}' has shape {}: a negative or absurd dimension", t.name, shape_string(t.shape)));
+      if (absurd(t.shape))
+        return unknown(fmt::format("'{}' has shape {}: a negative or absurd dimension", t.name, shape_string(t.shape)));
     }
     for (const ParameterDesc& p : r.parameters) {
-      if (absurd(p.shape)) return unknown(fmt::format("'{}' has shape {}: a negative or absurd dimension", p.id, shape_string(p.shape)));
+      if (absurd(p.shape))
+        return unknown(fmt::format("'{}' has shape {}: a negative or absurd dimension", p.id, shape_string(p.shape)));
     }
     return r;
   }
@@ -100,8 +104,9 @@ class Builder {
     if (it == ctx_.values.end() || !it->second.shape) {
       if (missing_.empty()) {
         missing_ = name;
-        missing_why_ = it == ctx_.values.end() ? "no type information" : "symbolic dimension '" + it->second.unknown_dim +
-                                                                              "': bind it with --dim or --input";
+        missing_why_ = it == ctx_.values.end()
+                           ? "no type information"
+                           : "symbolic dimension '" + it->second.unknown_dim + "': bind it with --dim or --input";
       }
       return nullptr;
     }

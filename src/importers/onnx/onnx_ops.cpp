@@ -92,7 +92,8 @@ Mapper conv(bool transposed) {
         Ints pads(2 * rank, 0);
         const Shape& y = r.outputs[0].shape;
         for (std::size_t d = 0; d < rank && d + 2 < x.size() && d + 2 < y.size(); ++d) {
-          const Wide wide = Wide{x[d + 2] - 1} * strides[d] + Wide{dilations[d]} * (kernel[d] - 1) + 1 + op[d] - y[d + 2];
+          const Wide wide =
+              Wide{x[d + 2] - 1} * strides[d] + Wide{dilations[d]} * (kernel[d] - 1) + 1 + op[d] - y[d + 2];
           if (wide > (Wide{1} << 42) || wide < -(Wide{1} << 42)) return one(b.unknown("attributes out of range"));
           const auto total = static_cast<std::int64_t>(wide);
           if (total < 0) {
@@ -278,7 +279,8 @@ Wide hardmax_flops(const OpRecord& r, const onnx::NodeProto& n) {
   const Shape& x = r.inputs.at(0).shape;
   std::int64_t axis = attr_int(n, "axis", -1);
   if (axis < 0) axis += static_cast<std::int64_t>(x.size());
-  const std::int64_t len = axis >= 0 && axis < static_cast<std::int64_t>(x.size()) ? x[static_cast<std::size_t>(axis)] : 1;
+  const std::int64_t len =
+      axis >= 0 && axis < static_cast<std::int64_t>(x.size()) ? x[static_cast<std::size_t>(axis)] : 1;
   return len > 0 ? elements(x) / len * (len - 1) : 0;
 }
 
@@ -301,14 +303,16 @@ std::vector<OpRecord> resize(const onnx::NodeProto& n, const ModelContext& c) {
     OpRecord r = b.make(OpKind::kPad, {0});  // upsampling writes its whole output from the input
     if (r.kind == OpKind::kUnknown) return one(std::move(r));
     r.parameters.clear();
-    if (elements(r.outputs.at(0).shape) < elements(r.inputs.at(0).shape)) r.kind = OpKind::kSlice;  // downsampling reads only the elements it keeps
+    if (elements(r.outputs.at(0).shape) < elements(r.inputs.at(0).shape))
+      r.kind = OpKind::kSlice;  // downsampling reads only the elements it keeps
     return one(std::move(r));
   }
   if (mode != "linear" && mode != "cubic") return one(b.unknown("Resize mode '" + mode + "' is not modeled"));
   OpRecord r = b.make(OpKind::kResize, {0});
   if (r.kind == OpKind::kUnknown) return one(std::move(r));
   r.parameters.clear();
-  if (r.inputs.at(0).shape.size() != r.outputs.at(0).shape.size()) return one(b.unknown("Resize output rank differs from its input's"));
+  if (r.inputs.at(0).shape.size() != r.outputs.at(0).shape.size())
+    return one(b.unknown("Resize output rank differs from its input's"));
   r.attributes.set("mode", mode);
   return one(std::move(r));
 }
@@ -375,35 +379,61 @@ const std::map<std::string, Mapper>& mappers() {
     m["InstanceNormalization"] = [](const onnx::NodeProto& n, const ModelContext& c) {
       // per (sample, channel) over the spatial dims: a layer norm over rank - 2 dims
       OpRecord r = Builder(n, c).make(OpKind::kLayerNorm, {0, 1, 2});
-      if (r.kind != OpKind::kUnknown) r.attributes.set("normalized_dims", static_cast<std::int64_t>(r.inputs.at(0).shape.size()) - 2);
+      if (r.kind != OpKind::kUnknown)
+        r.attributes.set("normalized_dims", static_cast<std::int64_t>(r.inputs.at(0).shape.size()) - 2);
       return one(std::move(r));
     };
-    const std::map<std::string, std::string> activations = {
-        {"Relu", "relu"}, {"LeakyRelu", "leaky_relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"},
-        {"HardSwish", "hardswish"}, {"HardSigmoid", "hardsigmoid"}, {"Elu", "elu"}, {"Selu", "selu"},
-        {"Celu", "celu"}, {"Softplus", "softplus"}, {"Softsign", "softsign"}, {"Mish", "mish"},
-        {"PRelu", "prelu"}, {"ThresholdedRelu", "thresholded_relu"}, {"Shrink", "shrink"}};
+    const std::map<std::string, std::string> activations = {{"Relu", "relu"},
+                                                            {"LeakyRelu", "leaky_relu"},
+                                                            {"Sigmoid", "sigmoid"},
+                                                            {"Tanh", "tanh"},
+                                                            {"HardSwish", "hardswish"},
+                                                            {"HardSigmoid", "hardsigmoid"},
+                                                            {"Elu", "elu"},
+                                                            {"Selu", "selu"},
+                                                            {"Celu", "celu"},
+                                                            {"Softplus", "softplus"},
+                                                            {"Softsign", "softsign"},
+                                                            {"Mish", "mish"},
+                                                            {"PRelu", "prelu"},
+                                                            {"ThresholdedRelu", "thresholded_relu"},
+                                                            {"Shrink", "shrink"}};
     for (const auto& [op, f] : activations) m[op] = simple(OpKind::kActivation, f);
     m["Gelu"] = [](const onnx::NodeProto& n, const ModelContext& c) {
       OpRecord r = Builder(n, c).make(OpKind::kActivation);
       if (r.kind != OpKind::kUnknown) {
-        r.attributes.set("function", std::string(attr_string(n, "approximate", "none") == "tanh" ? "gelu_tanh" : "gelu"));
+        r.attributes.set("function",
+                         std::string(attr_string(n, "approximate", "none") == "tanh" ? "gelu_tanh" : "gelu"));
       }
       return one(std::move(r));
     };
     const std::map<std::string, std::string> unary = {
-        {"Sqrt", "sqrt"}, {"Exp", "exp"}, {"Log", "log"}, {"Neg", "neg"}, {"Abs", "abs"},
-        {"Reciprocal", "reciprocal"}, {"Erf", "erf"}, {"Sin", "sin"}, {"Cos", "cos"}, {"Tan", "tan"},
-        {"Floor", "floor"}, {"Ceil", "ceil"}, {"Round", "round"}, {"Sign", "sign"}, {"Not", "not"},
-        {"Cast", "cast"}, {"Clip", "clip"}, {"Asin", "asin"}, {"Acos", "acos"}, {"Atan", "atan"},
-        {"Sinh", "sinh"}, {"Cosh", "cosh"}, {"Asinh", "asinh"}, {"Acosh", "acosh"}, {"Atanh", "atanh"},
-        {"IsInf", "isinf"}, {"IsNaN", "isnan"}};
+        {"Sqrt", "sqrt"},   {"Exp", "exp"},     {"Log", "log"},
+        {"Neg", "neg"},     {"Abs", "abs"},     {"Reciprocal", "reciprocal"},
+        {"Erf", "erf"},     {"Sin", "sin"},     {"Cos", "cos"},
+        {"Tan", "tan"},     {"Floor", "floor"}, {"Ceil", "ceil"},
+        {"Round", "round"}, {"Sign", "sign"},   {"Not", "not"},
+        {"Cast", "cast"},   {"Clip", "clip"},   {"Asin", "asin"},
+        {"Acos", "acos"},   {"Atan", "atan"},   {"Sinh", "sinh"},
+        {"Cosh", "cosh"},   {"Asinh", "asinh"}, {"Acosh", "acosh"},
+        {"Atanh", "atanh"}, {"IsInf", "isinf"}, {"IsNaN", "isnan"}};
     for (const auto& [op, f] : unary) m[op] = simple(OpKind::kUnary, f);
-    const std::map<std::string, std::string> binary = {
-        {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Pow", "pow"}, {"Mod", "mod"},
-        {"Equal", "equal"}, {"Less", "less"}, {"Greater", "greater"}, {"LessOrEqual", "less"},
-        {"GreaterOrEqual", "greater"}, {"And", "and"}, {"Or", "or"}, {"Xor", "xor"}, {"Where", "where"},
-        {"BitShift", "bitshift"}};
+    const std::map<std::string, std::string> binary = {{"Add", "add"},
+                                                       {"Sub", "sub"},
+                                                       {"Mul", "mul"},
+                                                       {"Div", "div"},
+                                                       {"Pow", "pow"},
+                                                       {"Mod", "mod"},
+                                                       {"Equal", "equal"},
+                                                       {"Less", "less"},
+                                                       {"Greater", "greater"},
+                                                       {"LessOrEqual", "less"},
+                                                       {"GreaterOrEqual", "greater"},
+                                                       {"And", "and"},
+                                                       {"Or", "or"},
+                                                       {"Xor", "xor"},
+                                                       {"Where", "where"},
+                                                       {"BitShift", "bitshift"}};
     for (const auto& [op, f] : binary) m[op] = simple(OpKind::kBinary, f);
     m["Sum"] = variadic("add");
     m["Max"] = variadic("max");
@@ -418,10 +448,18 @@ const std::map<std::string, Mapper>& mappers() {
     m["AveragePool"] = pool(OpKind::kAvgPool);
     m["GlobalMaxPool"] = simple(OpKind::kGlobalMaxPool);
     m["GlobalAveragePool"] = simple(OpKind::kGlobalAvgPool);
-    const std::map<std::string, std::string> reductions = {
-        {"ReduceMean", "mean"}, {"ReduceSum", "sum"}, {"ReduceMax", "max"}, {"ReduceMin", "min"},
-        {"ReduceProd", "prod"}, {"ReduceL2", "l2"}, {"ReduceSumSquare", "sum_square"}, {"ReduceL1", "l1"},
-        {"ReduceLogSum", "log_sum"}, {"ReduceLogSumExp", "log_sum_exp"}, {"ArgMax", "max"}, {"ArgMin", "min"}};
+    const std::map<std::string, std::string> reductions = {{"ReduceMean", "mean"},
+                                                           {"ReduceSum", "sum"},
+                                                           {"ReduceMax", "max"},
+                                                           {"ReduceMin", "min"},
+                                                           {"ReduceProd", "prod"},
+                                                           {"ReduceL2", "l2"},
+                                                           {"ReduceSumSquare", "sum_square"},
+                                                           {"ReduceL1", "l1"},
+                                                           {"ReduceLogSum", "log_sum"},
+                                                           {"ReduceLogSumExp", "log_sum_exp"},
+                                                           {"ArgMax", "max"},
+                                                           {"ArgMin", "min"}};
     for (const auto& [op, f] : reductions) m[op] = reduce(f);
     for (const char* v : {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Shape", "Size"}) {
       m[v] = view();
@@ -443,8 +481,8 @@ const std::map<std::string, Mapper>& mappers() {
     m["DepthToSpace"] = view(OpKind::kTranspose);
     m["SpaceToDepth"] = view(OpKind::kTranspose);
     m["Trilu"] = view(OpKind::kPad);  // a masked copy
-    for (const auto& [op, f] : std::map<std::string, std::string>{{"QuantizeLinear", "quantize"},
-                                                                  {"DequantizeLinear", "dequantize"}}) {
+    for (const auto& [op, f] :
+         std::map<std::string, std::string>{{"QuantizeLinear", "quantize"}, {"DequantizeLinear", "dequantize"}}) {
       m[op] = [f = f](const onnx::NodeProto& n, const ModelContext& c) {
         OpRecord r = Builder(n, c).make(OpKind::kUnary, {0});  // scale and zero point: per tensor or axis
         if (r.kind != OpKind::kUnknown) r.attributes.set("function", f);
@@ -503,7 +541,8 @@ const std::map<std::string, Mapper>& mappers() {
       OpRecord r = b.make(OpKind::kCumulative, {0});
       if (r.kind == OpKind::kUnknown) return one(std::move(r));
       const auto axis = n.input_size() > 1 ? c.int_values.find(n.input(1)) : c.int_values.end();
-      if (axis == c.int_values.end() || axis->second.size() != 1) return one(b.unknown("CumSum's axis is not known statically"));
+      if (axis == c.int_values.end() || axis->second.size() != 1)
+        return one(b.unknown("CumSum's axis is not known statically"));
       for (const ParameterDesc& p : r.parameters) r.inputs.push_back({p.id, p.shape, p.dtype});
       r.parameters.clear();
       r.attributes.set("axis", axis->second[0]);
@@ -537,8 +576,9 @@ std::vector<OpRecord> map_node(const onnx::NodeProto& node, std::size_t index, c
   if (it != mappers().end()) {
     records = it->second(node, context);
   } else {
-    records = {Builder(node, context).unknown(
-        fmt::format("op type '{}{}' is not modeled", standard ? "" : node.domain() + ".", node.op_type()))};
+    records = {Builder(node, context)
+                   .unknown(fmt::format("op type '{}{}' is not modeled", standard ? "" : node.domain() + ".",
+                                        node.op_type()))};
   }
   const std::string base = node.name().empty() ? fmt::format("{}_{}", node.op_type(), index) : node.name();
   for (std::size_t k = 0; k < records.size(); ++k) {

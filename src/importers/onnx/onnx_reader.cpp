@@ -73,8 +73,7 @@ bool copy_field(std::uint32_t tag, CodedInputStream& in, CodedOutputStream& out)
       out.WriteString(bytes);
       return true;
     }
-    default:
-      return false;  // groups are not used by ONNX
+    default: return false;  // groups are not used by ONNX
   }
 }
 
@@ -176,7 +175,8 @@ onnx::ModelProto read_model(const std::string& path, bool structure_only) {
   }
   const auto size = std::filesystem::file_size(path, ec);
   if (ec || size > kMaxFileBytes) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: larger than 2 GiB (store weights as external data)", path));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: larger than 2 GiB (store weights as external data)", path));
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw Error(ErrorCode::kNotFound, fmt::format("cannot open ONNX file '{}'", path));
@@ -196,8 +196,8 @@ onnx::ModelProto read_model(const std::string& path, bool structure_only) {
     throw Error(ErrorCode::kDataLoss, fmt::format("{}: not an ONNX model (the protobuf does not parse)", path));
   }
   if (!model.has_graph() || model.ir_version() <= 0) {
-    throw Error(ErrorCode::kDataLoss,
-                fmt::format("{}: not an ONNX model (field '{}' is missing)", path, model.has_graph() ? "ir_version" : "graph"));
+    throw Error(ErrorCode::kDataLoss, fmt::format("{}: not an ONNX model (field '{}' is missing)", path,
+                                                  model.has_graph() ? "ir_version" : "graph"));
   }
   return model;
 }

@@ -8,8 +8,8 @@
 // crashes (zero strides, conv ranks that disagree: found by tests/fuzz).
 #include <onnx/shape_inference/implementation.h>
 
-#include <deque>
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <map>
 #include <set>
@@ -43,9 +43,10 @@ void reject_what_inference_divides_by(const onnx::GraphProto& graph, const std::
       if (a.type() == onnx::AttributeProto::INT) values.push_back(a.i());
       for (std::int64_t v : values) {
         if (v <= 0) {
-          throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("{}: node '{}' ({}): attribute '{}' has {}; it must be positive", path,
-                                  node.name().empty() ? fmt::format("#{}", i) : node.name(), node.op_type(), a.name(), v));
+          throw Error(
+              ErrorCode::kInvalidArgument,
+              fmt::format("{}: node '{}' ({}): attribute '{}' has {}; it must be positive", path,
+                          node.name().empty() ? fmt::format("#{}", i) : node.name(), node.op_type(), a.name(), v));
         }
       }
     }
@@ -69,8 +70,9 @@ void reject_rank_mismatch(const onnx::NodeProto& node, const std::unordered_map<
   if (x >= 0 && w >= 0 && (x != w || x < 3)) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: node '{}' ({}): input '{}' has rank {} but weight '{}' has rank {} (both must be "
-                            "N x C x spatial...)", path, node.name().empty() ? fmt::format("#{}", index) : node.name(),
-                            node.op_type(), node.input(it->second.first), x, node.input(it->second.second), w));
+                            "N x C x spatial...)",
+                            path, node.name().empty() ? fmt::format("#{}", index) : node.name(), node.op_type(),
+                            node.input(it->second.first), x, node.input(it->second.second), w));
   }
 }
 
@@ -140,12 +142,14 @@ std::vector<TensorProto> sweep(onnx::ModelProto& model, std::int64_t opset, cons
     }
   }
   std::unordered_map<std::string, int> opsets;
-  for (const auto& o : model.opset_import()) opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
+  for (const auto& o : model.opset_import())
+    opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = static_cast<int>(o.version());
   onnx::shape_inference::SymbolTableImpl symbols;
   symbols.addFromGraph(g);
   std::unordered_map<std::string, onnx::TensorShapeProto> shape_data;
-  onnx::shape_inference::GraphInferenceContext subgraphs(types, opsets, &symbols, {}, onnx::OpSchemaRegistry::Instance(),
-                                                         &shape_data, static_cast<int>(model.ir_version()));
+  onnx::shape_inference::GraphInferenceContext subgraphs(types, opsets, &symbols, {},
+                                                         onnx::OpSchemaRegistry::Instance(), &shape_data,
+                                                         static_cast<int>(model.ir_version()));
   const std::unordered_map<std::string, const onnx::SparseTensorProto*> no_sparse;
   std::set<std::string> inferred;
   for (int index = 0; index < g.node_size(); ++index) {
@@ -159,8 +163,8 @@ std::vector<TensorProto> sweep(onnx::ModelProto& model, std::int64_t opset, cons
       if (schema && schema->has_type_and_shape_inference_function()) {
         schema->GetTypeAndShapeInferenceFunction()(ctx);
       } else if (schema && schema->HasFunction()) {
-        onnx::shape_inference::InferShapeForFunctionNode(*schema->GetFunction(), onnx::OpSchemaRegistry::Instance(), ctx,
-                                                         {}, {}, &symbols, &shape_data);
+        onnx::shape_inference::InferShapeForFunctionNode(*schema->GetFunction(), onnx::OpSchemaRegistry::Instance(),
+                                                         ctx, {}, {}, &symbols, &shape_data);
       }
       for (int i = 0; i < node.output_size(); ++i) {
         const std::string& o = node.output(i);
@@ -230,8 +234,9 @@ std::map<std::string, std::vector<std::int64_t>> infer_shapes(onnx::ModelProto& 
         for (const TensorProto& t : folded) *result.add_initializer() = t;
         for (int i = 0; i < model.graph().node_size(); ++i) {
           const auto& node = model.graph().node(i);
-          const bool subgraphs = std::any_of(node.attribute().begin(), node.attribute().end(),
-                                             [](const onnx::AttributeProto& a) { return a.has_g() || a.graphs_size(); });
+          const bool subgraphs =
+              std::any_of(node.attribute().begin(), node.attribute().end(),
+                          [](const onnx::AttributeProto& a) { return a.has_g() || a.graphs_size(); });
           if (!subgraphs) continue;
           onnx::NodeProto* copy = result.add_node();
           *copy->mutable_attribute() = node.attribute();
@@ -242,9 +247,11 @@ std::map<std::string, std::vector<std::int64_t>> infer_shapes(onnx::ModelProto& 
       [&](std::int64_t at, const std::string& how) {
         const bool node = at >= 0 && at < model.graph().node_size();
         const auto& n = node ? model.graph().node(static_cast<int>(at)) : onnx::NodeProto();
-        return fmt::format("{}: ONNX's shape inference (the ONNX library, not this tool) {} at node '{}' ({}); "
-                           "the model may still be valid: give every input dimension (--input, --dim) or simplify "
-                           "the node", path, how, n.name().empty() ? fmt::format("#{}", at) : n.name(), n.op_type());
+        return fmt::format(
+            "{}: ONNX's shape inference (the ONNX library, not this tool) {} at node '{}' ({}); "
+            "the model may still be valid: give every input dimension (--input, --dim) or simplify "
+            "the node",
+            path, how, n.name().empty() ? fmt::format("#{}", at) : n.name(), n.op_type());
       });
   onnx::GraphProto result;
   if (!result.ParseFromString(reply) || result.output_size() != model.graph().output_size()) {

@@ -19,17 +19,20 @@ std::pair<const std::string*, std::size_t> raw(const onnx::TensorProto& t) {
   using T = onnx::TensorProto;
   static const std::map<int, std::size_t> widths = {{T::FLOAT, 4}, {T::DOUBLE, 8}, {T::FLOAT16, 2}, {T::BFLOAT16, 2}};
   const auto w = widths.find(t.data_type());
-  if (w == widths.end() || t.dims_size() != 2 || t.data_location() == T::EXTERNAL || !t.has_raw_data()) return {nullptr, 0};
+  if (w == widths.end() || t.dims_size() != 2 || t.data_location() == T::EXTERNAL || !t.has_raw_data())
+    return {nullptr, 0};
   const std::uint64_t n = static_cast<std::uint64_t>(t.dims(0)) * static_cast<std::uint64_t>(t.dims(1));
   if (t.raw_data().size() != n * w->second) return {nullptr, 0};
   return {&t.raw_data(), w->second};
 }
 
 /// b [C, R] holds a [R, C] transposed, element for element.
-bool transposed_copy(const std::string& a, const std::string& b, std::int64_t rows, std::int64_t cols, std::size_t width) {
+bool transposed_copy(const std::string& a, const std::string& b, std::int64_t rows, std::int64_t cols,
+                     std::size_t width) {
   for (std::int64_t i = 0; i < rows; ++i) {
     for (std::int64_t j = 0; j < cols; ++j) {
-      const std::size_t x = static_cast<std::size_t>(i * cols + j) * width, y = static_cast<std::size_t>(j * rows + i) * width;
+      const std::size_t x = static_cast<std::size_t>(i * cols + j) * width,
+                        y = static_cast<std::size_t>(j * rows + i) * width;
       if (std::memcmp(a.data() + x, b.data() + y, width) != 0) return false;
     }
   }
@@ -44,7 +47,8 @@ std::vector<std::string> tied_copy_notes(const onnx::GraphProto& graph) {
   constexpr std::int64_t kSmallest = 1024;
   std::map<std::pair<std::int64_t, std::int64_t>, std::vector<const onnx::TensorProto*>> by_dims;
   for (const auto& t : graph.initializer()) {
-    if (raw(t).first && t.dims(0) != t.dims(1) && t.dims(0) * t.dims(1) >= kSmallest) by_dims[{t.dims(0), t.dims(1)}].push_back(&t);
+    if (raw(t).first && t.dims(0) != t.dims(1) && t.dims(0) * t.dims(1) >= kSmallest)
+      by_dims[{t.dims(0), t.dims(1)}].push_back(&t);
   }
   std::vector<std::string> notes;
   for (const auto& [dims, firsts] : by_dims) {

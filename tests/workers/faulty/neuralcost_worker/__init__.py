@@ -22,6 +22,7 @@ With NEURALCOST_FAULT_MODEL=NAME the fault strikes only requests to that model (
                         change for A/B tests (bench/aa_bench.sh)
 With NEURALCOST_FAULT_FRAMEWORK=NAME (jax, tensorflow, torch) only that framework's worker is faulty.
 """
+
 import os
 
 __path__.append(os.path.join(os.environ["NEURALCOST_REAL_WORKER_DIR"], "neuralcost_worker"))

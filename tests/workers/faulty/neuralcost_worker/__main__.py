@@ -18,9 +18,7 @@ def faulty(name):
         model = req.get("model") if name == "build" else (self.model_request or {}).get("model")
         only = os.environ.get("NEURALCOST_FAULT_MODEL")
         framework = os.environ.get("NEURALCOST_FAULT_FRAMEWORK")
-        if name != when or (only and model != only) or (
-            framework and framework != self.framework
-        ):
+        if name != when or (only and model != only) or (framework and framework != self.framework):
             return real[name](self, req)
         calls[name] = calls.get(name, 0) + 1
         if fault == "hangsecond" and calls[name] == 1:
@@ -96,13 +94,16 @@ def faulty(name):
                 mapped = next(int(line.split()[1]) << 10 for line in status if line.startswith("VmSize:"))
             soft, hard = resource.getrlimit(resource.RLIMIT_AS)
             limit = mapped + (256 << 20)
-            resource.setrlimit(resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard))
+            resource.setrlimit(
+                resource.RLIMIT_AS, (limit if hard == resource.RLIM_INFINITY else min(limit, hard), hard)
+            )
             try:
                 hog = bytearray(mapped + (1 << 30))  # one mapping past the limit: raises MemoryError
             finally:
                 resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
             return {"held": len(hog)}
         raise SystemExit(f"unknown fault {fault!r}")
+
     return handler
 
 
