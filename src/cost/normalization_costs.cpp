@@ -98,6 +98,8 @@ void cost_rms_norm(const OpRecord& op, OpCost& cost) {
   const std::uint64_t affine = std::min<std::size_t>(op.parameters.size(), 2);  // weight[, bias]
   add_flops(cost, product({rows, checked_add(product({3 + affine, n}), 2, "FLOP count")}));
   add_transcendentals(cost, rows);
+  // Gemma's scale is (1 + weight): n additions, once per call (not per row)
+  if (affine > 0 && op.attributes.get_bool("weight_offset", false)) add_flops(cost, n);
 }
 
 void cost_batch_norm(const OpRecord& op, OpCost& cost) {

@@ -71,9 +71,13 @@ class Builder {
   TensorDesc view(const std::string& name, const TensorDesc& x, Shape shape) {
     return op(OpKind::kReshape, name, {x}, std::move(shape));
   }
-  TensorDesc rms_norm(const std::string& name, const TensorDesc& x) {
+  /// An RMS norm over the last dimension; `offset`: scaled by (1 + weight), as Gemma's.
+  TensorDesc rms_norm(const std::string& name, const TensorDesc& x, bool offset) {
     return op(OpKind::kRmsNorm, name, {x}, x.shape, {{name + ".weight", {x.shape.back()}, dtype_, true}}, std::nullopt,
-              [](OpRecord& r) { r.attributes.set("normalized_dims", std::int64_t{1}); });
+              [offset](OpRecord& r) {
+                r.attributes.set("normalized_dims", std::int64_t{1});
+                if (offset) r.attributes.set("weight_offset", true);
+              });
   }
   OpGraph& graph() { return graph_; }
   DType dtype() const { return dtype_; }
@@ -220,6 +224,9 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
   const TensorDesc ids{"input_ids", {batch, t}, DType::kInt64};
   TensorDesc x = b.op(OpKind::kEmbedding, "model.embed_tokens", {ids}, {batch, t, e},
                       {{"model.embed_tokens.weight", {c.vocab, e}, r.dtype, true}});
+  if (c.embedding_scale) {  // Gemma: · sqrt(hidden_size), a scalar in the weights' dtype
+    x = b.elementwise(OpKind::kBinary, "model.embed_tokens#scale", "mul", {x}, true);
+  }
   // rotary tables, once per step for every sequence (their positions are the same): inv_freq
   // [1, D/2, 1] @ positions [1, 1, T], cat, cos and sin in fp32
   const TensorDesc positions{"position_ids", {1, 1, t}, DType::kFp32};
@@ -263,9 +270,15 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
   std::uint64_t cache_read = 0;
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string p = fmt::format("model.layers.{}", l), a = p + ".self_attn";
-    const TensorDesc normed = b.rms_norm(p + ".input_layernorm", x);
+    const TensorDesc normed = b.rms_norm(p + ".input_layernorm", x, c.norm_offset);
+    // phi3: one qkv_proj, its q, k and v slices views of it (no copy)
+    const std::optional<TensorDesc> qkv =
+        c.fused_projections ? std::optional<TensorDesc>(b.linear(a + ".qkv_proj", normed, (h + 2 * kv) * d, false))
+                            : std::nullopt;
     auto heads_of = [&](const std::string& proj, std::int64_t n) {
-      const TensorDesc y = b.linear(a + "." + proj, normed, n * d, c.qkv_bias);
+      const TensorDesc y = qkv ? b.op(OpKind::kSlice, a + ".qkv_proj#" + proj.substr(0, 1), {*qkv}, {batch, t, n * d},
+                                      {}, std::nullopt, free_view)
+                               : b.linear(a + "." + proj, normed, n * d, c.qkv_bias);
       const TensorDesc v = b.view(a + "." + proj + "#view", y, {batch, t, n, d});
       return b.op(OpKind::kTranspose, a + "." + proj + "#transpose", {v}, {batch, n, t, d}, {}, std::nullopt,
                   free_view);
@@ -295,20 +308,29 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     o = b.view(a + "#reshape", o, {batch, t, h * d});
     o = b.linear(a + ".o_proj", o, e, c.output_bias);
     x = b.elementwise(OpKind::kBinary, p + "#residual_attention", "add", {x, o});
-    const TensorDesc m = b.rms_norm(p + ".post_attention_layernorm", x);
+    const TensorDesc m = b.rms_norm(p + ".post_attention_layernorm", x, c.norm_offset);
     if (c.experts > 0) {
       x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add",
                         {x, mixture_of_experts(b, c, p + ".block_sparse_moe", m)});
       continue;
     }
-    const TensorDesc gate = b.elementwise(OpKind::kActivation, p + ".mlp.act_fn", "silu",
-                                          {b.linear(p + ".mlp.gate_proj", m, c.intermediate, c.mlp_bias)});
-    const TensorDesc up = b.linear(p + ".mlp.up_proj", m, c.intermediate, c.mlp_bias);
+    TensorDesc gate_in, up;
+    if (c.fused_projections) {  // phi3: one gate_up_proj, chunked in two by views
+      const TensorDesc gate_up = b.linear(p + ".mlp.gate_up_proj", m, 2 * c.intermediate, false);
+      const Shape half = {batch, t, c.intermediate};
+      gate_in = b.op(OpKind::kSlice, p + ".mlp.gate_up_proj#gate", {gate_up}, half, {}, std::nullopt, free_view);
+      up = b.op(OpKind::kSlice, p + ".mlp.gate_up_proj#up", {gate_up}, half, {}, std::nullopt, free_view);
+    } else {
+      gate_in = b.linear(p + ".mlp.gate_proj", m, c.intermediate, c.mlp_bias);
+      up = b.linear(p + ".mlp.up_proj", m, c.intermediate, c.mlp_bias);
+    }
+    const TensorDesc gate = b.elementwise(
+        OpKind::kActivation, p + (c.fused_projections ? ".mlp.activation_fn" : ".mlp.act_fn"), c.activation, {gate_in});
     const TensorDesc down = b.linear(
         p + ".mlp.down_proj", b.elementwise(OpKind::kBinary, p + ".mlp#gate_up", "mul", {gate, up}), e, c.mlp_bias);
     x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, down});
   }
-  x = b.rms_norm("model.norm", x);
+  x = b.rms_norm("model.norm", x, c.norm_offset);
   // logits of the last position only, as generation asks for them (logits_to_keep = 1); a verify
   // step needs every new token's
   if (!decode && t > 1) {

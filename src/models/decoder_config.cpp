@@ -48,7 +48,7 @@ bool looks_like_decoder_config(const json& object) {
 
 DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!c.is_object()) throw bad(where, "a config must be a JSON object");
-  static const std::set<std::string> supported = {"llama", "mistral", "qwen2", "mixtral"};
+  static const std::set<std::string> supported = {"llama", "mistral", "qwen2", "mixtral", "gemma", "phi3"};
   const auto type = c.find("model_type");
   if (type == c.end() || !type->is_string()) throw bad(where, "field 'model_type' is missing or not a string");
   DecoderConfig d;
@@ -56,7 +56,7 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!supported.count(d.architecture)) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
-                            "qwen2, mixtral)",
+                            "qwen2, mixtral, gemma, phi3)",
                             where, d.architecture));
   }
   // fields that change the math and are not modeled: said, never ignored
@@ -69,10 +69,38 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
                               where, moe));
     }
   }
-  const std::string act = c.value("hidden_act", std::string("silu"));
-  if (act != "silu") {
+  // the gated MLP's activation: SiLU (SwiGLU), or for gemma GELU's tanh form (GeGLU; transformers
+  // reads gemma's legacy "gelu" as gelu_pytorch_tanh)
+  const bool gemma = d.architecture == "gemma";
+  const auto act_field = c.find("hidden_act");
+  if (act_field != c.end() && !act_field->is_null() && !act_field->is_string()) {
+    throw bad(where, fmt::format("field 'hidden_act' must be a string, got {}", act_field->dump()));
+  }
+  const std::string act = act_field != c.end() && act_field->is_string() ? act_field->get<std::string>()
+                          : gemma                                        ? "gelu_pytorch_tanh"
+                                                                         : "silu";
+  if (act == "silu") {
+    d.activation = "silu";
+  } else if (gemma && (act == "gelu_pytorch_tanh" || act == "gelu")) {
+    d.activation = "gelu_tanh";
+  } else {
     throw Error(ErrorCode::kUnimplemented,
-                fmt::format("{}: field 'hidden_act' is '{}': only the SiLU-gated MLP (silu) is modeled", where, act));
+                fmt::format("{}: field 'hidden_act' is '{}': the gated MLP is modeled with silu (and, for gemma, "
+                            "gelu_pytorch_tanh)",
+                            where, act));
+  }
+  // rotary positions on part of each head change the count; scaled frequencies (llama3, yarn,
+  // longrope, ...) do not: the same product of frequencies and positions
+  for (const char* holder : {"", "rope_parameters", "rope_scaling"}) {
+    const json* o = *holder ? (c.contains(holder) && c[holder].is_object() ? &c[holder] : nullptr) : &c;
+    if (o == nullptr || !o->contains("partial_rotary_factor") || (*o)["partial_rotary_factor"].is_null()) continue;
+    const json& f = (*o)["partial_rotary_factor"];
+    if (!f.is_number() || f.get<double>() != 1.0) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("{}: field 'partial_rotary_factor' is {}: rotary positions on part of each head are "
+                              "not modeled yet",
+                              where, f.dump()));
+    }
   }
   d.source = where;
   d.hidden = size_field(c, where, "hidden_size", std::nullopt);
@@ -98,14 +126,25 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   }
   if (d.head_dim % 2 != 0)
     throw bad(where, fmt::format("head_dim {} must be even (rotary positions rotate pairs)", d.head_dim));
-  d.tied_embeddings = flag_field(c, where, "tie_word_embeddings", false);
+  d.tied_embeddings = flag_field(c, where, "tie_word_embeddings", gemma);  // GemmaConfig ties by default
+  if (gemma) {
+    d.embedding_scale = true;  // GemmaTextScaledWordEmbedding: · sqrt(hidden_size)
+    d.norm_offset = true;      // GemmaRMSNorm: · (1 + weight)
+  }
+  if (d.architecture == "phi3") {
+    d.fused_projections = true;  // Phi3: qkv_proj and gate_up_proj, each split by views
+    if (c.contains("sliding_window") && !c["sliding_window"].is_null())
+      d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
+  }
   if (d.architecture == "qwen2") {
     d.qkv_bias = true;  // Qwen2Attention: q, k, v with biases, o_proj without
     if (flag_field(c, where, "use_sliding_window", false))
       d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
+  } else if (d.architecture == "phi3") {
+    // Phi3Attention and Phi3MLP have no biases
   } else {
     d.qkv_bias = d.output_bias = flag_field(c, where, "attention_bias", false);
-    d.mlp_bias = flag_field(c, where, "mlp_bias", false);
+    if (!gemma) d.mlp_bias = flag_field(c, where, "mlp_bias", false);
     if (d.architecture == "mistral" || d.architecture == "mixtral") {
       d.sliding_window = size_field(c, where, "sliding_window", std::int64_t{0});
     }
@@ -122,9 +161,9 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
 }
 
 const std::vector<std::string>& decoder_preset_names() {
-  static const std::vector<std::string> names = {"llama-2-7b", "llama-2-13b", "llama-2-70b",
-                                                 "llama-3-8b", "llama-3-70b", "llama-3.1-405b",
-                                                 "mistral-7b", "qwen2.5-7b",  "mixtral-8x7b"};
+  static const std::vector<std::string> names = {"llama-2-7b",   "llama-2-13b",    "llama-2-70b", "llama-3-8b",
+                                                 "llama-3-70b",  "llama-3.1-405b", "mistral-7b",  "qwen2.5-7b",
+                                                 "mixtral-8x7b", "gemma-2b",       "gemma-7b",    "phi-3-mini-4k"};
   return names;
 }
 
@@ -231,6 +270,42 @@ DecoderConfig decoder_preset(const std::string& name) {
          {"num_local_experts", 8},
          {"num_experts_per_tok", 2},
          {"sliding_window", nullptr},
+         {"tie_word_embeddings", false}}}},
+      {"gemma-2b",
+       {"google/gemma-2b config.json",
+        {{"model_type", "gemma"},
+         {"hidden_size", 2048},
+         {"num_hidden_layers", 18},
+         {"num_attention_heads", 8},
+         {"num_key_value_heads", 1},
+         {"head_dim", 256},
+         {"intermediate_size", 16384},
+         {"vocab_size", 256000},
+         {"max_position_embeddings", 8192},
+         {"hidden_act", "gelu"}}}},
+      {"gemma-7b",
+       {"google/gemma-7b config.json",
+        {{"model_type", "gemma"},
+         {"hidden_size", 3072},
+         {"num_hidden_layers", 28},
+         {"num_attention_heads", 16},
+         {"num_key_value_heads", 16},
+         {"head_dim", 256},
+         {"intermediate_size", 24576},
+         {"vocab_size", 256000},
+         {"max_position_embeddings", 8192},
+         {"hidden_act", "gelu"}}}},
+      {"phi-3-mini-4k",
+       {"microsoft/Phi-3-mini-4k-instruct config.json",
+        {{"model_type", "phi3"},
+         {"hidden_size", 3072},
+         {"num_hidden_layers", 32},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 32},
+         {"intermediate_size", 8192},
+         {"vocab_size", 32064},
+         {"max_position_embeddings", 4096},
+         {"sliding_window", 2047},
          {"tie_word_embeddings", false}}}},
   };
   const auto it = presets.find(name);

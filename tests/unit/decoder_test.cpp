@@ -18,6 +18,8 @@ namespace {
 
 using nlohmann::json;
 
+std::uint64_t dim_of(std::int64_t d) { return static_cast<std::uint64_t>(d); }
+
 Analysis analyze_phase(const DecoderConfig& c, DecoderRequest r, const std::string& hardware = "h100-sxm") {
   return analyze(build_decoder(c, r, "decoder"), HardwareDatabase::builtin().get(hardware));
 }
@@ -29,10 +31,15 @@ TEST(DecoderTest, ParametersAreThePublishedCounts) {
   EXPECT_EQ(decoder_parameter_count(decoder_preset("llama-2-70b")), 68976648192u);
   EXPECT_EQ(decoder_parameter_count(decoder_preset("mistral-7b")), 7241732096u);
   EXPECT_EQ(decoder_parameter_count(decoder_preset("qwen2.5-7b")), 7615616512u);
+  // Gemma (tied embeddings, head_dim 256) and Phi-3 mini (fused projections): the counts Keras
+  // Hub's presets publish for the same checkpoints
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("gemma-2b")), 2506172416u);
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("gemma-7b")), 8537680896u);
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("phi-3-mini-4k")), 3821079552u);
   // the graph reads every parameter, each once (the embedding through its lookup)
   DecoderRequest r;
   r.prompt = 16;
-  for (const char* name : {"llama-2-7b", "llama-3-8b", "qwen2.5-7b"}) {
+  for (const char* name : {"llama-2-7b", "llama-3-8b", "qwen2.5-7b", "gemma-2b", "phi-3-mini-4k"}) {
     const Analysis a = analyze_phase(decoder_preset(name), r);
     EXPECT_TRUE(a.complete()) << name << ": " << (a.unmodeled.empty() ? "" : a.unmodeled[0].reason);
     EXPECT_EQ(a.totals.parameter_count, decoder_parameter_count(decoder_preset(name))) << name;
@@ -178,6 +185,47 @@ TEST(DecoderTest, MixtralCountsEveryExpertAndReadsTheExpertsItsTokensReach) {
             decoder_parameter_count(parse_decoder_config(small_mixtral(), "m.json")));
 }
 
+// Gemma and Phi-3 against closed forms: the same contractions as a Llama of their sizes (Phi-3's
+// fused qkv_proj and gate_up_proj multiply as much as the separate ones), and the ops that differ
+// counted: Gemma's embedding scale (B·T·E), (1 + weight) in each of its 2L + 1 norms (E each) and
+// GELU's tanh form in the MLP; Phi-3's splits are views that move no bytes.
+TEST(DecoderTest, GemmaAndPhi3CountLikeTheirModules) {
+  DecoderRequest r;
+  r.batch = 2;
+  r.prompt = 64;
+  const std::uint64_t b = 2, p = 64;
+  for (const char* name : {"gemma-2b", "phi-3-mini-4k"}) {
+    const DecoderConfig c = decoder_preset(name);
+    const std::uint64_t e = dim_of(c.hidden), i = dim_of(c.intermediate), v = dim_of(c.vocab), d = dim_of(c.head_dim),
+                        h = dim_of(c.heads), kv = dim_of(c.kv_heads), layers = dim_of(c.layers);
+    const std::uint64_t per_token = 2 * (e * h * d + 2 * e * kv * d + h * d * e + 3 * e * i);
+    const Analysis a = analyze_phase(c, r);
+    EXPECT_EQ(a.totals.contraction_flops,
+              layers * (b * p * per_token + 2 * b * h * (p * (p + 1) / 2) * 2 * d) + 2 * (d / 2) * p + 2 * b * e * v)
+        << name;
+  }
+  // Gemma against the same network without its three differences
+  DecoderConfig gemma = decoder_preset("gemma-2b");
+  DecoderConfig plain = gemma;
+  plain.embedding_scale = plain.norm_offset = false;
+  plain.activation = "silu";
+  const Analysis with = analyze_phase(gemma, r), without = analyze_phase(plain, r);
+  const std::uint64_t e = 2048, norms = 2 * 18 + 1, gelu_over_silu = 9 - 5;  // FLOPs per element (elementwise_costs)
+  const std::uint64_t mlp_elements = 18 * b * p * 16384;
+  EXPECT_EQ(with.totals.flops - without.totals.flops, b * p * e + norms * e + mlp_elements * gelu_over_silu);
+  // Phi-3's fused projections: no more bytes than separate ones (the slices are views)
+  DecoderConfig phi = decoder_preset("phi-3-mini-4k");
+  DecoderConfig separate = phi;
+  separate.fused_projections = false;
+  const Analysis fused = analyze_phase(phi, r), apart = analyze_phase(separate, r);
+  EXPECT_EQ(fused.totals.contraction_flops, apart.totals.contraction_flops);
+  EXPECT_EQ(fused.totals.parameter_count, apart.totals.parameter_count);
+  EXPECT_LE(fused.totals.bytes_read + fused.totals.bytes_written, apart.totals.bytes_read + apart.totals.bytes_written);
+  // Phi-3 mini's window of 2047 keys: a longer prompt is refused, as mistral's is
+  r.prompt = 2048;
+  EXPECT_THROW(analyze_phase(phi, r), Error);
+}
+
 TEST(DecoderTest, AConfigJsonIsRecognisedByItsContent) {
   ModelRequest r;
   r.batch = 2;
@@ -214,7 +262,7 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   expect_error(j, "field 'vocab_size' is missing");
   j = small_llama();
   j["model_type"] = "gpt_bigcode";
-  expect_error(j, "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, mixtral)");
+  expect_error(j, "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, mixtral, gemma, phi3)");
   j = small_llama();
   j["num_local_experts"] = 8;  // a llama with experts: not mixtral's layer
   expect_error(j, "field 'num_local_experts': this kind of mixture-of-experts layer is not modeled yet (mixtral's is)");
@@ -225,8 +273,16 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   j.erase("num_experts_per_tok");
   expect_error(j, "field 'num_experts_per_tok' is missing");
   j = small_llama();
-  j["hidden_act"] = "gelu";
+  j["hidden_act"] = "gelu";  // llama's MLP with GELU: only gemma's is modeled
   expect_error(j, "field 'hidden_act' is 'gelu'");
+  j["hidden_act"] = 3;
+  expect_error(j, "field 'hidden_act' must be a string, got 3");
+  j = small_llama();
+  j["rope_parameters"] = {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}};
+  expect_error(j, "field 'partial_rotary_factor' is 0.5: rotary positions on part of each head are not modeled yet");
+  j = small_llama();
+  j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};  // scaled frequencies: the same count
+  EXPECT_NO_THROW(parse_decoder_config(j, "config.json"));
   ModelRequest beyond;
   beyond.phase = "decode";
   beyond.context = 64;

@@ -1,5 +1,6 @@
 """A decoder config analysed by `neural-cost analyze CONFIG.json` against the model transformers
-builds from the same config (issue 25): small Llama and Qwen2 models with grouped-query attention,
+builds from the same config (issue 25): small Llama, Qwen2, Gemma (GeGLU, scaled embeddings, head_dim
+apart from hidden/heads) and Phi-3 (fused qkv_proj and gate_up_proj) models with grouped-query attention,
 random weights, run eagerly in prefill (P tokens) and in one decode step over the KV cache of that
 prefill, counted independently: every nn.Linear by forward hooks (2 per multiply-accumulate),
 every attention from the arguments transformers passes to scaled_dot_product_attention
@@ -106,10 +107,42 @@ configs = {
         bos_token_id=0,
         eos_token_id=0,
     ),
+    "gemma_mqa": T.GemmaConfig(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=32,
+        intermediate_size=96,
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    ),
+    "phi3_gqa": T.Phi3Config(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=96,
+        max_position_embeddings=128,
+        original_max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    ),
+}
+classes = {
+    "llama": T.LlamaForCausalLM,
+    "qwen2": T.Qwen2ForCausalLM,
+    "gemma": T.GemmaForCausalLM,
+    "phi3": T.Phi3ForCausalLM,
 }
 for name, config in configs.items():
     config._attn_implementation = "sdpa"
-    model = (T.LlamaForCausalLM if name.startswith("llama") else T.Qwen2ForCausalLM)(config).eval()
+    model = classes[name.split("_")[0]](config).eval()
     path = os.path.join(OUT, f"{name}.json")
     with open(path, "w") as f:
         f.write(config.to_json_string())

@@ -16,7 +16,7 @@
 namespace neuralcost {
 
 struct DecoderConfig {
-  std::string architecture;         ///< the config's model_type: llama, mistral, qwen2
+  std::string architecture;         ///< the config's model_type: llama, mistral, qwen2, mixtral, gemma, phi3
   std::string source;               ///< where the figures come from (a file, a preset's reference)
   std::int64_t hidden = 0;          ///< hidden_size
   std::int64_t layers = 0;          ///< num_hidden_layers
@@ -35,11 +35,17 @@ struct DecoderConfig {
   /// to num_experts_per_tok of them; 0: a dense MLP
   std::int64_t experts = 0;
   std::int64_t experts_per_token = 0;
+  std::string activation = "silu";  ///< the gated MLP's: silu (SwiGLU) or gelu_tanh (gemma's GeGLU)
+  bool embedding_scale = false;     ///< gemma: the embeddings · sqrt(hidden_size)
+  bool norm_offset = false;         ///< gemma: RMS norms scale by (1 + weight)
+  /// phi3: q, k, v as one qkv_proj and gate, up as one gate_up_proj, each split by views
+  bool fused_projections = false;
 };
 
 /// Reads a config.json's object. `where` names it in errors. Supported model_type: llama,
-/// mistral, qwen2, mixtral; another is kUnimplemented naming the supported ones; a field that changes the
-/// math and is not modeled (experts, a non-SiLU activation) is kUnimplemented naming the field;
+/// mistral, qwen2, mixtral, gemma, phi3; another is kUnimplemented naming the supported ones; a
+/// field that changes the math and is not modeled (other experts, another activation, partial
+/// rotary positions) is kUnimplemented naming the field;
 /// missing, inconsistent or absurd sizes are kInvalidArgument naming the field.
 DecoderConfig parse_decoder_config(const nlohmann::json& config, const std::string& where);
 
