@@ -286,7 +286,8 @@ TensorParallelStep analyze_tensor_parallel(const std::string& model, const Decod
 }
 
 std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
-                                                      std::uint64_t budget, double reserve, int max_tp) {
+                                                      std::uint64_t budget, double reserve, int max_tp,
+                                                      std::int64_t concurrency) {
   const DecoderConfig config = decoder_config_of(model, "--memory-budget with --phase decode: the model");
   if (context >= config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -294,9 +295,25 @@ std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, 
   }
   std::vector<ServingCapacity> out;
   for (int tp : tensor_parallel_degrees(config, max_tp)) {
-    out.push_back(serving_capacity(config, dtype, context + 1, tp, budget, reserve));
+    out.push_back(serving_capacity(config, dtype, context + 1, tp, budget, reserve, concurrency));
   }
   return out;
+}
+
+ServingChoice analyze_serving_choice(const std::string& model, const DecoderRequest& request, double target_seconds,
+                                     double reserve,
+                                     const std::function<std::optional<double>(const std::string&)>& price_of) {
+  const DecoderConfig config = decoder_config_of(model, "--target-ms-per-token: the model");
+  if (request.context >= config.max_positions) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--context {} is beyond {}'s {} positions", request.context, model, config.max_positions));
+  }
+  try {
+    return choose_serving(config, request, target_seconds, reserve, price_of,
+                          fmt::format("{} (decode at context {})", model, request.context));
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{}: {}", model, e.what()));
+  }
 }
 
 }  // namespace neuralcost

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/hardware/spec.hpp"
 #include "neuralcost/importer.hpp"
+#include "neuralcost/parallel/serving_choice.hpp"
 #include "neuralcost/parallel/tensor_parallel.hpp"
 #include "neuralcost/training/training_report.hpp"
 
@@ -118,10 +120,18 @@ TensorParallelStep analyze_tensor_parallel(const std::string& model, const Decod
                                            const HardwareSpec& hardware, const InterconnectSpec& link,
                                            int devices_per_node);
 /// The serving capacity of a decoder (`analyze MODEL --phase decode --context C --memory-budget M`)
-/// at every tensor-parallel degree up to `max_tp` its heads allow (serving_capacity()).
+/// at every tensor-parallel degree up to `max_tp` its heads allow (serving_capacity()), with the
+/// longest sequence when `concurrency` (--batch) are served at once.
 /// kInvalidArgument for a model that is not a decoder or a context beyond its positions.
 std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
-                                                      std::uint64_t budget, double reserve, int max_tp);
+                                                      std::uint64_t budget, double reserve, int max_tp,
+                                                      std::int64_t concurrency = 1);
+/// The cheapest built-in system and tensor-parallel degree that decode `request` within
+/// `target_seconds` per output token (choose_serving()); kInvalidArgument for a model that is not a
+/// decoder or a context beyond its positions.
+ServingChoice analyze_serving_choice(const std::string& model, const DecoderRequest& request, double target_seconds,
+                                     double reserve,
+                                     const std::function<std::optional<double>(const std::string&)>& price_of);
 /// The model's dtype for a training precision: the low-precision type of mixed precision (its
 /// fp32 master weights and optimizer state are the optimizer step's), `asked` for fp32.
 /// kInvalidArgument when `asked_explicitly` names another one ("--dtype fp32 contradicts

@@ -63,13 +63,18 @@ std::vector<std::pair<Collective, double>> tensor_parallel_collectives(const Dec
 }
 
 ServingCapacity serving_capacity(const DecoderConfig& config, DType dtype, std::int64_t context, int tp,
-                                 std::uint64_t budget, double reserve, std::int64_t block_tokens) {
+                                 std::uint64_t budget, double reserve, std::int64_t concurrency,
+                                 std::int64_t block_tokens) {
   if (context < 1 || block_tokens < 1) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("a context of {} tokens cannot be served", context));
+  }
+  if (concurrency < 1) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{} sequences at once cannot be served", concurrency));
   }
   const DecoderConfig shard = shard_decoder(config, tp);
   ServingCapacity out;
   out.tp = tp;
+  out.concurrency = concurrency;
   out.weight_bytes = decoder_parameter_count(shard) * dtype_bytes(dtype);
   out.kv_bytes_per_token = kv_cache_bytes_per_token(shard, dtype);
   const auto usable = static_cast<std::uint64_t>(static_cast<double>(budget) * (1 - reserve));
@@ -81,6 +86,9 @@ ServingCapacity serving_capacity(const DecoderConfig& config, DType dtype, std::
   out.cache_tokens = blocks * static_cast<std::uint64_t>(block_tokens);
   const auto blocks_per_sequence = static_cast<std::uint64_t>((context + block_tokens - 1) / block_tokens);
   out.sequences = blocks / blocks_per_sequence;
+  out.longest_sequence = std::min<std::uint64_t>(
+      blocks / static_cast<std::uint64_t>(concurrency) * static_cast<std::uint64_t>(block_tokens),
+      static_cast<std::uint64_t>(config.max_positions));
   return out;
 }
 

@@ -281,6 +281,7 @@ std::string render_serving_capacity(const std::string& model, std::int64_t conte
                       {"usable_bytes", r.usable_bytes},
                       {"cache_tokens", r.cache_tokens},
                       {"sequences", r.sequences},
+                      {"longest_sequence_at_batch", r.longest_sequence},
                       {"weights_fit", r.weights_fit}});
     }
     return report::json_text({{"model", model},
@@ -293,10 +294,16 @@ std::string render_serving_capacity(const std::string& model, std::int64_t conte
                               {"smallest_tensor_parallel", smallest ? json(smallest->tp) : json(nullptr)}});
   }
   report::Table t;
-  t.headers = {"tp", "weights / device", "KV / token / device", "KV cache / device", "tokens cached", "sequences"};
-  t.raw_headers = {"tensor_parallel", "weight_bytes", "kv_bytes_per_token",
-                   "usable_bytes",    "cache_tokens", "sequences"};
-  t.right_align = {true, true, true, true, true, true};
+  t.headers = {"tp",
+               "weights / device",
+               "KV / token / device",
+               "KV cache / device",
+               "tokens cached",
+               "sequences",
+               fmt::format("longest at batch {}", batch)};
+  t.raw_headers = {"tensor_parallel", "weight_bytes", "kv_bytes_per_token",       "usable_bytes",
+                   "cache_tokens",    "sequences",    "longest_sequence_at_batch"};
+  t.right_align = {true, true, true, true, true, true, true};
   for (const auto& r : rows) {
     t.rows.push_back(
         {{std::to_string(r.tp), ""},
@@ -304,7 +311,9 @@ std::string render_serving_capacity(const std::string& model, std::int64_t conte
          {memory_size_string(r.kv_bytes_per_token), std::to_string(r.kv_bytes_per_token)},
          {r.weights_fit ? memory_size_string(r.usable_bytes) : "weights do not fit", std::to_string(r.usable_bytes)},
          {grouped(r.cache_tokens), std::to_string(r.cache_tokens)},
-         {grouped(r.sequences), std::to_string(r.sequences)}});
+         {grouped(r.sequences), std::to_string(r.sequences)},
+         {r.longest_sequence > 0 ? grouped(r.longest_sequence) + " tokens" : "none",
+          std::to_string(r.longest_sequence)}});
   }
   if (format == Format::kCsv) return report::render_table(t, format);
   std::string out = fmt::format(
@@ -316,7 +325,97 @@ std::string render_serving_capacity(const std::string& model, std::int64_t conte
                                 batch, batch == 1 ? "" : "s", smallest->tp)
                   : fmt::format("\nno degree up to tp={} serves {} sequence{} at once\n",
                                 rows.empty() ? 0 : rows.back().tp, batch, batch == 1 ? "" : "s");
+  out += fmt::format(
+      "longest at batch {}: the most tokens each of {} sequence{} served at once can hold (whole blocks, at most "
+      "the model's positions)\n",
+      batch, batch, batch == 1 ? "" : "s");
   out += "approximation: the step's own activations (small beside the cache at decode) are left to the reserve\n";
+  return out;
+}
+
+std::string render_serving_choice(const std::string& model, const DecoderRequest& request, double target_seconds,
+                                  double reserve, const ServingChoice& choice, const std::string& currency,
+                                  const std::string& price_origin, Format format) {
+  const ServingOption* cheapest = choice.cheapest ? &choice.options[*choice.cheapest] : nullptr;
+  const auto money = [](const std::optional<double>& v) { return v ? json(*v) : json(nullptr); };
+  if (format == Format::kJson) {
+    json list = json::array();
+    for (const ServingOption& o : choice.options) {
+      list.push_back({{"system", o.system},
+                      {"device", o.device},
+                      {"tensor_parallel", o.tp},
+                      {"fits", o.fits},
+                      {"seconds_per_token_at_least", o.seconds_per_token},
+                      {"meets_target", o.meets_target},
+                      {"price_per_device_hour", money(o.price_per_device_hour)},
+                      {"cost_per_million_tokens_at_least", money(o.cost_per_million_tokens)}});
+    }
+    return report::json_text(
+        {{"model", model},
+         {"context", request.context},
+         {"batch", request.batch},
+         {"dtype", std::string(dtype_name(request.dtype))},
+         {"target_seconds_per_token", target_seconds},
+         {"reserve", reserve},
+         {"currency", currency},
+         {"prices", price_origin.empty() ? json(nullptr) : json(price_origin)},
+         {"options", list},
+         {"cheapest",
+          cheapest ? json({{"system", cheapest->system}, {"tensor_parallel", cheapest->tp}}) : json(nullptr)},
+         {"unpriced_devices_meeting_target", choice.unpriced_devices}});
+  }
+  report::Table t;
+  t.headers = {
+      "system", "device", "tp", "fits", "per token ≥", "meets", currency + "/device-h", currency + "/M tokens ≥"};
+  t.raw_headers = {"system",
+                   "device",
+                   "tensor_parallel",
+                   "fits",
+                   "seconds_per_token_at_least",
+                   "meets_target",
+                   "price_per_device_hour",
+                   "cost_per_million_tokens_at_least"};
+  t.right_align = {false, false, true, false, true, false, true, true};
+  for (const ServingOption& o : choice.options) {
+    const auto amount = [](const std::optional<double>& v) {
+      return report::Cell{v ? fmt::format("{:.4g}", *v) : "-", v ? fmt::format("{}", *v) : ""};
+    };
+    t.rows.push_back({{o.system, ""},
+                      {o.device, ""},
+                      {std::to_string(o.tp), ""},
+                      {o.fits ? "yes" : "no", o.fits ? "true" : "false"},
+                      {report::seconds(o.seconds_per_token), fmt::format("{}", o.seconds_per_token)},
+                      {o.meets_target ? "yes" : "no", o.meets_target ? "true" : "false"},
+                      amount(o.price_per_device_hour),
+                      amount(o.cost_per_million_tokens)});
+  }
+  if (format == Format::kCsv) return report::render_table(t, format);
+  std::string out = fmt::format(
+      "{}: decode at batch {}, context {} ({}), target {} per output token; every built-in system at every "
+      "tensor-parallel degree its heads allow, each device's memory less {} reserve\n",
+      terminal_text(model), request.batch, request.context, dtype_name(request.dtype), report::seconds(target_seconds),
+      report::percent(reserve));
+  out += report::render_table(t, format);
+  if (cheapest) {
+    out += fmt::format(
+        "\nthe cheapest that meets the target: {} at tp={} ({} of {}), {:.4g} {} per million output "
+        "tokens at least\n",
+        cheapest->system, cheapest->tp, report::seconds(cheapest->seconds_per_token), report::seconds(target_seconds),
+        *cheapest->cost_per_million_tokens, currency);
+  } else {
+    const bool any = std::any_of(choice.options.begin(), choice.options.end(),
+                                 [](const ServingOption& o) { return o.meets_target; });
+    out += any ? "\nsome options meet the target, none has a price: give --price-file or --price-per-hour\n"
+               : "\nno built-in system meets the target at this batch and context\n";
+  }
+  if (!choice.unpriced_devices.empty()) {
+    std::string ids;
+    for (const std::string& d : choice.unpriced_devices) ids += (ids.empty() ? "" : ", ") + d;
+    out += fmt::format("no price for {}: those options are not ranked by cost\n", ids);
+  }
+  out +=
+      "approximation: per token is the decode step's lower bound (fused roofline plus the link time), so an "
+      "option that misses the target misses it for certain; one that meets it may not when measured\n";
   return out;
 }
 

@@ -281,6 +281,23 @@ TEST(CliErrorsTest, BadGenerationOptions) {
                "--currency applies only with --price-per-hour");
   expect_error("analyze --model llama-3-8b --draft llama-3-8b --price-per-hour 2",
                "--price-per-hour does not apply with --draft");
+  // the cheapest system for a latency target
+  expect_error("analyze --model llama-3-8b --target-ms-per-token 20",
+               "--target-ms-per-token applies with --phase decode");
+  expect_error("analyze --model llama-3-8b --phase decode --target-ms-per-token 0",
+               "--target-ms-per-token 0 must be more than 0 milliseconds");
+  expect_error("analyze --model llama-3-8b --phase decode --target-ms-per-token 20 --hardware a100",
+               "--hardware does not apply with --target-ms-per-token (it tries every built-in system and each "
+               "device's own memory)");
+  expect_error("analyze --model llama-3-8b --phase decode --target-ms-per-token 20 --batch 1,8",
+               "--target-ms-per-token takes one --batch (the sequences served at once)");
+  expect_error("analyze --model ff --phase decode --target-ms-per-token 20",
+               "--target-ms-per-token: the model 'ff' is not a decoder LLM (a preset such as llama-3-8b, or a "
+               "config.json)");
+  expect_error("analyze --model llama-3-8b --phase decode --target-ms-per-token 20 --price-file /nonexistent.json",
+               "cannot open price file '/nonexistent.json'");
+  expect_error("analyze --model llama-3-8b --price-file p.json",
+               "--price-file applies only with --target-ms-per-token (the cost command prices measured runs)");
 }
 
 TEST(CliErrorsTest, BudgetThatCannotHoldBatchOne) {

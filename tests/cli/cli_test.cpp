@@ -130,6 +130,14 @@ TEST(CliTest, ParallelCommandsPrintTheirSteps) {
   EXPECT_EQ(cap["capacity"].size(), 4u);  // tp 1, 2, 4, 8
   EXPECT_FALSE(cap["capacity"][0]["weights_fit"].get<bool>());
   EXPECT_EQ(cap["smallest_tensor_parallel"], 4);
+  EXPECT_GT(cap["capacity"][3]["longest_sequence_at_batch"].get<std::uint64_t>(), 8191u);
+  // the cheapest system for a latency target, with one price for every device
+  r = run_cli("analyze llama-3-8b --phase decode --context 2048 --batch 8 --target-ms-per-token 20 --price-per-hour 3");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("the cheapest that meets the target:"));
+  r = run_cli("analyze llama-3-8b --phase decode --target-ms-per-token 0.000001 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(nlohmann::json::parse(r.out)["cheapest"].is_null());
 }
 
 TEST(CliTest, HardwareListAndShow) {

@@ -2,6 +2,10 @@
 // step, and the step over a node's link.
 #include "neuralcost/parallel/tensor_parallel.hpp"
 
+#include <algorithm>
+
+#include "neuralcost/parallel/serving_choice.hpp"
+
 #include <gtest/gtest.h>
 
 #include "neuralcost/core/error.hpp"
@@ -100,6 +104,74 @@ TEST(ServingCapacityTest, PagedCacheOfLlama3OnA24GigabyteDevice) {
   EXPECT_FALSE(none.weights_fit);
   EXPECT_EQ(none.sequences, 0u);
   EXPECT_EQ(tensor_parallel_degrees(full, 8), (std::vector<int>{1, 2, 4, 8}));
+}
+
+// The longest sequence at a concurrency: the cache's blocks shared by that many sequences, whole
+// blocks each, never beyond the model's positions.
+TEST(ServingCapacityTest, TheLongestSequenceAtAConcurrencyIsItsShareOfTheBlocks) {
+  const DecoderConfig full = decoder_preset("llama-3-8b");
+  const std::uint64_t weights = decoder_parameter_count(full) * 2;
+  const std::uint64_t blocks = (21'600'000'000 - weights) / (131072 * 16);
+  for (const std::int64_t batch : {1, 3, 64}) {
+    const ServingCapacity c = serving_capacity(full, DType::kBf16, 4097, 1, 24'000'000'000, 0.1, batch);
+    EXPECT_EQ(c.concurrency, batch);
+    EXPECT_EQ(c.longest_sequence, std::min<std::uint64_t>(blocks / static_cast<std::uint64_t>(batch) * 16, 8192))
+        << batch;
+    // consistent with the count of sequences: `batch` sequences of the longest length fit
+    const ServingCapacity at = serving_capacity(full, DType::kBf16, static_cast<std::int64_t>(c.longest_sequence), 1,
+                                                24'000'000'000, 0.1, batch);
+    EXPECT_GE(at.sequences, static_cast<std::uint64_t>(batch)) << batch;
+  }
+  // one sequence is capped by the positions (8192), and more sequences than blocks get none
+  EXPECT_EQ(serving_capacity(full, DType::kBf16, 1, 8, 80'000'000'000, 0.1).longest_sequence, 8192u);
+  EXPECT_EQ(serving_capacity(full, DType::kBf16, 1, 1, 24'000'000'000, 0.1, 1'000'000).longest_sequence, 0u);
+  EXPECT_THROW(serving_capacity(full, DType::kBf16, 16, 1, 24'000'000'000, 0.1, 0), Error);
+}
+
+// The cheapest way to decode within a target: every built-in system at every tp; the cheapest is
+// the least cost per million tokens among those that fit and meet the target, its cost the price
+// of tp devices over the tokens a step makes; an option that misses the target is slower or does
+// not fit; without prices nothing is ranked, and an impossible target has no answer.
+TEST(ServingChoiceTest, TheCheapestOptionMeetsTheTargetAndCostsLeast) {
+  const DecoderConfig c = decoder_preset("llama-3-8b");
+  DecoderRequest r;
+  r.phase = DecoderPhase::kDecode;
+  r.batch = 8;
+  r.context = 2048;
+  const auto price = [](const std::string& id) -> std::optional<double> {
+    if (id == "h100-sxm") return 4.0;
+    if (id == "a100-sxm-80gb") return 2.0;
+    return std::nullopt;
+  };
+  const ServingChoice choice = choose_serving(c, r, 0.05, 0.1, price, "llama-3-8b");
+  ASSERT_TRUE(choice.cheapest.has_value());
+  const ServingOption& best = choice.options[*choice.cheapest];
+  EXPECT_TRUE(best.meets_target && best.fits);
+  EXPECT_LE(best.seconds_per_token, 0.05);
+  EXPECT_NEAR(*best.cost_per_million_tokens,
+              *best.price_per_device_hour * best.tp * best.seconds_per_token / 3600 / 8 * 1e6, 1e-9);
+  std::size_t systems = 0;
+  for (const ServingOption& o : choice.options) {
+    if (o.meets_target && o.cost_per_million_tokens)
+      EXPECT_GE(*o.cost_per_million_tokens, *best.cost_per_million_tokens);
+    if (!o.meets_target) EXPECT_TRUE(!o.fits || o.seconds_per_token > 0.05) << o.system << " tp=" << o.tp;
+    EXPECT_EQ(o.price_per_device_hour.has_value(), o.device == "h100-sxm" || o.device == "a100-sxm-80gb");
+    systems += o.tp == 1;
+  }
+  EXPECT_EQ(systems, builtin_systems().size());  // every system, tp=1 among its degrees
+  // devices that meet it without a price are named, not ranked
+  EXPECT_FALSE(choice.unpriced_devices.empty());
+  // no prices: nothing cheapest; an impossible target: nothing meets it
+  EXPECT_FALSE(choose_serving(
+                   c, r, 0.05, 0.1, [](const std::string&) { return std::optional<double>(); }, "x")
+                   .cheapest.has_value());
+  const ServingChoice none = choose_serving(c, r, 1e-9, 0.1, price, "x");
+  EXPECT_FALSE(none.cheapest.has_value());
+  EXPECT_TRUE(
+      std::none_of(none.options.begin(), none.options.end(), [](const ServingOption& o) { return o.meets_target; }));
+  EXPECT_THROW(choose_serving(c, r, 0, 0.1, price, "x"), Error);
+  r.phase = DecoderPhase::kPrefill;
+  EXPECT_THROW(choose_serving(c, r, 0.05, 0.1, price, "x"), Error);
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "neuralcost/hardware/interconnect.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/parallel/data_parallel.hpp"
+#include "neuralcost/parallel/serving_choice.hpp"
 #include "neuralcost/registry.hpp"
 #include "neuralcost/report/cost.hpp"
 #include "neuralcost/report/llm_views.hpp"
@@ -52,6 +53,8 @@ struct AnalyzeArgs {
   std::string draft;  // speculative decoding: the draft model
   std::int64_t draft_tokens = 4;
   double acceptance = 0.7;
+  double target_ms = 0;    // --target-ms-per-token: the cheapest system and tp that decode within it
+  std::string price_file;  // with it: prices per hardware id
 };
 
 /// Splits "NAME=VALUE" at the last '=' (input names may contain '=' only before it).
@@ -199,7 +202,7 @@ void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Fo
   const double reserve = parse_reserve(args.reserve);
   emit(render_serving_capacity(
            args.models.front(), args.context, batch, budget, reserve,
-           analyze_serving_capacity(args.models.front(), dtype, args.context, budget, reserve, max_tp), format),
+           analyze_serving_capacity(args.models.front(), dtype, args.context, budget, reserve, max_tp, batch), format),
        args.output);
 }
 
@@ -245,6 +248,56 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
   emit(render_tensor_parallel(steps, system, link, format), args.output);
 }
 
+/// `analyze DECODER --phase decode --target-ms-per-token T [--price-file F | --price-per-hour P]`:
+/// every built-in system at every tp, the cheapest that decodes within T.
+void run_serving_choice(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
+  if (args.phase != "decode")
+    throw Error(ErrorCode::kInvalidArgument, "--target-ms-per-token applies with --phase decode");
+  for (const char* option :
+       {"--hardware", "--system", "--link", "--parallel", "--memory-budget", "--train", "--zero", "--search", "--seq",
+        "--width", "--depth", "--input", "--dim", "--structure-only", "--prompt"}) {
+    if (cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply with --target-ms-per-token (it tries every built-in system and "
+                              "each device's own memory)",
+                              option));
+    }
+  }
+  if (args.models.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--target-ms-per-token needs exactly one model (a decoder preset or config.json)");
+  }
+  if (args.batches.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, "--target-ms-per-token takes one --batch (the sequences served at once)");
+  }
+  if (!(args.target_ms > 0)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--target-ms-per-token {} must be more than 0 milliseconds", args.target_ms));
+  }
+  PriceList prices;
+  if (!args.price_file.empty()) prices = load_price_file(args.price_file);
+  if (!args.price_per_hour.empty()) {
+    prices.per_hour = parse_price_per_hour(args.price_per_hour, "--price-per-hour");
+    if (prices.origin.empty()) prices.origin = "--price-per-hour";
+  }
+  if (!args.currency.empty()) {
+    if (args.price_per_hour.empty())
+      throw Error(ErrorCode::kInvalidArgument, "--currency applies only with --price-per-hour");
+    prices.currency = args.currency;
+  }
+  DecoderRequest r;
+  r.phase = DecoderPhase::kDecode;
+  r.batch = cmd.count("--batch") > 0 ? args.batches.front() : 1;
+  r.context = args.context;
+  if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
+  const double reserve = parse_reserve(args.reserve);
+  const ServingChoice choice = analyze_serving_choice(args.models.front(), r, args.target_ms / 1000, reserve,
+                                                      [&](const std::string& id) { return prices.price_for(id); });
+  emit(render_serving_choice(args.models.front(), r, args.target_ms / 1000, reserve, choice, prices.currency,
+                             prices.origin, format),
+       args.output);
+}
+
 void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   const auto dtype = parse_dtype(args.dtype);
   const auto& compute = compute_dtypes();
@@ -254,6 +307,11 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   }
   const Format format = output_format(cmd, args.format, args.output);
   if (!args.draft.empty()) return run_speculative(args, cmd, format);
+  if (cmd.count("--target-ms-per-token") > 0) return run_serving_choice(args, cmd, format);
+  if (cmd.count("--price-file") > 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--price-file applies only with --target-ms-per-token (the cost command prices measured runs)");
+  }
   if (args.phase == "generate") return run_generation(args, cmd, format);
   for (const char* option : {"--price-per-hour", "--currency"}) {
     if (cmd.count(option) > 0) {
@@ -406,7 +464,8 @@ void add_analyze_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--price-per-hour", args->price_per_hour,
                   "Decoder generate: the hardware's price per hour: cost per million prompt and generated tokens "
-                  "(at least, from the bounds)");
+                  "(at least, from the bounds); with --target-ms-per-token: the price of a device-hour the price "
+                  "file does not list");
   cmd->add_option("--currency", args->currency, "With --price-per-hour: the currency label (default USD)");
   cmd->add_option("--dtype", args->dtype,
                   "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8 (ONNX: every floating-point tensor is "
@@ -430,8 +489,15 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--memory-budget", args->memory_budget,
                   "With --train: the device memory, e.g. 24GB or 80GiB: prints the largest batch whose step fits; with "
                   "--phase decode (a decoder): the sequences of --context tokens each tensor-parallel degree serves");
+  cmd->add_option("--target-ms-per-token", args->target_ms,
+                  "With --phase decode (a decoder): every built-in system at every tensor-parallel degree, the "
+                  "decode step's bound per output token at --batch and --context, whether it fits each device's "
+                  "memory, and the cheapest that meets this target (with --price-file or --price-per-hour)");
+  cmd->add_option("--price-file", args->price_file,
+                  "With --target-ms-per-token: prices per device-hour by hardware id (docs/json-schema.md#price-file)");
   cmd->add_option("--reserve", args->reserve,
-                  "With --memory-budget: the share kept free (fragmentation, workspace), 10% or 0.1")
+                  "With --memory-budget or --target-ms-per-token: the share of memory kept free (fragmentation, "
+                  "workspace), 10% or 0.1")
       ->capture_default_str();
   cmd->add_option("--parallel", args->parallel,
                   "With --train: a data-parallel step, dp=N devices (per-device batch --batch): its collectives on "

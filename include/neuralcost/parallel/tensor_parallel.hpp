@@ -40,13 +40,19 @@ struct ServingCapacity {
   std::uint64_t usable_bytes = 0;        ///< budget × (1 − reserve) − weights (0 when they do not fit)
   std::uint64_t cache_tokens = 0;        ///< tokens the KV cache holds (whole blocks)
   std::uint64_t sequences = 0;           ///< sequences of `context` tokens at once
+  /// The most tokens each of `concurrency` sequences served at once can hold (whole blocks each,
+  /// at most max_position_embeddings); 0 when not even one block each fits
+  std::uint64_t longest_sequence = 0;
+  std::int64_t concurrency = 1;
   bool weights_fit = false;
 };
 
 /// The capacity of `config` in `dtype` at `context` tokens a sequence on tp devices of `budget`
-/// bytes each, `reserve` of it kept free (0 <= reserve < 1). shard_decoder's errors for tp.
+/// bytes each, `reserve` of it kept free (0 <= reserve < 1), and the longest sequence when
+/// `concurrency` are served at once. shard_decoder's errors for tp.
 ServingCapacity serving_capacity(const DecoderConfig& config, DType dtype, std::int64_t context, int tp,
-                                 std::uint64_t budget, double reserve, std::int64_t block_tokens = 16);
+                                 std::uint64_t budget, double reserve, std::int64_t concurrency = 1,
+                                 std::int64_t block_tokens = 16);
 
 /// The tensor-parallel degrees worth asking about: 1, 2, 4, … up to `max_tp` that shard_decoder
 /// accepts for `config`.

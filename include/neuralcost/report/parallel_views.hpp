@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "neuralcost/parallel/data_parallel.hpp"
+#include "neuralcost/parallel/serving_choice.hpp"
 #include "neuralcost/parallel/tensor_parallel.hpp"
 #include "neuralcost/report/format.hpp"
 
@@ -30,5 +31,11 @@ std::string render_tensor_parallel(const std::vector<TensorParallelStep>& steps,
 std::string render_serving_capacity(const std::string& model, std::int64_t context, std::int64_t batch,
                                     std::uint64_t budget, double reserve, const std::vector<ServingCapacity>& rows,
                                     Format format);
+
+/// `analyze DECODER --phase decode --target-ms-per-token T`: every system × tp with its time per
+/// output token, fit and cost per million tokens, and the cheapest that meets the target.
+std::string render_serving_choice(const std::string& model, const DecoderRequest& request, double target_seconds,
+                                  double reserve, const ServingChoice& choice, const std::string& currency,
+                                  const std::string& price_origin, Format format);
 
 }  // namespace neuralcost
