@@ -46,6 +46,10 @@ enum class Loss { kCrossEntropy, kMse };
 std::string_view loss_name(Loss loss);
 /// The loss for a network whose output has `output_shape` (the rule above).
 Loss loss_for_output(const std::vector<std::int64_t>& output_shape);
+/// The loss of a built-in network (the only ones that train) at `request`'s sizes: the rule on
+/// its output as the cost model builds it. What a worker is sent: it checks, it does not decide.
+/// kUnimplemented for a model that is not a built-in network; build_reference_model's errors.
+Loss loss_for_reference_model(const ModelRequest& request);
 
 /// The hyperparameters of a measured training step (recorded in the run's contract).
 struct TrainHyperparameters {

@@ -1,6 +1,7 @@
 """The training step's settings, framework-neutral (docs/worker-protocol.md, `build` with `train`):
-the request's "train" object checked and completed with its defaults, the loss's fixed targets,
-and the contract the build reply records. Each adapter writes the step itself (jax/training.py,
+the request's "train" object checked (the tool sends every value resolved, its defaults and its
+loss rule applied: nothing is decided here), the loss's fixed targets, and the contract the build
+reply records. Each adapter writes the step itself (jax/training.py,
 tensorflow/training.py) with the optimizers' formulas of torch.optim (the PyTorch 2 documentation):
 
     sgd       g += wd p;  p -= lr g
@@ -9,14 +10,14 @@ tensorflow/training.py) with the optimizers' formulas of torch.optim (the PyTorc
               p -= (lr / (1-b1^t)) m / (sqrt(v) / sqrt(1-b2^t) + eps)
     adamw     p *= 1 - lr wd;  then adam without the g += wd p
 
-The loss: cross entropy (mean over the batch) against integer labels when the output is
-[batch, classes], mean squared error (mean over all elements) against a target of the output's
-shape otherwise; both are drawn once from numpy.random.default_rng(labels_seed): labels
-integers(0, classes, batch), a target standard_normal(output shape). Same values in every
-framework.
+The loss, as the tool resolves it (src/backends/train_loss.cpp): cross entropy (mean over the
+batch) against integer labels for an output [batch, classes], mean squared error (mean over all
+elements) against a target of the output's shape otherwise; both are drawn once from
+numpy.random.default_rng(labels_seed): labels integers(0, classes, batch), a target
+standard_normal(output shape). Same values in every framework.
 
     train = parse(request["train"])      # WorkerError(invalid_argument) when it is wrong
-    loss = loss_for(train, output_shape)
+    loss = loss_for(train, output_shape)  # the request's, checked against the output
     target = targets(train, loss, output_shape)
     env = contract(train, loss, output_shape)
 """
@@ -30,16 +31,18 @@ from neuralcost_worker.protocol import WorkerError
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 LOSSES = ("cross_entropy", "mse")
-DEFAULTS = {
-    "optimizer": "adam",
-    "learning_rate": 0.001,
-    "momentum": 0.9,
-    "betas": [0.9, 0.999],
-    "eps": 1e-8,
-    "weight_decay": None,
-    "loss": None,
-    "labels_seed": 0,
-}
+# the keys of a "train" object, each required (torch.optim's defaults are the tool's:
+# TrainHyperparameters in include/neuralcost/backend.hpp)
+KEYS = (
+    "optimizer",
+    "learning_rate",
+    "momentum",
+    "betas",
+    "eps",
+    "weight_decay",
+    "loss",
+    "labels_seed",
+)
 # which hyperparameters each optimizer uses (the others of the request do not apply to it)
 USES = {
     "sgd": ("learning_rate", "weight_decay"),
@@ -63,21 +66,25 @@ def _real(value, key, low, high, low_open=False, high_open=True):
 
 
 def parse(train):
-    """The request's "train" object with its defaults: a dict of optimizer, learning_rate,
-    momentum, betas (tuple), eps, weight_decay (0 for adam/sgd/momentum, 0.01 for adamw when not
-    given), loss (None: by the output's shape), labels_seed."""
+    """The request's "train" object, checked: a dict of optimizer, learning_rate, momentum, betas
+    (tuple), eps, weight_decay, loss and labels_seed, every one given (the tool resolves them)."""
     if not isinstance(train, dict):
         raise _bad(f"'train' must be an object (got {train!r})")
-    unknown = sorted(set(train) - set(DEFAULTS))
+    unknown = sorted(set(train) - set(KEYS))
     if unknown:
         raise _bad(
-            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} "
-            f"(keys: {', '.join(DEFAULTS)})"
+            f"unknown key{'s' if len(unknown) > 1 else ''} {', '.join(map(repr, unknown))} (keys: {', '.join(KEYS)})"
         )
-    t = dict(DEFAULTS, **{k: v for k, v in train.items() if v is not None})
+    missing = [k for k in KEYS if train.get(k) is None]
+    if missing:
+        raise _bad(
+            f"missing key{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}: the tool sends every "
+            "value resolved (its defaults and its loss rule)"
+        )
+    t = dict(train)
     if t["optimizer"] not in OPTIMIZERS:
         raise _bad(f"unknown optimizer {t['optimizer']!r} (optimizers: {', '.join(OPTIMIZERS)})")
-    if t["loss"] is not None and t["loss"] not in LOSSES:
+    if t["loss"] not in LOSSES:
         raise _bad(f"unknown loss {t['loss']!r} (losses: {', '.join(LOSSES)})")
     t["learning_rate"] = _real(t["learning_rate"], "learning_rate", 0.0, math.inf, low_open=True)
     t["momentum"] = _real(t["momentum"], "momentum", 0.0, 1.0)
@@ -86,8 +93,6 @@ def parse(train):
         raise _bad(f"'betas' must be a list of two numbers (got {betas!r})")
     t["betas"] = tuple(_real(b, f"betas[{i}]", 0.0, 1.0) for i, b in enumerate(betas))
     t["eps"] = _real(t["eps"], "eps", 0.0, math.inf, low_open=True)
-    if t["weight_decay"] is None:
-        t["weight_decay"] = 0.01 if t["optimizer"] == "adamw" else 0.0
     t["weight_decay"] = _real(t["weight_decay"], "weight_decay", 0.0, math.inf)
     seed = t["labels_seed"]
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
@@ -96,9 +101,10 @@ def parse(train):
 
 
 def loss_for(train, output_shape):
-    """The loss the step uses for a network with this output shape."""
-    classifier = len(output_shape) == 2
-    loss = train["loss"] or ("cross_entropy" if classifier else "mse")
+    """The request's loss, checked against the network's output (cross entropy needs one
+    [batch, classes])."""
+    classifier = len(output_shape) == 2 and output_shape[1] >= 2
+    loss = train["loss"]
     if loss == "cross_entropy" and not classifier:
         raise _bad(
             f"loss 'cross_entropy' needs an output [batch, classes]; this network's output is "

@@ -16,11 +16,33 @@ SHAPES = [(3, 4), (4,)]
 RNG = np.random.default_rng(7)
 PARAMS = [RNG.standard_normal(s).astype(np.float32) for s in SHAPES]
 GRADS = [[RNG.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(3)]  # three steps
+# what the tool sends with every build that trains: each value resolved (TrainHyperparameters'
+# defaults, torch.optim's), the loss included
+RESOLVED = {
+    "optimizer": "adam",
+    "learning_rate": 0.001,
+    "momentum": 0.9,
+    "betas": [0.9, 0.999],
+    "eps": 1e-8,
+    "weight_decay": 0.0,
+    "loss": "cross_entropy",
+    "labels_seed": 0,
+}
+
+
+def complete(train):
+    return dict(RESOLVED, **train)
+
+
 CASES = {
-    "sgd": {"optimizer": "sgd", "learning_rate": 0.1, "weight_decay": 0.05},
-    "momentum": {"optimizer": "momentum", "learning_rate": 0.1, "momentum": 0.8, "weight_decay": 0.05},
-    "adam": {"optimizer": "adam", "learning_rate": 0.01, "betas": [0.8, 0.9], "eps": 1e-3, "weight_decay": 0.05},
-    "adamw": {"optimizer": "adamw", "learning_rate": 0.01, "betas": [0.8, 0.9], "eps": 1e-3},  # wd 0.01
+    "sgd": complete({"optimizer": "sgd", "learning_rate": 0.1, "weight_decay": 0.05}),
+    "momentum": complete({"optimizer": "momentum", "learning_rate": 0.1, "momentum": 0.8, "weight_decay": 0.05}),
+    "adam": complete(
+        {"optimizer": "adam", "learning_rate": 0.01, "betas": [0.8, 0.9], "eps": 1e-3, "weight_decay": 0.05}
+    ),
+    "adamw": complete(
+        {"optimizer": "adamw", "learning_rate": 0.01, "betas": [0.8, 0.9], "eps": 1e-3, "weight_decay": 0.01}
+    ),
 }
 
 # torch.optim's steps, in a process of its own: torch imported after TensorFlow in one process
@@ -101,7 +123,8 @@ def test_tensorflow_optimizers_take_torchs_steps(case, torch_steps):
 
 
 def test_defaults_are_torchs():
-    t = training.parse({})
+    # the worker decides no value: each is the tool's, and a request without one is refused
+    t = training.parse(RESOLVED)
     assert (t["optimizer"], t["learning_rate"], t["betas"], t["eps"], t["weight_decay"]) == (
         "adam",
         0.001,
@@ -109,8 +132,12 @@ def test_defaults_are_torchs():
         1e-8,
         0.0,
     )
-    assert training.parse({"optimizer": "adamw"})["weight_decay"] == 0.01
-    assert training.parse({"optimizer": "momentum"})["momentum"] == 0.9
+    for key in training.KEYS:
+        partial = {k: v for k, v in RESOLVED.items() if k != key}
+        with pytest.raises(WorkerError, match=f"missing key '{key}': the tool sends every value resolved"):
+            training.parse(partial)
+    with pytest.raises(WorkerError, match="missing keys 'optimizer', 'learning_rate'"):
+        training.parse({"momentum": 0.9})
 
 
 @pytest.mark.parametrize(
@@ -131,17 +158,18 @@ def test_defaults_are_torchs():
 )
 def test_a_bad_train_object_is_refused(bad, message):
     with pytest.raises(WorkerError) as e:
-        training.parse(bad)
+        training.parse(complete(bad) if isinstance(bad, dict) else bad)
     assert e.value.kind == "invalid_argument" and message in str(e.value)
 
 
 def test_the_loss_follows_the_output():
-    t = training.parse({})
+    t = training.parse(RESOLVED)
     assert training.loss_for(t, [2, 10]) == "cross_entropy"
-    assert training.loss_for(t, [2, 4, 10]) == "mse"
-    assert training.loss_for(training.parse({"loss": "mse"}), [2, 10]) == "mse"
-    with pytest.raises(WorkerError, match="needs an output"):
-        training.loss_for(training.parse({"loss": "cross_entropy"}), [2, 4, 10])
+    assert training.loss_for(training.parse(complete({"loss": "mse"})), [2, 4, 10]) == "mse"
+    assert training.loss_for(training.parse(complete({"loss": "mse"})), [2, 10]) == "mse"
+    for shape in ([2, 4, 10], [2, 1]):  # the tool's rule: [batch, classes] with two classes or more
+        with pytest.raises(WorkerError, match="needs an output"):
+            training.loss_for(t, shape)
     labels = training.targets(t, "cross_entropy", [5, 10])
     assert labels.dtype == np.int32 and labels.shape == (5,) and labels.min() >= 0 and labels.max() < 10
     np.testing.assert_array_equal(labels, np.random.default_rng(0).integers(0, 10, 5))  # the recorded draw

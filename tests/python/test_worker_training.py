@@ -55,7 +55,21 @@ def worker(request):
     w.close()
 
 
+# what the tool sends with every build that trains: each value resolved (the worker decides none)
+RESOLVED = {
+    "optimizer": "adam",
+    "learning_rate": 0.001,
+    "momentum": 0.9,
+    "betas": [0.9, 0.999],
+    "eps": 1e-8,
+    "weight_decay": 0.0,
+    "loss": "cross_entropy",
+    "labels_seed": 0,
+}
+
+
 def build(worker, model, mode, train, **sizes):
+    train = dict(RESOLVED, **train) if isinstance(train, dict) else train
     return worker.request(
         dict({"cmd": "build", "model": model, "mode": mode, "device": "cpu", "train": train}, **dict(TINY, **sizes))
     )
@@ -131,6 +145,14 @@ def test_a_bad_train_object_gets_the_error_reply(worker, train, message):
     assert reply["error"].startswith(message), reply
     assert worker.request({"cmd": "run", "n": 1})["kind"] == "invalid_argument"  # no model is left built
     assert build(worker, "ff", "eager", {})["ok"]  # and the worker goes on
+
+
+def test_a_train_object_without_a_value_is_refused(worker):
+    reply = worker.request(
+        dict({"cmd": "build", "model": "ff", "mode": "eager", "device": "cpu", "train": {"optimizer": "sgd"}}, **TINY)
+    )
+    assert reply["ok"] is False and reply["kind"] == "invalid_argument", reply
+    assert "missing keys 'learning_rate', 'momentum'" in reply["error"], reply
 
 
 # TensorFlow turns oneDNN on by default only on some CPUs (AVX-512 ones): pinned here both ways, so

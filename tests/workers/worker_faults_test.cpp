@@ -300,7 +300,7 @@ TEST(WorkerFaultsTest, GarbageIsNotAReply) {
 TEST(WorkerFaultsTest, AnotherProtocolIsRefused) {
   Fault fault("protocol-at-hello");
   const std::string e = failure_of([] { backend_named("jax").prepare(ff(), "eager", deadline()); });
-  EXPECT_THAT(e, HasSubstr("the jax worker answered hello with protocol 99 and framework 'jax'; expected protocol 3"));
+  EXPECT_THAT(e, HasSubstr("the jax worker answered hello with protocol 99 and framework 'jax'; expected protocol 4"));
 }
 
 TEST(WorkerFaultsTest, AFailedRunIsRecordedAndTheOthersGoOn) {

@@ -126,10 +126,13 @@ WorkerProcess start_worker(const std::string& framework, const RunOptions& run) 
 }
 
 /// The build request's "train" object (docs/worker-protocol.md, "Training").
-json train_request(const TrainRun& train) {
+/// The request's "train" object: every value resolved here (defaults, the loss), so that the
+/// worker checks them and decides none.
+json train_request(const TrainRun& train, const ModelRequest& request) {
   const TrainHyperparameters& h = train.hyper;
   const Optimizer o = train.options.optimizer;
   return {{"optimizer", std::string(optimizer_name(o))},
+          {"loss", std::string(loss_name(loss_for_reference_model(request)))},
           {"learning_rate", h.learning_rate},
           {"momentum", h.momentum},
           {"betas", {h.beta1, h.beta2}},
@@ -212,7 +215,7 @@ class WorkerModel final : public PreparedModel {
                   {"inputs", inputs},
                   {"device", run.device.name()}};
     training_ = run.train.has_value();
-    if (training_) build["train"] = train_request(*run.train);
+    if (training_) build["train"] = train_request(*run.train, request);
     const json built = ask(build, Seconds(timeout_));
     if (training_ && !member(built, "environment").contains("train_loss")) {
       throw Error(ErrorCode::kUnimplemented,

@@ -15,9 +15,10 @@
 namespace neuralcost::worker {
 
 /// The protocol version this tool speaks (docs/worker-protocol.md); 2: devices in hello, a
-/// device in build; 3: models in slots (a process shared by several), drop. The worker's PROTOCOL
-/// (python/neuralcost_worker/__init__.py) must match.
-inline constexpr int kProtocol = 3;
+/// device in build; 3: models in slots (a process shared by several), drop; 4: build's `train`
+/// carries every value resolved, the loss included (the worker checks, decides none). The
+/// worker's PROTOCOL (python/neuralcost_worker/__init__.py) must match.
+inline constexpr int kProtocol = 4;
 
 /// The folder of libneuralcost.so: <prefix>/lib when installed, build/src in the build tree.
 /// Its "neuralcost" folder holds the worker package (python/) and, optionally, the workers'
