@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "importers/reference/reference_importer.hpp"
 #include "neuralcost/backend.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/models/reference.hpp"
@@ -32,14 +33,7 @@ Loss loss_for_reference_model(const ModelRequest& request) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("training runs the built-in networks only ({}), not '{}'", list, request.model));
   }
-  ReferenceOptions o;
-  o.model = request.model;
-  o.batch = request.batch;
-  o.seq = request.seq;
-  o.width = request.width;
-  o.depth = request.depth;
-  o.dtype = request.dtype;
-  const OpGraph graph = build_reference_model(o);
+  const OpGraph graph = build_reference_model(reference_options_of(request));
   for (const std::string& name : graph.outputs()) {
     const std::optional<std::size_t> producer = graph.producer(name);
     if (!producer) continue;

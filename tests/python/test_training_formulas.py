@@ -11,29 +11,13 @@ import pytest
 
 from neuralcost_worker import training
 from neuralcost_worker.protocol import WorkerError
+from train_values import RESOLVED, complete
 
 SHAPES = [(3, 4), (4,)]
 RNG = np.random.default_rng(7)
 PARAMS = [RNG.standard_normal(s).astype(np.float32) for s in SHAPES]
 GRADS = [[RNG.standard_normal(s).astype(np.float32) for s in SHAPES] for _ in range(3)]  # three steps
-# what the tool sends with every build that trains: each value resolved (TrainHyperparameters'
-# defaults, torch.optim's), the loss included
-RESOLVED = {
-    "optimizer": "adam",
-    "learning_rate": 0.001,
-    "momentum": 0.9,
-    "betas": [0.9, 0.999],
-    "eps": 1e-8,
-    "weight_decay": 0.0,
-    "loss": "cross_entropy",
-    "labels_seed": 0,
-}
-
-
-def complete(train):
-    return dict(RESOLVED, **train)
-
-
+# each case as the tool sends it: every value given (train_values.py)
 CASES = {
     "sgd": complete({"optimizer": "sgd", "learning_rate": 0.1, "weight_decay": 0.05}),
     "momentum": complete({"optimizer": "momentum", "learning_rate": 0.1, "momentum": 0.8, "weight_decay": 0.05}),
@@ -73,7 +57,7 @@ print(json.dumps(out))
 @pytest.fixture(scope="module")
 def torch_steps():
     """{case: [[each parameter after step k] for k in 1..3]} by torch.optim itself, each case's
-    hyperparameters completed by training.parse as the workers complete them."""
+    hyperparameters as training.parse checks them."""
     cases = {name: dict(training.parse(case)) for name, case in CASES.items()}
     for case in cases.values():
         case["betas"] = list(case["betas"])

@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from neuralcost_worker import PROTOCOL
+from train_values import RESOLVED
 
 PYTHON_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "python")
 TINY = {"batch": 2, "width": 16, "seq": 4, "depth": 2}
@@ -53,19 +54,6 @@ def worker(request):
     w.framework = request.param
     yield w
     w.close()
-
-
-# what the tool sends with every build that trains: each value resolved (the worker decides none)
-RESOLVED = {
-    "optimizer": "adam",
-    "learning_rate": 0.001,
-    "momentum": 0.9,
-    "betas": [0.9, 0.999],
-    "eps": 1e-8,
-    "weight_decay": 0.0,
-    "loss": "cross_entropy",
-    "labels_seed": 0,
-}
 
 
 def build(worker, model, mode, train, **sizes):

@@ -15,6 +15,17 @@ bool ReferenceImporter::accepts(const ModelRequest& request) const {
   return std::find(names.begin(), names.end(), request.model) != names.end();
 }
 
+ReferenceOptions reference_options_of(const ModelRequest& request) {
+  ReferenceOptions o;
+  o.model = request.model;
+  o.batch = request.batch;
+  o.seq = request.seq;
+  o.width = request.width;
+  o.depth = request.depth;
+  o.dtype = request.dtype;
+  return o;
+}
+
 bool ReferenceImporter::applies(const ModelRequest& request, std::string_view option) const {
   if (option == "batch" || option == "width" || option == "depth" || option == "dtype") return true;
   if (option == "seq") return request.model != "ff" && request.model != "cnn";
@@ -32,14 +43,7 @@ OpGraph ReferenceImporter::import(const ModelRequest& request) const {
                                                                                        : " (it is for model files)"));
     }
   }
-  ReferenceOptions o;
-  o.model = request.model;
-  o.batch = request.batch;
-  o.seq = request.seq;
-  o.width = request.width;
-  o.depth = request.depth;
-  o.dtype = request.dtype;
-  OpGraph graph = build_reference_model(o);
+  OpGraph graph = build_reference_model(reference_options_of(request));
   graph.set_batch(request.batch);
   return graph;
 }

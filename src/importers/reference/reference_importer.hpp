@@ -2,8 +2,12 @@
 #pragma once
 
 #include "neuralcost/importer.hpp"
+#include "neuralcost/models/reference.hpp"
 
 namespace neuralcost {
+
+/// The reference network's options of a request (model, batch, seq, width, depth, dtype).
+ReferenceOptions reference_options_of(const ModelRequest& request);
 
 class ReferenceImporter final : public Importer {
  public:
