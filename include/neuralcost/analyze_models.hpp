@@ -48,6 +48,7 @@ struct SpeculativeRequest {
   std::int64_t draft_tokens = 4;
   double acceptance = 0.7;
   std::optional<DType> dtype;  ///< both models' (default bf16)
+  std::string weights;         ///< --weights: both models' linear weights quantized (empty: as configured)
   HardwareSpec hardware;
 };
 
@@ -81,6 +82,7 @@ struct GenerationRequest {
   std::int64_t prompt = 512;
   std::int64_t generate = 128;
   std::optional<DType> dtype;  ///< default bf16
+  std::string weights;         ///< --weights (empty: as configured)
   HardwareSpec hardware;
 };
 
@@ -125,7 +127,7 @@ TensorParallelStep analyze_tensor_parallel(const std::string& model, const Decod
 /// kInvalidArgument for a model that is not a decoder or a context beyond its positions.
 std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
                                                       std::uint64_t budget, double reserve, int max_tp,
-                                                      std::int64_t concurrency = 1);
+                                                      std::int64_t concurrency = 1, const std::string& weights = "");
 /// The cheapest built-in system and tensor-parallel degree that decode `request` within
 /// `target_seconds` per output token (choose_serving()); kInvalidArgument for a model that is not a
 /// decoder or a context beyond its positions.

@@ -52,10 +52,12 @@ struct ModelRequest {
   std::string phase = "prefill";
   std::int64_t prompt = 512;
   std::int64_t context = 1024;
-  /// The options among batch, seq, width, depth, dtype, phase, prompt and context the user set (the others hold
-  /// defaults). An importer that cannot apply a set option refuses it (ONNX: seq, width,
-  /// depth); one that reads a value from the model uses a default only where the model
-  /// leaves it open (ONNX: the batch of a symbolic leading dimension).
+  /// decoder LLMs: --weights, the blocks' linear weights stored quantized (parse_weight_quantization)
+  std::string weights;
+  /// The options among batch, seq, width, depth, dtype, phase, prompt, context and weights the user set (the others
+  /// hold defaults). An importer that cannot apply a set option refuses it (ONNX: seq, width, depth); one that reads a
+  /// value from the model uses a default only where the model leaves it open (ONNX: the batch of a symbolic leading
+  /// dimension).
   std::set<std::string> given;
 };
 

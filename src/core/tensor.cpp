@@ -78,6 +78,7 @@ std::uint64_t ParameterDesc::elements() const {
 }
 
 std::uint64_t ParameterDesc::bytes() const {
+  if (quantization) return quantization->bytes(shape);
   if (auto n = try_count(shape, dtype_bytes(dtype))) return *n;
   return checked_mul(elements(), dtype_bytes(dtype), "parameter '" + id + "' byte size");
 }

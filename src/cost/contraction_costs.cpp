@@ -122,6 +122,8 @@ void cost_linear(const OpRecord& op, OpCost& cost) {
   }
   add_contraction(cost, product({2, rows, dim(in), dim(out)}));
   add_bias(op, cost, 1, product({rows, dim(out)}));
+  // a quantized weight is dequantized once per call, value by value, as weight-only kernels do
+  if (w.quantization) add_flops(cost, w.quantization->dequantization_flops(w.shape));
 }
 
 void cost_expert_linear(const OpRecord& op, OpCost& cost) {
@@ -163,6 +165,10 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   cost.parameter_bytes = static_cast<std::uint64_t>(std::llround(static_cast<double>(all) * reached / e));
   cost.bytes_read = checked_add(x.bytes(), cost.parameter_bytes, "bytes read");
   if (op.parameters.size() > 1) add_flops(cost, out_rows * dim(out));  // a bias [E, out] per pair
+  if (w.quantization) {                                                // the experts reached, dequantized once each
+    const auto flops = static_cast<double>(w.quantization->dequantization_flops(w.shape));
+    add_flops(cost, static_cast<std::uint64_t>(std::llround(flops * reached / e)));
+  }
 }
 
 void cost_conv(const OpRecord& op, OpCost& cost) {

@@ -164,6 +164,15 @@ double OpCost::arithmetic_intensity() const {
 OpCost cost_of(const OpRecord& op) {
   try {
     OpCost c;
+    if (op.kind != OpKind::kLinear && op.kind != OpKind::kExpertLinear) {
+      for (const ParameterDesc& p : op.parameters) {
+        if (p.quantization) {
+          throw Error(ErrorCode::kInvalidArgument,
+                      fmt::format("parameter '{}' is quantized ({}): only linear weights are modeled quantized", p.id,
+                                  p.quantization->name));
+        }
+      }
+    }
     cost::default_bytes(op, c);
     traits_of(op.kind).cost(op, c);
     return c;

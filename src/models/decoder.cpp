@@ -27,7 +27,8 @@ using Tweak = std::function<void(OpRecord&)>;
 
 class Builder {
  public:
-  Builder(const std::string& name, DType dtype) : graph_(name), dtype_(dtype) {}
+  Builder(const std::string& name, DType dtype, std::optional<WeightQuantization> quantization)
+      : graph_(name), dtype_(dtype), quantization_(std::move(quantization)) {}
 
   TensorDesc op(OpKind kind, const std::string& name, std::vector<TensorDesc> inputs, Shape out,
                 std::vector<ParameterDesc> parameters = {}, std::optional<DType> out_dtype = std::nullopt,
@@ -46,12 +47,18 @@ class Builder {
     graph_.add(std::move(r));
     return y;
   }
+  /// A block's linear layer (its weight stored quantized when the model's are); `plain`: one that
+  /// stays in the compute dtype (lm_head, the router).
   TensorDesc linear(const std::string& name, const TensorDesc& x, std::int64_t out, bool bias,
-                    const std::string& weight_id = "") {
+                    const std::string& weight_id = "", bool plain = false) {
     Shape y = x.shape;
     const std::int64_t in = y.back();
     y.back() = out;
-    std::vector<ParameterDesc> p = {{weight_id.empty() ? name + ".weight" : weight_id, {out, in}, dtype_, true}};
+    std::vector<ParameterDesc> p = {{weight_id.empty() ? name + ".weight" : weight_id,
+                                     {out, in},
+                                     dtype_,
+                                     true,
+                                     plain ? std::nullopt : quantization_}};
     if (bias) p.push_back({name + ".bias", {out}, dtype_, true});
     return op(OpKind::kLinear, name, {x}, y, p);
   }
@@ -81,6 +88,7 @@ class Builder {
   }
   OpGraph& graph() { return graph_; }
   DType dtype() const { return dtype_; }
+  const std::optional<WeightQuantization>& quantization() const { return quantization_; }
 
  private:
   static std::string module_of(const std::string& name) {
@@ -89,6 +97,7 @@ class Builder {
   }
   OpGraph graph_;
   DType dtype_;
+  std::optional<WeightQuantization> quantization_;
 };
 
 /// q or k [B, heads, T, D] with rotary positions: x·cos + rotate_half(x)·sin, rotate_half(x) =
@@ -119,7 +128,7 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
                 [&](OpRecord& r) { r.attributes.set("function", function); });
   };
   const TensorDesc logits =
-      typed(OpKind::kUnary, "#logits_to_fp32", "cast", {b.linear(name + ".gate", m, n, false)}, DType::kFp32);
+      typed(OpKind::kUnary, "#logits_to_fp32", "cast", {b.linear(name + ".gate", m, n, false, "", true)}, DType::kFp32);
   const TensorDesc probs = b.op(OpKind::kSoftmax, name + "#softmax", {logits}, {batch, t, n}, {}, DType::kFp32,
                                 [](OpRecord& r) { r.attributes.set("axis", std::int64_t{-1}); });
   // top-k of E per token: k passes of E − 1 comparisons (torch.topk's work is not specified)
@@ -137,16 +146,17 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   const TensorDesc weights = typed(OpKind::kUnary, "#weights_to_dtype", "cast", {normalised}, b.dtype());
   const auto expert_linear = [&](const std::string& w, const TensorDesc& x, Shape out, std::int64_t rows_out) {
     const std::int64_t in = x.shape.back();
-    return b.op(
-        OpKind::kExpertLinear, name + ".experts." + w, {x}, std::move(out),
-        {{name + ".experts." + w + ".weight", {n, rows_out, in}, b.dtype(), true}}, std::nullopt, [&](OpRecord& r) {
-          r.attributes.set("top_k", k);
-          r.attributes.set("tokens", tokens);
-          r.attributes.set("approximation",
-                           fmt::format("the weights of E·(1 − (1 − k/E)^N) = {:.2f} of {} experts read for {} tokens: "
-                                       "the expectation under uniform routing",
-                                       expected_experts_reached(c, static_cast<std::uint64_t>(tokens)), n, tokens));
-        });
+    return b.op(OpKind::kExpertLinear, name + ".experts." + w, {x}, std::move(out),
+                {{name + ".experts." + w + ".weight", {n, rows_out, in}, b.dtype(), true, b.quantization()}},
+                std::nullopt, [&](OpRecord& r) {
+                  r.attributes.set("top_k", k);
+                  r.attributes.set("tokens", tokens);
+                  r.attributes.set(
+                      "approximation",
+                      fmt::format("the weights of E·(1 − (1 − k/E)^N) = {:.2f} of {} experts read for {} tokens: "
+                                  "the expectation under uniform routing",
+                                  expected_experts_reached(c, static_cast<std::uint64_t>(tokens)), n, tokens));
+                });
   };
   const TensorDesc gate = b.elementwise(OpKind::kActivation, name + ".experts.act_fn", "silu",
                                         {expert_linear("w1", m, {batch, t, k, c.intermediate}, c.intermediate)});
@@ -188,6 +198,48 @@ double expected_experts_reached(const DecoderConfig& c, std::uint64_t tokens) {
   return e * (1 - std::pow(1 - static_cast<double>(c.experts_per_token) / e, static_cast<double>(tokens)));
 }
 
+namespace {
+
+/// The shapes of one layer's weights that a quantized model stores quantized (build_decoder's).
+std::vector<Shape> quantized_weight_shapes(const DecoderConfig& c) {
+  const std::int64_t e = c.hidden, hd = c.heads * c.head_dim, kvd = c.kv_heads * c.head_dim, i = c.intermediate;
+  std::vector<Shape> out;
+  if (c.fused_projections) {
+    out.push_back({hd + 2 * kvd, e});
+  } else {
+    out.insert(out.end(), {{hd, e}, {kvd, e}, {kvd, e}});
+  }
+  out.push_back({e, hd});
+  if (c.experts > 0) {
+    out.insert(out.end(), {{c.experts, i, e}, {c.experts, i, e}, {c.experts, e, i}});
+  } else if (c.fused_projections) {
+    out.insert(out.end(), {{2 * i, e}, {e, i}});
+  } else {
+    out.insert(out.end(), {{i, e}, {i, e}, {e, i}});
+  }
+  return out;
+}
+
+}  // namespace
+
+DecoderConfig with_weights(DecoderConfig config, const std::string& weights) {
+  if (!weights.empty()) config.quantization = parse_weight_quantization(weights);
+  return config;
+}
+
+std::uint64_t decoder_weight_bytes(const DecoderConfig& c, DType dtype) {
+  const std::uint64_t all = decoder_parameter_count(c);
+  if (!c.quantization) return checked_mul(all, dtype_bytes(dtype), "weight bytes");
+  std::uint64_t quantized = 0, stored = 0;
+  for (const Shape& s : quantized_weight_shapes(c)) {
+    quantized += element_count(s, "weight");
+    stored = checked_add(stored, c.quantization->bytes(s), "weight bytes");
+  }
+  quantized = checked_mul(quantized, dim(c.layers), "weight bytes");
+  stored = checked_mul(stored, dim(c.layers), "weight bytes");
+  return checked_add(checked_mul(all - quantized, dtype_bytes(dtype), "weight bytes"), stored, "weight bytes");
+}
+
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& c, DType dtype) {
   return product({2, dim(c.layers), dim(c.kv_heads), dim(c.head_dim), dtype_bytes(dtype)});
 }
@@ -219,7 +271,8 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
                             keys, c.sliding_window));
   }
   const std::int64_t batch = r.batch, e = c.hidden, d = c.head_dim, h = c.heads, kv = c.kv_heads;
-  Builder b(name, r.dtype);
+  const DecoderConfig& cq = r.weights.empty() ? c : with_weights(c, r.weights);
+  Builder b(name, r.dtype, cq.quantization);
   OpGraph& g = b.graph();
   const TensorDesc ids{"input_ids", {batch, t}, DType::kInt64};
   TensorDesc x = b.op(OpKind::kEmbedding, "model.embed_tokens", {ids}, {batch, t, e},
@@ -337,7 +390,7 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     x = b.op(OpKind::kSlice, "model#last_position", {x}, {batch, 1, e});
   }
   const TensorDesc logits =
-      b.linear("lm_head", x, c.vocab, false, c.tied_embeddings ? "model.embed_tokens.weight" : "");
+      b.linear("lm_head", x, c.vocab, false, c.tied_embeddings ? "model.embed_tokens.weight" : "", true);
   g.mark_output(logits.name);
   g.set_batch(batch);
   g.add_note(decode && t > 1
@@ -355,6 +408,18 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
       "{}: {} layers, {} heads ({} kv heads, head_dim {}), {} parameters, KV cache {} B per token in {}; {}",
       c.architecture, c.layers, c.heads, c.kv_heads, c.head_dim, grouped(decoder_parameter_count(c)),
       grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype), c.source));
+  if (cq.quantization) {
+    const WeightQuantization& q = *cq.quantization;
+    g.add_note(fmt::format(
+        "weights: the blocks' linear layers stored as {}; embeddings, norms{}, lm_head and the KV cache in {}; "
+        "{} B of weights in all ({} B all in {}); each quantized weight is dequantized once per call, value by value "
+        "(a multiply by its scale{}), as weight-only kernels (AWQ, Marlin, bitsandbytes) do: an approximation, a "
+        "kernel that scales partial sums instead does less",
+        q.describe(), c.experts > 0 ? ", the router" : "", dtype_name(r.dtype),
+        grouped(decoder_weight_bytes(cq, r.dtype)),
+        grouped(checked_mul(decoder_parameter_count(c), dtype_bytes(r.dtype), "weight bytes")), dtype_name(r.dtype),
+        q.zero_points ? " and a subtraction of its zero" : ""));
+  }
   if (c.experts > 0) {
     const std::uint64_t n_tokens = static_cast<std::uint64_t>(batch * t);
     g.add_note(

@@ -40,6 +40,110 @@ bool flag_field(const json& c, const std::string& where, const std::string& fiel
   return it->get<bool>();
 }
 
+/// The weights' storage from a config's quantization_config (transformers' HfQuantizer configs):
+/// awq, gptq, fp8 (block-wise), fbgemm_fp8, bitsandbytes (4 and 8 bit), mxfp4; another method,
+/// or a field of these that changes the storage and is not modeled, is an error naming it.
+std::optional<WeightQuantization> quantization_of(const json& c, const std::string& where) {
+  const auto it = c.find("quantization_config");
+  if (it == c.end() || it->is_null()) return std::nullopt;
+  const json& q = *it;
+  const std::string field = "quantization_config";
+  if (!q.is_object()) throw bad(where, "field 'quantization_config' must be an object");
+  const auto method_it = q.find("quant_method");
+  const std::string method = method_it != q.end() && method_it->is_string()             ? method_it->get<std::string>()
+                             : q.contains("load_in_4bit") || q.contains("load_in_8bit") ? "bitsandbytes"
+                                                                                        : "";
+  auto integer = [&](const char* name, std::int64_t fallback) {
+    const auto f = q.find(name);
+    if (f == q.end() || f->is_null()) return fallback;
+    if (!f->is_number_integer()) {
+      throw bad(where, fmt::format("field '{}.{}' must be an integer, got {}", field, name, f->dump()));
+    }
+    return f->get<std::int64_t>();
+  };
+  auto flag = [&](const char* name, bool fallback) {
+    const auto f = q.find(name);
+    if (f == q.end() || f->is_null()) return fallback;
+    if (!f->is_boolean()) throw bad(where, fmt::format("field '{}.{}' must be true or false", field, name));
+    return f->get<bool>();
+  };
+  // modules kept in the compute dtype: lm_head and the router always are; others are not modeled
+  if (q.contains("modules_to_not_convert") && !q["modules_to_not_convert"].is_null()) {
+    const json& keep = q["modules_to_not_convert"];
+    if (!keep.is_array()) throw bad(where, "field 'quantization_config.modules_to_not_convert' must be a list");
+    for (const json& m : keep) {
+      const std::string name = m.is_string() ? m.get<std::string>() : m.dump();
+      if (name != "lm_head" && name != "gate" && name != "router" && name != "block_sparse_moe.gate") {
+        throw Error(ErrorCode::kUnimplemented,
+                    fmt::format("{}: field 'quantization_config.modules_to_not_convert' lists '{}': only lm_head and "
+                                "the router are modeled unquantized",
+                                where, name));
+      }
+    }
+  }
+  auto group_spec = [&](std::int64_t group) {
+    if (group == -1 || group == 0) return std::string("-channel");
+    if (group < 1) throw bad(where, fmt::format("field '{}.group_size' {} must be positive or -1", field, group));
+    return fmt::format("-g{}", group);
+  };
+  std::string spec;
+  if (method == "awq") {
+    const std::int64_t bits = integer("bits", integer("w_bit", 4));
+    if (bits != 4)
+      throw Error(ErrorCode::kUnimplemented, fmt::format("{}: AWQ with {} bits is not modeled (4 is)", where, bits));
+    spec = "int4" + group_spec(integer("group_size", integer("q_group_size", 128))) +
+           (flag("zero_point", true) ? "" : "-sym");
+  } else if (method == "gptq") {
+    const std::int64_t bits = integer("bits", 4);
+    if (bits != 4 && bits != 8) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("{}: GPTQ with {} bits is not modeled (4 and 8 are)", where, bits));
+    }
+    spec = fmt::format("gptq-int{}{}", bits, group_spec(integer("group_size", 128)));
+  } else if (method == "fp8") {
+    const auto block = q.find("weight_block_size");
+    std::int64_t rows = 128, cols = 128;
+    if (block != q.end() && !block->is_null()) {
+      if (!block->is_array() || block->size() != 2 || !(*block)[0].is_number_integer() ||
+          !(*block)[1].is_number_integer()) {
+        throw bad(where, "field 'quantization_config.weight_block_size' must be two integers");
+      }
+      rows = (*block)[0].get<std::int64_t>(), cols = (*block)[1].get<std::int64_t>();
+    }
+    if (rows != cols || rows < 1) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("{}: fp8 blocks of {} x {} are not modeled (square blocks are)", where, rows, cols));
+    }
+    spec = fmt::format("fp8-block{}", rows);
+  } else if (method == "fbgemm_fp8") {
+    spec = "fp8";
+  } else if (method == "mxfp4") {
+    spec = "mxfp4";
+  } else if (method == "bitsandbytes") {
+    if (flag("load_in_4bit", false)) {
+      const auto type = q.find("bnb_4bit_quant_type");
+      const std::string kind = type != q.end() && type->is_string() ? type->get<std::string>() : "fp4";
+      if (kind != "nf4" && kind != "fp4") {
+        throw bad(where, fmt::format("field 'quantization_config.bnb_4bit_quant_type' is '{}' (nf4 or fp4)", kind));
+      }
+      spec = (kind == "nf4" ? "nf4" : "bnb-fp4") + std::string(flag("bnb_4bit_use_double_quant", false) ? "-dq" : "");
+    } else if (flag("load_in_8bit", false)) {
+      WeightQuantization w = parse_weight_quantization("int8");
+      w.name = w.format = "bnb-int8";  // LLM.int8: int8 rows with an fp32 scale each (SCB)
+      w.scale_bits = 32;
+      return w;
+    } else {
+      throw bad(where, "field 'quantization_config' of bitsandbytes loads neither 4 nor 8 bit");
+    }
+  } else {
+    throw Error(ErrorCode::kUnimplemented,
+                fmt::format("{}: field 'quantization_config': quant_method '{}' is not modeled (awq, gptq, fp8, "
+                            "fbgemm_fp8, bitsandbytes and mxfp4 are; --weights sets a format by hand)",
+                            where, method));
+  }
+  return parse_weight_quantization(spec);
+}
+
 }  // namespace
 
 bool looks_like_decoder_config(const json& object) {
@@ -149,6 +253,7 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
       d.sliding_window = size_field(c, where, "sliding_window", std::int64_t{0});
     }
   }
+  d.quantization = quantization_of(c, where);
   if (d.architecture == "mixtral") {
     d.experts = size_field(c, where, "num_local_experts", std::nullopt);
     d.experts_per_token = size_field(c, where, "num_experts_per_tok", std::nullopt);

@@ -75,7 +75,7 @@ ServingCapacity serving_capacity(const DecoderConfig& config, DType dtype, std::
   ServingCapacity out;
   out.tp = tp;
   out.concurrency = concurrency;
-  out.weight_bytes = decoder_parameter_count(shard) * dtype_bytes(dtype);
+  out.weight_bytes = decoder_weight_bytes(shard, dtype);
   out.kv_bytes_per_token = kv_cache_bytes_per_token(shard, dtype);
   const auto usable = static_cast<std::uint64_t>(static_cast<double>(budget) * (1 - reserve));
   out.weights_fit = usable > out.weight_bytes;

@@ -246,6 +246,21 @@ TEST(CliErrorsTest, BadTrainingOptions) {
   expect_error("analyze --model ff --train --memory-budget -4GB", "--memory-budget '-4GB' must be positive");
 }
 
+TEST(CliErrorsTest, BadQuantizedWeights) {
+  const std::string formats =
+      "(formats: int8, int8-gN, int4, int4-gN, int4-channel, int4-sym, gptq-int4, fp8, "
+      "fp8-block128, nvfp4, mxfp4, nf4, nf4-dq, bnb-fp4, bnb-fp4-dq)";
+  expect_error("analyze --model llama-3-8b --weights int3", "--weights 'int3': unknown format 'int3' " + formats);
+  expect_error("analyze --model llama-3-8b --weights fp8-sym",
+               "--weights 'fp8-sym': 'sym' does not apply to fp8 " + formats);
+  expect_error("analyze --model llama-3-8b --phase generate --weights nf4-g0",
+               "--weights 'nf4-g0': 'g0' does not apply to nf4 " + formats);
+  expect_error("analyze --model cnn --weights int4",
+               "--weights does not apply to the built-in network 'cnn' (it is for decoder LLMs)");
+  expect_error("analyze --model llama-3-8b --train --weights int4",
+               "--weights does not apply with --train: training quantized weights (QLoRA and the like) is not modeled");
+}
+
 TEST(CliErrorsTest, BadSpeculativeDecodingOptions) {
   expect_error("analyze --model llama-3-8b --acceptance 0.5", "--acceptance applies only with --draft");
   expect_error("analyze --model llama-3-8b --draft-tokens 3", "--draft-tokens applies only with --draft");

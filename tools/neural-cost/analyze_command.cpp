@@ -55,6 +55,7 @@ struct AnalyzeArgs {
   double acceptance = 0.7;
   double target_ms = 0;    // --target-ms-per-token: the cheapest system and tp that decode within it
   std::string price_file;  // with it: prices per hardware id
+  std::string weights;     // decoders: the linear weights' storage format (int4, nf4, ...)
 };
 
 /// Splits "NAME=VALUE" at the last '=' (input names may contain '=' only before it).
@@ -97,6 +98,7 @@ void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format 
   request.context = args.context;
   request.draft_tokens = args.draft_tokens;
   request.acceptance = args.acceptance;
+  request.weights = args.weights;
   if (cmd.count("--dtype") > 0) request.dtype = parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   for (const std::int64_t batch : args.batches) {
@@ -123,6 +125,7 @@ void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format f
   request.model = args.models.front();
   request.prompt = args.prompt;
   request.generate = args.generate;
+  request.weights = args.weights;
   if (cmd.count("--dtype") > 0) request.dtype = parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   std::vector<GenerationEstimate> estimates;
@@ -200,9 +203,10 @@ void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Fo
   const DType dtype = cmd.count("--dtype") > 0 ? *parse_dtype(args.dtype) : DType::kBf16;
   const std::uint64_t budget = parse_memory_size(args.memory_budget);
   const double reserve = parse_reserve(args.reserve);
-  emit(render_serving_capacity(
-           args.models.front(), args.context, batch, budget, reserve,
-           analyze_serving_capacity(args.models.front(), dtype, args.context, budget, reserve, max_tp, batch), format),
+  emit(render_serving_capacity(args.models.front(), args.context, batch, budget, reserve,
+                               analyze_serving_capacity(args.models.front(), dtype, args.context, budget, reserve,
+                                                        max_tp, batch, args.weights),
+                               format),
        args.output);
 }
 
@@ -241,6 +245,7 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
     r.batch = batch;
     r.prompt = args.prompt;
     r.context = args.context;
+    r.weights = args.weights;
     if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
     steps.push_back(
         analyze_tensor_parallel(args.models.front(), r, layout.tp, hardware, link, system.devices_per_node));
@@ -289,6 +294,7 @@ void run_serving_choice(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   r.phase = DecoderPhase::kDecode;
   r.batch = cmd.count("--batch") > 0 ? args.batches.front() : 1;
   r.context = args.context;
+  r.weights = args.weights;
   if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
   const double reserve = parse_reserve(args.reserve);
   const ServingChoice choice = analyze_serving_choice(args.models.front(), r, args.target_ms / 1000, reserve,
@@ -337,6 +343,12 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --train", option));
     }
   }
+  if (!args.weights.empty()) parse_weight_quantization(args.weights);  // a bad format is named first
+  if (args.train && cmd.count("--weights") > 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--weights does not apply with --train: training quantized weights (QLoRA and the like) is not "
+                "modeled");
+  }
   DType model_dtype = *dtype;
   if (args.train) {
     training.optimizer = parse_optimizer(args.optimizer);
@@ -365,7 +377,8 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   base.phase = args.phase;
   base.prompt = args.prompt;
   base.context = args.context;
-  for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context"}) {
+  base.weights = args.weights;
+  for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights"}) {
     if (cmd.count(std::string("--") + option) > 0) base.given.insert(option);
   }
   if (model_dtype != *dtype) base.given.insert("dtype");
@@ -467,6 +480,11 @@ void add_analyze_command(CLI::App& app) {
                   "(at least, from the bounds); with --target-ms-per-token: the price of a device-hour the price "
                   "file does not list");
   cmd->add_option("--currency", args->currency, "With --price-per-hour: the currency label (default USD)");
+  cmd->add_option("--weights", args->weights,
+                  "Decoder LLMs: the blocks' linear weights stored quantized and dequantized to --dtype: int8, "
+                  "int8-gN, int4 (AWQ: groups of 128, fp16 scales, 4-bit zeros), int4-gN, int4-channel, int4-sym, "
+                  "gptq-int4, gptq-int8, fp8, fp8-block128, nvfp4, mxfp4, nf4, nf4-dq, bnb-fp4 (default: the "
+                  "config's quantization_config, else none)");
   cmd->add_option("--dtype", args->dtype,
                   "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8 (ONNX: every floating-point tensor is "
                   "counted in it)")

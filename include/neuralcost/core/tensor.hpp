@@ -2,10 +2,12 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "neuralcost/core/dtype.hpp"
+#include "neuralcost/core/quantization.hpp"
 
 namespace neuralcost {
 
@@ -38,6 +40,9 @@ struct ParameterDesc {
   Shape shape;
   DType dtype = DType::kFp32;
   bool trainable = true;  ///< false for buffers such as batch-norm running statistics
+  /// Stored quantized (weight-only): bytes() is the format's storage; `dtype` stays the dtype the
+  /// weight is dequantized to and computes in.
+  std::optional<WeightQuantization> quantization = std::nullopt;
 
   std::uint64_t elements() const;
   std::uint64_t bytes() const;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ struct DecoderConfig {
   bool norm_offset = false;         ///< gemma: RMS norms scale by (1 + weight)
   /// phi3: q, k, v as one qkv_proj and gate, up as one gate_up_proj, each split by views
   bool fused_projections = false;
+  /// The weights of the blocks' linear layers stored quantized (the config's quantization_config,
+  /// or --weights); embeddings, norms, the router and lm_head stay in the compute dtype.
+  std::optional<WeightQuantization> quantization;
 };
 
 /// Reads a config.json's object. `where` names it in errors. Supported model_type: llama,
@@ -69,6 +73,8 @@ struct DecoderRequest {
   /// before it, and logits for each)
   std::int64_t tokens = 1;
   DType dtype = DType::kBf16;  ///< weights, activations and the KV cache
+  /// --weights (parse_weight_quantization): overrides the config's quantization; empty: the config's
+  std::string weights;
 };
 
 /// Elements of every parameter (the embedding once when tied; every expert).
@@ -79,6 +85,12 @@ std::uint64_t decoder_active_parameter_count(const DecoderConfig& config);
 /// Experts of one layer that a step's `tokens` reach when each goes to k of E uniformly at random:
 /// E·(1 − (1 − k/E)^tokens), an expectation (a measured routing reaches others). E for a dense model.
 double expected_experts_reached(const DecoderConfig& config, std::uint64_t tokens);
+/// Bytes of every parameter as stored: the quantized linear weights in their format, the rest in
+/// `dtype` (equals the graph's unique parameter bytes; tested).
+std::uint64_t decoder_weight_bytes(const DecoderConfig& config, DType dtype);
+/// The config with --weights applied: `weights` empty leaves it as it is.
+DecoderConfig with_weights(DecoderConfig config, const std::string& weights);
+
 /// Bytes of the KV cache per token: 2 · layers · kv_heads · head_dim · bytes(dtype).
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& config, DType dtype);
 

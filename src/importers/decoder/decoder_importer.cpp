@@ -27,15 +27,15 @@ std::optional<nlohmann::json> read_json(const std::string& path) {
 
 }  // namespace
 
-DecoderConfig decoder_config_of(const std::string& model, const std::string& option) {
-  if (is_preset(model)) return decoder_preset(model);
+DecoderConfig decoder_config_of(const std::string& model, const std::string& option, const std::string& weights) {
+  if (is_preset(model)) return with_weights(decoder_preset(model), weights);
   const auto j = read_json(model);
   if (!j || j->is_discarded() || !looks_like_decoder_config(*j)) {
     throw Error(
         ErrorCode::kInvalidArgument,
         fmt::format("{} '{}' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)", option, model));
   }
-  return parse_decoder_config(*j, model);
+  return with_weights(parse_decoder_config(*j, model), weights);
 }
 
 bool DecoderImporter::accepts(const ModelRequest& request) const {
@@ -45,7 +45,7 @@ bool DecoderImporter::accepts(const ModelRequest& request) const {
 }
 
 bool DecoderImporter::applies(const ModelRequest& request, std::string_view option) const {
-  if (option == "batch" || option == "dtype" || option == "phase") return true;
+  if (option == "batch" || option == "dtype" || option == "phase" || option == "weights") return true;
   if (option == "prompt") return request.phase == "prefill";
   if (option == "context") return request.phase == "decode";
   return false;
@@ -75,6 +75,7 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: not a JSON file", request.model));
     config = parse_decoder_config(*j, request.model);
   }
+  config = with_weights(config, request.weights);
   DecoderRequest r;
   r.phase = request.phase == "decode" ? DecoderPhase::kDecode : DecoderPhase::kPrefill;
   r.batch = request.batch;

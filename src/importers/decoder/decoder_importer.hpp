@@ -7,9 +7,9 @@
 
 namespace neuralcost {
 
-/// The config of a decoder preset or config.json; kInvalidArgument naming `option` when `model`
-/// is neither.
-DecoderConfig decoder_config_of(const std::string& model, const std::string& option);
+/// The config of a decoder preset or config.json, with --weights applied (empty: the config's own);
+/// kInvalidArgument naming `option` when `model` is neither.
+DecoderConfig decoder_config_of(const std::string& model, const std::string& option, const std::string& weights = "");
 
 class DecoderImporter final : public Importer {
  public:
@@ -19,7 +19,7 @@ class DecoderImporter final : public Importer {
   }
   bool accepts(const ModelRequest& request) const override;
   OpGraph import(const ModelRequest& request) const override;
-  /// --batch, --dtype, --phase, --prompt (prefill), --context (decode).
+  /// --batch, --dtype, --phase, --weights, --prompt (prefill), --context (decode).
   bool applies(const ModelRequest& request, std::string_view option) const override;
 };
 

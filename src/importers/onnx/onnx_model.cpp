@@ -495,6 +495,12 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
                               path, option));
     }
   }
+  if (!request.weights.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: --weights applies to decoder LLMs (a preset or config.json); an ONNX model's weights "
+                            "are stored as the file says",
+                            path));
+  }
   std::vector<std::string> notes;
   const std::int64_t batch = bind_inputs(*model.mutable_graph(), request, path, notes);
   ctx.int_values = onnx_import::infer_shapes(model, ctx.opset, path);
