@@ -97,6 +97,12 @@ def main():
     p.add_argument("--slowed")
     args = p.parse_args()
     a, b = runs_of(args.a), runs_of(args.b)
+    machine = json.load(open(args.compare)).get("machine")
+    if machine:
+        print(
+            f"the machine's memory canary: {1e3 * machine['before_seconds']:.2f} ms in a, "
+            f"{1e3 * machine['after_seconds']:.2f} ms in b ({100 * machine['change']:+.1f}%)"
+        )
     both = [k for k in a if k in b and measured(a[k]) and measured(b[k])]
     print(f"cells: {len(a)} in a, {len(b)} in b, {len(both)} measured in both")
     cmp = json.load(open(args.compare))

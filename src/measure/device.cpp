@@ -75,6 +75,7 @@ class CpuEnvironment final : public RunEnvironment {
     check_oversubscription(env, intra, blas);
     for (const auto& [k, v] : env.variables) c[k == "blas_library" ? k : "env." + k] = v;
     c["cpu_model"] = env.cpu_model;
+    if (!malloc_tuning().description.empty()) c["malloc"] = malloc_tuning().description;
     c["logical_cpus"] = std::to_string(env.logical_cpus);
     c["virtual_machine"] = env.virtual_machine ? "yes" : "no";
     // what makes rounds disagree (docs/profiling.md §2a, "Machine hygiene")

@@ -1,10 +1,12 @@
 // Detection of environment facts for the benchmark contract (see environment.hpp).
 #include "neuralcost/measure/environment.hpp"
 
+#include <malloc.h>
 #include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <filesystem>
@@ -129,6 +131,38 @@ void check_blas(EnvironmentFacts& facts, const std::string& blas_library) {
                              "): unoptimised netlib kernels; install OpenBLAS (libopenblas0-pthread) or another "
                              "optimised libblas.so.3");
   }
+}
+
+namespace {
+MallocTuning& last_tuning() {
+  static MallocTuning t;
+  return t;
+}
+}  // namespace
+
+const MallocTuning& malloc_tuning() { return last_tuning(); }
+
+MallocTuning tune_malloc_for_measurement() {
+  MallocTuning& t = last_tuning();
+  t = MallocTuning{};
+  if (const char* given = std::getenv("GLIBC_TUNABLES"); given != nullptr) {
+    t.description = fmt::format("GLIBC_TUNABLES={} from the environment (neural-cost tunes nothing)", given);
+    return t;
+  }
+  constexpr int kMmapThreshold = 32 << 20;  // glibc's largest: HEAP_MAX_SIZE / 2 on 64-bit
+  constexpr long kTrimThreshold = 1L << 32;
+  const bool mmap_set = ::mallopt(M_MMAP_THRESHOLD, kMmapThreshold) == 1;
+  const bool trim_set = ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(std::min<long>(kTrimThreshold, 0x7fffffff))) == 1;
+  ::setenv("GLIBC_TUNABLES",
+           fmt::format("glibc.malloc.mmap_threshold={}:glibc.malloc.trim_threshold={}", kMmapThreshold, kTrimThreshold)
+               .c_str(),
+           0);
+  t.tuned = mmap_set && trim_set;
+  t.description = t.tuned ? "glibc malloc keeps freed memory: mmap_threshold 32 MiB, trim_threshold 2 GiB in this "
+                            "process (mallopt) and 4 GiB in its workers (GLIBC_TUNABLES), set by neural-cost because "
+                            "GLIBC_TUNABLES was unset"
+                          : "glibc malloc's thresholds could not be set (mallopt refused them)";
+  return t;
 }
 
 double page_faults_per_iteration(const std::function<void()>& work, int iterations) {

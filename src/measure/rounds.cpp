@@ -47,6 +47,14 @@ RoundsEstimate estimate_rounds(const std::vector<Round>& rounds) {
   const double passes_per_round = std::max(1.0, passes / static_cast<double>(rounds.size()));
   e.expected_between_spread = kMedianEfficiency * e.within_round_spread / std::sqrt(passes_per_round);
   e.dominant = e.between_round_spread > e.expected_between_spread ? "between rounds" : "within rounds";
+  std::vector<double> machine;
+  for (const Round& r : rounds) {
+    if (r.machine_seconds > 0) machine.push_back(r.machine_seconds);
+  }
+  if (!machine.empty()) {
+    e.machine_seconds = median(machine);
+    e.machine_spread = robust_relative_spread(machine);
+  }
   return e;
 }
 

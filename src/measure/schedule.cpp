@@ -5,11 +5,13 @@
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <new>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "measure/canary.hpp"
 #include "measure/cell_session.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
@@ -44,6 +46,7 @@ class Schedule {
            ScheduleHooks hooks)
       : hw_(hw), options_(options), sweep_options_(options), hooks_(std::move(hooks)), start_(Clock::now()) {
     sessions_.resize(cells.size());
+    if (options.run.device.is_cpu()) canary_ = std::make_unique<detail::MachineCanary>();
     for (std::size_t i = 0; i < cells.size(); ++i) {
       sessions_[i].plan = cells[i];
       ProfileRun& r = sessions_[i].run;
@@ -247,7 +250,10 @@ class Schedule {
   void take_round(std::size_t i, int sweep, int tick) {
     CellSession& s = sessions_[i];
     try {
+      // the machine's pace just before the round (CPU runs: a GPU's rounds do not wait on host memory)
+      const double machine = canary_ ? canary_->read() : 0.0;
       Round r = time_round(s, options_, s.fresh);
+      r.machine_seconds = machine;
       s.fresh = false;
       r.sweep = sweep;
       r.pass = tick;
@@ -313,6 +319,7 @@ class Schedule {
   int generation_ = 0;                       ///< of the sweep's worker processes: a failed shared one is replaced
   std::string current_pool() const { return sweep_options_.run.process_pool + fmt::format(" #{}", generation_); }
   int processes_ = 1;
+  std::unique_ptr<detail::MachineCanary> canary_;
 };
 
 }  // namespace

@@ -287,7 +287,9 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
         {"within_round_spread", e.within_round_spread},
         {"between_round_spread", e.between_round_spread},
         {"expected_between_spread", e.expected_between_spread},
-        {"dominant_spread", e.dominant}};
+        {"dominant_spread", e.dominant},
+        {"machine_canary_seconds", e.machine_seconds},
+        {"machine_spread", e.machine_spread}};
     json rounds = json::array();
     for (const Round& x : r.rounds) {
       rounds.push_back({{"process", x.process},
@@ -298,6 +300,7 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
                         {"samples", x.summary.n},
                         {"cv", x.summary.cv},
                         {"iqr_seconds", x.summary.iqr},
+                        {"machine_canary_seconds", x.machine_seconds},
                         {"reasons", x.reasons}});
     }
     run["timing"]["rounds"] = std::move(rounds);

@@ -201,6 +201,33 @@ ResultsComparison compare_results(const ResultsFile& before, const ResultsFile& 
     if (!after_cells.count(key)) out.only_before.push_back(key);
   }
   out.groups = compare_groups(out.cells, alpha, min_effect);
+  // the machine's own pace in each file: a change of the host between the two runs moves every
+  // cell with it, and a cell's test cannot tell it from a change of the code
+  std::vector<double> before_machine, after_machine;
+  for (const CellChange& c : out.cells) {
+    for (const ResultRound& r : c.before.rounds) {
+      if (r.machine_seconds > 0) before_machine.push_back(r.machine_seconds);
+    }
+    for (const ResultRound& r : c.after.rounds) {
+      if (r.machine_seconds > 0) after_machine.push_back(r.machine_seconds);
+    }
+  }
+  if (!before_machine.empty() && !after_machine.empty()) {
+    MachineChange m;
+    m.before_seconds = median(before_machine);
+    m.after_seconds = median(after_machine);
+    m.before_rounds = before_machine.size();
+    m.after_rounds = after_machine.size();
+    m.change = m.before_seconds > 0 ? m.after_seconds / m.before_seconds - 1 : 0;
+    if (std::abs(m.change) >= min_effect) {
+      out.warnings.push_back(fmt::format(
+          "the machine itself changed: its memory canary (a 64 MiB stream read before every round) took {:+.1f}% in "
+          "the after file (median of {} rounds, {} before); cells {} by about that much may be the machine's, not the "
+          "code's, and a gate can fail on it (docs/profiling.md §2a)",
+          100 * m.change, m.after_rounds, m.before_rounds, m.change > 0 ? "slower" : "faster"));
+    }
+    out.machine = m;
+  }
   return out;
 }
 

@@ -47,6 +47,14 @@ json results_comparison_json(const ResultsComparison& c) {
           "without rounds), exact for 8 or fewer values without ties, else the normal approximation with tie "
           "and continuity corrections; significant when p < alpha and |change| >= min_effect"},
          {"warnings", c.warnings}};
+  if (c.machine) {
+    j["machine"] = {{"canary", "a 64 MiB stream read before every round (docs/profiling.md 2a)"},
+                    {"before_seconds", c.machine->before_seconds},
+                    {"after_seconds", c.machine->after_seconds},
+                    {"before_rounds", c.machine->before_rounds},
+                    {"after_rounds", c.machine->after_rounds},
+                    {"change", c.machine->change}};
+  }
   j["cells"] = json::array();
   for (const CellChange& x : c.cells) {
     json cell = cell_json(x.cell);

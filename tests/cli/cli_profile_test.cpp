@@ -46,6 +46,12 @@ TEST(CliProfileTest, ProfilesEveryReferenceNetworkInBothModes) {
     EXPECT_GE(timing["ci95_high_seconds"].get<double>(), timing["median_seconds"].get<double>()) << what;
     EXPECT_GE(timing["samples"].get<int>(), 10) << what;
     EXPECT_THAT(timing["verdict"].get<std::string>(), ::testing::AnyOf("ok", "mistrusted"));
+    // every round of a CPU run read the machine's canary first (a 64 MiB stream: milliseconds)
+    for (const auto& round : timing["rounds"]) {
+      EXPECT_GT(round["machine_canary_seconds"].get<double>(), 1e-5) << what;
+      EXPECT_LT(round["machine_canary_seconds"].get<double>(), 1.0) << what;
+    }
+    EXPECT_GT(timing["estimate"]["machine_canary_seconds"].get<double>(), 0) << what;
     EXPECT_GT(run["totals"]["flops"].get<std::uint64_t>(), 0u) << what;
     EXPECT_GT(run["efficiency"].get<double>(), 0) << what;
     EXPECT_THAT(run["bound"].get<std::string>(), ::testing::AnyOf("compute", "memory"));
@@ -64,7 +70,7 @@ TEST(CliProfileTest, ProfilesEveryReferenceNetworkInBothModes) {
     EXPECT_NEAR(sum, median, 1e-9 * median + 1e-12) << what;
     for (const char* key : {"hardware_id", "cpu_model", "intra_op_threads", "libtorch_version", "blas_library", "dtype",
                             "input_shapes", "warmup_iterations", "samples", "synchronisation", "counted_unit",
-                            "env.OPENBLAS_CORETYPE", "page_faults_per_iteration"}) {
+                            "env.OPENBLAS_CORETYPE", "page_faults_per_iteration", "malloc"}) {
       EXPECT_TRUE(run["contract"].contains(key)) << what << ": " << key;
     }
   }

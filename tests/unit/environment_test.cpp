@@ -25,6 +25,30 @@ TEST(EnvironmentTest, DetectsCpusAndRecordsVariables) {
   }
 }
 
+TEST(EnvironmentTest, MallocIsTunedUnlessTheUserSetGlibcTunables) {
+  const char* before = std::getenv("GLIBC_TUNABLES");
+  const std::string saved = before != nullptr ? before : "";
+  // the user's choice is kept and said
+  ::setenv("GLIBC_TUNABLES", "glibc.malloc.check=0", 1);
+  MallocTuning kept = tune_malloc_for_measurement();
+  EXPECT_FALSE(kept.tuned);
+  EXPECT_THAT(kept.description, HasSubstr("GLIBC_TUNABLES=glibc.malloc.check=0 from the environment"));
+  EXPECT_STREQ(std::getenv("GLIBC_TUNABLES"), "glibc.malloc.check=0");
+  // unset: this process's thresholds are set and the workers it starts inherit the same
+  ::unsetenv("GLIBC_TUNABLES");
+  const MallocTuning tuned = tune_malloc_for_measurement();
+  EXPECT_TRUE(tuned.tuned) << tuned.description;
+  EXPECT_THAT(tuned.description, HasSubstr("keeps freed memory"));
+  ASSERT_NE(std::getenv("GLIBC_TUNABLES"), nullptr);
+  EXPECT_THAT(std::string(std::getenv("GLIBC_TUNABLES")), HasSubstr("glibc.malloc.mmap_threshold=33554432"));
+  EXPECT_EQ(malloc_tuning().description, tuned.description);
+  if (before != nullptr) {
+    ::setenv("GLIBC_TUNABLES", saved.c_str(), 1);
+  } else {
+    ::unsetenv("GLIBC_TUNABLES");
+  }
+}
+
 TEST(EnvironmentTest, CountsPageFaultsOfFreshMemory) {
   // a fresh anonymous mapping faults once per page touched: 64 pages, 64 faults per call
   const double faults = page_faults_per_iteration(

@@ -485,6 +485,40 @@ TEST(CompareTest, RoundsOfTwoIdenticalStudiesShowNoChange) {
   EXPECT_TRUE(slower_than(c, 0.05).empty());
 }
 
+/// rounds_run with the machine's canary read before each round: `canary` seconds x drift[i]
+json canary_run(const std::string& backend, double centre, double canary, const std::vector<double>& drift) {
+  json r = rounds_run(backend, "eager", centre, drift);
+  for (std::size_t i = 0; i < drift.size(); ++i) r["timing"]["rounds"][i]["machine_canary_seconds"] = canary * drift[i];
+  return r;
+}
+
+TEST(CompareTest, AMachineThatChangedBetweenTheFilesIsSaid) {
+  // every cell 20% slower in the second file, and the machine's canary 20% slower with it
+  const ResultsFile a =
+      parse_results(jsonl({canary_run("jax", 1e-3, 4e-3, kDrift), canary_run("torch", 2e-3, 4e-3, kDrift)}), "a.jsonl");
+  const ResultsFile b = parse_results(
+      jsonl({canary_run("jax", 1.2e-3, 4.8e-3, kDrift2), canary_run("torch", 2.4e-3, 4.8e-3, kDrift2)}), "b.jsonl");
+  const ResultsComparison c = compare_results(a, b);
+  ASSERT_TRUE(c.machine.has_value());
+  EXPECT_EQ(c.machine->before_rounds, 12u);
+  EXPECT_EQ(c.machine->after_rounds, 12u);
+  // the medians of kDrift (1.015) and kDrift2 (1.005) times the canaries
+  EXPECT_NEAR(c.machine->before_seconds, 4e-3 * 1.015, 1e-12);
+  EXPECT_NEAR(c.machine->after_seconds, 4.8e-3 * 1.005, 1e-12);
+  EXPECT_NEAR(c.machine->change, 4.8 * 1.005 / (4 * 1.015) - 1, 1e-9);
+  ASSERT_FALSE(c.warnings.empty());
+  EXPECT_NE(c.warnings.back().find("the machine itself changed"), std::string::npos) << c.warnings.back();
+  // the same machine: no warning; files without the canary: no machine at all
+  const ResultsFile same = parse_results(
+      jsonl({canary_run("jax", 1.2e-3, 4e-3, kDrift2), canary_run("torch", 2.4e-3, 4e-3, kDrift2)}), "b.jsonl");
+  const ResultsComparison d = compare_results(a, same);
+  ASSERT_TRUE(d.machine.has_value());
+  EXPECT_TRUE(d.warnings.empty());
+  const ResultsComparison e =
+      compare_results(a, parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift2)}), "old.jsonl"));
+  EXPECT_FALSE(e.machine.has_value());
+}
+
 TEST(CompareTest, TheGateAsksForSignificanceOverAllCellsTogether) {
   // one cell 30% slower in every round (p = 0.0022 on 6 vs 6) among 25 unchanged ones: the cell's own
   // test calls it slower, but Holm's threshold for the smallest of 26 p values is 0.05 / 26 = 0.0019

@@ -10,6 +10,7 @@
 #include "commands.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/measure/device.hpp"
+#include "neuralcost/measure/environment.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
 
@@ -190,6 +191,8 @@ std::optional<TrainRun> training_of(const RunArgs& a) {
 }  // namespace
 
 RunSetup prepare_run(const RunArgs& args) {
+  // before any model or worker starts: freed memory stays in the measured processes
+  tune_malloc_for_measurement();
   const auto dtype = parse_dtype(args.dtype);
   if (!dtype) throw Error(ErrorCode::kInvalidArgument, fmt::format("--dtype '{}' is not a dtype", args.dtype));
   RunSetup setup;

@@ -45,6 +45,23 @@ double page_faults_per_iteration(const std::function<void()>& work, int iteratio
 /// every run: first-touch faults cost microseconds each and can dominate a forward pass).
 void check_page_faults(EnvironmentFacts& facts, double faults_per_iteration);
 
+/// What tune_malloc_for_measurement() did, one sentence for the contract.
+struct MallocTuning {
+  bool tuned = false;       ///< this process set the thresholds (and GLIBC_TUNABLES for its workers)
+  std::string description;  ///< "mmap_threshold 32 MiB, trim_threshold 4 GiB, set by neural-cost ..."
+};
+
+/// Keeps freed memory in the processes a measurement runs (docs/profiling.md §2a, "Machine
+/// hygiene"): glibc's default malloc returns freed blocks to the OS and a framework that frees its
+/// activations after a pass touches fresh pages on the next one (thousands of page faults a pass
+/// for a batch-32 CNN in LibTorch; on a VM their cost swings from round to round). Unless
+/// GLIBC_TUNABLES is already set (the user's choice, kept), sets this process's mmap threshold to
+/// glibc's largest (32 MiB) and its trim threshold to 4 GiB with mallopt, and GLIBC_TUNABLES with
+/// the same values for the worker processes it starts. Call before any thread starts.
+MallocTuning tune_malloc_for_measurement();
+/// What the last tune_malloc_for_measurement() of this process did (empty description: never called).
+const MallocTuning& malloc_tuning();
+
 /// Adds a warning when the threads the libraries will start exceed the CPUs.
 void check_oversubscription(EnvironmentFacts& facts, int intra_op_threads, int blas_threads);
 

@@ -36,6 +36,9 @@ struct Round {
   std::vector<double> samples_seconds;
   SampleSummary summary;
   std::vector<std::string> reasons;  ///< what the timing contract mistrusted in this round (load, clock)
+  /// The machine's canary read just before the round (a 64 MiB stream, CPU runs): how fast the
+  /// machine's memory was; 0 when not read (GPU runs, files written before it)
+  double machine_seconds = 0;
 };
 
 struct RoundsEstimate {
@@ -52,6 +55,10 @@ struct RoundsEstimate {
   /// variance lives between windows
   double expected_between_spread = 0;
   std::string dominant;  ///< "between rounds" or "within rounds"
+  /// The canary over the cell's rounds (those that read it): its median and robust relative
+  /// spread, 1.4826 MAD / median; 0 when no round read it
+  double machine_seconds = 0;
+  double machine_spread = 0;
 };
 
 /// The estimate and interval of a cell from its rounds (at least one; kInvalidArgument otherwise).

@@ -56,8 +56,18 @@ struct GroupChange {
   Change change = Change::kNotTested;  ///< faster, slower, no significant change; not tested: too few cells
 };
 
+/// How fast the machine itself was in each file: the median of the canary read before every
+/// round of the compared cells (docs/profiling.md §2a, "The machine's canary").
+struct MachineChange {
+  double before_seconds = 0, after_seconds = 0;
+  std::size_t before_rounds = 0, after_rounds = 0;
+  double change = 0;  ///< after / before - 1: positive when the machine's memory was slower after
+};
+
 struct ResultsComparison {
   std::string before_path, after_path;
+  /// both files' rounds read the canary (CPU studies written since it exists); else empty
+  std::optional<MachineChange> machine;
   double alpha = 0.05;
   double min_effect = 0.05;       ///< |ratio - 1| below this is "no significant change" whatever p says
   std::vector<CellChange> cells;  ///< in the order of the after file
