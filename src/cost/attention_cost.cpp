@@ -1,6 +1,9 @@
 // Scaled dot-product attention as one fused op: Q·Kᵀ, scale, optional mask, softmax, ·V.
 // The score matrix is never counted as memory traffic (a fused kernel keeps it on chip);
-// with causal masking only the kept query-key pairs are counted (docs/counting.md).
+// with causal masking only the kept query-key pairs are counted, and with a sliding window
+// (attribute window) only each query's most recent keys (docs/counting.md).
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cost/op_families.hpp"
@@ -55,7 +58,13 @@ void cost_attention(const OpRecord& op, OpCost& cost) {
       throw Error(ErrorCode::kInvalidArgument,
                   "attribute 'causal_alignment' must be top_left or bottom_right, got '" + align + "'");
     }
-    std::tie(pairs, rows) = kept_pairs(lq, align == "top_left" ? 0 : lk - lq, lk);
+    // a sliding window of W: each query keeps its W most recent keys (its own included)
+    const std::int64_t window = op.attributes.get_int("window", 0);
+    if (window < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'window' {} is negative", window));
+    std::tie(pairs, rows) =
+        kept_pairs(lq, align == "top_left" ? 0 : lk - lq, window > 0 ? std::min<std::int64_t>(lk, window) : lk);
+  } else if (op.attributes.has("window")) {
+    throw Error(ErrorCode::kInvalidArgument, "attribute 'window' needs causal attention");
   }
   const std::uint64_t heads = product({dim(b), dim(h)});
   add_contraction(cost, product({2, heads, pairs, dim(d)}));           // Q·Kᵀ

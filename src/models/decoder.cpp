@@ -78,6 +78,13 @@ class Builder {
   TensorDesc view(const std::string& name, const TensorDesc& x, Shape shape) {
     return op(OpKind::kReshape, name, {x}, std::move(shape));
   }
+  /// A LayerNorm over the last dimension, with its weight and bias (gpt2, gpt_neox).
+  TensorDesc layer_norm(const std::string& name, const TensorDesc& x) {
+    const std::int64_t n = x.shape.back();
+    return op(OpKind::kLayerNorm, name, {x}, x.shape,
+              {{name + ".weight", {n}, dtype_, true}, {name + ".bias", {n}, dtype_, true}}, std::nullopt,
+              [](OpRecord& r) { r.attributes.set("normalized_dims", std::int64_t{1}); });
+  }
   /// An RMS norm over the last dimension; `offset`: scaled by (1 + weight), as Gemma's.
   TensorDesc rms_norm(const std::string& name, const TensorDesc& x, bool offset) {
     return op(OpKind::kRmsNorm, name, {x}, x.shape, {{name + ".weight", {x.shape.back()}, dtype_, true}}, std::nullopt,
@@ -100,10 +107,23 @@ class Builder {
   std::optional<WeightQuantization> quantization_;
 };
 
-/// q or k [B, heads, T, D] with rotary positions: x·cos + rotate_half(x)·sin, rotate_half(x) =
-/// cat(−x[..., D/2:], x[..., :D/2]) (transformers' apply_rotary_pos_emb).
-TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& x, const TensorDesc& cos,
+/// q or k [B, heads, T, D] with rotary positions on its first R = cos.shape.back() dims:
+/// x·cos + rotate_half(x)·sin, rotate_half(x) = cat(−x[..., R/2:], x[..., :R/2]) (transformers'
+/// apply_rotary_pos_emb); with R < D (partial rotary, gpt_neox) the rotated part is concatenated
+/// with the other D − R dims, which pass unchanged.
+TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& whole, const TensorDesc& cos,
                   const TensorDesc& sin) {
+  const std::int64_t rotated = cos.shape.back();
+  if (rotated < whole.shape.back()) {
+    const Tweak free_view = [](OpRecord& op) { op.attributes.set("materializes", false); };
+    Shape rot_shape = whole.shape, pass_shape = whole.shape;
+    rot_shape.back() = rotated;
+    pass_shape.back() -= rotated;
+    const TensorDesc part = b.op(OpKind::kSlice, name + "#rot", {whole}, rot_shape, {}, std::nullopt, free_view);
+    const TensorDesc pass = b.op(OpKind::kSlice, name + "#pass", {whole}, pass_shape, {}, std::nullopt, free_view);
+    return b.op(OpKind::kConcat, name + "#cat", {rotary(b, name, part, cos, sin), pass}, whole.shape);
+  }
+  const TensorDesc& x = whole;
   Shape half = x.shape;
   half.back() /= 2;
   const TensorDesc xc = b.elementwise(OpKind::kBinary, name + "#cos", "mul", {x, cos});
@@ -176,13 +196,16 @@ std::uint64_t decoder_parameter_count(const DecoderConfig& c) {
                       i = dim(c.intermediate);
   const std::uint64_t attention = checked_add(product({2, e, h, d}), product({2, e, kv, d}), "parameters") +
                                   (c.qkv_bias ? product({h + 2 * kv, d}) : 0) + (c.output_bias ? e : 0);
-  const std::uint64_t expert = product({3, e, i}) + (c.mlp_bias ? 2 * i + e : 0);
+  const std::uint64_t expert = c.gated_mlp ? product({3, e, i}) + (c.mlp_bias ? 2 * i + e : 0)
+                                           : product({2, e, i}) + (c.mlp_bias ? i + e : 0);  // fc and proj
   const std::uint64_t mlp = c.experts > 0 ? checked_add(product({dim(c.experts), expert}), product({e, dim(c.experts)}),
                                                         "parameters")  // the experts and their router
                                           : expert;
-  const std::uint64_t layer = attention + mlp + 2 * e;
-  const std::uint64_t embeddings = product({c.tied_embeddings ? 1u : 2u, dim(c.vocab), e});
-  return checked_add(checked_add(product({dim(c.layers), layer}), embeddings, "parameters"), e, "parameters");
+  const std::uint64_t norm = c.layer_norm ? 2 * e : e;  // LayerNorm's weight and bias; RMSNorm's weight
+  const std::uint64_t layer = attention + mlp + 2 * norm;
+  const std::uint64_t embeddings = product({c.tied_embeddings ? 1u : 2u, dim(c.vocab), e}) +
+                                   (c.learned_positions ? product({dim(c.max_positions), e}) : 0);
+  return checked_add(checked_add(product({dim(c.layers), layer}), embeddings, "parameters"), norm, "parameters");
 }
 
 std::uint64_t decoder_active_parameter_count(const DecoderConfig& c) {
@@ -200,6 +223,63 @@ double expected_experts_reached(const DecoderConfig& c, std::uint64_t tokens) {
 
 namespace {
 
+/// Module names as each architecture's transformers model calls them.
+struct Names {
+  std::string embed, positions, layers, attn, qkv, o, ln1, ln2, mlp, fc, proj, act, final_norm, rotary, lm_head;
+};
+
+Names names_of(const DecoderConfig& c) {
+  if (c.architecture == "gpt2") {
+    return {"transformer.wte",
+            "transformer.wpe",
+            "transformer.h",
+            "attn",
+            "c_attn",
+            "c_proj",
+            "ln_1",
+            "ln_2",
+            "mlp",
+            "c_fc",
+            "c_proj",
+            "act",
+            "transformer.ln_f",
+            "",
+            "lm_head"};
+  }
+  if (c.architecture == "gpt_neox") {
+    return {"gpt_neox.embed_in",
+            "",
+            "gpt_neox.layers",
+            "attention",
+            "query_key_value",
+            "dense",
+            "input_layernorm",
+            "post_attention_layernorm",
+            "mlp",
+            "dense_h_to_4h",
+            "dense_4h_to_h",
+            "act",
+            "gpt_neox.final_layer_norm",
+            "gpt_neox.rotary_emb",
+            "embed_out"};
+  }
+  return {"model.embed_tokens",
+          "",
+          "model.layers",
+          "self_attn",
+          "qkv_proj",
+          "o_proj",
+          "input_layernorm",
+          "post_attention_layernorm",
+          "mlp",
+          "up_proj",
+          "down_proj",
+          "act_fn",
+          "model.norm",
+          "model.rotary_emb",
+          "lm_head"};
+}
+
 /// The shapes of one layer's weights that a quantized model stores quantized (build_decoder's).
 std::vector<Shape> quantized_weight_shapes(const DecoderConfig& c) {
   const std::int64_t e = c.hidden, hd = c.heads * c.head_dim, kvd = c.kv_heads * c.head_dim, i = c.intermediate;
@@ -212,6 +292,8 @@ std::vector<Shape> quantized_weight_shapes(const DecoderConfig& c) {
   out.push_back({e, hd});
   if (c.experts > 0) {
     out.insert(out.end(), {{c.experts, i, e}, {c.experts, i, e}, {c.experts, e, i}});
+  } else if (!c.gated_mlp) {
+    out.insert(out.end(), {{i, e}, {e, i}});
   } else if (c.fused_projections) {
     out.insert(out.end(), {{2 * i, e}, {e, i}});
   } else {
@@ -265,79 +347,89 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
                             decode ? "a decode step at context" : "a prompt of", decode ? r.context : r.prompt,
                             c.max_positions));
   }
-  if (c.sliding_window > 0 && keys > c.sliding_window) {
-    throw Error(ErrorCode::kUnimplemented,
-                fmt::format("{} tokens attend beyond the sliding window of {}: banded attention is not modeled yet",
-                            keys, c.sliding_window));
-  }
+  // a sliding window of W (mistral, phi3, qwen2 with use_sliding_window): each query attends to its
+  // W most recent keys, and the cache keeps the W - 1 before the step's tokens (transformers'
+  // sliding-window cache layer), so a decode step reads at most W - 1 + t cached and new keys
+  const bool windowed = c.sliding_window > 0 && keys > c.sliding_window;
+  const std::int64_t kept_keys = windowed && decode ? std::min(keys, c.sliding_window - 1 + r.tokens) : keys;
   const std::int64_t batch = r.batch, e = c.hidden, d = c.head_dim, h = c.heads, kv = c.kv_heads;
   const DecoderConfig& cq = r.weights.empty() ? c : with_weights(c, r.weights);
   Builder b(name, r.dtype, cq.quantization);
   OpGraph& g = b.graph();
+  const Names nm = names_of(c);
+  const std::int64_t rd = c.rotary_dims;
   const TensorDesc ids{"input_ids", {batch, t}, DType::kInt64};
-  TensorDesc x = b.op(OpKind::kEmbedding, "model.embed_tokens", {ids}, {batch, t, e},
-                      {{"model.embed_tokens.weight", {c.vocab, e}, r.dtype, true}});
+  TensorDesc x =
+      b.op(OpKind::kEmbedding, nm.embed, {ids}, {batch, t, e}, {{nm.embed + ".weight", {c.vocab, e}, r.dtype, true}});
   if (c.embedding_scale) {  // Gemma: · sqrt(hidden_size), a scalar in the weights' dtype
-    x = b.elementwise(OpKind::kBinary, "model.embed_tokens#scale", "mul", {x}, true);
+    x = b.elementwise(OpKind::kBinary, nm.embed + "#scale", "mul", {x}, true);
   }
-  // rotary tables, once per step for every sequence (their positions are the same): inv_freq
-  // [1, D/2, 1] @ positions [1, 1, T], cat, cos and sin in fp32
-  const TensorDesc positions{"position_ids", {1, 1, t}, DType::kFp32};
+  if (c.learned_positions) {  // gpt2: wpe's rows of this step's positions, added to every sequence's
+    const TensorDesc position_ids{"position_ids", {1, t}, DType::kInt64};
+    const TensorDesc pos = b.op(OpKind::kEmbedding, nm.positions, {position_ids}, {1, t, e},
+                                {{nm.positions + ".weight", {c.max_positions, e}, r.dtype, true}});
+    x = b.elementwise(OpKind::kBinary, nm.embed + "#add_positions", "add", {x, pos});
+  }
   const Tweak free_view = [](OpRecord& op) { op.attributes.set("materializes", false); };
-  const TensorDesc inv = b.op(OpKind::kReshape, "model.rotary_emb#expand", {}, {1, d / 2, 1},
-                              {{"model.rotary_emb.inv_freq", {d / 2}, DType::kFp32, false}}, DType::kFp32);
-  TensorDesc freqs = b.op(OpKind::kMatMul, "model.rotary_emb#freqs", {inv, positions}, {1, d / 2, t}, {}, DType::kFp32);
-  freqs = b.op(OpKind::kTranspose, "model.rotary_emb#transpose", {freqs}, {1, t, d / 2}, {}, DType::kFp32, free_view);
-  const TensorDesc emb = b.op(OpKind::kConcat, "model.rotary_emb#cat", {freqs, freqs}, {1, t, d}, {}, DType::kFp32);
   TensorDesc tables[2];
-  for (int k = 0; k < 2; ++k) {
-    const std::string f = k == 0 ? "cos" : "sin";
-    OpRecord u{"model.rotary_emb#" + f,
-               OpKind::kUnary,
-               f,
-               {emb},
-               {{"model.rotary_emb#" + f, {1, t, d}, DType::kFp32}},
-               {},
-               {},
-               {}};
-    u.attributes.set("function", f);
-    u.attributes.set("module", std::string("model.rotary_emb"));
-    g.add(u);
-    OpRecord s{"model.rotary_emb#" + f + "_scaled",
-               OpKind::kBinary,
-               "mul",
-               {u.outputs[0]},
-               {{"model.rotary_emb#" + f + "_scaled", {1, t, d}, DType::kFp32}},
-               {},
-               {},
-               {}};
-    s.attributes.set("function", std::string("mul"));  // · attention_scaling
-    s.attributes.set("scalar_operand", true);
-    s.attributes.set("module", std::string("model.rotary_emb"));
-    g.add(s);
-    tables[k] = s.outputs[0];
-    if (r.dtype != DType::kFp32)
-      tables[k] = b.elementwise(OpKind::kUnary, "model.rotary_emb#" + f + "_to_dtype", "cast", {tables[k]});
-    tables[k] = b.view("model.rotary_emb#" + f + "_unsqueeze", tables[k], {1, 1, t, d});
+  if (rd > 0) {
+    // rotary tables, once per step for every sequence (their positions are the same): inv_freq
+    // [1, D/2, 1] @ positions [1, 1, T], cat, cos and sin in fp32
+    const TensorDesc positions{"position_ids", {1, 1, t}, DType::kFp32};
+    const TensorDesc inv = b.op(OpKind::kReshape, nm.rotary + "#expand", {}, {1, rd / 2, 1},
+                                {{nm.rotary + ".inv_freq", {rd / 2}, DType::kFp32, false}}, DType::kFp32);
+    TensorDesc freqs = b.op(OpKind::kMatMul, nm.rotary + "#freqs", {inv, positions}, {1, rd / 2, t}, {}, DType::kFp32);
+    freqs = b.op(OpKind::kTranspose, nm.rotary + "#transpose", {freqs}, {1, t, rd / 2}, {}, DType::kFp32, free_view);
+    const TensorDesc emb = b.op(OpKind::kConcat, nm.rotary + "#cat", {freqs, freqs}, {1, t, rd}, {}, DType::kFp32);
+    for (int k = 0; k < 2; ++k) {
+      const std::string f = k == 0 ? "cos" : "sin";
+      OpRecord u{
+          nm.rotary + "#" + f, OpKind::kUnary, f, {emb}, {{nm.rotary + "#" + f, {1, t, rd}, DType::kFp32}}, {}, {}, {}};
+      u.attributes.set("function", f);
+      u.attributes.set("module", nm.rotary);
+      g.add(u);
+      OpRecord s{nm.rotary + "#" + f + "_scaled",
+                 OpKind::kBinary,
+                 "mul",
+                 {u.outputs[0]},
+                 {{nm.rotary + "#" + f + "_scaled", {1, t, rd}, DType::kFp32}},
+                 {},
+                 {},
+                 {}};
+      s.attributes.set("function", std::string("mul"));  // · attention_scaling
+      s.attributes.set("scalar_operand", true);
+      s.attributes.set("module", nm.rotary);
+      g.add(s);
+      tables[k] = s.outputs[0];
+      if (r.dtype != DType::kFp32)
+        tables[k] = b.elementwise(OpKind::kUnary, nm.rotary + "#" + f + "_to_dtype", "cast", {tables[k]});
+      tables[k] = b.view(nm.rotary + "#" + f + "_unsqueeze", tables[k], {1, 1, t, rd});
+    }
   }
   std::uint64_t cache_read = 0;
   for (std::int64_t l = 0; l < c.layers; ++l) {
-    const std::string p = fmt::format("model.layers.{}", l), a = p + ".self_attn";
-    const TensorDesc normed = b.rms_norm(p + ".input_layernorm", x, c.norm_offset);
-    // phi3: one qkv_proj, its q, k and v slices views of it (no copy)
+    const std::string p = fmt::format("{}.{}", nm.layers, l), a = p + "." + nm.attn;
+    const auto norm = [&](const std::string& which, const TensorDesc& in) {
+      return c.layer_norm ? b.layer_norm(p + "." + which, in) : b.rms_norm(p + "." + which, in, c.norm_offset);
+    };
+    const TensorDesc normed = norm(nm.ln1, x);
+    // phi3's qkv_proj, gpt2's c_attn, gpt_neox's query_key_value: q, k and v are views of it (no copy)
     const std::optional<TensorDesc> qkv =
-        c.fused_projections ? std::optional<TensorDesc>(b.linear(a + ".qkv_proj", normed, (h + 2 * kv) * d, false))
-                            : std::nullopt;
+        c.fused_projections
+            ? std::optional<TensorDesc>(b.linear(a + "." + nm.qkv, normed, (h + 2 * kv) * d, c.qkv_bias))
+            : std::nullopt;
     auto heads_of = [&](const std::string& proj, std::int64_t n) {
-      const TensorDesc y = qkv ? b.op(OpKind::kSlice, a + ".qkv_proj#" + proj.substr(0, 1), {*qkv}, {batch, t, n * d},
-                                      {}, std::nullopt, free_view)
+      const TensorDesc y = qkv ? b.op(OpKind::kSlice, a + "." + nm.qkv + "#" + proj.substr(0, 1), {*qkv},
+                                      {batch, t, n * d}, {}, std::nullopt, free_view)
                                : b.linear(a + "." + proj, normed, n * d, c.qkv_bias);
       const TensorDesc v = b.view(a + "." + proj + "#view", y, {batch, t, n, d});
       return b.op(OpKind::kTranspose, a + "." + proj + "#transpose", {v}, {batch, n, t, d}, {}, std::nullopt,
                   free_view);
     };
-    const TensorDesc q = rotary(b, a + "#rotary_q", heads_of("q_proj", h), tables[0], tables[1]);
-    const TensorDesc k = rotary(b, a + "#rotary_k", heads_of("k_proj", kv), tables[0], tables[1]);
+    const TensorDesc q =
+        rd > 0 ? rotary(b, a + "#rotary_q", heads_of("q_proj", h), tables[0], tables[1]) : heads_of("q_proj", h);
+    const TensorDesc k =
+        rd > 0 ? rotary(b, a + "#rotary_k", heads_of("k_proj", kv), tables[0], tables[1]) : heads_of("k_proj", kv);
     const TensorDesc v = heads_of("v_proj", kv);
     // the KV cache: this step's keys and values written into it; decode attends to the cache
     // of C earlier tokens and this one, read from memory (compulsory bytes)
@@ -345,7 +437,7 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     for (const auto& [which, y] : {std::pair<const char*, TensorDesc>{"key", k}, {"value", v}}) {
       b.elementwise(OpKind::kUnary, fmt::format("{}#cache_{}_write", a, which), "copy", {y});
       if (decode) {
-        const TensorDesc cache{fmt::format("{}.{}_cache", a, which), {batch, kv, keys, d}, r.dtype};
+        const TensorDesc cache{fmt::format("{}.{}_cache", a, which), {batch, kv, kept_keys, d}, r.dtype};
         cache_read += cache.bytes();
         (std::string(which) == "key" ? keys_in : values_in) = cache;
       }
@@ -354,14 +446,29 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     // step's queries see the cache and the new tokens up to their own (causal, bottom right)
     TensorDesc o = b.op(OpKind::kAttention, a + "#attention", {q, keys_in, values_in}, {batch, h, t, d}, {},
                         std::nullopt, [&](OpRecord& op) {
-                          op.attributes.set("causal", !decode || t > 1);
-                          if (decode && t > 1) op.attributes.set("causal_alignment", std::string("bottom_right"));
+                          op.attributes.set("causal", !decode || t > 1 || windowed);
+                          if (decode && (t > 1 || windowed))
+                            op.attributes.set("causal_alignment", std::string("bottom_right"));
+                          if (windowed) op.attributes.set("window", c.sliding_window);
                         });
     o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, d});
     o = b.view(a + "#reshape", o, {batch, t, h * d});
-    o = b.linear(a + ".o_proj", o, e, c.output_bias);
-    x = b.elementwise(OpKind::kBinary, p + "#residual_attention", "add", {x, o});
-    const TensorDesc m = b.rms_norm(p + ".post_attention_layernorm", x, c.norm_offset);
+    o = b.linear(a + "." + nm.o, o, e, c.output_bias);
+    const TensorDesc before = x;
+    // gpt_neox's parallel residual: the MLP reads the layer's input, not the attention's sum
+    if (!c.parallel_residual) x = b.elementwise(OpKind::kBinary, p + "#residual_attention", "add", {x, o});
+    const TensorDesc m = norm(nm.ln2, x);
+    if (!c.gated_mlp) {  // gpt2, gpt_neox: fc, activation, proj
+      const std::string mp = p + "." + nm.mlp;
+      const TensorDesc hidden = b.elementwise(OpKind::kActivation, mp + "." + nm.act, c.activation,
+                                              {b.linear(mp + "." + nm.fc, m, c.intermediate, c.mlp_bias)});
+      const TensorDesc out = b.linear(mp + "." + nm.proj, hidden, e, c.mlp_bias);
+      x = c.parallel_residual
+              ? b.elementwise(OpKind::kBinary, p + "#residual", "add",
+                              {b.elementwise(OpKind::kBinary, p + "#attention_mlp", "add", {out, o}), before})
+              : b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, out});
+      continue;
+    }
     if (c.experts > 0) {
       x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add",
                         {x, mixture_of_experts(b, c, p + ".block_sparse_moe", m)});
@@ -383,24 +490,24 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
         p + ".mlp.down_proj", b.elementwise(OpKind::kBinary, p + ".mlp#gate_up", "mul", {gate, up}), e, c.mlp_bias);
     x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, down});
   }
-  x = b.rms_norm("model.norm", x, c.norm_offset);
+  x = c.layer_norm ? b.layer_norm(nm.final_norm, x) : b.rms_norm(nm.final_norm, x, c.norm_offset);
   // logits of the last position only, as generation asks for them (logits_to_keep = 1); a verify
   // step needs every new token's
   if (!decode && t > 1) {
     x = b.op(OpKind::kSlice, "model#last_position", {x}, {batch, 1, e});
   }
   const TensorDesc logits =
-      b.linear("lm_head", x, c.vocab, false, c.tied_embeddings ? "model.embed_tokens.weight" : "", true);
+      b.linear(nm.lm_head, x, c.vocab, false, c.tied_embeddings ? nm.embed + ".weight" : "", true);
   g.mark_output(logits.name);
   g.set_batch(batch);
   g.add_note(decode && t > 1
                  ? fmt::format("verify: {} new tokens per sequence at a context of {} cached tokens (up to {} keys "
                                "attended, causal among the new ones), logits for each; the KV cache read is {} B",
-                               t, r.context, keys, grouped(cache_read))
+                               t, r.context, std::min(keys, windowed ? c.sliding_window : keys), grouped(cache_read))
              : decode
                  ? fmt::format("decode: one token per sequence at a context of {} cached tokens ({} keys attended); "
                                "the KV cache read is {} B at this batch",
-                               r.context, keys, grouped(cache_read))
+                               r.context, windowed ? c.sliding_window : keys, grouped(cache_read))
                  : fmt::format("prefill: {} prompt tokens per sequence, causal attention; logits of the last position "
                                "only (logits_to_keep = 1)",
                                r.prompt));
@@ -408,6 +515,14 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
       "{}: {} layers, {} heads ({} kv heads, head_dim {}), {} parameters, KV cache {} B per token in {}; {}",
       c.architecture, c.layers, c.heads, c.kv_heads, c.head_dim, grouped(decoder_parameter_count(c)),
       grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype), c.source));
+  if (windowed) {
+    g.add_note(fmt::format(
+        "sliding window of {}: each query attends to its {} most recent keys{}", c.sliding_window, c.sliding_window,
+        decode ? fmt::format(", and the cache keeps the {} before this step's tokens (a sliding-window "
+                             "cache, as transformers keeps it)",
+                             c.sliding_window - 1)
+               : ""));
+  }
   if (cq.quantization) {
     const WeightQuantization& q = *cq.quantization;
     g.add_note(fmt::format(

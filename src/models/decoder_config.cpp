@@ -144,15 +144,73 @@ std::optional<WeightQuantization> quantization_of(const json& c, const std::stri
   return parse_weight_quantization(spec);
 }
 
+/// The first of `fields` the config has (gpt2's n_embd, or hidden_size as its attribute map reads it).
+std::int64_t size_of_any(const json& c, const std::string& where, std::initializer_list<const char*> fields,
+                         std::optional<std::int64_t> fallback) {
+  for (const char* f : fields) {
+    if (c.contains(f) && !c[f].is_null()) return size_field(c, where, f, std::nullopt);
+  }
+  if (fallback) return *fallback;
+  throw bad(where, fmt::format("field '{}' is missing", *fields.begin()));
+}
+
+/// The MLP activation of gpt2 and gpt_neox: GELU exactly (erf), or its tanh form.
+std::string gelu_of(const json& c, const std::string& where, const char* field, const std::string& fallback) {
+  const auto it = c.find(field);
+  if (it != c.end() && !it->is_null() && !it->is_string()) {
+    throw bad(where, fmt::format("field '{}' must be a string, got {}", field, it->dump()));
+  }
+  const std::string act = it != c.end() && it->is_string() ? it->get<std::string>() : fallback;
+  if (act == "gelu") return "gelu";
+  if (act == "gelu_new" || act == "gelu_pytorch_tanh") return "gelu_tanh";
+  throw Error(ErrorCode::kUnimplemented,
+              fmt::format("{}: field '{}' is '{}': this MLP is modeled with gelu, gelu_new and gelu_pytorch_tanh",
+                          where, field, act));
+}
+
+/// GPT-2 (GPT2LMHeadModel): learned positions, LayerNorm, c_attn and c_proj with biases, a GELU MLP
+/// of 4 x hidden unless n_inner says otherwise, the LM head tied to the token embedding.
+DecoderConfig parse_gpt2(const json& c, const std::string& where) {
+  for (const char* unmodeled : {"scale_attn_by_inverse_layer_idx", "reorder_and_upcast_attn", "add_cross_attention"}) {
+    if (flag_field(c, where, unmodeled, false)) {
+      throw Error(ErrorCode::kUnimplemented, fmt::format("{}: field '{}' is true: not modeled", where, unmodeled));
+    }
+  }
+  DecoderConfig d;
+  d.architecture = "gpt2";
+  d.source = where;
+  d.hidden = size_of_any(c, where, {"n_embd", "hidden_size"}, std::nullopt);
+  d.layers = size_of_any(c, where, {"n_layer", "num_hidden_layers"}, std::nullopt);
+  d.heads = size_of_any(c, where, {"n_head", "num_attention_heads"}, std::nullopt);
+  d.max_positions = size_of_any(c, where, {"n_positions", "n_ctx", "max_position_embeddings"}, std::nullopt);
+  d.vocab = size_field(c, where, "vocab_size", std::nullopt);
+  if (d.hidden % d.heads != 0) {
+    throw bad(where, fmt::format("n_embd {} is not a multiple of n_head {}", d.hidden, d.heads));
+  }
+  d.intermediate = size_of_any(c, where, {"n_inner"}, 4 * d.hidden);
+  d.kv_heads = d.heads;
+  d.head_dim = d.hidden / d.heads;
+  d.activation = gelu_of(c, where, "activation_function", "gelu_new");
+  d.fused_projections = d.qkv_bias = d.output_bias = d.mlp_bias = true;
+  d.layer_norm = d.learned_positions = true;
+  d.gated_mlp = false;
+  d.rotary_dims = 0;
+  d.tied_embeddings = flag_field(c, where, "tie_word_embeddings", true);
+  d.quantization = quantization_of(c, where);
+  return d;
+}
+
 }  // namespace
 
 bool looks_like_decoder_config(const json& object) {
-  return object.is_object() && object.contains("model_type") && object.contains("num_hidden_layers");
+  return object.is_object() && object.contains("model_type") &&
+         (object.contains("num_hidden_layers") || object.contains("n_layer"));  // gpt2's
 }
 
 DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!c.is_object()) throw bad(where, "a config must be a JSON object");
-  static const std::set<std::string> supported = {"llama", "mistral", "qwen2", "mixtral", "gemma", "phi3"};
+  static const std::set<std::string> supported = {"llama", "mistral", "qwen2", "mixtral",
+                                                  "gemma", "phi3",    "gpt2",  "gpt_neox"};
   const auto type = c.find("model_type");
   if (type == c.end() || !type->is_string()) throw bad(where, "field 'model_type' is missing or not a string");
   DecoderConfig d;
@@ -160,9 +218,11 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!supported.count(d.architecture)) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
-                            "qwen2, mixtral, gemma, phi3)",
+                            "qwen2, mixtral, gemma, phi3, gpt2, gpt_neox)",
                             where, d.architecture));
   }
+  if (d.architecture == "gpt2") return parse_gpt2(c, where);
+  const bool neox = d.architecture == "gpt_neox";
   // fields that change the math and are not modeled: said, never ignored
   for (const char* moe : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
     if (d.architecture == "mixtral" && std::string(moe) == "num_local_experts") continue;
@@ -182,8 +242,11 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   }
   const std::string act = act_field != c.end() && act_field->is_string() ? act_field->get<std::string>()
                           : gemma                                        ? "gelu_pytorch_tanh"
+                          : neox                                         ? "gelu"
                                                                          : "silu";
-  if (act == "silu") {
+  if (neox) {
+    d.activation = gelu_of(c, where, "hidden_act", "gelu");
+  } else if (act == "silu") {
     d.activation = "silu";
   } else if (gemma && (act == "gelu_pytorch_tanh" || act == "gelu")) {
     d.activation = "gelu_tanh";
@@ -195,16 +258,27 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   }
   // rotary positions on part of each head change the count; scaled frequencies (llama3, yarn,
   // longrope, ...) do not: the same product of frequencies and positions
+  // longrope, ...) do not; a partial_rotary_factor (gpt_neox's rotary_pct, 0.25 by default)
+  // rotates the first int(head_dim x factor) dims of each head, as transformers does
+  double partial = 1.0;
+  std::string partial_field = "partial_rotary_factor";
+  if (neox && c.contains("rotary_pct") && !c["rotary_pct"].is_null()) {
+    partial_field = "rotary_pct";
+    if (!c["rotary_pct"].is_number()) throw bad(where, "field 'rotary_pct' must be a number");
+    partial = c["rotary_pct"].get<double>();
+  } else if (neox) {
+    partial = 0.25;
+  }
   for (const char* holder : {"", "rope_parameters", "rope_scaling"}) {
     const json* o = *holder ? (c.contains(holder) && c[holder].is_object() ? &c[holder] : nullptr) : &c;
     if (o == nullptr || !o->contains("partial_rotary_factor") || (*o)["partial_rotary_factor"].is_null()) continue;
     const json& f = (*o)["partial_rotary_factor"];
-    if (!f.is_number() || f.get<double>() != 1.0) {
-      throw Error(ErrorCode::kUnimplemented,
-                  fmt::format("{}: field 'partial_rotary_factor' is {}: rotary positions on part of each head are "
-                              "not modeled yet",
-                              where, f.dump()));
-    }
+    if (!f.is_number()) throw bad(where, "field 'partial_rotary_factor' must be a number");
+    partial = f.get<double>();
+    partial_field = "partial_rotary_factor";
+  }
+  if (!(partial > 0 && partial <= 1)) {
+    throw bad(where, fmt::format("field '{}' is {}: it must be above 0 and at most 1", partial_field, partial));
   }
   d.source = where;
   d.hidden = size_field(c, where, "hidden_size", std::nullopt);
@@ -228,8 +302,12 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
     throw bad(where,
               fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}", d.heads, d.kv_heads));
   }
-  if (d.head_dim % 2 != 0)
-    throw bad(where, fmt::format("head_dim {} must be even (rotary positions rotate pairs)", d.head_dim));
+  d.rotary_dims = static_cast<std::int64_t>(static_cast<double>(d.head_dim) * partial);  // int(), as transformers
+  if (d.rotary_dims < 2 || d.rotary_dims % 2 != 0) {
+    throw bad(where, fmt::format("{} rotary dims of head_dim {} ({} {}) must be even and at least 2 (rotary "
+                                 "positions rotate pairs)",
+                                 d.rotary_dims, d.head_dim, partial_field, partial));
+  }
   d.tied_embeddings = flag_field(c, where, "tie_word_embeddings", gemma);  // GemmaConfig ties by default
   if (gemma) {
     d.embedding_scale = true;  // GemmaTextScaledWordEmbedding: · sqrt(hidden_size)
@@ -240,7 +318,14 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
     if (c.contains("sliding_window") && !c["sliding_window"].is_null())
       d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
   }
-  if (d.architecture == "qwen2") {
+  if (neox) {
+    // GPTNeoX: query_key_value and dense with biases (attention_bias), the MLP's too, LayerNorm, a
+    // GELU MLP that is not gated, and by default the parallel residual
+    d.fused_projections = d.layer_norm = d.mlp_bias = true;
+    d.gated_mlp = false;
+    d.qkv_bias = d.output_bias = flag_field(c, where, "attention_bias", true);
+    d.parallel_residual = flag_field(c, where, "use_parallel_residual", true);
+  } else if (d.architecture == "qwen2") {
     d.qkv_bias = true;  // Qwen2Attention: q, k, v with biases, o_proj without
     if (flag_field(c, where, "use_sliding_window", false))
       d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
@@ -266,9 +351,9 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
 }
 
 const std::vector<std::string>& decoder_preset_names() {
-  static const std::vector<std::string> names = {"llama-2-7b",   "llama-2-13b",    "llama-2-70b", "llama-3-8b",
-                                                 "llama-3-70b",  "llama-3.1-405b", "mistral-7b",  "qwen2.5-7b",
-                                                 "mixtral-8x7b", "gemma-2b",       "gemma-7b",    "phi-3-mini-4k"};
+  static const std::vector<std::string> names = {
+      "llama-2-7b", "llama-2-13b",  "llama-2-70b", "llama-3-8b", "llama-3-70b",   "llama-3.1-405b", "mistral-7b",
+      "qwen2.5-7b", "mixtral-8x7b", "gemma-2b",    "gemma-7b",   "phi-3-mini-4k", "gpt2",           "pythia-160m"};
   return names;
 }
 
@@ -412,6 +497,28 @@ DecoderConfig decoder_preset(const std::string& name) {
          {"max_position_embeddings", 4096},
          {"sliding_window", 2047},
          {"tie_word_embeddings", false}}}},
+      {"gpt2",
+       {"openai-community/gpt2 config.json",
+        {{"model_type", "gpt2"},
+         {"n_embd", 768},
+         {"n_layer", 12},
+         {"n_head", 12},
+         {"n_positions", 1024},
+         {"vocab_size", 50257},
+         {"activation_function", "gelu_new"}}}},
+      {"pythia-160m",
+       {"EleutherAI/pythia-160m config.json",
+        {{"model_type", "gpt_neox"},
+         {"hidden_size", 768},
+         {"num_hidden_layers", 12},
+         {"num_attention_heads", 12},
+         {"intermediate_size", 3072},
+         {"vocab_size", 50304},
+         {"max_position_embeddings", 2048},
+         {"rotary_pct", 0.25},
+         {"use_parallel_residual", true},
+         {"tie_word_embeddings", false},
+         {"hidden_act", "gelu"}}}},
   };
   const auto it = presets.find(name);
   if (it == presets.end()) throw Error(ErrorCode::kNotFound, fmt::format("unknown decoder preset '{}'", name));

@@ -84,11 +84,15 @@ ServingCapacity serving_capacity(const DecoderConfig& config, DType dtype, std::
   const std::uint64_t block = out.kv_bytes_per_token * static_cast<std::uint64_t>(block_tokens);
   const std::uint64_t blocks = block > 0 ? out.usable_bytes / block : 0;
   out.cache_tokens = blocks * static_cast<std::uint64_t>(block_tokens);
-  const auto blocks_per_sequence = static_cast<std::uint64_t>((context + block_tokens - 1) / block_tokens);
+  // a sliding window of W: a sequence keeps at most its W most recent tokens' keys and values
+  const std::int64_t held = config.sliding_window > 0 ? std::min(context, config.sliding_window) : context;
+  const auto blocks_per_sequence = static_cast<std::uint64_t>((held + block_tokens - 1) / block_tokens);
   out.sequences = blocks / blocks_per_sequence;
-  out.longest_sequence = std::min<std::uint64_t>(
-      blocks / static_cast<std::uint64_t>(concurrency) * static_cast<std::uint64_t>(block_tokens),
-      static_cast<std::uint64_t>(config.max_positions));
+  const std::uint64_t share =
+      blocks / static_cast<std::uint64_t>(concurrency) * static_cast<std::uint64_t>(block_tokens);
+  const bool window_fits = config.sliding_window > 0 && share >= static_cast<std::uint64_t>(config.sliding_window);
+  out.longest_sequence = window_fits ? static_cast<std::uint64_t>(config.max_positions)
+                                     : std::min<std::uint64_t>(share, static_cast<std::uint64_t>(config.max_positions));
   return out;
 }
 

@@ -10,7 +10,9 @@
 
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/cost/cost_model.hpp"
 #include "neuralcost/hardware/database.hpp"
+#include "neuralcost/parallel/tensor_parallel.hpp"
 #include "neuralcost/registry.hpp"
 
 namespace neuralcost {
@@ -221,9 +223,17 @@ TEST(DecoderTest, GemmaAndPhi3CountLikeTheirModules) {
   EXPECT_EQ(fused.totals.contraction_flops, apart.totals.contraction_flops);
   EXPECT_EQ(fused.totals.parameter_count, apart.totals.parameter_count);
   EXPECT_LE(fused.totals.bytes_read + fused.totals.bytes_written, apart.totals.bytes_read + apart.totals.bytes_written);
-  // Phi-3 mini's window of 2047 keys: a longer prompt is refused, as mistral's is
+  // Phi-3 mini's window of 2047 keys: a longer prompt's attention is banded, each query keeping
+  // its 2047 most recent keys (2048 queries: 2047·2048/2 + 2047 pairs per head, not 2048·2049/2)
   r.prompt = 2048;
-  EXPECT_THROW(analyze_phase(phi, r), Error);
+  const Analysis banded = analyze_phase(phi, r);
+  r.prompt = 2047;
+  const Analysis full = analyze_phase(phi, r);
+  const std::uint64_t per_pair = 2 * 32 * (96 + 96) * 32;  // Q·Kᵀ and P·V, 32 heads of 96, 32 layers
+  const std::uint64_t projections = 32ull * 2 * (3072 * 9216 + 3072 * 3072 + 3072 * 16384 + 8192 * 3072);
+  EXPECT_EQ(banded.totals.contraction_flops - full.totals.contraction_flops,
+            static_cast<std::uint64_t>(r.batch) * (projections + per_pair * 2047) + 2 * 48 * 1);  // per sequence; the
+                                                                                                  // rotary once
 }
 
 TEST(DecoderTest, AConfigJsonIsRecognisedByItsContent) {
@@ -262,7 +272,9 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   expect_error(j, "field 'vocab_size' is missing");
   j = small_llama();
   j["model_type"] = "gpt_bigcode";
-  expect_error(j, "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, mixtral, gemma, phi3)");
+  expect_error(j,
+               "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, mixtral, gemma, phi3, "
+               "gpt2, gpt_neox)");
   j = small_llama();
   j["num_local_experts"] = 8;  // a llama with experts: not mixtral's layer
   expect_error(j, "field 'num_local_experts': this kind of mixture-of-experts layer is not modeled yet (mixtral's is)");
@@ -278,8 +290,12 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   j["hidden_act"] = 3;
   expect_error(j, "field 'hidden_act' must be a string, got 3");
   j = small_llama();
-  j["rope_parameters"] = {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}};
-  expect_error(j, "field 'partial_rotary_factor' is 0.5: rotary positions on part of each head are not modeled yet");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"partial_rotary_factor", 1.5}};
+  expect_error(j, "field 'partial_rotary_factor' is 1.5: it must be above 0 and at most 1");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"partial_rotary_factor", 0.2}};  // 16 x 0.2: 3 dims
+  expect_error(j, "3 rotary dims of head_dim 16 (partial_rotary_factor 0.2) must be even and at least 2");
+  j["rope_parameters"] = {{"rope_type", "default"}, {"partial_rotary_factor", 0.5}};  // 8 of 16 dims rotate
+  EXPECT_EQ(parse_decoder_config(j, "config.json").rotary_dims, 8);
   j = small_llama();
   j["rope_scaling"] = {{"rope_type", "llama3"}, {"factor", 8.0}};  // scaled frequencies: the same count
   EXPECT_NO_THROW(parse_decoder_config(j, "config.json"));
@@ -294,6 +310,100 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   ModelRequest unknown;
   unknown.phase = "generate";
   expect_error(small_llama(), "--phase 'generate' is not one of prefill, decode", unknown);
+}
+
+}  // namespace
+}  // namespace neuralcost
+
+namespace neuralcost {
+namespace {
+
+TEST(DecoderTest, ASlidingWindowBandsTheAttention) {
+  const DecoderConfig c = decoder_preset("mistral-7b");  // sliding_window 4096
+  ASSERT_EQ(c.sliding_window, 4096);
+  DecoderRequest r;
+  r.phase = DecoderPhase::kDecode;
+  // past the window a decode step reads the W - 1 cached keys and its own: the same step at any context
+  r.context = 4095;
+  const Analysis at_window = analyze_phase(c, r);
+  for (const std::int64_t context : {8191, 20000}) {
+    r.context = context;
+    const Analysis beyond = analyze_phase(c, r);
+    EXPECT_EQ(beyond.totals.flops, at_window.totals.flops) << context;
+    EXPECT_EQ(beyond.totals.bytes_read, at_window.totals.bytes_read) << context;
+  }
+  // a prefill of P > W tokens: W(W+1)/2 + (P - W)·W pairs per head
+  DecoderRequest p;
+  p.prompt = 6000;
+  const OpGraph g = build_decoder(c, p, "mistral");
+  const std::uint64_t w = 4096, pairs = w * (w + 1) / 2 + (6000 - w) * w;
+  bool found = false;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (g.op(i).name != "model.layers.0.self_attn#attention") continue;
+    found = true;
+    EXPECT_EQ(cost_of(g.op(i)).contraction_flops, 2 * 32 * pairs * (128 + 128));
+  }
+  EXPECT_TRUE(found);
+  // the window's rule on one op: 10 queries over 10 keys, window 4: 1 + 2 + 3 + 4·7 = 34 pairs
+  OpRecord a{
+      "a",
+      OpKind::kAttention,
+      "attention",
+      {{"q", {1, 2, 10, 8}, DType::kFp32}, {"k", {1, 2, 10, 8}, DType::kFp32}, {"v", {1, 2, 10, 8}, DType::kFp32}},
+      {{"y", {1, 2, 10, 8}, DType::kFp32}},
+      {},
+      {},
+      {}};
+  a.attributes.set("causal", true);
+  a.attributes.set("window", std::int64_t{4});
+  EXPECT_EQ(cost_of(a).contraction_flops, 2u * 2 * 34 * (8 + 8));
+  a.attributes.set("causal", false);
+  EXPECT_THROW(cost_of(a), Error);  // a window needs causal attention
+  // serving holds min(context, W) tokens a sequence
+  const ServingCapacity at = serving_capacity(c, DType::kBf16, 4096, 1, 80'000'000'000, 0.1, 1);
+  const ServingCapacity far = serving_capacity(c, DType::kBf16, 32000, 1, 80'000'000'000, 0.1, 1);
+  EXPECT_EQ(far.sequences, at.sequences);
+  EXPECT_GT(at.sequences, 0u);
+  EXPECT_EQ(far.longest_sequence, static_cast<std::uint64_t>(c.max_positions));
+}
+
+TEST(DecoderTest, Gpt2AndGptNeoxCountLikeTheirModules) {
+  // transformers' num_parameters() of GPT2LMHeadModel (tied head, 1,024 learned positions) and of
+  // Pythia-160M (GPTNeoXForCausalLM: untied embed_out, biases everywhere, no positions table)
+  const DecoderConfig gpt2 = decoder_preset("gpt2");
+  const DecoderConfig pythia = decoder_preset("pythia-160m");
+  EXPECT_EQ(decoder_parameter_count(gpt2), 124439808u);
+  EXPECT_EQ(decoder_parameter_count(pythia), 162322944u);
+  EXPECT_EQ(pythia.rotary_dims, 16);  // 64 x 0.25
+  EXPECT_EQ(gpt2.rotary_dims, 0);
+  DecoderRequest r;
+  r.prompt = 16;
+  for (const DecoderConfig& c : {gpt2, pythia}) {
+    const Analysis a = analyze_phase(c, r);
+    EXPECT_TRUE(a.complete()) << c.architecture << ": " << (a.unmodeled.empty() ? "" : a.unmodeled[0].reason);
+    EXPECT_EQ(a.totals.parameter_count, decoder_parameter_count(c)) << c.architecture;
+  }
+  // prefill contractions: per layer 2·P·(3E·E + E·E + 2·E·I) for the projections, attention
+  // 2·H·P(P+1)/2·(D + D), and the head over the last position 2·V·E; Pythia's rotary frequencies
+  // 2·(R/2)·P once
+  const std::uint64_t p = 16, e = 768, i = 3072, v = 50257, d = 64, h = 12, layers = 12;
+  const std::uint64_t per_layer = 2 * p * (4 * e * e + 2 * e * i) + 2 * h * (p * (p + 1) / 2) * (2 * d);
+  EXPECT_EQ(analyze_phase(gpt2, r).totals.contraction_flops, layers * per_layer + 2 * v * e);
+  EXPECT_EQ(analyze_phase(pythia, r).totals.contraction_flops, layers * per_layer + 2 * 50304 * e + 2 * 8 * p);
+  // a config that changes the math and is not modeled is refused
+  json j = {{"model_type", "gpt2"},
+            {"n_embd", 64},
+            {"n_layer", 2},
+            {"n_head", 4},
+            {"vocab_size", 100},
+            {"n_positions", 64},
+            {"scale_attn_by_inverse_layer_idx", true}};
+  EXPECT_THROW(parse_decoder_config(j, "c"), Error);
+  j["scale_attn_by_inverse_layer_idx"] = false;
+  j["activation_function"] = "relu";
+  EXPECT_THROW(parse_decoder_config(j, "c"), Error);
+  j["activation_function"] = "gelu";
+  EXPECT_EQ(parse_decoder_config(j, "c").intermediate, 256);  // n_inner: 4 x n_embd
 }
 
 }  // namespace

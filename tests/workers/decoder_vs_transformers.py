@@ -1,7 +1,8 @@
 """A decoder config analysed by `neural-cost analyze CONFIG.json` against the model transformers
 builds from the same config (issue 25): small Llama, Qwen2, Gemma (GeGLU, scaled embeddings, head_dim
 apart from hidden/heads) and Phi-3 (fused qkv_proj and gate_up_proj) models with grouped-query attention,
-random weights, run eagerly in prefill (P tokens) and in one decode step over the KV cache of that
+random weights (and GPT-2: learned positions, Conv1D, LayerNorm, a GELU MLP; GPT-NeoX: partial rotary,
+parallel residual), run eagerly in prefill (P tokens) and in one decode step over the KV cache of that
 prefill, counted independently: every nn.Linear by forward hooks (2 per multiply-accumulate),
 every attention from the arguments transformers passes to scaled_dot_product_attention
 (2·B·H·pairs·(D + Dv); causal: the top-left triangle), the rotary frequencies' product
@@ -41,7 +42,11 @@ def counted(model, run):
         positions = args[1] if len(args) > 1 else kwargs["position_ids"]
         total[0] += 2 * positions.shape[0] * module.inv_freq.shape[0] * positions.shape[-1]
 
+    def conv1d(module, _inputs, out):  # GPT-2's Conv1D: weight [in, out]
+        total[0] += 2 * out.numel() * module.weight.shape[0]
+
     handles = [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    handles += [m.register_forward_hook(conv1d) for m in model.modules() if type(m).__name__ == "Conv1D"]
     handles += [
         m.register_forward_hook(rotary, with_kwargs=True)
         for m in model.modules()
@@ -69,6 +74,10 @@ def counted(model, run):
         for h in handles:
             h.remove()
     return total[0], result
+
+
+def shown(totals, key):
+    return f"{totals[key]:,}" if totals else "none"
 
 
 def analyze(config_path, *args):
@@ -133,8 +142,31 @@ configs = {
         eos_token_id=0,
         pad_token_id=0,
     ),
+    "gpt2_mha": T.GPT2Config(
+        vocab_size=500,
+        n_embd=64,
+        n_layer=2,
+        n_head=4,
+        n_positions=128,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
+    "gptneox_partial": T.GPTNeoXConfig(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=96,
+        max_position_embeddings=128,
+        rotary_pct=0.25,
+        use_parallel_residual=True,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
 }
 classes = {
+    "gpt2": T.GPT2LMHeadModel,
+    "gptneox": T.GPTNeoXForCausalLM,
     "llama": T.LlamaForCausalLM,
     "qwen2": T.Qwen2ForCausalLM,
     "gemma": T.GemmaForCausalLM,
@@ -152,7 +184,7 @@ for name, config in configs.items():
         got, error = analyze(path, "--phase", "prefill", "--prompt", str(prompt), "--batch", str(batch))
         check(
             got is not None and got["contraction_flops"] == want,
-            f"{name} prefill b{batch} p{prompt}: {got and got['contraction_flops']:,} == transformers {want:,} {error}",
+            f"{name} prefill b{batch} p{prompt}: {shown(got, 'contraction_flops')} == transformers {want:,} {error}",
         )
         nxt = torch.randint(0, 500, (batch, 1))
         want, _ = counted(
@@ -161,13 +193,13 @@ for name, config in configs.items():
         got, error = analyze(path, "--phase", "decode", "--context", str(prompt), "--batch", str(batch))
         check(
             got is not None and got["contraction_flops"] == want,
-            f"{name} decode b{batch} c{prompt}: {got and got['contraction_flops']:,} == transformers {want:,} {error}",
+            f"{name} decode b{batch} c{prompt}: {shown(got, 'contraction_flops')} == transformers {want:,} {error}",
         )
     params = sum(p.numel() for p in model.parameters())
     got, error = analyze(path, "--batch", "1", "--prompt", "8")
     check(
         got is not None and got["parameter_count"] == params,
-        f"{name} parameters {got and got['parameter_count']:,} == module.parameters() {params:,} {error}",
+        f"{name} parameters {shown(got, 'parameter_count')} == module.parameters() {params:,} {error}",
     )
 
 print(f"{len(failures)} failure(s)")

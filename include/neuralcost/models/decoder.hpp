@@ -17,13 +17,13 @@
 namespace neuralcost {
 
 struct DecoderConfig {
-  std::string architecture;         ///< the config's model_type: llama, mistral, qwen2, mixtral, gemma, phi3
-  std::string source;               ///< where the figures come from (a file, a preset's reference)
-  std::int64_t hidden = 0;          ///< hidden_size
-  std::int64_t layers = 0;          ///< num_hidden_layers
-  std::int64_t heads = 0;           ///< num_attention_heads
-  std::int64_t kv_heads = 0;        ///< num_key_value_heads (= heads without grouped-query attention)
-  std::int64_t head_dim = 0;        ///< head_dim (default hidden / heads)
+  std::string architecture;   ///< the config's model_type: llama, mistral, qwen2, mixtral, gemma, phi3, gpt2, gpt_neox
+  std::string source;         ///< where the figures come from (a file, a preset's reference)
+  std::int64_t hidden = 0;    ///< hidden_size
+  std::int64_t layers = 0;    ///< num_hidden_layers
+  std::int64_t heads = 0;     ///< num_attention_heads
+  std::int64_t kv_heads = 0;  ///< num_key_value_heads (= heads without grouped-query attention)
+  std::int64_t head_dim = 0;  ///< head_dim (default hidden / heads)
   std::int64_t intermediate = 0;    ///< intermediate_size of the SwiGLU MLP
   std::int64_t vocab = 0;           ///< vocab_size
   std::int64_t max_positions = 0;   ///< max_position_embeddings
@@ -36,11 +36,22 @@ struct DecoderConfig {
   /// to num_experts_per_tok of them; 0: a dense MLP
   std::int64_t experts = 0;
   std::int64_t experts_per_token = 0;
-  std::string activation = "silu";  ///< the gated MLP's: silu (SwiGLU) or gelu_tanh (gemma's GeGLU)
+  std::string activation = "silu";  ///< the MLP's: silu (SwiGLU), gelu_tanh (gemma's GeGLU, gpt2's gelu_new), gelu
   bool embedding_scale = false;     ///< gemma: the embeddings · sqrt(hidden_size)
   bool norm_offset = false;         ///< gemma: RMS norms scale by (1 + weight)
-  /// phi3: q, k, v as one qkv_proj and gate, up as one gate_up_proj, each split by views
+  /// phi3: q, k, v as one qkv_proj and gate, up as one gate_up_proj, each split by views (gpt2's
+  /// c_attn and gpt_neox's query_key_value are such a qkv)
   bool fused_projections = false;
+  /// gpt2, gpt_neox: LayerNorm (weight and bias) where llama has RMSNorm; an MLP of fc, activation
+  /// and proj where llama gates; gpt2's learned positions; gpt_neox's parallel residual
+  /// (x + attention(ln1 x) + mlp(ln2 x))
+  bool layer_norm = false;
+  bool gated_mlp = true;
+  bool learned_positions = false;
+  bool parallel_residual = false;
+  /// The dims of each head that rotary positions rotate: head_dim · partial_rotary_factor (gpt_neox's
+  /// rotary_pct); 0: none (gpt2's learned positions)
+  std::int64_t rotary_dims = 0;
   /// The weights of the blocks' linear layers stored quantized (the config's quantization_config,
   /// or --weights); embeddings, norms, the router and lm_head stay in the compute dtype.
   std::optional<WeightQuantization> quantization;
@@ -53,7 +64,7 @@ struct DecoderConfig {
 /// missing, inconsistent or absurd sizes are kInvalidArgument naming the field.
 DecoderConfig parse_decoder_config(const nlohmann::json& config, const std::string& where);
 
-/// Whether `object` looks like a decoder config (it has model_type and num_hidden_layers).
+/// Whether `object` looks like a decoder config (it has model_type and num_hidden_layers, or gpt2's n_layer).
 bool looks_like_decoder_config(const nlohmann::json& object);
 
 /// The built-in presets ("llama-2-7b", ...), each with the source of its figures.
@@ -95,8 +106,9 @@ DecoderConfig with_weights(DecoderConfig config, const std::string& weights);
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& config, DType dtype);
 
 /// The op graph of one phase. Throws kInvalidArgument for a batch, prompt or context below 1,
-/// or a context (with the step's token) beyond max_position_embeddings; kUnimplemented for a
-/// sliding window narrower than the attended keys of a prefill.
+/// or a context (with the step's token) beyond max_position_embeddings. With a sliding window of
+/// W narrower than the keys, attention keeps each query's W most recent keys and a decode step
+/// reads the W - 1 cached before its tokens.
 OpGraph build_decoder(const DecoderConfig& config, const DecoderRequest& request, const std::string& name);
 
 }  // namespace neuralcost

@@ -39,9 +39,11 @@ struct ServingCapacity {
   std::uint64_t kv_bytes_per_token = 0;  ///< per device
   std::uint64_t usable_bytes = 0;        ///< budget × (1 − reserve) − weights (0 when they do not fit)
   std::uint64_t cache_tokens = 0;        ///< tokens the KV cache holds (whole blocks)
-  std::uint64_t sequences = 0;           ///< sequences of `context` tokens at once
+  std::uint64_t sequences =
+      0;  ///< sequences of `context` tokens at once (a sliding window of W: each holds min(context, W))
   /// The most tokens each of `concurrency` sequences served at once can hold (whole blocks each,
-  /// at most max_position_embeddings); 0 when not even one block each fits
+  /// at most max_position_embeddings; with a sliding window whose W tokens fit, the positions);
+  /// 0 when not even one block each fits
   std::uint64_t longest_sequence = 0;
   std::int64_t concurrency = 1;
   bool weights_fit = false;
