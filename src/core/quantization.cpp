@@ -125,8 +125,10 @@ WeightQuantization parse_weight_quantization(const std::string& spec) {
   q.name = spec;
   q.format = head;
   bool allow_group = false, allow_sym = false, allow_asym = false, allow_dq = false, allow_block = false;
-  if (head == "int8" || head == "gptq-int8") {
+  if (head == "int8") {
     q.bits = 8, q.scale_bits = 16, allow_group = allow_asym = allow_sym = true;
+  } else if (head == "gptq-int8") {
+    q.bits = 8, q.scale_bits = 16, allow_group = true;
   } else if (head == "int4") {
     q.bits = 4, q.group_size = 128, q.scale_bits = 16, q.zero_points = true, allow_group = allow_sym = true;
   } else if (head == "gptq-int4") {

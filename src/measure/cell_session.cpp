@@ -317,20 +317,9 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
       else
         run.warnings.push_back(what);
     }
-    std::string disagreement = rounds_disagreement(run.estimate, options.rounds);
-    if (const auto threads = s.model_environment.find("intra_op_threads");
-        !disagreement.empty() && threads != s.model_environment.end() && std::atoi(threads->second.c_str()) > 1) {
-      // measured on the 2-vCPU VM: two threads split a torch cell's rounds into modes 0.5x-1.5x apart
-      disagreement += fmt::format(
-          "; it ran {} intra-op threads, whose wake-ups split rounds into modes on a machine with few CPUs "
-          "(docs/profiling.md §2a): --threads 1 measures without them",
-          threads->second);
-    }
-    if (!disagreement.empty() && run.estimate.machine_spread >= 0.05) {
-      disagreement += fmt::format(
-          "; the machine itself moved: its memory canary spread {:.1f}% over these rounds (docs/profiling.md §2a)",
-          100 * run.estimate.machine_spread);
-    }
+    const auto threads = s.model_environment.find("intra_op_threads");
+    const std::string disagreement = rounds_disagreement(
+        run.estimate, options.rounds, threads != s.model_environment.end() ? std::atoi(threads->second.c_str()) : 0);
     if (!disagreement.empty()) run.timing.reasons.push_back(disagreement);
     if (!cut_short.empty()) run.timing.reasons.push_back(cut_short);
     run.timing.verdict = run.timing.reasons.empty() ? Verdict::kOk : Verdict::kMistrusted;

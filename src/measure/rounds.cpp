@@ -62,7 +62,7 @@ bool rounds_agree(const RoundsEstimate& e, const RoundOptions& o) {
   return e.interval.coverage >= 0.95 && e.relative_half_width <= o.ok_half_width;
 }
 
-std::string rounds_disagreement(const RoundsEstimate& e, const RoundOptions& o) {
+std::string rounds_disagreement(const RoundsEstimate& e, const RoundOptions& o, int intra_op_threads) {
   if (rounds_agree(e, o)) return "";
   if (e.interval.coverage < 0.95) {
     return fmt::format(
@@ -70,13 +70,26 @@ std::string rounds_disagreement(const RoundsEstimate& e, const RoundOptions& o) 
         "raise --rounds",
         e.rounds, 100 * e.interval.coverage);
   }
-  return fmt::format(
+  std::string why = fmt::format(
       "rounds disagree: the 95% interval of {} rounds spans {:+.1f}% to {:+.1f}% of the median, "
       "beyond the +-{:.0f}% that `ok` allows (spread between rounds {:.1f}%, within a round {:.1f}%: "
       "the variance lives {}); more --rounds narrow it, an idle machine more so",
       e.rounds, 100 * (e.interval.interval.low / e.median_seconds - 1),
       100 * (e.interval.interval.high / e.median_seconds - 1), 100 * o.ok_half_width, 100 * e.between_round_spread,
       100 * e.within_round_spread, e.dominant == "between rounds" ? "between windows of time" : "within a window");
+  if (intra_op_threads > 1) {
+    // measured on the 2-vCPU VM: two threads split a torch cell's rounds into modes 0.5x-1.5x apart
+    why += fmt::format(
+        "; it ran {} intra-op threads, whose wake-ups split rounds into modes on a machine with few CPUs "
+        "(docs/profiling.md §2a): --threads 1 measures without them",
+        intra_op_threads);
+  }
+  if (e.machine_spread >= 0.05) {
+    why += fmt::format(
+        "; the machine itself moved: its memory canary spread {:.1f}% over these rounds (docs/profiling.md §2a)",
+        100 * e.machine_spread);
+  }
+  return why;
 }
 
 std::vector<std::size_t> seeded_order(std::size_t n, std::uint64_t seed, std::uint64_t salt) {

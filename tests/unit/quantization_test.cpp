@@ -213,7 +213,7 @@ TEST(QuantizationTest, AConfigsQuantizationConfigIsRead) {
 
 TEST(QuantizationTest, ABadFormatIsOneClearError) {
   for (const char* bad : {"int3", "", "int4-g0", "int4-gx", "int4-g99999999", "fp8-sym", "nvfp4-g32", "nf4-g64-",
-                          "int4--sym", "-int4", "mxfp4-dq", "fp8-g128"}) {
+                          "gptq-int8-sym", "int4--sym", "-int4", "mxfp4-dq", "fp8-g128"}) {
     try {
       parse_weight_quantization(bad);
       ADD_FAILURE() << "accepted '" << bad << "'";

@@ -100,6 +100,14 @@ TEST(RoundsTest, RoundsThatDisagreeWidenTheInterval) {
   EXPECT_DOUBLE_EQ(b.interval.interval.low, 0.88e-3);
   EXPECT_DOUBLE_EQ(b.interval.interval.high, 1.20e-3);
   EXPECT_THAT(rounds_disagreement(b, o), HasSubstr("rounds disagree"));
+  // what this machine showed makes rounds disagree is named, and only then
+  EXPECT_THAT(rounds_disagreement(b, o, 2), HasSubstr("it ran 2 intra-op threads"));
+  EXPECT_THAT(rounds_disagreement(b, o, 1), ::testing::Not(HasSubstr("intra-op threads")));
+  EXPECT_EQ(rounds_disagreement(a, o, 2), "");
+  RoundsEstimate moved = b;
+  moved.machine_spread = 0.08;
+  EXPECT_THAT(rounds_disagreement(moved, o), HasSubstr("the machine itself moved: its memory canary spread 8.0%"));
+  EXPECT_THAT(rounds_disagreement(b, o), ::testing::Not(HasSubstr("canary")));
   // each round's passes agree to 0.4 %, the rounds by 10 %: the variance lives between windows
   EXPECT_EQ(b.dominant, "between rounds");
   EXPECT_GT(b.between_round_spread, 10 * b.within_round_spread);

@@ -67,8 +67,10 @@ RoundsEstimate estimate_rounds(const std::vector<Round>& rounds);
 /// Whether the estimate's interval is narrow enough to act on (and holds 95 %).
 bool rounds_agree(const RoundsEstimate& estimate, const RoundOptions& options);
 
-/// Why a cell's rounds are not `ok`, as one reason line; empty when they agree.
-std::string rounds_disagreement(const RoundsEstimate& estimate, const RoundOptions& options);
+/// Why a cell's rounds are not `ok`, as one reason line; empty when they agree. When they
+/// disagree it also names what this machine showed makes them do so: more than one
+/// `intra_op_threads` (0: unknown), and the machine's canary moving 5 % or more over the rounds.
+std::string rounds_disagreement(const RoundsEstimate& estimate, const RoundOptions& options, int intra_op_threads = 0);
 
 /// A seeded random permutation of 0..n-1 (std::mt19937_64 seeded with seed and salt, a
 /// Fisher-Yates shuffle): the same arguments give the same order on every machine.
