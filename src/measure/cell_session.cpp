@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <limits>
+#include <memory>
 #include <new>
 #include <variant>
 
@@ -165,9 +167,12 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
       round.budget_seconds, o.budget_seconds, ro.rounds, o.min_clock_ticks);
   c["rounds"] = fmt::format(
       "{} rounds ({} to {}, more while the interval is wider than +-{}) in {} preparation(s), interleaved in a seeded "
-      "order (seed {}) with the other cells of the same model and batch; estimate: the median of the round medians; "
+      "order (seed {}) with the other cells of the same model and batch{}; estimate: the median of the round medians; "
       "interval: order statistics {}..{} of the round medians, coverage {:.1f}%",
       run.estimate.rounds, ro.rounds, ro.max_rounds, ro.ok_half_width, run.preparations, ro.seed,
+      options.run.device.is_cpu()
+          ? fmt::format(", pass by pass (a round's visits of >= {:g} ms in turn with theirs)", 1e3 * kInterleavedVisitSeconds)
+          : std::string(),
       run.estimate.interval.k, run.estimate.rounds + 1 - run.estimate.interval.k, 100 * run.estimate.interval.coverage);
   c["layer_profiled_passes"] = std::to_string(options.layer_runs);
 }
@@ -245,17 +250,25 @@ void close_model(CellSession& s) {
   s.model.reset();
 }
 
-Round time_round(CellSession& s, const ProfileOptions& options, bool after_preparation) {
+std::unique_ptr<TimingWindow> begin_round(CellSession& s, const ProfileOptions& options, bool after_preparation) {
   PreparedModel& model = *s.model;
-  model.resume();
-  // paused again whatever happens: its threads stay off the CPUs while the other cells run
-  struct Pause {
-    PreparedModel& m;
-    ~Pause() { m.pause(); }
-  } pause{model};
-  TimedCallable work{[&] { model.run(); }, [&] { model.synchronize(); }, [&] { return model.last_run_seconds(); }, {}};
+  TimedCallable work{[&model] { model.run(); }, [&model] { model.synchronize(); },
+                     [&model] { return model.last_run_seconds(); }, {}};
   for (const auto& sampler : s.samplers) work.samplers.push_back(sampler.get());
-  TimingResult t = time_until_stable(work, round_timing(options, after_preparation));
+  auto window = std::make_unique<TimingWindow>(std::move(work), round_timing(options, after_preparation));
+  model.resume();
+  try {
+    window->warm_up();
+  } catch (...) {
+    model.pause();  // its threads stay off the CPUs while the other cells run
+    throw;
+  }
+  return window;
+}
+
+Round end_round(CellSession& s, TimingWindow& window) {
+  s.model->pause();  // its threads stay off the CPUs while the other cells run
+  TimingResult t = window.finish();
   check_load(t);
   Round r;
   r.process = s.preparations - 1;
@@ -264,10 +277,21 @@ Round time_round(CellSession& s, const ProfileOptions& options, bool after_prepa
   r.reasons = t.reasons;
   if (!s.first_timing) {
     // the model's contract facts after it ran (a training step's losses, a worker's execution)
-    s.model_environment = model.environment();
+    s.model_environment = s.model->environment();
     s.first_timing = std::move(t);
   }
   return r;
+}
+
+Round time_round(CellSession& s, const ProfileOptions& options, bool after_preparation) {
+  std::unique_ptr<TimingWindow> window = begin_round(s, options, after_preparation);
+  try {
+    window->visit(std::numeric_limits<double>::infinity());
+  } catch (...) {
+    s.model->pause();
+    throw;
+  }
+  return end_round(s, *window);
 }
 
 ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileOptions& options,

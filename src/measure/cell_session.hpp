@@ -18,6 +18,12 @@ namespace neuralcost {
 /// estimate, whose interval comes from the rounds.
 inline constexpr int kRoundMinSamples = 10;
 
+/// The least time a cell's visit takes when its round is interleaved pass by pass with the other
+/// cells of its model and batch (CPU runs): a pass at least, and passes for 2 ms. The machine's
+/// pace here moves on a scale of 10 to 100 ms, so cells measured this close together see the
+/// same pace and their ratio (compiled over eager, one framework over another) keeps little of it.
+inline constexpr double kInterleavedVisitSeconds = 0.002;
+
 struct CellSession {
   CellPlan plan;
   ProfileRun run;  ///< identity; after open_session the analysis (and a training step's memory)
@@ -52,6 +58,12 @@ void prepare_again(CellSession& session, const ProfileOptions& options);
 void close_model(CellSession& session);
 /// One round in the prepared model.
 Round time_round(CellSession& session, const ProfileOptions& options, bool after_preparation);
+/// A round taken in visits, interleaved with other cells' rounds pass by pass (schedule.cpp):
+/// begin_round resumes the model and warms it up; the window's visits take its passes;
+/// end_round pauses the model and makes the round. A visit that throws leaves the model
+/// resumed: the caller closes it or calls end_round.
+std::unique_ptr<TimingWindow> begin_round(CellSession& session, const ProfileOptions& options, bool after_preparation);
+Round end_round(CellSession& session, TimingWindow& window);
 /// The cell's run from its rounds: estimate, interval, verdict, rates, contract, layers;
 /// `cut_short` (when not empty) is a reason to mistrust it (interrupted, a failed preparation).
 ProfileRun finish_session(CellSession& session, const HardwareSpec& hardware, const ProfileOptions& options,

@@ -33,6 +33,7 @@ class PageFaultSampler final : public Sampler {
  public:
   explicit PageFaultSampler(PreparedModel& model) : model_(model) {}
   void start() override { before_ = model_.page_faults(); }
+  bool counts_own_passes() const override { return true; }
   void stop(int iterations, double, Counters& out) override {
     const std::optional<double> after = model_.page_faults();
     if (!before_ || !after || iterations < 1) return;

@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <new>
+#include <string>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -219,9 +220,14 @@ class Schedule {
       for (std::size_t i : groups[g]) {
         if (todo[i]) cells.push_back(i);
       }
-      for (std::size_t k : seeded_order(cells.size(), options_.rounds.seed, salt + g + 1)) {
+      const std::vector<std::size_t> order = side_by_side(cells, salt + g + 1);
+      if (canary_ && order.size() > 1) {
+        take_interleaved(order, sweep, tick);  // a CPU's cells: pass by pass
+        continue;
+      }
+      for (std::size_t i : order) {
         if (interrupted()) return false;
-        take_round(cells[k], sweep, tick);
+        take_round(i, sweep, tick);
       }
     }
     return true;
@@ -247,21 +253,91 @@ class Schedule {
     return elapsed + preparation_seconds_[i] < hooks_.time_limit_seconds;
   }
 
+  /// The cells of a group in a seeded order, a backend's modes next to each other (the pairs the
+  /// findings compare most: compiled over eager).
+  std::vector<std::size_t> side_by_side(const std::vector<std::size_t>& cells, std::uint64_t salt) const {
+    std::vector<std::size_t> order;
+    for (std::size_t k : seeded_order(cells.size(), options_.rounds.seed, salt)) order.push_back(cells[k]);
+    std::map<std::string, std::size_t> first;  // backend -> its first place in the seeded order
+    for (std::size_t k = 0; k < order.size(); ++k) first.try_emplace(sessions_[order[k]].run.backend, k);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return first.at(sessions_[a].run.backend) < first.at(sessions_[b].run.backend);
+    });
+    return order;
+  }
+
+  void record_round(std::size_t i, Round r, double machine, int sweep, int tick) {
+    CellSession& s = sessions_[i];
+    r.machine_seconds = machine;
+    s.fresh = false;
+    r.sweep = sweep;
+    r.pass = tick;
+    r.start_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
+    s.rounds.push_back(std::move(r));
+    ++taken_[i];
+    if (hooks_.on_round) hooks_.on_round(s.rounds.back(), i);
+  }
+
   void take_round(std::size_t i, int sweep, int tick) {
     CellSession& s = sessions_[i];
     try {
       // the machine's pace just before the round (CPU runs: a GPU's rounds do not wait on host memory)
       const double machine = canary_ ? canary_->read() : 0.0;
-      Round r = time_round(s, options_, s.fresh);
-      r.machine_seconds = machine;
-      s.fresh = false;
-      r.sweep = sweep;
-      r.pass = tick;
-      r.start_seconds = std::chrono::duration<double>(Clock::now() - start_).count();
-      s.rounds.push_back(r);
-      ++taken_[i];
-      if (hooks_.on_round) hooks_.on_round(s.rounds.back(), i);
+      record_round(i, time_round(s, options_, s.fresh), machine, sweep, tick);
     } catch (const std::exception& e) {
+      round_failed(i, e, sweep, tick);
+    }
+  }
+
+  /// The rounds of a group's cells taken together: each warmed up, then visits of
+  /// kInterleavedVisitSeconds in turn until every window's stopping rule holds, so that the cells
+  /// see the same stretches of the machine (a cell whose window is done drops out of the turns).
+  void take_interleaved(const std::vector<std::size_t>& cells, int sweep, int tick) {
+    const double machine = canary_->read();
+    std::vector<std::unique_ptr<TimingWindow>> windows(cells.size());
+    auto fail = [&](std::size_t k, const std::exception& e) {
+      windows[k].reset();
+      round_failed(cells[k], e, sweep, tick);
+    };
+    for (std::size_t k = 0; k < cells.size(); ++k) {
+      if (interrupted()) break;
+      try {
+        windows[k] = begin_round(sessions_[cells[k]], options_, sessions_[cells[k]].fresh);
+      } catch (const std::exception& e) {
+        fail(k, e);
+      }
+    }
+    for (bool any = true; any && !interrupted();) {
+      any = false;
+      for (std::size_t k = 0; k < cells.size() && !interrupted(); ++k) {
+        if (!windows[k] || windows[k]->done()) continue;
+        any = true;
+        try {
+          windows[k]->visit(kInterleavedVisitSeconds);
+        } catch (const std::exception& e) {
+          fail(k, e);
+        }
+      }
+    }
+    for (std::size_t k = 0; k < cells.size(); ++k) {
+      if (!windows[k]) continue;
+      CellSession& s = sessions_[cells[k]];
+      if (interrupted()) {
+        if (s.model) s.model->pause();
+        continue;
+      }
+      try {
+        record_round(cells[k], end_round(s, *windows[k]), machine, sweep, tick);
+      } catch (const std::exception& e) {
+        fail(k, e);
+      }
+    }
+  }
+
+  /// A round of cell i failed with `e`.
+  void round_failed(std::size_t i, const std::exception& e, int sweep, int tick) {
+    CellSession& s = sessions_[i];
+    {
       if (interrupted()) return;
       s.round_error = e.what();
       if (s.model && s.model->shares_process()) {

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -59,46 +61,96 @@ double steady_clock_resolution_seconds() {
   return best;
 }
 
-TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o) {
-  validate(o);
-  TimingResult r;
-  r.clock_resolution_seconds = steady_clock_resolution_seconds();
-  const auto warm_start = Clock::now();
-  while (r.warmup_iterations < o.warmup_iterations || seconds_since(warm_start) < o.warmup_seconds) {
-    throw_if_interrupted();
-    work.run();
-    work.synchronize();
-    ++r.warmup_iterations;
-  }
-  r.warmup_seconds = seconds_since(warm_start);
+TimingWindow::TimingWindow(TimedCallable work, TimingOptions options)
+    : work_(std::move(work)), o_(std::move(options)) {
+  validate(o_);
+  r_.clock_resolution_seconds = steady_clock_resolution_seconds();
+  next_check_ = static_cast<std::size_t>(o_.min_samples);
+}
 
-  for (Sampler* s : work.samplers) s->start();
-  const auto sample_start = Clock::now();
-  std::size_t next_check = static_cast<std::size_t>(o.min_samples);
-  while (static_cast<int>(r.samples_seconds.size()) < o.max_samples) {
+void TimingWindow::warm_up() {
+  const auto warm_start = Clock::now();
+  while (r_.warmup_iterations < o_.warmup_iterations || seconds_since(warm_start) < o_.warmup_seconds) {
+    throw_if_interrupted();
+    work_.run();
+    work_.synchronize();
+    ++r_.warmup_iterations;
+  }
+  r_.warmup_seconds = seconds_since(warm_start);
+}
+
+void TimingWindow::visit(double min_seconds) {
+  if (done_) return;
+  if (!started_) {
+    for (Sampler* s : work_.samplers) {
+      if (!s->counts_own_passes()) s->start();
+    }
+    started_ = true;
+  }
+  for (Sampler* s : work_.samplers) {
+    if (s->counts_own_passes()) s->start();
+  }
+  const auto visit_start = Clock::now();
+  const std::size_t before = r_.samples_seconds.size();
+  while (!done_ && (r_.samples_seconds.size() == before || seconds_since(visit_start) < min_seconds)) {
     throw_if_interrupted();  // Ctrl-C ends the run between passes (a worker's passes: at once)
     const auto t0 = Clock::now();
-    work.run();
-    work.synchronize();
+    work_.run();
+    work_.synchronize();
     const double wall = seconds_since(t0);
-    const std::optional<double> own = work.reported_seconds ? work.reported_seconds() : std::nullopt;
-    r.samples_seconds.push_back(own ? *own : wall);
-    r.backend_clock = r.backend_clock || own.has_value();
-    const std::size_t n = r.samples_seconds.size();
-    const bool out_of_time = seconds_since(sample_start) >= o.budget_seconds;
-    if (n >= next_check || out_of_time) {
+    const std::optional<double> own = work_.reported_seconds ? work_.reported_seconds() : std::nullopt;
+    r_.samples_seconds.push_back(own ? *own : wall);
+    r_.backend_clock = r_.backend_clock || own.has_value();
+    const std::size_t n = r_.samples_seconds.size();
+    const bool out_of_time = sampled_seconds_ + seconds_since(visit_start) >= o_.budget_seconds;
+    if (static_cast<int>(n) >= o_.max_samples) done_ = true;
+    if (n >= next_check_ || out_of_time) {
       // the bootstrap costs O(n) per resample: check at geometrically spaced counts
-      next_check = std::max(n + 1, n + n / 8);
-      r.summary = summarize(r.samples_seconds);
-      r.reached_target = relative_width(r.summary) <= o.target_relative_ci;
-      if ((r.reached_target && n >= static_cast<std::size_t>(o.min_samples)) ||
-          (out_of_time && n >= static_cast<std::size_t>(o.min_samples))) {
-        break;
-      }
+      next_check_ = std::max(n + 1, n + n / 8);
+      r_.summary = summarize(r_.samples_seconds);
+      r_.reached_target = relative_width(r_.summary) <= o_.target_relative_ci;
+      if ((r_.reached_target || out_of_time) && n >= static_cast<std::size_t>(o_.min_samples)) done_ = true;
     }
   }
-  r.sampling_seconds = seconds_since(sample_start);
-  for (Sampler* s : work.samplers) s->stop(static_cast<int>(r.samples_seconds.size()), r.sampling_seconds, r.counters);
+  const double seconds = seconds_since(visit_start);
+  sampled_seconds_ += seconds;
+  const int passes = static_cast<int>(r_.samples_seconds.size() - before);
+  for (Sampler* s : work_.samplers) {
+    if (!s->counts_own_passes()) continue;
+    Counters counted;
+    s->stop(passes, seconds, counted);
+    merge_visit(counted, passes);
+  }
+}
+
+void TimingWindow::merge_visit(const Counters& counted, int passes) {
+  for (const Counter& c : counted) {
+    auto it = std::find_if(own_counters_.begin(), own_counters_.end(),
+                           [&](const auto& e) { return e.counter.name == c.name; });
+    if (it == own_counters_.end()) {
+      own_counters_.push_back({c, 0, 0});
+      it = own_counters_.end() - 1;
+    }
+    // per pass: weighted by the visit's passes; a rate: by its seconds; a total: summed
+    const double weight = c.kind == Counter::Kind::kPerIteration ? passes : 1.0;
+    it->sum += c.value * weight;
+    it->weight += weight;
+  }
+}
+
+TimingResult TimingWindow::finish() {
+  if (!started_) visit(0);  // a window with no visit yet: its passes now
+  TimingResult r = std::move(r_);
+  const TimingOptions& o = o_;
+  r.sampling_seconds = sampled_seconds_;
+  for (Sampler* s : work_.samplers) {
+    if (!s->counts_own_passes()) s->stop(static_cast<int>(r.samples_seconds.size()), r.sampling_seconds, r.counters);
+  }
+  for (const OwnCounter& c : own_counters_) {
+    Counter total = c.counter;
+    total.value = c.counter.kind == Counter::Kind::kTotal ? c.sum : (c.weight > 0 ? c.sum / c.weight : 0.0);
+    r.counters.push_back(std::move(total));
+  }
   r.summary = summarize(r.samples_seconds);
   r.reached_target = relative_width(r.summary) <= o.target_relative_ci;
 
@@ -129,6 +181,13 @@ TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o
   }
   r.verdict = r.reasons.empty() ? Verdict::kOk : Verdict::kMistrusted;
   return r;
+}
+
+TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& o) {
+  TimingWindow window(work, o);
+  window.warm_up();
+  window.visit(std::numeric_limits<double>::infinity());
+  return window.finish();
 }
 
 void check_against_roofline(TimingResult& result, double lower_bound_seconds) {

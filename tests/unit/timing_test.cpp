@@ -245,5 +245,105 @@ TEST(TimingTest, BadOptionsAreRejected) {
   EXPECT_EQ(b.runs, 0);  // rejected before any pass
 }
 
+/// Counts the passes of the backends it watches: per pass when it brackets its own passes (its
+/// window's visits), in total when it brackets the window.
+class PassCounter final : public Sampler {
+ public:
+  PassCounter(std::vector<const int*> runs, bool own) : runs_(std::move(runs)), own_(own) {}
+  void start() override { before_ = count(); }
+  void stop(int iterations, double, Counters& out) override {
+    const double passes = count() - before_;
+    if (own_) {
+      out.push_back({"own", passes / iterations, "passes", Counter::Kind::kPerIteration});
+    } else {
+      out.push_back({"all", passes, "passes", Counter::Kind::kTotal});
+    }
+  }
+  bool counts_own_passes() const override { return own_; }
+
+ private:
+  int count() const {
+    int n = 0;
+    for (const int* r : runs_) n += *r;
+    return n;
+  }
+  std::vector<const int*> runs_;
+  bool own_;
+  int before_ = 0;
+};
+
+TEST(TimingWindowTest, InterleavedWindowsTakeTurnsAndTheirSamplersCountWhatIsTheirs) {
+  std::vector<char> log;
+  auto noisy = [](int i) { return 1e-2 * (1 + 0.5 * (i % 3)); };  // never meets a 1 % target
+  ScriptedBackend a{noisy}, b{noisy};
+  TimedCallable wa = a.callable(), wb = b.callable();
+  wa.run = [&] { a.last = a.runs++, log.push_back('a'); };
+  wb.run = [&] { b.last = b.runs++, log.push_back('b'); };
+  PassCounter own({&a.runs, &b.runs}, true), all({&a.runs, &b.runs}, false);
+  wa.samplers = {&own, &all};
+  TimingOptions o = quick();
+  o.warmup_iterations = 2;
+  o.target_relative_ci = 0.01;
+  o.max_samples = 12;
+  o.min_samples = 12;
+  TimingWindow ta(wa, o), tb(wb, o);
+  ta.warm_up();
+  tb.warm_up();
+  log.clear();
+  while (!ta.done() || !tb.done()) {
+    if (!ta.done()) ta.visit(0);  // one pass a visit
+    if (!tb.done()) tb.visit(0);
+  }
+  const TimingResult ra = ta.finish(), rb = tb.finish();
+  EXPECT_EQ(ra.samples_seconds.size(), 12U);
+  EXPECT_EQ(rb.samples_seconds.size(), 12U);
+  ASSERT_EQ(log.size(), 24U);
+  for (std::size_t i = 0; i < log.size(); ++i) EXPECT_EQ(log[i], i % 2 ? 'b' : 'a') << i;
+  // the page-fault kind: each of a's visits alone, so exactly one of a's passes per pass
+  const auto find = [&](const char* name) {
+    return std::find_if(ra.counters.begin(), ra.counters.end(), [&](const Counter& c) { return c.name == name; });
+  };
+  ASSERT_NE(find("own"), ra.counters.end());
+  EXPECT_DOUBLE_EQ(find("own")->value, 1.0);
+  // the load kind: the whole window, b's passes included (a finished after b's last visit)
+  ASSERT_NE(find("all"), ra.counters.end());
+  EXPECT_DOUBLE_EQ(find("all")->value, 24.0);
+}
+
+TEST(TimingWindowTest, TheBudgetCountsTheWindowsOwnPassesNotTheOthers) {
+  // a: 1 ms passes that never agree, a 30 ms budget; b: 5 ms passes between a's visits
+  auto noisy = [](int i) { return 1e-3 * (1 + 0.5 * (i % 3)); };
+  ScriptedBackend a{noisy}, b{noisy};
+  TimedCallable wa = a.callable(), wb = b.callable();
+  wa.run = [&] { a.last = a.runs++, std::this_thread::sleep_for(std::chrono::milliseconds(1)); };
+  wb.run = [&] { b.last = b.runs++, std::this_thread::sleep_for(std::chrono::milliseconds(5)); };
+  TimingOptions o = quick();
+  o.warmup_iterations = 0;
+  o.min_samples = 3;
+  o.target_relative_ci = 1e-6;
+  o.budget_seconds = 0.03;
+  TimingWindow ta(wa, o);
+  while (!ta.done()) {
+    ta.visit(0);
+    wb.run();
+  }
+  const TimingResult r = ta.finish();
+  // by the wall clock the budget would be spent after about 5 of a's passes (6 ms a turn)
+  EXPECT_GE(r.sampling_seconds, 0.03);
+  EXPECT_GE(r.samples_seconds.size(), 3U);
+}
+
+TEST(TimingWindowTest, OneVisitIsTimeUntilStable) {
+  ScriptedBackend x{steady}, y{steady};
+  const TimingResult whole = time_until_stable(x.callable(), quick());
+  TimingWindow w(y.callable(), quick());
+  w.warm_up();
+  while (!w.done()) w.visit(0);
+  const TimingResult visits = w.finish();
+  EXPECT_EQ(visits.samples_seconds, whole.samples_seconds);
+  EXPECT_EQ(visits.warmup_iterations, whole.warmup_iterations);
+  EXPECT_EQ(x.runs, y.runs);
+}
+
 }  // namespace
 }  // namespace neuralcost

@@ -39,6 +39,10 @@ class Sampler {
   virtual void start() = 0;
   /// `iterations` and `seconds`: what the timed phase ran, for per-iteration values and rates.
   virtual void stop(int iterations, double seconds, Counters& out) = 0;
+  /// True when what it counts belongs to the passes it brackets alone (page faults of the
+  /// model's process): a window interleaved with other cells' passes brackets each of its own
+  /// visits with it. False when it reads the machine over the window (load, a GPU's power).
+  virtual bool counts_own_passes() const { return false; }
 };
 
 }  // namespace neuralcost

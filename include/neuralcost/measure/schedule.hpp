@@ -9,7 +9,9 @@
 // framework and mode (RunOptions::process_pool), stopped while other cells run. After each group
 // is prepared comes a tick, a pass over the prepared cells whose next round is due, each group's
 // cells side by side in a seeded order, so that round (sweep, pass) of two cells of a group was
-// taken side by side and pairs them. A cell's rounds are due at ticks spread evenly from its
+// taken side by side and pairs them; on a CPU the group's rounds of a tick are interleaved pass by
+// pass (visits of a few ms in turn, cell_session.hpp), as the machine's pace moves faster than a
+// round lasts. A cell's rounds are due at ticks spread evenly from its
 // preparation to the sweep's last planned tick: its rounds sample the machine across the sweep
 // (minutes), not the one window (seconds) in which it was prepared. After the last sweep a cell
 // whose rounds agree is finished; those whose rounds disagree get an extra sweep, prepared afresh

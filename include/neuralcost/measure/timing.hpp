@@ -67,7 +67,42 @@ void validate(const TimingOptions& options);
 /// Smallest step of std::chrono::steady_clock seen over repeated reads, in seconds.
 double steady_clock_resolution_seconds();
 
-/// Warms up, samples and summarises `work` under `options`.
+/// One timed window taken a visit at a time, so that several cells' windows can be interleaved
+/// pass by pass (measure/schedule.hpp): warm_up(), then visit() until done(), then finish().
+/// The budget counts the window's own passes (its visits), not the passes of other windows run
+/// between them. Samplers that count their own passes (Sampler::counts_own_passes) bracket each
+/// visit; the others bracket the whole window.
+class TimingWindow {
+ public:
+  /// Throws kInvalidArgument (validate) when the options cannot work.
+  TimingWindow(TimedCallable work, TimingOptions options);
+  void warm_up();
+  /// Passes until `min_seconds` have gone by (at least one) or the stopping rule holds.
+  void visit(double min_seconds);
+  /// The stopping rule holds: the interval met its target or the budget is spent (after the
+  /// minimum samples), or the maximum samples were taken.
+  bool done() const { return done_; }
+  /// The window's summary, counters and verdict.
+  TimingResult finish();
+
+ private:
+  struct OwnCounter {
+    Counter counter;
+    double sum = 0, weight = 0;
+  };
+  void merge_visit(const Counters& counted, int passes);
+
+  TimedCallable work_;
+  TimingOptions o_;
+  TimingResult r_;
+  std::vector<OwnCounter> own_counters_;
+  std::size_t next_check_ = 0;
+  double sampled_seconds_ = 0;
+  bool started_ = false;
+  bool done_ = false;
+};
+
+/// Warms up, samples and summarises `work` under `options` (one window, one visit).
 TimingResult time_until_stable(const TimedCallable& work, const TimingOptions& options);
 
 /// Adds the roofline check: a median below `lower_bound_seconds` (what the hardware spec

@@ -418,7 +418,7 @@ class WorkerModel final : public PreparedModel {
 
 int passes_per_request(double last_seconds) {
   if (!(last_seconds > 0)) return 1;
-  return static_cast<int>(std::clamp(0.025 / last_seconds, 1.0, 1000.0));
+  return static_cast<int>(std::clamp(0.002 / last_seconds, 1.0, 1000.0));
 }
 
 std::string library_directory() {

@@ -33,10 +33,11 @@ std::string python_interpreter();
 std::string worker_directory();
 
 /// How many forward passes one `run` request asks for, after a pass of `last_seconds`: enough
-/// for about 25 ms per request (1 to 1000). A worker that waited for a request runs its next
-/// pass slower (woken threads, caches the other process used); asking for passes in batches
-/// keeps that to one pass in a batch, and the samples are still single passes timed inside
-/// the worker. bench/worker_protocol_bench measures the result.
+/// for about 2 ms per request (1 to 1000), an interleaved round's visit (measure/cell_session.hpp:
+/// cells measured within milliseconds of each other see the same machine). A worker that waited
+/// for a request runs its next pass slower (woken threads, caches the other process used);
+/// asking for passes in batches keeps that to one pass in a batch, and the samples are still
+/// single passes timed inside the worker. bench/worker_protocol_bench measures the result.
 int passes_per_request(double last_seconds);
 
 class WorkerBackend final : public Backend {
