@@ -119,16 +119,16 @@ void TimingWindow::visit(double min_seconds) {
     if (!s->counts_own_passes()) continue;
     Counters counted;
     s->stop(passes, seconds, counted);
-    merge_visit(counted, passes);
+    merge_visit(s, counted, passes);
   }
 }
 
-void TimingWindow::merge_visit(const Counters& counted, int passes) {
+void TimingWindow::merge_visit(const Sampler* sampler, const Counters& counted, int passes) {
   for (const Counter& c : counted) {
     auto it = std::find_if(own_counters_.begin(), own_counters_.end(),
-                           [&](const auto& e) { return e.counter.name == c.name; });
+                           [&](const auto& e) { return e.sampler == sampler && e.counter.name == c.name; });
     if (it == own_counters_.end()) {
-      own_counters_.push_back({c, 0, 0});
+      own_counters_.push_back({sampler, c, 0, 0});
       it = own_counters_.end() - 1;
     }
     // per pass: weighted by the visit's passes; a rate: by its seconds; a total: summed
@@ -143,13 +143,17 @@ TimingResult TimingWindow::finish() {
   TimingResult r = std::move(r_);
   const TimingOptions& o = o_;
   r.sampling_seconds = sampled_seconds_;
-  for (Sampler* s : work_.samplers) {
-    if (!s->counts_own_passes()) s->stop(static_cast<int>(r.samples_seconds.size()), r.sampling_seconds, r.counters);
-  }
-  for (const OwnCounter& c : own_counters_) {
-    Counter total = c.counter;
-    total.value = c.counter.kind == Counter::Kind::kTotal ? c.sum : (c.weight > 0 ? c.sum / c.weight : 0.0);
-    r.counters.push_back(std::move(total));
+  for (Sampler* s : work_.samplers) {  // the counters in the samplers' order
+    if (!s->counts_own_passes()) {
+      s->stop(static_cast<int>(r.samples_seconds.size()), r.sampling_seconds, r.counters);
+      continue;
+    }
+    for (const OwnCounter& c : own_counters_) {
+      if (c.sampler != s) continue;
+      Counter total = c.counter;
+      total.value = c.counter.kind == Counter::Kind::kTotal ? c.sum : (c.weight > 0 ? c.sum / c.weight : 0.0);
+      r.counters.push_back(std::move(total));
+    }
   }
   r.summary = summarize(r.samples_seconds);
   r.reached_target = relative_width(r.summary) <= o.target_relative_ci;

@@ -63,9 +63,10 @@ TEST(WorkerBackendTest, TensorflowXlaModeRuns) {
   EXPECT_GT(std::stoi(env.at("execution.xla_hlo_instructions")), 0);
 }
 
-TEST(WorkerBackendTest, RunRequestsCarryAbout25msOfPasses) {
+TEST(WorkerBackendTest, RunRequestsCarryAbout2msOfPasses) {
   EXPECT_EQ(worker::passes_per_request(0), 1);  // nothing measured yet
-  EXPECT_EQ(worker::passes_per_request(1e-3), 25);
+  EXPECT_EQ(worker::passes_per_request(1e-4), 20);
+  EXPECT_EQ(worker::passes_per_request(1e-3), 2);
   EXPECT_EQ(worker::passes_per_request(0.1), 1);      // a long pass: one per request
   EXPECT_EQ(worker::passes_per_request(1e-7), 1000);  // at most 1000
 }

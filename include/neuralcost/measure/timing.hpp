@@ -87,10 +87,11 @@ class TimingWindow {
 
  private:
   struct OwnCounter {
+    const Sampler* sampler = nullptr;
     Counter counter;
     double sum = 0, weight = 0;
   };
-  void merge_visit(const Counters& counted, int passes);
+  void merge_visit(const Sampler* sampler, const Counters& counted, int passes);
 
   TimedCallable work_;
   TimingOptions o_;

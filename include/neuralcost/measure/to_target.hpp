@@ -1,0 +1,119 @@
+// Cost to a quality target (docs/to-target.md): seeded training runs of a reference network on an
+// offline dataset until its validation accuracy reaches a target, in the torch worker; scored as
+// MLPerf Training scores time to train (the olympic mean, time_to_target.hpp), with bootstrap
+// intervals over the runs, per-step throughput and the price, for each configuration compared.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "neuralcost/core/statistics.hpp"
+#include "neuralcost/measure/time_to_target.hpp"
+
+namespace neuralcost {
+
+/// One configuration the runs compare.
+struct ToTargetConfig {
+  std::string mode = "eager";      ///< eager or compiled (torch.compile, compiled before the clock starts)
+  std::string precision = "fp32";  ///< fp32 or bf16-mixed (torch.autocast to bfloat16)
+  std::int64_t batch = 32;
+  double lr = 0.05;
+  std::string label() const;  ///< "eager fp32 batch 32 lr 0.05"
+};
+
+struct ToTargetOptions {
+  std::string model = "ff";  ///< ff or cnn, adapted to the data's shape and classes
+  std::string dataset = "digits";
+  double target = 0.95;  ///< validation accuracy to reach
+  int eval_every = 20;   ///< steps between evaluations on the whole validation split
+  int max_steps = 2000;  ///< a run that has not reached the target by then did not converge
+  int runs = 5;          ///< seeded runs per configuration (MLPerf: 5 or 10; the olympic mean drops 2)
+  std::uint64_t seed = 1;  ///< runs take seeds seed, seed + 1, ...
+  double val_fraction = 0.2;
+  std::uint64_t split_seed = 0;  ///< of the stratified split: the same validation images in every run
+  int width = 64, depth = 2;
+  int threads = 1;  ///< intra-op threads of each run
+  std::string optimizer = "sgd";  ///< sgd (momentum 0.9) or adam
+  std::vector<ToTargetConfig> configs;
+  double step_timeout_seconds = 3600;  ///< a run's reply deadline
+};
+
+/// Throws kInvalidArgument naming the option when the options cannot work.
+void validate(const ToTargetOptions& options);
+
+/// An evaluation of a run.
+struct CurvePoint {
+  std::int64_t step = 0, samples = 0;
+  double seconds = 0;        ///< since the run's clock started (training and evaluations)
+  double train_seconds = 0;  ///< its training steps alone
+  double accuracy = 0, loss = 0;
+};
+
+struct ToTargetRun {
+  std::size_t config = 0;
+  std::uint64_t seed = 0;
+  bool reached = false;
+  std::int64_t steps = 0;  ///< to the target when reached, else all it ran
+  std::int64_t samples = 0;
+  double seconds = 0;  ///< time to target (MLPerf's: evaluations included, compilation not)
+  double train_seconds = 0;
+  double compile_seconds = 0;
+  double final_accuracy = 0;
+  bool diverged = false;  ///< the loss went non-finite
+  std::vector<CurvePoint> curve;
+  std::string error;  ///< when the run failed (the others go on)
+  std::int64_t train_images = 0, val_images = 0, parameters = 0;
+  std::string torch_version;
+};
+
+/// A 95 % percentile-bootstrap interval of a mean over runs, with the mean.
+struct MeanInterval {
+  double mean = 0;
+  std::optional<Interval> ci95;  ///< absent below 2 values
+};
+
+struct ToTargetSummary {
+  ToTargetConfig config;
+  std::size_t runs = 0, reached = 0, failed = 0;
+  OlympicScore score;          ///< time to target, MLPerf's olympic mean
+  MeanInterval seconds;        ///< time to target over the runs that reached it
+  MeanInterval samples;        ///< samples to target
+  MeanInterval steps;          ///< steps to target
+  double steps_per_second = 0;  ///< training throughput: the reached runs' steps over their training time
+  std::optional<MeanInterval> cost;  ///< time to target x price, when priced
+  double median_final_accuracy = 0;
+};
+
+/// The configuration's summary from its runs (bootstrap seeded: the same runs, the same intervals).
+ToTargetSummary summarize_to_target(const ToTargetConfig& config, const std::vector<ToTargetRun>& runs,
+                                    std::optional<double> price_per_hour);
+
+/// Configuration b against a: the ratios of b's means over a's, with
+/// bootstrap intervals over both sets of reached runs (resampled independently).
+struct ToTargetContrast {
+  std::size_t a = 0, b = 0;
+  std::optional<MeanInterval> seconds_ratio, steps_ratio;  ///< absent unless both have 2+ reached runs
+  double throughput_ratio = 0;                              ///< b's steps/s over a's
+  std::string verdict;  ///< "cheaper to the target", "dearer to the target", "no clear difference", ...
+};
+ToTargetContrast contrast_to_target(std::size_t a, std::size_t b, const std::vector<ToTargetRun>& runs_a,
+                                    const std::vector<ToTargetRun>& runs_b, double throughput_a,
+                                    double throughput_b);
+
+/// Runs every configuration `options.runs` times, seed-major (seed s of every configuration, then
+/// s + 1) so that a slow stretch of the machine touches every configuration, each run in a fresh
+/// worker process. `on_run` after each run (to save it); a failed run is recorded with its error
+/// and the others go on. Throws kNotFound when the torch worker's Python cannot run, and the
+/// worker's own error (kInvalidArgument) for a request it refuses before any run is kept.
+std::vector<ToTargetRun> run_to_target(const ToTargetOptions& options,
+                                       const std::function<void(const ToTargetRun&)>& on_run);
+
+nlohmann::json to_json(const ToTargetRun& run);
+ToTargetRun to_target_run_from_json(const nlohmann::json& j);
+
+}  // namespace neuralcost
