@@ -103,6 +103,14 @@ def main():
             f"the machine's memory canary: {1e3 * machine['before_seconds']:.2f} ms in a, "
             f"{1e3 * machine['after_seconds']:.2f} ms in b ({100 * machine['change']:+.1f}%)"
         )
+    pace = json.load(open(args.compare)).get("pace", {})
+    for side, name in (("before", "a"), ("after", "b")):
+        if side in pace:
+            print(
+                f"the machine's pace within {name} (read from its cells' rounds, p10..p90 over "
+                f"{pace[side]['ticks']} ticks): {pace[side]['low']:.2f}..{pace[side]['high']:.2f}, "
+                f"a spread of {100 * pace[side]['spread']:.0f}% (compare warns at 25%)"
+            )
     both = [k for k in a if k in b and measured(a[k]) and measured(b[k])]
     print(f"cells: {len(a)} in a, {len(b)} in b, {len(both)} measured in both")
     cmp = json.load(open(args.compare))

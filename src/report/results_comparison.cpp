@@ -95,6 +95,28 @@ void compare_cell(CellChange& c, double alpha, double min_effect) {
   c.notes.push_back("no per-sample times in the results: not tested, the interval is from the two CIs");
 }
 
+/// The machine's pace over the ticks of one file's runs (PaceDrift), when 3 or more ticks hold 8
+/// rounds or more.
+std::optional<PaceDrift> pace_of(const std::vector<const ResultRun*>& runs) {
+  std::map<std::pair<int, int>, std::vector<double>> ticks;
+  for (const ResultRun* run : runs) {
+    if (run->failed() || !(run->median_seconds > 0)) continue;
+    for (const ResultRound& r : run->rounds) ticks[{r.sweep, r.pass}].push_back(r.median_seconds / run->median_seconds);
+  }
+  std::vector<double> paces;
+  for (const auto& [tick, values] : ticks) {
+    if (values.size() >= 8) paces.push_back(median(values));
+  }
+  if (paces.size() < 3) return std::nullopt;
+  std::sort(paces.begin(), paces.end());
+  const auto at = [&](double q) { return paces[static_cast<std::size_t>(q * static_cast<double>(paces.size() - 1))]; };
+  PaceDrift d;
+  d.ticks = paces.size();
+  d.low = at(0.1);
+  d.high = at(0.9);
+  return d;
+}
+
 /// Each backend's cells against the others' (GroupChange), when two or more backends have cells.
 std::vector<GroupChange> compare_groups(const std::vector<CellChange>& cells, double alpha, double min_effect) {
   std::map<std::string, std::vector<double>> ratios;  // per backend: its tested cells' ratios
@@ -201,6 +223,23 @@ ResultsComparison compare_results(const ResultsFile& before, const ResultsFile& 
     if (!after_cells.count(key)) out.only_before.push_back(key);
   }
   out.groups = compare_groups(out.cells, alpha, min_effect);
+  // the machine's pace within each file, from the cells' rounds: a move larger than the cells'
+  // intervals makes a cell's change between the files the machine's as much as the code's
+  std::vector<const ResultRun*> before_runs, after_runs;
+  for (const CellChange& c : out.cells) {
+    before_runs.push_back(&c.before);
+    after_runs.push_back(&c.after);
+  }
+  out.before_pace = pace_of(before_runs);
+  out.after_pace = pace_of(after_runs);
+  for (const auto& [pace, which] : {std::pair{out.before_pace, "before"}, std::pair{out.after_pace, "after"}}) {
+    if (!pace || pace->spread() < kPaceWarningSpread) continue;
+    out.warnings.push_back(fmt::format(
+        "the machine's pace moved within the {} file: in its slow ticks every cell ran {:.0f}% slower than in its "
+        "fast ones (10th to 90th percentile over {} ticks of the median round / estimate); a cell's estimate there "
+        "mixes the two, and its change between the files may be the machine's, not the code's (docs/profiling.md §2a)",
+        which, 100 * pace->spread(), pace->ticks));
+  }
   // the machine's own pace in each file: a change of the host between the two runs moves every
   // cell with it, and a cell's test cannot tell it from a change of the code
   std::vector<double> before_machine, after_machine;

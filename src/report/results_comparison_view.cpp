@@ -47,6 +47,15 @@ json results_comparison_json(const ResultsComparison& c) {
           "without rounds), exact for 8 or fewer values without ties, else the normal approximation with tie "
           "and continuity corrections; significant when p < alpha and |change| >= min_effect"},
          {"warnings", c.warnings}};
+  if (c.before_pace || c.after_pace) {
+    json pace{{"description",
+               "the machine's pace within each file: per tick, the median over its rounds of round median / the "
+               "cell's estimate; low and high are the 10th and 90th percentiles over the ticks"}};
+    for (const auto& [p, name] : {std::pair{c.before_pace, "before"}, std::pair{c.after_pace, "after"}}) {
+      if (p) pace[name] = {{"ticks", p->ticks}, {"low", p->low}, {"high", p->high}, {"spread", p->spread()}};
+    }
+    j["pace"] = pace;
+  }
   if (c.machine) {
     j["machine"] = {{"canary", "a 64 MiB stream read before every round (docs/profiling.md 2a)"},
                     {"before_seconds", c.machine->before_seconds},

@@ -485,6 +485,39 @@ TEST(CompareTest, RoundsOfTwoIdenticalStudiesShowNoChange) {
   EXPECT_TRUE(slower_than(c, 0.05).empty());
 }
 
+TEST(CompareTest, AMachineWhosePaceMovedWithinAFileIsSaid) {
+  // 8 cells whose rounds move together tick by tick: the machine's pace, read from the cells
+  const std::vector<double> jump = {0.7, 0.72, 0.75, 1.15, 1.2, 1.18};  // 70% apart halfway through
+  std::vector<json> steady, moved;
+  for (const char* backend : {"jax", "libtorch", "tensorflow", "torch"}) {
+    for (const char* mode : {"eager", "compiled"}) {
+      steady.push_back(rounds_run(backend, mode, 1e-3, kDrift));
+      moved.push_back(rounds_run(backend, mode, 1e-3, jump));
+    }
+  }
+  const ResultsComparison c =
+      compare_results(parse_results(jsonl(steady), "a.jsonl"), parse_results(jsonl(moved), "b.jsonl"));
+  ASSERT_TRUE(c.before_pace.has_value());
+  ASSERT_TRUE(c.after_pace.has_value());
+  EXPECT_EQ(c.after_pace->ticks, 6u);
+  // 10th and 90th percentiles of 6 ticks: the lowest and the 5th (rank 4 of 0..5), over the estimate
+  EXPECT_NEAR(c.before_pace->spread(), 1.08 / 0.95 - 1, 1e-9);
+  EXPECT_NEAR(c.after_pace->spread(), 1.18 / 0.7 - 1, 1e-9);
+  std::size_t pace_warnings = 0;
+  for (const std::string& w : c.warnings) {
+    if (w.find("pace moved") != std::string::npos) {
+      ++pace_warnings;
+      EXPECT_NE(w.find("within the after file"), std::string::npos) << w;
+      EXPECT_NE(w.find("69% slower"), std::string::npos) << w;
+    }
+  }
+  EXPECT_EQ(pace_warnings, 1u);
+  // fewer than 8 cells a tick: no pace
+  const ResultsComparison few =
+      compare_results(parse_results(jsonl({steady[0]}), "a.jsonl"), parse_results(jsonl({moved[0]}), "b.jsonl"));
+  EXPECT_FALSE(few.after_pace.has_value());
+}
+
 /// rounds_run with the machine's canary read before each round: `canary` seconds x drift[i]
 json canary_run(const std::string& backend, double centre, double canary, const std::vector<double>& drift) {
   json r = rounds_run(backend, "eager", centre, drift);

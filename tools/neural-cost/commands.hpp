@@ -29,5 +29,6 @@ void add_study_command(CLI::App& app);
 void add_backends_command(CLI::App& app);
 /// `neural-cost report`, `cost` and `compare`: views over results files.
 void add_report_commands(CLI::App& app);
+void add_to_target_command(CLI::App& app);
 
 }  // namespace neuralcost::cli

@@ -82,6 +82,7 @@ int run_command(int argc, char** argv) {
   neuralcost::cli::add_study_command(app);
   neuralcost::cli::add_backends_command(app);
   neuralcost::cli::add_report_commands(app);
+  neuralcost::cli::add_to_target_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

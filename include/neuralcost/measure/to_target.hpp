@@ -113,7 +113,23 @@ ToTargetContrast contrast_to_target(std::size_t a, std::size_t b, const std::vec
 std::vector<ToTargetRun> run_to_target(const ToTargetOptions& options,
                                        const std::function<void(const ToTargetRun&)>& on_run);
 
+/// A train-to-target study: its runs, each configuration's summary and each configuration against
+/// the first.
+struct ToTargetStudy {
+  ToTargetOptions options;
+  std::vector<ToTargetRun> runs;
+  std::vector<ToTargetSummary> summaries;   ///< one per configuration, in order
+  std::vector<ToTargetContrast> contrasts;  ///< configuration i (i >= 1) against configuration 0
+  std::optional<double> price_per_hour;
+  std::string currency = "USD";
+  std::string cpu;  ///< the machine the runs ran on
+};
+
+/// Summaries and contrasts from the runs (those of a configuration in the order they ran).
+ToTargetStudy score_to_target(const ToTargetOptions& options, std::vector<ToTargetRun> runs,
+                              std::optional<double> price_per_hour, std::string currency);
+
 nlohmann::json to_json(const ToTargetRun& run);
-ToTargetRun to_target_run_from_json(const nlohmann::json& j);
+nlohmann::json to_json(const ToTargetStudy& study);
 
 }  // namespace neuralcost

@@ -64,8 +64,22 @@ struct MachineChange {
   double change = 0;  ///< after / before - 1: positive when the machine's memory was slower after
 };
 
+/// The machine's pace within one file, read from the cells themselves: per tick (sweep, pass: a
+/// pass over every group, seconds to a minute), the median over the tick's rounds of round median
+/// / its cell's estimate. Every cell's rounds spread over the study, so a tick at 1.2 means every
+/// cell ran 20 % slower then: the machine, not any one cell.
+struct PaceDrift {
+  std::size_t ticks = 0;     ///< ticks with at least 8 rounds
+  double low = 0, high = 0;  ///< the 10th and 90th percentile of the ticks' paces
+  double spread() const { return low > 0 ? high / low - 1 : 0; }
+};
+/// A pace spread at least this large in either file is a warning of compare: the machine moved
+/// within the study by more than the intervals of its cells can hold.
+inline constexpr double kPaceWarningSpread = 0.25;
+
 struct ResultsComparison {
   std::string before_path, after_path;
+  std::optional<PaceDrift> before_pace, after_pace;  ///< files with rounds in 3 or more full ticks
   /// both files' rounds read the canary (CPU studies written since it exists); else empty
   std::optional<MachineChange> machine;
   double alpha = 0.05;

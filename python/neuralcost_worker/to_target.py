@@ -1,0 +1,242 @@
+"""Training to a quality target (`neural-cost train-to-target`, docs/to-target.md): one seeded run
+of a reference network on an offline dataset until its validation accuracy reaches the target,
+evaluated every K steps on a held-out split. Served as `python -m neuralcost_worker to-target`:
+one JSON request a line on stdin, one reply a line on stdout (as the other workers).
+
+    {"cmd": "hello"}                      -> torch's version, the datasets
+    {"cmd": "run", "model": "ff", ...}    -> the run's curve and where it reached the target
+
+Datasets ship inside a package and are never downloaded: `digits` is scikit-learn's copy of the
+UCI optical digits (1,797 images of 8 x 8 pixels, 16 grey levels, 10 classes), inside the wheel.
+The split is a seeded stratified shuffle (the split seed is the contract's, not the run's), so
+every run of a study validates on the same images.
+"""
+
+import json
+import os
+import sys
+import time
+
+import numpy as np
+
+DATASETS = ("digits",)
+MODELS = ("ff", "cnn")
+OPTIMIZERS = ("sgd", "adam")
+
+
+class BadRequest(ValueError):
+    pass
+
+
+def load_dataset(name, val_fraction, split_seed):
+    """(train x, train y, val x, val y, image shape) of a dataset, x in [0, 1] as float32."""
+    if name != "digits":
+        raise BadRequest(f"unknown dataset '{name}' (known: {', '.join(DATASETS)})")
+    from sklearn.datasets import load_digits
+
+    d = load_digits()
+    x = (d.data / 16.0).astype(np.float32)
+    y = d.target.astype(np.int64)
+    rng = np.random.default_rng(split_seed)
+    val = []
+    for c in np.unique(y):  # stratified: each class in the same proportion in both splits
+        idx = np.flatnonzero(y == c)
+        rng.shuffle(idx)
+        val.extend(idx[: int(round(val_fraction * len(idx)))])
+    val = np.sort(np.array(val, dtype=np.int64))
+    train = np.setdiff1d(np.arange(len(y)), val)
+    if len(val) == 0 or len(train) == 0:
+        raise BadRequest(
+            f"--val-fraction {val_fraction} leaves {len(train)} training and {len(val)} validation images of "
+            f"{len(y)}: both must be at least one"
+        )
+    return x[train], y[train], x[val], y[val], (1, 8, 8), int(y.max()) + 1
+
+
+def build_model(name, width, depth, image, classes):
+    """The reference networks (docs/reference-networks.md) adapted to the data: ff's first layer
+    takes the image's pixels, cnn's first convolution its channels, both classify `classes`."""
+    import torch
+    from torch import nn
+
+    from neuralcost_worker.torch import reference
+
+    if name == "ff":
+        net = reference.FeedForward(width, depth)
+        net.block0.linear = nn.Linear(int(np.prod(image)), width)
+    elif name == "cnn":
+        if image[1] >> (depth - 1) < 1:
+            raise BadRequest(f"cnn of depth {depth} pools {image[1]} x {image[2]} images below one pixel")
+        net = reference.Cnn(width, depth)
+        first = net.stage0.conv
+        net.stage0.conv = nn.Conv2d(image[0], first.out_channels, 3, padding=1)
+    else:
+        raise BadRequest(f"unknown model '{name}' for train-to-target (known: {', '.join(MODELS)})")
+    net.classifier = nn.Linear(net.classifier.in_features, classes)
+    return net, torch
+
+
+def run(req):
+    model = req.get("model", "ff")
+    batch = int(req.get("batch", 32))
+    lr = float(req.get("lr", 0.05))
+    target = float(req["target"])
+    eval_every = int(req.get("eval_every", 20))
+    max_steps = int(req.get("max_steps", 2000))
+    seed = int(req.get("seed", 1))
+    mode = req.get("mode", "eager")
+    precision = req.get("precision", "fp32")
+    optimizer = req.get("optimizer", "sgd")
+    if precision not in ("fp32", "bf16-mixed"):
+        raise BadRequest(f"--precision {precision}: train-to-target runs fp32 or bf16-mixed on a CPU")
+    if mode not in ("eager", "compiled"):
+        raise BadRequest(f"--mode {mode}: eager or compiled")
+    if optimizer not in OPTIMIZERS:
+        raise BadRequest(f"--optimizer {optimizer}: one of {', '.join(OPTIMIZERS)}")
+    xt, yt, xv, yv, image, classes = load_dataset(
+        req.get("dataset", "digits"), float(req.get("val_fraction", 0.2)), int(req.get("split_seed", 0))
+    )
+    if batch > len(yt):
+        raise BadRequest(f"--batch {batch} is larger than the {len(yt)} training images")
+    threads = int(req.get("threads", 0))
+    net, torch = build_model(model, int(req.get("width", 64)), int(req.get("depth", 2)), image, classes)
+    if threads > 0:
+        torch.set_num_threads(threads)
+    torch.manual_seed(seed)
+    for p in net.parameters():  # the run's own initial weights: the seed decides them
+        if p.dim() > 1:
+            torch.nn.init.kaiming_uniform_(p, a=5**0.5)
+        else:
+            torch.nn.init.uniform_(p, -0.05, 0.05)
+    shape = (-1,) + image if model == "cnn" else (-1, int(np.prod(image)))
+    xt_t, yt_t = torch.from_numpy(xt).reshape(shape), torch.from_numpy(yt)
+    xv_t, yv_t = torch.from_numpy(xv).reshape(shape), torch.from_numpy(yv)
+    net.train()
+    params = list(net.parameters())
+    opt = torch.optim.SGD(params, lr=lr, momentum=0.9) if optimizer == "sgd" else torch.optim.Adam(params, lr=lr)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    autocast = precision == "bf16-mixed"
+
+    compile_seconds = 0.0
+    model = net
+    if mode == "compiled":
+        # the module compiled (forward and, through AOTAutograd, backward; the optimizer stays
+        # eager), on a training step and an evaluation of the data before the clock starts
+        # (MLPerf's initialisation), then the initial weights and optimizer state put back
+        t0 = time.perf_counter()
+        model = torch.compile(net)
+        state = {k: v.clone() for k, v in net.state_dict().items()}
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss_fn(model(xt_t[:batch]), yt_t[:batch]).backward()
+        net.eval()
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            model(xv_t)
+        net.train()
+        net.load_state_dict(state)
+        opt.zero_grad(set_to_none=True)
+        opt.state.clear()
+        compile_seconds = time.perf_counter() - t0
+
+    def step(x, y):
+        opt.zero_grad(set_to_none=True)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            loss = loss_fn(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    def forward(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            return model(x)
+
+    rng = np.random.default_rng(seed)
+    order, at = rng.permutation(len(yt)), 0
+    curve = []
+    reached = None
+    train_seconds = 0.0
+    losses = []
+    start = time.perf_counter()
+    steps = 0
+    while steps < max_steps:
+        if at + batch > len(order):  # a new epoch: a fresh permutation, the last partial batch dropped
+            order, at = rng.permutation(len(yt)), 0
+        idx = torch.from_numpy(order[at : at + batch])
+        at += batch
+        t0 = time.perf_counter()
+        loss = step(xt_t[idx], yt_t[idx])
+        train_seconds += time.perf_counter() - t0
+        steps += 1
+        if steps % eval_every == 0 or steps == max_steps:
+            losses.append(float(loss.detach()))
+            net.eval()
+            with torch.no_grad():
+                acc = float((forward(xv_t).argmax(1) == yv_t).float().mean())
+            net.train()
+            curve.append(
+                {
+                    "step": steps,
+                    "samples": steps * batch,
+                    "seconds": time.perf_counter() - start,
+                    "train_seconds": train_seconds,
+                    "accuracy": acc,
+                    "loss": losses[-1],
+                }
+            )
+            if not np.isfinite(losses[-1]):
+                break
+            if acc >= target:
+                reached = curve[-1]
+                break
+    return {
+        "ok": True,
+        "reached": reached is not None,
+        "curve": curve,
+        "steps": steps,
+        "train_images": int(len(yt)),
+        "val_images": int(len(yv)),
+        "classes": classes,
+        "compile_seconds": compile_seconds,
+        "parameters": int(sum(p.numel() for p in net.parameters())),
+        "torch": torch.__version__,
+        "diverged": bool(losses and not np.isfinite(losses[-1])),
+    }
+
+
+def serve():
+    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+
+    def reply(obj):
+        out.write(json.dumps(obj) + "\n")
+        out.flush()
+
+    for line in sys.stdin:
+        try:
+            req = json.loads(line)
+        except ValueError as e:
+            reply({"ok": False, "kind": "invalid_argument", "error": f"not a JSON request: {e}"})
+            continue
+        cmd = req.get("cmd") if isinstance(req, dict) else None
+        if cmd == "quit":
+            reply({"ok": True})
+            return 0
+        try:
+            if cmd == "hello":
+                import sklearn
+                import torch
+
+                reply({"ok": True, "torch": torch.__version__, "sklearn": sklearn.__version__, "datasets": DATASETS})
+            elif cmd == "run":
+                reply(run(req))
+            else:
+                reply(
+                    {"ok": False, "kind": "invalid_argument", "error": f"unknown cmd {cmd!r} (known: hello, run, quit)"}
+                )
+        except BadRequest as e:
+            reply({"ok": False, "kind": "invalid_argument", "error": str(e)})
+        except ImportError as e:
+            reply({"ok": False, "kind": "not_found", "error": f"{e} (scripts/python-env.sh installs it)"})
+        except Exception as e:  # noqa: BLE001 - the run's failure is the reply, the worker goes on
+            reply({"ok": False, "kind": "internal", "error": f"{type(e).__name__}: {e}"})
+    return 0

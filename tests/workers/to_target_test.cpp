@@ -1,0 +1,174 @@
+// `train-to-target`: the scoring on scripted runs (olympic mean, bootstrap intervals, cost, each
+// configuration against the first), and real runs of the torch worker on scikit-learn's digits:
+// every run reaches a reachable target in fp32 and bf16, an unreachable one is recorded as not
+// reached with the results kept, and bad input is one error line. Properties only: this machine's
+// times are not asserted.
+#include <unistd.h>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/cli_run.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/measure/to_target.hpp"
+
+namespace neuralcost {
+namespace {
+
+using namespace neuralcost::testing;
+using ::testing::HasSubstr;
+
+ToTargetRun scripted(std::size_t config, double seconds, std::int64_t steps, bool reached = true) {
+  ToTargetRun r;
+  r.config = config;
+  r.reached = reached;
+  r.seconds = seconds;
+  r.steps = steps;
+  r.samples = steps * 32;
+  r.train_seconds = seconds * 0.9;
+  r.final_accuracy = reached ? 0.96 : 0.9;
+  return r;
+}
+
+TEST(ToTargetTest, ScoresAsMLPerfWithIntervalsAndCost) {
+  const std::vector<ToTargetRun> runs{scripted(0, 10, 100), scripted(0, 12, 120), scripted(0, 11, 110),
+                                      scripted(0, 30, 300), scripted(0, 9, 90)};
+  const ToTargetSummary s = summarize_to_target({}, runs, 3.6);  // 3.6 per hour: 0.001 a second
+  EXPECT_EQ(s.reached, 5U);
+  ASSERT_TRUE(s.score.valid);
+  EXPECT_DOUBLE_EQ(s.score.mean_seconds, 11.0);  // 9 and 30 dropped
+  EXPECT_DOUBLE_EQ(s.seconds.mean, 14.4);
+  ASSERT_TRUE(s.seconds.ci95.has_value());
+  EXPECT_LE(s.seconds.ci95->low, 14.4);
+  EXPECT_GE(s.seconds.ci95->high, 14.4);
+  EXPECT_GE(s.seconds.ci95->low, 9.0);  // a mean of the runs lies among them
+  EXPECT_LE(s.seconds.ci95->high, 30.0);
+  EXPECT_DOUBLE_EQ(s.steps.mean, 144.0);
+  EXPECT_DOUBLE_EQ(s.samples.mean, 144.0 * 32);
+  ASSERT_TRUE(s.cost.has_value());
+  EXPECT_NEAR(s.cost->mean, 0.0144, 1e-12);
+  EXPECT_NEAR(s.steps_per_second, 720 / (72 * 0.9), 1e-9);
+  // the same runs, the same intervals (the bootstrap is seeded)
+  EXPECT_EQ(summarize_to_target({}, runs, std::nullopt).seconds.ci95->low, s.seconds.ci95->low);
+}
+
+TEST(ToTargetTest, TwoRunsThatDoNotReachTheTargetInvalidateTheOlympicMean) {
+  const std::vector<ToTargetRun> one{scripted(0, 10, 100), scripted(0, 12, 120), scripted(0, 0, 500, false)};
+  EXPECT_TRUE(summarize_to_target({}, one, std::nullopt).score.valid);
+  std::vector<ToTargetRun> two = one;
+  two[1].reached = false;
+  const ToTargetSummary s = summarize_to_target({}, two, std::nullopt);
+  EXPECT_FALSE(s.score.valid);
+  EXPECT_THAT(s.score.why_invalid, HasSubstr("2 of 3 runs did not reach the target"));
+  ToTargetRun failed = scripted(0, 0, 0, false);
+  failed.error = "the worker exited";
+  const ToTargetSummary f = summarize_to_target({}, {one[0], one[1], failed}, std::nullopt);
+  EXPECT_EQ(f.failed, 1U);
+  EXPECT_TRUE(f.score.valid);  // a failed run counts as one that did not reach it
+}
+
+TEST(ToTargetTest, FasterPerStepButMoreStepsIsDearerToTheTarget) {
+  // the brief's worked question: 20 % more steps a second, 25 % more steps: about 4 % dearer
+  std::vector<ToTargetRun> a, b;
+  for (int i = 0; i < 6; ++i) {
+    a.push_back(scripted(0, 100 + i, 1000 + 20 * i));
+    b.push_back(scripted(1, (100 + i) * 1.25 / 1.2, (1000 + 20 * i) * 5 / 4));
+  }
+  const ToTargetContrast c = contrast_to_target(0, 1, a, b, 10.0, 12.0);
+  ASSERT_TRUE(c.seconds_ratio.has_value());
+  EXPECT_NEAR(c.seconds_ratio->mean, 1.25 / 1.2, 1e-9);
+  EXPECT_NEAR(c.steps_ratio->mean, 1.25, 1e-9);
+  EXPECT_DOUBLE_EQ(c.throughput_ratio, 1.2);
+  EXPECT_EQ(c.verdict, "dearer to the target, though faster per step");
+  const ToTargetContrast same = contrast_to_target(0, 1, a, a, 10.0, 10.0);
+  EXPECT_THAT(same.verdict, HasSubstr("no clear difference"));
+  const ToTargetContrast none = contrast_to_target(0, 1, a, {b[0]}, 10.0, 12.0);
+  EXPECT_THAT(none.verdict, HasSubstr("not comparable"));
+}
+
+TEST(ToTargetTest, BadOptionsAreErrors) {
+  ToTargetOptions o;
+  o.configs = {{}};
+  EXPECT_NO_THROW(validate(o));
+  auto expect_bad = [&](const std::function<void(ToTargetOptions&)>& change, const std::string& fragment) {
+    ToTargetOptions b = o;
+    change(b);
+    try {
+      validate(b);
+      ADD_FAILURE() << "accepted: " << fragment;
+    } catch (const Error& e) {
+      EXPECT_THAT(e.what(), HasSubstr(fragment));
+    }
+  };
+  expect_bad([](auto& b) { b.runs = 2; }, "--runs 2: at least 3");
+  expect_bad([](auto& b) { b.val_fraction = 0; }, "--val-fraction 0");
+  expect_bad([](auto& b) { b.model = "lstm"; }, "--model lstm");
+  expect_bad([](auto& b) { b.dataset = "mnist"; }, "--dataset mnist");
+  expect_bad([](auto& b) { b.target = 1.5; }, "--target 1.5");
+  expect_bad([](auto& b) { b.configs[0].precision = "fp16"; }, "needs a GPU");
+  expect_bad([](auto& b) { b.model = "cnn", b.depth = 5; }, "below one pixel");
+}
+
+TEST(ToTargetCliTest, EveryRunReachesAReachableTargetInFp32AndBf16AndTheFileKeepsThem) {
+  const std::string path = ::testing::TempDir() + "/to_target_" + std::to_string(::getpid()) + ".json";
+  const CliResult r = run_cli(
+      "train-to-target --model ff --target 0.9 --runs 3 --eval-every 20 --max-steps 1000 --precision fp32,bf16-mixed "
+      "--price-per-hour 3.6 -o " +
+      path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("eager fp32 batch 32 lr 0.05"));
+  EXPECT_THAT(r.out, HasSubstr("eager bf16-mixed batch 32 lr 0.05"));
+  EXPECT_THAT(r.out, HasSubstr("3 of 3"));
+  EXPECT_THAT(r.out, HasSubstr("against eager fp32 batch 32 lr 0.05:"));
+  const nlohmann::json j = nlohmann::json::parse(slurp(path));
+  ASSERT_EQ(j.at("runs").size(), 6U);
+  for (const auto& run : j.at("runs")) {
+    EXPECT_TRUE(run.at("reached").get<bool>()) << run.dump();
+    EXPECT_GE(run.at("final_accuracy").get<double>(), 0.9);
+    EXPECT_EQ(run.at("steps").get<int>() % 20, 0);  // reached at an evaluation
+    EXPECT_EQ(run.at("samples").get<int>(), 32 * run.at("steps").get<int>());
+    EXPECT_LE(run.at("train_seconds").get<double>(), run.at("seconds").get<double>());
+    EXPECT_GT(run.at("train_images").get<int>() + run.at("val_images").get<int>(), 1700);  // digits: 1,797
+  }
+  for (const auto& s : j.at("summaries")) {
+    EXPECT_TRUE(s.at("olympic").at("valid").get<bool>());
+    EXPECT_TRUE(s.contains("cost_to_target"));
+  }
+  // seeds decide the runs: the same seed, the same steps to the target
+  EXPECT_EQ(j.at("runs")[0].at("seed"), 1);
+  EXPECT_EQ(j.at("runs")[1].at("seed"), 1);  // seed-major: seed 1 of every configuration first
+}
+
+TEST(ToTargetCliTest, AnUnreachableTargetIsRecordedAsNotReachedWithItsRunsKept) {
+  const std::string path = ::testing::TempDir() + "/to_target_far_" + std::to_string(::getpid()) + ".json";
+  const CliResult r =
+      run_cli("train-to-target --model cnn --width 16 --target 1.0 --runs 3 --eval-every 5 --max-steps 10 -o " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("0 of 3"));
+  EXPECT_THAT(r.out, HasSubstr("no olympic mean: 3 of 3 runs did not reach the target"));
+  const nlohmann::json j = nlohmann::json::parse(slurp(path));
+  ASSERT_EQ(j.at("runs").size(), 3U);
+  for (const auto& run : j.at("runs")) {
+    EXPECT_FALSE(run.at("reached").get<bool>());
+    EXPECT_EQ(run.at("steps"), 10);
+    EXPECT_EQ(run.at("curve").size(), 2U);  // evaluations at steps 5 and 10
+  }
+}
+
+TEST(ToTargetCliTest, BadInputIsOneErrorLine) {
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--runs 2", "--runs 2: at least 3 (the olympic mean drops the fastest and the slowest run), at most 1000"},
+           {"--val-fraction 0", "--val-fraction 0: a fraction strictly between 0 and 1"},
+           {"--model lstm", "--model lstm: train-to-target trains ff or cnn"},
+           {"--dataset mnist", "--dataset mnist: the offline datasets are: digits"},
+           {"--batch 5000", "--batch 5000 is larger than the 1438 training images"},
+       }) {
+    const CliResult r = run_cli("train-to-target " + args);
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.err.substr(r.err.find("error: ")), "error: " + message + "\n") << args;
+  }
+}
+
+}  // namespace
+}  // namespace neuralcost
