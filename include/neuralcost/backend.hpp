@@ -155,6 +155,10 @@ class PreparedModel {
   /// sampler of the CPU's run environment (measure/device.hpp). By default this process's; a
   /// worker counts those of its own passes. Empty when unknown.
   virtual std::optional<double> page_faults() const;
+  /// Resident memory (RSS) of the process that runs the model, in bytes, for the memory-growth
+  /// sampler (a model that keeps every pass's tensors grows pass by pass). By default this
+  /// process's; a worker reads its own process's. Empty when unknown.
+  virtual std::optional<double> resident_bytes() const;
   /// (optional) Training: runs one step with the allocator's peak reset before it and returns
   /// that step's peak; empty when the backend has no real telemetry (never a guess).
   virtual std::optional<StepMemory> step_memory() { return std::nullopt; }

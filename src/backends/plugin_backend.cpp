@@ -69,6 +69,7 @@ class GuardedModel final : public PreparedModel {
   }
 
   std::optional<double> page_faults() const override { return inner_->page_faults(); }
+  std::optional<double> resident_bytes() const override { return inner_->resident_bytes(); }
 
   std::optional<StepMemory> step_memory() override {
     auto memory = std::make_shared<std::optional<StepMemory>>();

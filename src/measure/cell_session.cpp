@@ -275,6 +275,7 @@ Round end_round(CellSession& s, TimingWindow& window) {
   r.samples_seconds = t.samples_seconds;
   r.summary = t.summary;
   r.reasons = t.reasons;
+  if (const Counter* growth = find_counter(t.counters, "memory_growth")) r.memory_growth_bytes = growth->value;
   if (!s.first_timing) {
     // the model's contract facts after it ran (a training step's losses, a worker's execution)
     s.model_environment = s.model->environment();
@@ -345,6 +346,8 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
     const std::string disagreement = rounds_disagreement(
         run.estimate, options.rounds, threads != s.model_environment.end() ? std::atoi(threads->second.c_str()) : 0);
     if (!disagreement.empty()) run.timing.reasons.push_back(disagreement);
+    const MemoryGrowth growth = memory_growth(s.rounds);
+    if (!growth.reason.empty()) run.timing.reasons.push_back(growth.reason);
     if (!cut_short.empty()) run.timing.reasons.push_back(cut_short);
     run.timing.verdict = run.timing.reasons.empty() ? Verdict::kOk : Verdict::kMistrusted;
     check_against_roofline(run.timing, run.analysis.totals.fused_lower_bound_seconds);

@@ -3,6 +3,7 @@
 #include "neuralcost/measure/device.hpp"
 
 #include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -45,6 +46,24 @@ class PageFaultSampler final : public Sampler {
   std::optional<double> before_;
 };
 
+/// Growth of the resident memory of the model's process over its own passes (a retained tensor
+/// per pass shows as growth in every round, docs/profiling.md "Memory that grows").
+class ResidentGrowthSampler final : public Sampler {
+ public:
+  explicit ResidentGrowthSampler(PreparedModel& model) : model_(model) {}
+  void start() override { before_ = model_.resident_bytes(); }
+  bool counts_own_passes() const override { return true; }
+  void stop(int, double, Counters& out) override {
+    const std::optional<double> after = model_.resident_bytes();
+    if (!before_ || !after) return;
+    out.push_back({"memory_growth", *after - *before_, "B", Counter::Kind::kTotal});
+  }
+
+ private:
+  PreparedModel& model_;
+  std::optional<double> before_;
+};
+
 /// The CPU: this machine's facts, its BLAS and thread pools, page faults of the timed phase, and
 /// the load other processes and the hypervisor put on its CPUs meanwhile (measure/load.hpp).
 class CpuEnvironment final : public RunEnvironment {
@@ -52,6 +71,7 @@ class CpuEnvironment final : public RunEnvironment {
   std::vector<std::unique_ptr<Sampler>> samplers(PreparedModel& model, std::int64_t) const override {
     std::vector<std::unique_ptr<Sampler>> s;
     s.push_back(std::make_unique<PageFaultSampler>(model));
+    s.push_back(std::make_unique<ResidentGrowthSampler>(model));
     s.push_back(make_load_sampler());
     return s;
   }
@@ -198,6 +218,8 @@ std::unique_ptr<RunEnvironment> run_environment(const Device& device) {
   if (device.is_cpu()) return std::make_unique<CpuEnvironment>();
   return std::make_unique<CudaEnvironment>(device.index());
 }
+
+std::optional<double> PreparedModel::resident_bytes() const { return process_resident_bytes(::getpid()); }
 
 std::optional<double> PreparedModel::page_faults() const {
   rusage u{};

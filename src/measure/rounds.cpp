@@ -131,4 +131,32 @@ PairedRatio paired_ratio(const std::vector<Round>& a, const std::vector<Round>& 
   return paired_ratio(x, y);
 }
 
+MemoryGrowth memory_growth(const std::vector<Round>& rounds) {
+  MemoryGrowth g;
+  const std::size_t from = rounds.size() / 2;
+  if (rounds.size() - from < 2) return g;
+  double bytes = 0;
+  std::size_t passes = 0, grew = 0, rounds_read = 0;
+  for (std::size_t i = from; i < rounds.size(); ++i) {
+    const Round& r = rounds[i];
+    bytes += r.memory_growth_bytes;
+    passes += r.samples_seconds.size();
+    ++rounds_read;
+    if (r.memory_growth_bytes > 0) ++grew;
+  }
+  if (passes == 0) return g;
+  g.bytes_per_pass = bytes / static_cast<double>(passes);
+  if (g.bytes_per_pass >= kGrowthPerPassLimit && 4 * grew >= 3 * rounds_read) {
+    g.reason = fmt::format(
+        "memory grows pass by pass: the model's process grew by {:.3g} MB over the {} passes of its last {} rounds "
+        "({} a pass, in {} of the {} rounds): something keeps every pass's tensors (a retained graph, losses "
+        "kept with their graphs); its times and peak are not a steady state's",
+        bytes / 1e6, passes, rounds_read,
+        g.bytes_per_pass >= 1e6 ? fmt::format("{:.3g} MB", g.bytes_per_pass / 1e6)
+                                : fmt::format("{:.3g} kB", g.bytes_per_pass / 1e3),
+        grew, rounds_read);
+  }
+  return g;
+}
+
 }  // namespace neuralcost

@@ -311,5 +311,28 @@ TEST(RoundsTest, BadRoundOptionsAreErrors) {
   EXPECT_THROW(validate(o), Error);
 }
 
+TEST(RoundsTest, MemoryThatGrowsInTheLaterRoundsIsFoundWithItsGrowthPerPass) {
+  auto rounds_with = [](const std::vector<double>& growth) {
+    std::vector<Round> rounds;
+    for (double g : growth) {
+      Round r;
+      r.samples_seconds.assign(10, 1e-3);
+      r.memory_growth_bytes = g;
+      rounds.push_back(r);
+    }
+    return rounds;
+  };
+  // an allocator that settles in its first rounds: no growth after
+  EXPECT_TRUE(memory_growth(rounds_with({64e6, 8e6, 0, 0, 0, 0})).reason.empty());
+  // a retained MiB a pass: every round grows by 10 MiB
+  const MemoryGrowth leak = memory_growth(rounds_with(std::vector<double>(6, 10 * 1048576.0)));
+  EXPECT_DOUBLE_EQ(leak.bytes_per_pass, 1048576.0);
+  EXPECT_THAT(leak.reason, HasSubstr("over the 30 passes of its last 3 rounds (1.05 MB a pass, in 3 of the 3 rounds)"));
+  // one round's jump is not growth pass by pass
+  EXPECT_TRUE(memory_growth(rounds_with({0, 0, 0, 0, 0, 50e6})).reason.empty());
+  // too few rounds to say
+  EXPECT_TRUE(memory_growth(rounds_with({10e6, 10e6})).reason.empty());
+}
+
 }  // namespace
 }  // namespace neuralcost

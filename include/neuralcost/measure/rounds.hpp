@@ -39,6 +39,9 @@ struct Round {
   /// The machine's canary read just before the round (a 64 MiB stream, CPU runs): how fast the
   /// machine's memory was; 0 when not read (GPU runs, files written before it)
   double machine_seconds = 0;
+  /// How much the resident memory of the model's process grew over the round's own passes
+  /// (bytes; 0 when not read: GPU runs, rounds resumed from a file)
+  double memory_growth_bytes = 0;
 };
 
 struct RoundsEstimate {
@@ -70,6 +73,17 @@ bool rounds_agree(const RoundsEstimate& estimate, const RoundOptions& options);
 /// Why a cell's rounds are not `ok`, as one reason line; empty when they agree. When they
 /// disagree it also names what this machine showed makes them do so: more than one
 /// `intra_op_threads` (0: unknown), and the machine's canary moving 5 % or more over the rounds.
+/// Memory that grows pass by pass (docs/profiling.md "Memory that grows"): over the later half of
+/// the rounds (at least 2), the resident memory of the model's process grew in at least 3 of 4
+/// rounds and by at least kGrowthPerPassLimit a pass on average. Then the reason to mistrust the
+/// cell, with the growth per pass; else empty.
+inline constexpr double kGrowthPerPassLimit = 256.0 * 1024;
+struct MemoryGrowth {
+  double bytes_per_pass = 0;
+  std::string reason;  ///< empty when the memory does not grow
+};
+MemoryGrowth memory_growth(const std::vector<Round>& rounds);
+
 std::string rounds_disagreement(const RoundsEstimate& estimate, const RoundOptions& options, int intra_op_threads = 0);
 
 /// A seeded random permutation of 0..n-1 (std::mt19937_64 seeded with seed and salt, a

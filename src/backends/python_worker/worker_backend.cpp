@@ -20,6 +20,7 @@
 #include "backends/python_worker/worker_process.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/statistics.hpp"
+#include "neuralcost/measure/environment.hpp"
 #include "neuralcost/model_inputs.hpp"
 
 namespace neuralcost::worker {
@@ -284,6 +285,7 @@ class WorkerModel final : public PreparedModel {
 
   /// The worker's faults over the passes handed out so far (each request's spread evenly).
   std::optional<double> page_faults() const override { return faults_; }
+  std::optional<double> resident_bytes() const override { return process_resident_bytes(worker_->process.pid()); }
 
   OpGraph captured_graph() override {
     const json reply = ask({{"cmd", "capture"}}, Seconds(timeout_));

@@ -20,6 +20,8 @@ With NEURALCOST_FAULT_MODEL=NAME the fault strikes only requests to that model (
     slow-at-build       builds the model for real, then makes each of its passes
                         $NEURALCOST_FAULT_SLOWDOWN (default 0.10) longer with busy work: a known
                         change for A/B tests (bench/aa_bench.sh)
+    leak-at-build       builds the model for real, then keeps $NEURALCOST_FAULT_LEAK_BYTES (default
+                        1 MiB) more after each of its passes: memory that grows pass by pass
 With NEURALCOST_FAULT_FRAMEWORK=NAME (jax, tensorflow, torch) only that framework's worker is faulty.
 """
 

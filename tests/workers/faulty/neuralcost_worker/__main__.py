@@ -82,6 +82,20 @@ def faulty(name):
 
             self.model.run = slowed
             return reply
+        if fault == "leak":
+            # a model that keeps something of every pass (a loss kept with its graph): each pass of
+            # the built model holds on to $NEURALCOST_FAULT_LEAK_BYTES (default 1 MiB) more, touched
+            reply = real[name](self, req)
+            size = int(os.environ.get("NEURALCOST_FAULT_LEAK_BYTES", str(1 << 20)))
+            kept = []
+            inner = self.model.run
+
+            def leaking():
+                inner()
+                kept.append(bytearray(b"\x01" * size))
+
+            self.model.run = leaking
+            return reply
         if fault == "protocol":
             return {"protocol": 99, "framework": self.framework, "modes": [], "environment": {}}
         if fault == "oom":
