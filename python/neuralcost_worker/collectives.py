@@ -12,12 +12,13 @@ rank is stopped: nothing is left running.
 """
 
 import datetime
-import json
 import os
 import socket
 import sys
 import time
 import traceback
+
+from neuralcost_worker import line_server
 
 ELEMENT_BYTES = 4  # float32
 
@@ -153,54 +154,26 @@ def sweep(request):
     return results.get()
 
 
+def _hello(req):
+    import torch
+    import torch.distributed as dist
+
+    return {
+        "ok": True,
+        "torch": torch.__version__,
+        "gloo": bool(dist.is_gloo_available()),
+        "nccl": bool(dist.is_nccl_available()),
+        "cpus": os.cpu_count(),
+    }
+
+
+def _failure(e):
+    # the sweep's processes are gone; the worker stays usable
+    text = " ".join(str(e).split())
+    if not isinstance(e, (ValueError, TimeoutError)):
+        traceback.print_exception(e, file=sys.stderr)
+    return {"ok": False, "kind": "rank_failed", "error": f"{type(e).__name__}: {text[:400]}"}
+
+
 def serve():
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-
-    def reply(obj):
-        out.write(json.dumps(obj) + "\n")
-        out.flush()
-
-    for line in sys.stdin:
-        try:
-            req = json.loads(line)
-        except ValueError as e:
-            reply({"ok": False, "kind": "invalid_argument", "error": f"not a JSON request: {e}"})
-            continue
-        cmd = req.get("cmd") if isinstance(req, dict) else None
-        if cmd == "quit":
-            reply({"ok": True})
-            return 0
-        try:
-            if cmd == "hello":
-                import torch
-                import torch.distributed as dist
-
-                reply(
-                    {
-                        "ok": True,
-                        "torch": torch.__version__,
-                        "gloo": bool(dist.is_gloo_available()),
-                        "nccl": bool(dist.is_nccl_available()),
-                        "cpus": os.cpu_count(),
-                    }
-                )
-            elif cmd == "sweep":
-                reply({"ok": True, "points": sweep(req)})
-            else:
-                reply(
-                    {
-                        "ok": False,
-                        "kind": "invalid_argument",
-                        "error": f"unknown cmd {cmd!r} (known: hello, sweep, quit)",
-                    }
-                )
-        except BaseException as e:  # the sweep's processes are gone; the worker stays usable
-            if isinstance(e, KeyboardInterrupt):
-                raise
-            text = " ".join(str(e).split())
-            if not isinstance(e, (ValueError, TimeoutError)):
-                traceback.print_exc(file=sys.stderr)
-            reply({"ok": False, "kind": "rank_failed", "error": f"{type(e).__name__}: {text[:400]}"})
-    return 0
+    return line_server.serve({"hello": _hello, "sweep": lambda req: {"ok": True, "points": sweep(req)}}, _failure)

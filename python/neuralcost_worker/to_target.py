@@ -12,12 +12,11 @@ The split is a seeded stratified shuffle (the split seed is the contract's, not 
 every run of a study validates on the same images.
 """
 
-import json
-import os
-import sys
 import time
 
 import numpy as np
+
+from neuralcost_worker import line_server
 
 DATASETS = ("digits",)
 MODELS = ("ff", "cnn")
@@ -202,41 +201,20 @@ def run(req):
     }
 
 
+def _hello(req):
+    import sklearn
+    import torch
+
+    return {"ok": True, "torch": torch.__version__, "sklearn": sklearn.__version__, "datasets": DATASETS}
+
+
+def _failure(e):
+    if isinstance(e, BadRequest):
+        return {"ok": False, "kind": "invalid_argument", "error": str(e)}
+    if isinstance(e, ImportError):
+        return {"ok": False, "kind": "not_found", "error": f"{e} (scripts/python-env.sh installs it)"}
+    return {"ok": False, "kind": "internal", "error": f"{type(e).__name__}: {e}"}
+
+
 def serve():
-    out = os.fdopen(os.dup(1), "w", encoding="utf-8")
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-
-    def reply(obj):
-        out.write(json.dumps(obj) + "\n")
-        out.flush()
-
-    for line in sys.stdin:
-        try:
-            req = json.loads(line)
-        except ValueError as e:
-            reply({"ok": False, "kind": "invalid_argument", "error": f"not a JSON request: {e}"})
-            continue
-        cmd = req.get("cmd") if isinstance(req, dict) else None
-        if cmd == "quit":
-            reply({"ok": True})
-            return 0
-        try:
-            if cmd == "hello":
-                import sklearn
-                import torch
-
-                reply({"ok": True, "torch": torch.__version__, "sklearn": sklearn.__version__, "datasets": DATASETS})
-            elif cmd == "run":
-                reply(run(req))
-            else:
-                reply(
-                    {"ok": False, "kind": "invalid_argument", "error": f"unknown cmd {cmd!r} (known: hello, run, quit)"}
-                )
-        except BadRequest as e:
-            reply({"ok": False, "kind": "invalid_argument", "error": str(e)})
-        except ImportError as e:
-            reply({"ok": False, "kind": "not_found", "error": f"{e} (scripts/python-env.sh installs it)"})
-        except Exception as e:  # noqa: BLE001 - the run's failure is the reply, the worker goes on
-            reply({"ok": False, "kind": "internal", "error": f"{type(e).__name__}: {e}"})
-    return 0
+    return line_server.serve({"hello": _hello, "run": run}, _failure)

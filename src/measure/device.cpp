@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/process_memory.hpp"
 #include "neuralcost/gpu/contract.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
 #include "neuralcost/gpu/nvml.hpp"

@@ -200,11 +200,4 @@ void check_oversubscription(EnvironmentFacts& facts, int intra_op_threads, int b
   }
 }
 
-std::optional<double> process_resident_bytes(int pid) {
-  std::ifstream statm(fmt::format("/proc/{}/statm", pid));
-  double size = 0, resident = 0;
-  if (!(statm >> size >> resident)) return std::nullopt;
-  return resident * static_cast<double>(::sysconf(_SC_PAGESIZE));
-}
-
 }  // namespace neuralcost

@@ -61,8 +61,7 @@ double steady_clock_resolution_seconds() {
   return best;
 }
 
-TimingWindow::TimingWindow(TimedCallable work, TimingOptions options)
-    : work_(std::move(work)), o_(std::move(options)) {
+TimingWindow::TimingWindow(TimedCallable work, TimingOptions options) : work_(std::move(work)), o_(std::move(options)) {
   validate(o_);
   r_.clock_resolution_seconds = steady_clock_resolution_seconds();
   next_check_ = static_cast<std::size_t>(o_.min_samples);

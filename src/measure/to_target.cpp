@@ -91,9 +91,7 @@ std::vector<double> reached_counts(const std::vector<ToTargetRun>& runs, std::in
 
 }  // namespace
 
-std::string ToTargetConfig::label() const {
-  return fmt::format("{} {} batch {} lr {:g}", mode, precision, batch, lr);
-}
+std::string ToTargetConfig::label() const { return fmt::format("{} {} batch {} lr {:g}", mode, precision, batch, lr); }
 
 void validate(const ToTargetOptions& o) {
   if (o.model != "ff" && o.model != "cnn") bad(fmt::format("--model {}: train-to-target trains ff or cnn", o.model));
@@ -165,8 +163,7 @@ ToTargetSummary summarize_to_target(const ToTargetConfig& config, const std::vec
 }
 
 ToTargetContrast contrast_to_target(std::size_t a, std::size_t b, const std::vector<ToTargetRun>& runs_a,
-                                    const std::vector<ToTargetRun>& runs_b, double throughput_a,
-                                    double throughput_b) {
+                                    const std::vector<ToTargetRun>& runs_b, double throughput_a, double throughput_b) {
   ToTargetContrast c;
   c.a = a;
   c.b = b;
@@ -309,8 +306,8 @@ json to_json(const ToTargetStudy& s) {
   const ToTargetOptions& o = s.options;
   json configs = json::array();
   for (const ToTargetConfig& c : o.configs) {
-    configs.push_back({{"mode", c.mode}, {"precision", c.precision}, {"batch", c.batch}, {"lr", c.lr},
-                       {"label", c.label()}});
+    configs.push_back(
+        {{"mode", c.mode}, {"precision", c.precision}, {"batch", c.batch}, {"lr", c.lr}, {"label", c.label()}});
   }
   json summaries = json::array();
   for (const ToTargetSummary& m : s.summaries) {
@@ -357,9 +354,10 @@ json to_json(const ToTargetStudy& s) {
              {"time_to_target",
               "from the first training step to the end of the evaluation that reached the target, evaluations "
               "included; compilation (compiled mode) before the clock starts, as MLPerf's initialisation"},
-             {"scoring", "MLPerf's olympic mean (the fastest and the slowest run dropped; a run that did not reach the "
-                         "target counts as the slowest, two invalidate); intervals: percentile bootstrap of the mean "
-                         "over the runs that reached the target, 4000 resamples"}}},
+             {"scoring",
+              "MLPerf's olympic mean (the fastest and the slowest run dropped; a run that did not reach the "
+              "target counts as the slowest, two invalidate); intervals: percentile bootstrap of the mean "
+              "over the runs that reached the target, 4000 resamples"}}},
            {"configs", configs},
            {"summaries", summaries},
            {"contrasts", contrasts},

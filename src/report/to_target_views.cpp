@@ -45,14 +45,14 @@ std::string render_to_target(const ToTargetStudy& s, Format format) {
       any ? fmt::format(": {} training and {} validation images (stratified split, seed {})",
                         report::grouped(any->train_images), report::grouped(any->val_images), o.split_seed)
           : "",
-      o.target, o.eval_every, report::grouped(o.max_steps), o.optimizer == "sgd" ? "SGD, momentum 0.9" : "Adam",
-      o.runs, o.seed, o.seed + static_cast<std::uint64_t>(o.runs) - 1, any ? " " + any->torch_version : "", o.threads,
+      o.target, o.eval_every, report::grouped(o.max_steps), o.optimizer == "sgd" ? "SGD, momentum 0.9" : "Adam", o.runs,
+      o.seed, o.seed + static_cast<std::uint64_t>(o.runs) - 1, any ? " " + any->torch_version : "", o.threads,
       s.cpu.empty() ? "this CPU" : s.cpu);
   report::Table t;
-  t.headers = {"configuration", "reached", "time to target (olympic)", "mean time, 95% CI", "steps to target",
+  t.headers = {"configuration",     "reached", "time to target (olympic)", "mean time, 95% CI", "steps to target",
                "samples to target", "steps/s"};
-  t.raw_headers = {"configuration", "reached", "olympic_seconds", "mean_seconds", "mean_steps", "mean_samples",
-                   "steps_per_second"};
+  t.raw_headers = {"configuration", "reached",      "olympic_seconds", "mean_seconds",
+                   "mean_steps",    "mean_samples", "steps_per_second"};
   t.right_align = {false, true, true, true, true, true, true};
   if (s.price_per_hour) {
     t.headers.push_back(fmt::format("cost to target ({})", s.currency));
@@ -99,9 +99,10 @@ std::string render_to_target(const ToTargetStudy& s, Format format) {
                          c.throughput_ratio, c.verdict);
     }
   }
-  out += "\napproximation: time to target runs from the first training step to the end of the evaluation that "
-         "reached the target, evaluations included; compilation (compiled mode) runs before the clock, as MLPerf's "
-         "initialisation\n";
+  out +=
+      "\napproximation: time to target runs from the first training step to the end of the evaluation that "
+      "reached the target, evaluations included; compilation (compiled mode) runs before the clock, as MLPerf's "
+      "initialisation\n";
   out += fmt::format(
       "approximation: intervals are percentile bootstraps of the mean over the runs that reached the target; with {} "
       "runs a configuration they are rough (MLPerf asks 5 to 10 runs for its olympic mean, which has no interval)\n",

@@ -278,8 +278,9 @@ TEST(WorkerFaultsTest, AWorkersLastWordsCutInsideACharacterKeepTheJsonReportVali
 }
 
 TEST(WorkerFaultsTest, MemoryThatGrowsEveryPassMistrustsTheCellWithItsGrowth) {
-  const std::string cmd = "profile --model ff --backend torch --batch 2 --threads 1 --rounds 6 --budget 0.3 "
-                          "--layer-runs 1 --format json --hardware " NEURALCOST_TEST_INPUTS "/good/test_cpu_2core.json";
+  const std::string cmd =
+      "profile --model ff --backend torch --batch 2 --threads 1 --rounds 6 --budget 0.3 "
+      "--layer-runs 1 --format json --hardware " NEURALCOST_TEST_INPUTS "/good/test_cpu_2core.json";
   CliResult leaking;
   {
     Fault leak("leak-at-build");

@@ -47,11 +47,10 @@ void run_to_target_command(const CLI::App& cmd, ToTargetArgs& a) {
     if (!a.output.empty()) {
       write_file_atomically(a.output, to_json(score_to_target(o, done, price, a.currency)).dump(2) + "\n");
     }
-    const std::string what = !r.error.empty() ? "failed: " + r.error
-                             : r.reached ? fmt::format("reached {:.3f} at step {} ({:.3g} s)", r.final_accuracy,
-                                                       r.steps, r.seconds)
-                                         : fmt::format("did not reach the target in {} steps (accuracy {:.3f})",
-                                                       r.steps, r.final_accuracy);
+    const std::string what =
+        !r.error.empty() ? "failed: " + r.error
+        : r.reached      ? fmt::format("reached {:.3f} at step {} ({:.3g} s)", r.final_accuracy, r.steps, r.seconds)
+                    : fmt::format("did not reach the target in {} steps (accuracy {:.3f})", r.steps, r.final_accuracy);
     fmt::print(stderr, "[{}/{}] {} seed {}: {}\n", done.size(), o.configs.size() * static_cast<std::size_t>(o.runs),
                o.configs[r.config].label(), r.seed, what);
   };
@@ -88,7 +87,8 @@ void add_to_target_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--split-seed", o.split_seed, "Seed of the stratified train/validation split (the same in every run)")
       ->capture_default_str();
-  cmd->add_option("--val-fraction", o.val_fraction, "Share of each class held out for validation")->capture_default_str();
+  cmd->add_option("--val-fraction", o.val_fraction, "Share of each class held out for validation")
+      ->capture_default_str();
   cmd->add_option("--width", o.width, "The network's width")->capture_default_str();
   cmd->add_option("--depth", o.depth, "The network's depth")->capture_default_str();
   cmd->add_option("--threads", o.threads, "Intra-op threads of each run")->capture_default_str();

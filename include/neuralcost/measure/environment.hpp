@@ -60,9 +60,6 @@ struct MallocTuning {
 /// glibc's largest (32 MiB) and its trim threshold to 4 GiB with mallopt, and GLIBC_TUNABLES with
 /// the same values for the worker processes it starts. Call before any thread starts.
 MallocTuning tune_malloc_for_measurement();
-
-/// The resident memory (RSS) of process `pid` in bytes (/proc/PID/statm); empty when unreadable.
-std::optional<double> process_resident_bytes(int pid);
 /// What the last tune_malloc_for_measurement() of this process did (empty description: never called).
 const MallocTuning& malloc_tuning();
 

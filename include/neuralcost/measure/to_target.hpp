@@ -29,15 +29,15 @@ struct ToTargetConfig {
 struct ToTargetOptions {
   std::string model = "ff";  ///< ff or cnn, adapted to the data's shape and classes
   std::string dataset = "digits";
-  double target = 0.95;  ///< validation accuracy to reach
-  int eval_every = 20;   ///< steps between evaluations on the whole validation split
-  int max_steps = 2000;  ///< a run that has not reached the target by then did not converge
-  int runs = 5;          ///< seeded runs per configuration (MLPerf: 5 or 10; the olympic mean drops 2)
+  double target = 0.95;    ///< validation accuracy to reach
+  int eval_every = 20;     ///< steps between evaluations on the whole validation split
+  int max_steps = 2000;    ///< a run that has not reached the target by then did not converge
+  int runs = 5;            ///< seeded runs per configuration (MLPerf: 5 or 10; the olympic mean drops 2)
   std::uint64_t seed = 1;  ///< runs take seeds seed, seed + 1, ...
   double val_fraction = 0.2;
   std::uint64_t split_seed = 0;  ///< of the stratified split: the same validation images in every run
   int width = 64, depth = 2;
-  int threads = 1;  ///< intra-op threads of each run
+  int threads = 1;                ///< intra-op threads of each run
   std::string optimizer = "sgd";  ///< sgd (momentum 0.9) or adam
   std::vector<ToTargetConfig> configs;
   double step_timeout_seconds = 3600;  ///< a run's reply deadline
@@ -80,11 +80,11 @@ struct MeanInterval {
 struct ToTargetSummary {
   ToTargetConfig config;
   std::size_t runs = 0, reached = 0, failed = 0;
-  OlympicScore score;          ///< time to target, MLPerf's olympic mean
-  MeanInterval seconds;        ///< time to target over the runs that reached it
-  MeanInterval samples;        ///< samples to target
-  MeanInterval steps;          ///< steps to target
-  double steps_per_second = 0;  ///< training throughput: the reached runs' steps over their training time
+  OlympicScore score;                ///< time to target, MLPerf's olympic mean
+  MeanInterval seconds;              ///< time to target over the runs that reached it
+  MeanInterval samples;              ///< samples to target
+  MeanInterval steps;                ///< steps to target
+  double steps_per_second = 0;       ///< training throughput: the reached runs' steps over their training time
   std::optional<MeanInterval> cost;  ///< time to target x price, when priced
   double median_final_accuracy = 0;
 };
@@ -98,12 +98,11 @@ ToTargetSummary summarize_to_target(const ToTargetConfig& config, const std::vec
 struct ToTargetContrast {
   std::size_t a = 0, b = 0;
   std::optional<MeanInterval> seconds_ratio, steps_ratio;  ///< absent unless both have 2+ reached runs
-  double throughput_ratio = 0;                              ///< b's steps/s over a's
+  double throughput_ratio = 0;                             ///< b's steps/s over a's
   std::string verdict;  ///< "cheaper to the target", "dearer to the target", "no clear difference", ...
 };
 ToTargetContrast contrast_to_target(std::size_t a, std::size_t b, const std::vector<ToTargetRun>& runs_a,
-                                    const std::vector<ToTargetRun>& runs_b, double throughput_a,
-                                    double throughput_b);
+                                    const std::vector<ToTargetRun>& runs_b, double throughput_a, double throughput_b);
 
 /// Runs every configuration `options.runs` times, seed-major (seed s of every configuration, then
 /// s + 1) so that a slow stretch of the machine touches every configuration, each run in a fresh

@@ -19,8 +19,8 @@
 #include "backends/capture/captured_json.hpp"
 #include "backends/python_worker/worker_process.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/process_memory.hpp"
 #include "neuralcost/core/statistics.hpp"
-#include "neuralcost/measure/environment.hpp"
 #include "neuralcost/model_inputs.hpp"
 
 namespace neuralcost::worker {
