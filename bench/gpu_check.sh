@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU path end to end, for a machine with an NVIDIA GPU (sized for an H200: about 8 minutes).
-# Builds what it needs, then records into $OUT (default: ./gpu-check-out):
+# Builds what it needs (or, with GPU_CHECK_PREBUILT=DIR, uses what bench/gpu_pack.sh packed), then
+# records into $OUT (default: ./gpu-check-out):
 #   machine.txt, detect.json, backends.json   what the driver and neural-cost see
 #   gpu_calibration.json                      HBM copy/triad, L2, FP32/FP64 FMA, cuBLASLt GEMM peaks
 #                                              (tf32, bf16, fp16, fp8), launch floor, each beside the
@@ -9,6 +10,9 @@
 #   profile_torch_resnet18.json               ResNet-18 (batch 32) in the torch worker on cuda:0, eager and
 #                                              torch.compile, with the CUDA contract and GPU power counters
 #   profile_torch_reference.json              the cnn and transformer reference networks, likewise
+#   torch_probe.json, ncu_probe.out          the same ceilings through PyTorch/cuBLAS, and Nsight Compute's
+#                                              counters on kernels of known work (independent checks)
+#   record/                                   raw plugin answers and power samples ($NEURALCOST_GPU_RECORD)
 #   bad_input.txt                             --device cuda:7 and friends: one error line, exit 1
 #   steps.json, verdict.json                  each step's exit code and seconds; the issue's done-criteria
 # Every step runs under its own timeout and is recorded even when it fails or is skipped (with why).
@@ -40,14 +44,37 @@ skip() { printf '{"step": "%s", "skipped": "%s"}\n' "$1" "$2" >> "$steps"; echo 
 { nvidia-smi -q 2>&1 || echo "nvidia-smi: not available"; } > "$OUT/machine.txt"
 nvcc --version >> "$OUT/machine.txt" 2>&1 || echo "nvcc: not on PATH" >> "$OUT/machine.txt"
 
-# 1. build: the CLI and the CUDA plugin only (no tests, ONNX or LibTorch: minutes matter here)
-export CCACHE_BASEDIR=$PWD
-step configure 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNEURALCOST_BUILD_TESTS=OFF \
-  -DNEURALCOST_BUILD_BENCHMARKS=OFF -DNEURALCOST_WITH_ONNX=OFF -DNEURALCOST_WITH_LIBTORCH=OFF \
-  -DNEURALCOST_CUDA_ARCHITECTURES=90 || { echo "configure failed: see $OUT/configure.err" >&2; exit 1; }
-step build 240 cmake --build "$BUILD" -j"$(nproc)" --target neural-cost neuralcost_cuda || {
-  echo "build failed: see $OUT/build.out" >&2; exit 1; }
-cp "$OUT/configure.out" "$OUT/configure.txt" 2>/dev/null
+# 1. build: the CLI and the CUDA plugin only (no tests, ONNX or LibTorch: minutes matter here), or,
+#    with GPU_CHECK_PREBUILT=DIR, the tool that bench/gpu_pack.sh packed on a build machine (a GPU
+#    machine without this project's build dependencies or a network cannot build it)
+if [ -n "${GPU_CHECK_PREBUILT:-}" ]; then
+  prebuilt=$(cd "$GPU_CHECK_PREBUILT" && pwd)
+  bin=$prebuilt/bin/neural-cost
+  # the machine's own CUDA libraries first (they match its driver); this toolkit's runtime and CUPTI last
+  cuda_libs=$(python3 - <<'PY' 2>/dev/null
+import glob, os, site
+dirs = ["/usr/local/cuda/lib64", "/usr/local/cuda/extras/CUPTI/lib64", "/usr/local/cuda/targets/x86_64-linux/lib"]
+for sp in site.getsitepackages():
+    dirs += sorted(glob.glob(os.path.join(sp, "nvidia", "*", "lib")))
+print(":".join(d for d in dirs if os.path.isdir(d)))
+PY
+)
+  export LD_LIBRARY_PATH=$prebuilt/deps:${cuda_libs}:$prebuilt/deps-cuda${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  { echo "prebuilt: $prebuilt"; echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"; ldd "$bin";
+    ldd "$prebuilt/lib/neuralcost/neuralcost_cuda.so"; } > "$OUT/prebuilt.txt" 2>&1
+  step version 30 "$bin" --version || { echo "the prebuilt tool does not start: see $OUT/prebuilt.txt" >&2; exit 1; }
+else
+  export CCACHE_BASEDIR=$PWD
+  step configure 120 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DNEURALCOST_BUILD_TESTS=OFF \
+    -DNEURALCOST_BUILD_BENCHMARKS=OFF -DNEURALCOST_WITH_ONNX=OFF -DNEURALCOST_WITH_LIBTORCH=OFF \
+    -DNEURALCOST_CUDA_ARCHITECTURES=90 || { echo "configure failed: see $OUT/configure.err" >&2; exit 1; }
+  step build 240 cmake --build "$BUILD" -j"$(nproc)" --target neural-cost neuralcost_cuda || {
+    echo "build failed: see $OUT/build.out" >&2; exit 1; }
+  cp "$OUT/configure.out" "$OUT/configure.txt" 2>/dev/null
+fi
+# the raw answers (the plugin's calibration and counter check, each phase's power samples) kept as
+# fixtures for the tests that read them on machines without a GPU (docs/gpu.md section 8)
+export NEURALCOST_GPU_RECORD=$OUT/record
 
 # 2. what the machine is
 step detect 30 "$bin" hardware detect --format json && cp "$OUT/detect.out" "$OUT/detect.json"
@@ -62,6 +89,18 @@ if [ ! -s "$OUT/gpu_calibration.json" ]; then
     --spec-output "$OUT/measured_spec.json" && cp "$OUT/calibrate_no_counters.out" "$OUT/gpu_calibration.json"
 fi
 
+# 3b. the same ceilings through PyTorch's kernels and cuBLAS, an independent check of the plugin's;
+#     and Nsight Compute's counters on kernels of known work, an independent check of the range profiler
+py_sys=$(command -v python3)
+step torch_probe 120 "$py_sys" bench/gpu_torch_probe.py "$OUT/torch_probe.json"
+if command -v ncu > /dev/null; then
+  step ncu_probe 120 ncu --clock-control none --csv --metrics \
+    dram__bytes_read.sum,dram__bytes_write.sum,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,smsp__sass_thread_inst_executed_op_fmul_pred_on.sum,smsp__inst_executed.sum,gpc__cycles_elapsed.max \
+    "$py_sys" bench/gpu_torch_probe.py "$OUT/ncu_probe_kernels.json" --ncu
+else
+  skip ncu_probe "ncu is not on PATH"
+fi
+
 # 4. measured runs: the torch worker on cuda:0 (the second framework on this GPU is not there yet:
 #    LibTorch's plugin has no CUDA build, and JAX's CUDA plugin is not in .venv)
 py=${NEURALCOST_PYTHON:-}
@@ -69,11 +108,11 @@ py=${NEURALCOST_PYTHON:-}
 if [ -n "$py" ] && "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   export NEURALCOST_PYTHON=$py  # the workers' interpreter (docs/worker-protocol.md)
   step export_resnet18 120 "$py" bench/gpu_resnet18.py "$OUT/resnet18.pt2" 32
-  step profile_torch_resnet18 180 "$bin" profile --model "$OUT/resnet18.pt2" --input x=32x3x224x224 --backend torch \
-    --device cuda:0 --mode eager,compiled --budget 10 --format json \
+  step profile_torch_resnet18 200 "$bin" profile --model "$OUT/resnet18.pt2" --input x=32x3x224x224 --backend torch \
+    --device cuda:0 --mode eager,compiled --budget 5 --format json \
     && cp "$OUT/profile_torch_resnet18.out" "$OUT/profile_torch_resnet18.json"
-  step profile_torch_reference 150 "$bin" profile --model cnn,transformer --backend torch --device cuda:0 \
-    --mode eager,compiled --batch 32 --budget 5 --format json \
+  step profile_torch_reference 160 "$bin" profile --model cnn,transformer --backend torch --device cuda:0 \
+    --mode eager,compiled --batch 32 --budget 3 --format json \
     && cp "$OUT/profile_torch_reference.out" "$OUT/profile_torch_reference.json"
 else
   skip profile_torch "no CUDA-enabled torch in $py (set NEURALCOST_PYTHON to one)"
@@ -102,7 +141,9 @@ try:
     def ratio(name):
         return by[name]["ratio"] if name in by and by[name]["ratio"] is not None else None
     verdict["hbm_copy_ratio"] = ratio("hbm_copy")
-    verdict["hbm_copy_at_least_85pct"] = ratio("hbm_copy") is not None and ratio("hbm_copy") >= 0.85
+    verdict["hbm_memcpy_ratio"] = ratio("hbm_memcpy")
+    best_copy = max((r for r in (ratio("hbm_copy"), ratio("hbm_memcpy")) if r is not None), default=None)
+    verdict["hbm_copy_at_least_85pct"] = best_copy is not None and best_copy >= 0.85
     verdict["gemm_bf16_ratio"] = ratio("gemm_bf16")
     verdict["gemm_bf16_at_least_70pct"] = ratio("gemm_bf16") is not None and ratio("gemm_bf16") >= 0.70
     verdict["ceilings_above_datasheet"] = [c["name"] for c in cal["ceilings"] if c["above_datasheet"]]
@@ -110,6 +151,14 @@ try:
                                                 if k["ratio"] is not None) if cal.get("counter_checks") else None
 except (OSError, ValueError, KeyError) as e:
     verdict["calibration"] = f"no usable gpu_calibration.json: {e}"
+try:
+    probe = json.load(open(os.path.join(out, "torch_probe.json")))["ceilings"]
+    ours = {c["name"]: c["measured"] for c in cal["ceilings"]}
+    pairs = {"hbm_copy": "hbm_copy_bytes_per_second", "gemm_bf16": "gemm_bf16_flops_per_second",
+             "gemm_fp16": "gemm_fp16_flops_per_second", "gemm_tf32": "gemm_tf32_flops_per_second"}
+    verdict["plugin_over_torch"] = {k: ours[k] / probe[v] for k, v in pairs.items() if k in ours and v in probe}
+except (OSError, ValueError, KeyError, NameError, ZeroDivisionError) as e:
+    verdict["plugin_over_torch"] = f"not compared: {e}"
 effs = []
 for name in ("profile_torch_resnet18.json", "profile_torch_reference.json"):
     try:

@@ -17,6 +17,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
 #include "neuralcost/gpu/kernel_counters.hpp"
+#include "neuralcost/gpu/power.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/measure/device.hpp"
 
@@ -46,7 +47,7 @@ Datasheet datasheet_for(const std::string& name, const HardwareSpec& s) {
       return {it->second, fmt::format("vector_flops_per_second.{}", dtype_name(d))};
     return peak(d);
   };
-  if (name == "hbm_copy" || name == "hbm_triad")
+  if (name == "hbm_copy" || name == "hbm_triad" || name == "hbm_memcpy")
     return {s.memory_bandwidth_bytes_per_second, "memory_bandwidth_bytes_per_second"};
   if (name == "l2_read") {
     for (const CacheLevel& c : s.caches) {
@@ -96,7 +97,7 @@ HardwareSpec measured_gpu_spec(const HardwareSpec& datasheet, const GpuCalibrati
         peak(d);
       }
     };
-    if ((g.name == "hbm_copy" || g.name == "hbm_triad") && g.measured > best_memory) {
+    if ((g.name == "hbm_copy" || g.name == "hbm_triad" || g.name == "hbm_memcpy") && g.measured > best_memory) {
       best_memory = g.measured;
       memory_how = source;
     } else if (g.name == "gemm_tf32") {
@@ -298,6 +299,7 @@ GpuCalibration calibrate_gpu(const Device& d, bool quick, bool counters) {
       call([run, index = d.index(), quick](char** j, char** e) { return run(index, quick ? 1 : 0, j, e); });
   thread.run(calibrate, kGpuCallDeadline, fmt::format("GPU calibration on {}", device));
   const std::string text = calibrated->text;
+  record_gpu_file("calibration_plugin.json", text);
   if (calibrated->rc != 0) {
     throw Error(ErrorCode::kInternal, fmt::format("{}: GPU calibration failed: {}", device, calibrated->message));
   }
@@ -313,6 +315,7 @@ GpuCalibration calibrate_gpu(const Device& d, bool quick, bool counters) {
       throw Error(ErrorCode::kNotFound,
                   fmt::format("{}: hardware counters not available here: {}", device, checked->message));
     }
+    record_gpu_file("counter_check.json", checked->text);
     checks = parse_counter_check(checked->text, path);
   }
   const HardwareDatabase& db = HardwareDatabase::builtin();

@@ -18,10 +18,14 @@ namespace {
 
 constexpr std::string_view kPtxMma = "PTX ISA, mma.sync shapes: one warp-wide instruction does m x n x k multiply-adds";
 constexpr std::string_view kPtxWgmma =
-    "PTX ISA, wgmma.mma_async .m64nNk16: one warpgroup instruction does 64 x N x 16 multiply-adds (whether the "
-    "profiler counts it once per warpgroup is not yet checked on a GPU)";
+    "PTX ISA, wgmma.mma_async .m64nNk16 (k8 for tf32): one warpgroup instruction does 64 x N x k multiply-adds; "
+    "the profiler counts it once per warp, 4 per warpgroup instruction (measured on an H200 with ncu's "
+    "sass__inst_executed_per_opcode, 2026-12-04: a 4096^3 bf16 GEMM of m64n128k16 instructions executed "
+    "2,097,152 HGMMA = 4 x 2 x 4096^3 / (2 x 64 x 128 x 16))";
+// a warpgroup is 4 warps, and each of them counts the warpgroup's instruction
+constexpr double kWarpsPerWarpgroup = 4;
 
-// FLOPs = 2 x m x n x k per instruction
+// FLOPs = 2 x m x n x k per instruction (per counted warp for HGMMA)
 constexpr std::array kTensorInstructions{
     TensorInstruction{"HMMA.16816.F32", DType::kFp16, 2.0 * 16 * 8 * 16, "warp", kPtxMma},
     TensorInstruction{"HMMA.16816.F32.BF16", DType::kBf16, 2.0 * 16 * 8 * 16, "warp", kPtxMma},
@@ -31,13 +35,17 @@ constexpr std::array kTensorInstructions{
     TensorInstruction{"HMMA.1684.F32.TF32", DType::kTf32, 2.0 * 16 * 8 * 4, "warp", kPtxMma},
     TensorInstruction{"DMMA.884", DType::kFp64, 2.0 * 8 * 8 * 4, "warp", kPtxMma},
     TensorInstruction{"IMMA.16832.S8.S8", DType::kInt8, 2.0 * 16 * 8 * 32, "warp", kPtxMma},
-    TensorInstruction{"HGMMA.64x64x16.F32.BF16", DType::kBf16, 2.0 * 64 * 64 * 16, "warpgroup", kPtxWgmma},
-    TensorInstruction{"HGMMA.64x128x16.F32.BF16", DType::kBf16, 2.0 * 64 * 128 * 16, "warpgroup", kPtxWgmma},
-    TensorInstruction{"HGMMA.64x256x16.F32.BF16", DType::kBf16, 2.0 * 64 * 256 * 16, "warpgroup", kPtxWgmma},
-    TensorInstruction{"HGMMA.64x64x16.F32", DType::kFp16, 2.0 * 64 * 64 * 16, "warpgroup", kPtxWgmma},
-    TensorInstruction{"HGMMA.64x128x16.F32", DType::kFp16, 2.0 * 64 * 128 * 16, "warpgroup", kPtxWgmma},
-    TensorInstruction{"HGMMA.64x256x16.F32", DType::kFp16, 2.0 * 64 * 256 * 16, "warpgroup", kPtxWgmma},
-    TensorInstruction{"HGMMA.64x128x8.F32.TF32", DType::kTf32, 2.0 * 64 * 128 * 8, "warpgroup", kPtxWgmma},
+    TensorInstruction{"HGMMA.64x64x16.F32.BF16", DType::kBf16, 2.0 * 64 * 64 * 16 / kWarpsPerWarpgroup, "warp",
+                      kPtxWgmma},
+    TensorInstruction{"HGMMA.64x128x16.F32.BF16", DType::kBf16, 2.0 * 64 * 128 * 16 / kWarpsPerWarpgroup, "warp",
+                      kPtxWgmma},
+    TensorInstruction{"HGMMA.64x256x16.F32.BF16", DType::kBf16, 2.0 * 64 * 256 * 16 / kWarpsPerWarpgroup, "warp",
+                      kPtxWgmma},
+    TensorInstruction{"HGMMA.64x64x16.F32", DType::kFp16, 2.0 * 64 * 64 * 16 / kWarpsPerWarpgroup, "warp", kPtxWgmma},
+    TensorInstruction{"HGMMA.64x128x16.F32", DType::kFp16, 2.0 * 64 * 128 * 16 / kWarpsPerWarpgroup, "warp", kPtxWgmma},
+    TensorInstruction{"HGMMA.64x256x16.F32", DType::kFp16, 2.0 * 64 * 256 * 16 / kWarpsPerWarpgroup, "warp", kPtxWgmma},
+    TensorInstruction{"HGMMA.64x128x8.F32.TF32", DType::kTf32, 2.0 * 64 * 128 * 8 / kWarpsPerWarpgroup, "warp",
+                      kPtxWgmma},
 };
 
 /// Reads fields of one JSON object, naming the file and path in every error.

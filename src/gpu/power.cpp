@@ -3,10 +3,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "neuralcost/core/atomic_file.hpp"
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost {
@@ -187,6 +191,35 @@ PowerRecord parse_power_record(std::string_view text, const std::string& origin)
 
 PowerSummary summarize_power(const PowerRecord& r) {
   return summarize_power(r.samples, r.start_seconds, r.end_seconds, r.passes, r.batch, r.period_seconds);
+}
+
+std::string power_record_json(const PowerRecord& r) {
+  nlohmann::json samples = nlohmann::json::array();
+  for (const PowerSample& s : r.samples) samples.push_back({s.seconds, s.watts});
+  const nlohmann::json doc = {
+      {"format", "neuralcost-gpu-power"},
+      {"version", 1},
+      {"source", r.source},
+      {"device", r.device},
+      {"period_seconds", r.period_seconds},
+      {"phase",
+       {{"start_seconds", r.start_seconds}, {"end_seconds", r.end_seconds}, {"passes", r.passes}, {"batch", r.batch}}},
+      {"samples", samples}};
+  return doc.dump(1) + "\n";
+}
+
+std::optional<std::string> record_gpu_file(const std::string& name, const std::string& text) {
+  const char* dir = std::getenv("NEURALCOST_GPU_RECORD");
+  if (dir == nullptr || *dir == '\0') return std::nullopt;
+  const std::string path = (std::filesystem::path(dir) / name).string();
+  try {
+    std::filesystem::create_directories(dir);
+    write_file_atomically(path, text);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: $NEURALCOST_GPU_RECORD: %s not written: %s\n", path.c_str(), e.what());
+    return std::nullopt;
+  }
+  return path;
 }
 
 }  // namespace neuralcost

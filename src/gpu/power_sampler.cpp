@@ -1,13 +1,17 @@
 // Power sampling around a timed phase (see power_sampler.hpp).
 #include "neuralcost/gpu/power_sampler.hpp"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "neuralcost/gpu/nvml.hpp"
+#include "neuralcost/gpu/power.hpp"
 
 namespace neuralcost {
 namespace {
@@ -109,6 +113,32 @@ void PowerSampler::start() {
   thread_ = std::thread([this] { loop(); });
 }
 
+void PowerSampler::summarize_phase(double end, std::optional<double> energy_at_end, int passes, PowerSummary& s) const {
+  try {
+    s = summarize_power(samples_, 0, end, passes, std::max(1, batch_), reader_->period_seconds());
+    if (energy_at_start_ && energy_at_end && *energy_at_end > *energy_at_start_) {
+      PowerSummary counter =
+          summarize_energy_counter(*energy_at_start_, *energy_at_end, end, passes, std::max(1, batch_));
+      counter.peak_watts = s.peak_watts;
+      counter.samples_in_phase = s.samples_in_phase;
+      s = counter;
+    }
+    if (s.peak_watts && s.average_watts && *s.peak_watts < *s.average_watts) {
+      // seen on an H200: the readings are averages, and their highest can lie below the energy
+      // counter's average of the phase; such a "peak" would mislead
+      s.problems.push_back(fmt::format(
+          "power peak not reported: the highest power reading ({:.0f} W) is below the phase's average from the "
+          "energy counter ({:.0f} W); the readings are averages over a second or so",
+          *s.peak_watts, *s.average_watts));
+      s.peak_watts.reset();
+    }
+  } catch (const std::exception& e) {
+    // a reading the driver should never give: the run stands, its power figures do not
+    s = PowerSummary{};
+    s.problems.push_back(std::string("power figures dropped: ") + e.what());
+  }
+}
+
 void PowerSampler::stop(int iterations, double seconds, Counters& out) {
   const double end = now();
   const std::optional<double> energy_at_end = reader_->energy_joules();
@@ -119,19 +149,15 @@ void PowerSampler::stop(int iterations, double seconds, Counters& out) {
   (void)seconds;  // the sampler's own clock spans the phase; `seconds` is the sum of the timed passes
   const int passes = std::max(1, iterations);
   PowerSummary s;
-  try {
-    s = summarize_power(samples_, 0, end, passes, std::max(1, batch_), reader_->period_seconds());
-    if (energy_at_start_ && energy_at_end && *energy_at_end > *energy_at_start_) {
-      PowerSummary counter =
-          summarize_energy_counter(*energy_at_start_, *energy_at_end, end, passes, std::max(1, batch_));
-      counter.peak_watts = s.peak_watts;
-      counter.samples_in_phase = s.samples_in_phase;
-      s = counter;
-    }
-  } catch (const std::exception& e) {
-    // a reading the driver should never give: the run stands, its power figures do not
-    s = PowerSummary{};
-    s.problems.push_back(std::string("power figures dropped: ") + e.what());
+  if (end < kMinPowerPhaseSeconds) {
+    // seen on an H200: a 0.06 s phase "averaged" 794 W under a 700 W limit by the energy counter
+    s.problems.push_back(fmt::format(
+        "power not reported: the timed phase lasted {:.3g} s, shorter than the {:.0f} s over which NVML averages "
+        "its power readings and updates its energy counter (rounds of {:.0f} s or more: --budget of --rounds "
+        "seconds or more, with --target-ci 0 so that a round spends its share)",
+        end, kMinPowerPhaseSeconds, kMinPowerPhaseSeconds));
+  } else {
+    summarize_phase(end, energy_at_end, passes, s);
   }
   if (s.average_watts) out.push_back({"gpu_power_average_watts", *s.average_watts, "W", Counter::Kind::kTotal});
   if (s.peak_watts) out.push_back({"gpu_power_peak_watts", *s.peak_watts, "W", Counter::Kind::kTotal});
@@ -144,6 +170,19 @@ void PowerSampler::stop(int iterations, double seconds, Counters& out) {
   if (s.samples_per_joule && batch_ > 0)
     out.push_back({"gpu_samples_per_joule", *s.samples_per_joule, "1/J", Counter::Kind::kTotal});
   out.push_back({"gpu_power_samples", static_cast<double>(samples_.size()), "", Counter::Kind::kTotal});
+  if (std::getenv("NEURALCOST_GPU_RECORD") != nullptr) {
+    static std::atomic<int> phases{0};
+    PowerRecord r{fmt::format("recorded by neural-cost's power sampler: {}, every {:.3g} s", reader_->description(),
+                              reader_->period_seconds()),
+                  "",
+                  reader_->period_seconds(),
+                  0,
+                  end,
+                  passes,
+                  std::max(1, batch_),
+                  samples_};
+    record_gpu_file(fmt::format("power_{}_{}.json", ::getpid(), phases++), power_record_json(r));
+  }
   if (log_) {
     log_->source = fmt::format("{}, every {:.3g} s", reader_->description(), reader_->period_seconds());
     log_->summary = s;

@@ -43,8 +43,11 @@ TEST(GpuCountersTest, TensorInstructionsCountTwoMnkEach) {
   EXPECT_DOUBLE_EQ(find_tensor_instruction("HMMA.16816.F32.BF16")->flops, 4096);
   EXPECT_DOUBLE_EQ(find_tensor_instruction("HMMA.1684.F32.TF32")->flops, 1024);
   EXPECT_DOUBLE_EQ(find_tensor_instruction("DMMA.884")->flops, 512);
-  EXPECT_DOUBLE_EQ(find_tensor_instruction("HGMMA.64x128x16.F32.BF16")->flops, 2.0 * 64 * 128 * 16);
-  EXPECT_EQ(find_tensor_instruction("HGMMA.64x128x16.F32.BF16")->counted, "warpgroup");
+  // measured on an H200: the profiler counts a warpgroup's HGMMA once per warp, 4 times
+  EXPECT_DOUBLE_EQ(find_tensor_instruction("HGMMA.64x128x16.F32.BF16")->flops, 2.0 * 64 * 128 * 16 / 4);
+  EXPECT_EQ(find_tensor_instruction("HGMMA.64x128x16.F32.BF16")->counted, "warp");
+  // the measurement itself: a 4096^3 bf16 GEMM (m64n128k16) executed 2,097,152 HGMMA
+  EXPECT_DOUBLE_EQ(2097152 * find_tensor_instruction("HGMMA.64x128x16.F32.BF16")->flops, 2.0 * 4096 * 4096 * 4096);
   EXPECT_EQ(find_tensor_instruction("HMMA.9999"), nullptr);
   for (const TensorInstruction& t : tensor_instructions()) {
     EXPECT_GT(t.flops, 0) << t.name;
@@ -76,7 +79,7 @@ TEST(GpuCountersTest, KernelsGoToTheOutermostRangeAroundTheirLaunch) {
   EXPECT_NEAR(*conv.arithmetic_intensity(), conv.flops / conv.dram_bytes(), 1e-9);
   EXPECT_DOUBLE_EQ(a.layers[1].flops, 4.0 * 802816);  // batch norm: fadd + fmul + 2 ffma
   EXPECT_DOUBLE_EQ(a.layers[2].flops, 0);             // relu is max(), not an FP add/mul/fma
-  EXPECT_DOUBLE_EQ(a.layers[3].flops, 10 * 2.0 * 64 * 128 * 16);
+  EXPECT_DOUBLE_EQ(a.layers[3].flops, 10 * 2.0 * 64 * 128 * 16 / 4);
   EXPECT_THAT(a.layers[3].unweighted, ElementsAre("HGMMA.64x96x16.F32.BF16"));
   // launched outside every range of its thread (thread 2's range does not count), and no launch at all
   ASSERT_EQ(a.unattributed.size(), 2u);

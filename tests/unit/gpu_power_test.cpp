@@ -150,20 +150,23 @@ TEST(GpuPowerTest, NvidiaSmiAnswersAreParsedOrRefused) {
   EXPECT_FALSE(parse_nvidia_smi_power(""));
 }
 
-/// A reader whose power is 200 W, and whose energy counter advances 200 J per second of steady clock.
+/// A reader whose power is 200 W, and whose energy counter advances `counter_watts` J per second
+/// of steady clock (200 unless told).
 class ScriptedReader final : public PowerReader {
  public:
-  explicit ScriptedReader(bool counter) : counter_(counter), origin_(std::chrono::steady_clock::now()) {}
+  explicit ScriptedReader(bool counter, double counter_watts = 200.0)
+      : counter_(counter), counter_watts_(counter_watts), origin_(std::chrono::steady_clock::now()) {}
   std::optional<double> watts() override { return 200.0; }
   std::optional<double> energy_joules() override {
     if (!counter_) return std::nullopt;
-    return 200.0 * std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
+    return counter_watts_ * std::chrono::duration<double>(std::chrono::steady_clock::now() - origin_).count();
   }
   std::string description() const override { return "scripted"; }
   double period_seconds() const override { return 0.005; }
 
  private:
   bool counter_;
+  double counter_watts_;
   std::chrono::steady_clock::time_point origin_;
 };
 
@@ -172,20 +175,51 @@ TEST(GpuPowerTest, SamplerTurnsAPhaseIntoCounters) {
     auto log = std::make_shared<PowerLog>();
     PowerSampler sampler(std::make_unique<ScriptedReader>(counter), 4, log);
     sampler.start();
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // a phase as long as NVML's averaging window at least (shorter ones get no figures: below)
+    std::this_thread::sleep_for(std::chrono::duration<double>(PowerSampler::kMinPowerPhaseSeconds + 0.02));
     Counters out;
-    sampler.stop(10, 0.1, out);
+    sampler.stop(10, 1.0, out);
     const Counter* average = find_counter(out, "gpu_power_average_watts");
     const Counter* per_pass = find_counter(out, "gpu_energy_per_pass_joules");
     const Counter* per_sample = find_counter(out, "gpu_energy_per_sample_joules");
     ASSERT_TRUE(average && per_pass && per_sample) << "counter path " << counter;
     EXPECT_NEAR(average->value, 200.0, 0.5);  // the counter is read a few µs after the phase ends
-    // 200 W over the phase (at least the 0.1 s slept) / 10 passes, / 4 per sample
-    EXPECT_GE(per_pass->value, 2.0 - 1e-6);
+    // 200 W over the phase (at least the 1 s slept) / 10 passes, / 4 per sample
+    EXPECT_GE(per_pass->value, 20.0 - 1e-6);
     EXPECT_NEAR(per_sample->value, per_pass->value / 4, 1e-12);
     EXPECT_GE(find_counter(out, "gpu_power_samples")->value, 2);
     EXPECT_THAT(log->source, HasSubstr("scripted, every 0.005 s"));
   }
+}
+
+TEST(GpuPowerTest, APhaseShorterThanNvmlsWindowGetsNoPowerFiguresAndSaysWhy) {
+  // seen on an H200: a 0.06 s phase "averaged" 794 W under a 700 W limit by the energy counter
+  auto log = std::make_shared<PowerLog>();
+  PowerSampler sampler(std::make_unique<ScriptedReader>(true), 4, log);
+  sampler.start();
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  Counters out;
+  sampler.stop(10, 0.06, out);
+  EXPECT_EQ(find_counter(out, "gpu_power_average_watts"), nullptr);
+  EXPECT_EQ(find_counter(out, "gpu_energy_per_pass_joules"), nullptr);
+  ASSERT_EQ(log->summary.problems.size(), 1u);
+  EXPECT_THAT(log->summary.problems[0], HasSubstr("power not reported: the timed phase lasted"));
+  EXPECT_THAT(log->summary.problems[0], HasSubstr("--target-ci 0"));
+}
+
+TEST(GpuPowerTest, APeakBelowTheCountersAverageIsNotReported) {
+  // readings of 200 W (averages over a window), an energy counter that advanced at 250 W
+  auto log = std::make_shared<PowerLog>();
+  PowerSampler sampler(std::make_unique<ScriptedReader>(true, 250.0), 4, log);
+  sampler.start();
+  std::this_thread::sleep_for(std::chrono::duration<double>(PowerSampler::kMinPowerPhaseSeconds + 0.02));
+  Counters out;
+  sampler.stop(10, 1.0, out);
+  ASSERT_NE(find_counter(out, "gpu_power_average_watts"), nullptr);
+  EXPECT_NEAR(find_counter(out, "gpu_power_average_watts")->value, 250.0, 1.0);
+  EXPECT_EQ(find_counter(out, "gpu_power_peak_watts"), nullptr);
+  ASSERT_FALSE(log->summary.problems.empty());
+  EXPECT_THAT(log->summary.problems.back(), HasSubstr("power peak not reported"));
 }
 
 TEST(GpuPowerTest, WithoutADriverThereIsNoPowerReaderAndTheReasonSaysSo) {

@@ -62,4 +62,12 @@ PowerRecord parse_power_record(std::string_view json_text, const std::string& or
 /// summarize_power over a record's phase.
 PowerSummary summarize_power(const PowerRecord& record);
 
+/// The record as JSON text, in the format parse_power_record reads.
+std::string power_record_json(const PowerRecord& record);
+
+/// When $NEURALCOST_GPU_RECORD names a folder, writes `text` there as `name` (atomically) and
+/// returns the path; else nothing. A GPU run's raw answers (the plugin's calibration and counter
+/// check, each timed phase's power samples) are kept this way as fixtures (bench/gpu_check.sh).
+std::optional<std::string> record_gpu_file(const std::string& name, const std::string& text);
+
 }  // namespace neuralcost

@@ -58,7 +58,13 @@ class PowerSampler final : public Sampler {
   /// (each when computable; why not is in the log's summary.problems).
   void stop(int iterations, double seconds, Counters& out) override;
 
+  /// A phase shorter than this gets no power figures: NVML's readings are averages over about a
+  /// second on A100 and later parts, and its energy counter is updated about as coarsely.
+  static constexpr double kMinPowerPhaseSeconds = 1.0;
+
  private:
+  /// Power, energy and peak of a phase of `end` seconds into `s` (the readings and the counter).
+  void summarize_phase(double end, std::optional<double> energy_at_end, int passes, PowerSummary& s) const;
   void loop();
   double now() const;
   std::unique_ptr<PowerReader> reader_;

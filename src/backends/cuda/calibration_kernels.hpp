@@ -19,6 +19,10 @@ std::vector<Ceiling> measure_kernel_ceilings(int device, bool quick);
 std::vector<Ceiling> measure_gemm_ceilings(int device, bool quick,
                                            std::vector<std::pair<std::string, std::string>>& skipped);
 
+/// Fills `n` elements of `type` (fp32, bf16, fp16, fp8 e4m3) at `p` with uniform values in [-1, 1)
+/// from a hash of (seed, index), on `stream`: GEMM inputs as a real model's, not a constant.
+void fill_uniform(void* p, size_t n, cudaDataType_t type, unsigned long long seed, cudaStream_t stream);
+
 /// Work whose FLOPs and DRAM bytes are known by construction, for checking the counters.
 struct KnownWork {
   std::string kernel;  ///< copy, triad, fp32_fma (launched in this order)
