@@ -134,10 +134,11 @@ TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& whole, 
   return b.elementwise(OpKind::kBinary, name, "add", {xc, rs});
 }
 
-/// Mixtral's sparse MoE block on m [B, T, E] (transformers' MixtralSparseMoeBlock): the router
-/// (a linear to the experts' logits, softmax in fp32, top-k, the k weights renormalised), then
-/// each token through its k SwiGLU experts (w1 gate, w3 up, w2 down: kExpertLinear), their outputs
-/// weighted and summed.
+/// A sparse MoE block on m [B, T, E] (transformers' MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock):
+/// the router (a linear to the experts' logits, softmax in fp32, top-k, the k weights renormalised
+/// where the model does), then each token through its k SwiGLU experts (gate, up, down:
+/// kExpertLinear), their outputs weighted and summed; qwen2_moe adds a shared expert every token
+/// goes through, scaled by the sigmoid of a one-output linear.
 TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::string& name, const TensorDesc& m) {
   const std::int64_t batch = m.shape[0], t = m.shape[1], e = c.hidden, n = c.experts, k = c.experts_per_token;
   const std::int64_t tokens = batch * t;
@@ -158,12 +159,14 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
         r.attributes.set("approximation",
                          fmt::format("top-{} of {} experts counted as {} passes of {} comparisons", k, n, k, n - 1));
       });
-  const TensorDesc sum = b.op(OpKind::kReduction, name + "#weights_sum", {top}, {batch, t, 1}, {}, DType::kFp32,
-                              [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
-  const TensorDesc normalised =
-      b.op(OpKind::kBinary, name + "#weights_normalised", {top, sum}, {batch, t, k}, {}, DType::kFp32,
-           [](OpRecord& r) { r.attributes.set("function", std::string("div")); });
-  const TensorDesc weights = typed(OpKind::kUnary, "#weights_to_dtype", "cast", {normalised}, b.dtype());
+  TensorDesc chosen = top;
+  if (c.normalize_top_k) {  // mixtral; qwen2_moe with norm_topk_prob
+    const TensorDesc sum = b.op(OpKind::kReduction, name + "#weights_sum", {top}, {batch, t, 1}, {}, DType::kFp32,
+                                [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
+    chosen = b.op(OpKind::kBinary, name + "#weights_normalised", {top, sum}, {batch, t, k}, {}, DType::kFp32,
+                  [](OpRecord& r) { r.attributes.set("function", std::string("div")); });
+  }
+  const TensorDesc weights = typed(OpKind::kUnary, "#weights_to_dtype", "cast", {chosen}, b.dtype());
   const auto expert_linear = [&](const std::string& w, const TensorDesc& x, Shape out, std::int64_t rows_out) {
     const std::int64_t in = x.shape.back();
     return b.op(OpKind::kExpertLinear, name + ".experts." + w, {x}, std::move(out),
@@ -178,15 +181,31 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
                                   expected_experts_reached(c, static_cast<std::uint64_t>(tokens)), n, tokens));
                 });
   };
+  // mixtral's w1 (gate), w3 (up), w2 (down); qwen2_moe's gate_proj, up_proj, down_proj
+  const bool mixtral = c.architecture == "mixtral";
+  const std::int64_t x = c.expert_size();
   const TensorDesc gate = b.elementwise(OpKind::kActivation, name + ".experts.act_fn", "silu",
-                                        {expert_linear("w1", m, {batch, t, k, c.intermediate}, c.intermediate)});
-  const TensorDesc up = expert_linear("w3", m, {batch, t, k, c.intermediate}, c.intermediate);
+                                        {expert_linear(mixtral ? "w1" : "gate_proj", m, {batch, t, k, x}, x)});
+  const TensorDesc up = expert_linear(mixtral ? "w3" : "up_proj", m, {batch, t, k, x}, x);
   const TensorDesc hidden = b.elementwise(OpKind::kBinary, name + ".experts#gate_up", "mul", {gate, up});
-  const TensorDesc down = expert_linear("w2", hidden, {batch, t, k, e}, e);
+  const TensorDesc down = expert_linear(mixtral ? "w2" : "down_proj", hidden, {batch, t, k, e}, e);
   const TensorDesc weighted = b.elementwise(OpKind::kBinary, name + "#weighted", "mul",
                                             {down, b.view(name + "#weights_unsqueeze", weights, {batch, t, k, 1})});
-  return b.op(OpKind::kReduction, name + "#sum_experts", {weighted}, {batch, t, e}, {}, std::nullopt,
-              [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
+  const TensorDesc routed = b.op(OpKind::kReduction, name + "#sum_experts", {weighted}, {batch, t, e}, {}, std::nullopt,
+                                 [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
+  if (c.shared_expert_intermediate == 0) return routed;
+  // qwen2_moe's shared expert, every token through it, scaled by sigmoid(shared_expert_gate(m))
+  const std::int64_t s = c.shared_expert_intermediate;
+  const std::string se = name + ".shared_expert";
+  const TensorDesc s_gate =
+      b.elementwise(OpKind::kActivation, se + ".act_fn", "silu", {b.linear(se + ".gate_proj", m, s, false)});
+  const TensorDesc s_hidden =
+      b.elementwise(OpKind::kBinary, se + "#gate_up", "mul", {s_gate, b.linear(se + ".up_proj", m, s, false)});
+  const TensorDesc s_down = b.linear(se + ".down_proj", s_hidden, e, false);
+  const TensorDesc s_scale = b.elementwise(OpKind::kActivation, name + ".shared_expert_gate#sigmoid", "sigmoid",
+                                           {b.linear(name + ".shared_expert_gate", m, 1, false)});
+  const TensorDesc shared = b.elementwise(OpKind::kBinary, se + "#scaled", "mul", {s_down, s_scale});
+  return b.elementwise(OpKind::kBinary, name + "#routed_and_shared", "add", {routed, shared});
 }
 
 }  // namespace
@@ -196,23 +215,33 @@ std::uint64_t decoder_parameter_count(const DecoderConfig& c) {
                       i = dim(c.intermediate);
   const std::uint64_t attention = checked_add(product({2, e, h, d}), product({2, e, kv, d}), "parameters") +
                                   (c.qkv_bias ? product({h + 2 * kv, d}) : 0) + (c.output_bias ? e : 0);
-  const std::uint64_t expert = c.gated_mlp ? product({3, e, i}) + (c.mlp_bias ? 2 * i + e : 0)
-                                           : product({2, e, i}) + (c.mlp_bias ? i + e : 0);  // fc and proj
-  const std::uint64_t mlp = c.experts > 0 ? checked_add(product({dim(c.experts), expert}), product({e, dim(c.experts)}),
-                                                        "parameters")  // the experts and their router
-                                          : expert;
+  const auto mlp_of = [&](std::uint64_t i) {
+    return c.gated_mlp ? product({3, e, i}) + (c.mlp_bias ? 2 * i + e : 0)
+                       : product({2, e, i}) + (c.mlp_bias ? i + e : 0);  // fc and proj
+  };
+  const std::uint64_t dense = mlp_of(i);
+  // the experts, their router, and a shared expert with its one-output gate
+  const std::uint64_t sparse =
+      c.experts > 0 ? checked_add(checked_add(product({dim(c.experts), mlp_of(dim(c.expert_size()))}),
+                                              product({e, dim(c.experts)}), "parameters"),
+                                  c.shared_expert_intermediate > 0 ? mlp_of(dim(c.shared_expert_intermediate)) + e : 0,
+                                  "parameters")
+                    : 0;
   const std::uint64_t norm = c.layer_norm ? 2 * e : e;  // LayerNorm's weight and bias; RMSNorm's weight
-  const std::uint64_t layer = attention + mlp + 2 * norm;
+  const std::uint64_t moe_layers = dim(c.moe_layer_count()), dense_layers = dim(c.layers) - moe_layers;
+  const std::uint64_t layers = checked_add(
+      checked_add(product({dim(c.layers), attention + 2 * norm}), product({moe_layers, sparse}), "parameters"),
+      product({dense_layers, dense}), "parameters");
   const std::uint64_t embeddings = product({c.tied_embeddings ? 1u : 2u, dim(c.vocab), e}) +
                                    (c.learned_positions ? product({dim(c.max_positions), e}) : 0);
-  return checked_add(checked_add(product({dim(c.layers), layer}), embeddings, "parameters"), norm, "parameters");
+  return checked_add(checked_add(layers, embeddings, "parameters"), norm, "parameters");
 }
 
 std::uint64_t decoder_active_parameter_count(const DecoderConfig& c) {
   if (c.experts == 0) return decoder_parameter_count(c);
   const std::uint64_t expert =
-      product({3, dim(c.hidden), dim(c.intermediate)}) + (c.mlp_bias ? 2 * dim(c.intermediate) + dim(c.hidden) : 0);
-  return decoder_parameter_count(c) - product({dim(c.layers), dim(c.experts - c.experts_per_token), expert});
+      product({3, dim(c.hidden), dim(c.expert_size())}) + (c.mlp_bias ? 2 * dim(c.expert_size()) + dim(c.hidden) : 0);
+  return decoder_parameter_count(c) - product({dim(c.moe_layer_count()), dim(c.experts - c.experts_per_token), expert});
 }
 
 double expected_experts_reached(const DecoderConfig& c, std::uint64_t tokens) {
@@ -281,7 +310,7 @@ Names names_of(const DecoderConfig& c) {
 }
 
 /// The shapes of one layer's weights that a quantized model stores quantized (build_decoder's).
-std::vector<Shape> quantized_weight_shapes(const DecoderConfig& c) {
+std::vector<Shape> quantized_weight_shapes(const DecoderConfig& c, std::int64_t layer) {
   const std::int64_t e = c.hidden, hd = c.heads * c.head_dim, kvd = c.kv_heads * c.head_dim, i = c.intermediate;
   std::vector<Shape> out;
   if (c.fused_projections) {
@@ -290,8 +319,10 @@ std::vector<Shape> quantized_weight_shapes(const DecoderConfig& c) {
     out.insert(out.end(), {{hd, e}, {kvd, e}, {kvd, e}});
   }
   out.push_back({e, hd});
-  if (c.experts > 0) {
-    out.insert(out.end(), {{c.experts, i, e}, {c.experts, i, e}, {c.experts, e, i}});
+  if (c.moe_layer(layer)) {
+    const std::int64_t x = c.expert_size(), s = c.shared_expert_intermediate;
+    out.insert(out.end(), {{c.experts, x, e}, {c.experts, x, e}, {c.experts, e, x}});
+    if (s > 0) out.insert(out.end(), {{s, e}, {s, e}, {e, s}});
   } else if (!c.gated_mlp) {
     out.insert(out.end(), {{i, e}, {e, i}});
   } else if (c.fused_projections) {
@@ -313,12 +344,20 @@ std::uint64_t decoder_weight_bytes(const DecoderConfig& c, DType dtype) {
   const std::uint64_t all = decoder_parameter_count(c);
   if (!c.quantization) return checked_mul(all, dtype_bytes(dtype), "weight bytes");
   std::uint64_t quantized = 0, stored = 0;
-  for (const Shape& s : quantized_weight_shapes(c)) {
-    quantized += element_count(s, "weight");
-    stored = checked_add(stored, c.quantization->bytes(s), "weight bytes");
+  // a layer with experts and a dense one, each times the layers of its kind
+  for (const bool moe : {false, true}) {
+    const std::int64_t layers = moe ? c.moe_layer_count() : c.layers - c.moe_layer_count();
+    if (layers == 0) continue;
+    std::int64_t like = 0;
+    while (c.moe_layer(like) != moe) ++like;
+    std::uint64_t q = 0, st = 0;
+    for (const Shape& s : quantized_weight_shapes(c, like)) {
+      q += element_count(s, "weight");
+      st = checked_add(st, c.quantization->bytes(s), "weight bytes");
+    }
+    quantized = checked_add(quantized, checked_mul(q, dim(layers), "weight bytes"), "weight bytes");
+    stored = checked_add(stored, checked_mul(st, dim(layers), "weight bytes"), "weight bytes");
   }
-  quantized = checked_mul(quantized, dim(c.layers), "weight bytes");
-  stored = checked_mul(stored, dim(c.layers), "weight bytes");
   return checked_add(checked_mul(all - quantized, dtype_bytes(dtype), "weight bytes"), stored, "weight bytes");
 }
 
@@ -469,9 +508,10 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
               : b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, out});
       continue;
     }
-    if (c.experts > 0) {
-      x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add",
-                        {x, mixture_of_experts(b, c, p + ".block_sparse_moe", m)});
+    if (c.moe_layer(l)) {
+      x = b.elementwise(
+          OpKind::kBinary, p + "#residual_mlp", "add",
+          {x, mixture_of_experts(b, c, p + (c.architecture == "mixtral" ? ".block_sparse_moe" : ".mlp"), m)});
       continue;
     }
     TensorDesc gate_in, up;

@@ -1,5 +1,6 @@
 // Decoder configs (models/decoder.hpp): a Hugging Face style config.json read field by field,
 // and the built-in presets with the source of their figures.
+#include <algorithm>
 #include <map>
 #include <optional>
 #include <set>
@@ -209,7 +210,7 @@ bool looks_like_decoder_config(const json& object) {
 
 DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!c.is_object()) throw bad(where, "a config must be a JSON object");
-  static const std::set<std::string> supported = {"llama", "mistral", "qwen2", "mixtral",
+  static const std::set<std::string> supported = {"llama", "mistral", "qwen2", "qwen2_moe", "mixtral",
                                                   "gemma", "phi3",    "gpt2",  "gpt_neox"};
   const auto type = c.find("model_type");
   if (type == c.end() || !type->is_string()) throw bad(where, "field 'model_type' is missing or not a string");
@@ -218,18 +219,20 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!supported.count(d.architecture)) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
-                            "qwen2, mixtral, gemma, phi3, gpt2, gpt_neox)",
+                            "qwen2, qwen2_moe, mixtral, gemma, phi3, gpt2, gpt_neox)",
                             where, d.architecture));
   }
   if (d.architecture == "gpt2") return parse_gpt2(c, where);
   const bool neox = d.architecture == "gpt_neox";
   // fields that change the math and are not modeled: said, never ignored
+  const bool qwen_moe = d.architecture == "qwen2_moe";
   for (const char* moe : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
     if (d.architecture == "mixtral" && std::string(moe) == "num_local_experts") continue;
+    if (qwen_moe && (std::string(moe) == "num_experts" || std::string(moe) == "moe_intermediate_size")) continue;
     if (c.contains(moe) && !c[moe].is_null()) {
       throw Error(ErrorCode::kUnimplemented,
                   fmt::format("{}: field '{}': this kind of mixture-of-experts layer is not modeled yet (mixtral's "
-                              "is)",
+                              "and qwen2_moe's are)",
                               where, moe));
     }
   }
@@ -329,6 +332,14 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
     d.qkv_bias = true;  // Qwen2Attention: q, k, v with biases, o_proj without
     if (flag_field(c, where, "use_sliding_window", false))
       d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
+  } else if (qwen_moe) {
+    d.qkv_bias = flag_field(c, where, "qkv_bias", true);  // Qwen2MoeAttention: q, k, v biases by default
+    if (flag_field(c, where, "use_sliding_window", false)) {
+      throw Error(ErrorCode::kUnimplemented,
+                  fmt::format("{}: field 'use_sliding_window' is true: qwen2_moe's windows on some layers only "
+                              "(max_window_layers, layer_types) are not modeled",
+                              where));
+    }
   } else if (d.architecture == "phi3") {
     // Phi3Attention and Phi3MLP have no biases
   } else {
@@ -339,6 +350,30 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
     }
   }
   d.quantization = quantization_of(c, where);
+  if (qwen_moe) {
+    // Qwen2MoeConfig's defaults where a field is absent, as transformers reads the file
+    d.experts = size_field(c, where, "num_experts", 60);
+    d.experts_per_token = size_field(c, where, "num_experts_per_tok", 4);
+    d.expert_intermediate = size_field(c, where, "moe_intermediate_size", 1408);
+    d.shared_expert_intermediate = size_field(c, where, "shared_expert_intermediate_size", 5632);
+    d.normalize_top_k = flag_field(c, where, "norm_topk_prob", false);
+    d.sparse_step = size_field(c, where, "decoder_sparse_step", 1);
+    if (c.contains("mlp_only_layers") && !c["mlp_only_layers"].is_null()) {
+      const json& dense = c["mlp_only_layers"];
+      if (!dense.is_array()) throw bad(where, "field 'mlp_only_layers' must be a list of layer indices");
+      for (const json& l : dense) {
+        if (!l.is_number_integer() || l.get<std::int64_t>() < 0 || l.get<std::int64_t>() >= d.layers) {
+          throw bad(where, fmt::format("field 'mlp_only_layers' holds {}: each must be a layer index from 0 to {}",
+                                       l.dump(), d.layers - 1));
+        }
+        d.dense_layers.push_back(l.get<std::int64_t>());
+      }
+    }
+    if (d.experts_per_token > d.experts) {
+      throw bad(where,
+                fmt::format("num_experts_per_tok {} is more than num_experts {}", d.experts_per_token, d.experts));
+    }
+  }
   if (d.architecture == "mixtral") {
     d.experts = size_field(c, where, "num_local_experts", std::nullopt);
     d.experts_per_token = size_field(c, where, "num_experts_per_tok", std::nullopt);
@@ -350,10 +385,23 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   return d;
 }
 
+bool DecoderConfig::moe_layer(std::int64_t layer) const {
+  if (experts == 0) return false;
+  if (std::find(dense_layers.begin(), dense_layers.end(), layer) != dense_layers.end()) return false;
+  return (layer + 1) % sparse_step == 0;
+}
+
+std::int64_t DecoderConfig::moe_layer_count() const {
+  std::int64_t n = 0;
+  for (std::int64_t l = 0; l < layers; ++l) n += moe_layer(l) ? 1 : 0;
+  return n;
+}
+
 const std::vector<std::string>& decoder_preset_names() {
-  static const std::vector<std::string> names = {
-      "llama-2-7b", "llama-2-13b",  "llama-2-70b", "llama-3-8b", "llama-3-70b",   "llama-3.1-405b", "mistral-7b",
-      "qwen2.5-7b", "mixtral-8x7b", "gemma-2b",    "gemma-7b",   "phi-3-mini-4k", "gpt2",           "pythia-160m"};
+  static const std::vector<std::string> names = {"llama-2-7b",   "llama-2-13b",    "llama-2-70b",      "llama-3-8b",
+                                                 "llama-3-70b",  "llama-3.1-405b", "mistral-7b",       "qwen2.5-7b",
+                                                 "mixtral-8x7b", "gemma-2b",       "gemma-7b",         "phi-3-mini-4k",
+                                                 "gpt2",         "pythia-160m",    "qwen1.5-moe-a2.7b"};
   return names;
 }
 
@@ -460,6 +508,23 @@ DecoderConfig decoder_preset(const std::string& name) {
          {"num_local_experts", 8},
          {"num_experts_per_tok", 2},
          {"sliding_window", nullptr},
+         {"tie_word_embeddings", false}}}},
+      {"qwen1.5-moe-a2.7b",
+       {"Qwen/Qwen1.5-MoE-A2.7B config.json (14.3B parameters, 2.7B active per token)",
+        {{"model_type", "qwen2_moe"},
+         {"hidden_size", 2048},
+         {"num_hidden_layers", 24},
+         {"num_attention_heads", 16},
+         {"num_key_value_heads", 16},
+         {"intermediate_size", 5632},
+         {"moe_intermediate_size", 1408},
+         {"shared_expert_intermediate_size", 5632},
+         {"num_experts", 60},
+         {"num_experts_per_tok", 4},
+         {"norm_topk_prob", false},
+         {"decoder_sparse_step", 1},
+         {"vocab_size", 151936},
+         {"max_position_embeddings", 8192},
          {"tie_word_embeddings", false}}}},
       {"gemma-2b",
        {"google/gemma-2b config.json",

@@ -20,9 +20,17 @@ DecoderConfig shard_decoder(const DecoderConfig& config, int tp, std::vector<std
   };
   if (config.heads % tp != 0) refuse("attention heads", config.heads);
   if (config.intermediate % tp != 0) refuse("MLP columns (intermediate_size)", config.intermediate);
+  if (config.expert_intermediate % tp != 0)
+    refuse("expert columns (moe_intermediate_size)", config.expert_intermediate);
+  if (config.shared_expert_intermediate % tp != 0)
+    refuse("shared expert columns (shared_expert_intermediate_size)", config.shared_expert_intermediate);
   DecoderConfig d = config;
   d.heads = config.heads / tp;
   d.intermediate = config.intermediate / tp;
+  // every expert split like the dense MLP (each device holds a slice of every expert); the shared
+  // expert's one-output gate is replicated
+  d.expert_intermediate = config.expert_intermediate / tp;
+  d.shared_expert_intermediate = config.shared_expert_intermediate / tp;
   if (config.kv_heads % tp == 0) {
     d.kv_heads = config.kv_heads / tp;
   } else if (tp % config.kv_heads == 0) {

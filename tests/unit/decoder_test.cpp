@@ -187,6 +187,74 @@ TEST(DecoderTest, MixtralCountsEveryExpertAndReadsTheExpertsItsTokensReach) {
             decoder_parameter_count(parse_decoder_config(small_mixtral(), "m.json")));
 }
 
+json small_qwen2_moe() {
+  // every kind of layer: dense (0, and 3 by mlp_only_layers), experts (1; 2 is dense by the step)
+  return json{{"model_type", "qwen2_moe"},
+              {"hidden_size", 64},
+              {"num_hidden_layers", 4},
+              {"num_attention_heads", 4},
+              {"num_key_value_heads", 2},
+              {"intermediate_size", 96},
+              {"moe_intermediate_size", 32},
+              {"shared_expert_intermediate_size", 48},
+              {"num_experts", 8},
+              {"num_experts_per_tok", 2},
+              {"norm_topk_prob", true},
+              {"decoder_sparse_step", 2},
+              {"mlp_only_layers", {3}},
+              {"vocab_size", 500},
+              {"max_position_embeddings", 256},
+              {"tie_word_embeddings", false}};
+}
+
+// Qwen2-MoE (Qwen1.5-MoE): experts of their own size, a shared expert every token goes through
+// with a sigmoid gate, dense layers by decoder_sparse_step and mlp_only_layers. The parameter
+// counts are transformers' own: Qwen2MoeForCausalLM(Qwen2MoeConfig(...)) in transformers 5.23 has
+// 228,480 parameters for small_qwen2_moe(), and Qwen1.5-MoE-A2.7B's card says 14.3B, 2.7B active.
+TEST(DecoderTest, Qwen2MoeCountsSharedExpertsAndDenseLayersLikeTransformers) {
+  const DecoderConfig q = decoder_preset("qwen1.5-moe-a2.7b");
+  EXPECT_EQ(decoder_parameter_count(q), 14315784192u);
+  EXPECT_EQ(decoder_active_parameter_count(q), 2689173504u);  // less 24 layers x 56 idle experts x 3·2048·1408
+  const DecoderConfig c = parse_decoder_config(small_qwen2_moe(), "q.json");
+  EXPECT_EQ(decoder_parameter_count(c), 228480u);
+  EXPECT_EQ(c.moe_layer_count(), 1);
+  EXPECT_FALSE(c.moe_layer(0));
+  EXPECT_TRUE(c.moe_layer(1));
+  EXPECT_FALSE(c.moe_layer(3));
+  const std::uint64_t e = 64, d = 16, h = 4, kv = 2, i = 96, x = 32, s = 48, experts = 8, k = 2, v = 500;
+  const std::uint64_t attention = 2 * (e * h * d + 2 * e * kv * d + h * d * e);
+  for (const std::int64_t batch : {1, 3}) {
+    DecoderRequest r;
+    r.phase = DecoderPhase::kDecode;
+    r.batch = batch;
+    r.context = 100;
+    const Analysis a = analyze_phase(c, r);
+    EXPECT_TRUE(a.complete()) << (a.unmodeled.empty() ? "" : a.unmodeled[0].reason);
+    EXPECT_EQ(a.totals.parameter_count, decoder_parameter_count(c));
+    const std::uint64_t b = static_cast<std::uint64_t>(batch);
+    const std::uint64_t scores = 2 * 2 * b * h * 101 * d;
+    const std::uint64_t dense = 2 * 3 * e * i;
+    // the router, k experts' three projections, the shared expert's three and its one-output gate
+    const std::uint64_t sparse = 2 * e * experts + k * 2 * 3 * e * x + 2 * 3 * e * s + 2 * e;
+    const std::uint64_t rotary = 2 * (d / 2);
+    EXPECT_EQ(a.totals.contraction_flops,
+              4 * (b * attention + scores) + b * (3 * dense + sparse) + rotary + 2 * b * e * v);
+  }
+  // norm_topk_prob false (Qwen1.5-MoE's): the top-k weights are not renormalised
+  DecoderRequest one;
+  one.phase = DecoderPhase::kDecode;
+  one.context = 8;
+  const OpGraph g = build_decoder(q, one, "q");
+  bool renormalised = false;
+  for (const OpRecord& op : g.ops())
+    renormalised = renormalised || op.name.find("#weights_normalised") != std::string::npos;
+  EXPECT_FALSE(renormalised);
+  // tensor parallelism splits every expert and the shared expert like the dense MLP
+  const DecoderConfig shard = shard_decoder(q, 4, nullptr);
+  EXPECT_EQ(shard.expert_intermediate, 352);
+  EXPECT_EQ(shard.shared_expert_intermediate, 1408);
+}
+
 // Gemma and Phi-3 against closed forms: the same contractions as a Llama of their sizes (Phi-3's
 // fused qkv_proj and gate_up_proj multiply as much as the separate ones), and the ops that differ
 // counted: Gemma's embedding scale (B·T·E), (1 + weight) in each of its 2L + 1 norms (E each) and
@@ -273,11 +341,13 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   j = small_llama();
   j["model_type"] = "gpt_bigcode";
   expect_error(j,
-               "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, mixtral, gemma, phi3, "
-               "gpt2, gpt_neox)");
+               "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, qwen2_moe, mixtral, "
+               "gemma, phi3, gpt2, gpt_neox)");
   j = small_llama();
   j["num_local_experts"] = 8;  // a llama with experts: not mixtral's layer
-  expect_error(j, "field 'num_local_experts': this kind of mixture-of-experts layer is not modeled yet (mixtral's is)");
+  expect_error(j,
+               "field 'num_local_experts': this kind of mixture-of-experts layer is not modeled yet (mixtral's and "
+               "qwen2_moe's are)");
   j = small_mixtral();
   j["num_experts_per_tok"] = 9;
   expect_error(j, "num_experts_per_tok 9 is more than num_local_experts 4");
@@ -404,6 +474,18 @@ TEST(DecoderTest, Gpt2AndGptNeoxCountLikeTheirModules) {
   EXPECT_THROW(parse_decoder_config(j, "c"), Error);
   j["activation_function"] = "gelu";
   EXPECT_EQ(parse_decoder_config(j, "c").intermediate, 256);  // n_inner: 4 x n_embd
+}
+
+TEST(DecoderTest, BadQwen2MoeConfigsAreOneClearError) {
+  json j = small_qwen2_moe();
+  j["mlp_only_layers"] = {7};
+  expect_error(j, "field 'mlp_only_layers' holds 7: each must be a layer index from 0 to 3");
+  j = small_qwen2_moe();
+  j["use_sliding_window"] = true;
+  expect_error(j, "field 'use_sliding_window' is true: qwen2_moe's windows on some layers only");
+  j = small_qwen2_moe();
+  j["num_experts_per_tok"] = 9;
+  expect_error(j, "num_experts_per_tok 9 is more than num_experts 8");
 }
 
 }  // namespace

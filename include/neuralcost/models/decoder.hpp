@@ -17,13 +17,14 @@
 namespace neuralcost {
 
 struct DecoderConfig {
-  std::string architecture;   ///< the config's model_type: llama, mistral, qwen2, mixtral, gemma, phi3, gpt2, gpt_neox
-  std::string source;         ///< where the figures come from (a file, a preset's reference)
-  std::int64_t hidden = 0;    ///< hidden_size
-  std::int64_t layers = 0;    ///< num_hidden_layers
-  std::int64_t heads = 0;     ///< num_attention_heads
-  std::int64_t kv_heads = 0;  ///< num_key_value_heads (= heads without grouped-query attention)
-  std::int64_t head_dim = 0;  ///< head_dim (default hidden / heads)
+  std::string architecture;  ///< the config's model_type: llama, mistral, qwen2, qwen2_moe, mixtral, gemma, phi3, gpt2,
+                             ///< gpt_neox
+  std::string source;        ///< where the figures come from (a file, a preset's reference)
+  std::int64_t hidden = 0;   ///< hidden_size
+  std::int64_t layers = 0;   ///< num_hidden_layers
+  std::int64_t heads = 0;    ///< num_attention_heads
+  std::int64_t kv_heads = 0;        ///< num_key_value_heads (= heads without grouped-query attention)
+  std::int64_t head_dim = 0;        ///< head_dim (default hidden / heads)
   std::int64_t intermediate = 0;    ///< intermediate_size of the SwiGLU MLP
   std::int64_t vocab = 0;           ///< vocab_size
   std::int64_t max_positions = 0;   ///< max_position_embeddings
@@ -36,6 +37,23 @@ struct DecoderConfig {
   /// to num_experts_per_tok of them; 0: a dense MLP
   std::int64_t experts = 0;
   std::int64_t experts_per_token = 0;
+  /// qwen2_moe: each expert's intermediate size (moe_intermediate_size); 0: intermediate (mixtral)
+  std::int64_t expert_intermediate = 0;
+  /// qwen2_moe: a shared SwiGLU expert of this intermediate size every token goes through, its
+  /// output scaled by sigmoid(shared_expert_gate(x)); 0: none
+  std::int64_t shared_expert_intermediate = 0;
+  /// the k routing weights renormalised to sum 1 (mixtral always; qwen2_moe's norm_topk_prob)
+  bool normalize_top_k = true;
+  /// qwen2_moe: layer l has experts when (l + 1) % sparse_step == 0 and l is not in dense_layers
+  /// (decoder_sparse_step, mlp_only_layers); the others a dense MLP of `intermediate`
+  std::int64_t sparse_step = 1;
+  std::vector<std::int64_t> dense_layers;
+  /// Whether layer `layer` (0-based) has experts.
+  bool moe_layer(std::int64_t layer) const;
+  /// Layers with experts.
+  std::int64_t moe_layer_count() const;
+  /// Each expert's intermediate size.
+  std::int64_t expert_size() const { return expert_intermediate > 0 ? expert_intermediate : intermediate; }
   std::string activation = "silu";  ///< the MLP's: silu (SwiGLU), gelu_tanh (gemma's GeGLU, gpt2's gelu_new), gelu
   bool embedding_scale = false;     ///< gemma: the embeddings · sqrt(hidden_size)
   bool norm_offset = false;         ///< gemma: RMS norms scale by (1 + weight)
@@ -58,10 +76,9 @@ struct DecoderConfig {
 };
 
 /// Reads a config.json's object. `where` names it in errors. Supported model_type: llama,
-/// mistral, qwen2, mixtral, gemma, phi3; another is kUnimplemented naming the supported ones; a
-/// field that changes the math and is not modeled (other experts, another activation, partial
-/// rotary positions) is kUnimplemented naming the field;
-/// missing, inconsistent or absurd sizes are kInvalidArgument naming the field.
+/// mistral, qwen2, qwen2_moe, mixtral, gemma, phi3, gpt2, gpt_neox; another is kUnimplemented naming the supported
+/// ones; a field that changes the math and is not modeled (other experts, another activation, partial rotary positions)
+/// is kUnimplemented naming the field; missing, inconsistent or absurd sizes are kInvalidArgument naming the field.
 DecoderConfig parse_decoder_config(const nlohmann::json& config, const std::string& where);
 
 /// Whether `object` looks like a decoder config (it has model_type and num_hidden_layers, or gpt2's n_layer).
