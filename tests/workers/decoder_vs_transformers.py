@@ -2,11 +2,13 @@
 builds from the same config (issue 25): small Llama, Qwen2, Gemma (GeGLU, scaled embeddings, head_dim
 apart from hidden/heads) and Phi-3 (fused qkv_proj and gate_up_proj) models with grouped-query attention,
 random weights (and GPT-2: learned positions, Conv1D, LayerNorm, a GELU MLP; GPT-NeoX: partial rotary,
-parallel residual), run eagerly in prefill (P tokens) and in one decode step over the KV cache of that
-prefill, counted independently: every nn.Linear by forward hooks (2 per multiply-accumulate),
-every attention from the arguments transformers passes to scaled_dot_product_attention
-(2·B·H·pairs·(D + Dv); causal: the top-left triangle), the rotary frequencies' product
-inv_freq @ positions (2·B·(D/2)·T) by a hook on the rotary module. Parameters: module.parameters().
+parallel residual; Qwen2-MoE: experts, a shared expert, dense and sparse layers), run eagerly in
+prefill (P tokens) and in one decode step over the KV cache of that prefill, counted independently:
+every nn.Linear by forward hooks (2 per multiply-accumulate; Qwen2-MoE's experts and router, which
+call F.linear on their own weights, by hooks on their modules: k rows per token), every attention
+from the arguments transformers passes to scaled_dot_product_attention (2·B·H·pairs·(D + Dv);
+causal: the top-left triangle), the rotary frequencies' product inv_freq @ positions
+(2·B·(D/2)·T) by a hook on the rotary module. Parameters: module.parameters().
 
 Usage: python decoder_vs_transformers.py NEURAL_COST OUT_DIR (the project's .venv python)."""
 
@@ -45,7 +47,16 @@ def counted(model, run):
     def conv1d(module, _inputs, out):  # GPT-2's Conv1D: weight [in, out]
         total[0] += 2 * out.numel() * module.weight.shape[0]
 
+    def experts(module, args, _out):  # Qwen2MoeExperts: F.linear on slices of 3-D weights, k rows a token
+        n, k = args[0].shape[0], args[1].shape[1]
+        total[0] += 2 * n * k * 3 * module.hidden_dim * module.intermediate_dim
+
+    def router(module, args, _out):  # Qwen2MoeTopKRouter: F.linear(x, weight)
+        total[0] += 2 * args[0].reshape(-1, module.hidden_dim).shape[0] * module.weight.numel()
+
     handles = [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    handles += [m.register_forward_hook(experts) for m in model.modules() if type(m).__name__ == "Qwen2MoeExperts"]
+    handles += [m.register_forward_hook(router) for m in model.modules() if type(m).__name__ == "Qwen2MoeTopKRouter"]
     handles += [m.register_forward_hook(conv1d) for m in model.modules() if type(m).__name__ == "Conv1D"]
     handles += [
         m.register_forward_hook(rotary, with_kwargs=True)
@@ -163,6 +174,26 @@ configs = {
         bos_token_id=0,
         eos_token_id=0,
     ),
+    # experts of their own size, a shared expert with a sigmoid gate; layer 1 sparse, 0 and 2 dense
+    # by decoder_sparse_step, 3 dense by mlp_only_layers
+    "qwen2moe_shared": T.Qwen2MoeConfig(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=96,
+        moe_intermediate_size=32,
+        shared_expert_intermediate_size=48,
+        num_experts=8,
+        num_experts_per_tok=2,
+        norm_topk_prob=True,
+        decoder_sparse_step=2,
+        mlp_only_layers=[3],
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
 }
 classes = {
     "gpt2": T.GPT2LMHeadModel,
@@ -171,6 +202,7 @@ classes = {
     "qwen2": T.Qwen2ForCausalLM,
     "gemma": T.GemmaForCausalLM,
     "phi3": T.Phi3ForCausalLM,
+    "qwen2moe": T.Qwen2MoeForCausalLM,
 }
 for name, config in configs.items():
     config._attn_implementation = "sdpa"

@@ -4,6 +4,7 @@
 // reached with the results kept, and bad input is one error line. Properties only: this machine's
 // times are not asserted.
 #include <unistd.h>
+#include <filesystem>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -141,10 +142,20 @@ TEST(ToTargetCliTest, EveryRunReachesAReachableTargetInFp32AndBf16AndTheFileKeep
 }
 
 TEST(ToTargetCliTest, AnUnreachableTargetIsRecordedAsNotReachedWithItsRunsKept) {
-  const std::string path = ::testing::TempDir() + "/to_target_far_" + std::to_string(::getpid()) + ".json";
-  const CliResult r =
-      run_cli("train-to-target --model cnn --width 16 --target 1.0 --runs 3 --eval-every 5 --max-steps 10 -o " + path);
+  // without -o, into to-target.json of the working directory, which a second study never replaces
+  const std::string dir = ::testing::TempDir() + "/to_target_far_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/to-target.json";
+  const std::string args = "train-to-target --model cnn --width 16 --target 1.0 --runs 3 --eval-every 5 --max-steps 10";
+  const CliResult r = run_cli_env("cd " + dir + " &&", args);
   ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string kept = slurp(path);
+  const CliResult again = run_cli_env("cd " + dir + " &&", args);
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_THAT(again.err, HasSubstr("error: to-target.json exists (an earlier train-to-target's runs): name another "
+                                   "file with -o, or -o to-target.json to replace it"));
+  EXPECT_EQ(slurp(path), kept);
   EXPECT_THAT(r.out, HasSubstr("0 of 3"));
   EXPECT_THAT(r.out, HasSubstr("no olympic mean: 3 of 3 runs did not reach the target"));
   const nlohmann::json j = nlohmann::json::parse(slurp(path));

@@ -1,6 +1,7 @@
 // `neural-cost train-to-target`: seeded training runs to a validation-accuracy target on an
 // offline dataset, scored as MLPerf Training scores them, each configuration against the first
 // (docs/to-target.md). The results file is rewritten atomically after every run.
+#include <filesystem>
 #include <memory>
 
 #include <fmt/format.h>
@@ -21,7 +22,7 @@ struct ToTargetArgs {
   std::vector<std::string> modes{"eager"}, precisions{"fp32"};
   std::vector<std::int64_t> batches{32};
   std::vector<double> lrs{0.05};
-  std::string price_per_hour, currency = "USD", output, format = "table";
+  std::string price_per_hour, currency = "USD", output = "to-target.json", format = "table";
 };
 
 void run_to_target_command(const CLI::App& cmd, ToTargetArgs& a) {
@@ -35,6 +36,13 @@ void run_to_target_command(const CLI::App& cmd, ToTargetArgs& a) {
     }
   }
   validate(o);
+  // the default file is never replaced: it may hold an earlier study's runs
+  if (cmd.count("--output") == 0 && std::filesystem::exists(a.output)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} exists (an earlier train-to-target's runs): name another file with -o, or -o {} to "
+                            "replace it",
+                            a.output, a.output));
+  }
   const Format format = output_format(cmd, a.format, "");
   std::optional<double> price;
   if (!a.price_per_hour.empty()) price = parse_price_per_hour(a.price_per_hour, "--price-per-hour");
@@ -103,7 +111,10 @@ void add_to_target_command(CLI::App& app) {
   cmd->add_option("--lr", a->lrs, "Learning rates to compare")->delimiter(',')->capture_default_str();
   cmd->add_option("--price-per-hour", a->price_per_hour, "Price of this machine per hour, for cost to target");
   cmd->add_option("--currency", a->currency, "Currency label of the price")->capture_default_str();
-  cmd->add_option("-o,--output", a->output, "JSON file of the study, rewritten atomically after every run");
+  cmd->add_option("-o,--output", a->output,
+                  "JSON file of the study, rewritten atomically after every run (so Ctrl-C keeps the finished runs); "
+                  "the default file is never replaced")
+      ->capture_default_str();
   add_format_option(*cmd, a->format);
   cmd->callback([cmd, a] { run_to_target_command(*cmd, *a); });
 }
