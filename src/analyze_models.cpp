@@ -128,26 +128,35 @@ namespace {
 
 /// One decode step's figures and what must stay the same between two contexts for them to be
 /// affine in between: per op its roof and memory level, per fusion group its roof and rate.
-struct StepPoint {
-  StepSums sums;
-  std::vector<std::string> signature;
-};
-
-StepPoint step_point(const Analysis& a) {
-  StepPoint p;
-  p.sums = {a.totals.flops,         a.totals.contraction_flops,   a.totals.bytes_read,
-            a.totals.bytes_written, a.totals.lower_bound_seconds, a.totals.fused_lower_bound_seconds};
-  for (const OpRoofline& op : a.ops) {
-    p.signature.push_back(op.bound ? fmt::format("{} {}", bound_name(*op.bound), op.memory_level) : "-");
-  }
+/// The roof and memory level of each op and fusion group of an analysis.
+std::vector<std::string> signature_of(const Analysis& a) {
+  std::vector<std::string> out;
+  for (const OpRoofline& op : a.ops)
+    out.push_back(op.bound ? fmt::format("{} {}", bound_name(*op.bound), op.memory_level) : "-");
   for (const FusionGroup& g : a.fusion_groups) {
     const double work =
         g.bound == Bound::kMemory ? static_cast<double>(g.bytes_read + g.bytes_written) : static_cast<double>(g.flops);
-    p.signature.push_back(
+    out.push_back(
         fmt::format("{} {:.9g}", bound_name(g.bound), g.lower_bound_seconds > 0 ? work / g.lower_bound_seconds : 0));
   }
-  return p;
+  return out;
 }
+
+/// Seconds of the ops bound by compute (what decides ModelTotals::bound).
+double compute_bound_seconds(const Analysis& a) {
+  double s = 0;
+  for (const OpRoofline& op : a.ops) {
+    if (op.bound == Bound::kCompute) s += op.lower_bound_seconds;
+  }
+  return s;
+}
+
+/// t1 + (n − 1)(t2 − t1), exactly for counts (t2 ≥ t1: a second layer only adds).
+std::uint64_t onward(std::uint64_t t1, std::uint64_t t2, std::int64_t n, const char* what) {
+  if (t2 < t1) throw Error(ErrorCode::kInternal, fmt::format("a decoder's second layer took {} away", what));
+  return checked_add(t1, checked_mul(t2 - t1, static_cast<std::uint64_t>(n - 1), what), what);
+}
+double onward(double t1, double t2, std::int64_t n) { return t1 + static_cast<double>(n - 1) * (t2 - t1); }
 
 __extension__ typedef __int128 Wide;  // exact products of 64-bit counts and step counts
 
@@ -176,6 +185,49 @@ void add(StepSums& to, const StepSums& s) {
 
 }  // namespace
 
+DecoderStep analyze_decoder_step(const DecoderConfig& config, const DecoderRequest& request,
+                                 const HardwareSpec& hardware, const std::string& name) {
+  const bool alike = config.moe_layer_count() == 0 || config.moe_layer_count() == config.layers;
+  if (!alike || config.layers < 3) {
+    const Analysis a = analyze(build_decoder(config, request, name), hardware);
+    return {a.totals, signature_of(a)};
+  }
+  // the whole model's state, from the state of graphs of one and two layers (it too is affine)
+  DecoderConfig one = config, two = config;
+  one.layers = 1;
+  two.layers = 2;
+  OpGraph g1 = build_decoder(one, request, name), g2 = build_decoder(two, request, name);
+  AnalysisOptions options;
+  options.resident_bytes = onward(resident_bytes_of(g1), resident_bytes_of(g2), config.layers);
+  const Analysis a1 = analyze(std::move(g1), hardware, options), a2 = analyze(std::move(g2), hardware, options);
+  const std::int64_t n = config.layers;
+  const ModelTotals &x = a1.totals, &y = a2.totals;
+  ModelTotals t;
+  t.flops = onward(x.flops, y.flops, n, "FLOP count");
+  t.contraction_flops = onward(x.contraction_flops, y.contraction_flops, n, "FLOP count");
+  t.transcendentals = onward(x.transcendentals, y.transcendentals, n, "transcendental count");
+  t.bytes_read = onward(x.bytes_read, y.bytes_read, n, "bytes read");
+  t.bytes_written = onward(x.bytes_written, y.bytes_written, n, "bytes written");
+  t.parameter_count = onward(x.parameter_count, y.parameter_count, n, "parameter count");
+  t.buffer_count = onward(x.buffer_count, y.buffer_count, n, "buffer count");
+  t.parameter_bytes = onward(x.parameter_bytes, y.parameter_bytes, n, "parameter bytes");
+  t.fused_bytes_read = onward(x.fused_bytes_read, y.fused_bytes_read, n, "bytes read");
+  t.fused_bytes_written = onward(x.fused_bytes_written, y.fused_bytes_written, n, "bytes written");
+  t.compute_seconds = onward(x.compute_seconds, y.compute_seconds, n);
+  t.memory_seconds = onward(x.memory_seconds, y.memory_seconds, n);
+  t.lower_bound_seconds = onward(x.lower_bound_seconds, y.lower_bound_seconds, n);
+  t.dram_lower_bound_seconds = onward(x.dram_lower_bound_seconds, y.dram_lower_bound_seconds, n);
+  t.fused_lower_bound_seconds = onward(x.fused_lower_bound_seconds, y.fused_lower_bound_seconds, n);
+  const std::uint64_t bytes = t.bytes_read + t.bytes_written;
+  t.arithmetic_intensity = bytes == 0 ? 0.0 : static_cast<double>(t.flops) / static_cast<double>(bytes);
+  t.bound = onward(compute_bound_seconds(a1), compute_bound_seconds(a2), n) * 2 > t.lower_bound_seconds
+                ? Bound::kCompute
+                : Bound::kMemory;
+  std::vector<std::string> signature = signature_of(a1);
+  for (std::string& s : signature_of(a2)) signature.push_back(std::move(s));
+  return {t, std::move(signature)};
+}
+
 GenerationEstimate analyze_generation(const GenerationRequest& request) {
   if (request.generate < 1 || request.generate >= (std::int64_t{1} << 31)) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -200,24 +252,32 @@ GenerationEstimate analyze_generation(const GenerationRequest& request) {
                                  ? fmt::format("{} (prefill of {} tokens)", base, request.prompt)
                                  : fmt::format("{} (decode at context {})", base, context);
     try {
-      return analyze(build_decoder(config, r, name), request.hardware);
+      return analyze_decoder_step(config, r, request.hardware, name);
     } catch (const Error& e) {
       throw Error(e.code(), fmt::format("{}: {}", request.model, e.what()));
     }
   };
   GenerationEstimate out;
   out.request = request;
-  out.prefill = graph(DecoderPhase::kPrefill, 0);
+  out.prefill = graph(DecoderPhase::kPrefill, 0).totals;
   out.decode_steps = request.generate - 1;
   if (out.decode_steps == 0) return out;
+  struct StepPoint {
+    StepSums sums;
+    std::vector<std::string> signature;
+  };
   std::map<std::int64_t, StepPoint> points;
   const auto at = [&](std::int64_t c) -> const StepPoint& {
     auto it = points.find(c);
     if (it != points.end()) return it->second;
-    Analysis a = graph(DecoderPhase::kDecode, c);
-    if (c == request.prompt) out.first_step = a;
-    if (c == request.prompt + out.decode_steps - 1) out.last_step = a;
-    return points.emplace(c, step_point(a)).first->second;
+    DecoderStep a = graph(DecoderPhase::kDecode, c);
+    if (c == request.prompt) out.first_step = a.totals;
+    if (c == request.prompt + out.decode_steps - 1) out.last_step = a.totals;
+    const ModelTotals& t = a.totals;
+    StepPoint p{{t.flops, t.contraction_flops, t.bytes_read, t.bytes_written, t.lower_bound_seconds,
+                 t.fused_lower_bound_seconds},
+                std::move(a.signature)};
+    return points.emplace(c, std::move(p)).first->second;
   };
   // contexts a..b inclusive
   const std::function<void(std::int64_t, std::int64_t)> sum = [&](std::int64_t a, std::int64_t b) {

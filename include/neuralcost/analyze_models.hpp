@@ -94,18 +94,31 @@ struct StepSums {
 
 struct GenerationEstimate {
   GenerationRequest request;
-  Analysis prefill;                ///< the prompt: time to first token
-  Analysis first_step;             ///< the decode step at context P (when G ≥ 2)
-  Analysis last_step;              ///< the decode step at context P + G − 2
+  ModelTotals prefill;             ///< the prompt: time to first token
+  ModelTotals first_step;          ///< the decode step at context P (when G ≥ 2)
+  ModelTotals last_step;           ///< the decode step at context P + G − 2
   std::int64_t decode_steps = 0;   ///< G − 1
   StepSums decode;                 ///< every decode step's figures, summed exactly
   std::size_t analysed_steps = 0;  ///< decode contexts analysed to sum them (the rest are exact interpolation)
-  double seconds() const { return prefill.totals.fused_lower_bound_seconds + decode.fused_lower_bound_seconds; }
+  double seconds() const { return prefill.fused_lower_bound_seconds + decode.fused_lower_bound_seconds; }
   /// the decode steps' mean fused bound (0 when G = 1)
   double seconds_per_output_token() const {
     return decode_steps > 0 ? decode.fused_lower_bound_seconds / static_cast<double>(decode_steps) : 0;
   }
 };
+
+/// A decoder step's totals, and the roof and memory level of each op and fusion group (its
+/// signature). A decoder whose layers are alike (every layer dense, or every one with experts) is
+/// analysed as graphs of one and of two layers: each further layer adds what the second added (its
+/// ops, and the fusion across the boundary before it), and the whole model's state decides the
+/// memory levels, so L layers' totals are t1 + (L − 1)·(t2 − t1), equal to the whole graph's
+/// (tested) at a fraction of the work. Other decoders: the whole graph.
+struct DecoderStep {
+  ModelTotals totals;
+  std::vector<std::string> signature;
+};
+DecoderStep analyze_decoder_step(const DecoderConfig& config, const DecoderRequest& request,
+                                 const HardwareSpec& hardware, const std::string& name);
 
 /// Sums the decode steps exactly without analysing each: over contexts where every op and fusion
 /// group keeps its roof and memory level (both change monotonically with the context, so equal at

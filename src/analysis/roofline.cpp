@@ -88,6 +88,13 @@ std::string Analysis::first_fix() const {
                                           : fmt::format("{} of them: {}", most->second, most->first);
 }
 
+double resident_bytes_of(const OpGraph& graph) {
+  double resident = 0;
+  for (const ParameterDesc& p : graph.unique_parameters()) resident += static_cast<double>(p.bytes());
+  for (const TensorDesc& t : graph.inputs()) resident += static_cast<double>(t.bytes());
+  return resident;
+}
+
 Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOptions& options) {
   Analysis a;
   a.graph = std::move(input);
@@ -98,9 +105,8 @@ Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOpti
   ModelTotals& t = a.totals;
   std::map<DType, std::uint64_t> flops_by_dtype;
   double compute_bound_time = 0;
-  double resident = 0;  // the model's state: every parameter once, and the graph's inputs
-  for (const ParameterDesc& p : graph.unique_parameters()) resident += static_cast<double>(p.bytes());
-  for (const TensorDesc& t : graph.inputs()) resident += static_cast<double>(t.bytes());
+  // the model's state: every parameter once, and the graph's inputs (or the whole model's)
+  const double resident = options.resident_bytes > 0 ? options.resident_bytes : resident_bytes_of(graph);
   std::vector<std::pair<std::string, std::vector<std::string>>> importer_approximations;
   for (std::size_t i = 0; i < graph.size(); ++i) {
     OpRoofline r = roofline_of(i, graph.op(i), hardware, graph, resident, a.approximations, importer_approximations);

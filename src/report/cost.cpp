@@ -161,7 +161,7 @@ TokenCost generation_token_cost(const GenerationEstimate& g, double price_per_ho
   const double batch = static_cast<double>(g.request.batch);
   TokenCost c;
   c.per_million_prompt_tokens =
-      per_second * g.prefill.totals.fused_lower_bound_seconds / (batch * static_cast<double>(g.request.prompt)) * 1e6;
+      per_second * g.prefill.fused_lower_bound_seconds / (batch * static_cast<double>(g.request.prompt)) * 1e6;
   if (g.decode_steps > 0) {
     c.per_million_generated_tokens =
         per_second * g.decode.fused_lower_bound_seconds / (batch * static_cast<double>(g.decode_steps)) * 1e6;

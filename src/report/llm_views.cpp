@@ -126,14 +126,12 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
            {"batch", e.request.batch},
            {"prompt", r.prompt},
            {"generate", r.generate},
-           {"time_to_first_token_seconds", e.prefill.totals.fused_lower_bound_seconds},
-           {"prefill_lower_bound_seconds", e.prefill.totals.lower_bound_seconds},
+           {"time_to_first_token_seconds", e.prefill.fused_lower_bound_seconds},
+           {"prefill_lower_bound_seconds", e.prefill.lower_bound_seconds},
            {"decode_steps", e.decode_steps},
            {"seconds_per_output_token", e.seconds_per_output_token()},
-           {"first_step_seconds",
-            e.decode_steps > 0 ? json(e.first_step.totals.fused_lower_bound_seconds) : json(nullptr)},
-           {"last_step_seconds",
-            e.decode_steps > 0 ? json(e.last_step.totals.fused_lower_bound_seconds) : json(nullptr)},
+           {"first_step_seconds", e.decode_steps > 0 ? json(e.first_step.fused_lower_bound_seconds) : json(nullptr)},
+           {"last_step_seconds", e.decode_steps > 0 ? json(e.last_step.fused_lower_bound_seconds) : json(nullptr)},
            {"seconds", e.seconds()},
            {"tokens_per_second", static_cast<double>(e.request.batch * r.generate) / e.seconds()},
            {"decode",
@@ -143,8 +141,8 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
              {"bytes_written", d.bytes_written},
              {"lower_bound_seconds", d.lower_bound_seconds},
              {"fused_lower_bound_seconds", d.fused_lower_bound_seconds}}},
-           {"flops", e.prefill.totals.flops + d.flops},
-           {"bytes", e.prefill.totals.bytes_read + e.prefill.totals.bytes_written + d.bytes_read + d.bytes_written},
+           {"flops", e.prefill.flops + d.flops},
+           {"bytes", e.prefill.bytes_read + e.prefill.bytes_written + d.bytes_read + d.bytes_written},
            {"analysed_decode_steps", e.analysed_steps}});
       if (price) {
         const TokenCost c = generation_token_cost(e, hourly);
@@ -176,17 +174,17 @@ std::string render_generation(const std::vector<GenerationEstimate>& estimates, 
   }
   t.right_align = std::vector<bool>(t.headers.size(), true);
   for (const GenerationEstimate& e : estimates) {
-    const double ttft = e.prefill.totals.fused_lower_bound_seconds;
+    const double ttft = e.prefill.fused_lower_bound_seconds;
     const auto secs = [](double s) { return Cell{report::seconds(s), fmt::format("{}", s)}; };
-    const std::uint64_t flops = e.prefill.totals.flops + e.decode.flops;
+    const std::uint64_t flops = e.prefill.flops + e.decode.flops;
     const std::uint64_t bytes =
-        e.prefill.totals.bytes_read + e.prefill.totals.bytes_written + e.decode.bytes_read + e.decode.bytes_written;
+        e.prefill.bytes_read + e.prefill.bytes_written + e.decode.bytes_read + e.decode.bytes_written;
     const double rate = static_cast<double>(e.request.batch * r.generate) / e.seconds();
     t.rows.push_back({{std::to_string(e.request.batch), ""},
                       secs(ttft),
                       e.decode_steps > 0 ? secs(e.seconds_per_output_token()) : Cell{"-", ""},
-                      e.decode_steps > 0 ? secs(e.first_step.totals.fused_lower_bound_seconds) : Cell{"-", ""},
-                      e.decode_steps > 0 ? secs(e.last_step.totals.fused_lower_bound_seconds) : Cell{"-", ""},
+                      e.decode_steps > 0 ? secs(e.first_step.fused_lower_bound_seconds) : Cell{"-", ""},
+                      e.decode_steps > 0 ? secs(e.last_step.fused_lower_bound_seconds) : Cell{"-", ""},
                       secs(e.seconds()),
                       {fmt::format("{:.4g}", rate), fmt::format("{}", rate)},
                       {report::si(static_cast<double>(flops), "FLOP"), std::to_string(flops)},

@@ -8,6 +8,10 @@
 #include <fstream>
 #include <functional>
 #include <string>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "neuralcost/analyze_models.hpp"
 #include "neuralcost/core/error.hpp"
@@ -219,19 +223,21 @@ TEST(GenerationTest, TheDecodeStepsSumAsAnalysingEachWould) {
   EXPECT_EQ(e.decode_steps, 59);
   expect_same(e.decode, brute_force(decoder_preset("llama-3-8b"), g));
   EXPECT_LT(e.analysed_steps, 10u);  // DRAM-bound throughout: one interval
-  EXPECT_DOUBLE_EQ(e.seconds(), e.prefill.totals.fused_lower_bound_seconds + e.decode.fused_lower_bound_seconds);
-  EXPECT_LT(e.first_step.totals.flops, e.last_step.totals.flops);  // the context grows
+  EXPECT_DOUBLE_EQ(e.seconds(), e.prefill.fused_lower_bound_seconds + e.decode.fused_lower_bound_seconds);
+  EXPECT_LT(e.first_step.flops, e.last_step.flops);  // the context grows
   // one token: the prefill alone
   g.generate = 1;
   const GenerationEstimate one = analyze_generation(g);
   EXPECT_EQ(one.decode_steps, 0);
-  EXPECT_DOUBLE_EQ(one.seconds(), one.prefill.totals.fused_lower_bound_seconds);
+  EXPECT_DOUBLE_EQ(one.seconds(), one.prefill.fused_lower_bound_seconds);
 }
 
 TEST(GenerationTest, StepsWhoseMemoryLevelChangesAreSplitAndStillExact) {
   // a tiny decoder on a device with cache levels the KV cache outgrows as the context grows
   const std::string path = (std::filesystem::temp_directory_path() / "neuralcost_generation_test.json").string();
-  std::ofstream(path) << R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+  // four layers: each step is analysed from graphs of one and two layers (analyze_decoder_step),
+  // brute_force from the whole graph
+  std::ofstream(path) << R"({"model_type": "llama", "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
     "num_key_value_heads": 2, "intermediate_size": 128, "vocab_size": 500, "max_position_embeddings": 4096})";
   HardwareSpec hw = h100();
   hw.caches = {{"L1", 64e3, 20e12}, {"L2", 1e6, 8e12}};
@@ -248,11 +254,45 @@ TEST(GenerationTest, StepsWhoseMemoryLevelChangesAreSplitAndStillExact) {
   EXPECT_LT(e.analysed_steps, 1499u);  // and not every step
 }
 
+TEST(GenerationTest, ADecoderStepFromTwoLayersEqualsTheWholeGraph) {
+  HardwareSpec cached = h100();
+  cached.caches = {{"L1", 64e3, 20e12}, {"L2", 50e6, 8e12}};  // a small model's weights fit the L2
+  for (const char* model : {"llama-3-8b", "mixtral-8x7b", "qwen1.5-moe-a2.7b", "gemma-2b", "phi-3-mini-4k", "gpt2",
+                            "pythia-160m", "mistral-7b"}) {
+    const DecoderConfig c = decoder_preset(model);
+    for (const HardwareSpec& hw : {h100(), cached}) {
+      for (const auto& [phase, batch, length] : std::vector<std::tuple<DecoderPhase, std::int64_t, std::int64_t>>{
+               {DecoderPhase::kPrefill, 1, 64}, {DecoderPhase::kDecode, 4, 900}, {DecoderPhase::kDecode, 64, 5000}}) {
+        DecoderRequest r;
+        r.phase = phase;
+        r.batch = batch;
+        r.prompt = r.context = std::min<std::int64_t>(length, c.max_positions - 2);
+        const Analysis whole = analyze(build_decoder(c, r, "d"), hw);
+        const DecoderStep step = analyze_decoder_step(c, r, hw, "d");
+        const ModelTotals &w = whole.totals, &t = step.totals;
+        const std::string at =
+            fmt::format("{} {} batch {} length {}", model, hw.caches.empty() ? "h100" : "cached", batch, r.context);
+        EXPECT_EQ(t.flops, w.flops) << at;
+        EXPECT_EQ(t.contraction_flops, w.contraction_flops) << at;
+        EXPECT_EQ(t.bytes_read, w.bytes_read) << at;
+        EXPECT_EQ(t.bytes_written, w.bytes_written) << at;
+        EXPECT_EQ(t.fused_bytes_read, w.fused_bytes_read) << at;
+        EXPECT_EQ(t.fused_bytes_written, w.fused_bytes_written) << at;
+        EXPECT_EQ(t.parameter_count, w.parameter_count) << at;
+        EXPECT_EQ(t.bound, w.bound) << at;
+        EXPECT_NEAR(t.lower_bound_seconds, w.lower_bound_seconds, 1e-9 * w.lower_bound_seconds) << at;
+        EXPECT_NEAR(t.fused_lower_bound_seconds, w.fused_lower_bound_seconds, 1e-9 * w.fused_lower_bound_seconds) << at;
+        EXPECT_NEAR(t.dram_lower_bound_seconds, w.dram_lower_bound_seconds, 1e-9 * w.dram_lower_bound_seconds) << at;
+      }
+    }
+  }
+}
+
 TEST(GenerationTest, TokensArePricedAtTheirPhasesBounds) {
   GenerationRequest g = generation_of("llama-3-8b", 4, 256, 33);
   const GenerationEstimate e = analyze_generation(g);
   const TokenCost c = generation_token_cost(e, 3.6);  // 0.001 per second
-  EXPECT_DOUBLE_EQ(c.per_million_prompt_tokens, 0.001 * e.prefill.totals.fused_lower_bound_seconds / (4 * 256) * 1e6);
+  EXPECT_DOUBLE_EQ(c.per_million_prompt_tokens, 0.001 * e.prefill.fused_lower_bound_seconds / (4 * 256) * 1e6);
   ASSERT_TRUE(c.per_million_generated_tokens);
   EXPECT_DOUBLE_EQ(*c.per_million_generated_tokens, 0.001 * e.decode.fused_lower_bound_seconds / (4 * 32) * 1e6);
   g.generate = 1;

@@ -80,7 +80,14 @@ struct ModelTotals {
 
 struct AnalysisOptions {
   std::int64_t batch = 0;  ///< samples per pass, for per-sample figures; 0 = the graph's own (OpGraph::batch)
+  /// The model's state in bytes (every parameter once, and the inputs) when the graph is a part of
+  /// the model (a decoder's first layers): what decides whether the state fits a cache level.
+  /// 0: the graph's own.
+  double resident_bytes = 0;
 };
+
+/// The bytes of a graph's state as analyze counts it: every unique parameter once, and the inputs.
+double resident_bytes_of(const OpGraph& graph);
 
 struct Analysis {
   std::string model;
