@@ -154,7 +154,7 @@ void PowerSampler::stop(int iterations, double seconds, Counters& out) {
     s.problems.push_back(fmt::format(
         "power not reported: the timed phase lasted {:.3g} s, shorter than the {:.0f} s over which NVML averages "
         "its power readings and updates its energy counter (rounds of {:.0f} s or more: --budget of --rounds "
-        "seconds or more, with --target-ci 0 so that a round spends its share)",
+        "seconds or more, and a --target-ci as small as 0.0001 so that a round spends its share)",
         end, kMinPowerPhaseSeconds, kMinPowerPhaseSeconds));
   } else {
     summarize_phase(end, energy_at_end, passes, s);

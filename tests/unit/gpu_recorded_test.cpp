@@ -175,5 +175,24 @@ TEST(GpuRecordedTest, AProfileOnTheH200StaysUnderItsFusedBound) {
   }
 }
 
+TEST(GpuRecordedTest, RoundsOfASecondOrMoreCarryPlausiblePower) {
+  // `profile --model cnn,transformer --backend torch --device cuda:0 --batch 256 --rounds 6 --budget 8
+  // --target-ci 0.0001` on the H200: rounds of about 1.3 s, long enough for NVML's averages
+  const nlohmann::json doc = nlohmann::json::parse(recorded("h200_profile_power.json"));
+  ASSERT_EQ(doc.at("runs").size(), 2u);
+  for (const nlohmann::json& run : doc.at("runs")) {
+    std::map<std::string, double> c;
+    for (const nlohmann::json& k : run.at("counters")) c[k.at("name").get<std::string>()] = k.at("value").get<double>();
+    ASSERT_TRUE(c.count("gpu_power_average_watts") && c.count("gpu_power_peak_watts")) << run.at("model");
+    EXPECT_GT(c["gpu_power_average_watts"], 100.0);  // above an idle H200's draw
+    EXPECT_LE(c["gpu_power_average_watts"], 700.0);  // the power limit of this run
+    EXPECT_GE(c["gpu_power_peak_watts"], c["gpu_power_average_watts"]);
+    EXPECT_GT(c["gpu_power_samples"], 50.0);
+    // energy per sample is energy per pass over the batch
+    EXPECT_NEAR(c["gpu_energy_per_sample_joules"] * 256, c["gpu_energy_per_pass_joules"],
+                1e-9 * c["gpu_energy_per_pass_joules"]);
+  }
+}
+
 }  // namespace
 }  // namespace neuralcost
