@@ -1,6 +1,7 @@
 // `neural-cost profile` end to end with the LibTorch backend: a short profile of every
 // reference network, the JSON interface, and bad input (missing, corrupt or mis-shaped models).
 #include <unistd.h>
+#include <filesystem>
 
 #include <chrono>
 #include <fstream>
@@ -304,6 +305,14 @@ TEST(CliProfileTest, BackendsSayWhetherTheyCanRun) {
                         "/nonexistent/python3"));
   EXPECT_THAT(r.err, HasSubstr("error: 1 of 2 runs failed"));
   EXPECT_THAT(r.out, HasSubstr("\"same_model\": true"));
+  // a bare name in $NEURALCOST_PYTHON is looked up on PATH, as a shell would (it once failed with
+  // "cannot run 'python3'")
+  const std::string venv = (std::filesystem::path(NEURALCOST_CLI).parent_path().parent_path().parent_path() /
+                            "src/neuralcost/python-env/bin")
+                               .string();
+  r = run_cli_env("NEURALCOST_PYTHON=python3 PATH=" + venv + ":$PATH",
+                  "profile --model ff --backend torch --mode eager --summary" + kQuick);
+  EXPECT_EQ(r.exit_code, 0) << r.err;
   // alone, a backend whose plugin is missing says why, not "has no mode 'eager' (modes: )"
   r = run_cli_env("NEURALCOST_PLUGIN_DIR=/nonexistent", "profile --model ff --backend libtorch --mode eager" + kQuick);
   EXPECT_EQ(r.exit_code, 1);

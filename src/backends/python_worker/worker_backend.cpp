@@ -450,7 +450,12 @@ std::string bundled_python() { return library_directory() + "/neuralcost/python-
 }  // namespace
 
 std::string python_interpreter() {
-  if (const char* python = std::getenv("NEURALCOST_PYTHON"); python != nullptr && *python != '\0') return python;
+  if (const char* python = std::getenv("NEURALCOST_PYTHON"); python != nullptr && *python != '\0') {
+    // a bare name ("python3") is looked up on PATH, as a shell would: the worker is started without one
+    if (std::string(python).find('/') != std::string::npos) return python;
+    const std::string found = executable(python);
+    return found.empty() ? std::string(python) : found;
+  }
   if (::access(bundled_python().c_str(), X_OK) == 0) return bundled_python();
   const std::string found = executable(NEURALCOST_DEFAULT_PYTHON);
   return found.empty() ? std::string(NEURALCOST_DEFAULT_PYTHON) : found;
