@@ -1,5 +1,7 @@
 // A hardware spec from a calibration record (see calibration.hpp): what `--hardware host`
 // uses. Measuring is in src/calibrate/; this file only reads the record.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "neuralcost/hardware/calibration.hpp"
@@ -39,6 +41,8 @@ HardwareSpec calibrated_spec(const HostDescription& host, const Calibration& c) 
   }
   const BandwidthLevel& dram = c.levels.back();
   s.memory_bandwidth_bytes_per_second = dram.triad.best;
+  s.roof_uncertainty = dram.triad.round_agreement;
+  for (const auto& [name, m] : c.fma) s.roof_uncertainty = std::max(s.roof_uncertainty, m.round_agreement);
   s.sources["memory_bandwidth_bytes_per_second"] = fmt::format(
       "measured {}: triad over {:.0f} MiB on {} threads, best of {} runs (spread {:.1f}%; plain STREAM triad {:.1f} "
       "GB/s)",

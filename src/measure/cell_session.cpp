@@ -360,6 +360,14 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
     }
     run.efficiency = run.analysis.totals.lower_bound_seconds / t;
     run.fused_efficiency = run.analysis.totals.fused_lower_bound_seconds / t;
+    // the timing's interval, and the roofs' own uncertainty (a calibration's: bound / (1 ± u))
+    const double u = std::clamp(hw.roof_uncertainty, 0.0, 0.5);
+    const Interval& ci = run.timing.summary.ci95_median;
+    const auto interval_of = [&](double bound) {
+      return Interval{ci.high > 0 ? bound / (1 + u) / ci.high : 0.0, ci.low > 0 ? bound / (1 - u) / ci.low : 0.0};
+    };
+    run.efficiency_interval = interval_of(run.analysis.totals.lower_bound_seconds);
+    run.fused_efficiency_interval = interval_of(run.analysis.totals.fused_lower_bound_seconds);
     run.samples_per_second = static_cast<double>(s.plan.request.batch) / t;
     run.achieved_flops_per_second = static_cast<double>(run.analysis.totals.flops) / t;
     for (const std::string& why : run.timing.reasons) run.outcome.mistrust(why);

@@ -127,9 +127,13 @@ std::string run_block(const ProfileRun& r, const HardwareSpec& hw, Format format
                      report::si(s.ci95_median.low, "s"), report::si(s.ci95_median.high, "s"), s.n,
                      report::percent(s.cv), report::si(s.p5, "s"), report::si(s.p95, "s"), verdict_of(r));
   for (const std::string& why : r.outcome.reasons) out += "  mistrusted: " + why + "\n";
-  out += fmt::format("{} samples/s, {}, roofline efficiency {} ({}-bound; fused bound: {})\n",
-                     report::si(r.samples_per_second, ""), report::si(r.achieved_flops_per_second, "FLOP/s"),
-                     report::percent(r.efficiency), bound_of(r), report::percent(r.fused_efficiency));
+  out += fmt::format(
+      "{} samples/s, {}, roofline efficiency {} ({}-bound; fused bound: {}, 95% interval {} - {}{})\n",
+      report::si(r.samples_per_second, ""), report::si(r.achieved_flops_per_second, "FLOP/s"),
+      report::percent(r.efficiency), bound_of(r), report::percent(r.fused_efficiency),
+      report::percent(r.fused_efficiency_interval.low), report::percent(r.fused_efficiency_interval.high),
+      hw.roof_uncertainty > 0 ? fmt::format(", the roofs' own ±{} included", report::percent(hw.roof_uncertainty))
+                              : "");
   if (!r.timing.counters.empty()) {
     std::string counters;
     for (const Counter& c : r.timing.counters) counters += (counters.empty() ? "" : ", ") + counter_text(c);
@@ -310,6 +314,10 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
   run["totals"] = analysis["totals"];
   run["efficiency"] = r.efficiency;
   run["fused_efficiency"] = r.fused_efficiency;
+  run["efficiency_interval"] = {{"low", r.efficiency_interval.low}, {"high", r.efficiency_interval.high}};
+  run["fused_efficiency_interval"] = {{"low", r.fused_efficiency_interval.low},
+                                      {"high", r.fused_efficiency_interval.high}};
+  run["roof_uncertainty"] = r.analysis.hardware.roof_uncertainty;
   run["bound"] = bound_of(r);
   run["samples_per_second"] = r.samples_per_second;
   run["achieved_flops_per_second"] = r.achieved_flops_per_second;

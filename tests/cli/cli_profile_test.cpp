@@ -214,6 +214,15 @@ TEST(CliProfileTest, CsvHasTheLayersOfEveryRunAndTheirTotalIsTheRunsEfficiency) 
   EXPECT_NEAR(run["efficiency"].get<double>(),
               run["totals"]["lower_bound_seconds"].get<double>() / run["timing"]["median_seconds"].get<double>(),
               1e-12);
+  // its interval: the bound over the ends of the timing's interval (a spec file's roofs are exact: u = 0)
+  EXPECT_EQ(run["roof_uncertainty"].get<double>(), 0.0);
+  const double bound = run["totals"]["lower_bound_seconds"].get<double>();
+  EXPECT_NEAR(run["efficiency_interval"]["low"].get<double>(), bound / run["timing"]["ci95_high_seconds"].get<double>(),
+              1e-12);
+  EXPECT_NEAR(run["efficiency_interval"]["high"].get<double>(), bound / run["timing"]["ci95_low_seconds"].get<double>(),
+              1e-12);
+  EXPECT_LE(run["fused_efficiency_interval"]["low"].get<double>(), run["fused_efficiency"].get<double>());
+  EXPECT_GE(run["fused_efficiency_interval"]["high"].get<double>(), run["fused_efficiency"].get<double>());
 }
 
 TEST(CliProfileTest, LayerTablesSortGroupAndCutToTheTopRows) {

@@ -9,6 +9,7 @@
 // memory: a 32 MiB "DRAM" level) to keep them short.
 #include "neuralcost/hardware/calibration.hpp"
 #include "neuralcost/calibrate/calibrate.hpp"
+#include "neuralcost/hardware/database.hpp"
 
 #include <unistd.h>
 
@@ -197,6 +198,14 @@ TEST(CalibrationTest, TheCalibratedSpecUsesTheMeasuredCeilings) {
               HasSubstr("quick, 2 threads, 2 rounds, clock 3.70 GHz measured beside the 4.40 GHz of the theoretical"));
   EXPECT_THAT(s.notes, testing::Contains(HasSubstr("GEMM ceiling oneDNN 2.6.3 fp32 n=1024: 205.0 GFLOP/s")));
   EXPECT_THAT(s.notes, testing::Contains(HasSubstr("warning: L3 reports 508 MiB")));
+  // the roofs' uncertainty: the larger round-to-round disagreement of the DRAM triad and the FMA peaks
+  Calibration disagreeing = c;
+  disagreeing.levels.back().triad.round_agreement = 0.012;
+  disagreeing.fma.at("fp32").round_agreement = 0.031;
+  EXPECT_DOUBLE_EQ(calibrated_spec(zen4_vm(), disagreeing).roof_uncertainty, 0.031);
+  disagreeing.fma.at("fp32").round_agreement = 0.004;
+  EXPECT_DOUBLE_EQ(calibrated_spec(zen4_vm(), disagreeing).roof_uncertainty, 0.012);
+  EXPECT_EQ(HardwareDatabase::builtin().get("h100-sxm").roof_uncertainty, 0.0);  // a datasheet's roofs are exact
 }
 
 TEST(CalibrationTest, TheRooflineOfACalibratedSpecUsesItsLevels) {

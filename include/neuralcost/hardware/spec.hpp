@@ -39,6 +39,11 @@ struct HardwareSpec {
   /// database, or measured by `hardware calibrate --device cuda:N`. See gpu/launch_floor.hpp.
   std::optional<double> kernel_launch_seconds;
   std::vector<CacheLevel> caches;  ///< smallest/fastest first
+  /// How far the roofs may lie from their figures, relative: a calibration's round-to-round
+  /// disagreement (the best two rounds of its DRAM triad and FMA peaks, the larger); 0 for a
+  /// datasheet, whose figures are the roofs by definition. Efficiency intervals carry it.
+  /// Not read from or written to spec files.
+  double roof_uncertainty = 0;
   /// Where each number comes from, keyed by field path ("peak_flops_per_second.fp32",
   /// "memory_bandwidth_bytes_per_second", "caches.L2.size_bytes").
   std::map<std::string, std::string> sources;

@@ -100,6 +100,10 @@ struct ProfileRun {
   /// framework fused or reused data in cache); only beating the fused bound is mistrusted.
   double efficiency = 0;
   double fused_efficiency = 0;  ///< fused lower bound / median time
+  /// The efficiencies' intervals: the bound over the ends of the timing's 95% interval, the bound
+  /// itself widened by the roofs' uncertainty (HardwareSpec::roof_uncertainty: a calibration's
+  /// round-to-round disagreement) as bound / (1 ± u)
+  Interval efficiency_interval, fused_efficiency_interval;
   double samples_per_second = 0;
   double achieved_flops_per_second = 0;
   std::vector<LayerMeasurement> layers;
