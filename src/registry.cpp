@@ -49,7 +49,8 @@ const std::vector<const Backend*>& backends() {
   static const worker::WorkerBackend torch("torch", "torch",
                                            "PyTorch 2 in a Python worker: eager and torch.compile, on the CPU or a "
                                            "CUDA GPU",
-                                           {"eager", "compile"}, "compile", {ModelKind::kTorchExport}, /*cuda=*/true);
+                                           {"eager", "compile"}, "compile",
+                                           {ModelKind::kTorchExport, ModelKind::kDecoderConfig}, /*cuda=*/true);
   static const std::vector<const Backend*> all = {
 #ifdef NEURALCOST_WITH_LIBTORCH
       &libtorch,

@@ -26,18 +26,19 @@ namespace neuralcost {
 /// phases of LayerTiming; 6: LayerTiming::kernel_events; 7: LayerTiming::event_modules; 8:
 /// Backend::device_name takes the worker timeout; 9: LayerTiming::timer and timer_warning; 10:
 /// PreparedModel::pause and resume; 11: RunOptions::process_pool, PreparedModel::shares_process and
-/// lost_its_process; 12: Backend::accepts).
-inline constexpr int kPluginApiVersion = 13;
+/// lost_its_process; 12: Backend::accepts; 14: ModelKind::kDecoderConfig).
+inline constexpr int kPluginApiVersion = 14;
 
 /// What a model named to a backend is: a built-in network or a file of some type
 /// (measure/model_files.hpp tells it from the name; Backend::accepts says who loads it).
 enum class ModelKind {
-  kBuiltIn,      ///< ff, cnn, rnn, lstm, transformer: every backend builds them
-  kTorchScript,  ///< .pt, .ts
-  kTorchExport,  ///< .pt2 (torch.export.save)
-  kSavedModel,   ///< a directory with saved_model.pb
-  kOnnx,         ///< .onnx: analysed (neural-cost analyze), never run
-  kOtherFile,    ///< an existing file of no known type: only a named backend may try it
+  kBuiltIn,        ///< ff, cnn, rnn, lstm, transformer: every backend builds them
+  kTorchScript,    ///< .pt, .ts
+  kTorchExport,    ///< .pt2 (torch.export.save)
+  kSavedModel,     ///< a directory with saved_model.pb
+  kOnnx,           ///< .onnx: analysed (neural-cost analyze), never run
+  kDecoderConfig,  ///< a decoder LLM's config.json (models/decoder.hpp): one phase built by transformers
+  kOtherFile,      ///< an existing file of no known type: only a named backend may try it
 };
 
 /// The loss of a training step: cross entropy on fixed random integer labels when the network's

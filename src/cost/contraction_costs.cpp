@@ -126,15 +126,53 @@ void cost_linear(const OpRecord& op, OpCost& cost) {
   if (w.quantization) add_flops(cost, w.quantization->dequantization_flops(w.shape));
 }
 
+/// An expert_linear whose routing was measured (attr expert_rows: the rows each expert took, as
+/// torch's _grouped_mm offsets give them): every input row through its expert, the weights of
+/// the experts that took rows read.
+void cost_routed_expert_linear(const OpRecord& op, OpCost& cost, std::int64_t in, std::int64_t out) {
+  const TensorDesc& x = input(op, 0, "x");
+  const ParameterDesc& w = parameter(op, 0, "weight");
+  const std::vector<std::int64_t> rows = op.attributes.get_list("expert_rows");
+  const std::int64_t experts = w.shape[0];
+  if (static_cast<std::int64_t>(rows.size()) != experts) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'expert_rows' has {} entries for {} experts", rows.size(), experts));
+  }
+  std::uint64_t routed = 0;
+  std::int64_t reached = 0;
+  for (const std::int64_t r : rows) {
+    if (r < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'expert_rows' has {} rows", r));
+    routed = checked_add(routed, static_cast<std::uint64_t>(r), "expert rows");
+    reached += r > 0 ? 1 : 0;
+  }
+  const std::uint64_t in_rows = x.elements() / dim(in);
+  const TensorDesc& y = output(op, 0, "y");
+  if (y.shape.empty() || y.shape.back() != out || y.elements() / dim(out) != in_rows || routed > in_rows) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("output '{}' {} must hold one row of {} per input row of {}, and the {} routed rows fit "
+                            "in them",
+                            y.name, shape_string(y.shape), out, shape_string(x.shape), routed));
+  }
+  add_contraction(cost, product({2, routed, dim(in), dim(out)}));
+  std::uint64_t all = 0;
+  for (const ParameterDesc& p : op.parameters) all = checked_add(all, p.bytes(), "parameter bytes");
+  cost.parameter_bytes = all / static_cast<std::uint64_t>(experts) * static_cast<std::uint64_t>(reached);
+  cost.bytes_read = checked_add(x.bytes(), cost.parameter_bytes, "bytes read");
+  if (op.parameters.size() > 1) add_flops(cost, routed * dim(out));  // a bias [E, out] per row
+}
+
 void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   const TensorDesc& x = input(op, 0, "x");
   const ParameterDesc& w = parameter(op, 0, "weight [experts, out, in]");
   require_rank(w.shape, 3, 3, "weight");
-  const std::int64_t experts = w.shape[0], out = w.shape[1], in = w.shape[2];
+  // weight_layout "in_out": W [E, in, out], as torch's _grouped_mm takes it (a transposed view)
+  const bool in_out = op.attributes.get_string("weight_layout", "out_in") == "in_out";
+  const std::int64_t experts = w.shape[0], out = w.shape[in_out ? 2 : 1], in = w.shape[in_out ? 1 : 2];
   if (x.shape.empty() || x.shape.back() != in) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("weight {} does not take inputs {}", shape_string(w.shape), shape_string(x.shape)));
   }
+  if (op.attributes.has("expert_rows")) return cost_routed_expert_linear(op, cost, in, out);
   const std::int64_t top_k = op.attributes.get_int("top_k");
   if (top_k < 1 || top_k > experts) {
     throw Error(ErrorCode::kInvalidArgument,

@@ -34,6 +34,13 @@ HardwareSpec calibrated_spec(const HostDescription& host, const Calibration& c) 
         fmt::format("measured {}: {} threads of independent {} FMAs ({}), best of {} runs (spread {:.1f}%)", c.created,
                     c.threads, name, c.kernel_isa, m.runs, m.spread * 100);
   }
+  const bool bf16_arithmetic = host.has("avx512_bf16") || host.has("amx_bf16") || host.has("bf16");
+  if (!bf16_arithmetic && !c.fma.count("bf16") && c.fma.count("fp32")) {
+    s.peak_flops_per_second[DType::kBf16] = c.fma.at("fp32").best;
+    s.sources["peak_flops_per_second.bf16"] =
+        "the measured FP32 peak: no BF16 arithmetic on this CPU (no AVX512-BF16, AMX or Arm BF16), so BF16 values "
+        "are widened to FP32 and multiplied by FP32 FMAs";
+  }
   if (host.has("avx512_vnni") && c.fma.count("fp32")) {
     s.peak_flops_per_second[DType::kInt8] = 4 * c.fma.at("fp32").best;
     s.sources["peak_flops_per_second.int8"] =

@@ -85,6 +85,11 @@ HardwareSpec theoretical_host_spec(const HostDescription& h, int threads, double
     s.peak_flops_per_second[DType::kBf16] = 2 * fp32;
     s.sources["peak_flops_per_second.bf16"] =
         "twice the FP32 rate (BF16 dot-product instructions: 2 products per FP32 lane; AMX tiles not counted)";
+  } else {
+    s.peak_flops_per_second[DType::kBf16] = fp32;
+    s.sources["peak_flops_per_second.bf16"] =
+        "the FP32 rate: no BF16 arithmetic on this CPU (no AVX512-BF16, AMX or Arm BF16), so BF16 values are "
+        "widened to FP32 and multiplied by FP32 FMAs";
   }
   if (h.has("avx512_vnni") || h.has("avx_vnni") || h.has("asimddp")) {
     s.peak_flops_per_second[DType::kInt8] = 4 * fp32;

@@ -20,6 +20,7 @@
 #include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/measure/device.hpp"
 #include "neuralcost/measure/load.hpp"
+#include "neuralcost/measure/model_files.hpp"
 #include "neuralcost/measure/schedule.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
@@ -154,7 +155,16 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
   c["samples"] = std::to_string(run.timing.summary.n);
   c["synchronisation"] = session.synchronisation;
   c["clock"] = device.clock(run.timing);
-  c["model_sizes"] = fmt::format("seq {}, width {}, depth {}", request.seq, request.width, request.depth);
+  if (model_kind(request.model) == ModelKind::kDecoderConfig) {
+    // a decoder's sizes are its config's; the run's are the phase's
+    const bool prefill = request.phase == "prefill";
+    c["model_sizes"] =
+        prefill ? fmt::format("prefill of {} tokens per sequence into an empty KV cache", request.prompt)
+                : fmt::format("decode of 1 token per sequence over a KV cache of {} tokens", request.context);
+    c["tokens_per_sample"] = std::to_string(prefill ? request.prompt : 1);
+  } else {
+    c["model_sizes"] = fmt::format("seq {}, width {}, depth {}", request.seq, request.width, request.depth);
+  }
   const TimingOptions& o = options.timing;
   const RoundOptions& ro = options.rounds;
   const TimingOptions round = round_timing(options, true);

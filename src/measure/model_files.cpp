@@ -11,6 +11,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/suggest.hpp"
 #include "neuralcost/core/zip_directory.hpp"
+#include "neuralcost/models/decoder.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/registry.hpp"
 
@@ -31,6 +32,7 @@ constexpr KindFacts kKinds[] = {
     {ModelKind::kTorchExport, "a torch.export program (.pt2)"},
     {ModelKind::kSavedModel, "a SavedModel directory"},
     {ModelKind::kOnnx, "an ONNX file (.onnx)"},
+    {ModelKind::kDecoderConfig, "a decoder LLM's config.json"},
     {ModelKind::kOtherFile, "a file of no known type"},
 };
 static_assert(std::size(kKinds) == static_cast<std::size_t>(ModelKind::kOtherFile) + 1, "one row per kind");
@@ -83,6 +85,15 @@ ModelKind model_kind(const std::string& model) {
   if (ext == ".pt" || ext == ".ts") return ModelKind::kTorchScript;
   if (ext == ".pt2") return ModelKind::kTorchExport;
   if (ext == ".onnx") return ModelKind::kOnnx;
+  if (decoder_config_file(model)) return ModelKind::kDecoderConfig;
+  const auto& presets = decoder_preset_names();
+  if (std::find(presets.begin(), presets.end(), model) != presets.end()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} is a decoder preset, counted by `neural-cost analyze {}`; profile runs a decoder from "
+                            "its config.json (random weights, built by transformers in the torch worker): give a "
+                            "config small enough for this machine",
+                            model, model));
+  }
   if (fs::exists(model, ec)) return ModelKind::kOtherFile;
   if (const auto near = closest_name(model, builtin)) {
     throw Error(ErrorCode::kNotFound, fmt::format("unknown model '{}'; did you mean {}?", model, *near));

@@ -18,6 +18,7 @@
 #include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/measure/device.hpp"
 #include "neuralcost/measure/load.hpp"
+#include "neuralcost/measure/model_files.hpp"
 #include "neuralcost/measure/schedule.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
@@ -170,6 +171,56 @@ bool is_reference_model(const std::string& model) {
   return std::find(reference.begin(), reference.end(), model) != reference.end();
 }
 
+bool batch_is_an_option(const std::string& model) {
+  return is_reference_model(model) || model_kind(model) == ModelKind::kDecoderConfig;
+}
+
+void check_model_options(const std::vector<ModelBackends>& plan, const ModelRequest& base) {
+  bool any_decoder = false;
+  for (const ModelBackends& entry : plan) {
+    if (model_kind(entry.model) != ModelKind::kDecoderConfig) continue;
+    any_decoder = true;
+    if (base.phase != "prefill" && base.phase != "decode") {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--phase '{}': profile times one phase as its pass, prefill or decode{}", base.phase,
+                              base.phase == "generate" ? " (analyze --phase generate counts a whole generation)" : ""));
+    }
+    for (const char* option : {"seq", "width", "depth"}) {
+      if (base.given.count(option)) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("--{} does not apply to the decoder {}{}", option, entry.model,
+                                std::string_view(option) == "seq" ? " (--prompt sizes a prefill, --context a decode)"
+                                                                  : " (its config.json sizes it)"));
+      }
+    }
+    if (!inputs_of(base).empty()) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--input and --input-shape do not apply to the decoder {}: its input is the token ids "
+                              "of --batch sequences (--prompt tokens each in prefill, 1 in decode)",
+                              entry.model));
+    }
+    const bool prefill = base.phase == "prefill";
+    if ((prefill ? base.prompt : base.context) < 1) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--{} must be at least 1 (got {})", prefill ? "prompt" : "context",
+                              prefill ? base.prompt : base.context));
+    }
+    if (base.given.count(prefill ? "context" : "prompt")) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--{} does not apply to --phase {} (--prompt is prefill's, --context decode's)",
+                              prefill ? "context" : "prompt", base.phase));
+    }
+  }
+  if (any_decoder) return;
+  for (const char* option : {"phase", "prompt", "context"}) {
+    if (base.given.count(option)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--{} applies to decoder LLMs (a config.json) only, not to {}", option,
+                              plan.empty() ? std::string("these models") : plan.front().model));
+    }
+  }
+}
+
 std::vector<CellPlan> backend_cells(const Backend& backend, const ModelRequest& base, const HardwareSpec& hardware,
                                     const ProfileOptions& options, const std::string& chosen_by) {
   if (auto why = backend.unavailable_reason()) {
@@ -213,6 +264,7 @@ std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, cons
   check_hardware_matches(hardware, options.run.device, options.allow_hardware_mismatch);
   const std::vector<InputSpec> inputs = inputs_of(base);  // mixed or repeated inputs: before anything runs
   check_training(plan, options);
+  check_model_options(plan, base);
   std::vector<CellPlan> cells;
   // the runs in plan order: a failed backend's runs, or the index of a measured cell
   std::vector<std::variant<ProfileRun, std::size_t>> order;
@@ -220,7 +272,7 @@ std::vector<ProfileRun> profile_all(const std::vector<ModelBackends>& plan, cons
     ModelRequest request = base;
     request.model = entry.model;
     ProfileOptions these = options;
-    if (!is_reference_model(entry.model)) {
+    if (!batch_is_an_option(entry.model)) {
       these.batches = {inputs.empty() || inputs[0].shape.empty() ? 1 : inputs[0].shape[0]};
     }
     for (const Backend* backend : entry.backends) {

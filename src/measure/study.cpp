@@ -25,7 +25,7 @@ std::vector<StudyCell> study_cells(const std::vector<ModelBackends>& plan, const
   std::vector<StudyCell> cells;
   for (const ModelBackends& entry : plan) {
     std::vector<std::int64_t> batches = options.batches;
-    if (!is_reference_model(entry.model))
+    if (!batch_is_an_option(entry.model))
       batches = {inputs.empty() || inputs[0].shape.empty() ? 1 : inputs[0].shape[0]};
     for (const Backend* backend : entry.backends) {
       const std::vector<std::string> modes =

@@ -1,6 +1,7 @@
 // Decoder configs (models/decoder.hpp): a Hugging Face style config.json read field by field,
 // and the built-in presets with the source of their figures.
 #include <algorithm>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <set>
@@ -206,6 +207,15 @@ DecoderConfig parse_gpt2(const json& c, const std::string& where) {
 bool looks_like_decoder_config(const json& object) {
   return object.is_object() && object.contains("model_type") &&
          (object.contains("num_hidden_layers") || object.contains("n_layer"));  // gpt2's
+}
+
+std::optional<json> decoder_config_file(const std::string& path) {
+  if (path.size() < 5 || path.compare(path.size() - 5, 5, ".json") != 0) return std::nullopt;
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !looks_like_decoder_config(j)) return std::nullopt;
+  return j;
 }
 
 DecoderConfig parse_decoder_config(const json& c, const std::string& where) {

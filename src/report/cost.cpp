@@ -8,6 +8,7 @@
 #include <fstream>
 #include <regex>
 #include <sstream>
+#include <stdexcept>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -21,8 +22,17 @@ namespace {
 constexpr double kSecondsPerHour = 3600;
 constexpr double kMillion = 1e6;
 
-/// The sequence length of a sequence model's run ("seq 32, width 128, depth 2"), else 0.
+/// The tokens of one sample: a decoder phase's (the contract's tokens_per_sample: its prompt in
+/// prefill, 1 in decode), a sequence model's length ("seq 32, width 128, depth 2"), else 0.
 std::int64_t sequence_length(const ResultRun& run) {
+  if (const auto t = run.contract.find("tokens_per_sample"); t != run.contract.end()) {
+    try {
+      const long long n = std::stoll(t->second);
+      return n > 0 ? n : 0;
+    } catch (const std::exception&) {
+      return 0;
+    }
+  }
   if (!reference_model_takes_sequence(run.model)) return 0;
   const auto it = run.contract.find("model_sizes");
   if (it == run.contract.end()) return 0;

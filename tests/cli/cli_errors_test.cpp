@@ -39,6 +39,34 @@ TEST(CliErrorsTest, UnknownModel) {
                "decode); onnx (ONNX files (*.onnx), via the ONNX library)");
 }
 
+TEST(CliErrorsTest, ProfiledDecoderOptionsThatDoNotApply) {
+  // a decoder's config.json runs one phase in the torch worker; what does not size it is refused first
+  const std::string smol = " " NEURALCOST_SOURCE_DIR "/data/decoders/smollm2-135m.json" + kTestRoof;
+  expect_error("profile" + smol + " --seq 64",
+               "--seq does not apply to the decoder " NEURALCOST_SOURCE_DIR
+               "/data/decoders/smollm2-135m.json (--prompt sizes a prefill, --context a decode)");
+  expect_error("profile" + smol + " --phase generate",
+               "--phase 'generate': profile times one phase as its pass, prefill or decode (analyze --phase generate "
+               "counts a whole generation)");
+  expect_error("profile" + smol + " --phase decode --prompt 8",
+               "--prompt does not apply to --phase decode (--prompt is prefill's, --context decode's)");
+  expect_error("profile" + smol + " --phase decode --context 0", "--context must be at least 1 (got 0)");
+  expect_error("profile" + smol + " --input-shape 1x8",
+               "--input and --input-shape do not apply to the decoder " NEURALCOST_SOURCE_DIR
+               "/data/decoders/smollm2-135m.json: its input is the token ids of --batch sequences (--prompt tokens "
+               "each in prefill, 1 in decode)");
+  expect_error("profile ff --phase decode" + kTestRoof,
+               "--phase applies to decoder LLMs (a config.json) only, not to ff");
+  expect_error("profile llama-3-8b" + kTestRoof,
+               "llama-3-8b is a decoder preset, counted by `neural-cost analyze llama-3-8b`; profile runs a decoder "
+               "from its config.json (random weights, built by transformers in the torch worker): give a config small "
+               "enough for this machine");
+  expect_error("profile" + smol + " --backend libtorch",
+               "--backend libtorch cannot run " NEURALCOST_SOURCE_DIR
+               "/data/decoders/smollm2-135m.json, a decoder LLM's config.json; the torch backend runs it (or leave out "
+               "--backend)");
+}
+
 TEST(CliErrorsTest, UnknownHardwareListsNearestIds) {
   const CliResult r = run_cli("analyze --model ff --hardware a100");
   EXPECT_EQ(r.exit_code, 1);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 
 namespace neuralcost::capture {
@@ -53,6 +54,32 @@ TEST(AtenMappingTest, FusedEncoderLayerIsDecomposedIntoItsContractions) {
   for (const OpRecord& op : a.graph.ops()) EXPECT_EQ(op.attributes.get_int("event"), 0);
   // the decomposition ends in the call's real output, so later calls connect to it
   EXPECT_EQ(a.graph.ops().back().outputs[0].name, "%0");
+}
+
+TEST(AtenMappingTest, GroupedMmIsAnExpertLinearOverTheMeasuredRouting) {
+  // transformers' grouped_mm experts: 6 routed rows of width 16 through 4 experts' W [E, in 16, out 32],
+  // the rows each expert took (from offs [2, 2, 5, 6]) in attr expert_rows: expert 1 took none
+  CapturedOp call;
+  call.name = "aten::_grouped_mm";
+  call.inputs = {tensor("x", {6, 16}), tensor("experts.gate_up_proj", {4, 16, 32}, true), tensor("offs", {4}), none(),
+                 none()};
+  call.outputs = {tensor("%0", {6, 32})};
+  call.attributes["expert_rows"] = ints({2, 0, 3, 1});
+  const Analysis a = analyze_calls({call});
+  ASSERT_TRUE(a.complete());
+  EXPECT_EQ(a.graph.ops()[0].kind, OpKind::kExpertLinear);
+  EXPECT_EQ(a.totals.contraction_flops, 2u * 6 * 16 * 32);
+  EXPECT_EQ(a.ops[0].cost.parameter_bytes, 3u * 16 * 32 * 4);  // the 3 experts that took rows
+  // routed rows beyond the input's rows, or a histogram of another length, are errors, not counts
+  call.attributes["expert_rows"] = ints({2, 0, 3, 2});
+  EXPECT_THROW(analyze_calls({call}), Error);
+  call.attributes["expert_rows"] = ints({6});
+  EXPECT_THROW(analyze_calls({call}), Error);
+  // without the routing the op is unmodeled, never guessed
+  call.attributes.clear();
+  const Analysis unknown = analyze_calls({call});
+  EXPECT_FALSE(unknown.complete());
+  EXPECT_EQ(unknown.graph.ops()[0].kind, OpKind::kUnknown);
 }
 
 TEST(AtenMappingTest, FusedScaledDotProductAttentionIsOneAttention) {

@@ -13,6 +13,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -173,6 +174,31 @@ TEST(CalibrationTest, BadJsonNamesTheField) {
   no_load.erase("load");
   EXPECT_THAT(refusal(no_load.dump()), HasSubstr("field 'load'"));
   EXPECT_EQ(refusal(j.dump()), "accepted");
+}
+
+/// zen4_vm without any BF16 arithmetic (a Zen 3, an older Xeon).
+HostDescription without_bf16(HostDescription h) {
+  for (auto* list : {&h.flags, &h.isa}) {
+    list->erase(
+        std::remove_if(list->begin(), list->end(),
+                       [](const std::string& f) { return f == "avx512_bf16" || f == "amx_bf16" || f == "bf16"; }),
+        list->end());
+  }
+  return h;
+}
+
+TEST(CalibrationTest, WithoutBf16ArithmeticBf16IsBoundByTheMeasuredFp32Peak) {
+  // frameworks widen bf16 to fp32 on such a CPU: a bf16 run's roof is the fp32 FMA peak, not none
+  Calibration c = canned();
+  c.fma.erase("bf16");
+  const HardwareSpec s = calibrated_spec(without_bf16(zen4_vm()), c);
+  EXPECT_DOUBLE_EQ(s.peak_flops_per_second.at(DType::kBf16), 230e9);
+  EXPECT_THAT(s.sources.at("peak_flops_per_second.bf16"), HasSubstr("no BF16 arithmetic on this CPU"));
+  // a CPU with bf16 instructions whose calibration did not measure them gets no guessed peak
+  EXPECT_FALSE(calibrated_spec(zen4_vm(), c).peak_flops_per_second.count(DType::kBf16));
+  // nor does the theoretical spec of one without them go above its fp32 rate
+  const HardwareSpec t = theoretical_host_spec(without_bf16(zen4_vm()));
+  EXPECT_DOUBLE_EQ(t.peak_flops_per_second.at(DType::kBf16), t.peak_flops_per_second.at(DType::kFp32));
 }
 
 TEST(CalibrationTest, TheCalibratedSpecUsesTheMeasuredCeilings) {

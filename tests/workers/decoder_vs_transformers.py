@@ -234,5 +234,51 @@ for name, config in configs.items():
         f"{name} parameters {shown(got, 'parameter_count')} == module.parameters() {params:,} {error}",
     )
 
+
+def profiled(config_path, *args):
+    """The measured run of `neural-cost profile CONFIG --backend torch` (the torch worker builds the
+    model with transformers and times one phase over a real KV cache): its JSON run, or None."""
+    p = subprocess.run(
+        [TOOL, "profile", config_path, "--backend", "torch", *args, "--format", "json", "--dtype", "fp32"]
+        + ["--rounds", "1", "--budget", "0.05", "--warmup", "1", "--warmup-seconds", "0", "--layer-runs", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if p.returncode != 0:
+        return None, p.stderr.strip()
+    return json.loads(p.stdout)["runs"][0], ""
+
+
+# The measured half (issue 25, item 7): the graph the torch worker captures from the model it times
+# has the analysis's parameters and contraction FLOPs, a dense GQA model and an MoE model, each phase.
+# One term differs by construction: the rotary frequencies' product inv_freq (D/2) x positions (T),
+# a matmul of inner size 1 that the analysis counts as 2 FLOPs per output (2 * D/2 * T, positions
+# shared by the batch) and PyTorch dispatches as an elementwise aten::mul.
+for name in ("llama_gqa", "qwen2moe_shared"):
+    path = os.path.join(OUT, f"{name}.json")
+    config = configs[name]
+    head_dim = config.hidden_size // config.num_attention_heads
+    for phase, size, tokens in (("prefill", ("--prompt", "24"), 24), ("decode", ("--context", "40"), 1)):
+        args = ("--phase", phase, *size, "--batch", "2")
+        want, error = analyze(path, *args)
+        run, why = profiled(path, *args)
+        got = run["totals"] if run else None
+        rotary = 2 * (head_dim // 2) * tokens
+        check(
+            got is not None and want is not None and got["contraction_flops"] + rotary == want["contraction_flops"],
+            f"{name} {phase} measured by profile: contraction_flops {shown(got, 'contraction_flops')} + rotary "
+            f"{rotary} == analyze {shown(want, 'contraction_flops')} {error} {why}",
+        )
+        check(
+            got is not None and want is not None and got["parameter_count"] == want["parameter_count"],
+            f"{name} {phase} measured by profile: parameter_count {shown(got, 'parameter_count')} == analyze "
+            f"{shown(want, 'parameter_count')} {error} {why}",
+        )
+        check(
+            run is not None and run["timing"]["median_seconds"] > 0 and len(run.get("layers", [])) > 0,
+            f"{name} {phase}: profile timed the pass and its layers {why}",
+        )
+
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

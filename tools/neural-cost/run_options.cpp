@@ -19,9 +19,10 @@ namespace neuralcost::cli {
 void add_run_options(CLI::App& command, RunArgs& a) {
   CLI::App* cmd = &command;
   RunArgs* args = &a;
-  cmd->add_option("model,--model", args->models,
-                  "ff, cnn, rnn, lstm, transformer, or a model file: TorchScript .pt/.ts (libtorch), torch.export .pt2 "
-                  "(torch), SavedModel directory (tensorflow); comma-separated")
+  cmd->add_option(
+         "model,--model", args->models,
+         "ff, cnn, rnn, lstm, transformer, or a model file: TorchScript .pt/.ts (libtorch), torch.export .pt2 "
+         "(torch), SavedModel directory (tensorflow), a decoder LLM's config.json (torch; --phase); comma-separated")
       ->delimiter(',');
   // list options take one argument per occurrence, so that a model after them stays the model
   cmd->add_option("--input", args->inputs,
@@ -58,10 +59,30 @@ void add_run_options(CLI::App& command, RunArgs& a) {
       ->allow_extra_args(false)
       ->delimiter(',')
       ->capture_default_str();
-  cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer)")->capture_default_str();
-  cmd->add_option("--width", args->width, "Hidden width d")->capture_default_str();
-  cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")->capture_default_str();
-  cmd->add_option("--dtype", args->dtype, "fp32 or fp64: the model's, and a file's inputs without their own")
+  const auto mark = [args](const char* option) {
+    return [args, option](const std::string&) { args->given.insert(option); };
+  };
+  cmd->add_option("--seq", args->seq, "Sequence length (rnn, lstm, transformer)")
+      ->capture_default_str()
+      ->each(mark("seq"));
+  cmd->add_option("--width", args->width, "Hidden width d")->capture_default_str()->each(mark("width"));
+  cmd->add_option("--depth", args->depth, "Hidden blocks / conv stages / layers")
+      ->capture_default_str()
+      ->each(mark("depth"));
+  cmd->add_option("--phase", args->phase,
+                  "A decoder's config.json (torch backend: transformers' model class, random weights): the phase "
+                  "one timed pass is, prefill (--prompt tokens into an empty KV cache: time to first token) or decode "
+                  "(1 token over a KV cache of --context tokens: time per output token)")
+      ->capture_default_str()
+      ->each(mark("phase"));
+  cmd->add_option("--prompt", args->prompt, "A decoder's prefill: tokens of the prompt")
+      ->capture_default_str()
+      ->each(mark("prompt"));
+  cmd->add_option("--context", args->context, "A decoder's decode step: tokens already in the KV cache")
+      ->capture_default_str()
+      ->each(mark("context"));
+  cmd->add_option("--dtype", args->dtype,
+                  "fp32 or fp64 (torch: also bf16): the model's, and a file's inputs without their own")
       ->capture_default_str();
   cmd->add_option("--threads", args->threads,
                   "Intra-op threads (0: the library's default). With --hardware host or host-spec the roof is the "
@@ -224,12 +245,17 @@ RunSetup prepare_run(const RunArgs& args) {
   base.width = args.width;
   base.depth = args.depth;
   base.dtype = *dtype;
+  base.phase = args.phase;
+  base.prompt = args.prompt;
+  base.context = args.context;
+  base.given = args.given;
   for (const std::string& s : args.inputs) base.inputs.push_back(parse_input(s, true, "--input"));
   for (const std::string& s : args.input_shapes) base.inputs.push_back(parse_input(s, false, "--input-shape"));
   inputs_of(base);  // one way of giving inputs, each name once
   const std::vector<std::string> models = args.models.empty() ? reference_model_names() : args.models;
   setup.plan = choose_backends(models, args.backends);
   check_training(setup.plan, options);
+  check_model_options(setup.plan, base);
   const std::vector<ModelBackends>& plan = setup.plan;
   const std::vector<const Backend*> backends = backends_of(plan);
   check_modes(backends, options.modes);

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct RunArgs {
   std::vector<std::string> modes = {"eager"};
   std::vector<std::int64_t> batches = {1};
   std::int64_t seq = 32, width = 128, depth = 2;
+  std::string phase = "prefill";              // decoder configs: the phase one pass is
+  std::int64_t prompt = 512, context = 1024;  // decoder configs: prefill's tokens, decode's cached tokens
+  std::set<std::string> given;                // the model options on the command line (ModelRequest::given)
   int threads = 0;
   std::string dtype = "fp32";
   std::string device = "cpu";

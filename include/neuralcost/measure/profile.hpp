@@ -138,9 +138,18 @@ void check_modes(const std::vector<const Backend*>& backends, const std::vector<
 /// file of `plan`.
 void check_training(const std::vector<ModelBackends>& plan, const ProfileOptions& options);
 
-/// Whether `model` is one of the reference networks (then --batch sizes it; a model file's batch
-/// is the first dimension of its first input).
+/// Whether `model` is one of the reference networks.
 bool is_reference_model(const std::string& model);
+/// Whether --batch sizes `model`: a reference network or a decoder's config.json (a model file's
+/// batch is the first dimension of its first input).
+bool batch_is_an_option(const std::string& model);
+
+/// The model options `base` says the user set (ModelRequest::given, inputs) against the models of
+/// `plan`: a decoder's config.json takes --batch, --dtype, --phase (prefill or decode: one phase is
+/// one timed pass), --prompt with prefill and --context with decode, and neither --seq, --width,
+/// --depth nor inputs; --phase, --prompt and --context apply to decoders only. kInvalidArgument
+/// naming the option and the model.
+void check_model_options(const std::vector<ModelBackends>& plan, const ModelRequest& base);
 
 /// Profiles `base` (model, sizes) on `backend` (on options.run's device) for every mode and batch of `options`.
 std::vector<ProfileRun> profile(const Backend& backend, const ModelRequest& base, const HardwareSpec& hardware,

@@ -83,6 +83,9 @@ DecoderConfig parse_decoder_config(const nlohmann::json& config, const std::stri
 
 /// Whether `object` looks like a decoder config (it has model_type and num_hidden_layers, or gpt2's n_layer).
 bool looks_like_decoder_config(const nlohmann::json& object);
+/// The object of a readable .json file that looks like a decoder config; nullopt for anything else
+/// (another name, an unreadable file, not JSON, another kind of JSON).
+std::optional<nlohmann::json> decoder_config_file(const std::string& path);
 
 /// The built-in presets ("llama-2-7b", ...), each with the source of its figures.
 const std::vector<std::string>& decoder_preset_names();

@@ -74,9 +74,9 @@ def out_of_memory(exc):
 
 class _Model:
     def __init__(self, request):
-        dtype = {"fp32": torch.float32, "fp64": torch.float64}.get(request.get("dtype", "fp32"))
+        dtype = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}.get(request.get("dtype", "fp32"))
         if dtype is None:
-            raise WorkerError("unimplemented", f"dtype {request.get('dtype')} is not supported (fp32, fp64)")
+            raise WorkerError("unimplemented", f"dtype {request.get('dtype')} is not supported (fp32, fp64, bf16)")
         net, names, xs, described, origin = load(request, dtype)
         self.device = torch.device(request.get("device", "cpu"))
         self.cuda = self.device.type == "cuda"

@@ -133,6 +133,17 @@ class ProgramModules:
         return Run(self.program).run(*xs)
 
 
+def _expert_rows(args, kwargs):
+    """The rows each group of a _grouped_mm(mat_a [rows, in], mat_b [E, in, out], offs) took: offs
+    holds the groups' cumulative ends (transformers' grouped_mm experts: a routing histogram).
+    None for another form."""
+    offs = args[2] if len(args) > 2 else kwargs.get("offs")
+    if not isinstance(offs, torch.Tensor) or offs.dim() != 1 or len(args) < 2 or args[1].dim() != 3:
+        return None
+    ends = [int(e) for e in offs.tolist()]
+    return [e - s for s, e in zip([0] + ends[:-1], ends)]
+
+
 class Recorder(TorchDispatchMode):
     """Records every ATen op that reaches the dispatcher, with its arguments in schema order and
     the module it ran in (when `modules` is given)."""
@@ -185,6 +196,10 @@ class Recorder(TorchDispatchMode):
             else:
                 outs.append(self.value(o))
         op = {"op": schema.name, "in": values, "out": outs}
+        if schema.name == "aten::_grouped_mm":
+            rows = _expert_rows(args, kwargs)
+            if rows is not None:
+                op["attrs"] = {"expert_rows": rows}
         if self.modules is not None and self.modules.current():
             op["module"] = self.modules.current()
         self.ops.append(op)

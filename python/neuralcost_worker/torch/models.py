@@ -1,5 +1,6 @@
-"""The models the torch worker runs: the reference networks of torch/reference.py, and
-torch.export programs (.pt2) with their inputs matched by name or position (model_inputs.py)."""
+"""The models the torch worker runs: the reference networks of torch/reference.py,
+torch.export programs (.pt2) with their inputs matched by name or position (model_inputs.py), and
+a phase of a decoder LLM's config.json (torch/decoder.py)."""
 
 import importlib
 import importlib.util
@@ -68,6 +69,10 @@ def load(request, dtype):
     """(network in eval mode, input names, example inputs, their description, origin) for a
     reference name or a torch.export file."""
     name = request["model"]
+    if "decoder" in request:
+        from neuralcost_worker.torch import decoder
+
+        return decoder.build(request, dtype)
     if name in reference_torch.NAMES:
         net, x = reference_torch.build(
             name,

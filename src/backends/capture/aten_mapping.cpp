@@ -229,6 +229,21 @@ const HandlerTable& aten_handlers() {
     for (const char* c : {"aten::addmm", "aten::baddbmm"}) {
       h[c] = [](const CapturedOp& call) { return one(record_of(call, OpKind::kMatMul, {1, 2, 0})); };
     }
+    // _grouped_mm(mat_a [rows, in], mat_b [E, in, out], offs, bias [E, out]): a mixture of experts' rows, each
+    // through its expert (transformers' grouped_mm experts). The worker reads offs into attr expert_rows
+    // (the rows each expert took): without it, or on other shapes, the op is unmodeled rather than guessed
+    h["aten::_grouped_mm"] = [](const CapturedOp& call) {
+      const CapturedTensor *a = tensor_at(call, 0), *b = tensor_at(call, 1);
+      const auto rows = call.attributes.find("expert_rows");
+      if (!a || !b || !b->parameter || a->shape.size() != 2 || b->shape.size() != 3 || rows == call.attributes.end() ||
+          rows->second.kind != CapturedValue::Kind::kInts) {
+        return one(record(call, OpKind::kUnknown));
+      }
+      OpRecord r = record_of(call, OpKind::kExpertLinear, {0, 1, 3});
+      r.attributes.set("weight_layout", std::string("in_out"));
+      r.attributes.set("expert_rows", rows->second.ints);
+      return one(std::move(r));
+    };
     h["aten::linear"] = [](const CapturedOp& call) {  // linear(input, weight, bias)
       const CapturedTensor* w = tensor_at(call, 1);
       if (w && w->parameter) return one(record_of(call, OpKind::kLinear, {0, 1, 2}));

@@ -22,6 +22,7 @@
 #include "neuralcost/core/process_memory.hpp"
 #include "neuralcost/core/statistics.hpp"
 #include "neuralcost/model_inputs.hpp"
+#include "neuralcost/models/decoder.hpp"
 
 namespace neuralcost::worker {
 namespace {
@@ -215,6 +216,10 @@ class WorkerModel final : public PreparedModel {
                   {"input_shapes", shapes},
                   {"inputs", inputs},
                   {"device", run.device.name()}};
+    // a decoder's config.json: the phase the worker builds around transformers' model class
+    if (decoder_config_file(request.model)) {
+      build["decoder"] = {{"phase", request.phase}, {"prompt", request.prompt}, {"context", request.context}};
+    }
     training_ = run.train.has_value();
     if (training_) build["train"] = train_request(*run.train, request);
     const json built = ask(build, Seconds(timeout_));

@@ -39,9 +39,7 @@ DecoderConfig decoder_config_of(const std::string& model, const std::string& opt
 }
 
 bool DecoderImporter::accepts(const ModelRequest& request) const {
-  if (is_preset(request.model)) return true;
-  const auto j = read_json(request.model);
-  return j && !j->is_discarded() && looks_like_decoder_config(*j);
+  return is_preset(request.model) || decoder_config_file(request.model).has_value();
 }
 
 bool DecoderImporter::applies(const ModelRequest& request, std::string_view option) const {
