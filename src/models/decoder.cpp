@@ -214,7 +214,8 @@ std::uint64_t decoder_parameter_count(const DecoderConfig& c) {
   const std::uint64_t e = dim(c.hidden), d = dim(c.head_dim), h = dim(c.heads), kv = dim(c.kv_heads),
                       i = dim(c.intermediate);
   const std::uint64_t attention = checked_add(product({2, e, h, d}), product({2, e, kv, d}), "parameters") +
-                                  (c.qkv_bias ? product({h + 2 * kv, d}) : 0) + (c.output_bias ? e : 0);
+                                  (c.qkv_bias ? product({h + 2 * kv, d}) : 0) + (c.output_bias ? e : 0) +
+                                  (c.qk_norm ? 2 * d : 0);
   const auto mlp_of = [&](std::uint64_t i) {
     return c.gated_mlp ? product({3, e, i}) + (c.mlp_bias ? 2 * i + e : 0)
                        : product({2, e, i}) + (c.mlp_bias ? i + e : 0);  // fc and proj
@@ -465,10 +466,15 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
       return b.op(OpKind::kTranspose, a + "." + proj + "#transpose", {v}, {batch, n, t, d}, {}, std::nullopt,
                   free_view);
     };
-    const TensorDesc q =
-        rd > 0 ? rotary(b, a + "#rotary_q", heads_of("q_proj", h), tables[0], tables[1]) : heads_of("q_proj", h);
-    const TensorDesc k =
-        rd > 0 ? rotary(b, a + "#rotary_k", heads_of("k_proj", kv), tables[0], tables[1]) : heads_of("k_proj", kv);
+    // qwen3's q_norm and k_norm: an RMS norm over each head's dims, before the rotary positions
+    const auto normed_heads = [&](const std::string& proj, std::int64_t n) {
+      const TensorDesc y = heads_of(proj, n);
+      return c.qk_norm ? b.rms_norm(a + "." + proj.substr(0, 1) + "_norm", y, false) : y;
+    };
+    const TensorDesc q = rd > 0 ? rotary(b, a + "#rotary_q", normed_heads("q_proj", h), tables[0], tables[1])
+                                : normed_heads("q_proj", h);
+    const TensorDesc k = rd > 0 ? rotary(b, a + "#rotary_k", normed_heads("k_proj", kv), tables[0], tables[1])
+                                : normed_heads("k_proj", kv);
     const TensorDesc v = heads_of("v_proj", kv);
     // the KV cache: this step's keys and values written into it; decode attends to the cache
     // of C earlier tokens and this one, read from memory (compulsory bytes)

@@ -220,8 +220,8 @@ std::optional<json> decoder_config_file(const std::string& path) {
 
 DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!c.is_object()) throw bad(where, "a config must be a JSON object");
-  static const std::set<std::string> supported = {"llama", "mistral", "qwen2", "qwen2_moe", "mixtral",
-                                                  "gemma", "phi3",    "gpt2",  "gpt_neox"};
+  static const std::set<std::string> supported = {"llama",   "mistral", "qwen2", "qwen2_moe", "qwen3",   "qwen3_moe",
+                                                  "mixtral", "gemma",   "phi3",  "gpt2",      "gpt_neox"};
   const auto type = c.find("model_type");
   if (type == c.end() || !type->is_string()) throw bad(where, "field 'model_type' is missing or not a string");
   DecoderConfig d;
@@ -229,20 +229,23 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!supported.count(d.architecture)) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
-                            "qwen2, qwen2_moe, mixtral, gemma, phi3, gpt2, gpt_neox)",
+                            "qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, gemma, phi3, gpt2, gpt_neox)",
                             where, d.architecture));
   }
   if (d.architecture == "gpt2") return parse_gpt2(c, where);
   const bool neox = d.architecture == "gpt_neox";
   // fields that change the math and are not modeled: said, never ignored
-  const bool qwen_moe = d.architecture == "qwen2_moe";
+  const bool qwen3 = d.architecture == "qwen3" || d.architecture == "qwen3_moe";
+  const bool qwen_moe = d.architecture == "qwen2_moe" || d.architecture == "qwen3_moe";
   for (const char* moe : {"num_local_experts", "num_experts", "n_routed_experts", "moe_intermediate_size"}) {
     if (d.architecture == "mixtral" && std::string(moe) == "num_local_experts") continue;
     if (qwen_moe && (std::string(moe) == "num_experts" || std::string(moe) == "moe_intermediate_size")) continue;
+    // Qwen3MoeConfig (transformers 5) writes num_local_experts, an alias of num_experts
+    if (d.architecture == "qwen3_moe" && std::string(moe) == "num_local_experts") continue;
     if (c.contains(moe) && !c[moe].is_null()) {
       throw Error(ErrorCode::kUnimplemented,
-                  fmt::format("{}: field '{}': this kind of mixture-of-experts layer is not modeled yet (mixtral's "
-                              "and qwen2_moe's are)",
+                  fmt::format("{}: field '{}': this kind of mixture-of-experts layer is not modeled yet (mixtral's, "
+                              "qwen2_moe's and qwen3_moe's are)",
                               where, moe));
     }
   }
@@ -301,7 +304,9 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   d.intermediate = size_field(c, where, "intermediate_size", std::nullopt);
   d.vocab = size_field(c, where, "vocab_size", std::nullopt);
   d.max_positions = size_field(c, where, "max_position_embeddings", std::nullopt);
-  if (!c.contains("head_dim") || c["head_dim"].is_null()) {
+  if (d.architecture == "qwen3" && (!c.contains("head_dim") || c["head_dim"].is_null())) {
+    d.head_dim = 128;  // Qwen3Config's default, whatever hidden_size / num_attention_heads is
+  } else if (!c.contains("head_dim") || c["head_dim"].is_null()) {
     if (d.hidden % d.heads != 0) {
       throw bad(where,
                 fmt::format("hidden_size {} is not a multiple of num_attention_heads {} (and no head_dim is given)",
@@ -342,13 +347,19 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
     d.qkv_bias = true;  // Qwen2Attention: q, k, v with biases, o_proj without
     if (flag_field(c, where, "use_sliding_window", false))
       d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
-  } else if (qwen_moe) {
-    d.qkv_bias = flag_field(c, where, "qkv_bias", true);  // Qwen2MoeAttention: q, k, v biases by default
+  } else if (qwen_moe || qwen3) {
+    if (qwen3) {
+      // Qwen3Attention: q_norm and k_norm on each head; attention_bias on q, k, v and o (none by default)
+      d.qk_norm = true;
+      d.qkv_bias = d.output_bias = flag_field(c, where, "attention_bias", false);
+    } else {
+      d.qkv_bias = flag_field(c, where, "qkv_bias", true);  // Qwen2MoeAttention: q, k, v biases by default
+    }
     if (flag_field(c, where, "use_sliding_window", false)) {
       throw Error(ErrorCode::kUnimplemented,
-                  fmt::format("{}: field 'use_sliding_window' is true: qwen2_moe's windows on some layers only "
+                  fmt::format("{}: field 'use_sliding_window' is true: {}'s windows on some layers only "
                               "(max_window_layers, layer_types) are not modeled",
-                              where));
+                              where, d.architecture));
     }
   } else if (d.architecture == "phi3") {
     // Phi3Attention and Phi3MLP have no biases
@@ -361,11 +372,15 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   }
   d.quantization = quantization_of(c, where);
   if (qwen_moe) {
-    // Qwen2MoeConfig's defaults where a field is absent, as transformers reads the file
-    d.experts = size_field(c, where, "num_experts", 60);
-    d.experts_per_token = size_field(c, where, "num_experts_per_tok", 4);
-    d.expert_intermediate = size_field(c, where, "moe_intermediate_size", 1408);
-    d.shared_expert_intermediate = size_field(c, where, "shared_expert_intermediate_size", 5632);
+    // Qwen2MoeConfig's (Qwen3MoeConfig's) defaults where a field is absent, as transformers reads the file;
+    // qwen3_moe has no shared expert
+    const bool v3 = d.architecture == "qwen3_moe";
+    d.experts = v3 && c.contains("num_local_experts") && !c.contains("num_experts")
+                    ? size_field(c, where, "num_local_experts", std::nullopt)
+                    : size_field(c, where, "num_experts", v3 ? 128 : 60);
+    d.experts_per_token = size_field(c, where, "num_experts_per_tok", v3 ? 8 : 4);
+    d.expert_intermediate = size_field(c, where, "moe_intermediate_size", v3 ? 768 : 1408);
+    d.shared_expert_intermediate = v3 ? 0 : size_field(c, where, "shared_expert_intermediate_size", 5632);
     d.normalize_top_k = flag_field(c, where, "norm_topk_prob", false);
     d.sparse_step = size_field(c, where, "decoder_sparse_step", 1);
     if (c.contains("mlp_only_layers") && !c["mlp_only_layers"].is_null()) {
@@ -408,10 +423,10 @@ std::int64_t DecoderConfig::moe_layer_count() const {
 }
 
 const std::vector<std::string>& decoder_preset_names() {
-  static const std::vector<std::string> names = {"llama-2-7b",   "llama-2-13b",    "llama-2-70b",      "llama-3-8b",
-                                                 "llama-3-70b",  "llama-3.1-405b", "mistral-7b",       "qwen2.5-7b",
-                                                 "mixtral-8x7b", "gemma-2b",       "gemma-7b",         "phi-3-mini-4k",
-                                                 "gpt2",         "pythia-160m",    "qwen1.5-moe-a2.7b"};
+  static const std::vector<std::string> names = {
+      "llama-2-7b", "llama-2-13b", "llama-2-70b",       "llama-3-8b", "llama-3-70b",  "llama-3.1-405b",
+      "mistral-7b", "qwen2.5-7b",  "mixtral-8x7b",      "gemma-2b",   "gemma-7b",     "phi-3-mini-4k",
+      "gpt2",       "pythia-160m", "qwen1.5-moe-a2.7b", "qwen3-8b",   "qwen3-30b-a3b"};
   return names;
 }
 
@@ -535,6 +550,40 @@ DecoderConfig decoder_preset(const std::string& name) {
          {"decoder_sparse_step", 1},
          {"vocab_size", 151936},
          {"max_position_embeddings", 8192},
+         {"tie_word_embeddings", false}}}},
+      {"qwen3-8b",
+       {"Qwen/Qwen3-8B config.json (8.2B parameters)",
+        {{"model_type", "qwen3"},
+         {"hidden_size", 4096},
+         {"num_hidden_layers", 36},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 8},
+         {"head_dim", 128},
+         {"intermediate_size", 12288},
+         {"vocab_size", 151936},
+         {"max_position_embeddings", 40960},
+         {"attention_bias", false},
+         {"use_sliding_window", false},
+         {"tie_word_embeddings", false}}}},
+      {"qwen3-30b-a3b",
+       {"Qwen/Qwen3-30B-A3B config.json (30.5B parameters, 3.3B active per token)",
+        {{"model_type", "qwen3_moe"},
+         {"hidden_size", 2048},
+         {"num_hidden_layers", 48},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 4},
+         {"head_dim", 128},
+         {"intermediate_size", 6144},
+         {"moe_intermediate_size", 768},
+         {"num_experts", 128},
+         {"num_experts_per_tok", 8},
+         {"norm_topk_prob", true},
+         {"decoder_sparse_step", 1},
+         {"mlp_only_layers", json::array()},
+         {"vocab_size", 151936},
+         {"max_position_embeddings", 40960},
+         {"attention_bias", false},
+         {"use_sliding_window", false},
          {"tie_word_embeddings", false}}}},
       {"gemma-2b",
        {"google/gemma-2b config.json",

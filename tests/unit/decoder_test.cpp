@@ -255,6 +255,46 @@ TEST(DecoderTest, Qwen2MoeCountsSharedExpertsAndDenseLayersLikeTransformers) {
   EXPECT_EQ(shard.shared_expert_intermediate, 1408);
 }
 
+// Qwen3 and Qwen3-MoE: q_norm and k_norm (an RMS norm over head_dim on each head, before the
+// rotary positions), Qwen3Config's head_dim default of 128, no shared expert. The presets' counts by
+// hand: Qwen3-8B 36 x (41,943,040 attention + 256 q/k norms + 8,192 norms + 150,994,944 MLP) + 2 x
+// 151,936 x 4,096 + 4,096 = 8,190,735,360 (the card's 8.2B); Qwen3-30B-A3B 48 x (18,874,368 + 256 +
+// 4,096 + 128 x 4,718,592 experts + 262,144 router) + 622,329,856 + 2,048 = 30,532,122,624 (30.5B),
+// 3,353,032,704 active with 8 experts (3.3B).
+TEST(DecoderTest, Qwen3NormsEachHeadsQueriesAndKeys) {
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("qwen3-8b")), 8190735360u);
+  const DecoderConfig moe = decoder_preset("qwen3-30b-a3b");
+  EXPECT_EQ(decoder_parameter_count(moe), 30532122624u);
+  EXPECT_EQ(decoder_active_parameter_count(moe), 3353032704u);
+  EXPECT_EQ(moe.shared_expert_intermediate, 0);
+  nlohmann::json small = {{"model_type", "qwen3"},    {"hidden_size", 64},
+                          {"num_hidden_layers", 2},   {"num_attention_heads", 4},
+                          {"num_key_value_heads", 2}, {"intermediate_size", 96},
+                          {"vocab_size", 500},        {"max_position_embeddings", 256}};
+  const DecoderConfig c = parse_decoder_config(small, "q3.json");
+  EXPECT_EQ(c.head_dim, 128);  // Qwen3Config's default, not 64 / 4
+  EXPECT_TRUE(c.qk_norm);
+  DecoderRequest r;
+  r.phase = DecoderPhase::kDecode;
+  r.batch = 2;
+  r.context = 10;
+  const Analysis a = analyze_phase(c, r);
+  EXPECT_TRUE(a.complete());
+  EXPECT_EQ(a.totals.parameter_count, decoder_parameter_count(c));
+  int norms = 0;
+  for (const OpRecord& op : a.graph.ops()) {
+    if (op.name.find("self_attn.q_norm") != std::string::npos ||
+        op.name.find("self_attn.k_norm") != std::string::npos) {
+      ++norms;
+      EXPECT_EQ(op.kind, OpKind::kRmsNorm);
+      EXPECT_EQ(op.parameters.at(0).shape, (Shape{128}));
+    }
+  }
+  EXPECT_EQ(norms, 4);  // q and k in each of the 2 layers
+  small["use_sliding_window"] = true;
+  EXPECT_THROW(parse_decoder_config(small, "q3.json"), Error);
+}
+
 // Gemma and Phi-3 against closed forms: the same contractions as a Llama of their sizes (Phi-3's
 // fused qkv_proj and gate_up_proj multiply as much as the separate ones), and the ops that differ
 // counted: Gemma's embedding scale (B·T·E), (1 + weight) in each of its 2L + 1 norms (E each) and
@@ -341,13 +381,13 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   j = small_llama();
   j["model_type"] = "gpt_bigcode";
   expect_error(j,
-               "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, qwen2_moe, mixtral, "
-               "gemma, phi3, gpt2, gpt_neox)");
+               "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, qwen2_moe, qwen3, "
+               "qwen3_moe, mixtral, gemma, phi3, gpt2, gpt_neox)");
   j = small_llama();
   j["num_local_experts"] = 8;  // a llama with experts: not mixtral's layer
   expect_error(j,
-               "field 'num_local_experts': this kind of mixture-of-experts layer is not modeled yet (mixtral's and "
-               "qwen2_moe's are)");
+               "field 'num_local_experts': this kind of mixture-of-experts layer is not modeled yet (mixtral's, "
+               "qwen2_moe's and qwen3_moe's are)");
   j = small_mixtral();
   j["num_experts_per_tok"] = 9;
   expect_error(j, "num_experts_per_tok 9 is more than num_local_experts 4");

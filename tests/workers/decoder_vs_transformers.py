@@ -55,8 +55,16 @@ def counted(model, run):
         total[0] += 2 * args[0].reshape(-1, module.hidden_dim).shape[0] * module.weight.numel()
 
     handles = [m.register_forward_hook(linear) for m in model.modules() if isinstance(m, torch.nn.Linear)]
-    handles += [m.register_forward_hook(experts) for m in model.modules() if type(m).__name__ == "Qwen2MoeExperts"]
-    handles += [m.register_forward_hook(router) for m in model.modules() if type(m).__name__ == "Qwen2MoeTopKRouter"]
+    handles += [
+        m.register_forward_hook(experts)
+        for m in model.modules()
+        if type(m).__name__ in ("Qwen2MoeExperts", "Qwen3MoeExperts")
+    ]
+    handles += [
+        m.register_forward_hook(router)
+        for m in model.modules()
+        if type(m).__name__ in ("Qwen2MoeTopKRouter", "Qwen3MoeTopKRouter")
+    ]
     handles += [m.register_forward_hook(conv1d) for m in model.modules() if type(m).__name__ == "Conv1D"]
     handles += [
         m.register_forward_hook(rotary, with_kwargs=True)
@@ -194,6 +202,36 @@ configs = {
         bos_token_id=0,
         eos_token_id=0,
     ),
+    # q_norm and k_norm on each head; head_dim 32 apart from hidden / heads (16)
+    "qwen3_gqa": T.Qwen3Config(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=32,
+        intermediate_size=96,
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
+    # no shared expert; layer 1 dense by mlp_only_layers
+    "qwen3moe_experts": T.Qwen3MoeConfig(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        intermediate_size=96,
+        moe_intermediate_size=32,
+        num_experts=8,
+        num_experts_per_tok=2,
+        norm_topk_prob=True,
+        mlp_only_layers=[1],
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+    ),
 }
 classes = {
     "gpt2": T.GPT2LMHeadModel,
@@ -203,6 +241,8 @@ classes = {
     "gemma": T.GemmaForCausalLM,
     "phi3": T.Phi3ForCausalLM,
     "qwen2moe": T.Qwen2MoeForCausalLM,
+    "qwen3": T.Qwen3ForCausalLM,
+    "qwen3moe": T.Qwen3MoeForCausalLM,
 }
 for name, config in configs.items():
     config._attn_implementation = "sdpa"
@@ -255,7 +295,7 @@ def profiled(config_path, *args):
 # One term differs by construction: the rotary frequencies' product inv_freq (D/2) x positions (T),
 # a matmul of inner size 1 that the analysis counts as 2 FLOPs per output (2 * D/2 * T, positions
 # shared by the batch) and PyTorch dispatches as an elementwise aten::mul.
-for name in ("llama_gqa", "qwen2moe_shared"):
+for name in ("llama_gqa", "qwen2moe_shared", "qwen3moe_experts"):
     path = os.path.join(OUT, f"{name}.json")
     config = configs[name]
     head_dim = config.hidden_size // config.num_attention_heads

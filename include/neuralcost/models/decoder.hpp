@@ -17,14 +17,14 @@
 namespace neuralcost {
 
 struct DecoderConfig {
-  std::string architecture;  ///< the config's model_type: llama, mistral, qwen2, qwen2_moe, mixtral, gemma, phi3, gpt2,
-                             ///< gpt_neox
-  std::string source;        ///< where the figures come from (a file, a preset's reference)
-  std::int64_t hidden = 0;   ///< hidden_size
-  std::int64_t layers = 0;   ///< num_hidden_layers
-  std::int64_t heads = 0;    ///< num_attention_heads
-  std::int64_t kv_heads = 0;        ///< num_key_value_heads (= heads without grouped-query attention)
-  std::int64_t head_dim = 0;        ///< head_dim (default hidden / heads)
+  std::string architecture;   ///< the config's model_type: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral,
+                              ///< gemma, phi3, gpt2, gpt_neox
+  std::string source;         ///< where the figures come from (a file, a preset's reference)
+  std::int64_t hidden = 0;    ///< hidden_size
+  std::int64_t layers = 0;    ///< num_hidden_layers
+  std::int64_t heads = 0;     ///< num_attention_heads
+  std::int64_t kv_heads = 0;  ///< num_key_value_heads (= heads without grouped-query attention)
+  std::int64_t head_dim = 0;  ///< head_dim (default hidden / heads)
   std::int64_t intermediate = 0;    ///< intermediate_size of the SwiGLU MLP
   std::int64_t vocab = 0;           ///< vocab_size
   std::int64_t max_positions = 0;   ///< max_position_embeddings
@@ -33,6 +33,9 @@ struct DecoderConfig {
   bool qkv_bias = false;            ///< biases on q, k, v (qwen2; llama's attention_bias)
   bool output_bias = false;         ///< a bias on o_proj (llama's attention_bias)
   bool mlp_bias = false;            ///< biases on the MLP's projections (llama's mlp_bias)
+  /// qwen3, qwen3_moe: an RMS norm over each head's head_dim on q and on k (q_norm, k_norm), before
+  /// the rotary positions
+  bool qk_norm = false;
   /// mixture of experts (mixtral): num_local_experts SwiGLU experts per layer, each token routed
   /// to num_experts_per_tok of them; 0: a dense MLP
   std::int64_t experts = 0;
@@ -76,9 +79,10 @@ struct DecoderConfig {
 };
 
 /// Reads a config.json's object. `where` names it in errors. Supported model_type: llama,
-/// mistral, qwen2, qwen2_moe, mixtral, gemma, phi3, gpt2, gpt_neox; another is kUnimplemented naming the supported
-/// ones; a field that changes the math and is not modeled (other experts, another activation, partial rotary positions)
-/// is kUnimplemented naming the field; missing, inconsistent or absurd sizes are kInvalidArgument naming the field.
+/// mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, gemma, phi3, gpt2, gpt_neox; another is kUnimplemented naming
+/// the supported ones; a field that changes the math and is not modeled (other experts, another activation, partial
+/// rotary positions) is kUnimplemented naming the field; missing, inconsistent or absurd sizes are kInvalidArgument
+/// naming the field.
 DecoderConfig parse_decoder_config(const nlohmann::json& config, const std::string& where);
 
 /// Whether `object` looks like a decoder config (it has model_type and num_hidden_layers, or gpt2's n_layer).
