@@ -58,6 +58,10 @@ nlohmann::json study_settings(const ModelRequest& base, const ProfileOptions& op
                                {"preparations", options.rounds.processes},
                                {"ok_half_width", options.rounds.ok_half_width},
                                {"seed", options.rounds.seed}}}};
+  // a decoder config's phase (when set): resuming a decode study as a prefill one is refused
+  if (base.given.count("phase") || base.given.count("prompt") || base.given.count("context")) {
+    settings["decoder"] = {{"phase", base.phase}, {"prompt", base.prompt}, {"context", base.context}};
+  }
   // a training study's cells are steps, not forward passes: resuming one with the other's
   // settings is refused; the step's settings are the workload's (a file without it is forward)
   settings["workload"] = "forward";

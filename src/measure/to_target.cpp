@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <random>
 
@@ -393,6 +394,154 @@ json to_json(const ToTargetRun& r) {
          {"curve", curve}};
   if (!r.error.empty()) j["error"] = r.error;
   return j;
+}
+
+bool is_to_target_study(const json& document) {
+  return document.is_object() && document.contains("kind") && document["kind"] == "train_to_target";
+}
+
+namespace {
+
+/// A study file's field, type-checked: `path` names it in the error.
+class StudyReader {
+ public:
+  explicit StudyReader(std::string where) : where_(std::move(where)) {}
+  const json& at(const json& object, const std::string& key, const std::string& path) const {
+    if (!object.is_object() || !object.contains(key)) fail(path + key, "is missing");
+    return object[key];
+  }
+  double number(const json& object, const std::string& key, const std::string& path) const {
+    const json& v = at(object, key, path);
+    if (!v.is_number()) fail(path + key, "must be a number");
+    return v.get<double>();
+  }
+  std::int64_t integer(const json& object, const std::string& key, const std::string& path) const {
+    const json& v = at(object, key, path);
+    if (!v.is_number_integer()) fail(path + key, "must be an integer");
+    return v.get<std::int64_t>();
+  }
+  std::string text(const json& object, const std::string& key, const std::string& path) const {
+    const json& v = at(object, key, path);
+    if (!v.is_string()) fail(path + key, "must be a string");
+    return v.get<std::string>();
+  }
+  bool flag(const json& object, const std::string& key, const std::string& path) const {
+    const json& v = at(object, key, path);
+    if (!v.is_boolean()) fail(path + key, "must be true or false");
+    return v.get<bool>();
+  }
+  const json& list(const json& object, const std::string& key, const std::string& path) const {
+    const json& v = at(object, key, path);
+    if (!v.is_array()) fail(path + key, "must be a list");
+    return v;
+  }
+  [[noreturn]] void fail(const std::string& field, const std::string& why) const {
+    bad(fmt::format("{}: field '{}' {} (a train-to-target study as `neural-cost train-to-target` writes it)", where_,
+                    field, why));
+  }
+
+ private:
+  std::string where_;
+};
+
+}  // namespace
+
+std::optional<ToTargetStudy> read_to_target_file(const std::string& path, std::optional<double> price_per_hour) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  const json document = json::parse(in, nullptr, false);
+  if (document.is_discarded() || !is_to_target_study(document)) return std::nullopt;
+  ToTargetStudy study = read_to_target_study(document, path);
+  if (price_per_hour) {
+    const std::string cpu = study.cpu;
+    study = score_to_target(study.options, std::move(study.runs), price_per_hour, study.currency);
+    study.cpu = cpu;
+  }
+  return study;
+}
+
+ToTargetStudy read_to_target_study(const json& document, const std::string& where) {
+  if (!is_to_target_study(document)) {
+    bad(fmt::format("{}: not a train-to-target study (no \"kind\": \"train_to_target\")", where));
+  }
+  const StudyReader r(where);
+  const json& c = r.at(document, "contract", "");
+  ToTargetOptions o;
+  o.model = r.text(c, "model", "contract.");
+  o.width = static_cast<int>(r.integer(c, "width", "contract."));
+  o.depth = static_cast<int>(r.integer(c, "depth", "contract."));
+  o.dataset = r.text(c, "dataset", "contract.");
+  o.target = r.number(c, "target", "contract.");
+  o.eval_every = static_cast<int>(r.integer(c, "eval_every", "contract."));
+  o.max_steps = static_cast<int>(r.integer(c, "max_steps", "contract."));
+  o.val_fraction = r.number(c, "val_fraction", "contract.");
+  o.split_seed = static_cast<std::uint64_t>(r.integer(c, "split_seed", "contract."));
+  const json& seeds = r.list(c, "seeds", "contract.");
+  if (seeds.size() != 2 || !seeds[0].is_number_integer() || !seeds[1].is_number_integer() || seeds[1] < seeds[0]) {
+    r.fail("contract.seeds", "must be [first, last]");
+  }
+  o.seed = seeds[0].get<std::uint64_t>();
+  o.runs = static_cast<int>(seeds[1].get<std::uint64_t>() - o.seed + 1);
+  o.optimizer = r.text(c, "optimizer", "contract.").rfind("sgd", 0) == 0 ? "sgd" : "adam";
+  o.threads = static_cast<int>(r.integer(c, "threads", "contract."));
+  const json& configs = r.list(document, "configs", "");
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const std::string p = fmt::format("configs[{}].", i);
+    ToTargetConfig k;
+    k.mode = r.text(configs[i], "mode", p);
+    k.precision = r.text(configs[i], "precision", p);
+    k.batch = r.integer(configs[i], "batch", p);
+    k.lr = r.number(configs[i], "lr", p);
+    o.configs.push_back(k);
+  }
+  std::vector<ToTargetRun> runs;
+  const json& listed = r.list(document, "runs", "");
+  for (std::size_t i = 0; i < listed.size(); ++i) {
+    const json& j = listed[i];
+    const std::string p = fmt::format("runs[{}].", i);
+    ToTargetRun run;
+    const std::int64_t config = r.integer(j, "config", p);
+    if (config < 0 || static_cast<std::size_t>(config) >= o.configs.size()) {
+      r.fail(p + "config", fmt::format("must name one of the {} configurations", o.configs.size()));
+    }
+    run.config = static_cast<std::size_t>(config);
+    run.seed = static_cast<std::uint64_t>(r.integer(j, "seed", p));
+    run.reached = r.flag(j, "reached", p);
+    run.steps = r.integer(j, "steps", p);
+    run.samples = r.integer(j, "samples", p);
+    run.seconds = r.number(j, "seconds", p);
+    run.train_seconds = r.number(j, "train_seconds", p);
+    run.compile_seconds = r.number(j, "compile_seconds", p);
+    run.final_accuracy = r.number(j, "final_accuracy", p);
+    run.diverged = r.flag(j, "diverged", p);
+    run.train_images = r.integer(j, "train_images", p);
+    run.val_images = r.integer(j, "val_images", p);
+    run.parameters = r.integer(j, "parameters", p);
+    run.torch_version = r.text(j, "torch", p);
+    if (j.contains("error")) run.error = r.text(j, "error", p);
+    const json& curve = r.list(j, "curve", p);
+    for (std::size_t k = 0; k < curve.size(); ++k) {
+      const std::string q = fmt::format("{}curve[{}].", p, k);
+      CurvePoint point;
+      point.step = r.integer(curve[k], "step", q);
+      point.samples = r.integer(curve[k], "samples", q);
+      point.seconds = r.number(curve[k], "seconds", q);
+      point.train_seconds = r.number(curve[k], "train_seconds", q);
+      point.accuracy = r.number(curve[k], "accuracy", q);
+      point.loss = r.number(curve[k], "loss", q);
+      run.curve.push_back(point);
+    }
+    runs.push_back(std::move(run));
+  }
+  std::optional<double> price;
+  std::string currency = "USD";
+  if (document.contains("price")) {
+    price = r.number(document["price"], "per_hour", "price.");
+    currency = r.text(document["price"], "currency", "price.");
+  }
+  ToTargetStudy study = score_to_target(o, std::move(runs), price, currency);
+  study.cpu = document.contains("cpu") ? r.text(document, "cpu", "") : "";
+  return study;
 }
 
 }  // namespace neuralcost

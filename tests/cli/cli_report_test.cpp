@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/cli_run.hpp"
+#include "neuralcost/measure/to_target.hpp"
 
 namespace neuralcost {
 namespace {
@@ -77,7 +78,7 @@ TEST(CliReportTest, CostPerSampleIsPriceTimesMedianOverBatchInTheJsonAndTheRepor
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const json cost = json::parse(r.out);
   EXPECT_EQ(cost["currency"], "USD");
-  EXPECT_THAT(cost["training"].get<std::string>(), HasSubstr("not available"));
+  EXPECT_THAT(cost["training"].get<std::string>(), HasSubstr("neural-cost train-to-target --price-per-hour P"));
   expect_cost_matches(cost, study["runs"], 2.75);
   // the report carries the same figures (and prints them in its cost table)
   const std::string page = temp_path("cost.html");
@@ -95,7 +96,7 @@ TEST(CliReportTest, CostTablesAndAPriceFile) {
   EXPECT_THAT(r.out, HasSubstr("per 1M samples"));
   EXPECT_THAT(r.out, HasSubstr("1.5 EUR"));
   EXPECT_THAT(r.out, HasSubstr("A training run (profile --train) is priced per training sample"));
-  EXPECT_THAT(r.out, HasSubstr("Training cost to a quality target is not available: it needs the steps"));
+  EXPECT_THAT(r.out, HasSubstr("Training cost to a quality target needs the steps to reach it"));
   r = run_cli("cost " + kResults + "before.jsonl --price-file " + prices + " --format csv");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, ::testing::StartsWith("model,backend,mode,batch,price_per_hour,per_sample,"));
@@ -104,7 +105,7 @@ TEST(CliReportTest, CostTablesAndAPriceFile) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.err, HasSubstr("no price for hardware 'host'"));
   r = run_cli("cost --help");
-  EXPECT_THAT(r.out, HasSubstr("Training cost to a quality target is not available: it needs the steps"));
+  EXPECT_THAT(r.out, HasSubstr("Training cost to a quality target needs the steps to reach it"));
   std::filesystem::remove(prices);
   std::filesystem::remove(other);
 }
@@ -285,6 +286,49 @@ TEST(CliReportTest, CompareTablesJsonAndAReportSection) {
   r = run_cli("compare " + kResults + "study.json " + after + " --format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_EQ(json::parse(r.out)["cells"].size(), 8u);
+}
+
+// A train-to-target study (its JSON file) gets a page of its own: the text view and the validation
+// accuracy of every run against time and cost; read back, it scores as the file says.
+TEST(CliReportTest, ATrainToTargetStudyIsDrawnAgainstTimeAndCost) {
+  const std::string study = std::string(NEURALCOST_TEST_INPUTS) + "/to_target/ff-digits.json";
+  const json file = json::parse(std::ifstream(study));
+  // the library reads the study back and scores it again: the same summaries
+  const ToTargetStudy read = read_to_target_study(file, study);
+  EXPECT_EQ(to_json(read)["summaries"], file["summaries"]);
+  EXPECT_EQ(to_json(read)["contrasts"], file["contrasts"]);
+  std::size_t points = 0;
+  for (const json& r : file["runs"]) points += r["curve"].size();
+  const std::string page = temp_path("to-target.html");
+  CliResult r = run_cli("report " + study + " -o " + page);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string html = slurp(page);
+  EXPECT_THAT(html, HasSubstr("Validation accuracy against time"));
+  EXPECT_THAT(html, HasSubstr("eager fp32 batch 64 lr 0.05"));
+  const json data = report_data(html);
+  ASSERT_EQ(data["charts"].size(), 2u);  // the study is priced: time and cost
+  for (const json& c : data["charts"]) EXPECT_EQ(c["expected"], points);
+  // Markdown, and another price
+  r = run_cli("report " + study + " --format md --price-per-hour 360");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("| configuration "));
+  EXPECT_THAT(r.out, HasSubstr("cost to target (USD)"));
+  // what applies to results files only, and a study that is not as train-to-target writes it
+  r = run_cli("report " + study + " --baseline " + kResults + "before.jsonl");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: " + study +
+                       " is a train-to-target study: --baseline and --price-file apply to results files "
+                       "(--price-per-hour prices the study)\n");
+  json broken = file;
+  broken["runs"][1]["seconds"] = "fast";
+  const std::string bad = write("broken-to-target.json", broken.dump());
+  r = run_cli("report " + bad + " -o " + temp_path("broken.html"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: " + bad +
+                       ": field 'runs[1].seconds' must be a number (a train-to-target study as `neural-cost "
+                       "train-to-target` writes it)\n");
+  std::filesystem::remove(page);
+  std::filesystem::remove(bad);
 }
 
 }  // namespace

@@ -121,7 +121,7 @@ def injected(dom):
     return parser.problems
 
 
-def check_page(name, page, results):
+def check_page(name, page, results, roofline_page=True):
     failures = len(FAILURES)
     dom, log = chromium(["--dump-dom"], page)
     console = [line for line in log.splitlines() if ":CONSOLE" in line]
@@ -148,6 +148,12 @@ def check_page(name, page, results):
             fail(f"{name}: chart {chart} drew {drawn['drawn']} marks, expected {drawn['expected']}")
         if not re.search(f'<div class="chart" id="{chart}"[^>]*><svg', dom):
             fail(f"{name}: chart {chart} has no SVG")
+    if not roofline_page:  # a train-to-target page: its curves, counted above
+        for problem in injected(dom):
+            fail(f"{name}: a name's markup became part of the page: {problem}")
+        if len(FAILURES) == failures:
+            print(f"ok: {name}: {len(ids)} charts drawn as expected, no console message")
+        return dom
     roofline = charts.get("chart-roofline", {}).get("drawn")
     expected = measured_runs(results)
     if roofline != expected:
@@ -222,6 +228,20 @@ def main():
         dom = check_page("hostile", page, hostile)
         if dom and "pwned &lt;svg onload=" not in dom:
             fail("hostile: the model name with markup is not shown as text")
+    # a train-to-target study: validation accuracy against time and against cost, a point per evaluation
+    to_target = os.path.join(results, "..", "to_target", "ff-digits.json")
+    page = report("to-target", [], to_target)
+    if page:
+        dom = check_page("to-target", page, to_target, roofline_page=False)
+        points = sum(len(r["curve"]) for r in json.load(open(to_target))["runs"])
+        if dom and f'"expected":{points}' not in html.unescape(dom).replace(" ", ""):
+            fail(f"to-target: the charts do not expect the study's {points} evaluations")
+        shot = os.path.join(out, "to-target.png")
+        chromium(["--hide-scrollbars", "--window-size=1280,2000", "--screenshot=" + shot], page)
+        if not os.path.exists(shot) or os.path.getsize(shot) < 20000:
+            fail("to-target: no screenshot")
+        else:
+            print(f"screenshot: {shot}")
     if FAILURES:
         print(f"{len(FAILURES)} failed")
         sys.exit(1)

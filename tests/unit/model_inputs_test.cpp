@@ -233,7 +233,7 @@ TEST_F(ModelFilesTest, AWrongBackendOrAnOnnxFileIsOneErrorBeforeAnythingRuns) {
             path("weights.bin") +
                 ": cannot tell from its name which backend runs it (a TorchScript file (.pt, "
                 ".ts): libtorch; a torch.export program (.pt2): torch; a SavedModel directory: "
-                "tensorflow); give --backend");
+                "tensorflow; a decoder LLM's config.json: torch); give --backend");
   EXPECT_THAT(error_of([] { choose_backends({"ff"}, {"mxnet"}); }), ::testing::StartsWith("unknown backend 'mxnet'"));
 }
 

@@ -7,7 +7,9 @@
 
 #include "commands.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/measure/to_target.hpp"
 #include "neuralcost/report/report_views.hpp"
+#include "neuralcost/report/to_target_views.hpp"
 
 namespace neuralcost::cli {
 namespace {
@@ -94,6 +96,19 @@ void run_report(const ReportArgs& args, const CLI::App& cmd) {
   // Vega first: a missing package should not cost the reading of a large file
   const std::string vega = format == "html" ? load_vega_script(vega_directory()) : std::string();
   const std::optional<PriceList> prices = prices_of(args.price);
+  // a train-to-target study (its JSON file) has a page of its own
+  if (const auto study = read_to_target_file(args.results, prices ? prices->per_hour : std::nullopt)) {
+    if (!args.baseline.empty() || (prices && !prices->per_hour_by_hardware.empty())) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} is a train-to-target study: --baseline and --price-file apply to results files "
+                              "(--price-per-hour prices the study)",
+                              args.results));
+    }
+    emit(format == "html" ? render_to_target_html(*study, args.results, vega)
+                          : render_to_target(*study, Format::kMarkdown),
+         args.output);
+    return;
+  }
   const ResultsFile results = read_for_report(args.results);
   ReportInput input;
   input.results = &results;
@@ -202,7 +217,8 @@ void add_report_commands(CLI::App& app) {
         "a chosen run's layers, latency with CIs, an efficiency heatmap, batch scaling, compiled-over-eager\n"
         "speedups, cost (with a price), a comparison (with --baseline) and every run with its verdict; or the\n"
         "same words and tables in Markdown (--format md). The report shows what the results say; it re-derives\n"
-        "no verdict.");
+        "no verdict. A train-to-target study's JSON (train-to-target -o) gets a page of its own: every run's\n"
+        "validation accuracy against time (and cost, with a price), the target as a line.");
     cmd->add_option("results", args->results, kResultsHelp)->required();
     cmd->add_option("-o,--output", args->output,
                     "Write to this file (atomically) instead of stdout; without --format, .md gives Markdown");

@@ -130,5 +130,16 @@ ToTargetStudy score_to_target(const ToTargetOptions& options, std::vector<ToTarg
 
 nlohmann::json to_json(const ToTargetRun& run);
 nlohmann::json to_json(const ToTargetStudy& study);
+/// Whether `document` is a train-to-target study's JSON (its "kind").
+bool is_to_target_study(const nlohmann::json& document);
+/// The study a train-to-target JSON file holds (`where` names it in errors): its contract,
+/// configurations and runs read back, then scored again by score_to_target (the same runs give the
+/// same summaries and intervals). kInvalidArgument naming the field that is missing or of the
+/// wrong type.
+ToTargetStudy read_to_target_study(const nlohmann::json& document, const std::string& where);
+/// The study in the file at `path` when it holds one (read_to_target_study, priced at
+/// `price_per_hour` when given, else at the file's own price); nullopt for a file that is not one
+/// JSON document of a train-to-target study (a results file, an unreadable path: the caller's).
+std::optional<ToTargetStudy> read_to_target_file(const std::string& path, std::optional<double> price_per_hour);
 
 }  // namespace neuralcost

@@ -7,8 +7,9 @@
 //
 // A training run (profile --train: its contract's workload is train) is priced the same way: per
 // sample is one training sample's share of a step (price x step time / batch). Training cost to a
-// quality target (x steps to reach it) needs the steps, which neural-cost does not measure: it is
-// not offered rather than guessed (kTrainingCostNote says so in every view).
+// quality target (x steps to reach it) needs the steps to the target, which only a training run
+// to the target measures: `train-to-target` (measure/to_target.hpp) prices that, not this
+// (kTrainingCostNote says so in every view).
 #pragma once
 
 #include <cstdint>
@@ -82,7 +83,9 @@ struct RunCost {
 /// What the cost views say about training runs and the cost to a quality target.
 inline constexpr const char* kTrainingCostNote =
     "A training run (profile --train) is priced per training sample: price x step time / batch. Training cost to a "
-    "quality target is not available: it needs the steps to reach the target, which neural-cost does not measure.";
+    "quality target needs the steps to reach it, which only training to it measures: `neural-cost train-to-target "
+    "--price-per-hour P` prices time to the target over seeded runs, and `neural-cost report to-target.json` draws "
+    "it.";
 
 /// The cost of one measured run at `price_per_hour`; nullopt for a failed run.
 std::optional<RunCost> run_cost(const ResultRun& run, double price_per_hour);

@@ -13,4 +13,9 @@ namespace neuralcost {
 
 std::string render_to_target(const ToTargetStudy& study, Format format);
 
+/// The study as one HTML page that works offline (`vega_script` inlined, load_vega_script): the
+/// text view, and the validation accuracy of every run against its time (and, when priced, its
+/// cost) with the target as a line, coloured by configuration. `path` names the study file.
+std::string render_to_target_html(const ToTargetStudy& study, const std::string& path, const std::string& vega_script);
+
 }  // namespace neuralcost
