@@ -193,6 +193,15 @@ def hostile_results(source, out):
     open(out, "w", encoding="utf-8").write("\n".join(lines) + "\n")
 
 
+def screenshot(name, page, shot, height):
+    """A screenshot of the page, for a person to look at."""
+    chromium(["--hide-scrollbars", f"--window-size=1280,{height}", "--screenshot=" + shot], page)
+    if not os.path.exists(shot) or os.path.getsize(shot) < 20000:
+        fail(f"{name}: no screenshot")
+    else:
+        print(f"screenshot: {shot}")
+
+
 def main():
     cli, results, out = sys.argv[1:4]
     os.makedirs(out, exist_ok=True)
@@ -212,12 +221,7 @@ def main():
         dom = check_page("study", page, study)
         if dom and "&lt;script&gt;window.ncInjected=1&lt;/script&gt;" not in dom:
             fail("study: the model path with markup is not shown as text")
-        shot = os.path.join(out, "report.png")
-        chromium(["--hide-scrollbars", "--window-size=1280,5200", "--screenshot=" + shot], page)
-        if not os.path.exists(shot) or os.path.getsize(shot) < 20000:
-            fail("study: no screenshot")
-        else:
-            print(f"screenshot: {shot}")
+        screenshot("study", page, os.path.join(out, "report.png"), 5200)
     page = report("compared", ["--baseline", before], after)
     if page:
         check_page("compared", page, after)
@@ -236,12 +240,7 @@ def main():
         points = sum(len(r["curve"]) for r in json.load(open(to_target))["runs"])
         if dom and f'"expected":{points}' not in html.unescape(dom).replace(" ", ""):
             fail(f"to-target: the charts do not expect the study's {points} evaluations")
-        shot = os.path.join(out, "to-target.png")
-        chromium(["--hide-scrollbars", "--window-size=1280,2000", "--screenshot=" + shot], page)
-        if not os.path.exists(shot) or os.path.getsize(shot) < 20000:
-            fail("to-target: no screenshot")
-        else:
-            print(f"screenshot: {shot}")
+        screenshot("to-target", page, os.path.join(out, "to-target.png"), 2000)
     if FAILURES:
         print(f"{len(FAILURES)} failed")
         sys.exit(1)
