@@ -51,12 +51,21 @@ def _config(path, transformers):
     return config
 
 
+class CacheCrop(torch.nn.Module):
+    """Crops a DynamicCache back by `grown` tokens: a module of its own, so that the per-layer table
+    names its slices `cache_crop` (the worker names ops by the module they run in)."""
+
+    def forward(self, cache, grown):
+        cache.crop(-grown)
+
+
 class DecoderStep(torch.nn.Module):
     """One phase of generation of a causal LM (the module docstring)."""
 
     def __init__(self, lm, phase, tokens, context):
         super().__init__()
         self.lm = lm
+        self.cache_crop = CacheCrop()
         self.phase = phase
         self.tokens = tokens
         self.context = context
@@ -84,7 +93,7 @@ class DecoderStep(torch.nn.Module):
         out = self.lm(input_ids=ids, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
         grown = self.cache.get_seq_length() - self.context
         if grown > 0:  # back to C cached tokens: the next pass is the same step
-            self.cache.crop(-grown)
+            self.cache_crop(self.cache, grown)
         return out.logits
 
 
