@@ -38,7 +38,7 @@ void add_run_options(CLI::App& command, RunArgs& a) {
   cmd->add_option("--backend", args->backends,
                   "Backends, comma-separated: libtorch, jax, tensorflow, torch (several: the same runs in each, "
                   "side by side). Default: from the model: built-in networks and TorchScript .pt/.ts libtorch, "
-                  ".pt2 torch, a SavedModel directory tensorflow")
+                  ".pt2 torch, a SavedModel directory tensorflow, a decoder's config.json torch")
       ->allow_extra_args(false)
       ->delimiter(',');
   cmd->add_option("--mode", args->modes,
