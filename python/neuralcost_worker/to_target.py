@@ -12,6 +12,7 @@ The split is a seeded stratified shuffle (the split seed is the contract's, not 
 every run of a study validates on the same images.
 """
 
+import resource
 import time
 
 import numpy as np
@@ -198,6 +199,9 @@ def run(req):
         "parameters": int(sum(p.numel() for p in net.parameters())),
         "torch": torch.__version__,
         "diverged": bool(losses and not np.isfinite(losses[-1])),
+        # the process's high-water resident memory over the run (Python, torch, the data and the
+        # training itself: a fresh process a run, so no other run's memory)
+        "peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
     }
 
 

@@ -151,6 +151,15 @@ ToTargetSummary summarize_to_target(const ToTargetConfig& config, const std::vec
   s.samples = mean_interval(reached_counts(runs, &ToTargetRun::samples), 2);
   s.steps = mean_interval(reached_counts(runs, &ToTargetRun::steps), 3);
   s.steps_per_second = train_seconds > 0 ? steps / train_seconds : 0.0;
+  s.samples_per_second = s.steps_per_second * static_cast<double>(config.batch);
+  std::vector<double> peaks;
+  for (const ToTargetRun& r : runs) {
+    if (r.error.empty() && r.peak_rss_bytes > 0) peaks.push_back(static_cast<double>(r.peak_rss_bytes));
+  }
+  if (!peaks.empty()) {
+    std::sort(peaks.begin(), peaks.end());
+    s.median_peak_rss_bytes = quantile_of(peaks, 0.5);
+  }
   if (price_per_hour) {
     std::vector<double> cost = reached_values(runs, &ToTargetRun::seconds);
     for (double& c : cost) c *= *price_per_hour / 3600.0;
@@ -238,6 +247,7 @@ std::vector<ToTargetRun> run_to_target(const ToTargetOptions& o,
         run.val_images = reply.value("val_images", 0);
         run.parameters = reply.value("parameters", 0);
         run.torch_version = reply.value("torch", std::string());
+        run.peak_rss_bytes = reply.value("peak_rss_bytes", std::int64_t{0});
         for (const json& p : reply.at("curve")) {
           run.curve.push_back({p.at("step").get<std::int64_t>(), p.at("samples").get<std::int64_t>(),
                                p.at("seconds").get<double>(), p.at("train_seconds").get<double>(),
@@ -321,6 +331,8 @@ json to_json(const ToTargetStudy& s) {
            {"samples_to_target", interval_json(m.samples)},
            {"steps_to_target", interval_json(m.steps)},
            {"steps_per_second", m.steps_per_second},
+           {"samples_per_second", m.samples_per_second},
+           {"median_peak_rss_bytes", m.median_peak_rss_bytes},
            {"median_final_accuracy", m.median_final_accuracy}};
     if (!m.score.valid) j["olympic"]["why_invalid"] = m.score.why_invalid;
     if (m.cost) j["cost_to_target"] = interval_json(*m.cost);
@@ -391,6 +403,7 @@ json to_json(const ToTargetRun& r) {
          {"val_images", r.val_images},
          {"parameters", r.parameters},
          {"torch", r.torch_version},
+         {"peak_rss_bytes", r.peak_rss_bytes},
          {"curve", curve}};
   if (!r.error.empty()) j["error"] = r.error;
   return j;
@@ -518,6 +531,7 @@ ToTargetStudy read_to_target_study(const json& document, const std::string& wher
     run.val_images = r.integer(j, "val_images", p);
     run.parameters = r.integer(j, "parameters", p);
     run.torch_version = r.text(j, "torch", p);
+    if (j.contains("peak_rss_bytes")) run.peak_rss_bytes = r.integer(j, "peak_rss_bytes", p);
     if (j.contains("error")) run.error = r.text(j, "error", p);
     const json& curve = r.list(j, "curve", p);
     for (std::size_t k = 0; k < curve.size(); ++k) {

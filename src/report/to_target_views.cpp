@@ -59,6 +59,9 @@ std::string notes_of(const ToTargetStudy& s) {
       "approximation: intervals are percentile bootstraps of the mean over the runs that reached the target; with {} "
       "runs a configuration they are rough (MLPerf asks 5 to 10 runs for its olympic mean, which has no interval)\n",
       o.runs);
+  out +=
+      "peak RSS: the high-water resident memory of each run's own process (Python, torch and the data included), "
+      "the median over a configuration's runs; samples/s: steps/s x the batch\n";
   return out;
 }
 
@@ -86,11 +89,12 @@ std::string render_to_target(const ToTargetStudy& s, Format format) {
       o.seed, o.seed + static_cast<std::uint64_t>(o.runs) - 1, any ? " " + any->torch_version : "", o.threads,
       s.cpu.empty() ? "this CPU" : s.cpu);
   report::Table t;
-  t.headers = {"configuration",     "reached", "time to target (olympic)", "mean time, 95% CI", "steps to target",
-               "samples to target", "steps/s"};
-  t.raw_headers = {"configuration", "reached",      "olympic_seconds", "mean_seconds",
-                   "mean_steps",    "mean_samples", "steps_per_second"};
-  t.right_align = {false, true, true, true, true, true, true};
+  t.headers = {"configuration",     "reached",         "time to target (olympic)",
+               "mean time, 95% CI", "steps to target", "samples to target",
+               "steps/s",           "samples/s",       "peak RSS (median)"};
+  t.raw_headers = {"configuration", "reached",          "olympic_seconds",    "mean_seconds",         "mean_steps",
+                   "mean_samples",  "steps_per_second", "samples_per_second", "median_peak_rss_bytes"};
+  t.right_align = {false, true, true, true, true, true, true, true, true};
   if (s.price_per_hour) {
     t.headers.push_back(fmt::format("cost to target ({})", s.currency));
     t.raw_headers.push_back("mean_cost");
@@ -108,7 +112,11 @@ std::string render_to_target(const ToTargetStudy& s, Format format) {
                          : report::Cell{"-", ""},
         m.samples.mean > 0 ? report::Cell{with_interval(m.samples, count), fmt::format("{}", m.samples.mean)}
                            : report::Cell{"-", ""},
-        {fmt::format("{:.0f}", m.steps_per_second), fmt::format("{}", m.steps_per_second)}};
+        {fmt::format("{:.0f}", m.steps_per_second), fmt::format("{}", m.steps_per_second)},
+        {fmt::format("{:.0f}", m.samples_per_second), fmt::format("{}", m.samples_per_second)},
+        m.median_peak_rss_bytes > 0
+            ? report::Cell{report::si(m.median_peak_rss_bytes, "B"), fmt::format("{}", m.median_peak_rss_bytes)}
+            : report::Cell{"-", ""}};
     if (s.price_per_hour) {
       row.push_back(m.cost && m.cost->mean > 0
                         ? report::Cell{with_interval(*m.cost, [](double v) { return fmt::format("{:.3g}", v); }),
@@ -212,7 +220,8 @@ std::string summary_table(const ToTargetStudy& s) {
   };
   std::string out =
       "<div class=\"table\"><table>\n<tr><th>configuration</th><th>reached</th><th>time to target (olympic)</th>"
-      "<th>mean time, 95% CI</th><th>steps to target</th><th>samples to target</th><th>steps/s</th>" +
+      "<th>mean time, 95% CI</th><th>steps to target</th><th>samples to target</th><th>steps/s</th>"
+      "<th>samples/s</th><th>peak RSS (median)</th>" +
       (s.price_per_hour ? "<th>cost to target (" + report::html_text(s.currency) + ")</th>" : std::string()) +
       "</tr>\n";
   for (const ToTargetSummary& m : s.summaries) {
@@ -221,7 +230,8 @@ std::string summary_table(const ToTargetStudy& s) {
            td(m.seconds.mean > 0 ? with_interval(m.seconds, report::seconds) : "-", true) +
            td(m.steps.mean > 0 ? with_interval(m.steps, count) : "-", true) +
            td(m.samples.mean > 0 ? with_interval(m.samples, count) : "-", true) +
-           td(fmt::format("{:.0f}", m.steps_per_second), true);
+           td(fmt::format("{:.0f}", m.steps_per_second), true) + td(fmt::format("{:.0f}", m.samples_per_second), true) +
+           td(m.median_peak_rss_bytes > 0 ? report::si(m.median_peak_rss_bytes, "B") : "-", true);
     if (s.price_per_hour) {
       out += td(
           m.cost && m.cost->mean > 0 ? with_interval(*m.cost, [](double v) { return fmt::format("{:.3g}", v); }) : "-",

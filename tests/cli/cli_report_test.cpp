@@ -297,6 +297,11 @@ TEST(CliReportTest, ATrainToTargetStudyIsDrawnAgainstTimeAndCost) {
   const ToTargetStudy read = read_to_target_study(file, study);
   EXPECT_EQ(to_json(read)["summaries"], file["summaries"]);
   EXPECT_EQ(to_json(read)["contrasts"], file["contrasts"]);
+  EXPECT_GT(read.summaries[0].median_peak_rss_bytes, 0);
+  // a study written before runs recorded their peak memory still reads, without it
+  json older = file;
+  for (json& run : older["runs"]) run.erase("peak_rss_bytes");
+  EXPECT_EQ(read_to_target_study(older, study).summaries[0].median_peak_rss_bytes, 0);
   std::size_t points = 0;
   for (const json& r : file["runs"]) points += r["curve"].size();
   const std::string page = temp_path("to-target.html");
@@ -313,6 +318,7 @@ TEST(CliReportTest, ATrainToTargetStudyIsDrawnAgainstTimeAndCost) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_THAT(r.out, HasSubstr("| configuration "));
   EXPECT_THAT(r.out, HasSubstr("cost to target (USD)"));
+  EXPECT_THAT(r.out, HasSubstr("peak RSS (median)"));
   // what applies to results files only, and a study that is not as train-to-target writes it
   r = run_cli("report " + study + " --baseline " + kResults + "before.jsonl");
   EXPECT_EQ(r.exit_code, 1);

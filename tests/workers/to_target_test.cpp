@@ -164,6 +164,9 @@ TEST(ToTargetCliTest, AnUnreachableTargetIsRecordedAsNotReachedWithItsRunsKept) 
     EXPECT_FALSE(run.at("reached").get<bool>());
     EXPECT_EQ(run.at("steps"), 10);
     EXPECT_EQ(run.at("curve").size(), 2U);  // evaluations at steps 5 and 10
+    // its own process's peak resident memory: torch and the data at least, far below the machine's
+    EXPECT_GT(run.at("peak_rss_bytes").get<std::int64_t>(), 50LL << 20);
+    EXPECT_LT(run.at("peak_rss_bytes").get<std::int64_t>(), 16LL << 30);
   }
 }
 

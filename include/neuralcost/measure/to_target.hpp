@@ -69,6 +69,9 @@ struct ToTargetRun {
   std::string error;  ///< when the run failed (the others go on)
   std::int64_t train_images = 0, val_images = 0, parameters = 0;
   std::string torch_version;
+  /// the run's process's peak resident memory (its Python, torch and data included: a fresh
+  /// process a run); 0 when unknown (a study file from before it was recorded)
+  std::int64_t peak_rss_bytes = 0;
 };
 
 /// A 95 % percentile-bootstrap interval of a mean over runs, with the mean.
@@ -85,6 +88,8 @@ struct ToTargetSummary {
   MeanInterval samples;              ///< samples to target
   MeanInterval steps;                ///< steps to target
   double steps_per_second = 0;       ///< training throughput: the reached runs' steps over their training time
+  double samples_per_second = 0;     ///< steps_per_second x the configuration's batch
+  double median_peak_rss_bytes = 0;  ///< over the runs that recorded it; 0 when none did
   std::optional<MeanInterval> cost;  ///< time to target x price, when priced
   double median_final_accuracy = 0;
 };
