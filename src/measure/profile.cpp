@@ -22,6 +22,7 @@
 #include "neuralcost/measure/schedule.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
+#include "neuralcost/registry.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/version.hpp"
 
@@ -185,8 +186,12 @@ void check_model_options(const std::vector<ModelBackends>& plan, const ModelRequ
                   fmt::format("--phase '{}': profile times one phase as its pass, prefill or decode{}", base.phase,
                               base.phase == "generate" ? " (analyze --phase generate counts a whole generation)" : ""));
     }
+    // which options size a decoder is its importer's to say (DecoderImporter::applies)
+    ModelRequest request = base;
+    request.model = entry.model;
+    const Importer& importer = importer_for(request);
     for (const char* option : {"seq", "width", "depth"}) {
-      if (base.given.count(option)) {
+      if (base.given.count(option) && !importer.applies(request, option)) {
         throw Error(ErrorCode::kInvalidArgument,
                     fmt::format("--{} does not apply to the decoder {}{}", option, entry.model,
                                 std::string_view(option) == "seq" ? " (--prompt sizes a prefill, --context a decode)"
@@ -205,10 +210,11 @@ void check_model_options(const std::vector<ModelBackends>& plan, const ModelRequ
                   fmt::format("--{} must be at least 1 (got {})", prefill ? "prompt" : "context",
                               prefill ? base.prompt : base.context));
     }
-    if (base.given.count(prefill ? "context" : "prompt")) {
+    if (const char* other = prefill ? "context" : "prompt";
+        base.given.count(other) && !importer.applies(request, other)) {
       throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("--{} does not apply to --phase {} (--prompt is prefill's, --context decode's)",
-                              prefill ? "context" : "prompt", base.phase));
+                  fmt::format("--{} does not apply to --phase {} (--prompt is prefill's, --context decode's)", other,
+                              base.phase));
     }
   }
   if (any_decoder) return;

@@ -459,21 +459,10 @@ class StudyReader {
 
 }  // namespace
 
-std::optional<ToTargetStudy> read_to_target_file(const std::string& path, std::optional<double> price_per_hour) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  const json document = json::parse(in, nullptr, false);
-  if (document.is_discarded() || !is_to_target_study(document)) return std::nullopt;
-  ToTargetStudy study = read_to_target_study(document, path);
-  if (price_per_hour) {
-    const std::string cpu = study.cpu;
-    study = score_to_target(study.options, std::move(study.runs), price_per_hour, study.currency);
-    study.cpu = cpu;
-  }
-  return study;
-}
+namespace {
 
-ToTargetStudy read_to_target_study(const json& document, const std::string& where) {
+/// A study file's contents, scored by score_to_target at `price` when given, else at the file's own.
+ToTargetStudy read_study(const json& document, const std::string& where, std::optional<double> price_override) {
   if (!is_to_target_study(document)) {
     bad(fmt::format("{}: not a train-to-target study (no \"kind\": \"train_to_target\")", where));
   }
@@ -553,9 +542,23 @@ ToTargetStudy read_to_target_study(const json& document, const std::string& wher
     price = r.number(document["price"], "per_hour", "price.");
     currency = r.text(document["price"], "currency", "price.");
   }
-  ToTargetStudy study = score_to_target(o, std::move(runs), price, currency);
+  ToTargetStudy study = score_to_target(o, std::move(runs), price_override ? price_override : price, currency);
   study.cpu = document.contains("cpu") ? r.text(document, "cpu", "") : "";
   return study;
+}
+
+}  // namespace
+
+ToTargetStudy read_to_target_study(const json& document, const std::string& where) {
+  return read_study(document, where, std::nullopt);
+}
+
+std::optional<ToTargetStudy> read_to_target_file(const std::string& path, std::optional<double> price_per_hour) {
+  std::ifstream in(path);
+  if (!in) return std::nullopt;
+  const json document = json::parse(in, nullptr, false);
+  if (document.is_discarded() || !is_to_target_study(document)) return std::nullopt;
+  return read_study(document, path, price_per_hour);
 }
 
 }  // namespace neuralcost

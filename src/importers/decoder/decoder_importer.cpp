@@ -2,7 +2,6 @@
 #include "importers/decoder/decoder_importer.hpp"
 
 #include <algorithm>
-#include <fstream>
 
 #include <fmt/format.h>
 
@@ -17,20 +16,12 @@ bool is_preset(const std::string& model) {
   return std::find(names.begin(), names.end(), model) != names.end();
 }
 
-/// The file's JSON when it is a readable JSON file; nullopt otherwise (not ours to judge).
-std::optional<nlohmann::json> read_json(const std::string& path) {
-  if (path.size() < 5 || path.compare(path.size() - 5, 5, ".json") != 0) return std::nullopt;
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  return nlohmann::json::parse(in, nullptr, false);
-}
-
 }  // namespace
 
 DecoderConfig decoder_config_of(const std::string& model, const std::string& option, const std::string& weights) {
   if (is_preset(model)) return with_weights(decoder_preset(model), weights);
-  const auto j = read_json(model);
-  if (!j || j->is_discarded() || !looks_like_decoder_config(*j)) {
+  const auto j = decoder_config_file(model);
+  if (!j) {
     throw Error(
         ErrorCode::kInvalidArgument,
         fmt::format("{} '{}' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)", option, model));
@@ -68,9 +59,8 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
   if (is_preset(request.model)) {
     config = decoder_preset(request.model);
   } else {
-    const auto j = read_json(request.model);
-    if (!j || j->is_discarded())
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: not a JSON file", request.model));
+    const auto j = decoder_config_file(request.model);  // accepts() read it as one
+    if (!j) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: not a JSON file", request.model));
     config = parse_decoder_config(*j, request.model);
   }
   config = with_weights(config, request.weights);
