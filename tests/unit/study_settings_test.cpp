@@ -33,6 +33,24 @@ TEST(StudySettingsTest, ATrainingStudyCannotResumeAForwardOneNorTheOtherWay) {
   EXPECT_EQ(settings_difference(t, study_settings(base, adam, "host")).rfind("workload: ", 0), 0u);
 }
 
+TEST(StudySettingsTest, ADecoderStudyOfOnePhaseCannotResumeAsAnother) {
+  ProfileOptions forward;
+  ModelRequest plain;
+  EXPECT_FALSE(study_settings(plain, forward, "host").contains("decoder"));  // files from before keep resuming
+  ModelRequest decode = plain;
+  decode.phase = "decode";
+  decode.context = 512;
+  decode.given = {"phase", "context"};
+  const nlohmann::json d = study_settings(decode, forward, "host");
+  EXPECT_EQ(d["decoder"]["phase"], "decode");
+  EXPECT_EQ(d["decoder"]["context"], 512);
+  ModelRequest prefill = decode;
+  prefill.phase = "prefill";
+  prefill.given = {"phase"};
+  EXPECT_NE(settings_difference(d, study_settings(prefill, forward, "host")), "");
+  EXPECT_EQ(settings_difference(d, study_settings(decode, forward, "host")), "");
+}
+
 TEST(StudySettingsTest, AFileFromBeforeTrainingStudiesResumesAsAForwardStudy) {
   ModelRequest base;
   ProfileOptions forward;

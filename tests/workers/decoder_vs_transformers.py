@@ -319,6 +319,11 @@ for name in ("llama_gqa", "qwen2moe_shared", "qwen3moe_experts"):
             run is not None and run["timing"]["median_seconds"] > 0 and len(run.get("layers", [])) > 0,
             f"{name} {phase}: profile timed the pass and its layers {why}",
         )
+        if phase == "decode":  # the cache's crop back to C has rows of its own, named so
+            check(
+                run is not None and any(layer["module"] == "cache_crop" for layer in run["layers"]),
+                f"{name} decode: the layer table names the cache's crop {why}",
+            )
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)
