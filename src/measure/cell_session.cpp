@@ -352,9 +352,11 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
       else
         run.warnings.push_back(what);
     }
+    // the intra-op threads split a CPU cell's rounds; a GPU's kernels do not run on them
     const auto threads = s.model_environment.find("intra_op_threads");
-    const std::string disagreement = rounds_disagreement(
-        run.estimate, options.rounds, threads != s.model_environment.end() ? std::atoi(threads->second.c_str()) : 0);
+    const int cpu_threads =
+        options.run.device.is_cpu() && threads != s.model_environment.end() ? std::atoi(threads->second.c_str()) : 0;
+    const std::string disagreement = rounds_disagreement(run.estimate, options.rounds, cpu_threads);
     if (!disagreement.empty()) run.timing.reasons.push_back(disagreement);
     const MemoryGrowth growth = memory_growth(s.rounds);
     if (!growth.reason.empty()) run.timing.reasons.push_back(growth.reason);

@@ -131,6 +131,12 @@ PairedRatio paired_ratio(const std::vector<Round>& a, const std::vector<Round>& 
   return paired_ratio(x, y);
 }
 
+bool paired_ratio_agrees(const PairedRatio& p, const RoundOptions& o) {
+  if (p.pairs == 0) return true;
+  const Interval& i = p.interval.interval;
+  return p.interval.coverage >= 0.95 && std::max(p.ratio - i.low, i.high - p.ratio) <= o.ok_half_width * p.ratio;
+}
+
 MemoryGrowth memory_growth(const std::vector<Round>& rounds) {
   MemoryGrowth g;
   const std::size_t from = rounds.size() / 2;

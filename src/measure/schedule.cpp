@@ -67,6 +67,14 @@ class Schedule {
   }
 
   std::vector<ProfileRun> run(const std::vector<std::vector<std::size_t>>& groups) {
+    partners_.assign(sessions_.size(), {});
+    for (const std::vector<std::size_t>& group : groups) {
+      for (std::size_t i : group) {
+        for (std::size_t j : group) {
+          if (j != i && sessions_[j].run.backend == sessions_[i].run.backend) partners_[i].push_back(j);
+        }
+      }
+    }
     // the regular sweeps, then one more for the cells whose rounds disagree, in a fresh preparation
     for (int sweep = 0; sweep <= processes_ && !interrupted(); ++sweep) run_sweep(groups, sweep);
     if (interrupted() && hooks_.finish_partial_cells) {
@@ -208,7 +216,7 @@ class Schedule {
     for (std::size_t i : open_) {
       const CellSession& s = sessions_[i];
       if (!s.model) continue;
-      const bool wants = extra ? (s.fresh || still_disagrees(s)) && time_left() : needed(s, sweep) > 0;
+      const bool wants = extra ? (s.fresh || still_disagrees(i, true)) && time_left() : needed(s, sweep) > 0;
       if (!wants) continue;
       wanting = true;
       if (extra || due(i, tick)) todo[i] = 1;
@@ -238,16 +246,31 @@ class Schedule {
            std::chrono::duration<double>(Clock::now() - start_).count() < hooks_.time_limit_seconds;
   }
 
-  bool still_disagrees(const CellSession& s) const {
-    return static_cast<int>(s.rounds.size()) < options_.rounds.max_rounds && !s.rounds.empty() &&
-           !rounds_agree(estimate_rounds(s.rounds), options_.rounds);
+  /// Whether cell i may take more rounds and should: its own rounds disagree, or the speedup the
+  /// findings state between it and another mode of its backend (their paired rounds' ratio) has an
+  /// interval wider than the verdict's threshold. Both cells of such a pair go on together, so
+  /// their new rounds pair too. With `open_partners`, only a partner prepared now counts (one that
+  /// takes no rounds in this sweep cannot pair new ones).
+  bool still_disagrees(std::size_t i, bool open_partners = false) const {
+    const CellSession& s = sessions_[i];
+    const int max_rounds = options_.rounds.max_rounds;
+    if (static_cast<int>(s.rounds.size()) >= max_rounds || s.rounds.empty()) return false;
+    if (!rounds_agree(estimate_rounds(s.rounds), options_.rounds)) return true;
+    for (std::size_t j : partners_[i]) {
+      const CellSession& t = sessions_[j];
+      // a partner that cannot take more rounds (finished, failed, at the most) cannot pair new ones
+      if (finished_[j] || t.failed || t.rounds.empty() || static_cast<int>(t.rounds.size()) >= max_rounds) continue;
+      if (open_partners && !t.model) continue;
+      if (!paired_ratio_agrees(paired_ratio(t.rounds, s.rounds), options_.rounds)) return true;
+    }
+    return false;
   }
 
   /// The extra sweep's question: the cell's rounds disagree, it may have more, and a fresh
   /// preparation and a round fit in the time left (its last preparation's time as the guess).
   bool wants_more(std::size_t i) const {
     const CellSession& s = sessions_[i];
-    if (!s.opened || s.failed || !still_disagrees(s)) return false;
+    if (!s.opened || s.failed || !still_disagrees(i)) return false;
     if (hooks_.time_limit_seconds <= 0) return true;
     const double elapsed = std::chrono::duration<double>(Clock::now() - start_).count();
     return elapsed + preparation_seconds_[i] < hooks_.time_limit_seconds;
@@ -391,8 +414,10 @@ class Schedule {
   std::vector<int> quota_;                   ///< the rounds each cell is to take in this sweep
   std::vector<int> taken_;                   ///< the rounds each cell took in this sweep
   std::vector<std::size_t> open_;            ///< the cells prepared in this sweep
-  int planned_ticks_ = 0;                    ///< the sweep's groups plus the most rounds a cell takes, less one
-  int generation_ = 0;                       ///< of the sweep's worker processes: a failed shared one is replaced
+  /// Of each cell, the other modes of its backend in its group: the speedups the findings state
+  std::vector<std::vector<std::size_t>> partners_;
+  int planned_ticks_ = 0;  ///< the sweep's groups plus the most rounds a cell takes, less one
+  int generation_ = 0;     ///< of the sweep's worker processes: a failed shared one is replaced
   std::string current_pool() const { return sweep_options_.run.process_pool + fmt::format(" #{}", generation_); }
   int processes_ = 1;
   std::unique_ptr<detail::MachineCanary> canary_;

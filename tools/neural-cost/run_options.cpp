@@ -110,7 +110,8 @@ void add_run_options(CLI::App& command, RunArgs& a) {
                   "model and batch; the cell's interval comes from the rounds (6 or more give a 95% interval)")
       ->capture_default_str();
   cmd->add_option("--max-rounds", args->max_rounds,
-                  "More rounds, up to this, for cells whose interval is wider than --ok-within")
+                  "More rounds, up to this, for cells whose interval is wider than --ok-within, and for both "
+                  "modes of a backend whose paired speedup's interval is")
       ->each([args](const std::string&) { args->max_rounds_given = true; })
       ->capture_default_str();
   cmd->add_option("--preparations", args->preparations,

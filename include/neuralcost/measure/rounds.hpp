@@ -101,5 +101,8 @@ struct PairedRatio {
 PairedRatio paired_ratio(const std::vector<Round>& a, const std::vector<Round>& b);
 /// The same from round medians already paired (a[i] with b[i]).
 PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>& b);
+/// Whether a paired ratio is narrow enough to state: its interval holds 95 % and lies within
+/// `ok_half_width` of the ratio on both sides (the verdict's threshold); true when nothing pairs.
+bool paired_ratio_agrees(const PairedRatio& ratio, const RoundOptions& options);
 
 }  // namespace neuralcost
