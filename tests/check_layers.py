@@ -42,6 +42,8 @@ TOP = {
     "model_requests.cpp": "registry",
     "analyze_models.hpp": "registry",
     "analyze_models.cpp": "registry",
+    "decoder_overview.hpp": "registry",
+    "decoder_overview.cpp": "registry",
 }
 ROOTS = ["include/neuralcost", "src", "tools/neural-cost"]
 

@@ -67,6 +67,20 @@ TEST(CliErrorsTest, ProfiledDecoderOptionsThatDoNotApply) {
                "--backend)");
 }
 
+TEST(CliErrorsTest, TheLlmPageIsForOneDecoder) {
+  expect_error("analyze llama-3-8b --format html --phase decode",
+               "--phase does not apply with --format html (the LLM page of one decoder: both phases, --batch, "
+               "--prompt, --context, --dtype, --weights, --hardware)");
+  expect_error("analyze llama-3-8b,mistral-7b --format html",
+               "--format html needs exactly one model, a decoder preset or config.json (its LLM page)");
+  expect_error("analyze cnn --format html",
+               "--format html: the model 'cnn' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
+  expect_error("analyze llama-3-8b --format html --context 9000",
+               "--context 9000 and the step's new token are beyond the model's 8192 positions "
+               "(max_position_embeddings)");
+  expect_usage_error("profile --model ff --format html", "html");
+}
+
 TEST(CliErrorsTest, UnknownHardwareListsNearestIds) {
   const CliResult r = run_cli("analyze --model ff --hardware a100");
   EXPECT_EQ(r.exit_code, 1);

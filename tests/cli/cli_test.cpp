@@ -222,6 +222,23 @@ TEST(CliTest, TheOutputFormatFollowsTheExtensionUnlessFormatIsGiven) {
   for (const char* ext : {".json", ".csv"}) std::filesystem::remove(base + ext);
 }
 
+TEST(CliTest, ADecodersLlmPageHasItsChartsAndData) {
+  const std::string page = ::testing::TempDir() + "/nc_llm_" + std::to_string(::getpid()) + ".html";
+  const CliResult r = run_cli("analyze llama-3-8b --batch 1,8,64 --context 512 --hardware h100-sxm -o " + page);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string html = slurp(page);
+  EXPECT_THAT(html, ::testing::StartsWith("<!DOCTYPE html>"));
+  for (const char* part : {"chart-llm-roofline", "chart-llm-latency", "chart-llm-throughput", "chart-llm-memory",
+                           "8,030,261,248 parameters", "decode at context 512: time per output token"}) {
+    EXPECT_THAT(html, HasSubstr(part)) << part;
+  }
+  // --format html without a file: the page on stdout; other formats keep analyze's views
+  const CliResult out = run_cli("analyze llama-3-8b --batch 1 --format html");
+  ASSERT_EQ(out.exit_code, 0) << out.err;
+  EXPECT_THAT(out.out, HasSubstr("chart-llm-memory"));
+  std::filesystem::remove(page);
+}
+
 TEST(CliTest, AnalyzeTakesListsOfModelsAndBatches) {
   const CliResult r = run_cli("analyze --model ff,cnn --batch 1,8 --format json");
   ASSERT_EQ(r.exit_code, 0) << r.err;

@@ -241,6 +241,23 @@ def main():
         if dom and f'"expected":{points}' not in html.unescape(dom).replace(" ", ""):
             fail(f"to-target: the charts do not expect the study's {points} evaluations")
         screenshot("to-target", page, os.path.join(out, "to-target.png"), 2000)
+    # a decoder's LLM page (analyze --format html): four charts, a point per batch and phase, per
+    # batch and context; the model path carries markup that must stay text
+    config = os.path.join(out, "<b>llm<i>.json")
+    shutil.copyfile(os.path.join(results, "..", "..", "..", "data", "decoders", "smollm2-135m.json"), config)
+    page = os.path.join(out, "llm.html")
+    done = subprocess.run(
+        [cli, "analyze", config, "--hardware", "h100-sxm", "--context", "2048", "-o", page],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        fail(f"llm: neural-cost analyze --format html exited {done.returncode}: {done.stderr}")
+    else:
+        dom = check_page("llm", page, None, roofline_page=False)
+        if dom and "&lt;b&gt;llm&lt;i&gt;" not in dom:
+            fail("llm: the config path with markup is not shown as text")
+        screenshot("llm", page, os.path.join(out, "llm.png"), 2600)
     if FAILURES:
         print(f"{len(FAILURES)} failed")
         sys.exit(1)

@@ -15,6 +15,7 @@
 
 #include "neuralcost/analyze_models.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/decoder_overview.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/decoder.hpp"
 #include "neuralcost/registry.hpp"
@@ -315,6 +316,101 @@ TEST(GenerationTest, BadGenerationsAreOneClearError) {
   g.generate = 4;
   EXPECT_EQ(error_of([&] { analyze_generation(g); }),
             "--phase generate: the model 'ff' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
+}
+
+DecoderOverviewRequest overview_of(const std::string& model, std::int64_t context) {
+  DecoderOverviewRequest r;
+  r.model = model;
+  r.context = context;
+  r.prompt = 256;
+  r.hardware = h100();
+  return r;
+}
+
+/// Whether the whole graph of a decode step (not the one-and-two-layer shortcut) is compute-bound.
+bool whole_graph_compute_bound(const std::string& model, std::int64_t context, std::int64_t batch) {
+  DecoderRequest d;
+  d.phase = DecoderPhase::kDecode;
+  d.batch = batch;
+  d.context = context;
+  return analyze(build_decoder(decoder_preset(model), d, model), h100()).totals.bound == Bound::kCompute;
+}
+
+TEST(DecoderOverviewTest, EachBatchIsTheStepAnalyzePrintsWithItsTokensPerSecond) {
+  DecoderOverviewRequest r = overview_of("llama-3-8b", 1024);
+  r.batches = {1, 8, 64};
+  const DecoderOverview o = analyze_decoder_overview(r);
+  ASSERT_EQ(o.decode.size(), 3u);
+  ASSERT_EQ(o.prefill.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    DecoderRequest d;
+    d.phase = DecoderPhase::kDecode;
+    d.batch = r.batches[i];
+    d.context = 1024;
+    const Analysis whole = analyze(build_decoder(decoder_preset("llama-3-8b"), d, "x"), h100());
+    EXPECT_EQ(o.decode[i].totals.flops, whole.totals.flops);
+    EXPECT_EQ(o.decode[i].totals.fused_bytes_read, whole.totals.fused_bytes_read);
+    EXPECT_NEAR(o.decode[i].seconds(), whole.totals.fused_lower_bound_seconds, 1e-12);
+    EXPECT_DOUBLE_EQ(o.decode[i].tokens_per_second, static_cast<double>(r.batches[i]) / o.decode[i].seconds());
+    EXPECT_DOUBLE_EQ(o.prefill[i].tokens_per_second,
+                     256.0 * static_cast<double>(r.batches[i]) / o.prefill[i].seconds());
+  }
+  EXPECT_EQ(o.parameters, 8030261248u);
+  EXPECT_EQ(o.kv_bytes_per_token, 131072u);  // bf16
+  EXPECT_EQ(o.weight_bytes, 2 * 8030261248u);
+  EXPECT_EQ(o.capacity_bytes, h100().memory_capacity_bytes);
+  // the default batches: 1, 2, 4, ..., 256
+  const DecoderOverview d = analyze_decoder_overview(overview_of("llama-3-8b", 1024));
+  EXPECT_EQ(d.request.batches, (std::vector<std::int64_t>{1, 2, 4, 8, 16, 32, 64, 128, 256}));
+}
+
+TEST(DecoderOverviewTest, DecodeTurnsComputeBoundAtTheBatchTheWholeGraphSays) {
+  // a short context: the weights' GEMMs outgrow the cache's reads as the batch grows
+  const DecoderOverview o = analyze_decoder_overview(overview_of("llama-3-8b", 128));
+  ASSERT_TRUE(o.compute_bound_batch.has_value());
+  const std::int64_t n = *o.compute_bound_batch;
+  EXPECT_GT(n, 1);
+  EXPECT_TRUE(whole_graph_compute_bound("llama-3-8b", 128, n));
+  EXPECT_FALSE(whole_graph_compute_bound("llama-3-8b", 128, n - 1));
+  // at 4,096 tokens, each sequence's cache reads (512 MiB at 3.35 TB/s: 160 us) outweigh its share of the
+  // GEMMs (16 GFLOP at 989 TFLOP/s: 16 us) at every batch: it never turns
+  const DecoderOverview long_context = analyze_decoder_overview(overview_of("llama-3-8b", 4096));
+  EXPECT_FALSE(long_context.compute_bound_batch.has_value());
+  EXPECT_FALSE(whole_graph_compute_bound("llama-3-8b", 4096, 4096));
+}
+
+TEST(DecoderOverviewTest, MemoryIsTheWeightsAndTheCacheItKeeps) {
+  DecoderOverviewRequest r = overview_of("mistral-7b", 1024);  // sliding window 4096
+  r.batches = {1, 4, 16};
+  const DecoderOverview o = analyze_decoder_overview(r);
+  EXPECT_EQ(o.memory_batches, (std::vector<std::int64_t>{1, 4, 16}));
+  ASSERT_FALSE(o.memory.empty());
+  bool windowed = false;
+  for (const DecoderMemoryPoint& p : o.memory) {
+    EXPECT_EQ(p.weight_bytes, o.weight_bytes);
+    const std::int64_t held = std::min<std::int64_t>(p.context, 4096);
+    EXPECT_EQ(p.kv_bytes, o.kv_bytes_per_token * static_cast<std::uint64_t>(held * p.batch));
+    windowed = windowed || p.context > 4096;
+  }
+  EXPECT_TRUE(windowed);
+  EXPECT_EQ(o.memory.back().context, o.max_positions);
+}
+
+TEST(DecoderOverviewTest, BadRequestsAreOneClearError) {
+  DecoderOverviewRequest r = overview_of("llama-3-8b", 1024);
+  r.batches = {0};
+  EXPECT_EQ(error_of([&] { analyze_decoder_overview(r); }), "--batch 0 must be from 1 to 65536");
+  r.batches = {};
+  r.context = 8192;
+  EXPECT_EQ(error_of([&] { analyze_decoder_overview(r); }),
+            "--context 8192 and the step's new token are beyond the model's 8192 positions (max_position_embeddings)");
+  r.context = 1024;
+  r.prompt = 0;
+  EXPECT_EQ(error_of([&] { analyze_decoder_overview(r); }), "--prompt must be at least 1 (got 0)");
+  r.prompt = 512;
+  r.model = "cnn";
+  EXPECT_EQ(error_of([&] { analyze_decoder_overview(r); }),
+            "--format html: the model 'cnn' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)");
 }
 
 }  // namespace

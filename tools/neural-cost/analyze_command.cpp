@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "neuralcost/analyze_models.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/decoder_overview.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/hardware/interconnect.hpp"
 #include "neuralcost/models/reference.hpp"
@@ -14,8 +15,10 @@
 #include "neuralcost/parallel/serving_choice.hpp"
 #include "neuralcost/registry.hpp"
 #include "neuralcost/report/cost.hpp"
+#include "neuralcost/report/decoder_page.hpp"
 #include "neuralcost/report/llm_views.hpp"
 #include "neuralcost/report/parallel_views.hpp"
+#include "neuralcost/report/report_views.hpp"
 #include "neuralcost/report/training_views.hpp"
 #include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/training.hpp"
@@ -304,6 +307,47 @@ void run_serving_choice(const AnalyzeArgs& args, const CLI::App& cmd, const Form
        args.output);
 }
 
+/// Whether the output is the LLM page: --format html, or -o FILE.html without --format.
+bool wants_html(const AnalyzeArgs& args, const CLI::App& cmd) {
+  if (cmd.count("--format") > 0) return args.format == "html";
+  const std::string& o = args.output;
+  return o.size() > 5 && (o.compare(o.size() - 5, 5, ".html") == 0 || o.compare(o.size() - 4, 4, ".htm") == 0);
+}
+
+/// `analyze DECODER --format html`: the decoder's LLM page.
+void run_decoder_page(const AnalyzeArgs& args, const CLI::App& cmd) {
+  for (const char* option : {"--phase",         "--generate",       "--train",
+                             "--optimizer",     "--precision",      "--checkpoint",
+                             "--memory-budget", "--reserve",        "--target-ms-per-token",
+                             "--price-file",    "--price-per-hour", "--currency",
+                             "--parallel",      "--zero",           "--search",
+                             "--system",        "--link",           "--draft",
+                             "--draft-tokens",  "--acceptance",     "--seq",
+                             "--width",         "--depth",          "--input",
+                             "--dim",           "--structure-only"}) {
+    if (cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply with --format html (the LLM page of one decoder: both phases, "
+                              "--batch, --prompt, --context, --dtype, --weights, --hardware)",
+                              option));
+    }
+  }
+  if (args.models.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--format html needs exactly one model, a decoder preset or config.json (its LLM page)");
+  }
+  DecoderOverviewRequest request;
+  request.model = args.models.front();
+  if (cmd.count("--batch") > 0) request.batches = args.batches;
+  request.prompt = args.prompt;
+  request.context = args.context;
+  request.weights = args.weights;
+  if (cmd.count("--dtype") > 0) request.dtype = *parse_dtype(args.dtype);
+  request.hardware = hardware_for(args.hardware);
+  const DecoderOverview overview = analyze_decoder_overview(request);
+  emit(render_decoder_page(overview, load_vega_script(vega_directory())), args.output);
+}
+
 void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   const auto dtype = parse_dtype(args.dtype);
   const auto& compute = compute_dtypes();
@@ -311,6 +355,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--dtype '{}' is not one of fp64, fp32, tf32, fp16, bf16, int8, fp8", args.dtype));
   }
+  if (wants_html(args, cmd)) return run_decoder_page(args, cmd);
   const Format format = output_format(cmd, args.format, args.output);
   if (!args.draft.empty()) return run_speculative(args, cmd, format);
   if (cmd.count("--target-ms-per-token") > 0) return run_serving_choice(args, cmd, format);
@@ -540,10 +585,10 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--acceptance", args->acceptance,
                   "With --draft: the chance each drafted token is accepted (alpha, 0 to 1)")
       ->capture_default_str();
-  add_format_option(*cmd, args->format);
+  add_format_option(*cmd, args->format, "html (one decoder: its LLM page, with charts)");
   cmd->add_option("-o,--output", args->output,
                   "Write to this file (atomically) instead of stdout; without --format, the format follows its "
-                  "extension (.json, .csv, .md)");
+                  "extension (.json, .csv, .md, .html)");
   cmd->callback([args, cmd] { run_analyze(*args, *cmd); });
 }
 

@@ -16,7 +16,8 @@ void emit(const std::string& text, const std::string& output);
 /// chooses host's calibration (the ceilings of that many threads' cores; 0: one per CPU).
 HardwareSpec hardware_for(const std::string& id_or_path, int threads = 0);
 /// Adds --format with table|json|csv|md validation.
-void add_format_option(CLI::App& command, std::string& format);
+/// --format: table, json, csv or md; and html when `html` says what it gives (empty: no html).
+void add_format_option(CLI::App& command, std::string& format, const std::string& html = "");
 /// --format when given; else the format `output`'s extension names (-o out.json: JSON); else `format`'s default.
 Format output_format(const CLI::App& command, const std::string& format, const std::string& output);
 

@@ -2,6 +2,8 @@
 // roofline. Argument parsing and printing only; the work is in the neuralcost library.
 #include <atomic>
 #include <new>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -33,9 +35,11 @@ HardwareSpec hardware_for(const std::string& id_or_path, int threads) {
   return spec;
 }
 
-void add_format_option(CLI::App& command, std::string& format) {
-  command.add_option("--format", format, "Output format: table, json, csv or md")
-      ->check(CLI::IsMember({"table", "json", "csv", "md", "markdown"}))
+void add_format_option(CLI::App& command, std::string& format, const std::string& html) {
+  std::vector<std::string> names{"table", "json", "csv", "md", "markdown"};
+  if (!html.empty()) names.push_back("html");
+  command.add_option("--format", format, "Output format: table, json, csv, md" + (html.empty() ? "" : ", " + html))
+      ->check(CLI::IsMember(names))
       ->capture_default_str();
 }
 
