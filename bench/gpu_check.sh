@@ -13,8 +13,13 @@
 #   torch_probe.json, ncu_probe.out          the same ceilings through PyTorch/cuBLAS, and Nsight Compute's
 #                                              counters on kernels of known work (independent checks)
 #   record/                                   raw plugin answers and power samples ($NEURALCOST_GPU_RECORD)
+#   profile_torch_decoder_*.json              SmolLM2-135M's config (random weights) in the torch worker on
+#                                              cuda:0: decode at context 512 (bf16 batch 1 and 8, fp32
+#                                              batch 1) and prefill of 512 tokens, eager and torch.compile
 #   bad_input.txt                             --device cuda:7 and friends: one error line, exit 1
 #   steps.json, verdict.json                  each step's exit code and seconds; the issue's done-criteria
+# GPU_CHECK_ONLY="ceilings probes profile decoder bad_input" (any of them) runs those groups alone,
+# for a rerun of one part within a short device lease; unset, all run.
 # Every step runs under its own timeout and is recorded even when it fails or is skipped (with why).
 # Nothing here has run on a GPU yet: the first session with a device runs it, fixes, and commits what
 # it records as fixtures (tests/inputs/gpu/).
@@ -39,6 +44,8 @@ step() {
   echo "[gpu_check] $name: exit $rc" >&2
   return $rc
 }
+# want GROUP: whether GPU_CHECK_ONLY selects GROUP (all when unset)
+want() { [ -z "${GPU_CHECK_ONLY:-}" ] || [[ " $GPU_CHECK_ONLY " == *" $1 "* ]]; }
 skip() { printf '{"step": "%s", "skipped": "%s"}\n' "$1" "$2" >> "$steps"; echo "[gpu_check] $1: skipped: $2" >&2; }
 
 { nvidia-smi -q 2>&1 || echo "nvidia-smi: not available"; } > "$OUT/machine.txt"
@@ -81,24 +88,28 @@ step detect 30 "$bin" hardware detect --format json && cp "$OUT/detect.out" "$OU
 step backends 60 "$bin" backends --format json && cp "$OUT/backends.out" "$OUT/backends.json"
 
 # 3. ceilings beside the datasheet, and the counters on kernels of known work
-step calibrate 150 "$bin" hardware calibrate --device cuda:0 --counters --format json \
-  --spec-output "$OUT/measured_spec.json" && cp "$OUT/calibrate.out" "$OUT/gpu_calibration.json"
-if [ ! -s "$OUT/gpu_calibration.json" ]; then
-  # counters may be refused (ERR_NVGPUCTRPERM: see calibrate.err); the ceilings alone still count
-  step calibrate_no_counters 120 "$bin" hardware calibrate --device cuda:0 --format json \
-    --spec-output "$OUT/measured_spec.json" && cp "$OUT/calibrate_no_counters.out" "$OUT/gpu_calibration.json"
+if want ceilings; then
+  step calibrate 150 "$bin" hardware calibrate --device cuda:0 --counters --format json \
+    --spec-output "$OUT/measured_spec.json" && cp "$OUT/calibrate.out" "$OUT/gpu_calibration.json"
+  if [ ! -s "$OUT/gpu_calibration.json" ]; then
+    # counters may be refused (ERR_NVGPUCTRPERM: see calibrate.err); the ceilings alone still count
+    step calibrate_no_counters 120 "$bin" hardware calibrate --device cuda:0 --format json \
+      --spec-output "$OUT/measured_spec.json" && cp "$OUT/calibrate_no_counters.out" "$OUT/gpu_calibration.json"
+  fi
 fi
 
 # 3b. the same ceilings through PyTorch's kernels and cuBLAS, an independent check of the plugin's;
 #     and Nsight Compute's counters on kernels of known work, an independent check of the range profiler
 py_sys=$(command -v python3)
-step torch_probe 120 "$py_sys" bench/gpu_torch_probe.py "$OUT/torch_probe.json"
-if command -v ncu > /dev/null; then
-  step ncu_probe 120 ncu --clock-control none --csv --metrics \
-    dram__bytes_read.sum,dram__bytes_write.sum,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,smsp__sass_thread_inst_executed_op_fmul_pred_on.sum,smsp__inst_executed.sum,gpc__cycles_elapsed.max \
-    "$py_sys" bench/gpu_torch_probe.py "$OUT/ncu_probe_kernels.json" --ncu
-else
-  skip ncu_probe "ncu is not on PATH"
+if want probes; then
+  step torch_probe 120 "$py_sys" bench/gpu_torch_probe.py "$OUT/torch_probe.json"
+  if command -v ncu > /dev/null; then
+    step ncu_probe 120 ncu --clock-control none --csv --metrics \
+      dram__bytes_read.sum,dram__bytes_write.sum,smsp__sass_thread_inst_executed_op_ffma_pred_on.sum,smsp__sass_thread_inst_executed_op_fadd_pred_on.sum,smsp__sass_thread_inst_executed_op_fmul_pred_on.sum,smsp__inst_executed.sum,gpc__cycles_elapsed.max \
+      "$py_sys" bench/gpu_torch_probe.py "$OUT/ncu_probe_kernels.json" --ncu
+  else
+    skip ncu_probe "ncu is not on PATH"
+  fi
 fi
 
 # 4. measured runs: the torch worker on cuda:0 (the second framework on this GPU is not there yet:
@@ -107,13 +118,29 @@ py=${NEURALCOST_PYTHON:-}
 [ -n "$py" ] || { [ -x .venv/bin/python3 ] && py=$PWD/.venv/bin/python3; } || py=$(command -v python3)
 if [ -n "$py" ] && "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null; then
   export NEURALCOST_PYTHON=$py  # the workers' interpreter (docs/worker-protocol.md)
-  step export_resnet18 120 "$py" bench/gpu_resnet18.py "$OUT/resnet18.pt2" 32
-  step profile_torch_resnet18 200 "$bin" profile --model "$OUT/resnet18.pt2" --input x=32x3x224x224 --backend torch \
-    --device cuda:0 --mode eager,compiled --budget 5 --format json \
-    && cp "$OUT/profile_torch_resnet18.out" "$OUT/profile_torch_resnet18.json"
-  step profile_torch_reference 160 "$bin" profile --model cnn,transformer --backend torch --device cuda:0 \
-    --mode eager,compiled --batch 32 --budget 3 --format json \
-    && cp "$OUT/profile_torch_reference.out" "$OUT/profile_torch_reference.json"
+  if want profile; then
+    step export_resnet18 120 "$py" bench/gpu_resnet18.py "$OUT/resnet18.pt2" 32
+    step profile_torch_resnet18 200 "$bin" profile --model "$OUT/resnet18.pt2" --input x=32x3x224x224 --backend torch \
+      --device cuda:0 --mode eager,compiled --budget 5 --format json \
+      && cp "$OUT/profile_torch_resnet18.out" "$OUT/profile_torch_resnet18.json"
+    step profile_torch_reference 160 "$bin" profile --model cnn,transformer --backend torch --device cuda:0 \
+      --mode eager,compiled --batch 32 --budget 3 --format json \
+      && cp "$OUT/profile_torch_reference.out" "$OUT/profile_torch_reference.json"
+  fi
+  # a small real decoder (issue 25): time per output token and time to first token on the GPU, with
+  # its roofline; SmolLM2-135M's own config, random weights, transformers' model class, nothing fetched
+  if want decoder; then
+    cfg=data/decoders/smollm2-135m.json
+    step profile_torch_decoder_decode 200 "$bin" profile "$cfg" --phase decode --context 512 --batch 1,8 \
+      --dtype bf16 --backend torch --device cuda:0 --mode eager,compiled --budget 3 --format json \
+      && cp "$OUT/profile_torch_decoder_decode.out" "$OUT/profile_torch_decoder_decode.json"
+    step profile_torch_decoder_prefill 120 "$bin" profile "$cfg" --phase prefill --prompt 512 --batch 1 \
+      --dtype bf16 --backend torch --device cuda:0 --mode eager,compiled --budget 3 --format json \
+      && cp "$OUT/profile_torch_decoder_prefill.out" "$OUT/profile_torch_decoder_prefill.json"
+    step profile_torch_decoder_fp32 75 "$bin" profile "$cfg" --phase decode --context 512 --batch 1 \
+      --dtype fp32 --backend torch --device cuda:0 --mode eager --budget 3 --format json \
+      && cp "$OUT/profile_torch_decoder_fp32.out" "$OUT/profile_torch_decoder_fp32.json"
+  fi
 else
   skip profile_torch "no CUDA-enabled torch in $py (set NEURALCOST_PYTHON to one)"
 fi
@@ -121,7 +148,7 @@ skip profile_libtorch_cuda "the LibTorch plugin has no CUDA build yet (issue 17 
 skip profile_jax_cuda "JAX's CUDA plugin is not in .venv, and the device machine has no network to install it"
 
 # 5. bad input: one error line and exit 1
-{
+want bad_input && {
   for args in "hardware calibrate --device cuda:7" "hardware calibrate --device cuda:x" \
               "hardware calibrate --device cuda:0 --threads 2" "profile --model ff --device cuda:7"; do
     # shellcheck disable=SC2086
@@ -169,6 +196,19 @@ for name in ("profile_torch_resnet18.json", "profile_torch_reference.json"):
     except (OSError, ValueError, KeyError):
         pass
 verdict["efficiencies_above_100pct"] = [e for e in effs if e > 1]
+decoder = []
+for name in ("decode", "prefill", "fp32"):
+    try:
+        for run in json.load(open(os.path.join(out, f"profile_torch_decoder_{name}.json")))["runs"]:
+            t = run.get("timing") or {}
+            decoder.append({"phase": run["contract"].get("model_sizes"), "dtype": run["contract"].get("dtype"),
+                            "mode": run.get("mode"), "batch": run.get("batch"), "failed": run.get("failed"),
+                            "median_seconds": t.get("median_seconds"), "bound": run.get("bound"),
+                            "efficiency": run.get("efficiency"), "fused_efficiency": run.get("fused_efficiency"),
+                            "verdict": t.get("verdict")})
+    except (OSError, ValueError, KeyError) as e:
+        decoder.append({"file": name, "not read": str(e)})
+verdict["decoder"] = decoder
 verdict["per_layer_counters_vs_counted"] = "not collected yet: counters per framework layer need the CUPTI profiler inside the run (docs/gpu.md)"
 json.dump(verdict, open(os.path.join(out, "verdict.json"), "w"), indent=1)
 print(json.dumps(verdict, indent=1))

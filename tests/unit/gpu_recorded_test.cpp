@@ -175,6 +175,29 @@ TEST(GpuRecordedTest, AProfileOnTheH200StaysUnderItsFusedBound) {
   }
 }
 
+TEST(GpuRecordedTest, ADecodeStepOnTheH200IsNeverFasterThanItsBoundOrItsLaunchFloor) {
+  // `profile data/decoders/smollm2-135m.json --phase decode --context 512 --batch 1,8 --dtype bf16
+  // --backend torch --device cuda:0 --mode eager,compiled --budget 3` (bench/gpu_check.sh, group
+  // decoder; per-op rows dropped): transformers 5.17 in Python launches a kernel per op, so the step
+  // takes 20-33 ms where its roofline bound is 64-120 us and its launch floor 1.6 ms
+  const std::string path = std::string(NEURALCOST_TEST_INPUTS) + "/gpu/h200_profile_decoder.json";
+  const ResultsFile f = read_results(path);
+  ASSERT_EQ(f.runs.size(), 4u);  // eager and compiled at batch 1 and 8
+  const nlohmann::json doc = nlohmann::json::parse(recorded("h200_profile_decoder.json"));
+  for (std::size_t i = 0; i < f.runs.size(); ++i) {
+    const ResultRun& run = f.runs[i];
+    EXPECT_EQ(run.contract.at("gpu.name"), "NVIDIA H200");
+    EXPECT_THAT(run.contract.at("model_sizes"), HasSubstr("decode of 1 token per sequence over a KV cache of 512"));
+    EXPECT_EQ(run.contract.at("dtype"), "bf16");
+    EXPECT_GT(run.fused_efficiency, 0.0);
+    EXPECT_LT(run.fused_efficiency, 0.01);  // under 1 %: the GPU waits for the host
+    const double floor = doc.at("runs")[i].at("totals").at("launch_floor").at("fused_floor_seconds").get<double>();
+    EXPECT_GT(floor, 1e-3);                     // 549 kernels after fusion, 3 us each
+    EXPECT_GT(run.ci95_low_seconds, floor);     // slower than the floor in every round
+    EXPECT_GT(run.median_seconds, 10 * floor);  // and by far: the host's Python sets the pace
+  }
+}
+
 TEST(GpuRecordedTest, RoundsOfASecondOrMoreCarryPlausiblePower) {
   // `profile --model cnn,transformer --backend torch --device cuda:0 --batch 256 --rounds 6 --budget 8
   // --target-ci 0.0001` on the H200: rounds of about 1.3 s, long enough for NVML's averages
