@@ -187,7 +187,10 @@ void add(StepSums& to, const StepSums& s) {
 
 DecoderStep analyze_decoder_step(const DecoderConfig& config, const DecoderRequest& request,
                                  const HardwareSpec& hardware, const std::string& name) {
-  const bool alike = config.moe_layer_count() == 0 || config.moe_layer_count() == config.layers;
+  // layers alike: every one dense or every one with experts, and one window for all (gemma2's
+  // alternate between a window and none)
+  const bool alike =
+      (config.moe_layer_count() == 0 || config.moe_layer_count() == config.layers) && config.sliding_layers.empty();
   if (!alike || config.layers < 3) {
     const Analysis a = analyze(build_decoder(config, request, name), hardware);
     return {a.totals, signature_of(a)};

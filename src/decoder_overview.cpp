@@ -106,13 +106,11 @@ DecoderOverview analyze_decoder_overview(const DecoderOverviewRequest& request) 
   contexts.push_back(config.max_positions);
   for (const std::int64_t batch : chosen) {
     for (const std::int64_t c : contexts) {
-      const std::int64_t held = config.sliding_window > 0 ? std::min(c, config.sliding_window) : c;
       DecoderMemoryPoint p;
       p.context = c;
       p.batch = batch;
       p.weight_bytes = out.weight_bytes;
-      p.kv_bytes = checked_mul(checked_mul(out.kv_bytes_per_token, static_cast<std::uint64_t>(held), "KV bytes"),
-                               static_cast<std::uint64_t>(batch), "KV bytes");
+      p.kv_bytes = checked_mul(kv_cache_bytes(config, request.dtype, c), static_cast<std::uint64_t>(batch), "KV bytes");
       out.memory.push_back(p);
     }
   }

@@ -108,7 +108,8 @@ struct GenerationEstimate {
 };
 
 /// A decoder step's totals, and the roof and memory level of each op and fusion group (its
-/// signature). A decoder whose layers are alike (every layer dense, or every one with experts) is
+/// signature). A decoder whose layers are alike (every layer dense, or every one with experts, and
+/// one attention window for all: not gemma2's alternating ones) is
 /// analysed as graphs of one and of two layers: each further layer adds what the second added (its
 /// ops, and the fusion across the boundary before it), and the whole model's state decides the
 /// memory levels, so L layers' totals are t1 + (L − 1)·(t2 − t1), equal to the whole graph's

@@ -36,8 +36,8 @@ struct DecoderOverviewStep {
   double tokens_per_second = 0;
 };
 
-/// Weights and KV cache of `batch` sequences of `context` tokens (the cache holds min(context,
-/// sliding window) of each); activations are not counted.
+/// Weights and KV cache of `batch` sequences of `context` tokens (kv_cache_bytes: a layer with a
+/// sliding window holds min(context, window) of each); activations are not counted.
 struct DecoderMemoryPoint {
   std::int64_t context = 0;
   std::int64_t batch = 1;

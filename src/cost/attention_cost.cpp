@@ -76,6 +76,13 @@ void cost_attention(const OpRecord& op, OpCost& cost) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'dropout' must be in [0, 1), got {}", dropout));
   }
   if (dropout > 0) add_flops(cost, product({heads, pairs}));  // keep mask and 1/(1-p), one multiply per score
+  // gemma2's soft-capping of the scores, cap · tanh(s / cap): a divide, a tanh and a multiply each
+  const double softcap = op.attributes.get_double("softcap", 0.0);
+  if (softcap < 0) throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'softcap' {} is negative", softcap));
+  if (softcap > 0) {
+    add_flops(cost, product({heads, 3, pairs}));
+    add_transcendentals(cost, product({heads, pairs}));
+  }
   // softmax over each row's kept keys: 5n - 2 per row (max, subtract, exp, sum, divide)
   add_flops(cost, product({heads, 5, pairs}) - product({heads, 2, rows}));
   add_transcendentals(cost, product({heads, pairs}));

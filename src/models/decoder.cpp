@@ -230,9 +230,10 @@ std::uint64_t decoder_parameter_count(const DecoderConfig& c) {
                     : 0;
   const std::uint64_t norm = c.layer_norm ? 2 * e : e;  // LayerNorm's weight and bias; RMSNorm's weight
   const std::uint64_t moe_layers = dim(c.moe_layer_count()), dense_layers = dim(c.layers) - moe_layers;
-  const std::uint64_t layers = checked_add(
-      checked_add(product({dim(c.layers), attention + 2 * norm}), product({moe_layers, sparse}), "parameters"),
-      product({dense_layers, dense}), "parameters");
+  const std::uint64_t layers =
+      checked_add(checked_add(product({dim(c.layers), attention + (c.sandwich_norms ? 4 : 2) * norm}),
+                              product({moe_layers, sparse}), "parameters"),
+                  product({dense_layers, dense}), "parameters");
   const std::uint64_t embeddings = product({c.tied_embeddings ? 1u : 2u, dim(c.vocab), e}) +
                                    (c.learned_positions ? product({dim(c.max_positions), e}) : 0);
   return checked_add(checked_add(layers, embeddings, "parameters"), norm, "parameters");
@@ -293,21 +294,10 @@ Names names_of(const DecoderConfig& c) {
             "gpt_neox.rotary_emb",
             "embed_out"};
   }
-  return {"model.embed_tokens",
-          "",
-          "model.layers",
-          "self_attn",
-          "qkv_proj",
-          "o_proj",
-          "input_layernorm",
-          "post_attention_layernorm",
-          "mlp",
-          "up_proj",
-          "down_proj",
-          "act_fn",
-          "model.norm",
-          "model.rotary_emb",
-          "lm_head"};
+  return {"model.embed_tokens", "", "model.layers", "self_attn", "qkv_proj", "o_proj", "input_layernorm",
+          // gemma2's post_attention_layernorm is on the attention's output; its MLP's is this one
+          c.sandwich_norms ? "pre_feedforward_layernorm" : "post_attention_layernorm", "mlp", "up_proj", "down_proj",
+          "act_fn", "model.norm", "model.rotary_emb", "lm_head"};
 }
 
 /// The shapes of one layer's weights that a quantized model stores quantized (build_decoder's).
@@ -366,6 +356,15 @@ std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& c, DType dtype) {
   return product({2, dim(c.layers), dim(c.kv_heads), dim(c.head_dim), dtype_bytes(dtype)});
 }
 
+std::uint64_t kv_cache_bytes(const DecoderConfig& c, DType dtype, std::int64_t context) {
+  std::uint64_t tokens = 0;
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    const std::int64_t w = c.window_of(l);
+    tokens = checked_add(tokens, dim(w > 0 ? std::min(context, w) : context), "KV cache tokens");
+  }
+  return product({2, tokens, dim(c.kv_heads), dim(c.head_dim), dtype_bytes(dtype)});
+}
+
 OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std::string& name) {
   const bool decode = r.phase == DecoderPhase::kDecode;
   for (const auto& [what, value] : {std::pair<const char*, std::int64_t>{"batch", r.batch},
@@ -390,8 +389,9 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
   // a sliding window of W (mistral, phi3, qwen2 with use_sliding_window): each query attends to its
   // W most recent keys, and the cache keeps the W - 1 before the step's tokens (transformers'
   // sliding-window cache layer), so a decode step reads at most W - 1 + t cached and new keys
+  // (gemma2: on the layers layer_types names; the others attend to every key)
   const bool windowed = c.sliding_window > 0 && keys > c.sliding_window;
-  const std::int64_t kept_keys = windowed && decode ? std::min(keys, c.sliding_window - 1 + r.tokens) : keys;
+  const auto windowed_at = [&](std::int64_t layer) { return c.window_of(layer) > 0 && keys > c.window_of(layer); };
   const std::int64_t batch = r.batch, e = c.hidden, d = c.head_dim, h = c.heads, kv = c.kv_heads;
   const DecoderConfig& cq = r.weights.empty() ? c : with_weights(c, r.weights);
   Builder b(name, r.dtype, cq.quantization);
@@ -449,6 +449,8 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
   std::uint64_t cache_read = 0;
   for (std::int64_t l = 0; l < c.layers; ++l) {
     const std::string p = fmt::format("{}.{}", nm.layers, l), a = p + "." + nm.attn;
+    const bool windowed_here = windowed_at(l);
+    const std::int64_t kept_keys = windowed_here && decode ? std::min(keys, c.sliding_window - 1 + r.tokens) : keys;
     const auto norm = [&](const std::string& which, const TensorDesc& in) {
       return c.layer_norm ? b.layer_norm(p + "." + which, in) : b.rms_norm(p + "." + which, in, c.norm_offset);
     };
@@ -491,14 +493,16 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     // step's queries see the cache and the new tokens up to their own (causal, bottom right)
     TensorDesc o = b.op(OpKind::kAttention, a + "#attention", {q, keys_in, values_in}, {batch, h, t, d}, {},
                         std::nullopt, [&](OpRecord& op) {
-                          op.attributes.set("causal", !decode || t > 1 || windowed);
-                          if (decode && (t > 1 || windowed))
+                          op.attributes.set("causal", !decode || t > 1 || windowed_here);
+                          if (decode && (t > 1 || windowed_here))
                             op.attributes.set("causal_alignment", std::string("bottom_right"));
-                          if (windowed) op.attributes.set("window", c.sliding_window);
+                          if (windowed_here) op.attributes.set("window", c.sliding_window);
+                          if (c.attention_softcap > 0) op.attributes.set("softcap", c.attention_softcap);
                         });
     o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, d});
     o = b.view(a + "#reshape", o, {batch, t, h * d});
     o = b.linear(a + "." + nm.o, o, e, c.output_bias);
+    if (c.sandwich_norms) o = norm("post_attention_layernorm", o);  // gemma2: on the attention's output
     const TensorDesc before = x;
     // gpt_neox's parallel residual: the MLP reads the layer's input, not the attention's sum
     if (!c.parallel_residual) x = b.elementwise(OpKind::kBinary, p + "#residual_attention", "add", {x, o});
@@ -532,8 +536,9 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     }
     const TensorDesc gate = b.elementwise(
         OpKind::kActivation, p + (c.fused_projections ? ".mlp.activation_fn" : ".mlp.act_fn"), c.activation, {gate_in});
-    const TensorDesc down = b.linear(
-        p + ".mlp.down_proj", b.elementwise(OpKind::kBinary, p + ".mlp#gate_up", "mul", {gate, up}), e, c.mlp_bias);
+    TensorDesc down = b.linear(p + ".mlp.down_proj",
+                               b.elementwise(OpKind::kBinary, p + ".mlp#gate_up", "mul", {gate, up}), e, c.mlp_bias);
+    if (c.sandwich_norms) down = norm("post_feedforward_layernorm", down);  // gemma2: on the MLP's output
     x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, down});
   }
   x = c.layer_norm ? b.layer_norm(nm.final_norm, x) : b.rms_norm(nm.final_norm, x, c.norm_offset);
@@ -542,28 +547,40 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
   if (!decode && t > 1) {
     x = b.op(OpKind::kSlice, "model#last_position", {x}, {batch, 1, e});
   }
-  const TensorDesc logits =
-      b.linear(nm.lm_head, x, c.vocab, false, c.tied_embeddings ? nm.embed + ".weight" : "", true);
+  TensorDesc logits = b.linear(nm.lm_head, x, c.vocab, false, c.tied_embeddings ? nm.embed + ".weight" : "", true);
+  if (c.final_softcap > 0) {  // gemma2: cap · tanh(logits / cap), as three ops
+    logits = b.elementwise(OpKind::kBinary, nm.lm_head + "#softcap_divide", "div", {logits}, true);
+    logits = b.elementwise(OpKind::kActivation, nm.lm_head + "#softcap_tanh", "tanh", {logits});
+    logits = b.elementwise(OpKind::kBinary, nm.lm_head + "#softcap_scale", "mul", {logits}, true);
+  }
   g.mark_output(logits.name);
   g.set_batch(batch);
-  g.add_note(decode && t > 1
-                 ? fmt::format("verify: {} new tokens per sequence at a context of {} cached tokens (up to {} keys "
-                               "attended, causal among the new ones), logits for each; the KV cache read is {} B",
-                               t, r.context, std::min(keys, windowed ? c.sliding_window : keys), grouped(cache_read))
-             : decode
-                 ? fmt::format("decode: one token per sequence at a context of {} cached tokens ({} keys attended); "
-                               "the KV cache read is {} B at this batch",
-                               r.context, windowed ? c.sliding_window : keys, grouped(cache_read))
-                 : fmt::format("prefill: {} prompt tokens per sequence, causal attention; logits of the last position "
-                               "only (logits_to_keep = 1)",
-                               r.prompt));
+  g.add_note(
+      decode && t > 1
+          ? fmt::format("verify: {} new tokens per sequence at a context of {} cached tokens (up to {} keys "
+                        "attended, causal among the new ones), logits for each; the KV cache read is {} B",
+                        t, r.context, std::min(keys, windowed && c.sliding_layers.empty() ? c.sliding_window : keys),
+                        grouped(cache_read))
+      : decode
+          ? fmt::format("decode: one token per sequence at a context of {} cached tokens ({} keys attended); "
+                        "the KV cache read is {} B at this batch",
+                        r.context, windowed && c.sliding_layers.empty() ? c.sliding_window : keys, grouped(cache_read))
+          : fmt::format("prefill: {} prompt tokens per sequence, causal attention; logits of the last position "
+                        "only (logits_to_keep = 1)",
+                        r.prompt));
   g.add_note(fmt::format(
       "{}: {} layers, {} heads ({} kv heads, head_dim {}), {} parameters, KV cache {} B per token in {}; {}",
       c.architecture, c.layers, c.heads, c.kv_heads, c.head_dim, grouped(decoder_parameter_count(c)),
       grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype), c.source));
   if (windowed) {
+    std::int64_t sliding = 0;
+    for (std::int64_t l = 0; l < c.layers; ++l) sliding += c.window_of(l) > 0;
     g.add_note(fmt::format(
-        "sliding window of {}: each query attends to its {} most recent keys{}", c.sliding_window, c.sliding_window,
+        "sliding window of {}{}: each query attends to its {} most recent keys{}", c.sliding_window,
+        sliding < c.layers
+            ? fmt::format(" on {} of the {} layers (layer_types; the others attend to every key)", sliding, c.layers)
+            : "",
+        c.sliding_window,
         decode ? fmt::format(", and the cache keeps the {} before this step's tokens (a sliding-window "
                              "cache, as transformers keeps it)",
                              c.sliding_window - 1)

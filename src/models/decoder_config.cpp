@@ -218,10 +218,57 @@ std::optional<json> decoder_config_file(const std::string& path) {
   return j;
 }
 
+namespace {
+
+/// gemma2's own fields, absent ones as Gemma2Config reads them: a sliding window of 4096 on the
+/// layers that layer_types names (every other one, the first included, by default), four norms a
+/// layer, attention scores soft-capped at 50 and the final logits at 30.
+void gemma2_fields(const json& c, const std::string& where, DecoderConfig& d) {
+  if (flag_field(c, where, "use_bidirectional_attention", false)) {
+    throw Error(
+        ErrorCode::kUnimplemented,
+        fmt::format("{}: field 'use_bidirectional_attention' is true: only causal attention is modeled", where));
+  }
+  d.sliding_window = c.contains("sliding_window") && c["sliding_window"].is_null()
+                         ? 0
+                         : size_field(c, where, "sliding_window", std::int64_t{4096});
+  d.sliding_layers.assign(static_cast<std::size_t>(d.layers), false);
+  if (c.contains("layer_types") && !c["layer_types"].is_null()) {
+    const json& types = c["layer_types"];
+    if (!types.is_array() || types.size() != static_cast<std::size_t>(d.layers)) {
+      throw bad(where, fmt::format("field 'layer_types' must list one type for each of the {} layers", d.layers));
+    }
+    for (std::size_t l = 0; l < types.size(); ++l) {
+      const std::string type = types[l].is_string() ? types[l].get<std::string>() : types[l].dump();
+      if (type != "sliding_attention" && type != "full_attention") {
+        throw bad(where, fmt::format("field 'layer_types' holds '{}' at layer {}: each must be sliding_attention or "
+                                     "full_attention",
+                                     type, l));
+      }
+      d.sliding_layers[l] = type == "sliding_attention";
+    }
+  } else {
+    for (std::size_t l = 0; l < d.sliding_layers.size(); ++l) d.sliding_layers[l] = (l + 1) % 2 == 1;
+  }
+  d.sandwich_norms = true;
+  const auto cap = [&](const char* field, double fallback) {
+    if (!c.contains(field)) return fallback;
+    if (c[field].is_null()) return 0.0;
+    if (!c[field].is_number() || !(c[field].get<double>() > 0)) {
+      throw bad(where, fmt::format("field '{}' must be a positive number or null, got {}", field, c[field].dump()));
+    }
+    return c[field].get<double>();
+  };
+  d.attention_softcap = cap("attn_logit_softcapping", 50.0);
+  d.final_softcap = cap("final_logit_softcapping", 30.0);
+}
+
+}  // namespace
+
 DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!c.is_object()) throw bad(where, "a config must be a JSON object");
-  static const std::set<std::string> supported = {"llama",   "mistral", "qwen2", "qwen2_moe", "qwen3",   "qwen3_moe",
-                                                  "mixtral", "gemma",   "phi3",  "gpt2",      "gpt_neox"};
+  static const std::set<std::string> supported = {"llama",   "mistral", "qwen2",  "qwen2_moe", "qwen3", "qwen3_moe",
+                                                  "mixtral", "gemma",   "gemma2", "phi3",      "gpt2",  "gpt_neox"};
   const auto type = c.find("model_type");
   if (type == c.end() || !type->is_string()) throw bad(where, "field 'model_type' is missing or not a string");
   DecoderConfig d;
@@ -229,7 +276,7 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!supported.count(d.architecture)) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
-                            "qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, gemma, phi3, gpt2, gpt_neox)",
+                            "qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, gemma, gemma2, phi3, gpt2, gpt_neox)",
                             where, d.architecture));
   }
   if (d.architecture == "gpt2") return parse_gpt2(c, where);
@@ -251,8 +298,10 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   }
   // the gated MLP's activation: SiLU (SwiGLU), or for gemma GELU's tanh form (GeGLU; transformers
   // reads gemma's legacy "gelu" as gelu_pytorch_tanh)
-  const bool gemma = d.architecture == "gemma";
-  const auto act_field = c.find("hidden_act");
+  const bool gemma2 = d.architecture == "gemma2";
+  const bool gemma = d.architecture == "gemma" || gemma2;
+  // gemma2 reads its activation from hidden_activation (Gemma2MLP), default gelu_pytorch_tanh
+  const auto act_field = c.find(gemma2 ? "hidden_activation" : "hidden_act");
   if (act_field != c.end() && !act_field->is_null() && !act_field->is_string()) {
     throw bad(where, fmt::format("field 'hidden_act' must be a string, got {}", act_field->dump()));
   }
@@ -264,13 +313,13 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
     d.activation = gelu_of(c, where, "hidden_act", "gelu");
   } else if (act == "silu") {
     d.activation = "silu";
-  } else if (gemma && (act == "gelu_pytorch_tanh" || act == "gelu")) {
+  } else if (gemma && (act == "gelu_pytorch_tanh" || (act == "gelu" && !gemma2))) {
     d.activation = "gelu_tanh";
   } else {
     throw Error(ErrorCode::kUnimplemented,
-                fmt::format("{}: field 'hidden_act' is '{}': the gated MLP is modeled with silu (and, for gemma, "
+                fmt::format("{}: field '{}' is '{}': the gated MLP is modeled with silu (and, for gemma and gemma2, "
                             "gelu_pytorch_tanh)",
-                            where, act));
+                            where, gemma2 ? "hidden_activation" : "hidden_act", act));
   }
   // rotary positions on part of each head change the count; scaled frequencies (llama3, yarn,
   // longrope, ...) do not: the same product of frequencies and positions
@@ -300,12 +349,13 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   d.hidden = size_field(c, where, "hidden_size", std::nullopt);
   d.layers = size_field(c, where, "num_hidden_layers", std::nullopt);
   d.heads = size_field(c, where, "num_attention_heads", std::nullopt);
-  d.kv_heads = size_field(c, where, "num_key_value_heads", d.heads);
+  // absent fields as Gemma2Config reads them: 4 KV heads, head_dim 256
+  d.kv_heads = size_field(c, where, "num_key_value_heads", gemma2 ? std::int64_t{4} : d.heads);
   d.intermediate = size_field(c, where, "intermediate_size", std::nullopt);
   d.vocab = size_field(c, where, "vocab_size", std::nullopt);
   d.max_positions = size_field(c, where, "max_position_embeddings", std::nullopt);
-  if (d.architecture == "qwen3" && (!c.contains("head_dim") || c["head_dim"].is_null())) {
-    d.head_dim = 128;  // Qwen3Config's default, whatever hidden_size / num_attention_heads is
+  if ((d.architecture == "qwen3" || gemma2) && (!c.contains("head_dim") || c["head_dim"].is_null())) {
+    d.head_dim = gemma2 ? 256 : 128;  // Qwen3Config's and Gemma2Config's defaults, whatever hidden / heads is
   } else if (!c.contains("head_dim") || c["head_dim"].is_null()) {
     if (d.hidden % d.heads != 0) {
       throw bad(where,
@@ -331,6 +381,7 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
     d.embedding_scale = true;  // GemmaTextScaledWordEmbedding: · sqrt(hidden_size)
     d.norm_offset = true;      // GemmaRMSNorm: · (1 + weight)
   }
+  if (gemma2) gemma2_fields(c, where, d);
   if (d.architecture == "phi3") {
     d.fused_projections = true;  // Phi3: qkv_proj and gate_up_proj, each split by views
     if (c.contains("sliding_window") && !c["sliding_window"].is_null())
@@ -424,9 +475,10 @@ std::int64_t DecoderConfig::moe_layer_count() const {
 
 const std::vector<std::string>& decoder_preset_names() {
   static const std::vector<std::string> names = {
-      "llama-2-7b", "llama-2-13b", "llama-2-70b",       "llama-3-8b", "llama-3-70b",  "llama-3.1-405b",
-      "mistral-7b", "qwen2.5-7b",  "mixtral-8x7b",      "gemma-2b",   "gemma-7b",     "phi-3-mini-4k",
-      "gpt2",       "pythia-160m", "qwen1.5-moe-a2.7b", "qwen3-8b",   "qwen3-30b-a3b"};
+      "llama-2-7b",     "llama-2-13b",   "llama-2-70b", "llama-3-8b",   "llama-3-70b",
+      "llama-3.1-405b", "mistral-7b",    "qwen2.5-7b",  "mixtral-8x7b", "gemma-2b",
+      "gemma-7b",       "phi-3-mini-4k", "gpt2",        "pythia-160m",  "qwen1.5-moe-a2.7b",
+      "qwen3-8b",       "qwen3-30b-a3b", "gemma-2-2b",  "gemma-2-9b",   "gemma-2-27b"};
   return names;
 }
 
@@ -597,6 +649,54 @@ DecoderConfig decoder_preset(const std::string& name) {
          {"vocab_size", 256000},
          {"max_position_embeddings", 8192},
          {"hidden_act", "gelu"}}}},
+      {"gemma-2-2b",
+       {"google/gemma-2-2b config.json",
+        {{"model_type", "gemma2"},
+         {"hidden_size", 2304},
+         {"num_hidden_layers", 26},
+         {"num_attention_heads", 8},
+         {"num_key_value_heads", 4},
+         {"head_dim", 256},
+         {"intermediate_size", 9216},
+         {"vocab_size", 256000},
+         {"max_position_embeddings", 8192},
+         {"sliding_window", 4096},
+         {"attn_logit_softcapping", 50.0},
+         {"final_logit_softcapping", 30.0},
+         {"query_pre_attn_scalar", 256},
+         {"hidden_activation", "gelu_pytorch_tanh"}}}},
+      {"gemma-2-9b",
+       {"google/gemma-2-9b config.json",
+        {{"model_type", "gemma2"},
+         {"hidden_size", 3584},
+         {"num_hidden_layers", 42},
+         {"num_attention_heads", 16},
+         {"num_key_value_heads", 8},
+         {"head_dim", 256},
+         {"intermediate_size", 14336},
+         {"vocab_size", 256000},
+         {"max_position_embeddings", 8192},
+         {"sliding_window", 4096},
+         {"attn_logit_softcapping", 50.0},
+         {"final_logit_softcapping", 30.0},
+         {"query_pre_attn_scalar", 256},
+         {"hidden_activation", "gelu_pytorch_tanh"}}}},
+      {"gemma-2-27b",
+       {"google/gemma-2-27b config.json",
+        {{"model_type", "gemma2"},
+         {"hidden_size", 4608},
+         {"num_hidden_layers", 46},
+         {"num_attention_heads", 32},
+         {"num_key_value_heads", 16},
+         {"head_dim", 128},
+         {"intermediate_size", 36864},
+         {"vocab_size", 256000},
+         {"max_position_embeddings", 8192},
+         {"sliding_window", 4096},
+         {"attn_logit_softcapping", 50.0},
+         {"final_logit_softcapping", 30.0},
+         {"query_pre_attn_scalar", 144},
+         {"hidden_activation", "gelu_pytorch_tanh"}}}},
       {"gemma-7b",
        {"google/gemma-7b config.json",
         {{"model_type", "gemma"},

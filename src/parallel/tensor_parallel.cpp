@@ -92,6 +92,31 @@ ServingCapacity serving_capacity(const DecoderConfig& config, DType dtype, std::
   const std::uint64_t block = out.kv_bytes_per_token * static_cast<std::uint64_t>(block_tokens);
   const std::uint64_t blocks = block > 0 ? out.usable_bytes / block : 0;
   out.cache_tokens = blocks * static_cast<std::uint64_t>(block_tokens);
+  if (!config.sliding_layers.empty()) {
+    // gemma2: layers with a window hold min(C, W) tokens, the others C, each in whole blocks of its own
+    const std::uint64_t layer_block = block / static_cast<std::uint64_t>(config.layers);
+    const auto bytes_at = [&](std::int64_t c) {
+      std::uint64_t n = 0;
+      for (std::int64_t l = 0; l < config.layers; ++l) {
+        const std::int64_t w = config.window_of(l), held = w > 0 ? std::min(c, w) : c;
+        n += static_cast<std::uint64_t>((held + block_tokens - 1) / block_tokens) * layer_block;
+      }
+      return n;
+    };
+    out.sequences = out.usable_bytes / bytes_at(context);
+    // the longest sequence: the most whole blocks whose bytes fit each sequence's share
+    const std::uint64_t share = out.usable_bytes / static_cast<std::uint64_t>(concurrency);
+    std::int64_t lo = 0, hi = config.max_positions;
+    while (lo < hi) {
+      const std::int64_t mid = lo + (hi - lo + 1) / 2;
+      if (bytes_at(mid) <= share)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    out.longest_sequence = static_cast<std::uint64_t>(lo);
+    return out;
+  }
   // a sliding window of W: a sequence keeps at most its W most recent tokens' keys and values
   const std::int64_t held = config.sliding_window > 0 ? std::min(context, config.sliding_window) : context;
   const auto blocks_per_sequence = static_cast<std::uint64_t>((held + block_tokens - 1) / block_tokens);

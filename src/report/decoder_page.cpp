@@ -331,15 +331,17 @@ std::string render_decoder_page(const DecoderOverview& o, const std::string& veg
                             "Prefill's tokens/s (batch × prompt over its bound) and decode's (batch over its bound).");
   body += report::chart_section(
       "Memory against context", charts[3],
-      fmt::format(
-          "Weights ({}) and the KV cache of each batch's sequences, {} per token{}; activations and the "
-          "framework's own memory are not counted. {}",
-          report::si(static_cast<double>(o.weight_bytes), "B"),
-          report::si(static_cast<double>(o.kv_bytes_per_token), "B"),
-          o.sliding_window > 0 ? fmt::format(" (at most {} tokens a sequence: the sliding window)", o.sliding_window)
-                               : "",
-          hw.memory_capacity_bytes ? "The dashed line is the device's memory, " + gib(*hw.memory_capacity_bytes) + "."
-                                   : std::string("The device's spec gives no memory capacity.")));
+      fmt::format("Weights ({}) and the KV cache of each batch's sequences, {} per token{}; activations and the "
+                  "framework's own memory are not counted. {}",
+                  report::si(static_cast<double>(o.weight_bytes), "B"),
+                  report::si(static_cast<double>(o.kv_bytes_per_token), "B"),
+                  o.sliding_window > 0
+                      ? fmt::format(" (a layer with the sliding window holds at most {} tokens of each sequence)",
+                                    o.sliding_window)
+                      : "",
+                  hw.memory_capacity_bytes
+                      ? "The dashed line is the device's memory, " + gib(*hw.memory_capacity_bytes) + "."
+                      : std::string("The device's spec gives no memory capacity.")));
   body +=
       "<p class=\"note\">approximation: every time is a lower bound (the fused roofline bound `analyze` prints), not a "
       "measurement; `profile CONFIG.json --phase prefill|decode` measures a config's phases.</p>\n";

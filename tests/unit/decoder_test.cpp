@@ -382,7 +382,7 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   j["model_type"] = "gpt_bigcode";
   expect_error(j,
                "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, qwen2_moe, qwen3, "
-               "qwen3_moe, mixtral, gemma, phi3, gpt2, gpt_neox)");
+               "qwen3_moe, mixtral, gemma, gemma2, phi3, gpt2, gpt_neox)");
   j = small_llama();
   j["num_local_experts"] = 8;  // a llama with experts: not mixtral's layer
   expect_error(j,
@@ -475,6 +475,81 @@ TEST(DecoderTest, ASlidingWindowBandsTheAttention) {
   EXPECT_EQ(far.sequences, at.sequences);
   EXPECT_GT(at.sequences, 0u);
   EXPECT_EQ(far.longest_sequence, static_cast<std::uint64_t>(c.max_positions));
+}
+
+TEST(DecoderTest, Gemma2AlternatesItsWindowAndSoftCapsScoresAndLogits) {
+  // google/gemma-2-*: 2.6B, 9.2B and 27.2B as the model cards say, with four norms a layer
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("gemma-2-2b")), 2614341888u);
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("gemma-2-9b")), 9241705984u);
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("gemma-2-27b")), 27227128320u);
+  const DecoderConfig c = decoder_preset("gemma-2-2b");
+  ASSERT_EQ(c.sliding_layers.size(), 26u);
+  EXPECT_EQ(c.window_of(0), 4096);  // sliding first, as Gemma2Config's default layer_types
+  EXPECT_EQ(c.window_of(1), 0);
+  // decode at 8,000 tokens: the 13 sliding layers attend to 4,095 cached keys, the 13 others to all
+  // 8,000 (and each to the step's own)
+  DecoderRequest r;
+  r.phase = DecoderPhase::kDecode;
+  r.context = 8000;
+  const OpGraph g = build_decoder(c, r, "gemma2");
+  std::uint64_t cache = 0;
+  int capped = 0, norms = 0, windows = 0, logit_caps = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    const OpRecord& op = g.op(i);
+    logit_caps += op.name.rfind("lm_head#softcap_", 0) == 0;
+    if (op.kind == OpKind::kAttention) {
+      for (std::size_t k = 1; k < 3; ++k) cache += op.inputs[k].bytes();
+      capped += op.attributes.get_double("softcap", 0) == 50.0;
+      windows += op.attributes.has("window");
+    }
+    if (op.kind == OpKind::kRmsNorm) ++norms;
+  }
+  const std::uint64_t per_layer_token = 2 * 4 * 256 * 2;  // K and V, 4 KV heads of 256, bf16
+  EXPECT_EQ(cache, per_layer_token * (13 * 4096 + 13 * 8001));  // the step's own key and value included
+  EXPECT_EQ(kv_cache_bytes(c, DType::kBf16, 8000), per_layer_token * (13 * 4096 + 13 * 8000));
+  EXPECT_EQ(kv_cache_bytes(c, DType::kBf16, 100), kv_cache_bytes_per_token(c, DType::kBf16) * 100);
+  EXPECT_EQ(capped, 26);
+  EXPECT_EQ(windows, 13);
+  EXPECT_EQ(norms, 4 * 26 + 1);
+  EXPECT_EQ(logit_caps, 3);  // divide, tanh, multiply
+  // soft-capping adds a divide, a tanh and a multiply per score: 3 FLOPs and a transcendental
+  DecoderConfig uncapped = c;
+  uncapped.attention_softcap = uncapped.final_softcap = 0;
+  const Analysis with = analyze_phase(c, r), without = analyze_phase(uncapped, r);
+  const std::uint64_t scores = 8 * (13 * 4096 + 13 * 8001);  // heads x keys attended, per layer kind
+  EXPECT_EQ(with.totals.flops - without.totals.flops, 3 * scores + 3 * 256000);  // and the logits'
+  EXPECT_EQ(with.totals.transcendentals - without.totals.transcendentals, scores + 256000);
+  // serving: each layer's own blocks, the window's layers at most 4,096 tokens
+  const ServingCapacity s = serving_capacity(c, DType::kBf16, 8000, 1, 24'000'000'000, 0.1, 2);
+  const std::uint64_t weights = decoder_weight_bytes(c, DType::kBf16);
+  const std::uint64_t usable = static_cast<std::uint64_t>(24e9 * (1 - 0.1)) - weights;
+  const std::uint64_t layer_block = 16 * per_layer_token;
+  EXPECT_EQ(s.sequences, usable / (13 * 256 * layer_block + 13 * 500 * layer_block));
+  EXPECT_LE(
+      2 * (13 * std::min<std::uint64_t>(s.longest_sequence / 16, 256) + 13 * (s.longest_sequence / 16)) * layer_block,
+      usable);
+  EXPECT_EQ(s.longest_sequence % 16, 0u);
+  // a bad layer_types is one clear error
+  json j = {{"model_type", "gemma2"},        {"hidden_size", 64},
+            {"num_hidden_layers", 2},        {"num_attention_heads", 4},
+            {"intermediate_size", 128},      {"vocab_size", 100},
+            {"max_position_embeddings", 64}, {"layer_types", {"sliding_attention"}}};
+  try {
+    parse_decoder_config(j, "g.json");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "g.json: field 'layer_types' must list one type for each of the 2 layers");
+  }
+  j["layer_types"] = {"sliding_attention", "full_attention"};
+  j["hidden_activation"] = "gelu";
+  try {
+    parse_decoder_config(j, "g.json");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(),
+                 "g.json: field 'hidden_activation' is 'gelu': the gated MLP is modeled with silu (and, for gemma and "
+                 "gemma2, gelu_pytorch_tanh)");
+  }
 }
 
 TEST(DecoderTest, Gpt2AndGptNeoxCountLikeTheirModules) {

@@ -2,13 +2,14 @@
 builds from the same config (issue 25): small Llama, Qwen2, Gemma (GeGLU, scaled embeddings, head_dim
 apart from hidden/heads) and Phi-3 (fused qkv_proj and gate_up_proj) models with grouped-query attention,
 random weights (and GPT-2: learned positions, Conv1D, LayerNorm, a GELU MLP; GPT-NeoX: partial rotary,
-parallel residual; Qwen2-MoE: experts, a shared expert, dense and sparse layers), run eagerly in
+parallel residual; Qwen2-MoE: experts, a shared expert, dense and sparse layers; Gemma2: a sliding
+window on every other layer, four norms a layer, soft-capped scores and logits), run eagerly in
 prefill (P tokens) and in one decode step over the KV cache of that prefill, counted independently:
 every nn.Linear by forward hooks (2 per multiply-accumulate; Qwen2-MoE's experts and router, which
 call F.linear on their own weights, by hooks on their modules: k rows per token), every attention
 from the arguments transformers passes to scaled_dot_product_attention (2·B·H·pairs·(D + Dv);
-causal: the top-left triangle), the rotary frequencies' product inv_freq @ positions
-(2·B·(D/2)·T) by a hook on the rotary module. Parameters: module.parameters().
+causal: the top-left triangle; gemma2's eager attention by its kept pairs), the rotary
+frequencies' product inv_freq @ positions (2·B·(D/2)·T) by a hook on the rotary module. Parameters: module.parameters().
 
 Usage: python decoder_vs_transformers.py NEURAL_COST OUT_DIR (the project's .venv python)."""
 
@@ -19,6 +20,7 @@ import sys
 
 import torch
 import transformers as T
+import transformers.models.gemma2.modeling_gemma2 as gemma2_modeling
 
 TOOL, OUT = sys.argv[1], sys.argv[2]
 os.makedirs(OUT, exist_ok=True)
@@ -85,10 +87,25 @@ def counted(model, run):
         )
 
     torch.nn.functional.scaled_dot_product_attention = sdpa
+    # gemma2 runs eagerly (SDPA has no soft-capping): its two matmuls over every key, the masked ones
+    # too; counted here as the analysis counts attention, the pairs a fused kernel computes (causal,
+    # bottom right, each query's sliding_window most recent keys)
+    original_eager = gemma2_modeling.eager_attention_forward
+
+    def eager(module, query, key, value, attention_mask, **kwargs):
+        b, h, lq, d = query.shape
+        lk = key.shape[2]
+        window = kwargs.get("sliding_window") or lk
+        pairs = sum(min(lk - lq + i + 1, window) for i in range(lq))
+        total[0] += 2 * b * h * pairs * (d + value.shape[3])
+        return original_eager(module, query, key, value, attention_mask, **kwargs)
+
+    gemma2_modeling.eager_attention_forward = eager
     try:
         with torch.no_grad():
             result = run()
     finally:
+        gemma2_modeling.eager_attention_forward = original_eager
         torch.nn.functional.scaled_dot_product_attention = original
         for h in handles:
             h.remove()
@@ -215,6 +232,22 @@ configs = {
         bos_token_id=0,
         eos_token_id=0,
     ),
+    # a window of 16 on layer 0, every key on layer 1, four norms a layer, soft-capped scores and logits
+    "gemma2_alternating": T.Gemma2Config(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        intermediate_size=128,
+        sliding_window=16,
+        query_pre_attn_scalar=16,
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    ),
     # no shared expert; layer 1 dense by mlp_only_layers
     "qwen3moe_experts": T.Qwen3MoeConfig(
         vocab_size=500,
@@ -239,13 +272,14 @@ classes = {
     "llama": T.LlamaForCausalLM,
     "qwen2": T.Qwen2ForCausalLM,
     "gemma": T.GemmaForCausalLM,
+    "gemma2": T.Gemma2ForCausalLM,
     "phi3": T.Phi3ForCausalLM,
     "qwen2moe": T.Qwen2MoeForCausalLM,
     "qwen3": T.Qwen3ForCausalLM,
     "qwen3moe": T.Qwen3MoeForCausalLM,
 }
 for name, config in configs.items():
-    config._attn_implementation = "sdpa"
+    config._attn_implementation = "eager" if name.startswith("gemma2") else "sdpa"
     model = classes[name.split("_")[0]](config).eval()
     path = os.path.join(OUT, f"{name}.json")
     with open(path, "w") as f:

@@ -18,7 +18,7 @@ namespace neuralcost {
 
 struct DecoderConfig {
   std::string architecture;   ///< the config's model_type: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral,
-                              ///< gemma, phi3, gpt2, gpt_neox
+                              ///< gemma, gemma2, phi3, gpt2, gpt_neox
   std::string source;         ///< where the figures come from (a file, a preset's reference)
   std::int64_t hidden = 0;    ///< hidden_size
   std::int64_t layers = 0;    ///< num_hidden_layers
@@ -29,10 +29,25 @@ struct DecoderConfig {
   std::int64_t vocab = 0;           ///< vocab_size
   std::int64_t max_positions = 0;   ///< max_position_embeddings
   std::int64_t sliding_window = 0;  ///< 0: none
-  bool tied_embeddings = false;     ///< tie_word_embeddings: the LM head is the embedding
-  bool qkv_bias = false;            ///< biases on q, k, v (qwen2; llama's attention_bias)
-  bool output_bias = false;         ///< a bias on o_proj (llama's attention_bias)
-  bool mlp_bias = false;            ///< biases on the MLP's projections (llama's mlp_bias)
+  /// gemma2's layer_types: which layers attend within `sliding_window` (the others attend to every
+  /// key); empty: every layer, when sliding_window is set
+  std::vector<bool> sliding_layers;
+  /// The window layer `layer` attends within; 0: every key.
+  std::int64_t window_of(std::int64_t layer) const {
+    if (sliding_window == 0) return 0;
+    if (sliding_layers.empty()) return sliding_window;
+    return sliding_layers[static_cast<std::size_t>(layer)] ? sliding_window : 0;
+  }
+  /// gemma2: norms after the attention and after the MLP too (post_attention_layernorm on the
+  /// attention's output, pre_ and post_feedforward_layernorm around the MLP): four a layer
+  bool sandwich_norms = false;
+  /// gemma2: attention scores and final logits soft-capped, cap · tanh(x / cap); 0: not
+  double attention_softcap = 0;
+  double final_softcap = 0;
+  bool tied_embeddings = false;  ///< tie_word_embeddings: the LM head is the embedding
+  bool qkv_bias = false;         ///< biases on q, k, v (qwen2; llama's attention_bias)
+  bool output_bias = false;      ///< a bias on o_proj (llama's attention_bias)
+  bool mlp_bias = false;         ///< biases on the MLP's projections (llama's mlp_bias)
   /// qwen3, qwen3_moe: an RMS norm over each head's head_dim on q and on k (q_norm, k_norm), before
   /// the rotary positions
   bool qk_norm = false;
@@ -128,6 +143,9 @@ DecoderConfig with_weights(DecoderConfig config, const std::string& weights);
 
 /// Bytes of the KV cache per token: 2 · layers · kv_heads · head_dim · bytes(dtype).
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& config, DType dtype);
+/// Bytes of one sequence's KV cache at `context` tokens: each layer holds min(context, its window)
+/// tokens (every token where it has none).
+std::uint64_t kv_cache_bytes(const DecoderConfig& config, DType dtype, std::int64_t context);
 
 /// The op graph of one phase. Throws kInvalidArgument for a batch, prompt or context below 1,
 /// or a context (with the step's token) beyond max_position_embeddings. With a sliding window of
