@@ -289,9 +289,22 @@ class Schedule {
     return order;
   }
 
-  void record_round(std::size_t i, Round r, double machine, int sweep, int tick) {
+  /// The canaries' readings before a round (CPU runs): memory, cores.
+  struct Canaries {
+    double memory = 0, cpu = 0;
+  };
+  Canaries read_canaries() {
+    if (!canary_) return {};
+    Canaries c;
+    c.memory = canary_->read();
+    c.cpu = canary_->read_cpu();
+    return c;
+  }
+
+  void record_round(std::size_t i, Round r, Canaries machine, int sweep, int tick) {
     CellSession& s = sessions_[i];
-    r.machine_seconds = machine;
+    r.machine_seconds = machine.memory;
+    r.cpu_canary_seconds = machine.cpu;
     s.fresh = false;
     r.sweep = sweep;
     r.pass = tick;
@@ -305,7 +318,7 @@ class Schedule {
     CellSession& s = sessions_[i];
     try {
       // the machine's pace just before the round (CPU runs: a GPU's rounds do not wait on host memory)
-      const double machine = canary_ ? canary_->read() : 0.0;
+      const Canaries machine = read_canaries();
       record_round(i, time_round(s, options_, s.fresh), machine, sweep, tick);
     } catch (const std::exception& e) {
       round_failed(i, e, sweep, tick);
@@ -316,7 +329,7 @@ class Schedule {
   /// kInterleavedVisitSeconds in turn until every window's stopping rule holds, so that the cells
   /// see the same stretches of the machine (a cell whose window is done drops out of the turns).
   void take_interleaved(const std::vector<std::size_t>& cells, int sweep, int tick) {
-    const double machine = canary_->read();
+    const Canaries machine = read_canaries();
     std::vector<std::unique_ptr<TimingWindow>> windows(cells.size());
     auto fail = [&](std::size_t k, const std::exception& e) {
       windows[k].reset();

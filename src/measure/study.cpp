@@ -122,6 +122,7 @@ StudyProgress read_study_progress(const std::string& path) {
         round.samples_seconds = r.at("samples_seconds").get<std::vector<double>>();
         round.reasons = r.value("reasons", std::vector<std::string>{});
         round.machine_seconds = r.value("machine_canary_seconds", 0.0);
+        round.cpu_canary_seconds = r.value("cpu_canary_seconds", 0.0);
         round.summary = summarize(round.samples_seconds);
         p.rounds[r.at("cell").get<std::string>()].push_back(std::move(round));
       } catch (const std::exception& e) {
@@ -161,6 +162,7 @@ nlohmann::json round_line(const std::string& cell, const Round& r) {
             {"median_seconds", r.summary.median},
             {"samples_seconds", r.samples_seconds},
             {"machine_canary_seconds", r.machine_seconds},
+            {"cpu_canary_seconds", r.cpu_canary_seconds},
             {"reasons", r.reasons}}}};
 }
 

@@ -305,6 +305,7 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
                         {"cv", x.summary.cv},
                         {"iqr_seconds", x.summary.iqr},
                         {"machine_canary_seconds", x.machine_seconds},
+                        {"cpu_canary_seconds", x.cpu_canary_seconds},
                         {"reasons", x.reasons}});
     }
     run["timing"]["rounds"] = std::move(rounds);

@@ -195,6 +195,7 @@ ResultRun read_run(const json& j, const std::string& source) {
       round.pass = static_cast<int>(r.integer("pass", 0));
       round.median_seconds = r.nonneg("median_seconds");
       round.machine_seconds = r.has("machine_canary_seconds") ? r.nonneg("machine_canary_seconds") : 0.0;
+      round.cpu_canary_seconds = r.has("cpu_canary_seconds") ? r.nonneg("cpu_canary_seconds") : 0.0;
       run.rounds.push_back(round);
     }
     if (timing.has("estimate")) run.interval_coverage = timing.object("estimate").nonneg("coverage");

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -241,31 +243,37 @@ ResultsComparison compare_results(const ResultsFile& before, const ResultsFile& 
         which, 100 * pace->spread(), pace->ticks));
   }
   // the machine's own pace in each file: a change of the host between the two runs moves every
-  // cell with it, and a cell's test cannot tell it from a change of the code
-  std::vector<double> before_machine, after_machine;
-  for (const CellChange& c : out.cells) {
-    for (const ResultRound& r : c.before.rounds) {
-      if (r.machine_seconds > 0) before_machine.push_back(r.machine_seconds);
+  // cell with it, and a cell's test cannot tell it from a change of the code. Two canaries: the
+  // memory's (a 64 MiB stream) and the cores' (a chain of multiply-adds)
+  const auto change_of = [&](double ResultRound::*field) -> std::optional<MachineChange> {
+    std::vector<double> before, after;
+    for (const CellChange& c : out.cells) {
+      for (const ResultRound& r : c.before.rounds) {
+        if (r.*field > 0) before.push_back(r.*field);
+      }
+      for (const ResultRound& r : c.after.rounds) {
+        if (r.*field > 0) after.push_back(r.*field);
+      }
     }
-    for (const ResultRound& r : c.after.rounds) {
-      if (r.machine_seconds > 0) after_machine.push_back(r.machine_seconds);
-    }
-  }
-  if (!before_machine.empty() && !after_machine.empty()) {
+    if (before.empty() || after.empty()) return std::nullopt;
     MachineChange m;
-    m.before_seconds = median(before_machine);
-    m.after_seconds = median(after_machine);
-    m.before_rounds = before_machine.size();
-    m.after_rounds = after_machine.size();
+    m.before_seconds = median(before);
+    m.after_seconds = median(after);
+    m.before_rounds = before.size();
+    m.after_rounds = after.size();
     m.change = m.before_seconds > 0 ? m.after_seconds / m.before_seconds - 1 : 0;
-    if (std::abs(m.change) >= min_effect) {
-      out.warnings.push_back(fmt::format(
-          "the machine itself changed: its memory canary (a 64 MiB stream read before every round) took {:+.1f}% in "
-          "the after file (median of {} rounds, {} before); cells {} by about that much may be the machine's, not the "
-          "code's, and a gate can fail on it (docs/profiling.md §2a)",
-          100 * m.change, m.after_rounds, m.before_rounds, m.change > 0 ? "slower" : "faster"));
-    }
-    out.machine = m;
+    return m;
+  };
+  out.machine = change_of(&ResultRound::machine_seconds);
+  out.cpu = change_of(&ResultRound::cpu_canary_seconds);
+  for (const auto& [m, what] : {std::pair{out.machine, "memory canary (a 64 MiB stream read before every round)"},
+                                std::pair{out.cpu, "CPU canary (a chain of multiply-adds before every round)"}}) {
+    if (!m || std::abs(m->change) < min_effect) continue;
+    out.warnings.push_back(fmt::format(
+        "the machine itself changed: its {} took {:+.1f}% in the after file (median of {} rounds, {} before); "
+        "cells {} by about that much may be the machine's, not the code's, and a gate can fail on it "
+        "(docs/profiling.md §2a)",
+        what, 100 * m->change, m->after_rounds, m->before_rounds, m->change > 0 ? "slower" : "faster"));
   }
   return out;
 }

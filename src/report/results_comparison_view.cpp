@@ -1,6 +1,8 @@
 // Table, Markdown, CSV and JSON views of two results files compared (see report_views.hpp).
 #include <fmt/format.h>
 
+#include <tuple>
+
 #include "neuralcost/report/report_views.hpp"
 #include "neuralcost/version.hpp"
 #include "report/findings_text.hpp"
@@ -56,13 +58,16 @@ json results_comparison_json(const ResultsComparison& c) {
     }
     j["pace"] = pace;
   }
-  if (c.machine) {
-    j["machine"] = {{"canary", "a 64 MiB stream read before every round (docs/profiling.md 2a)"},
-                    {"before_seconds", c.machine->before_seconds},
-                    {"after_seconds", c.machine->after_seconds},
-                    {"before_rounds", c.machine->before_rounds},
-                    {"after_rounds", c.machine->after_rounds},
-                    {"change", c.machine->change}};
+  for (const auto& [m, key, canary] :
+       {std::tuple{c.machine, "machine", "a 64 MiB stream read before every round (docs/profiling.md 2a)"},
+        std::tuple{c.cpu, "cpu", "a chain of multiply-adds in registers before every round (docs/profiling.md 2a)"}}) {
+    if (!m) continue;
+    j[key] = {{"canary", canary},
+              {"before_seconds", m->before_seconds},
+              {"after_seconds", m->after_seconds},
+              {"before_rounds", m->before_rounds},
+              {"after_rounds", m->after_rounds},
+              {"change", m->change}};
   }
   j["cells"] = json::array();
   for (const CellChange& x : c.cells) {

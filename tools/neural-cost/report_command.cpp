@@ -198,6 +198,16 @@ void run_compare(const CompareArgs& args, const CLI::App& cmd) {
   std::string list;
   for (std::size_t i = 0; i < named.size() && i < 5; ++i) list += (i ? "; " : "") + named[i];
   if (named.size() > 5) list += fmt::format("; and {} more", named.size() - 5);
+  // the machine moved under the cells: say so, as the gate cannot tell its pace from the code's
+  for (const auto& [m, what] : {std::pair{comparison.cpu, "CPU"}, std::pair{comparison.machine, "memory"}}) {
+    if (m && m->change >= args.fail_if_slower / 100) {
+      list += fmt::format(
+          ". The machine itself was {:.1f}% slower in the after file by its {} canary: these may be the machine's, "
+          "not the code's; rerun both on a steady machine",
+          100 * m->change, what);
+      break;
+    }
+  }
   throw Error(ErrorCode::kInvalidArgument,
               terminal_text(fmt::format("--fail-if-slower {}%: {} cell(s) and {} backend(s) slower by more than that "
                                         "at a family-wise alpha of {} (Holm over {} tested cells and {} backends): {}",

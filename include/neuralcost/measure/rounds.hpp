@@ -39,6 +39,9 @@ struct Round {
   /// The machine's canary read just before the round (a 64 MiB stream, CPU runs): how fast the
   /// machine's memory was; 0 when not read (GPU runs, files written before it)
   double machine_seconds = 0;
+  /// The CPU canary read just before the round (a chain of multiply-adds, CPU runs): how fast the
+  /// cores were; 0 when not read
+  double cpu_canary_seconds = 0;
   /// How much the resident memory of the model's process grew over the round's own passes
   /// (bytes; 0 when not read: GPU runs, rounds resumed from a file)
   double memory_growth_bytes = 0;

@@ -45,7 +45,8 @@ struct ResultLayer {
 struct ResultRound {
   int process = 0, sweep = 0, pass = 0;  ///< (sweep, pass) pairs it with a round of another cell of the study
   double median_seconds = 0;
-  double machine_seconds = 0;  ///< the machine's canary before the round (0: not read)
+  double machine_seconds = 0;     ///< the machine's canary before the round (0: not read)
+  double cpu_canary_seconds = 0;  ///< the CPU canary before the round (0: not read)
 };
 
 /// One run as the file holds it. Every figure is the file's: nothing is re-derived here.

@@ -82,6 +82,8 @@ struct ResultsComparison {
   std::optional<PaceDrift> before_pace, after_pace;  ///< files with rounds in 3 or more full ticks
   /// both files' rounds read the canary (CPU studies written since it exists); else empty
   std::optional<MachineChange> machine;
+  /// The same from the CPU canary (a chain of multiply-adds before every round): the cores' pace
+  std::optional<MachineChange> cpu;
   double alpha = 0.05;
   double min_effect = 0.05;       ///< |ratio - 1| below this is "no significant change" whatever p says
   std::vector<CellChange> cells;  ///< in the order of the after file
