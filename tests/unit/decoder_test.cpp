@@ -504,7 +504,7 @@ TEST(DecoderTest, Gemma2AlternatesItsWindowAndSoftCapsScoresAndLogits) {
     }
     if (op.kind == OpKind::kRmsNorm) ++norms;
   }
-  const std::uint64_t per_layer_token = 2 * 4 * 256 * 2;  // K and V, 4 KV heads of 256, bf16
+  const std::uint64_t per_layer_token = 2 * 4 * 256 * 2;        // K and V, 4 KV heads of 256, bf16
   EXPECT_EQ(cache, per_layer_token * (13 * 4096 + 13 * 8001));  // the step's own key and value included
   EXPECT_EQ(kv_cache_bytes(c, DType::kBf16, 8000), per_layer_token * (13 * 4096 + 13 * 8000));
   EXPECT_EQ(kv_cache_bytes(c, DType::kBf16, 100), kv_cache_bytes_per_token(c, DType::kBf16) * 100);
