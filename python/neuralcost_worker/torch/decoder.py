@@ -46,9 +46,15 @@ def _config(path, transformers):
         raise WorkerError(
             "invalid_argument", f"{path}: transformers cannot build model_type {model_type!r}: {e}"
         ) from e
-    # the math the analysis counts: eager softmax(QK^T)V is not what runs by default; SDPA is
-    config._attn_implementation = "sdpa"
+    # the math the analysis counts: eager softmax(QK^T)V is not what runs by default; SDPA is, where
+    # the model has it (gemma2's soft-capping has none: it runs eagerly, every key's score computed)
+    config._attn_implementation = "sdpa" if _supports_sdpa(config, transformers) else "eager"
     return config
+
+
+def _supports_sdpa(config, transformers):
+    model_class = transformers.AutoModelForCausalLM._model_mapping.get(type(config), None)
+    return model_class is None or getattr(model_class, "_supports_sdpa", True)
 
 
 class CacheCrop(torch.nn.Module):
@@ -78,6 +84,10 @@ class DecoderStep(torch.nn.Module):
         generator = torch.Generator().manual_seed(2)
         prompt = torch.randint(0, vocab, (batch, self.context), generator=generator).to(device)
         self.cache = DynamicCache(config=self.lm.config)
+        if hasattr(self.cache, "activate_past_recording"):
+            # a sliding-window layer (mistral's, gemma2's) keeps a step's states until the crop, so that
+            # cropping back to C undoes the step once the window is full (else transformers refuses)
+            self.cache.activate_past_recording()
         with torch.inference_mode():
             self.lm(input_ids=prompt, past_key_values=self.cache, use_cache=True, logits_to_keep=1)
             # one step and its crop: the cached tensors become what every later pass finds (views of
@@ -136,7 +146,8 @@ def build(request, dtype):
     )
     origin = (
         f"{type(lm).__name__} of transformers {transformers.__version__} from {os.path.basename(path)} "
-        f"(random weights, SDPA attention, DynamicCache, logits of the last position): {what}"
+        f"(random weights, {'SDPA' if config._attn_implementation == 'sdpa' else 'eager'} attention, "
+        f"DynamicCache, logits of the last position): {what}"
     )
     described = f"ids: {batch}x{tokens} int64, integers uniform in [0, {vocab})"
     return step, ["input_ids"], [ids], described, origin
