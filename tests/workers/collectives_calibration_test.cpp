@@ -75,7 +75,15 @@ TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheSweepWithOneErrorAndNoProce
   EXPECT_THAT(r.err, ::testing::StartsWith("error: the sweep over 2 ranks failed: "));
   EXPECT_THAT(r.err, ::testing::HasSubstr("exit code 3"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  EXPECT_TRUE(marked_processes(mark).empty());
+  // The worker's process group was killed as the command ended; a killed rank (torch in its address
+  // space) can take the kernel a moment to tear down on a loaded machine, and a clean clone's test
+  // run once saw one there. Nothing may linger: give the kernel up to 10 s, then none may be left.
+  std::set<int> left = marked_processes(mark);
+  for (int i = 0; i < 100 && !left.empty(); ++i) {
+    ::usleep(100 * 1000);
+    left = marked_processes(mark);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) left, the first " << *left.begin();
 }
 
 }  // namespace
