@@ -19,7 +19,7 @@ class MachineCanary {
   /// Seconds of the faster of two reads of one double per 64-byte line of the buffer (about 7 ms
   /// at 20 GB/s): a DRAM-latency-and-bandwidth-bound reading.
   double read();
-  /// Seconds of the faster of two runs of a fixed chain of multiply-adds in registers (about 1 ms):
+  /// Seconds of the faster of two runs of a fixed chain of multiply-adds in registers (0.2 ms here):
   /// the core's own pace (its clock, a sibling hardware thread's load), which the memory stream
   /// does not see: on this VM whole studies ran 15-25 % slower than the one before while the memory
   /// canary moved 2 %.

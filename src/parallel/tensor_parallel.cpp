@@ -92,40 +92,30 @@ ServingCapacity serving_capacity(const DecoderConfig& config, DType dtype, std::
   const std::uint64_t block = out.kv_bytes_per_token * static_cast<std::uint64_t>(block_tokens);
   const std::uint64_t blocks = block > 0 ? out.usable_bytes / block : 0;
   out.cache_tokens = blocks * static_cast<std::uint64_t>(block_tokens);
-  if (!config.sliding_layers.empty()) {
-    // gemma2: layers with a window hold min(C, W) tokens, the others C, each in whole blocks of its own
-    const std::uint64_t layer_block = block / static_cast<std::uint64_t>(config.layers);
-    const auto bytes_at = [&](std::int64_t c) {
-      std::uint64_t n = 0;
-      for (std::int64_t l = 0; l < config.layers; ++l) {
-        const std::int64_t w = config.window_of(l), held = w > 0 ? std::min(c, w) : c;
-        n += static_cast<std::uint64_t>((held + block_tokens - 1) / block_tokens) * layer_block;
-      }
-      return n;
-    };
-    out.sequences = out.usable_bytes / bytes_at(context);
-    // the longest sequence: the most whole blocks whose bytes fit each sequence's share
-    const std::uint64_t share = out.usable_bytes / static_cast<std::uint64_t>(concurrency);
-    std::int64_t lo = 0, hi = config.max_positions;
-    while (lo < hi) {
-      const std::int64_t mid = lo + (hi - lo + 1) / 2;
-      if (bytes_at(mid) <= share)
-        lo = mid;
-      else
-        hi = mid - 1;
+  // each layer holds min(C, its window) tokens of a sequence (every token without one), in whole
+  // blocks of its own: mistral's window on every layer, gemma2's on every other one
+  const std::uint64_t layer_block = block / static_cast<std::uint64_t>(config.layers);
+  const auto bytes_at = [&](std::int64_t c) {
+    std::uint64_t n = 0;
+    for (std::int64_t l = 0; l < config.layers; ++l) {
+      const std::int64_t w = config.window_of(l), held = w > 0 ? std::min(c, w) : c;
+      n += static_cast<std::uint64_t>((held + block_tokens - 1) / block_tokens) * layer_block;
     }
-    out.longest_sequence = static_cast<std::uint64_t>(lo);
-    return out;
+    return n;
+  };
+  out.sequences = out.usable_bytes / bytes_at(context);
+  // the longest sequence: the most whole blocks whose bytes fit each sequence's share (the model's
+  // positions once every layer's window fits)
+  const std::uint64_t share = out.usable_bytes / static_cast<std::uint64_t>(concurrency);
+  std::int64_t lo = 0, hi = config.max_positions;
+  while (lo < hi) {
+    const std::int64_t mid = lo + (hi - lo + 1) / 2;
+    if (bytes_at(mid) <= share)
+      lo = mid;
+    else
+      hi = mid - 1;
   }
-  // a sliding window of W: a sequence keeps at most its W most recent tokens' keys and values
-  const std::int64_t held = config.sliding_window > 0 ? std::min(context, config.sliding_window) : context;
-  const auto blocks_per_sequence = static_cast<std::uint64_t>((held + block_tokens - 1) / block_tokens);
-  out.sequences = blocks / blocks_per_sequence;
-  const std::uint64_t share =
-      blocks / static_cast<std::uint64_t>(concurrency) * static_cast<std::uint64_t>(block_tokens);
-  const bool window_fits = config.sliding_window > 0 && share >= static_cast<std::uint64_t>(config.sliding_window);
-  out.longest_sequence = window_fits ? static_cast<std::uint64_t>(config.max_positions)
-                                     : std::min<std::uint64_t>(share, static_cast<std::uint64_t>(config.max_positions));
+  out.longest_sequence = static_cast<std::uint64_t>(lo);
   return out;
 }
 

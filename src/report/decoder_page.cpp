@@ -248,9 +248,7 @@ report::Chart memory(const DecoderOverview& o) {
   return c;
 }
 
-std::string td(const std::string& v, bool number) {
-  return std::string(number ? "<td class=\"num\">" : "<td class=\"name\">") + report::html_text(v) + "</td>";
-}
+const auto& td = report::table_cell;
 
 std::string batch_table(const DecoderOverview& o) {
   std::string out = fmt::format(

@@ -4,6 +4,11 @@
 #include "report/safe_text.hpp"
 
 namespace neuralcost::report {
+
+std::string table_cell(const std::string& text, bool number) {
+  return std::string(number ? "<td class=\"num\">" : "<td class=\"name\">") + html_text(text) + "</td>";
+}
+
 namespace {
 
 const char* kStyle = R"css(

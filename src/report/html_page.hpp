@@ -12,6 +12,9 @@
 
 namespace neuralcost::report {
 
+/// A table cell of outside text, escaped: right-aligned figures (`number`) or a name.
+std::string table_cell(const std::string& text, bool number);
+
 /// A chart's heading, its element and a note under it.
 std::string chart_section(const std::string& title, const Chart& chart, const std::string& note);
 

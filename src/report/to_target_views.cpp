@@ -215,9 +215,7 @@ report::Chart curve_chart(const ToTargetStudy& s, const std::string& x) {
 
 /// The summaries as an HTML table: the text view's columns.
 std::string summary_table(const ToTargetStudy& s) {
-  const auto td = [](const std::string& v, bool number) {
-    return std::string(number ? "<td class=\"num\">" : "<td class=\"name\">") + report::html_text(v) + "</td>";
-  };
+  const auto& td = report::table_cell;
   std::string out =
       "<div class=\"table\"><table>\n<tr><th>configuration</th><th>reached</th><th>time to target (olympic)</th>"
       "<th>mean time, 95% CI</th><th>steps to target</th><th>samples to target</th><th>steps/s</th>"
