@@ -41,7 +41,8 @@ AnalyzeResults analyze_models(const AnalyzeRequest& request) {
     throw Error(ErrorCode::kInvalidArgument, "--memory-budget applies only with --train");
   }
   AnalyzeResults out;
-  for (const ModelRequest& model : request.models) {
+  for (ModelRequest model : request.models) {
+    model.training = request.train.has_value();
     const Importer& importer = importer_for(model);
     const OpGraph graph = importer.import(model);
     try {

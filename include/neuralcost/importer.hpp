@@ -52,6 +52,9 @@ struct ModelRequest {
   std::string phase = "prefill";
   std::int64_t prompt = 512;
   std::int64_t context = 1024;
+  /// the graph is a training step's forward pass (analyze --train): a decoder computes every
+  /// position's logits for the loss and writes no KV cache
+  bool training = false;
   /// decoder LLMs: --weights, the blocks' linear weights stored quantized (parse_weight_quantization)
   std::string weights;
   /// The options among batch, seq, width, depth, dtype, phase, prompt, context and weights the user set (the others

@@ -352,6 +352,10 @@ std::uint64_t decoder_weight_bytes(const DecoderConfig& c, DType dtype) {
   return checked_add(checked_mul(all - quantized, dtype_bytes(dtype), "weight bytes"), stored, "weight bytes");
 }
 
+std::string decoder_layer_name(const DecoderConfig& config, std::int64_t layer) {
+  return fmt::format("{}.{}", names_of(config).layers, layer);
+}
+
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& c, DType dtype) {
   return product({2, dim(c.layers), dim(c.kv_heads), dim(c.head_dim), dtype_bytes(dtype)});
 }
@@ -367,6 +371,9 @@ std::uint64_t kv_cache_bytes(const DecoderConfig& c, DType dtype, std::int64_t c
 
 OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std::string& name) {
   const bool decode = r.phase == DecoderPhase::kDecode;
+  if (decode && r.training) {
+    throw Error(ErrorCode::kInvalidArgument, "a training step is a prefill of its tokens, not a decode step");
+  }
   for (const auto& [what, value] : {std::pair<const char*, std::int64_t>{"batch", r.batch},
                                     {decode ? "context" : "prompt", decode ? r.context : r.prompt}}) {
     if (value < 1 || value >= (std::int64_t{1} << 31)) {
@@ -482,6 +489,7 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     // of C earlier tokens and this one, read from memory (compulsory bytes)
     TensorDesc keys_in = k, values_in = v;
     for (const auto& [which, y] : {std::pair<const char*, TensorDesc>{"key", k}, {"value", v}}) {
+      if (r.training) break;  // a training step keeps no cache
       b.elementwise(OpKind::kUnary, fmt::format("{}#cache_{}_write", a, which), "copy", {y});
       if (decode) {
         const TensorDesc cache{fmt::format("{}.{}_cache", a, which), {batch, kv, kept_keys, d}, r.dtype};
@@ -544,7 +552,7 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
   x = c.layer_norm ? b.layer_norm(nm.final_norm, x) : b.rms_norm(nm.final_norm, x, c.norm_offset);
   // logits of the last position only, as generation asks for them (logits_to_keep = 1); a verify
   // step needs every new token's
-  if (!decode && t > 1) {
+  if (!decode && t > 1 && !r.training) {
     x = b.op(OpKind::kSlice, "model#last_position", {x}, {batch, 1, e});
   }
   TensorDesc logits = b.linear(nm.lm_head, x, c.vocab, false, c.tied_embeddings ? nm.embed + ".weight" : "", true);
@@ -552,6 +560,9 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
     logits = b.elementwise(OpKind::kBinary, nm.lm_head + "#softcap_divide", "div", {logits}, true);
     logits = b.elementwise(OpKind::kActivation, nm.lm_head + "#softcap_tanh", "tanh", {logits});
     logits = b.elementwise(OpKind::kBinary, nm.lm_head + "#softcap_scale", "mul", {logits}, true);
+  }
+  if (r.training) {  // every token's logits as the rows of the loss's cross entropy
+    logits = b.view("model#logits_rows", logits, {batch * t, c.vocab});
   }
   g.mark_output(logits.name);
   g.set_batch(batch);
@@ -565,6 +576,10 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
           ? fmt::format("decode: one token per sequence at a context of {} cached tokens ({} keys attended); "
                         "the KV cache read is {} B at this batch",
                         r.context, windowed && c.sliding_layers.empty() ? c.sliding_window : keys, grouped(cache_read))
+      : r.training
+          ? fmt::format("training: {} tokens per sequence, causal attention, no KV cache; logits of every position "
+                        "(the loss's rows)",
+                        r.prompt)
           : fmt::format("prefill: {} prompt tokens per sequence, causal attention; logits of the last position "
                         "only (logits_to_keep = 1)",
                         r.prompt));

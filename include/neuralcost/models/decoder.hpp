@@ -123,6 +123,10 @@ struct DecoderRequest {
   /// before it, and logits for each)
   std::int64_t tokens = 1;
   DType dtype = DType::kBf16;  ///< weights, activations and the KV cache
+  /// A training step's forward pass (prefill only): no KV cache is written, and logits come for
+  /// every position as [batch · prompt, vocab], so that the step's loss is a cross entropy over
+  /// every token (language-model training; transformers' ForCausalLMLoss)
+  bool training = false;
   /// --weights (parse_weight_quantization): overrides the config's quantization; empty: the config's
   std::string weights;
 };
@@ -140,6 +144,10 @@ double expected_experts_reached(const DecoderConfig& config, std::uint64_t token
 std::uint64_t decoder_weight_bytes(const DecoderConfig& config, DType dtype);
 /// The config with --weights applied: `weights` empty leaves it as it is.
 DecoderConfig with_weights(DecoderConfig config, const std::string& weights);
+
+/// The module name of layer `layer` ("model.layers.3", gpt2's "transformer.h.3"): every op of the
+/// layer is named with it and a '.' or '#' after it.
+std::string decoder_layer_name(const DecoderConfig& config, std::int64_t layer);
 
 /// Bytes of the KV cache per token: 2 · layers · kv_heads · head_dim · bytes(dtype).
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& config, DType dtype);

@@ -70,11 +70,20 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
   r.prompt = request.prompt;
   r.context = request.context;
   r.dtype = request.given.count("dtype") ? request.dtype : DType::kBf16;  // LLM weights: bf16 unless told
+  r.training = request.training;
+  if (r.training && r.phase == DecoderPhase::kDecode) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--phase decode does not apply with --train: a training step of '{}' runs its --prompt "
+                            "tokens at once",
+                            request.model));
+  }
   const std::string base = request.model.substr(request.model.find_last_of('/') + 1);
   OpGraph g = build_decoder(config, r,
-                            fmt::format("{} ({} {})", base, request.phase,
-                                        r.phase == DecoderPhase::kDecode ? fmt::format("at context {}", r.context)
-                                                                         : fmt::format("of {} tokens", r.prompt)));
+                            r.training ? fmt::format("{} (training on {} tokens)", base, r.prompt)
+                                       : fmt::format("{} ({} {})", base, request.phase,
+                                                     r.phase == DecoderPhase::kDecode
+                                                         ? fmt::format("at context {}", r.context)
+                                                         : fmt::format("of {} tokens", r.prompt)));
   if (!request.given.count("dtype")) g.add_note("dtype bf16 (a decoder's default; --dtype sets another)");
   return g;
 }
