@@ -334,6 +334,10 @@ void refuse_mostly_unmodeled(const std::vector<Analysis>& analyses) {
   }
 }
 
+ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec& hardware) {
+  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp: the model", ""), hardware);
+}
+
 TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,
                                            const HardwareSpec& hardware, const InterconnectSpec& link,
                                            int devices_per_node) {

@@ -12,6 +12,7 @@
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/hardware/spec.hpp"
 #include "neuralcost/importer.hpp"
+#include "neuralcost/parallel/model_parallel.hpp"
 #include "neuralcost/parallel/serving_choice.hpp"
 #include "neuralcost/parallel/tensor_parallel.hpp"
 #include "neuralcost/training/training_report.hpp"
@@ -132,6 +133,11 @@ GenerationEstimate analyze_generation(const GenerationRequest& request);
 /// A decoder's prefill or decode step over tp devices of one node (`analyze MODEL --parallel tp=N
 /// --system ID`): tensor_parallel_step() on the model's config (a preset or config.json).
 /// kInvalidArgument for a model that is not a decoder, and tensor_parallel_step()'s errors.
+/// The shard costs of a decoder preset or config.json on `hardware`, for model_parallel_step and
+/// search_model_parallel (`analyze DECODER --train --parallel dp=D,tp=T,pp=P`, `--search
+/// --devices N`). kInvalidArgument for a model that is not a decoder.
+ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec& hardware);
+
 TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,
                                            const HardwareSpec& hardware, const InterconnectSpec& link,
                                            int devices_per_node);

@@ -20,22 +20,10 @@ class Links {
 
   /// The cost of one collective over the step's devices; `basis` says where its time comes from.
   CollectiveCost cost(Collective c, double bytes, double element_bytes, std::string& basis) const {
-    if (nodes_ > 1) {
-      basis = "model, hierarchical";
-      return hierarchical_cost(c, CollectiveAlgorithm::kRing, per_node_, nodes_, bytes, element_bytes, r_.intra.roof(),
-                               inter_per_device());
-    }
-    return in_node_cost(r_.intra, c, per_node_, bytes, element_bytes, basis);
+    return group_cost(r_.system, r_.intra, r_.inter, c, per_node_, nodes_, bytes, element_bytes, basis);
   }
 
  private:
-  /// A device's share of its node's NICs.
-  LinkRoof inter_per_device() const {
-    LinkRoof l = r_.inter.roof();
-    const double nics = r_.system.nics_per_node;
-    if (nics < per_node_) l.bus_bytes_per_second *= nics / per_node_;
-    return l;
-  }
   const DataParallelRequest& r_;
   int per_node_, nodes_;
 };
@@ -82,11 +70,11 @@ ParallelLayout parse_parallel_layout(const std::string& text) {
       layout.dp = value;
     } else if (key == "tp") {
       layout.tp = value;
+    } else if (key == "pp") {
+      layout.pp = value;
     } else if (value > 1) {
       throw Error(ErrorCode::kUnimplemented,
-                  fmt::format("--parallel {}={}: {} parallelism is not built yet; dp=N (training, with --zero) and "
-                              "tp=N (a decoder's prefill or decode) are",
-                              key, value, key == "pp" ? "pipeline" : "expert"));
+                  fmt::format("--parallel ep={}: expert parallelism is not built yet; dp, tp and pp are", value));
     }
     at = comma + 1;
   }

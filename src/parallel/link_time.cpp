@@ -22,4 +22,15 @@ CollectiveCost in_node_cost(const InterconnectSpec& link, Collective c, int rank
   return ring;
 }
 
+CollectiveCost group_cost(const SystemSpec& system, const InterconnectSpec& intra, const InterconnectSpec& inter,
+                          Collective c, int per_node, int nodes, double bytes, double element_bytes,
+                          std::string& basis) {
+  if (nodes <= 1) return in_node_cost(intra, c, per_node, bytes, element_bytes, basis);
+  LinkRoof across = inter.roof();  // a device's share of its node's NICs
+  const double nics = system.nics_per_node, devices = system.devices_per_node;
+  if (nics < devices) across.bus_bytes_per_second *= nics / devices;
+  basis = "model, hierarchical";
+  return hierarchical_cost(c, CollectiveAlgorithm::kRing, per_node, nodes, bytes, element_bytes, intra.roof(), across);
+}
+
 }  // namespace neuralcost

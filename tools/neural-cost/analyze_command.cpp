@@ -17,6 +17,7 @@
 #include "neuralcost/report/cost.hpp"
 #include "neuralcost/report/decoder_page.hpp"
 #include "neuralcost/report/llm_views.hpp"
+#include "neuralcost/report/model_parallel_views.hpp"
 #include "neuralcost/report/parallel_views.hpp"
 #include "neuralcost/report/report_views.hpp"
 #include "neuralcost/report/training_views.hpp"
@@ -45,6 +46,9 @@ struct AnalyzeArgs {
   bool train = false;
   std::string parallel, zero = "ddp", system, link;
   bool search = false;
+  std::int64_t global_batch = 0;  // --parallel with tp or pp: sequences a step over every replica
+  int virtual_stages = 1;         // interleaved 1F1B: model chunks a device
+  int devices = 0;                // --search over dp × tp × pp layouts of this many devices
   std::string optimizer = "adam";
   std::string precision = "fp32";
   std::string checkpoint = "none";
@@ -180,6 +184,79 @@ DataParallelRequest parallel_request(const AnalyzeArgs& args, const CLI::App& cm
   return r;
 }
 
+/// `analyze DECODER --train --parallel dp=D,tp=T,pp=P --system ID` (one step) or `--search
+/// --devices N` (every layout): a decoder's training step over data, tensor and pipeline parallelism.
+void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Format format,
+                        const std::optional<ParallelLayout>& layout) {
+  if (!args.train) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--parallel with pp applies only with --train (tp=N alone is a decoder's prefill or decode)");
+  }
+  for (const char* option : {"--memory-budget", "--reserve", "--hardware", "--seq", "--width", "--depth", "--input",
+                             "--dim", "--structure-only", "--context", "--phase"}) {
+    if (cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply to a training step over tensor or pipeline parallelism (--batch is "
+                              "the micro-batch, --prompt the tokens a sequence, --system the devices)",
+                              option));
+    }
+  }
+  if (args.models.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "tensor and pipeline parallelism need exactly one model (a decoder preset or config.json)");
+  }
+  if (args.checkpoint != "none" && args.checkpoint != "full") {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--checkpoint {}: with tensor or pipeline parallelism none or full (each layer keeps its "
+                            "input and recomputes its forward pass)",
+                            args.checkpoint));
+  }
+  ModelParallelRequest r;
+  r.training.optimizer = parse_optimizer(args.optimizer);
+  r.training.precision = parse_precision(args.precision);
+  r.recompute = args.checkpoint == "full";
+  r.dtype = training_model_dtype(r.training.precision, *parse_dtype(args.dtype), cmd.count("--dtype") > 0);
+  r.tokens = args.prompt;
+  r.global_batch = args.global_batch;
+  r.virtual_stages = args.virtual_stages;
+  const auto stage = zero_stage_from_name(args.zero);
+  if (!stage) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--zero '{}' is not one of ddp, zero1, zero2, zero3, fsdp", args.zero));
+  }
+  r.stage = *stage;
+  std::tie(r.system, r.intra) = system_and_link(args, cmd);
+  r.inter = find_interconnect(r.system.inter_node);
+  ShardCostCache costs = model_parallel_costs(args.models.front(), HardwareDatabase::builtin().get(r.system.device));
+  const std::string base = args.models.front().substr(args.models.front().find_last_of('/') + 1);
+  const std::string name = fmt::format("{} (training on {} tokens)", base, args.prompt);
+  if (args.search) {
+    for (const char* option : {"--parallel", "--zero", "--virtual-stages", "--checkpoint"}) {
+      if (cmd.count(option) > 0) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("{} does not apply with --search --devices (it tries every layout, ZeRO stage and "
+                                "recomputation)",
+                                option));
+      }
+    }
+    const std::vector<std::int64_t> micro =
+        cmd.count("--batch") > 0 ? args.batches : std::vector<std::int64_t>{1, 2, 4, 8};
+    emit(render_model_parallel_search(name, search_model_parallel(costs, r, args.devices, micro), args.devices, 20,
+                                      format),
+         args.output);
+    return;
+  }
+  if (cmd.count("--devices") > 0) throw Error(ErrorCode::kInvalidArgument, "--devices applies only with --search");
+  if (args.batches.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, "--parallel with tp or pp takes one --batch (the micro-batch)");
+  }
+  r.dp = layout->dp;
+  r.tp = layout->tp;
+  r.pp = layout->pp;
+  r.micro_batch = cmd.count("--batch") > 0 ? args.batches.front() : 1;
+  emit(render_model_parallel(name, model_parallel_step(costs, r), format), args.output);
+}
+
 /// `analyze DECODER --phase decode --context C --memory-budget M`: sequences served per tp degree.
 void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
   if (args.phase != "decode") {
@@ -219,8 +296,6 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
   if (layout.dp > 1) {
     throw Error(ErrorCode::kUnimplemented, "--parallel dp=N,tp=N together is not built yet: one of them");
   }
-  if (args.train)
-    throw Error(ErrorCode::kUnimplemented, "--parallel tp=N with --train: tensor-parallel training is not built yet");
   for (const char* option : {"--memory-budget", "--reserve"}) {
     if (cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -378,10 +453,21 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   }
   TrainingOptions training;
   std::optional<ParallelLayout> layout;
-  if (!args.parallel.empty()) {
-    layout = parse_parallel_layout(args.parallel);
-    if (layout->tp > 1) return run_tensor_parallel(args, cmd, format, *layout);
+  if (!args.parallel.empty()) layout = parse_parallel_layout(args.parallel);
+  if (cmd.count("--devices") > 0 && !args.search) {
+    throw Error(ErrorCode::kInvalidArgument, "--devices applies only with --search");
   }
+  if ((layout && (layout->pp > 1 || (layout->tp > 1 && args.train))) || (args.search && cmd.count("--devices") > 0)) {
+    return run_model_parallel(args, cmd, format, layout);
+  }
+  for (const char* option : {"--global-batch", "--virtual-stages"}) {
+    if (cmd.count(option) > 0) {
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("{} applies only with --train and --parallel tp=N or pp=N (or --search --devices N)", option));
+    }
+  }
+  if (layout && layout->tp > 1) return run_tensor_parallel(args, cmd, format, *layout);
   if (!args.train && !args.memory_budget.empty() && !layout) return run_serving_capacity(args, cmd, format);
   for (const char* option : {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve"}) {
     if (!args.train && cmd.count(option) > 0) {
@@ -564,7 +650,20 @@ void add_analyze_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--parallel", args->parallel,
                   "With --train: a data-parallel step, dp=N devices (per-device batch --batch): its collectives on "
-                  "--system's links, overlapped as DDP or ZeRO do, and per-device memory (tp, pp, ep: not built yet)");
+                  "--system's links, overlapped as DDP or ZeRO do, and per-device memory; a decoder's dp=D,tp=T,pp=P: "
+                  "Megatron's tensor split and 1F1B pipeline (--batch the micro-batch, --global-batch, "
+                  "--virtual-stages, --checkpoint full); without --train, tp=N: a decoder's prefill or decode (ep: "
+                  "not built yet)");
+  cmd->add_option("--global-batch", args->global_batch,
+                  "With --parallel tp/pp or --search --devices: sequences a step over every replica (micro-batches = "
+                  "global batch / (dp × micro-batch); default one micro-batch)");
+  cmd->add_option("--virtual-stages", args->virtual_stages,
+                  "With --parallel pp=N: model chunks a device (Megatron's interleaved 1F1B; bubble / v)")
+      ->capture_default_str();
+  cmd->add_option("--devices", args->devices,
+                  "With --train --search (a decoder): every dp × tp × pp layout of this many devices, micro-batch "
+                  "(--batch, default 1,2,4,8), recomputation and ZeRO stage (ddp, zero1), ranked by step time among "
+                  "those that fit");
   cmd->add_option("--zero", args->zero,
                   "With --parallel: ddp (replicated), zero1 (optimizer state sharded), zero2 (+ gradients), zero3 / "
                   "fsdp (+ parameters)")

@@ -71,10 +71,10 @@ struct DataParallelStep {
 
 /// A layout of `--parallel dp=N,tp=N[,pp=N,ep=N]` (each 1 when not given).
 struct ParallelLayout {
-  int dp = 1, tp = 1;
+  int dp = 1, tp = 1, pp = 1;
 };
 /// Parses --parallel. kInvalidArgument for anything but KEY=N pairs of dp, tp, pp, ep with N ≥ 1,
-/// and kUnimplemented naming the dimension for pp or ep above 1 (not built yet).
+/// and kUnimplemented for ep above 1 (not built yet).
 ParallelLayout parse_parallel_layout(const std::string& text);
 
 /// One configuration of a search: a ZeRO stage over one report (a batch and checkpoint policy).

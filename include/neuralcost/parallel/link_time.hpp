@@ -14,4 +14,11 @@ namespace neuralcost {
 CollectiveCost in_node_cost(const InterconnectSpec& link, Collective c, int ranks, double bytes, double element_bytes,
                             std::string& basis);
 
+/// A collective over a group of `per_node` devices in each of `nodes` nodes of `system`: inside
+/// one node on `intra` (in_node_cost), across nodes hierarchically (hierarchical_cost, ring
+/// inside) with each device's share of its node's NICs on `inter` ("model, hierarchical").
+CollectiveCost group_cost(const SystemSpec& system, const InterconnectSpec& intra, const InterconnectSpec& inter,
+                          Collective c, int per_node, int nodes, double bytes, double element_bytes,
+                          std::string& basis);
+
 }  // namespace neuralcost

@@ -78,12 +78,12 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
                             request.model));
   }
   const std::string base = request.model.substr(request.model.find_last_of('/') + 1);
-  OpGraph g = build_decoder(config, r,
-                            r.training ? fmt::format("{} (training on {} tokens)", base, r.prompt)
-                                       : fmt::format("{} ({} {})", base, request.phase,
-                                                     r.phase == DecoderPhase::kDecode
-                                                         ? fmt::format("at context {}", r.context)
-                                                         : fmt::format("of {} tokens", r.prompt)));
+  OpGraph g =
+      build_decoder(config, r,
+                    r.training ? fmt::format("{} (training on {} tokens)", base, r.prompt)
+                               : fmt::format("{} ({} {})", base, request.phase,
+                                             r.phase == DecoderPhase::kDecode ? fmt::format("at context {}", r.context)
+                                                                              : fmt::format("of {} tokens", r.prompt)));
   if (!request.given.count("dtype")) g.add_note("dtype bf16 (a decoder's default; --dtype sets another)");
   return g;
 }

@@ -1,0 +1,261 @@
+// A decoder's training step over dp × tp × pp (issue 26): a stage is its layers' parts of the
+// one-layer shard's step and its ends, so with one device the parts add up to the whole model's
+// step exactly; the pipeline's bubble, the schedule's micro-batches in flight, the model states by
+// ZeRO stage, Korthikanti et al.'s model FLOPs, the search's layouts, and one error per bad layout.
+#include "neuralcost/parallel/model_parallel.hpp"
+
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/parallel/tensor_parallel.hpp"
+#include "neuralcost/training/training_report.hpp"
+
+namespace neuralcost {
+namespace {
+
+using nlohmann::json;
+
+/// A GPT of Megatron's shape (LayerNorm, GeLU 4h MLP, learned positions, tied embeddings).
+DecoderConfig gpt(std::int64_t layers, std::int64_t hidden, std::int64_t heads, std::int64_t vocab = 51200) {
+  return parse_decoder_config(json{{"model_type", "gpt2"},
+                                   {"n_layer", layers},
+                                   {"n_embd", hidden},
+                                   {"n_head", heads},
+                                   {"n_positions", 2048},
+                                   {"vocab_size", vocab},
+                                   {"activation_function", "gelu_new"}},
+                              "gpt.json");
+}
+
+DecoderConfig small_llama() {
+  return parse_decoder_config(json{{"model_type", "llama"},
+                                   {"hidden_size", 1024},
+                                   {"num_hidden_layers", 4},
+                                   {"num_attention_heads", 8},
+                                   {"num_key_value_heads", 4},
+                                   {"intermediate_size", 2816},
+                                   {"vocab_size", 8000},
+                                   {"max_position_embeddings", 512}},
+                              "llama.json");
+}
+
+DecoderConfig small_gemma2() {
+  return parse_decoder_config(json{{"model_type", "gemma2"},
+                                   {"hidden_size", 1024},
+                                   {"num_hidden_layers", 4},
+                                   {"num_attention_heads", 8},
+                                   {"num_key_value_heads", 4},
+                                   {"head_dim", 128},
+                                   {"intermediate_size", 4096},
+                                   {"vocab_size", 8000},
+                                   {"sliding_window", 256},
+                                   {"max_position_embeddings", 512}},
+                              "gemma2.json");
+}
+
+ModelParallelRequest request(const std::string& system = "dgx-h100") {
+  ModelParallelRequest r;
+  r.system = find_system(system);
+  r.intra = find_interconnect(r.system.intra_node);
+  r.inter = find_interconnect(r.system.inter_node);
+  r.training.precision = Precision::kBf16Mixed;
+  r.dtype = DType::kBf16;
+  r.tokens = 512;
+  return r;
+}
+
+// One device, one micro-batch: the stage is the whole model, and its FLOPs, parameters and saved
+// activations equal the full graph's training step, and its time the step's fused bound pass by
+// pass (three architectures: tied GPT, GQA llama, gemma2's alternating windows).
+TEST(ModelParallelTest, OneDeviceIsTheWholeStepExactly) {
+  for (const DecoderConfig& c : {gpt(4, 1024, 16, 8000), small_llama(), small_gemma2()}) {
+    const HardwareSpec& h100 = HardwareDatabase::builtin().get("h100-sxm");
+    ShardCostCache cache(c, h100);
+    ModelParallelRequest r = request();
+    r.micro_batch = 2;
+    const ModelParallelStep s = model_parallel_step(cache, r);
+    DecoderRequest d;
+    d.batch = 2;
+    d.prompt = 512;
+    d.training = true;
+    TrainingOptions options;
+    options.precision = Precision::kBf16Mixed;
+    const TrainingReport whole = training_report(build_decoder(c, d, "whole"), h100, options);
+    ASSERT_EQ(s.stages.size(), 1u);
+    EXPECT_EQ(s.hardware_flops, static_cast<double>(whole.step.totals.flops)) << c.architecture;
+    EXPECT_EQ(s.model_flops, static_cast<double>(whole.step.totals.flops)) << c.architecture;
+    EXPECT_EQ(s.stages[0].parameters, whole.memory.parameter_count) << c.architecture;
+    EXPECT_EQ(s.stages[0].activation_bytes, whole.memory.activations.saved_bytes) << c.architecture;
+    EXPECT_EQ(s.stages[0].state_bytes, whole.memory.parameter_bytes + whole.memory.gradient_bytes +
+                                           whole.memory.optimizer_state_bytes + whole.memory.master_weight_bytes)
+        << c.architecture;
+    // the times, pass by pass: the whole step's fused kernels (a layer's is what a second layer adds)
+    double pass_seconds[3] = {};
+    for (const FusionGroup& g : whole.step.fusion_groups) {
+      const Pass pass = pass_of(whole.step.graph.op(g.ops.front()));
+      pass_seconds[pass == Pass::kForward ? 0 : pass == Pass::kOptimizer ? 2 : 1] += g.lower_bound_seconds;
+    }
+    EXPECT_NEAR(s.stages[0].forward_seconds, pass_seconds[0], pass_seconds[0] * 1e-9) << c.architecture;
+    EXPECT_NEAR(s.stages[0].backward_seconds, pass_seconds[1], pass_seconds[1] * 1e-9) << c.architecture;
+    EXPECT_NEAR(s.optimizer_seconds, pass_seconds[2], pass_seconds[2] * 1e-9) << c.architecture;
+    EXPECT_NEAR(s.step_seconds, whole.step.totals.fused_lower_bound_seconds,
+                whole.step.totals.fused_lower_bound_seconds * 1e-9)
+        << c.architecture;
+    EXPECT_EQ(s.bubble_seconds, 0);
+    EXPECT_EQ(s.p2p_seconds, 0);
+  }
+}
+
+// Korthikanti et al. (2022), appendix A: model FLOPs per iteration 72·B·L·s·h²(1 + s/(6h) + V/(12hL)),
+// counting every query-key pair; causal attention computes half of them (s/(12h)). The rest of the
+// exact count is what the formula leaves out: norms, activations, softmax, the loss, the optimizer.
+TEST(ModelParallelTest, ModelFlopsAreKorthikantisWithCausalAttention) {
+  const DecoderConfig c = gpt(96, 12288, 96);
+  ShardCostCache cache(c, HardwareDatabase::builtin().get("a100-sxm-80gb"));
+  ModelParallelRequest r = request("dgx-a100");
+  r.tokens = 2048;
+  r.tp = 8;
+  r.pp = 8;
+  r.virtual_stages = 3;
+  r.global_batch = 64;
+  r.recompute = true;
+  const ModelParallelStep s = model_parallel_step(cache, r);
+  const double B = 64, L = 96, S = 2048, h = 12288, V = 51200;
+  const double formula = 72 * B * L * S * h * h * (1 + S / (12 * h) + V / (12 * h * L));
+  EXPECT_GT(s.model_flops, formula);
+  EXPECT_LT(s.model_flops / formula - 1, 0.005);
+  // recomputation reruns every layer's forward pass: HFU's extra is a third of the layers' work
+  EXPECT_GT(s.hfu(), s.mfu() * 1.3);
+  EXPECT_EQ(s.devices, 64);
+  EXPECT_EQ(s.micro_batches, 64);
+}
+
+// The 1F1B schedule: m micro-batches at the busiest device's pace plus the others' fill and drain,
+// a v-th of it interleaved; device d keeps min(m, p − d) micro-batches in flight.
+TEST(ModelParallelTest, ThePipelinesBubbleAndMicroBatchesInFlight) {
+  const DecoderConfig c = gpt(16, 1024, 16);
+  ShardCostCache cache(c, HardwareDatabase::builtin().get("h100-sxm"));
+  ModelParallelRequest r = request();
+  r.pp = 4;
+  r.global_batch = 8;
+  const ModelParallelStep one = model_parallel_step(cache, r);
+  double most = 0, sum = 0;
+  for (const PipelineStage& st : one.stages) {
+    most = std::max(most, st.busy_seconds());
+    sum += st.busy_seconds();
+  }
+  EXPECT_DOUBLE_EQ(one.bubble_seconds, sum - most);
+  EXPECT_DOUBLE_EQ(one.pipeline_seconds, 8 * most + one.bubble_seconds + one.p2p_seconds);
+  EXPECT_EQ(one.p2p_seconds, (2.0 * 3 + 2.0 * 7) * one.p2p_each_seconds);
+  for (const PipelineStage& st : one.stages) EXPECT_EQ(st.in_flight, 4 - st.index);
+  r.virtual_stages = 2;
+  const ModelParallelStep two = model_parallel_step(cache, r);
+  EXPECT_NEAR(two.bubble_seconds, one.bubble_seconds / 2, one.bubble_seconds * 0.01);
+  EXPECT_EQ(two.stages[0].layers.size(), 2u);
+  EXPECT_EQ(two.stages[0].layers[1].first, 8);  // device 0 holds chunks 0 and 4 of 2 layers
+  // more micro-batches than stages: the first device keeps p of them
+  r.virtual_stages = 1;
+  r.global_batch = 2;
+  EXPECT_EQ(model_parallel_step(cache, r).stages[0].in_flight, 2);
+}
+
+// Every parameter on exactly one stage (plus the LM head's copy of a tied embedding on the last),
+// each split tp ways but the norms; ZeRO's (2 + 2 + 12)Ψ per device, the optimizer's 12Ψ over dp
+// with a distributed optimizer.
+TEST(ModelParallelTest, StagesHoldTheirShareAndTheOptimizerShardsOverDataParallel) {
+  const DecoderConfig c = gpt(8, 512, 8, 1024);
+  ShardCostCache cache(c, HardwareDatabase::builtin().get("h100-sxm"));
+  ModelParallelRequest r = request();
+  r.dp = 4;
+  r.tp = 2;
+  r.pp = 2;
+  r.global_batch = 8;
+  const ModelParallelStep s = model_parallel_step(cache, r);
+  const std::uint64_t tied_copy = static_cast<std::uint64_t>(c.vocab / 2 * c.hidden);
+  const std::uint64_t total = s.stages[0].parameters + s.stages[1].parameters - tied_copy;
+  EXPECT_EQ(total, decoder_parameter_count(shard_decoder(c, 2)));
+  for (const PipelineStage& st : s.stages) EXPECT_EQ(st.state_bytes, st.parameters * 16);
+  r.stage = ZeroStage::kOptimizer;
+  const ModelParallelStep z = model_parallel_step(cache, r);
+  for (const PipelineStage& st : z.stages) EXPECT_EQ(st.state_bytes, st.parameters * 4 + st.parameters * 12 / 4);
+  EXPECT_GT(z.stages[0].gradient_seconds, 0);
+}
+
+TEST(ModelParallelTest, BadLayoutsAreOneClearError) {
+  const DecoderConfig c = gpt(12, 768, 12);
+  ShardCostCache cache(c, HardwareDatabase::builtin().get("h100-sxm"));
+  const auto message = [&](auto change) {
+    ModelParallelRequest r = request();
+    change(r);
+    try {
+      model_parallel_step(cache, r);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(message([](auto& r) { r.tp = 16; }).find("stays inside a node"), std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.tp = 8; }).find("does not divide the model's 12 attention heads"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.pp = 5; }).find("does not divide the model's 12 layers"), std::string::npos);
+  EXPECT_NE(message([](auto& r) {
+              r.dp = 3;
+              r.tp = 4;
+            }).find("do not fill whole nodes"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& r) {
+              r.dp = 2;
+              r.global_batch = 3;
+            }).find("not a multiple of dp"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& r) {
+              r.stage = ZeroStage::kParameters;
+              r.pp = 2;
+            }).find("zero3"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.virtual_stages = 2; }).find("only with pipeline"), std::string::npos);
+  EXPECT_NE(message([](auto& r) {
+              r.pp = 4;
+              r.virtual_stages = 3;
+              r.global_batch = 2;
+            }).find("multiples of pp"),
+            std::string::npos);
+  EXPECT_NE(message([](auto& r) { r.pp = 0; }).find("at least 1"), std::string::npos);
+}
+
+// The search: every layout it lists divides the devices, the layers and the batch; those that fit
+// come first, fastest first; the 175B model on 1,024 A100s has layouts that fit and none with
+// tp·pp = 1 (its model states alone are 2.8 TB).
+TEST(ModelParallelTest, TheSearchListsLayoutsThatDivideAndRanksThoseThatFit) {
+  const DecoderConfig c = gpt(96, 12288, 96);
+  ShardCostCache cache(c, HardwareDatabase::builtin().get("a100-sxm-80gb"));
+  ModelParallelRequest base = request("dgx-a100");
+  base.tokens = 2048;
+  base.global_batch = 1536;
+  const std::vector<ModelParallelStep> ranked = search_model_parallel(cache, base, 1024, {1, 2, 4, 8});
+  ASSERT_FALSE(ranked.empty());
+  EXPECT_EQ(ranked.front().fit(), "fits");
+  bool fits_part = true;
+  double last = 0;
+  for (const ModelParallelStep& s : ranked) {
+    const ModelParallelRequest& r = s.request;
+    EXPECT_EQ(r.dp * r.tp * r.pp, 1024);
+    EXPECT_EQ(c.layers % r.pp, 0);
+    EXPECT_EQ(1536 % (r.dp * r.micro_batch), 0);
+    if (s.fit() != "fits") fits_part = false;
+    if (fits_part) {
+      EXPECT_GE(s.step_seconds, last);
+      last = s.step_seconds;
+    }
+    if (r.tp * r.pp == 1) EXPECT_EQ(s.fit(), "does not fit");
+  }
+  EXPECT_THROW(search_model_parallel(cache, ModelParallelRequest{}, 1024, {1}), Error);  // no global batch
+}
+
+}  // namespace
+}  // namespace neuralcost
