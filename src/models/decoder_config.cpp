@@ -475,10 +475,10 @@ std::int64_t DecoderConfig::moe_layer_count() const {
 
 const std::vector<std::string>& decoder_preset_names() {
   static const std::vector<std::string> names = {
-      "llama-2-7b",     "llama-2-13b",   "llama-2-70b", "llama-3-8b",   "llama-3-70b",
-      "llama-3.1-405b", "mistral-7b",    "qwen2.5-7b",  "mixtral-8x7b", "gemma-2b",
-      "gemma-7b",       "phi-3-mini-4k", "gpt2",        "pythia-160m",  "qwen1.5-moe-a2.7b",
-      "qwen3-8b",       "qwen3-30b-a3b", "gemma-2-2b",  "gemma-2-9b",   "gemma-2-27b"};
+      "llama-2-7b", "llama-2-13b", "llama-2-70b",       "llama-3-8b",        "llama-3-70b",       "llama-3.1-405b",
+      "mistral-7b", "qwen2.5-7b",  "mixtral-8x7b",      "gemma-2b",          "gemma-7b",          "phi-3-mini-4k",
+      "gpt2",       "pythia-160m", "qwen1.5-moe-a2.7b", "qwen3-8b",          "qwen3-30b-a3b",     "gemma-2-2b",
+      "gemma-2-9b", "gemma-2-27b", "megatron-gpt-22b",  "megatron-gpt-175b", "megatron-gpt-530b", "megatron-gpt-1t"};
   return names;
 }
 
@@ -744,10 +744,29 @@ DecoderConfig decoder_preset(const std::string& name) {
          {"tie_word_embeddings", false},
          {"hidden_act", "gelu"}}}},
   };
-  const auto it = presets.find(name);
-  if (it == presets.end()) throw Error(ErrorCode::kNotFound, fmt::format("unknown decoder preset '{}'", name));
-  DecoderConfig d = parse_decoder_config(it->second.config, name);
-  d.source = fmt::format("preset {} ({})", name, it->second.source);
+  // Megatron-LM's GPT models (learned positions, LayerNorm, a GELU MLP of 4 × hidden, tied
+  // embeddings; sequence length 2,048, vocabulary 51,200) as Korthikanti et al. (2022, Table 3)
+  // trained them
+  const auto megatron = [](std::int64_t layers, std::int64_t hidden, std::int64_t heads) {
+    return Preset{"Korthikanti et al. 2022, Table 3: Megatron-LM's GPT",
+                  {{"model_type", "gpt2"},
+                   {"n_embd", hidden},
+                   {"n_layer", layers},
+                   {"n_head", heads},
+                   {"n_positions", 2048},
+                   {"vocab_size", 51200},
+                   {"activation_function", "gelu"}}};
+  };
+  static const std::map<std::string, Preset> megatron_presets = {{"megatron-gpt-22b", megatron(48, 6144, 64)},
+                                                                 {"megatron-gpt-175b", megatron(96, 12288, 96)},
+                                                                 {"megatron-gpt-530b", megatron(105, 20480, 128)},
+                                                                 {"megatron-gpt-1t", megatron(128, 25600, 160)}};
+  const Preset* preset = nullptr;
+  if (const auto it = presets.find(name); it != presets.end()) preset = &it->second;
+  if (const auto it = megatron_presets.find(name); it != megatron_presets.end()) preset = &it->second;
+  if (preset == nullptr) throw Error(ErrorCode::kNotFound, fmt::format("unknown decoder preset '{}'", name));
+  DecoderConfig d = parse_decoder_config(preset->config, name);
+  d.source = fmt::format("preset {} ({})", name, preset->source);
   return d;
 }
 

@@ -95,13 +95,41 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
   const std::string train = "analyze transformer --train ";
   expect_error(train + "--parallel dp=12 --system dgx-h100",
                "--parallel dp=12 does not divide into nodes of 8 devices (dgx-h100): use a multiple of 8");
-  expect_error(train + "--parallel dp=8,tp=2 --system dgx-h100",
-               "--parallel dp=N,tp=N together is not built yet: one of them");
-  expect_error(train + "--parallel tp=2 --system dgx-h100",
-               "--parallel tp=N with --train: tensor-parallel training is not built yet");
-  expect_error(train + "--parallel dp=8,pp=2 --system dgx-h100",
-               "--parallel pp=2: pipeline parallelism is not built yet; dp=N (training, with --zero) and tp=N (a "
-               "decoder's prefill or decode) are");
+  // tensor and pipeline parallel training is a decoder's (Megatron's layout)
+  for (const char* layout : {"dp=8,tp=2", "tp=2", "dp=8,pp=2"}) {
+    expect_error(train + "--parallel " + layout + " --system dgx-h100",
+                 "--parallel with tp or pp: the model 'transformer' is not a decoder LLM (a preset such as "
+                 "llama-3-8b, or a config.json)");
+  }
+  const std::string llm = "analyze llama-3-8b --train --precision bf16-mixed --prompt 256 --system dgx-h100 ";
+  expect_error(llm + "--parallel dp=2,tp=2,pp=2 --global-batch 3",
+               "--global-batch 3 is not a multiple of dp × micro-batch = 2 × 1");
+  expect_error(llm + "--parallel pp=3,dp=8", "--parallel pp=3 does not divide the model's 32 layers into equal stages");
+  expect_error(llm + "--parallel tp=2,pp=2 --zero zero3",
+               "--zero zero3 with tensor or pipeline parallelism is not built: ddp or zero1 (a distributed "
+               "optimizer); --parallel dp=N alone takes every stage");
+  expect_error(llm + "--parallel tp=2,pp=2 --checkpoint selective",
+               "--checkpoint selective: with tensor or pipeline parallelism none or full (each layer keeps its input "
+               "and recomputes its forward pass)");
+  expect_error(llm + "--parallel tp=2,pp=2 --virtual-stages 2 --global-batch 3",
+               "the interleaved schedule needs micro-batches (3) in multiples of pp (2)");
+  expect_error(llm + "--parallel tp=2 --virtual-stages 2",
+               "--virtual-stages applies only with pipeline parallelism (pp > 1)");
+  expect_error(llm + "--parallel tp=2,pp=2 --batch 1,2",
+               "--parallel with tp or pp takes one --batch (the micro-batch)");
+  expect_error(llm + "--parallel tp=2,pp=2 --memory-budget 80GB",
+               "--memory-budget does not apply to a training step over tensor or pipeline parallelism (--batch is "
+               "the micro-batch, --prompt the tokens a sequence, --system the devices)");
+  expect_error("analyze llama-3-8b --parallel pp=2 --system dgx-h100",
+               "--parallel with pp applies only with --train (tp=N alone is a decoder's prefill or decode)");
+  expect_error(llm + "--parallel dp=8,ep=2", "--parallel ep=2: expert parallelism is not built yet; dp, tp and pp are");
+  expect_error(llm + "--search --devices 64", "--search needs --global-batch (sequences a step over every device)");
+  expect_error(llm + "--search --devices 64 --global-batch 64 --parallel tp=2",
+               "--parallel does not apply with --search --devices (it tries every layout, ZeRO stage and "
+               "recomputation)");
+  expect_error(llm + "--parallel tp=2 --devices 64", "--devices applies only with --search");
+  expect_error("analyze llama-3-8b --global-batch 8",
+               "--global-batch applies only with --train and --parallel tp=N or pp=N (or --search --devices N)");
   expect_error(train + "--parallel dp=0 --system dgx-h100",
                "--parallel 'dp=0': expected dp=N[,tp=N,pp=N,ep=N] with positive integers");
   expect_error("analyze llama-3-8b --parallel tp=3 --system dgx-h100",

@@ -115,6 +115,25 @@ TEST(CliTest, ParallelCommandsPrintTheirSteps) {
   ASSERT_EQ(ranked.size(), 8u);
   EXPECT_EQ(ranked[0]["fit"], "fits");
   EXPECT_GE(ranked[0]["samples_per_second"].get<double>(), ranked[1]["samples_per_second"].get<double>());
+  // 3D-parallel training of a decoder: 16 devices, 4 pipeline stages of 8 layers, 8 micro-batches
+  r = run_cli(
+      "analyze llama-3-8b --train --precision bf16-mixed --prompt 1024 --parallel dp=2,tp=2,pp=4 --global-batch 16 "
+      "--system dgx-h100 --format json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto step3d = nlohmann::json::parse(r.out);
+  EXPECT_EQ(step3d["devices"], 16);
+  EXPECT_EQ(step3d["micro_batches"], 8);
+  ASSERT_EQ(step3d["stages"].size(), 4u);
+  EXPECT_EQ(step3d["stages"][1]["layers"][0], nlohmann::json::array({8, 16}));
+  EXPECT_GT(step3d["bubble_seconds"].get<double>(), 0);
+  EXPECT_GT(step3d["mfu"].get<double>(), 0);
+  EXPECT_LT(step3d["mfu"].get<double>(), 1);
+  r = run_cli(
+      "analyze llama-3-8b --train --precision bf16-mixed --prompt 1024 --search --devices 64 --global-batch 64 "
+      "--system dgx-h100");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("layouts of 64 × h100-sxm (dgx-h100)"));
+  EXPECT_THAT(r.out, HasSubstr("\nbest: dp="));
   // tensor parallel: the step over 8 devices is faster than on one, and not 8 times
   r = run_cli(
       "analyze llama-3-8b --phase decode --context 1024 --batch 1 --parallel tp=8 --system dgx-h100 --format json");

@@ -5,6 +5,7 @@
 #include "neuralcost/parallel/model_parallel.hpp"
 
 #include <cmath>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -132,6 +133,19 @@ TEST(ModelParallelTest, ModelFlopsAreKorthikantisWithCausalAttention) {
   EXPECT_GT(s.hfu(), s.mfu() * 1.3);
   EXPECT_EQ(s.devices, 64);
   EXPECT_EQ(s.micro_batches, 64);
+}
+
+// Megatron's GPT presets: Narayanan et al.'s equation (2), P = 12lh²(1 + 13/(12h) + (V + s)/(12lh)),
+// plus the final LayerNorm's 2h, which it leaves out (175B: 174.6 billion, as the paper says).
+TEST(ModelParallelTest, MegatronPresetsHaveThePapersParameters) {
+  for (const auto& [name, l, h] : {std::tuple<const char*, std::uint64_t, std::uint64_t>{"megatron-gpt-22b", 48, 6144},
+                                   {"megatron-gpt-175b", 96, 12288},
+                                   {"megatron-gpt-530b", 105, 20480},
+                                   {"megatron-gpt-1t", 128, 25600}}) {
+    const std::uint64_t V = 51200, s = 2048;
+    EXPECT_EQ(decoder_parameter_count(decoder_preset(name)), 12 * l * h * h + 13 * l * h + (V + s) * h + 2 * h) << name;
+  }
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("megatron-gpt-175b")) / 100000000, 1746u);
 }
 
 // The 1F1B schedule: m micro-batches at the busiest device's pace plus the others' fill and drain,
