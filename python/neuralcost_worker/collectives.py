@@ -1,6 +1,7 @@
 """Collective sweeps on torch.distributed for `neural-cost hardware calibrate --collectives`
 (docs/distributed.md): `python -m neuralcost_worker collectives` speaks JSON lines like the
-framework workers (docs/worker-protocol.md): hello, sweep, quit.
+framework workers (docs/worker-protocol.md): hello, sweep, steps (measured data-parallel training
+steps, data_parallel_steps.py), quit.
 
 A sweep starts `ranks` local processes (torch.multiprocessing, spawn), each joins one process
 group (gloo on CPUs, nccl on GPUs), and times every (collective, size) of the request: first the
@@ -51,7 +52,7 @@ def _operation(dist, torch, name, elements, world):
     raise ValueError(f"unknown collective {name!r}")
 
 
-def _fault(rank, done):
+def fault(rank, done):
     """NEURALCOST_COLLECTIVES_FAULT=exit:RANK:AFTER makes RANK exit after AFTER points (tests)."""
     spec = os.environ.get("NEURALCOST_COLLECTIVES_FAULT", "")
     parts = spec.split(":")
@@ -80,11 +81,14 @@ def _rank_main(rank, world, port, request, results):
         return elements, _operation(dist, torch, name, elements, world)
 
     # calls per round: enough for min_round_seconds on rank 0's clock (the median of three calls
-    # after two warm-up calls), the same on every rank
+    # after two warm-up calls), the same on every rank; after_compute: one call a round, issued
+    # after that long of compute on every rank, as a training step issues its collectives
+    after_compute = float(request.get("compute_seconds", 0))
+    burst = torch.randn(128, 128)
     points, kept = request["points"], {}
     calls = []
     for done, point in enumerate(points):
-        _fault(rank, done)
+        fault(rank, done)
         elements, op = make(point)
         if elements * ELEMENT_BYTES <= keep_bytes:
             kept[done] = op
@@ -98,7 +102,7 @@ def _rank_main(rank, world, port, request, results):
             one.append(time.perf_counter() - start)
         n = torch.tensor([max(1, min(100000, int(min_round / max(sorted(one)[1], 1e-7))))], dtype=torch.int64)
         dist.broadcast(n, 0)
-        calls.append((elements, int(n.item())))
+        calls.append((elements, 1 if after_compute > 0 else int(n.item())))
     # rounds interleaved over the sizes: a stretch of the machine's noise touches one round of each
     # size, not every round of a few
     seconds = [[] for _ in points]
@@ -109,6 +113,10 @@ def _rank_main(rank, world, port, request, results):
                 op = make(point)[1]
                 op()  # its pages touched before the clock starts
             dist.barrier()
+            if after_compute > 0:
+                until = time.perf_counter() + after_compute
+                while time.perf_counter() < until:
+                    burst @ burst
             start = time.perf_counter()
             for _ in range(calls[i][1]):
                 op()
@@ -126,7 +134,10 @@ def _rank_main(rank, world, port, request, results):
     dist.destroy_process_group()
 
 
-def sweep(request):
+def run_ranks(rank_main, request):
+    """Runs rank_main(rank, world, port, request, results) in `ranks` spawned processes and returns
+    what rank 0 put in `results`. A rank that dies, or a run past its deadline, stops every rank and
+    raises: nothing is left running."""
     import torch.multiprocessing as mp
 
     world = int(request["ranks"])
@@ -136,12 +147,12 @@ def sweep(request):
     results = ctx.SimpleQueue()
     deadline = time.monotonic() + float(request.get("deadline_seconds", 3600))
     context = mp.start_processes(
-        _rank_main, args=(world, _free_port(), request, results), nprocs=world, join=False, start_method="spawn"
+        rank_main, args=(world, _free_port(), request, results), nprocs=world, join=False, start_method="spawn"
     )
     try:
         while not context.join(timeout=0.5):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the sweep over {world} ranks ran past its deadline")
+                raise TimeoutError(f"the run over {world} ranks ran past its deadline")
     except BaseException:
         for p in context.processes:
             if p.is_alive():
@@ -152,6 +163,10 @@ def sweep(request):
     if results.empty():
         raise RuntimeError("rank 0 ended without its results")
     return results.get()
+
+
+def sweep(request):
+    return run_ranks(_rank_main, request)
 
 
 def _hello(req):
@@ -176,4 +191,13 @@ def _failure(e):
 
 
 def serve():
-    return line_server.serve({"hello": _hello, "sweep": lambda req: {"ok": True, "points": sweep(req)}}, _failure)
+    from neuralcost_worker import data_parallel_steps
+
+    return line_server.serve(
+        {
+            "hello": _hello,
+            "sweep": lambda req: {"ok": True, "points": sweep(req)},
+            "steps": lambda req: {"ok": True, **data_parallel_steps.measure(req)},
+        },
+        _failure,
+    )

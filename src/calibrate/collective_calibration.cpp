@@ -211,8 +211,11 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
   link.scope = "intra-node";
   const std::string source = fmt::format(
       "measured on {} by `neural-cost hardware calibrate --collectives` (torch {}, "
-      "gloo, {} rounds a size, the median)",
-      today(), out.torch_version, options.rounds);
+      "gloo, {} rounds a size, the median{})",
+      today(), out.torch_version, options.rounds,
+      options.after_compute_seconds > 0 ? fmt::format("; one call a round after {:g} ms of compute on every rank",
+                                                      options.after_compute_seconds * 1e3)
+                                        : "");
   for (int ranks : options.ranks) {
     json points = json::array();
     for (Collective c : options.collectives) {
@@ -224,6 +227,7 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
                                {"ranks", ranks},
                                {"rounds", options.rounds},
                                {"min_round_seconds", options.min_round_seconds},
+                               {"compute_seconds", options.after_compute_seconds},
                                {"points", points},
                                {"deadline_seconds", options.deadline_seconds}},
                               std::chrono::duration<double>(options.deadline_seconds + 60));

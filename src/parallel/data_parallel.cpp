@@ -99,7 +99,7 @@ DataParallelStep data_parallel_step(const TrainingReport& report, const DataPara
   out.batch_per_device = report.step.batch > 0 ? report.step.batch : report.memory.batch;
   const Analysis& step = report.step;
   const double unfused = step.totals.lower_bound_seconds;
-  const double scale = unfused > 0 ? step.totals.fused_lower_bound_seconds / unfused : 1;
+  const double scale = (unfused > 0 ? step.totals.fused_lower_bound_seconds / unfused : 1) * request.compute_scale;
   out.approximations.push_back(fmt::format(
       "each op's time is its roofline lower bound × {:.3f} (the step's fused / unfused bound), on one stream", scale));
 

@@ -170,4 +170,84 @@ std::string render_collective_calibration(const CollectiveCalibration& c, Format
   return out;
 }
 
+std::string render_data_parallel_check(const DataParallelCheck& c, double within, Format format) {
+  const auto figure_json = [](const RoundFigure& f) {
+    return json{{"median", f.median}, {"ci95", {f.ci95.low, f.ci95.high}}, {"rounds", f.rounds}};
+  };
+  const DataParallelCheckRequest& r = c.request;
+  const char* mode = r.stage == ZeroStage::kParameters ? "fsdp" : "ddp";
+  const bool step_ok = std::abs(c.step_error()) <= within, link_ok = std::abs(c.link_error()) <= within;
+  if (format == Format::kJson) {
+    return report::json_text(
+        json{{"model", r.model},
+             {"batch_per_rank", r.batch},
+             {"ranks", r.ranks},
+             {"mode", mode},
+             {"link", r.link.origin.empty() || r.link.origin == "built-in" ? r.link.id : r.link.origin},
+             {"torch", c.torch_version},
+             {"parameters", c.parameters},
+             {"rounds", r.rounds},
+             {"steps_per_round", r.steps},
+             {"step_seconds", figure_json(c.step)},
+             {"compute_seconds", figure_json(c.compute)},
+             {"link_seconds", figure_json(c.link)},
+             {"wait_seconds", figure_json(c.wait)},
+             {"collectives_per_step", c.collectives_per_step},
+             {"collectives", c.collectives},
+             {"ddp_bucket_bytes", c.measured_buckets},
+             {"fsdp_unit_parameters", c.units},
+             {"predicted_calls", c.predicted_calls},
+             {"predicted_link_seconds", c.predicted_link_seconds},
+             {"predicted_exposed_seconds", c.predicted_exposed_seconds},
+             {"predicted_step_seconds", c.predicted_step_seconds},
+             {"step_error", c.step_error()},
+             {"link_error", c.link_error()},
+             {"within", within},
+             {"step_within", step_ok},
+             {"link_within", link_ok},
+             {"notes", c.notes}});
+  }
+  const auto interval = [](const RoundFigure& f) {
+    return fmt::format("{} [{}, {}]", report::seconds(f.median), report::seconds(f.ci95.low),
+                       report::seconds(f.ci95.high));
+  };
+  report::Table t;
+  t.headers = {"", "measured (median of rounds, 95% interval)", "predicted", "error",
+               fmt::format("within {:g}%", within * 100)};
+  t.raw_headers = {"quantity", "measured_seconds", "predicted_seconds", "error", "within"};
+  t.right_align = {false, true, true, true, false};
+  t.rows.push_back({{"step", "step"},
+                    {interval(c.step), fmt::format("{}", c.step.median)},
+                    {report::seconds(c.predicted_step_seconds), fmt::format("{}", c.predicted_step_seconds)},
+                    {fmt::format("{:+.1f}%", 100 * c.step_error()), fmt::format("{}", c.step_error())},
+                    {step_ok ? "yes" : "no", ""}});
+  t.rows.push_back({{"communication (link)", "link"},
+                    {interval(c.link), fmt::format("{}", c.link.median)},
+                    {report::seconds(c.predicted_link_seconds), fmt::format("{}", c.predicted_link_seconds)},
+                    {fmt::format("{:+.1f}%", 100 * c.link_error()), fmt::format("{}", c.link_error())},
+                    {link_ok ? "yes" : "no", ""}});
+  t.rows.push_back({{"step without communication", "compute"},
+                    {interval(c.compute), fmt::format("{}", c.compute.median)},
+                    {"(measured)", ""},
+                    {"", ""},
+                    {"", ""}});
+  t.rows.push_back({{"ranks' skew before collectives", "wait"},
+                    {interval(c.wait), fmt::format("{}", c.wait.median)},
+                    {"(not modeled)", ""},
+                    {"", ""},
+                    {"", ""}});
+  if (format == Format::kCsv) return report::render_table(t, format);
+  std::string out = fmt::format(
+      "{}: {} over {} local processes (gloo, torch {}), batch {} a rank, {} parameters; {} rounds of {} steps with "
+      "and {} without communication, interleaved\n",
+      r.model, mode, r.ranks, c.torch_version, r.batch, c.parameters, r.rounds, r.steps, r.steps);
+  out += fmt::format("link: {}; measured {} collectives a step ({}), predicted {}\n",
+                     r.link.origin.empty() || r.link.origin == "built-in" ? r.link.id : r.link.origin,
+                     c.collectives_per_step, fmt::join(c.collectives, ", "), c.predicted_calls);
+  out += report::render_table(t, format);
+  out += fmt::format("predicted exposed communication: {}\n", report::seconds(c.predicted_exposed_seconds));
+  for (const std::string& n : c.notes) out += "note: " + n + "\n";
+  return out;
+}
+
 }  // namespace neuralcost

@@ -1,6 +1,8 @@
 // `hardware calibrate --collectives` with the real torch.distributed (gloo, local processes):
 // a small sweep's points and fit, its interconnect spec, and a rank that dies mid-sweep (one
-// error line, nothing left running). Properties only: this machine's times are not asserted.
+// error line, nothing left running); `profile --train --data-parallel 2`'s real DDP and FSDP
+// steps against their prediction from a calibrated link (tests/inputs/calibration, this VM's).
+// Properties only: this machine's times are not asserted.
 #include <dirent.h>
 #include <unistd.h>
 
@@ -78,6 +80,72 @@ TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheSweepWithOneErrorAndNoProce
   // The worker's process group was killed as the command ended; a killed rank (torch in its address
   // space) can take the kernel a moment to tear down on a loaded machine, and a clean clone's test
   // run once saw one there. Nothing may linger: give the kernel up to 10 s, then none may be left.
+  std::set<int> left = marked_processes(mark);
+  for (int i = 0; i < 100 && !left.empty(); ++i) {
+    ::usleep(100 * 1000);
+    left = marked_processes(mark);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) left, the first " << *left.begin();
+}
+
+const std::string kLink = std::string(NEURALCOST_TEST_INPUTS) + "/calibration/gloo_loopback_2ranks.json";
+
+// Real steps: DDP's one all-reduce a bucket and FSDP's gathers and reduce-scatters are counted
+// as the prediction counts them; the network is the graph's (its parameters); the prediction is
+// the measured compute plus a non-negative exposed time.
+TEST(CollectivesCalibrationTest, DataParallelStepsAreMeasuredAndPredicted) {
+  for (const char* mode : {"ddp", "fsdp"}) {
+    const CliResult r = run_cli(std::string("profile --train --data-parallel 2 --model cnn --batch 8 --rounds 2 ") +
+                                "--zero " + mode + " --link " + kLink + " --format json");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    EXPECT_EQ(j["mode"], mode);
+    EXPECT_EQ(j["step_seconds"]["rounds"].size(), 2u);
+    EXPECT_GT(j["step_seconds"]["median"].get<double>(), 0);
+    EXPECT_GT(j["compute_seconds"]["median"].get<double>(), 0);
+    EXPECT_EQ(j["collectives_per_step"], j["predicted_calls"]) << mode;
+    EXPECT_GE(j["predicted_step_seconds"].get<double>(), j["compute_seconds"]["median"].get<double>());
+    EXPECT_GT(j["predicted_link_seconds"].get<double>(), 0);
+    for (const auto& note : j["notes"])
+      EXPECT_EQ(note.get<std::string>().find("not the same model"), std::string::npos);
+    if (std::string(mode) == "ddp") {
+      EXPECT_EQ(j["collectives"], nlohmann::json::array({"all_reduce"}));
+      EXPECT_EQ(j["ddp_bucket_bytes"][0].get<double>(), 4.0 * j["parameters"].get<double>());  // one bucket, fp32
+    } else {
+      EXPECT_GT(j["fsdp_unit_parameters"].size(), 1u);
+    }
+  }
+}
+
+TEST(CollectivesCalibrationTest, DataParallelStepsRefuseWhatDoesNotApply) {
+  const std::string base = "profile --train --data-parallel 2 --model cnn ";
+  const auto error_of = [](const std::string& args) {
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    return r.err;
+  };
+  EXPECT_THAT(error_of(base), ::testing::StartsWith("error: --data-parallel needs --link SPEC.json"));
+  EXPECT_EQ(error_of("profile --train --data-parallel 1 --link " + kLink),
+            "error: --data-parallel 1: a data-parallel step needs at least 2 ranks\n");
+  EXPECT_EQ(error_of(base + "--link " + kLink + " --zero zero2"),
+            "error: --zero zero2 with --data-parallel: ddp (DistributedDataParallel) or fsdp (fully_shard) run\n");
+  EXPECT_THAT(error_of(base + "--link nvlink4-nvswitch"),
+              ::testing::StartsWith("error: --link nvlink4-nvswitch has no measured all_reduce over 2 ranks"));
+  EXPECT_THAT(error_of(base + "--link " + kLink + " --backend torch"),
+              ::testing::StartsWith("error: --backend does not apply with --data-parallel"));
+  EXPECT_EQ(error_of("profile --model cnn --link " + kLink), "error: --link applies only with --data-parallel\n");
+  EXPECT_EQ(error_of("profile --data-parallel 2 --model cnn --link " + kLink),
+            "error: --data-parallel applies only with --train\n");
+}
+
+TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheStepsWithOneErrorAndNoProcessLeft) {
+  const std::string mark = "NEURALCOST_TEST_MARK=steps" + std::to_string(::getpid());
+  const CliResult r = run_cli_env(mark + " NEURALCOST_COLLECTIVES_FAULT=exit:1:2",
+                                  "profile --train --data-parallel 2 --model ff --batch 4 --rounds 3 --link " + kLink);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::StartsWith("error: the data-parallel steps over 2 ranks failed: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   std::set<int> left = marked_processes(mark);
   for (int i = 0; i < 100 && !left.empty(); ++i) {
     ::usleep(100 * 1000);

@@ -21,7 +21,8 @@ namespace {
 
 /// `hardware calibrate --collectives`: the options that do not apply are errors.
 void run_collective_calibration(const CLI::App& cmd, const std::vector<int>& ranks, const std::string& max_bytes,
-                                int rounds, const std::string& spec_output, Format format, const std::string& output) {
+                                int rounds, double after_compute_ms, const std::string& spec_output, Format format,
+                                const std::string& output) {
   for (const char* other : {"--quick", "--force", "--threads", "--device", "--counters"}) {
     if (cmd.count(other) > 0) {
       throw Error(ErrorCode::kInvalidArgument,
@@ -33,6 +34,11 @@ void run_collective_calibration(const CLI::App& cmd, const std::vector<int>& ran
   CollectiveCalibrationOptions options;
   options.ranks = ranks;
   options.rounds = rounds;
+  if (!(after_compute_ms >= 0 && after_compute_ms <= 10000)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--after-compute {} must be from 0 to 10000 milliseconds", after_compute_ms));
+  }
+  options.after_compute_seconds = after_compute_ms / 1000;
   try {
     options.max_bytes = static_cast<double>(parse_memory_size(max_bytes));
   } catch (const Error& e) {
@@ -112,6 +118,7 @@ void add_hardware_command(CLI::App& app) {
     std::vector<int> ranks = {2, 3};
     std::string max_bytes = "256MiB";
     int rounds = 11;
+    double after_compute_ms = 0;
   };
   auto cal = std::make_shared<CalibrateArgs>();
   CLI::App* calibrate_cmd = hw->add_subcommand(
@@ -158,16 +165,20 @@ void add_hardware_command(CLI::App& app) {
   calibrate_cmd->add_option("--rounds", cal->rounds, "With --collectives: timed rounds per size (the median counts)")
       ->check(CLI::Range(3, 1000))
       ->capture_default_str();
+  calibrate_cmd->add_option("--after-compute", cal->after_compute_ms,
+                            "With --collectives: time one call a round, issued after this many milliseconds of "
+                            "compute on every rank, as a training step issues its collectives (default 0: calls "
+                            "back to back, the link at its best)");
   add_format_option(*calibrate_cmd, cal->format);
   calibrate_cmd->add_option("-o,--output", cal->output, "Write the result to FILE (atomically) instead of stdout");
   calibrate_cmd->callback([cal, calibrate_cmd] {
     const Format format = *parse_format(cal->format);
     if (cal->collectives) {
-      run_collective_calibration(*calibrate_cmd, cal->ranks, cal->max_bytes, cal->rounds, cal->spec_output, format,
-                                 cal->output);
+      run_collective_calibration(*calibrate_cmd, cal->ranks, cal->max_bytes, cal->rounds, cal->after_compute_ms,
+                                 cal->spec_output, format, cal->output);
       return;
     }
-    for (const char* only : {"--ranks", "--max-bytes", "--rounds"}) {
+    for (const char* only : {"--ranks", "--max-bytes", "--rounds", "--after-compute"}) {
       if (calibrate_cmd->count(only) > 0) {
         throw Error(ErrorCode::kInvalidArgument, fmt::format("{} is for --collectives", only));
       }

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <memory>
+#include <set>
 
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "neuralcost/calibrate/data_parallel_check.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
@@ -16,6 +18,8 @@
 #include "neuralcost/measure/profile.hpp"
 #include "neuralcost/model_inputs.hpp"
 #include "neuralcost/models/reference.hpp"
+#include "neuralcost/parallel/sharding.hpp"
+#include "neuralcost/report/link_views.hpp"
 #include "neuralcost/report/profile_views.hpp"
 #include "run_options.hpp"
 
@@ -36,7 +40,62 @@ struct LayerArgs {
   std::string sort, group;
 };
 
-void run_profile(const RunArgs& args, const LayerArgs& layer_args, const CLI::App& cmd) {
+/// --data-parallel N, --link, --zero: measured data-parallel steps against their prediction.
+struct DataParallelArgs {
+  int ranks = 0;
+  std::string link, zero = "ddp";
+};
+
+/// `profile --train --data-parallel N --link SPEC.json [--zero ddp|fsdp]`: real DDP or FSDP steps
+/// of one reference network in N local processes (gloo) against the prediction from the link.
+void run_data_parallel_check(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd) {
+  static const std::set<std::string> applies = {"--data-parallel", "--link",   "--zero",   "--train",   "--model",
+                                                "--batch",         "--seq",    "--width",  "--depth",   "--rounds",
+                                                "--optimizer",     "--format", "--output", "--hardware"};
+  for (const CLI::Option* option : cmd.get_options()) {
+    const std::string name = option->get_name();
+    if (option->count() > 0 && applies.count(name) == 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply with --data-parallel (it runs one reference network's DDP or FSDP "
+                              "steps in local processes: --model, --batch, --seq, --width, --depth, --rounds, "
+                              "--optimizer, --zero, --link)",
+                              name));
+    }
+  }
+  if (!args.train) throw Error(ErrorCode::kInvalidArgument, "--data-parallel applies only with --train");
+  if (dp.link.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--data-parallel needs --link SPEC.json, this machine's calibrated link (`neural-cost hardware "
+                "calibrate --collectives --spec-output SPEC.json`)");
+  }
+  if (args.models.size() > 1 || args.batches.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, "--data-parallel takes one --model and one --batch (per rank)");
+  }
+  const auto stage = zero_stage_from_name(dp.zero);
+  if (!stage) throw Error(ErrorCode::kInvalidArgument, fmt::format("--zero '{}' is not one of ddp, fsdp", dp.zero));
+  DataParallelCheckRequest r;
+  r.model = args.models.empty() ? "cnn" : args.models.front();
+  r.batch = cmd.count("--batch") > 0 ? args.batches.front() : 32;
+  r.seq = args.seq;
+  r.width = args.width;
+  r.depth = args.depth;
+  r.ranks = dp.ranks;
+  r.stage = *stage;
+  r.optimizer = args.optimizer.empty() ? "sgd" : args.optimizer;
+  r.rounds = cmd.count("--rounds") > 0 ? args.rounds : 7;
+  r.link = find_interconnect(dp.link);
+  r.hardware = hardware_for(args.hardware.empty() ? "host-spec" : args.hardware);
+  const Format format = output_format(cmd, args.format, args.output);
+  emit(render_data_parallel_check(check_data_parallel(r), 0.15, format), args.output);
+}
+
+void run_profile(const RunArgs& args, const LayerArgs& layer_args, const DataParallelArgs& dp, const CLI::App& cmd) {
+  if (cmd.count("--data-parallel") > 0) return run_data_parallel_check(args, dp, cmd);
+  for (const char* option : {"--link", "--zero"}) {
+    if (cmd.count(option) > 0) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --data-parallel", option));
+    }
+  }
   // Ctrl-C ends the run in progress and its workers; -o holds every finished run as it ends.
   // Installed first: a signal while the plan is made (calibration, loading plugins) is kept too.
   install_interrupt_handlers();
@@ -110,6 +169,7 @@ void add_backends_command(CLI::App& app) {
 void add_profile_command(CLI::App& app) {
   auto args = std::make_shared<RunArgs>();
   auto layer_args = std::make_shared<LayerArgs>();
+  auto dp = std::make_shared<DataParallelArgs>();
   CLI::App* cmd =
       app.add_subcommand("profile",
                          "Run models through a backend, time them under the timing contract and compare with the\n"
@@ -130,7 +190,14 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("-o,--output", args->output,
                   "Write to this file (atomically) instead of stdout; without --format, the format follows its "
                   "extension (.json, .csv, .md)");
-  cmd->callback([args, layer_args, cmd] { run_profile(*args, *layer_args, *cmd); });
+  cmd->add_option("--data-parallel", dp->ranks,
+                  "With --train: real DDP (or --zero fsdp: FSDP2) steps of one reference network in N local "
+                  "processes on gloo, against the prediction from --link (docs/distributed.md §7)");
+  cmd->add_option("--link", dp->link,
+                  "With --data-parallel: this machine's calibrated link, a spec written by `hardware calibrate "
+                  "--collectives --spec-output`");
+  cmd->add_option("--zero", dp->zero, "With --data-parallel: ddp or fsdp")->capture_default_str();
+  cmd->callback([args, layer_args, dp, cmd] { run_profile(*args, *layer_args, *dp, *cmd); });
 }
 
 }  // namespace neuralcost::cli

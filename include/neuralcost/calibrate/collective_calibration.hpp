@@ -20,8 +20,11 @@ struct CollectiveCalibrationOptions {
   double max_bytes = 256.0 * 1024 * 1024;  ///< sizes are min_bytes × 2^k up to this
   int rounds = 11;                         ///< timed rounds per size (the median is the point)
   double min_round_seconds = 0.02;         ///< calls per round: enough for this long
-  double deadline_seconds = 3600;          ///< one sweep over one rank count
-  std::string id = "gloo-loopback";        ///< the spec's id
+  /// > 0: one call a round, after this long of compute on every rank (as a training step issues
+  /// its collectives: threads woken, caches cold); 0: back-to-back calls (the link's best)
+  double after_compute_seconds = 0;
+  double deadline_seconds = 3600;    ///< one sweep over one rank count
+  std::string id = "gloo-loopback";  ///< the spec's id
 };
 
 /// One size of one collective: its rounds (per-call seconds, the slowest rank's) and median.

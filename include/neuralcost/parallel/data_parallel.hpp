@@ -24,6 +24,9 @@ struct DataParallelRequest {
   /// dist._DEFAULT_FIRST_BUCKET_BYTES and bucket_cap_mb).
   double first_bucket_bytes = 1024.0 * 1024;
   double bucket_bytes = 25.0 * 1024 * 1024;
+  /// Each op's time × this: 1 for the roofline bound; a measured step over the bound puts the
+  /// collectives on a measured run's timeline (the measured check, docs/distributed.md §7).
+  double compute_scale = 1;
 };
 
 /// One kind of collective the step runs, summed over its calls.

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "neuralcost/calibrate/collective_calibration.hpp"
+#include "neuralcost/calibrate/data_parallel_check.hpp"
 #include "neuralcost/hardware/interconnect.hpp"
 #include "neuralcost/report/format.hpp"
 
@@ -20,5 +21,9 @@ std::string render_systems(const std::vector<SystemSpec>& systems, Format format
 /// Per collective and rank count: its segments (α, bus bandwidth) and the fit's error on the sizes
 /// it was not fitted to, against the 10 % the calibration aims at; then the notes.
 std::string render_collective_calibration(const CollectiveCalibration& calibration, Format format);
+/// A measured data-parallel step against its prediction (`profile --train --data-parallel N`):
+/// step, compute and link time with their intervals over rounds, the ranks' skew, the predicted
+/// link time, exposed time and step, and whether each is within `within` (15 %) of the measured.
+std::string render_data_parallel_check(const DataParallelCheck& check, double within, Format format);
 
 }  // namespace neuralcost

@@ -1,0 +1,165 @@
+// Measured data-parallel steps against their prediction (include/neuralcost/calibrate/data_parallel_check.hpp).
+#include "neuralcost/calibrate/data_parallel_check.hpp"
+
+#include <algorithm>
+#include <chrono>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "backends/python_worker/worker_backend.hpp"
+#include "backends/python_worker/worker_process.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/models/reference.hpp"
+#include "neuralcost/parallel/data_parallel.hpp"
+#include "neuralcost/parallel/link_time.hpp"
+#include "neuralcost/training/training_report.hpp"
+
+namespace neuralcost {
+namespace {
+
+using nlohmann::json;
+
+void refuse(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
+
+void check(const DataParallelCheckRequest& r) {
+  if (r.ranks < 2) {
+    refuse(fmt::format("--data-parallel {}: a data-parallel step needs at least 2 ranks", r.ranks));
+  }
+  const auto& names = reference_model_names();
+  if (std::find(names.begin(), names.end(), r.model) == names.end()) {
+    refuse(fmt::format("--data-parallel runs the reference networks (ff, cnn, rnn, lstm, transformer), not '{}'",
+                       r.model));
+  }
+  if (r.stage != ZeroStage::kNone && r.stage != ZeroStage::kParameters) {
+    refuse(fmt::format("--zero {} with --data-parallel: ddp (DistributedDataParallel) or fsdp (fully_shard) run",
+                       zero_stage_name(r.stage)));
+  }
+  if (r.rounds < 1 || r.steps < 1) refuse("--rounds and the steps a round must be at least 1");
+  const std::vector<Collective> needed =
+      r.stage == ZeroStage::kNone ? std::vector<Collective>{Collective::kAllReduce}
+                                  : std::vector<Collective>{Collective::kAllGather, Collective::kReduceScatter};
+  for (Collective c : needed) {
+    if (r.link.measured_for(c, r.ranks) == nullptr) {
+      refuse(
+          fmt::format("--link {} has no measured {} over {} ranks: calibrate this machine's link first "
+                      "(`neural-cost hardware calibrate --collectives --ranks {} --spec-output FILE`)",
+                      r.link.origin.empty() || r.link.origin == "built-in" ? r.link.id : r.link.origin,
+                      collective_name(c), r.ranks, r.ranks));
+    }
+  }
+}
+
+RoundFigure figure(const json& rounds, const char* key) {
+  RoundFigure f;
+  for (const json& round : rounds) f.rounds.push_back(median(round.at(key).get<std::vector<double>>()));
+  f.median = median(f.rounds);
+  f.ci95 = order_statistic_median_ci(f.rounds).interval;
+  return f;
+}
+
+}  // namespace
+
+DataParallelCheck check_data_parallel(const DataParallelCheckRequest& request) {
+  check(request);
+  if (auto why = worker::WorkerBackend("collectives", "torch", "", {"eager"}, "eager", {}).unavailable_reason()) {
+    throw Error(ErrorCode::kNotFound, "--data-parallel needs the torch worker's Python: " + *why);
+  }
+  DataParallelCheck out;
+  out.request = request;
+  const bool fsdp = request.stage == ZeroStage::kParameters;
+  worker::WorkerProcess process({worker::python_interpreter(), "-m", "neuralcost_worker", "collectives"},
+                                {{"PYTHONPATH", worker::worker_directory()}, {"PYTHONUNBUFFERED", "1"}},
+                                "the collectives worker");
+  json reply;
+  try {
+    reply = process.request({{"cmd", "steps"},
+                             {"ranks", request.ranks},
+                             {"mode", fsdp ? "fsdp" : "ddp"},
+                             {"model", request.model},
+                             {"batch", request.batch},
+                             {"seq", request.seq},
+                             {"width", request.width},
+                             {"depth", request.depth},
+                             {"optimizer", request.optimizer},
+                             {"rounds", request.rounds},
+                             {"steps", request.steps},
+                             {"deadline_seconds", request.deadline_seconds}},
+                            std::chrono::duration<double>(request.deadline_seconds + 60));
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("the data-parallel steps over {} ranks failed: {}", request.ranks, e.what()));
+  }
+  process.stop();
+  out.torch_version = reply.value("torch", std::string("?"));
+  out.parameters = reply.at("parameters").get<std::uint64_t>();
+  out.collectives_per_step = reply.at("calls_per_step").get<int>();
+  out.collectives = reply.at("collectives").get<std::vector<std::string>>();
+  out.measured_buckets = reply.at("buckets").get<std::vector<double>>();
+  out.units = reply.at("units").get<std::vector<double>>();
+  const json& rounds = reply.at("rounds");
+  out.step = figure(rounds, "step_seconds");
+  out.compute = figure(rounds, "compute_seconds");
+  out.link = figure(rounds, "link_seconds");
+  out.wait = figure(rounds, "wait_seconds");
+
+  // the prediction: the step graph's collectives on the calibrated link, on the measured
+  // compute's timeline (each op's roofline time scaled so that the step takes the measured compute)
+  ReferenceOptions model;
+  model.model = request.model;
+  model.batch = request.batch;
+  model.seq = request.seq;
+  model.width = request.width;
+  model.depth = request.depth;
+  TrainingOptions training;
+  training.optimizer = parse_optimizer(request.optimizer);
+  const TrainingReport report = training_report(build_reference_model(model), request.hardware, training);
+  if (report.memory.parameter_count != out.parameters) {
+    out.notes.push_back(fmt::format("the run's network has {} parameters, the graph {}: they are not the same model",
+                                    out.parameters, report.memory.parameter_count));
+  }
+  DataParallelRequest r;
+  r.ranks = request.ranks;
+  r.stage = request.stage;
+  r.system.id = "local";
+  r.system.device = request.hardware.id;
+  r.system.devices_per_node = request.ranks;
+  r.system.nics_per_node = 1;
+  r.intra = r.inter = request.link;
+  const double bound = report.step.totals.fused_lower_bound_seconds;
+  r.compute_scale = bound > 0 ? out.compute.median / bound : 1;
+  const DataParallelStep step = data_parallel_step(report, r);
+  if (!fsdp) {
+    out.predicted_link_seconds = step.communication_seconds;
+    out.predicted_exposed_seconds = step.exposed_seconds;
+    for (const StepCommunication& c : step.communication) out.predicted_calls += c.calls;
+  } else {
+    // fully_shard per unit: each unit's parameters gathered before its forward pass and again
+    // before its backward pass, its gradients reduce-scattered; the first gather waits, the others
+    // hide behind their pass but what exceeds it
+    double gathers = 0, scatters = 0, first = 0;
+    std::string basis;
+    for (double elements : out.units) {
+      const double bytes = elements * 4;
+      const double gather =
+          in_node_cost(request.link, Collective::kAllGather, request.ranks, bytes, 4, basis).seconds();
+      if (first == 0) first = gather;
+      gathers += gather;
+      scatters += in_node_cost(request.link, Collective::kReduceScatter, request.ranks, bytes, 4, basis).seconds();
+      out.predicted_calls += 3;
+    }
+    out.predicted_link_seconds = 2 * gathers + scatters;
+    out.predicted_exposed_seconds = first + std::max(0.0, gathers - first - step.forward_seconds) +
+                                    std::max(0.0, gathers + scatters - step.backward_seconds);
+    out.notes.push_back(
+        "fsdp: each unit's all-gather before its forward and its backward pass and its reduce-scatter, on the "
+        "calibrated link; the first gather is waited for, the rest hide behind their pass but what exceeds it");
+  }
+  out.predicted_step_seconds = out.compute.median + out.predicted_exposed_seconds;
+  out.notes.push_back(fmt::format(
+      "predicted step = the measured step without communication ({}) + the predicted exposed communication; "
+      "the ops' roofline times scaled by {:.3g} to take that long",
+      fsdp ? "an unsharded copy of the network" : "DDP's no_sync()", r.compute_scale));
+  return out;
+}
+
+}  // namespace neuralcost
