@@ -158,6 +158,9 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
                "--counters does not apply to --collectives (it measures the link between local processes on gloo; "
                "NCCL sweeps on GPUs are not built yet)");
   expect_error("hardware calibrate --ranks 2", "--ranks is for --collectives");
+  expect_error("hardware calibrate --after-compute 20", "--after-compute is for --collectives");
+  expect_error("hardware calibrate --collectives --after-compute -1",
+               "--after-compute -1 must be from 0 to 10000 milliseconds");
 }
 
 TEST(CliErrorsTest, BadRoundOptionsAreOneErrorLine) {
