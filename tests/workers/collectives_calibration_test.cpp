@@ -37,6 +37,18 @@ std::set<int> marked_processes(const std::string& mark) {
   return found;
 }
 
+/// The worker's process group was killed as the command ended; a killed rank (torch in its address
+/// space) can take the kernel a moment to tear down on a loaded machine, and a clean clone's test
+/// run once saw one there. Nothing may linger: give the kernel up to 10 s, then none may be left.
+void expect_none_left(const std::string& mark) {
+  std::set<int> left = marked_processes(mark);
+  for (int i = 0; i < 100 && !left.empty(); ++i) {
+    ::usleep(100 * 1000);
+    left = marked_processes(mark);
+  }
+  EXPECT_TRUE(left.empty()) << left.size() << " process(es) left, the first " << *left.begin();
+}
+
 TEST(CollectivesCalibrationTest, ASmallSweepFitsEverySizeAndWritesASpec) {
   const std::string dir = ::testing::TempDir();
   const std::string json_path = dir + "/collectives_" + std::to_string(::getpid()) + ".json";
@@ -77,15 +89,7 @@ TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheSweepWithOneErrorAndNoProce
   EXPECT_THAT(r.err, ::testing::StartsWith("error: the sweep over 2 ranks failed: "));
   EXPECT_THAT(r.err, ::testing::HasSubstr("exit code 3"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  // The worker's process group was killed as the command ended; a killed rank (torch in its address
-  // space) can take the kernel a moment to tear down on a loaded machine, and a clean clone's test
-  // run once saw one there. Nothing may linger: give the kernel up to 10 s, then none may be left.
-  std::set<int> left = marked_processes(mark);
-  for (int i = 0; i < 100 && !left.empty(); ++i) {
-    ::usleep(100 * 1000);
-    left = marked_processes(mark);
-  }
-  EXPECT_TRUE(left.empty()) << left.size() << " process(es) left, the first " << *left.begin();
+  expect_none_left(mark);
 }
 
 const std::string kLink = std::string(NEURALCOST_TEST_INPUTS) + "/calibration/gloo_loopback_2ranks.json";
@@ -146,12 +150,7 @@ TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheStepsWithOneErrorAndNoProce
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, ::testing::StartsWith("error: the data-parallel steps over 2 ranks failed: "));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-  std::set<int> left = marked_processes(mark);
-  for (int i = 0; i < 100 && !left.empty(); ++i) {
-    ::usleep(100 * 1000);
-    left = marked_processes(mark);
-  }
-  EXPECT_TRUE(left.empty()) << left.size() << " process(es) left, the first " << *left.begin();
+  expect_none_left(mark);
 }
 
 }  // namespace

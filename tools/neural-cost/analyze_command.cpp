@@ -1,6 +1,7 @@
 // `neural-cost analyze`: static roofline analysis of one model, or of all five reference
 // networks when no model is named.
 #include <memory>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -165,6 +166,19 @@ std::pair<SystemSpec, InterconnectSpec> system_and_link(const AnalyzeArgs& args,
   return {system, find_interconnect(args.link.empty() ? system.intra_node : args.link)};
 }
 
+/// --zero, --system and --link: the ZeRO stage, the system, and its links inside and between nodes.
+std::tuple<ZeroStage, SystemSpec, InterconnectSpec, InterconnectSpec> stage_and_links(const AnalyzeArgs& args,
+                                                                                      const CLI::App& cmd) {
+  const auto stage = zero_stage_from_name(args.zero);
+  if (!stage) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--zero '{}' is not one of ddp, zero1, zero2, zero3, fsdp", args.zero));
+  }
+  auto [system, intra] = system_and_link(args, cmd);
+  InterconnectSpec inter = find_interconnect(system.inter_node);
+  return {*stage, std::move(system), std::move(intra), std::move(inter)};
+}
+
 /// --parallel dp=N, --zero, --system, --link: the data-parallel request (checked by the library).
 DataParallelRequest parallel_request(const AnalyzeArgs& args, const CLI::App& cmd, const ParallelLayout& layout) {
   if (!args.train) {
@@ -173,14 +187,7 @@ DataParallelRequest parallel_request(const AnalyzeArgs& args, const CLI::App& cm
   }
   DataParallelRequest r;
   r.ranks = layout.dp;
-  const auto stage = zero_stage_from_name(args.zero);
-  if (!stage) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--zero '{}' is not one of ddp, zero1, zero2, zero3, fsdp", args.zero));
-  }
-  r.stage = *stage;
-  std::tie(r.system, r.intra) = system_and_link(args, cmd);
-  r.inter = find_interconnect(r.system.inter_node);
+  std::tie(r.stage, r.system, r.intra, r.inter) = stage_and_links(args, cmd);
   return r;
 }
 
@@ -219,14 +226,7 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   r.tokens = args.prompt;
   r.global_batch = args.global_batch;
   r.virtual_stages = args.virtual_stages;
-  const auto stage = zero_stage_from_name(args.zero);
-  if (!stage) {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--zero '{}' is not one of ddp, zero1, zero2, zero3, fsdp", args.zero));
-  }
-  r.stage = *stage;
-  std::tie(r.system, r.intra) = system_and_link(args, cmd);
-  r.inter = find_interconnect(r.system.inter_node);
+  std::tie(r.stage, r.system, r.intra, r.inter) = stage_and_links(args, cmd);
   ShardCostCache costs = model_parallel_costs(args.models.front(), HardwareDatabase::builtin().get(r.system.device));
   const std::string base = args.models.front().substr(args.models.front().find_last_of('/') + 1);
   const std::string name = fmt::format("{} (training on {} tokens)", base, args.prompt);
