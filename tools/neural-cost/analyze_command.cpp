@@ -670,9 +670,11 @@ void add_analyze_command(CLI::App& app) {
       ->capture_default_str();
   cmd->add_flag("--search", args->search,
                 "With --parallel dp=N: every ZeRO stage × per-device batch (--batch, default 1,2,4,8,16,32) × "
-                "checkpoint policy (--checkpoint, default none and full), ranked by samples/s among those that fit");
+                "checkpoint policy (--checkpoint, default none and full), ranked by samples/s among those that fit; "
+                "with --devices N (a decoder): every dp × tp × pp layout");
   cmd->add_option("--system", args->system,
-                  "With --parallel: the system (its device, devices per node, links; `neural-cost hardware systems`)");
+                  "With --parallel or --search --devices: the system (its device, devices per node, links; "
+                  "`neural-cost hardware systems`)");
   cmd->add_option("--link", args->link,
                   "With --parallel: the link inside a node instead of the system's: an interconnect id or a spec file "
                   "written by `hardware calibrate --collectives --spec-output`");
