@@ -290,6 +290,47 @@ TEST(CliReportTest, CompareTablesJsonAndAReportSection) {
 
 // A train-to-target study (its JSON file) gets a page of its own: the text view and the validation
 // accuracy of every run against time and cost; read back, it scores as the file says.
+/// `results` (a JSON Lines file of runs timed before rounds existed) with each sample made a round
+/// whose CPU canary took `seconds`.
+std::string with_cpu_canary(const std::string& results, double seconds, const std::string& name) {
+  std::ifstream in(results);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    json j = json::parse(line);
+    if (j.contains("timing") && j["timing"].contains("samples_seconds")) {
+      json rounds = json::array();
+      int index = 0;
+      for (const json& sample : j["timing"]["samples_seconds"]) {
+        rounds.push_back({{"process", index++},
+                          {"sweep", 0},
+                          {"pass", 0},
+                          {"median_seconds", sample},
+                          {"cpu_canary_seconds", seconds}});
+      }
+      j["timing"]["rounds"] = rounds;
+    }
+    out += j.dump() + "\n";
+  }
+  return write(name, out);
+}
+
+// The CI gate cannot tell the machine's pace from the code's: when the CPU canary itself ran
+// slower in the after file by more than the threshold, the failing gate says so (and to rerun on a
+// steady machine); when it did not, it says nothing of the machine.
+TEST(CliReportTest, TheGateSaysWhenTheMachineItselfWasSlower) {
+  const std::string before = with_cpu_canary(kResults + "before.jsonl", 200e-6, "canary_before.jsonl");
+  const std::string slow = with_cpu_canary(kResults + "after.jsonl", 220e-6, "canary_after_slow.jsonl");
+  const std::string steady = with_cpu_canary(kResults + "after.jsonl", 200e-6, "canary_after_steady.jsonl");
+  CliResult r = run_cli("compare " + before + " " + slow + " --fail-if-slower 5%");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(count_lines(r.err), 1u) << r.err;
+  EXPECT_THAT(r.err, HasSubstr(". The machine itself was 10.0% slower in the after file by its CPU canary: these may "
+                               "be the machine's, not the code's; rerun both on a steady machine"));
+  r = run_cli("compare " + before + " " + steady + " --fail-if-slower 5%");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, Not(HasSubstr("The machine itself")));
+}
+
 TEST(CliReportTest, ATrainToTargetStudyIsDrawnAgainstTimeAndCost) {
   const std::string study = std::string(NEURALCOST_TEST_INPUTS) + "/to_target/ff-digits.json";
   const json file = json::parse(std::ifstream(study));
