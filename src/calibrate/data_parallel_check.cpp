@@ -22,7 +22,9 @@ using nlohmann::json;
 
 void refuse(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
 
-void check(const DataParallelCheckRequest& r) {
+}  // namespace
+
+void check_data_parallel_request(const DataParallelCheckRequest& r) {
   if (r.ranks < 2) {
     refuse(fmt::format("--data-parallel {}: a data-parallel step needs at least 2 ranks", r.ranks));
   }
@@ -50,6 +52,8 @@ void check(const DataParallelCheckRequest& r) {
   }
 }
 
+namespace {
+
 RoundFigure figure(const json& rounds, const char* key) {
   RoundFigure f;
   for (const json& round : rounds) f.rounds.push_back(median(round.at(key).get<std::vector<double>>()));
@@ -61,7 +65,7 @@ RoundFigure figure(const json& rounds, const char* key) {
 }  // namespace
 
 DataParallelCheck check_data_parallel(const DataParallelCheckRequest& request) {
-  check(request);
+  check_data_parallel_request(request);
   if (auto why = worker::WorkerBackend("collectives", "torch", "", {"eager"}, "eager", {}).unavailable_reason()) {
     throw Error(ErrorCode::kNotFound, "--data-parallel needs the torch worker's Python: " + *why);
   }

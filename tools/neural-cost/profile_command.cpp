@@ -84,6 +84,7 @@ void run_data_parallel_check(const RunArgs& args, const DataParallelArgs& dp, co
   r.optimizer = args.optimizer.empty() ? "sgd" : args.optimizer;
   r.rounds = cmd.count("--rounds") > 0 ? args.rounds : 7;
   r.link = find_interconnect(dp.link);
+  check_data_parallel_request(r);  // bad input is named before the host is calibrated
   r.hardware = hardware_for(args.hardware.empty() ? "host-spec" : args.hardware);
   const Format format = output_format(cmd, args.format, args.output);
   emit(render_data_parallel_check(check_data_parallel(r), 0.15, format), args.output);

@@ -56,6 +56,9 @@ struct DataParallelCheck {
   double link_error() const { return link.median > 0 ? predicted_link_seconds / link.median - 1 : 0; }
 };
 
+/// The request's errors (the ones check_data_parallel names first), before anything slow runs.
+void check_data_parallel_request(const DataParallelCheckRequest& request);
+
 /// Runs the steps (the torch worker's Python, `python -m neuralcost_worker collectives`) and
 /// predicts them. kInvalidArgument for fewer than 2 ranks, another model, a ZeRO stage other than
 /// DDP and FSDP, rounds or steps below 1, and a link without measured all-reduce (DDP) or
