@@ -171,6 +171,9 @@ TEST(ModelParallelTest, ThePipelinesBubbleAndMicroBatchesInFlight) {
   EXPECT_NEAR(two.bubble_seconds, one.bubble_seconds / 2, one.bubble_seconds * 0.01);
   EXPECT_EQ(two.stages[0].layers.size(), 2u);
   EXPECT_EQ(two.stages[0].layers[1].first, 8);  // device 0 holds chunks 0 and 4 of 2 layers
+  // Megatron's interleaved warm-up: (p − d − 1)·2 + (v − 1)·p chunk-forwards, then one in flight
+  EXPECT_EQ(two.stages[0].in_flight, 3 * 2 + 1 * 4 + 1);
+  EXPECT_EQ(two.stages[3].in_flight, 0 * 2 + 1 * 4 + 1);
   // more micro-batches than stages: the first device keeps p of them
   r.virtual_stages = 1;
   r.global_batch = 2;
