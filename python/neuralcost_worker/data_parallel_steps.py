@@ -21,6 +21,7 @@ ends when its last rank does). Rank 0 sends the rounds back.
 
 import datetime
 import os
+import sys
 import time
 
 from neuralcost_worker import collectives
@@ -210,6 +211,12 @@ def _rank_main(rank, world, port, request, results):
         )
     dist.barrier()
     dist.destroy_process_group()
+    # leave without running the interpreter's and torch's destructors: a rank whose DDP or FSDP
+    # threads are torn down at exit can abort (SIGABRT) after its work is done, and the parent
+    # would take that for a rank that died (rank 0's results are already in the queue's pipe)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def measure(request):
