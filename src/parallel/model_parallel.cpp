@@ -92,17 +92,17 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   const int dp_nodes = r.dp / dp_per_node;
   const bool stages_across = r.tp * r.dp >= per_node && out.devices > per_node;
   out.link_of_stages = stages_across ? "inter-node" : "intra-node";
+  // a collective between two stages' devices: across two nodes, or inside one
+  const auto between_stages = [&](Collective c, double bytes, double element) {
+    return group_cost(r.system, r.intra, r.inter, c, stages_across ? 1 : 2, stages_across ? 2 : 1, bytes, element,
+                      basis)
+        .seconds();
+  };
   if (r.pp > 1) {
-    if (stages_across) {
-      // Megatron's scatter-gather: each of the tp devices sends 1/tp across, then they all-gather
-      const double part = r.tp > 1 ? act / r.tp : act;
-      out.p2p_each_seconds =
-          group_cost(r.system, r.intra, r.inter, Collective::kSendRecv, 1, 2, part, elt, basis).seconds();
-      if (r.tp > 1)
-        out.p2p_each_seconds += in_node_cost(r.intra, Collective::kAllGather, r.tp, act, elt, basis).seconds();
-    } else {
-      out.p2p_each_seconds = in_node_cost(r.intra, Collective::kSendRecv, 2, act, elt, basis).seconds();
-    }
+    // across nodes, Megatron's scatter-gather: each of the tp devices sends 1/tp, then they all-gather
+    const bool scatter = stages_across && r.tp > 1;
+    out.p2p_each_seconds = between_stages(Collective::kSendRecv, scatter ? act / r.tp : act, elt);
+    if (scatter) out.p2p_each_seconds += in_node_cost(r.intra, Collective::kAllGather, r.tp, act, elt, basis).seconds();
   }
 
   const std::int64_t chunk = c.layers / (r.pp * v);
@@ -187,12 +187,7 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   double tied = 0;
   if (r.pp > 1 && c.tied_embeddings) {  // the two copies of the embedding's gradient, summed
     const double bytes = static_cast<double>(costs.shard.vocab * c.hidden) * costs.gradient_bytes_per_element;
-    tied = stages_across
-               ? group_cost(r.system, r.intra, r.inter, Collective::kAllReduce, 1, 2, bytes,
-                            costs.gradient_bytes_per_element, basis)
-                     .seconds()
-               : in_node_cost(r.intra, Collective::kAllReduce, 2, bytes, costs.gradient_bytes_per_element, basis)
-                     .seconds();
+    tied = between_stages(Collective::kAllReduce, bytes, costs.gradient_bytes_per_element);
   }
   out.step_seconds = out.pipeline_seconds + out.gradient_exposed_seconds + tied + out.optimizer_seconds;
 

@@ -94,6 +94,18 @@ class Owners {
   const OpGraph* forward_ = nullptr;
 };
 
+/// A step op's phase: 0 forward (and recomputation), 1 backward, 2 the optimizer step.
+int phase_of(const OpRecord& op) {
+  const Pass pass = pass_of(op);
+  return pass == Pass::kForward || pass == Pass::kRecompute ? 0 : pass == Pass::kOptimizer ? 2 : 1;
+}
+double& seconds_of(PartCost& part, int phase) {
+  return phase == 0 ? part.forward_seconds : phase == 2 ? part.optimizer_seconds : part.backward_seconds;
+}
+double& flops_of(PartCost& part, int phase) {
+  return phase == 0 ? part.forward_flops : phase == 2 ? part.optimizer_flops : part.backward_flops;
+}
+
 /// The parts of the one-layer shard `d` at the request's micro-batch.
 void split_parts(const DecoderConfig& d, const DecoderRequest& r, const HardwareSpec& hardware,
                  const TrainingOptions& training, ShardCosts& out, const std::string& kind, bool ends) {
@@ -106,12 +118,7 @@ void split_parts(const DecoderConfig& d, const DecoderRequest& r, const Hardware
   PartCost parts[3];
   for (const OpRoofline& o : step.ops) {
     const OpRecord& op = step.graph.op(o.op_index);
-    PartCost& part = parts[static_cast<int>(owners.of_step_op(op))];
-    const double flops = static_cast<double>(o.cost.flops);
-    const Pass pass = pass_of(op);
-    (pass == Pass::kForward || pass == Pass::kRecompute ? part.forward_flops
-     : pass == Pass::kOptimizer                         ? part.optimizer_flops
-                                                        : part.backward_flops) += flops;
+    flops_of(parts[static_cast<int>(owners.of_step_op(op))], phase_of(op)) += static_cast<double>(o.cost.flops);
   }
   // times: the fused bound by pass (each fused kernel, an anchor and the elementwise and norm ops
   // after it, in its anchor's pass). A layer's is what a second layer adds to the one-layer step
@@ -120,9 +127,7 @@ void split_parts(const DecoderConfig& d, const DecoderRequest& r, const Hardware
     for (const FusionGroup& group : a.fusion_groups) {
       if (group.ops.empty()) continue;
       const OpRecord& anchor = a.graph.op(group.ops.front());
-      const Pass pass = pass_of(anchor);
-      const int p = pass == Pass::kForward || pass == Pass::kRecompute ? 0 : pass == Pass::kOptimizer ? 2 : 1;
-      into[split ? static_cast<int>(split->of_step_op(anchor)) : 0][p] += group.lower_bound_seconds;
+      into[split ? static_cast<int>(split->of_step_op(anchor)) : 0][phase_of(anchor)] += group.lower_bound_seconds;
     }
   };
   double one[3][3] = {}, two[3][3] = {}, sides[3][3] = {};
@@ -135,13 +140,9 @@ void split_parts(const DecoderConfig& d, const DecoderRequest& r, const Hardware
   fused_by_pass(analyze(training_step(build_decoder(pair, r, "two layers"), training), hardware), nullptr, two);
   for (int p = 0; p < 3; ++p) {
     const double layer = two[0][p] - one[0][p];
-    const double after = one[0][p] - layer - sides[0][p];
-    double* layer_seconds[3] = {&parts[1].forward_seconds, &parts[1].backward_seconds, &parts[1].optimizer_seconds};
-    double* before_seconds[3] = {&parts[0].forward_seconds, &parts[0].backward_seconds, &parts[0].optimizer_seconds};
-    double* after_seconds[3] = {&parts[2].forward_seconds, &parts[2].backward_seconds, &parts[2].optimizer_seconds};
-    *layer_seconds[p] = layer;
-    *before_seconds[p] = sides[0][p];
-    *after_seconds[p] = after;
+    seconds_of(parts[1], p) = layer;
+    seconds_of(parts[0], p) = sides[0][p];
+    seconds_of(parts[2], p) = one[0][p] - layer - sides[0][p];
   }
   for (const ParameterDesc& p : forward.unique_parameters()) {
     if (p.trainable) parts[static_cast<int>(owners.of_parameter(p.id))].parameters += p.elements();
