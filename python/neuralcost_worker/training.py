@@ -31,6 +31,9 @@ from neuralcost_worker.protocol import WorkerError
 
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw")
 LOSSES = ("cross_entropy", "mse")
+# fp32, or bf16-mixed: torch.autocast to bfloat16 over fp32 parameters (PyTorch Lightning's
+# "bf16-mixed"); a worker that cannot run a precision refuses it (unimplemented)
+PRECISIONS = ("fp32", "bf16-mixed")
 # the keys of a "train" object, each required (torch.optim's defaults are the tool's:
 # TrainHyperparameters in include/neuralcost/backend.hpp)
 KEYS = (
@@ -42,6 +45,7 @@ KEYS = (
     "weight_decay",
     "loss",
     "labels_seed",
+    "precision",
 )
 # which hyperparameters each optimizer uses (the others of the request do not apply to it)
 USES = {
@@ -67,7 +71,8 @@ def _real(value, key, low, high, low_open=False, high_open=True):
 
 def parse(train):
     """The request's "train" object, checked: a dict of optimizer, learning_rate, momentum, betas
-    (tuple), eps, weight_decay, loss and labels_seed, every one given (the tool resolves them)."""
+    (tuple), eps, weight_decay, loss, labels_seed and precision, every one given (the tool resolves
+    them)."""
     if not isinstance(train, dict):
         raise _bad(f"'train' must be an object (got {train!r})")
     unknown = sorted(set(train) - set(KEYS))
@@ -86,6 +91,8 @@ def parse(train):
         raise _bad(f"unknown optimizer {t['optimizer']!r} (optimizers: {', '.join(OPTIMIZERS)})")
     if t["loss"] not in LOSSES:
         raise _bad(f"unknown loss {t['loss']!r} (losses: {', '.join(LOSSES)})")
+    if t["precision"] not in PRECISIONS:
+        raise _bad(f"unknown precision {t['precision']!r} (precisions: {', '.join(PRECISIONS)})")
     t["learning_rate"] = _real(t["learning_rate"], "learning_rate", 0.0, math.inf, low_open=True)
     t["momentum"] = _real(t["momentum"], "momentum", 0.0, 1.0)
     betas = t["betas"]
@@ -98,6 +105,17 @@ def parse(train):
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise _bad(f"'labels_seed' must be a non-negative integer (got {seed!r})")
     return t
+
+
+def fp32_only(train, framework):
+    """Refuses a mixed-precision step in a worker that runs fp32 steps only."""
+    if train is not None and train["precision"] != "fp32":
+        raise WorkerError(
+            "unimplemented",
+            f"train: precision {train['precision']!r}: the {framework} worker measures fp32 training steps only "
+            "(libtorch and torch measure bf16-mixed)",
+        )
+    return train
 
 
 def loss_for(train, output_shape):

@@ -83,6 +83,13 @@ void compare_with_ledger(ProfileRun& run, const OpGraph& forward, const Training
   }
 }
 
+/// A measured step's options: its mixed precision is torch.autocast's, whose casts and dtypes the
+/// captured forward graph holds (TrainingOptions::autocast).
+TrainingOptions measured_step(TrainingOptions options) {
+  options.autocast = options.precision != Precision::kFp32;
+  return options;
+}
+
 /// The training settings of a run, for its contract.
 void describe_training(std::map<std::string, std::string>& c, const TrainRun& train) {
   const TrainHyperparameters& h = train.hyper;
@@ -213,9 +220,9 @@ void open_session(CellSession& s, const HardwareSpec& hw, const ProfileOptions& 
   s.synchronisation = s.model->synchronisation();
   // training: the step graph of the forward ops that ran (their backward and optimizer records)
   s.forward = s.model->captured_graph();
-  run.analysis = options.run.train
-                     ? analyze(training_step(s.forward, options.run.train->options), hw, {plan.request.batch})
-                     : analyze(s.forward, hw, {plan.request.batch});
+  run.analysis = options.run.train ? analyze(training_step(s.forward, measured_step(options.run.train->options)), hw,
+                                             {plan.request.batch})
+                                   : analyze(s.forward, hw, {plan.request.batch});
   s.samplers = s.device->samplers(*s.model, plan.request.batch);
   s.opened = true;
   if (options.run.train) add_step_memory(run, *s.model);
@@ -384,7 +391,7 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
     run.achieved_flops_per_second = static_cast<double>(run.analysis.totals.flops) / t;
     for (const std::string& why : run.timing.reasons) run.outcome.mistrust(why);
     if (s.plan.mismatch) run.warnings.push_back(*s.plan.mismatch);
-    if (options.run.train) compare_with_ledger(run, s.forward, options.run.train->options);
+    if (options.run.train) compare_with_ledger(run, s.forward, measured_step(options.run.train->options));
     fill_contract(run, s.plan.request, hw, s, *s.device, options);
     if (!s.plan.chosen_by.empty()) run.contract["backend_chosen_by"] = s.plan.chosen_by;
     if (s.layer_timing) {

@@ -208,7 +208,7 @@ void largest_transient(const OpGraph& g, const Index& ix, ActivationMemory& a) {
 void activation_bounds(const OpGraph& g, const Index& ix, const std::vector<std::int64_t>& op_segment,
                        MemoryLedger& l) {
   ActivationMemory& a = l.activations;
-  lower_bound(g, ix, op_segment, l.options.precision == Precision::kFp32 ? 4 : 2, a);
+  lower_bound(g, ix, op_segment, graph_precision(l.options) == Precision::kFp32 ? 4 : 2, a);
   largest_transient(g, ix, a);
   for (const Storage& st : ix.storages) {
     // a buffer exists only when kept; an op's internals always (upper bound only)

@@ -88,7 +88,7 @@ void count_parameters(const OpGraph& g, MemoryLedger& l) {
       l.buffer_bytes = checked_add(l.buffer_bytes, p.bytes(), "buffer bytes");
     }
   }
-  const Precision precision = l.options.precision;
+  const Precision precision = graph_precision(l.options);
   l.parameter_bytes = checked_mul(l.parameter_count, precision == Precision::kFp32 ? 4 : 2, "parameter bytes");
   l.gradient_bytes = l.parameter_bytes;
   const std::uint64_t states = optimizer_state_bytes_per_element(l.options.optimizer, Precision::kFp32);
@@ -115,7 +115,7 @@ void collect_keeps(const OpGraph& g, Index& ix, MemoryLedger& l) {
     OpMemory& m = l.ops[i];
     m.op_index = i;
     m.records = ix.records[i];
-    const training::OpSaves s = training::saves_of(op, l.options.precision);
+    const training::OpSaves s = training::saves_of(op, graph_precision(l.options));
     m.rule = s.rule;
     if (s.internal_bytes > 0) {  // made in the forward pass whether recorded or not
       Storage st;
@@ -315,7 +315,7 @@ MemoryLedger memory_ledger(const OpGraph& g, const TrainingOptions& options) {
   l.batch = g.batch();
   l.options = options;
   count_parameters(g, l);
-  Index ix = training::build_index(g, options.precision);
+  Index ix = training::build_index(g, graph_precision(options));
   collect_keeps(g, ix, l);
   const std::vector<std::int64_t> op_segment = choose_segments(g, ix, l);
   mark_saves(g, ix, op_segment, l);
@@ -351,7 +351,12 @@ MemoryLedger memory_ledger(const OpGraph& g, const TrainingOptions& options) {
   }
   training::activation_bounds(g, ix, op_segment, l);
 
-  if (options.precision != Precision::kFp32) {
+  if (options.precision != Precision::kFp32 && options.autocast) {
+    l.notes.push_back(fmt::format(
+        "{} as torch.autocast runs it: parameters, gradients and optimizer state fp32 (the parameters are the master "
+        "weights); activations in the dtypes the captured graph holds, autocast's casts of the parameters among them",
+        precision_name(options.precision)));
+  } else if (options.precision != Precision::kFp32) {
     l.notes.push_back(
         fmt::format("{}: fp32 activations and their gradients are counted at 2 bytes; statistics stay fp32",
                     precision_name(options.precision)));

@@ -176,8 +176,11 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
     case OpKind::kLstm: {
       const TensorDesc& y = first(op.outputs, op, "output");
       const std::uint64_t workspace = recurrent_workspace_elements(op);
-      s.buffers.push_back(
-          {"workspace", SavedKind::kWorkspace, checked_mul(workspace, per_element(y, precision), "workspace bytes")});
+      // the workspace a capture saw (oneDNN's, attribute workspace_bytes), else the estimate
+      const std::int64_t seen = op.attributes.get_int("workspace_bytes", -1);
+      s.buffers.push_back({"workspace", SavedKind::kWorkspace,
+                           seen >= 0 ? static_cast<std::uint64_t>(seen)
+                                     : checked_mul(workspace, per_element(y, precision), "workspace bytes")});
       s.internal_bytes =
           checked_mul(recurrent_internal_elements(op, workspace), per_element(y, precision), "internal bytes");
       break;

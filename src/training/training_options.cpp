@@ -66,6 +66,10 @@ Pass pass_of(const OpRecord& op) {
 Optimizer parse_optimizer(const std::string& text) { return parse_from(kOptimizers, text, "--optimizer"); }
 Precision parse_precision(const std::string& text) { return parse_from(kPrecisions, text, "--precision"); }
 std::string_view optimizer_name(Optimizer optimizer) { return name_from(kOptimizers, optimizer); }
+Precision graph_precision(const TrainingOptions& options) {
+  return options.autocast ? Precision::kFp32 : options.precision;
+}
+
 std::string_view precision_name(Precision precision) { return name_from(kPrecisions, precision); }
 
 CheckpointPolicy parse_checkpoint(const std::string& text) {

@@ -194,7 +194,7 @@ class StepBuilder {
     // what the memory ledger says the op keeps (one rule, training/memory_saves.hpp): relu its
     // output, add nothing, mul the other operand...; its buffers (statistics, masks, argmax) are
     // no tensors of the graph
-    const training::OpSaves saves = training::saves_of(op, options_.precision);
+    const training::OpSaves saves = training::saves_of(op, graph_precision(options_));
     std::vector<bool> needs_grad;
     for (const TensorDesc& x : op.inputs) needs_grad.push_back(needs_.count(x.name) > 0);
     for (std::size_t k = 0; k < op.inputs.size(); ++k) {
@@ -259,7 +259,7 @@ class StepBuilder {
   }
 
   void add_optimizer_steps() {
-    const bool mixed = options_.precision != Precision::kFp32;
+    const bool mixed = graph_precision(options_) != Precision::kFp32;  // master weights
     for (const ParameterDesc& p : forward_.unique_parameters()) {
       if (!p.trainable) continue;
       const std::string gradient = total_gradient("param:" + p.id, {"", p.shape, p.dtype}, Pass::kWeightGradient);

@@ -409,8 +409,9 @@ TEST(CliErrorsTest, TrainingOptionsNeedTrainAndKnownValues) {
                "--betas does not apply to --optimizer sgd (only to adam, adamw)");
   expect_error("profile ff --train --betas 0.9", "--betas '0.9' is not B1,B2 (e.g. 0.9,0.999)");
   expect_error("profile ff --train --learning-rate -1", "--learning-rate must be more than 0 and at most 10 (got -1)");
-  expect_error("profile ff --train --precision bf16-mixed",
-               "--precision bf16-mixed: measured training steps run in fp32 only (analyze --train counts it)");
+  expect_error("profile ff --train --precision fp16-mixed",
+               "--precision fp16-mixed: measured training steps run fp32 or bf16-mixed (fp16 needs loss scaling, "
+               "which is not measured; analyze --train counts it)");
   expect_error("profile ff --train --checkpoint every:4",
                "--checkpoint every:4: measured training steps run without checkpointing only (analyze --train "
                "counts it)");

@@ -12,7 +12,9 @@
 #include "backends/libtorch/training_step.hpp"
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/cost/op_kinds.hpp"
 #include "neuralcost/hardware/database.hpp"
+#include "neuralcost/training/memory.hpp"
 
 namespace neuralcost {
 namespace {
@@ -112,6 +114,48 @@ TEST_P(TrainingTest, PeakMemoryHoldsGradientsOnTopOfParametersAndAdamState) {
   EXPECT_THAT(m->includes, HasSubstr("allocations in the step"));
 }
 
+// bf16-mixed is torch.autocast's: contractions in bf16 over fp32 parameters (eager: autocast's
+// casts; TorchScript: its autocast pass's), the same contraction FLOPs as fp32, and a measured
+// peak inside the autocast ledger's interval.
+TEST_P(TrainingTest, Bf16MixedRunsUnderAutocastInsideItsLedger) {
+  const HardwareSpec hw = HardwareDatabase::builtin().get("h100-sxm");
+  for (const std::string mode : {"eager", "compiled"}) {
+    RunOptions run = training();
+    run.train->options.precision = Precision::kBf16Mixed;
+    auto model = libtorch_backend().prepare(small(GetParam()), mode, run);
+    for (int i = 0; i < 30; ++i) model->run();
+    const auto env = model->environment();
+    EXPECT_LT(number(env, "train_loss_last"), number(env, "train_loss_first")) << mode;
+    const OpGraph forward = model->captured_graph();
+    // eager: an op's autocast casts are inside it (it reads fp32, writes bf16); TorchScript's are ops
+    bool bf16_contraction = false;
+    for (const OpRecord& op : forward.ops()) {
+      if (traits_of(op.kind).unit != ComputeUnit::kMatrix) continue;
+      for (const TensorDesc& y : op.outputs) bf16_contraction = bf16_contraction || y.dtype == DType::kBf16;
+    }
+    EXPECT_TRUE(bf16_contraction) << mode;
+    for (const ParameterDesc& p : forward.unique_parameters()) {
+      if (p.trainable) EXPECT_EQ(p.dtype, DType::kFp32) << mode << " " << p.id;
+    }
+    TrainingOptions autocast = run.train->options;
+    autocast.autocast = true;
+    const Analysis step = analyze(training_step(forward, autocast), hw, {2});
+    EXPECT_TRUE(step.complete()) << mode;
+    auto fp32 = libtorch_backend().prepare(small(GetParam()), mode, training());
+    EXPECT_EQ(step.totals.contraction_flops,
+              analyze(training_step(fp32->captured_graph(), TrainingOptions{}), hw, {2}).totals.contraction_flops)
+        << mode;
+    fp32.reset();  // the allocator counts every live storage of the process
+    const MemoryLedger ledger = memory_ledger(forward, autocast);
+    EXPECT_EQ(ledger.master_weight_bytes, 0u);
+    EXPECT_EQ(ledger.parameter_bytes, parameter_bytes(GetParam()));
+    const std::optional<StepMemory> m = model->step_memory();
+    ASSERT_TRUE(m.has_value());
+    EXPECT_GE(m->peak_bytes, ledger.total_bytes(MemoryBound::kLower)) << mode;
+    EXPECT_LE(m->peak_bytes, ledger.total_bytes(MemoryBound::kUpper)) << mode;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, TrainingTest, ::testing::Values("ff", "cnn", "rnn", "lstm", "transformer"));
 
 TEST(TrainingStepTest, EveryOptimizerChangesTheParameters) {
@@ -149,13 +193,13 @@ TEST(CountingAllocatorTest, CountsLiveBytesAndThePeak) {
 
 TEST(LibTorchTrainingTest, RefusesWhatItCannotRun) {
   RunOptions run = training();
-  run.train->options.precision = Precision::kBf16Mixed;
+  run.train->options.precision = Precision::kFp16Mixed;
   try {
     libtorch_backend().prepare(small("ff"), "eager", run);
-    FAIL() << "bf16-mixed ran";
+    FAIL() << "fp16-mixed ran";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
-    EXPECT_THAT(e.what(), HasSubstr("fp32 only"));
+    EXPECT_THAT(e.what(), HasSubstr("fp32 or bf16-mixed"));
   }
   run = training();
   run.train->options.checkpoint = parse_checkpoint("full");

@@ -137,6 +137,7 @@ def test_defaults_are_torchs():
         ({"eps": -1e-8}, "'eps' must be in (0, inf)"),
         ({"weight_decay": -0.1}, "'weight_decay' must be in [0, inf)"),
         ({"labels_seed": -1}, "'labels_seed' must be a non-negative integer"),
+        ({"precision": "fp16-mixed"}, "unknown precision 'fp16-mixed' (precisions: fp32, bf16-mixed)"),
         ("adam", "'train' must be an object"),
     ],
 )

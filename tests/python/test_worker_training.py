@@ -135,6 +135,38 @@ def test_a_bad_train_object_gets_the_error_reply(worker, train, message):
     assert build(worker, "ff", "eager", {})["ok"]  # and the worker goes on
 
 
+def test_bf16_mixed_is_refused_with_the_backends_that_measure_it(worker):
+    reply = build(worker, "ff", COMPILED[worker.framework], {"precision": "bf16-mixed"})
+    assert reply["ok"] is False and reply["kind"] == "unimplemented", reply
+    assert f"the {worker.framework} worker measures fp32 training steps only" in reply["error"], reply
+    assert "libtorch and torch measure bf16-mixed" in reply["error"], reply
+    assert build(worker, "ff", "eager", {})["ok"]
+
+
+@pytest.mark.parametrize("model", ["ff", "lstm"])
+def test_torch_trains_bf16_mixed_under_autocast(model):
+    # torch.autocast to bfloat16 around forward + loss: the capture holds its casts of the fp32
+    # weights and bf16 contractions; the step trains and reports its peak
+    w = Worker("torch")
+    try:
+        built = build(w, model, "eager", {"precision": "bf16-mixed", "learning_rate": 0.01})
+        assert built["ok"], built
+        assert "torch.autocast(device_type='cpu', dtype=torch.bfloat16)" in built["environment"]["train_autocast"]
+        reply = w.request({"cmd": "run", "n": 8})
+        assert reply["ok"], reply
+        facts = reply["train"]
+        assert float(facts["loss_last"]) < float(facts["loss_first"]), facts
+        ops = w.request({"cmd": "capture"})["ops"]
+        casts = [op for op in ops if op["op"] == "aten::_to_copy"]
+        assert casts, [op["op"] for op in ops]
+        contraction = {"ff": "aten::addmm", "lstm": "aten::mkldnn_rnn_layer"}[model]
+        outputs = [op["out"][0] for op in ops if op["op"] == contraction]
+        assert outputs and all(o["dtype"] == "bfloat16" for o in outputs), outputs
+        assert w.request({"cmd": "memory"})["peak_bytes"] > 0
+    finally:
+        w.close()
+
+
 def test_a_train_object_without_a_value_is_refused(worker):
     reply = worker.request(
         dict({"cmd": "build", "model": "ff", "mode": "eager", "device": "cpu", "train": {"optimizer": "sgd"}}, **TINY)

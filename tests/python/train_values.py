@@ -11,6 +11,7 @@ RESOLVED = {
     "weight_decay": 0.0,
     "loss": "cross_entropy",
     "labels_seed": 0,
+    "precision": "fp32",
 }
 
 

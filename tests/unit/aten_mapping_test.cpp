@@ -82,6 +82,88 @@ TEST(AtenMappingTest, GroupedMmIsAnExpertLinearOverTheMeasuredRouting) {
   EXPECT_EQ(unknown.graph.ops()[0].kind, OpKind::kUnknown);
 }
 
+CapturedValue bf16(CapturedValue v) {
+  for (CapturedTensor& t : v.tensors) t.dtype = DType::kBf16;
+  return v;
+}
+
+CapturedOp cast_of(const std::string& from, Shape shape, const std::string& to, bool parameter) {
+  CapturedOp c;
+  c.name = "aten::_to_copy";
+  c.inputs = {tensor(from, shape, parameter)};
+  c.outputs = {bf16(tensor(to, shape))};
+  return c;
+}
+
+TEST(AtenMappingTest, AutocastsWeightCastsFoldIntoARecurrentLayerOnly) {
+  // torch.autocast before a bf16 LSTM layer (PyTorch 2's CPU mkldnn_rnn_layer): T=3, B=2, I=H=4,
+  // its fp32 weights cast to bf16; a linear head reads a cast of its own weight
+  const std::int64_t h = 4;
+  std::vector<CapturedOp> calls = {cast_of("input0", {3, 2, h}, "%0", false), cast_of("w_ih", {4 * h, h}, "%1", true),
+                                   cast_of("w_hh", {4 * h, h}, "%2", true),   cast_of("b_ih", {4 * h}, "%3", true),
+                                   cast_of("b_hh", {4 * h}, "%4", true),      cast_of("head.w", {h, 10}, "%5", true)};
+  CapturedOp lstm;
+  lstm.name = "aten::mkldnn_rnn_layer";
+  lstm.inputs = {bf16(tensor("%0", {3, 2, h})),
+                 bf16(tensor("%1", {4 * h, h})),
+                 bf16(tensor("%2", {4 * h, h})),
+                 bf16(tensor("%3", {4 * h})),
+                 bf16(tensor("%4", {4 * h})),
+                 bf16(tensor("hx", {2, h})),
+                 bf16(tensor("cx", {2, h})),
+                 boolean(false),
+                 ints({}),
+                 integer(2),
+                 integer(h),
+                 integer(1),
+                 boolean(true),
+                 boolean(false),
+                 boolean(false),
+                 boolean(true)};
+  CapturedValue workspace = tensor("%9", {5000});
+  workspace.tensors[0].dtype = DType::kInt8;
+  lstm.outputs = {bf16(tensor("%6", {3, 2, h})), bf16(tensor("%7", {2, h})), bf16(tensor("%8", {2, h})), workspace};
+  calls.push_back(lstm);
+  CapturedOp head;
+  head.name = "aten::mm";
+  head.inputs = {bf16(tensor("%7", {2, h})), bf16(tensor("%5", {h, 10}))};
+  head.outputs = {bf16(tensor("%10", {2, 10}))};
+  calls.push_back(head);
+  const Analysis a = analyze_calls(calls);
+  ASSERT_TRUE(a.complete());
+  // the four weight casts are gone (the layer reads the fp32 parameters); the input's and the
+  // head's casts stay copies
+  std::vector<std::string> names;
+  for (const OpRecord& op : a.graph.ops()) names.push_back(op.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"0:aten::_to_copy", "5:aten::_to_copy", "6:aten::mkldnn_rnn_layer",
+                                             "7:aten::mm"}));
+  const OpRecord& layer = a.graph.op(2);
+  EXPECT_EQ(layer.kind, OpKind::kLstm);
+  ASSERT_EQ(layer.parameters.size(), 4u);
+  EXPECT_EQ(layer.parameters[0].id, "w_ih");
+  EXPECT_EQ(layer.parameters[0].dtype, DType::kFp32);
+  EXPECT_EQ(layer.attributes.get_int("workspace_bytes"), 5000);
+  EXPECT_EQ(a.graph.op(1).parameters.at(0).id, "head.w");
+}
+
+TEST(AtenMappingTest, TorchScriptsAutocastCastsAreCopiesOrNothing) {
+  CapturedOp down;
+  down.name = "aten::_autocast_to_reduced_precision";
+  down.inputs = {tensor("input0", {2, 8}), boolean(false), boolean(true), text("Half"), text("BFloat16")};
+  down.outputs = {bf16(tensor("%0", {2, 8}))};
+  CapturedOp same = down;  // already bf16: returned as it is
+  same.inputs[0] = bf16(tensor("%0", {2, 8}));
+  same.outputs = {bf16(tensor("%1", {2, 8}))};
+  const Analysis a = analyze_calls({down, same});
+  ASSERT_TRUE(a.complete());
+  ASSERT_EQ(a.graph.size(), 2u);
+  EXPECT_EQ(a.graph.op(0).kind, OpKind::kUnary);
+  EXPECT_EQ(a.ops[0].cost.bytes_read, 2u * 8 * 4);
+  EXPECT_EQ(a.ops[0].cost.bytes_written, 2u * 8 * 2);
+  EXPECT_EQ(a.graph.op(1).kind, OpKind::kReshape);  // a view: no work
+  EXPECT_EQ(a.ops[1].cost.bytes_read + a.ops[1].cost.bytes_written, 0u);
+}
+
 TEST(AtenMappingTest, FusedScaledDotProductAttentionIsOneAttention) {
   // what scaled_dot_product_attention dispatches to on the CPU (torch worker, train mode):
   // (query, key, value, dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)

@@ -316,6 +316,51 @@ TEST(MemoryLedgerTest, MixedPrecisionHalvesWeightsGradientsAndActivationsAndAdds
   EXPECT_EQ(activation_bytes(ids, Precision::kBf16Mixed), 256u);
 }
 
+// What torch.autocast runs (a captured graph): the fp32 input and weight cast to bf16, a bf16
+// matmul and relu, a cast back to fp32. Under autocast the ledger takes every tensor in its own
+// dtype (x 128 + xb 64 + wb 256 + h 128 + a 128 + af 256 = 960 bytes of forward storages) and
+// the parameter as the fp32 master weight; without it, fp32 tensors are narrowed (x and af at
+// 2 bytes: 768) and the parameter is bf16 beside an fp32 master copy.
+TEST(MemoryLedgerTest, AutocastKeepsTheGraphsDtypesAndFp32Parameters) {
+  const DType bf16 = DType::kBf16;
+  OpGraph g("autocast");
+  g.add(with(op("cast_x", OpKind::kUnary, {t("x", {4, 8})}, {t("xb", {4, 8}, bf16)}), "function", "copy"));
+  g.add(with(op("cast_w", OpKind::kUnary, {}, {t("wb", {8, 16}, bf16)}, {p("w", {8, 16})}), "function", "copy"));
+  g.add(op("fc", OpKind::kMatMul, {t("xb", {4, 8}, bf16), t("wb", {8, 16}, bf16)}, {t("h", {4, 16}, bf16)}));
+  g.add(with(op("relu", OpKind::kActivation, {t("h", {4, 16}, bf16)}, {t("a", {4, 16}, bf16)}), "function", "relu"));
+  g.add(with(op("cast_a", OpKind::kUnary, {t("a", {4, 16}, bf16)}, {t("af", {4, 16})}), "function", "copy"));
+  g.mark_output("af");
+  g.finalize();
+  const std::uint64_t P = 128;
+  TrainingOptions autocast = training(Precision::kBf16Mixed);
+  autocast.autocast = true;
+  const MemoryLedger a = memory_ledger(g, autocast);
+  EXPECT_EQ(a.parameter_bytes, 4 * P);
+  EXPECT_EQ(a.gradient_bytes, 4 * P);
+  EXPECT_EQ(a.master_weight_bytes, 0u);
+  EXPECT_EQ(a.optimizer_state_bytes, 8 * P);
+  EXPECT_EQ(a.activations.forward_bytes, 960u);
+  EXPECT_THAT(a.notes, ::testing::Contains(HasSubstr("as torch.autocast runs it")));
+  const MemoryLedger narrowed = memory_ledger(g, training(Precision::kBf16Mixed));
+  EXPECT_EQ(narrowed.parameter_bytes, 2 * P);
+  EXPECT_EQ(narrowed.master_weight_bytes, 4 * P);
+  EXPECT_EQ(narrowed.activations.forward_bytes, 768u);
+  // autocast is a mixed precision's: in fp32 it changes nothing
+  TrainingOptions fp32 = training();
+  fp32.autocast = true;
+  EXPECT_EQ(memory_ledger(g, fp32).total_bytes(MemoryBound::kUpper),
+            memory_ledger(g, training()).total_bytes(MemoryBound::kUpper));
+  // the step graph: the optimizer updates the fp32 parameter itself, no low-precision copy
+  const OpGraph step = training_step(g, autocast);
+  for (const OpRecord& r : step.ops()) {
+    if (r.kind != OpKind::kOptimizerStep) continue;
+    ASSERT_FALSE(r.parameters.empty());
+    EXPECT_EQ(r.parameters[0].id, "w");
+    EXPECT_EQ(r.parameters[0].dtype, DType::kFp32);
+    for (const TensorDesc& out : r.outputs) EXPECT_NE(out.name, "updated:w.master");
+  }
+}
+
 // Full checkpointing of block0.fc + block0.gelu (the head, the last segment, runs normally):
 // the checkpoint keeps x; h lives only while block0 is recomputed. fc2's backward drops to
 // x + a + gradients (672), gelu's backward (x, h, a's and h's gradients: 896) is the peak.

@@ -629,7 +629,8 @@ void add_analyze_command(CLI::App& app) {
                 "(docs/counting.md \"Training\")");
   cmd->add_option("--optimizer", args->optimizer, "With --train: sgd, momentum, adam or adamw")->capture_default_str();
   cmd->add_option("--precision", args->precision,
-                  "With --train: fp32, bf16-mixed or fp16-mixed (low-precision model, fp32 master weights and states)")
+                  "With --train: fp32, bf16-mixed or fp16-mixed (low-precision model, fp32 master weights and states; "
+                  "profile --train measures bf16-mixed as torch.autocast runs it)")
       ->capture_default_str();
   cmd->add_option("--checkpoint", args->checkpoint,
                   "With --train: activation checkpointing: none, full, every:K, every (K = square root of the op "

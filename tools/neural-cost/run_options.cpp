@@ -134,7 +134,8 @@ void add_run_options(CLI::App& command, RunArgs& a) {
                 "each run reports the allocator's measured peak memory of one step");
   cmd->add_option("--optimizer", args->optimizer, "With --train: sgd, momentum, adam, adamw (default adam)");
   cmd->add_option("--precision", args->precision,
-                  "With --train: fp32 (default; measured runs support fp32 only), bf16-mixed, fp16-mixed");
+                  "With --train: fp32 (default) or bf16-mixed (torch.autocast to bfloat16 over fp32 parameters; "
+                  "libtorch and torch; the memory ledger as autocast keeps it); fp16-mixed is counted by analyze only");
   cmd->add_option("--checkpoint", args->checkpoint,
                   "With --train: none (default; measured runs support none only), full, every:K, selective");
   cmd->add_option("--learning-rate", args->learning_rate, "With --train: the learning rate (default 0.001)");

@@ -36,7 +36,18 @@ struct TrainingOptions {
   Optimizer optimizer = Optimizer::kAdam;
   Precision precision = Precision::kFp32;
   CheckpointPolicy checkpoint;
+  /// The mixed precision is torch.autocast's, as measured steps run it (profile --train): the
+  /// parameters, their gradients and the optimizer stay fp32 (the parameters are the master
+  /// weights), and the forward graph, captured under autocast, already holds its casts and each
+  /// tensor's own dtype. False (analyze --train): low-precision parameters, activations and
+  /// gradients with fp32 master weights, the whole graph narrowed (Megatron's and DeepSpeed's
+  /// bf16). No effect in fp32.
+  bool autocast = false;
 };
+
+/// The precision the ledger and the step graph apply to the forward graph's fp32 tensors and
+/// parameters: fp32 under autocast (the graph's dtypes are what ran), the options' otherwise.
+Precision graph_precision(const TrainingOptions& options);
 
 /// The pass an op of a step graph belongs to (its attribute "pass").
 enum class Pass { kForward, kRecompute, kInputGradient, kWeightGradient, kOptimizer };

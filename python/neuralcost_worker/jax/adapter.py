@@ -120,7 +120,7 @@ def build(request):
     if dtype == "fp64":
         jax.config.update("jax_enable_x64", True)  # process-wide; fp32 models stay fp32 (explicit dtypes)
     sizes = {k: _positive(request, k, d) for k, d in (("batch", 1), ("seq", 32), ("width", 128), ("depth", 2))}
-    train = training.parse(request["train"]) if "train" in request else None
+    train = training.fp32_only(training.parse(request["train"]), "jax") if "train" in request else None
     forward, params, x = jax_models.build(model, dtype=jnp.dtype(DTYPES[dtype]), **sizes)
     return Model(model, request["mode"], forward, params, x, train)
 

@@ -72,7 +72,7 @@ def build(req):
         raise WorkerError(
             "invalid_argument", f"tensorflow: dtype '{req.get('dtype')}' is not one of {', '.join(DTYPES)}"
         )
-    train = training.parse(req["train"]) if "train" in req else None
+    train = training.fp32_only(training.parse(req["train"]), "tensorflow") if "train" in req else None
     if train is not None and name not in tf_models.NAMES:
         raise WorkerError(
             "unimplemented",

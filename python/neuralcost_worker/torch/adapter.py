@@ -117,6 +117,12 @@ class _Model:
             self.step = TrainStep(self.net, self.xs, self.train, self.mode == "compile", self.device)
             self.environment.update(self.step.contract)
             self.environment["train_zero_grad"] = "optimizer.zero_grad(set_to_none=True) after each step"
+            if self.step.mixed:
+                self.environment["train_autocast"] = (
+                    f"torch.autocast(device_type={self.device.type!r}, dtype=torch.bfloat16) around forward + loss "
+                    "(its op lists decide each op's dtype; casts of the fp32 parameters are cached for the pass), "
+                    "backward and optimizer outside it; parameters, gradients and optimizer state fp32"
+                )
             self.environment["train_optimizer_implementation"] = (
                 f"torch.optim.{type(self.step.optimizer).__name__} (torch's default implementation: a for-loop "
                 "over the parameters on the CPU, foreach kernels on CUDA), eager"
@@ -186,7 +192,8 @@ class _Model:
         program = isinstance(self.net, torch.fx.GraphModule) and not self.training
         recorder = Recorder(self._namer(), ProgramModules(self.net) if program else Modules(self.net))
         if self.training:
-            with torch.enable_grad(), recorder.modules, recorder:  # as the step runs it: train mode, autograd on
+            # as the step runs it: train mode, autograd on, its precision (autocast's casts are ops too)
+            with torch.enable_grad(), self.step.autocast(), recorder.modules, recorder:
                 out = self.net(*self.xs)
             # the network's output is what the loss reads; autograd's aten::detach of saved
             # tensors (relu's output) leaves outputs no op reads, which are no results

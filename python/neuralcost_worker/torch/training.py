@@ -1,6 +1,7 @@
 """The torch worker's training step (docs/worker-protocol.md, "Training"): forward, loss, backward,
 optimizer step and zero-grad of a network in train mode, eager or compiled, with its memory."""
 
+import contextlib
 import time
 
 import torch
@@ -25,7 +26,10 @@ def _optimizer(params, train):
 class TrainStep:
     """One whole training step of a network in train mode: forward, loss, backward, optimizer step,
     zero-grad (set to none). Compile mode compiles forward + loss with torch.compile (AOTAutograd
-    compiles their backward with them); the optimizer step and zero-grad stay eager."""
+    compiles their backward with them); the optimizer step and zero-grad stay eager. bf16-mixed
+    runs forward + loss under torch.autocast(bfloat16) over the fp32 parameters (which are the
+    master weights: the optimizer updates them in fp32), the backward outside it, as PyTorch's
+    automatic mixed precision recipe does."""
 
     def __init__(self, net, xs, train, compile_mode, device):
         self.net, self.xs, self.train, self.device = net, xs, train, device
@@ -50,13 +54,22 @@ class TrainStep:
             loss_fn = torch.nn.functional.mse_loss
         self.contract = training.contract(train, self.loss, shape)
 
+        self.mixed = train["precision"] == "bf16-mixed"
+
         def forward_loss(*inputs):
-            return loss_fn(net(*inputs), self.target)
+            with self.autocast():
+                return loss_fn(net(*inputs), self.target)
 
         self.loss_fn, self.compiled = loss_fn, compile_mode
         self.forward_loss = torch.compile(forward_loss) if compile_mode else forward_loss
         self.optimizer = _optimizer(self.params, train)
         self.losses = []  # the loss tensors of the first and the latest step (read without a sync per step)
+
+    def autocast(self):
+        """The step's precision for its forward pass: torch.autocast to bfloat16 for bf16-mixed."""
+        if self.mixed:
+            return torch.autocast(device_type=self.device.type, dtype=torch.bfloat16)
+        return contextlib.nullcontext()
 
     def _sync(self):
         if self.cuda:

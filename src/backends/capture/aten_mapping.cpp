@@ -218,8 +218,18 @@ const HandlerTable& aten_handlers() {
       r.attributes.set("function", std::string("copy"));
       return one(std::move(r));
     };
-    for (const char* c : {"aten::clone", "aten::copy_", "aten::to", "aten::type_as"})
+    for (const char* c : {"aten::clone", "aten::copy_", "aten::to", "aten::_to_copy", "aten::type_as"})
       h[c] = function_of(OpKind::kUnary, "copy");
+    // TorchScript's autocast casts (its autocast pass inserts them): a copy when the dtype
+    // changes, the tensor itself (no work) when it is already in that dtype
+    for (const char* c : {"aten::_autocast_to_reduced_precision", "aten::_autocast_to_full_precision"}) {
+      h[c] = [](const CapturedOp& call) -> std::vector<OpRecord> {
+        const CapturedTensor* x = tensor_at(call, 0);
+        const bool same = x && !call.outputs.empty() && call.outputs[0].tensors.size() == 1 &&
+                          call.outputs[0].tensors[0].dtype == x->dtype;
+        return same ? view()(call) : function_of(OpKind::kUnary, "copy")(call);
+      };
+    }
     for (const char* c : {"aten::cat", "aten::stack", "aten::concat"})
       h[c] = [](const CapturedOp& call) { return one(record(call, OpKind::kConcat)); };
     for (const char* c : {"aten::matmul", "aten::mm", "aten::bmm"}) {
@@ -493,6 +503,11 @@ const HandlerTable& aten_handlers() {
         return one(std::move(u));
       }
       OpRecord r = record(call, mode == 2 ? OpKind::kLstm : mode == 3 ? OpKind::kGru : OpKind::kRnn);
+      // oneDNN's training workspace (the fourth output, bytes), kept for the backward pass: its
+      // real size, which the memory ledger takes over its own estimate
+      if (r.outputs.size() >= 4 && r.outputs[3].shape.size() == 1 && r.outputs[3].dtype == DType::kInt8) {
+        r.attributes.set("workspace_bytes", r.outputs[3].shape[0]);
+      }
       r.outputs.resize(1);  // the layer's output; hy, cy and the workspace are by-products
       if (mode == 0) r.attributes.set("nonlinearity", std::string("relu"));
       r.attributes.set("bias", bool_at(call, 12, true));

@@ -61,13 +61,19 @@ class Namer {
     c.parameter = it->second.parameter;
     c.shape.assign(t.sizes().begin(), t.sizes().end());
     c.dtype = dtype_of(t.scalar_type()).value_or(DType::kFp32);
+    // an integer weight (batch norm's num_batches_tracked) is state: autograd trains floats only
+    c.buffer = c.parameter && !t.is_floating_point();
     c.contiguous = t.is_contiguous();
     return c;
   }
 
   /// An output: a fresh edge name, or for a view of a weight the weight's own identity.
   CapturedTensor produce(const at::Tensor& t, const std::string& op, const std::vector<CapturedTensor>& inputs) {
-    bool of_parameter = capture::is_aten_view(op) && !inputs.empty();
+    // TorchScript's autocast casts return a tensor already in their dtype as it is
+    const bool kept_dtype =
+        (op == "aten::_autocast_to_reduced_precision" || op == "aten::_autocast_to_full_precision") &&
+        !inputs.empty() && dtype_of(t.scalar_type()) == inputs.front().dtype;
+    bool of_parameter = (capture::is_aten_view(op) || kept_dtype) && !inputs.empty();
     for (const CapturedTensor& in : inputs) of_parameter = of_parameter && in.parameter;
     known_[t.unsafeGetTensorImpl()] = of_parameter ? Entry{inputs.front().name, true, key_of(t)}
                                                    : Entry{fmt::format("%{}", produced_++), false, key_of(t)};

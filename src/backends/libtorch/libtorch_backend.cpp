@@ -190,7 +190,7 @@ class TrainModel final : public PreparedModel {
   /// steps: TorchScript's profiling executor settles its differentiable graphs first).
   OpGraph captured_graph() override {
     for (int i = 0; i < kSettleSteps; ++i) note_loss(step_.step());
-    const auto calls = libtorch::capture_calls([this] { step_.forward()(step_.inputs()); }, step_.inputs(), names_);
+    const auto calls = libtorch::capture_calls([this] { step_.forward_pass(); }, step_.inputs(), names_);
     return capture::graph_from_captured(calls, name_);
   }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <optional>
 #include <unordered_set>
 #include <utility>
 
@@ -145,6 +146,8 @@ LayerTiming TrainingStep::time_layers(int runs) {
     try {
       step_clock = &c;
       c.mark = Clock::now();
+      std::optional<CpuAutocast> autocast;  // forward and loss in the step's precision
+      autocast.emplace(mixed_);
       const at::Tensor out = forward_(inputs_);
       step_clock = nullptr;
       at::removeCallback(handle);
@@ -152,6 +155,7 @@ LayerTiming TrainingStep::time_layers(int runs) {
       c.note();
       const auto l0 = Clock::now();
       at::Tensor loss = loss_of(out);
+      autocast.reset();
       c.charge({"forward", "loss"}, seconds(l0, Clock::now()));
       hooked = watch(loss, c);
       loss.backward();

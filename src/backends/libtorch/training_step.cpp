@@ -1,6 +1,10 @@
 // The LibTorch training step (see training_step.hpp).
 #include "backends/libtorch/training_step.hpp"
 
+#include <ATen/autocast_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <torch/library.h>
+
 #include <chrono>
 
 #include <fmt/format.h>
@@ -31,21 +35,53 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::vector<at::Te
   throw Error(ErrorCode::kInternal, "libtorch: unknown optimizer");
 }
 
+/// LibTorch 1.13's CPU autocast leaves layer_norm to its input's dtype, and its CPU kernel cannot
+/// take a bf16 input with fp32 weights ("expected scalar type BFloat16 but found Float"): run it
+/// in fp32, as autocast's fp32 op list does on CUDA (and as PyTorch 2 computes it on the CPU).
+at::Tensor layer_norm_in_fp32(const at::Tensor& input, at::IntArrayRef normalized_shape,
+                              const c10::optional<at::Tensor>& weight, const c10::optional<at::Tensor>& bias,
+                              double eps, bool cudnn_enable) {
+  c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastCPU);
+  const auto fp32 = [](const c10::optional<at::Tensor>& t) -> c10::optional<at::Tensor> {
+    if (!t || !t->defined()) return t;
+    return t->to(at::kFloat);
+  };
+  return at::layer_norm(input.to(at::kFloat), normalized_shape, fp32(weight), fp32(bias), eps, cudnn_enable);
+}
+
+TORCH_LIBRARY_IMPL(aten, AutocastCPU, m) { m.impl("layer_norm", TORCH_FN(layer_norm_in_fp32)); }
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
 }  // namespace
 
+CpuAutocast::CpuAutocast(bool on) : on_(on) {
+  if (!on_) return;
+  was_enabled_ = at::autocast::is_cpu_enabled();
+  was_dtype_ = at::autocast::get_autocast_cpu_dtype();
+  at::autocast::set_cpu_enabled(true);
+  at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+  at::autocast::increment_nesting();
+}
+
+CpuAutocast::~CpuAutocast() {
+  if (!on_) return;
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  at::autocast::set_cpu_enabled(was_enabled_);
+  at::autocast::set_autocast_cpu_dtype(was_dtype_);
+}
+
 TrainingStep::TrainingStep(Forward forward, std::vector<at::Tensor> parameters, std::vector<at::Tensor> inputs,
                            const TrainRun& train)
     : forward_(std::move(forward)), parameters_(std::move(parameters)), inputs_(std::move(inputs)), train_(train) {
-  if (train.options.precision != Precision::kFp32) {
+  if (train.options.precision == Precision::kFp16Mixed) {
     throw Error(ErrorCode::kUnimplemented,
-                fmt::format("libtorch: measured training runs in fp32 only, not --precision {} (analyze --train counts "
-                            "mixed precision)",
-                            precision_name(train.options.precision)));
+                "libtorch: measured training runs fp32 or bf16-mixed, not --precision fp16-mixed (analyze --train "
+                "counts it)");
   }
+  mixed_ = train.options.precision == Precision::kBf16Mixed;
   if (train.options.checkpoint.kind != CheckpointKind::kNone) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("libtorch: measured training runs without checkpointing only, not --checkpoint {} "
@@ -79,8 +115,13 @@ void TrainingStep::zero_grad() {
   for (at::Tensor& p : parameters_) p.mutable_grad() = at::Tensor();
 }
 
+at::Tensor TrainingStep::forward_loss() {
+  CpuAutocast autocast(mixed_);
+  return loss_of(forward_(inputs_));
+}
+
 double TrainingStep::step() {
-  at::Tensor loss = loss_of(forward_(inputs_));
+  at::Tensor loss = forward_loss();
   loss.backward();
   optimizer_->step();
   zero_grad();
@@ -97,7 +138,7 @@ LayerTiming TrainingStep::time_phases(int runs) {
     step();
     t.plain_wall_seconds.push_back(seconds_since(p0));
     const auto t0 = std::chrono::steady_clock::now();
-    at::Tensor loss = loss_of(forward_(inputs_));
+    at::Tensor loss = forward_loss();
     const auto t1 = std::chrono::steady_clock::now();
     loss.backward();
     const auto t2 = std::chrono::steady_clock::now();

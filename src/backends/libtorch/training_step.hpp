@@ -16,12 +16,28 @@
 
 namespace neuralcost::libtorch {
 
+/// torch.autocast(device_type="cpu", dtype=torch.bfloat16) in C++ while it lives (nothing when
+/// `on` is false): enabled with its dtype, nested, and its cache of parameter casts cleared when
+/// the outermost scope ends, as Python's __exit__ does. The state it sets is the thread's own.
+class CpuAutocast {
+ public:
+  explicit CpuAutocast(bool on);
+  ~CpuAutocast();
+  CpuAutocast(const CpuAutocast&) = delete;
+  CpuAutocast& operator=(const CpuAutocast&) = delete;
+
+ private:
+  bool on_ = false, was_enabled_ = false;
+  at::ScalarType was_dtype_ = at::kBFloat16;
+};
+
 class TrainingStep {
  public:
   using Forward = std::function<at::Tensor(const std::vector<at::Tensor>&)>;
   /// Runs `forward` once on `inputs` to find the output's shape, which chooses the loss
-  /// (loss_for_output): labels or a target drawn from `train.hyper.labels_seed`. Throws
-  /// kUnimplemented for a precision or checkpoint policy other than fp32 and none.
+  /// (loss_for_output): labels or a target drawn from `train.hyper.labels_seed`. bf16-mixed runs
+  /// forward and loss under CpuAutocast (parameters, gradients and optimizer fp32). Throws
+  /// kUnimplemented for fp16-mixed and for a checkpoint policy other than none.
   TrainingStep(Forward forward, std::vector<at::Tensor> parameters, std::vector<at::Tensor> inputs,
                const TrainRun& train);
 
@@ -39,14 +55,20 @@ class TrainingStep {
   /// The loss, optimizer and hyperparameters as they ran, for the contract.
   std::map<std::string, std::string> describe() const;
 
-  const Forward& forward() const { return forward_; }
+  /// The forward pass alone, in the step's precision (what a capture records).
+  at::Tensor forward_pass() {
+    CpuAutocast autocast(mixed_);
+    return forward_(inputs_);
+  }
   const std::vector<at::Tensor>& inputs() const { return inputs_; }
 
  private:
   at::Tensor loss_of(const at::Tensor& output) const;
+  at::Tensor forward_loss();  ///< forward and loss in the step's precision
   void zero_grad();
 
   Forward forward_;
+  bool mixed_ = false;  ///< bf16-mixed: forward and loss under CpuAutocast
   std::vector<at::Tensor> parameters_, inputs_;
   TrainRun train_;
   Loss loss_ = Loss::kMse;

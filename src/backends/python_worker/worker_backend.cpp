@@ -140,7 +140,8 @@ json train_request(const TrainRun& train, const ModelRequest& request) {
           {"betas", {h.beta1, h.beta2}},
           {"eps", h.eps},
           {"weight_decay", h.weight_decay_for(o)},
-          {"labels_seed", h.labels_seed}};
+          {"labels_seed", h.labels_seed},
+          {"precision", std::string(precision_name(train.options.precision))}};
 }
 
 /// A reply's byte count `key`: a non-negative integer below 2^53 (kDataLoss otherwise).
