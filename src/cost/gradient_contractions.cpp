@@ -3,9 +3,12 @@
 // dA = dC·Bᵀ and the weight gradient dB = Aᵀ·dC each take the forward's multiply-accumulates; a
 // bias gradient sums dC over the rows it was broadcast to; a gradient computed over broadcast
 // batch dimensions is summed back to its operand's shape.
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "cost/op_families.hpp"
+#include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
 
 namespace neuralcost::cost {
@@ -58,6 +61,36 @@ void gradient_linear(const OpRecord& fwd, const GradientPart& part, OpCost& cost
   }
   if (part.of == GradientPart::Of::kInput && part.index != 0) no_rule(fwd, fmt::format("for input #{}", part.index));
   add_contraction(cost, forward.contraction_flops);  // dX = dY·W or dW = dYᵀ·X
+}
+
+void gradient_expert_linear(const OpRecord& fwd, const GradientPart& part, OpCost& cost) {
+  const OpCost forward = cost_of(fwd);  // also checks the op's shapes and routing
+  std::uint64_t all = 0;
+  for (const ParameterDesc& p : fwd.parameters) all = checked_add(all, p.bytes(), "parameter bytes");
+  // the experts the rows reach: their weights are read (dX) and their gradients written (dW, db);
+  // the others' are not touched (transformers' experts run only the experts hit)
+  const double reached = all > 0 ? static_cast<double>(forward.parameter_bytes) / static_cast<double>(all) : 1.0;
+  const auto scaled = [&](std::uint64_t bytes) {
+    return static_cast<std::uint64_t>(std::llround(static_cast<double>(bytes) * reached));
+  };
+  if (part.of == GradientPart::Of::kParameter) {
+    cost.bytes_written = scaled(cost.bytes_written);
+    // the bias [E, out]: dY's rows summed per expert
+    if (part.index == 1)
+      return add_flops(cost, reduce_adds(fwd.outputs.at(0).elements(), fwd.parameters.at(1).elements()));
+    if (part.index != 0) no_rule(fwd, fmt::format("for parameter #{}", part.index));
+    return add_contraction(cost, forward.contraction_flops);  // dW_e = Σ X_rowᵀ·dY_row over e's rows
+  }
+  if (part.index != 0) no_rule(fwd, fmt::format("for input #{}", part.index));
+  add_contraction(cost, forward.contraction_flops);  // dX_row = dY_row·W_e for each (row, expert) pair
+  // a token routed to top_k experts has top_k pair rows: its gradient sums them
+  const TensorDesc& x = fwd.inputs.at(0);
+  const TensorDesc& y = fwd.outputs.at(0);
+  const std::uint64_t in = x.shape.empty() ? 1 : dim(x.shape.back());
+  const std::uint64_t out = y.shape.empty() ? 1 : dim(y.shape.back());
+  add_flops(cost, reduce_adds(y.elements() / out * in, x.elements()));
+  cost.bytes_read = cost.bytes_read - cost.parameter_bytes + scaled(cost.parameter_bytes);
+  cost.parameter_bytes = scaled(cost.parameter_bytes);
 }
 
 namespace {

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cost/op_families.hpp"
+#include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/graph.hpp"
 
@@ -198,6 +199,16 @@ void gradient_scatter(const OpRecord& fwd, const GradientPart& part, OpCost&) {
   if (part.of == GradientPart::Of::kInput && part.index != 0 && part.index + 1 != fwd.inputs.size()) {
     no_rule(fwd, "for its indices");
   }
+}
+
+void gradient_custom(const OpRecord& fwd, const GradientPart& part, OpCost& cost) {
+  // top-k: dy written at the picked indices of a zero gradient (torch's
+  // value_selecting_reduction_backward): no arithmetic, the indices read; no other custom op has one
+  if (fwd.attributes.get_string("function", "") != "topk")
+    no_rule(fwd, "(a custom op other than topk has no backward rule)");
+  if (part.of != GradientPart::Of::kInput || part.index != 0) no_rule(fwd, fmt::format("for operand #{}", part.index));
+  cost.bytes_read =
+      checked_add(cost.bytes_read, checked_mul(fwd.outputs.at(0).elements(), 8, "index bytes"), "bytes read");
 }
 
 void gradient_cumulative(const OpRecord& fwd, const GradientPart&, OpCost& cost) {

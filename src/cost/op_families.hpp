@@ -94,6 +94,7 @@ void cost_optimizer_step(const OpRecord& op, OpCost& cost);
 // gradient (op_kinds.hpp GradientRule).
 void gradient_matmul(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
 void gradient_linear(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_expert_linear(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
 void gradient_conv(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
 void gradient_conv_transpose(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
 void gradient_attention(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
@@ -110,6 +111,7 @@ void gradient_reduction(const OpRecord& fwd, const GradientPart& part, OpCost& c
 void gradient_data_movement(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
 void gradient_gather(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
 void gradient_scatter(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
+void gradient_custom(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
 void gradient_cumulative(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
 void gradient_window_reduction(const OpRecord& fwd, const GradientPart& part, OpCost& cost);
 void gradient_resize(const OpRecord& fwd, const GradientPart& part, OpCost& cost);

@@ -29,7 +29,7 @@ constexpr std::array<OpKindTraits, kOpKindCount> kTable = {{
   //   kind                  name                 cost rule                  unit        fusion   view            saves  gradient
   row(K::kMatMul,          "matmul",            cost::cost_matmul,         U::kMatrix, kStarts, V::kNever,      S::kInputs, cost::gradient_matmul),
   row(K::kLinear,          "linear",            cost::cost_linear,         U::kMatrix, kStarts, V::kNever,      S::kInputs, cost::gradient_linear),
-  row(K::kExpertLinear,    "expert_linear",     cost::cost_expert_linear,  U::kMatrix, kStarts, V::kNever,      S::kInputs, kNoGradientRule),
+  row(K::kExpertLinear,    "expert_linear",     cost::cost_expert_linear,  U::kMatrix, kStarts, V::kNever,      S::kInputs, cost::gradient_expert_linear),
   row(K::kConv,            "conv",              cost::cost_conv,           U::kMatrix, kStarts, V::kNever,      S::kInputs, cost::gradient_conv),
   row(K::kConvTranspose,   "conv_transpose",    cost::cost_conv_transpose, U::kMatrix, kStarts, V::kNever,      S::kInputs, cost::gradient_conv_transpose),
   row(K::kMaxPool,         "max_pool",          cost::cost_pool,           U::kVector, kStarts, V::kNever,      S::kInputsAndOutputs, cost::gradient_pool),
@@ -70,7 +70,7 @@ constexpr std::array<OpKindTraits, kOpKindCount> kTable = {{
   row(K::kContractionGradient, "contraction_gradient", cost::cost_gradient, U::kMatrix, kStarts, V::kNever, S::kNothing, kNoGradientRule),
   row(K::kGradient,        "gradient",          cost::cost_gradient,       U::kVector, kFuses,  V::kNever,      S::kNothing, kNoGradientRule),
   row(K::kOptimizerStep,   "optimizer_step",    cost::cost_optimizer_step, U::kVector, kStarts, V::kNever,      S::kNothing, kNoGradientRule),
-  row(K::kCustom,          "custom",            cost::cost_custom,         U::kVector, kStarts, V::kNever,      S::kUnknown, kNoGradientRule),
+  row(K::kCustom,          "custom",            cost::cost_custom,         U::kVector, kStarts, V::kNever,      S::kUnknown, cost::gradient_custom),
   row(K::kUnknown,         "unknown",           cost::cost_unknown,        U::kVector, kStarts, V::kNever,      S::kUnknown, kNoGradientRule),
 }};
 // clang-format on

@@ -155,6 +155,7 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   // top-k of E per token: k passes of E − 1 comparisons (torch.topk's work is not specified)
   const TensorDesc top =
       b.op(OpKind::kCustom, name + "#topk", {probs}, {batch, t, k}, {}, DType::kFp32, [&](OpRecord& r) {
+        r.attributes.set("function", std::string("topk"));
         r.attributes.set("flops", static_cast<std::int64_t>(tokens * k * (n - 1)));
         r.attributes.set("approximation",
                          fmt::format("top-{} of {} experts counted as {} passes of {} comparisons", k, n, k, n - 1));

@@ -143,6 +143,13 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
     case OpKind::kReduction:
       if (function == "sum" || function == "mean") keep(s, Saves::kNothing);
       break;
+    case OpKind::kCustom:  // top-k keeps the indices it picked (int64, the output's shape)
+      if (function == "topk") {
+        keep(s, Saves::kNothing);
+        const TensorDesc& y = first(op.outputs, op, "output");
+        s.buffers.push_back({"indices", SavedKind::kIndices, checked_mul(y.elements(), 8, "top-k index bytes")});
+      }
+      break;
     case OpKind::kLayerNorm:  // mean and 1/std per row, fp32
       s.buffers.push_back({"stats", SavedKind::kStatistics, checked_mul(normalised_rows(op), 8, "statistics bytes")});
       break;

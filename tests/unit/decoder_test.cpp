@@ -14,6 +14,7 @@
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/parallel/tensor_parallel.hpp"
 #include "neuralcost/registry.hpp"
+#include "neuralcost/training/memory.hpp"
 #include "neuralcost/training/training.hpp"
 
 namespace neuralcost {
@@ -107,6 +108,37 @@ TEST(DecoderTest, ATrainingStepHasEveryPositionsLogitsAndCrossEntropy) {
   EXPECT_TRUE(cross_entropy);
   r.phase = DecoderPhase::kDecode;
   EXPECT_THROW(build_decoder(c, r, "decoder"), Error);
+}
+
+// A mixture of experts trains: each expert linear's input and weight gradients take its forward
+// multiply-accumulates each, top-k's gradient scatters into the router's probabilities, and every
+// op of the step is modeled. The step's contractions are three times the forward's, less the
+// rotary table's (no gradient: it depends on positions only, twice 2·(d/2)·p).
+TEST(DecoderTest, AMixtureOfExpertsTrainingStepIsModeledAndThreeTimesTheForward) {
+  const DecoderConfig c = decoder_preset("mixtral-8x7b");
+  DecoderRequest r;
+  r.batch = 1;
+  r.prompt = 64;
+  r.training = true;
+  const OpGraph g = build_decoder(c, r, "decoder");
+  const HardwareSpec hw = HardwareDatabase::builtin().get("h100-sxm");
+  const Analysis forward = analyze(g, hw);
+  TrainingOptions options;
+  options.precision = Precision::kBf16Mixed;
+  const Analysis step = analyze(training_step(g, options), hw);
+  EXPECT_TRUE(step.complete());
+  const std::uint64_t rotary = 2 * (128 / 2) * 64;
+  EXPECT_EQ(step.totals.contraction_flops, 3 * forward.totals.contraction_flops - 2 * rotary);
+  std::size_t expert_gradients = 0;
+  for (std::size_t i = 0; i < step.graph.size(); ++i) {
+    const OpRecord& op = step.graph.op(i);
+    if (!op.differentiates || op.differentiates->kind != OpKind::kExpertLinear) continue;
+    ++expert_gradients;
+    EXPECT_EQ(step.ops[i].cost.contraction_flops, cost_of(*op.differentiates).contraction_flops) << op.name;
+  }
+  EXPECT_EQ(expert_gradients, 32u * 3 * 2);  // w1, w3, w2 in 32 layers: dX and dW each
+  const MemoryLedger ledger = memory_ledger(g, options);
+  EXPECT_TRUE(ledger.unknown_saves.empty());
 }
 
 // A decode step reads every weight it multiplies and the whole KV cache: on every device, its
