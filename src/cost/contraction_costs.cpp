@@ -174,9 +174,15 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   }
   if (op.attributes.has("expert_rows")) return cost_routed_expert_linear(op, cost, in, out);
   const std::int64_t top_k = op.attributes.get_int("top_k");
-  if (top_k < 1 || top_k > experts) {
+  // expert parallelism: the router picks among routed_experts, of which this op holds `experts`
+  const std::int64_t routed = op.attributes.get_int("routed_experts", experts);
+  if (routed < experts) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("attribute 'top_k' {} must be from 1 to the {} experts", top_k, experts));
+                fmt::format("attribute 'routed_experts' {} must be at least the {} experts held", routed, experts));
+  }
+  if (top_k < 1 || top_k > routed) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'top_k' {} must be from 1 to the {} experts", top_k, routed));
   }
   const TensorDesc& y = output(op, 0, "y");
   if (y.shape.empty() || y.shape.back() != out) {
@@ -192,12 +198,14 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   }
   add_contraction(cost, product({2, out_rows, dim(in), dim(out)}));
   // the weights of the experts the step's tokens reach: with N tokens each routed to top_k of E
-  // experts uniformly, E·(1 − (1 − k/E)^N) distinct experts are expected (attr tokens: N)
+  // experts uniformly, E·(1 − (1 − k/E)^N) distinct experts are expected (attr tokens: N); of
+  // routed_experts R, the `experts` held here are each reached with probability 1 − (1 − k/R)^N
   const std::int64_t tokens = op.attributes.get_int("tokens");
   if (tokens < 1)
     throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'tokens' {} must be positive", tokens));
   const double e = static_cast<double>(experts);
-  const double reached = e * (1 - std::pow(1 - static_cast<double>(top_k) / e, static_cast<double>(tokens)));
+  const double reached =
+      e * (1 - std::pow(1 - static_cast<double>(top_k) / static_cast<double>(routed), static_cast<double>(tokens)));
   std::uint64_t all = 0;
   for (const ParameterDesc& p : op.parameters) all = checked_add(all, p.bytes(), "parameter bytes");
   cost.parameter_bytes = static_cast<std::uint64_t>(std::llround(static_cast<double>(all) * reached / e));

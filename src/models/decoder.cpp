@@ -1,6 +1,7 @@
 // The op graph of a decoder's prefill or decode step (models/decoder.hpp), op by op as
 // transformers' LlamaForCausalLM computes it (names as its modules: model.layers.0.self_attn.q_proj),
 // so the roofline, the fused bound and every view apply unchanged. docs/llm.md lists the ops.
+#include <algorithm>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -168,18 +169,28 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
                   [](OpRecord& r) { r.attributes.set("function", std::string("div")); });
   }
   const TensorDesc weights = typed(OpKind::kUnary, "#weights_to_dtype", "cast", {chosen}, b.dtype());
+  // expert parallelism: the device's n / ep experts take the rows the tokens of ep devices route
+  // to them: as many as its own tokens make, on average (uniform routing)
+  const std::int64_t ep = std::max<std::int64_t>(1, c.expert_parallel), local = n / ep, routed_tokens = tokens * ep;
+  const double reached = static_cast<double>(local) * (1 - std::pow(1 - static_cast<double>(k) / static_cast<double>(n),
+                                                                    static_cast<double>(routed_tokens)));
   const auto expert_linear = [&](const std::string& w, const TensorDesc& x, Shape out, std::int64_t rows_out) {
     const std::int64_t in = x.shape.back();
     return b.op(OpKind::kExpertLinear, name + ".experts." + w, {x}, std::move(out),
-                {{name + ".experts." + w + ".weight", {n, rows_out, in}, b.dtype(), true, b.quantization()}},
+                {{name + ".experts." + w + ".weight", {local, rows_out, in}, b.dtype(), true, b.quantization()}},
                 std::nullopt, [&](OpRecord& r) {
                   r.attributes.set("top_k", k);
-                  r.attributes.set("tokens", tokens);
+                  r.attributes.set("tokens", routed_tokens);
+                  if (ep > 1) r.attributes.set("routed_experts", n);
                   r.attributes.set(
                       "approximation",
-                      fmt::format("the weights of E·(1 − (1 − k/E)^N) = {:.2f} of {} experts read for {} tokens: "
-                                  "the expectation under uniform routing",
-                                  expected_experts_reached(c, static_cast<std::uint64_t>(tokens)), n, tokens));
+                      ep > 1
+                          ? fmt::format("the weights of {:.2f} of this device's {} experts (of {}) read for the {} "
+                                        "tokens of {} expert-parallel devices: the expectation under uniform routing",
+                                        reached, local, n, routed_tokens, ep)
+                          : fmt::format("the weights of E·(1 − (1 − k/E)^N) = {:.2f} of {} experts read for {} "
+                                        "tokens: the expectation under uniform routing",
+                                        reached, n, tokens));
                 });
   };
   // mixtral's w1 (gate), w3 (up), w2 (down); qwen2_moe's gate_proj, up_proj, down_proj

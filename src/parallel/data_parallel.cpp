@@ -72,9 +72,8 @@ ParallelLayout parse_parallel_layout(const std::string& text) {
       layout.tp = value;
     } else if (key == "pp") {
       layout.pp = value;
-    } else if (value > 1) {
-      throw Error(ErrorCode::kUnimplemented,
-                  fmt::format("--parallel ep={}: expert parallelism is not built yet; dp, tp and pp are", value));
+    } else {
+      layout.ep = value;
     }
     at = comma + 1;
   }

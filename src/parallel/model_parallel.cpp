@@ -21,8 +21,21 @@ double element_bytes(DType dtype) { return static_cast<double>(dtype_bytes(dtype
 void refuse(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
 
 void check(const DecoderConfig& c, const ModelParallelRequest& r) {
-  for (const auto& [name, value] : {std::pair<const char*, std::int64_t>{"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}}) {
+  for (const auto& [name, value] :
+       {std::pair<const char*, std::int64_t>{"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"ep", r.ep}}) {
     if (value < 1) refuse(fmt::format("--parallel {}={}: needs at least 1 device", name, value));
+  }
+  if (r.ep > 1) {
+    if (c.experts == 0) refuse(fmt::format("--parallel ep={}: the model has no experts (a dense model)", r.ep));
+    if (c.experts % r.ep != 0) {
+      refuse(fmt::format("--parallel ep={} does not divide the {} experts of a layer", r.ep, c.experts));
+    }
+    if (r.dp % r.ep != 0) {
+      refuse(
+          fmt::format("--parallel ep={} must divide dp={}: the experts are split over data-parallel replicas "
+                      "(Megatron-Core's expert-model-parallel group)",
+                      r.ep, r.dp));
+    }
   }
   if (r.virtual_stages < 1) refuse(fmt::format("--virtual-stages {} must be at least 1", r.virtual_stages));
   if (r.virtual_stages > 1 && r.pp == 1) refuse("--virtual-stages applies only with pipeline parallelism (pp > 1)");
@@ -75,7 +88,7 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   out.devices = r.dp * r.tp * r.pp;
   const std::int64_t m = r.global_batch / (static_cast<std::int64_t>(r.dp) * r.micro_batch);
   out.micro_batches = static_cast<int>(m);
-  const ShardCosts& costs = cache.get(r.tp, r.micro_batch, r.tokens, r.training, r.dtype);
+  const ShardCosts& costs = cache.get(r.tp, r.micro_batch, r.tokens, r.training, r.dtype, r.ep);
   out.notes = costs.notes;
   const double elt = element_bytes(r.dtype), act = static_cast<double>(costs.hidden_bytes);
   const int per_node = r.system.devices_per_node, v = r.virtual_stages;
@@ -90,6 +103,18 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   const double loss_call = tensor_call(static_cast<double>(r.micro_batch * r.tokens) * 4);
   const int dp_per_node = std::max(1, std::min(r.dp, per_node / r.tp));
   const int dp_nodes = r.dp / dp_per_node;
+  // expert parallelism: ep consecutive replicas (devices tp apart) exchange tokens by all-to-all;
+  // each expert's gradients are reduced over the dp / ep replicas that hold it (tp × ep apart)
+  const int edp = r.dp / r.ep;
+  const int ep_per_node = std::max(1, std::min(r.ep, per_node / r.tp));
+  const int edp_per_node = std::max(1, std::min(edp, per_node / (r.tp * r.ep)));
+  // one all-to-all: each device's share of its micro-batch's tokens (1/tp of them), k copies of a
+  // hidden state each, (ep − 1)/ep of it to the other devices
+  const double dispatched = static_cast<double>(r.micro_batch * r.tokens * c.experts_per_token * c.hidden) * elt / r.tp;
+  const double all_to_all = r.ep > 1 ? group_cost(r.system, r.intra, r.inter, Collective::kAllToAll, ep_per_node,
+                                                  r.ep / ep_per_node, dispatched, elt, basis)
+                                           .seconds()
+                                     : 0.0;
   const bool stages_across = r.tp * r.dp >= per_node && out.devices > per_node;
   out.link_of_stages = stages_across ? "inter-node" : "intra-node";
   // a collective between two stages' devices: across two nodes, or inside one
@@ -112,12 +137,14 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     st.index = d;
     PartCost layers;
     std::uint64_t largest_layer_saved = 0;
+    std::int64_t moe_layers = 0;
     for (int k = 0; k < v; ++k) {
       const std::int64_t first = (static_cast<std::int64_t>(k) * r.pp + d) * chunk;
       st.layers.emplace_back(first, first + chunk);
       for (std::int64_t l = first; l < first + chunk; ++l) {
         const PartCost& layer = costs.layers.at(decoder_layer_kind(c, l));
         layers += layer;
+        if (c.experts > 0 && c.moe_layer(l)) ++moe_layers;
         largest_layer_saved = std::max(largest_layer_saved, layer.saved_bytes);
       }
     }
@@ -132,15 +159,20 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     // Megatron's f and g: two all-reduces a layer forward, two backward, two more recomputing
     double calls = static_cast<double>(layer_count) * (r.recompute ? 6 : 4) + (first ? 1 : 0);
     st.tensor_seconds = calls * layer_call + (last ? 3 * loss_call : 0);
+    // dispatch and combine a MoE layer forward, the same two backward, two more recomputing
+    st.expert_seconds = static_cast<double>(moe_layers) * (r.recompute ? 6 : 4) * all_to_all;
     st.parameters = all.parameters;
     if (last && r.pp > 1 && c.tied_embeddings) {
       st.parameters += static_cast<std::uint64_t>(costs.shard.vocab * c.hidden);  // the LM head's copy
     }
-    st.optimizer_seconds = all.optimizer_seconds / (zero1 ? r.dp : 1);
     const double p = static_cast<double>(st.parameters);
-    st.state_bytes = static_cast<std::uint64_t>(
-        p * (costs.parameter_bytes_per_element + costs.gradient_bytes_per_element +
-             (costs.optimizer_bytes_per_element + costs.master_bytes_per_element) / (zero1 ? r.dp : 1)));
+    const double pe = static_cast<double>(all.expert_parameters), pd = p - pe;  // experts', the rest
+    // a distributed optimizer shards the rest over dp, the experts' states over the dp / ep replicas holding them
+    const double sharded = zero1 ? pd / r.dp + pe / edp : p;
+    st.optimizer_seconds = p > 0 ? all.optimizer_seconds * sharded / p : 0.0;
+    st.state_bytes =
+        static_cast<std::uint64_t>(p * (costs.parameter_bytes_per_element + costs.gradient_bytes_per_element) +
+                                   sharded * (costs.optimizer_bytes_per_element + costs.master_bytes_per_element));
     // 1F1B keeps pp − d micro-batches in flight on device d; interleaved, Megatron's warm-up
     const std::int64_t chunks_in_flight =
         v == 1 ? std::min<std::int64_t>(m, r.pp - d)
@@ -155,16 +187,26 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
             static_cast<double>((first ? costs.before.saved_bytes : 0) + (last ? costs.after.saved_bytes : 0)));
     st.working_bytes = costs.working_bytes + (r.recompute ? largest_layer_saved : 0);
     if (r.dp > 1) {
-      const double gradients = p * costs.gradient_bytes_per_element;
+      const double g = costs.gradient_bytes_per_element, w = costs.parameter_bytes_per_element;
       const Collective reduce = zero1 ? Collective::kReduceScatter : Collective::kAllReduce;
-      const double reduced = group_cost(r.system, r.intra, r.inter, reduce, dp_per_node, dp_nodes, gradients,
-                                        costs.gradient_bytes_per_element, basis)
-                                 .seconds();
+      // the experts' over their dp / ep replicas (all of dp without expert parallelism), the rest over dp
+      const auto over = [&](Collective c, double elements, double element, bool experts) {
+        if (elements <= 0) return 0.0;
+        if (experts && r.ep > 1) {
+          return edp > 1 ? group_cost(r.system, r.intra, r.inter, c, edp_per_node, edp / edp_per_node,
+                                      elements * element, element, basis)
+                               .seconds()
+                         : 0.0;
+        }
+        return group_cost(r.system, r.intra, r.inter, c, dp_per_node, dp_nodes, elements * element, element, basis)
+            .seconds();
+      };
+      const double reduced =
+          r.ep > 1 ? over(reduce, pd, g, false) + over(reduce, pe, g, true) : over(reduce, p, g, false);
       const double gathered =
-          zero1 ? group_cost(r.system, r.intra, r.inter, Collective::kAllGather, dp_per_node, dp_nodes,
-                             p * costs.parameter_bytes_per_element, costs.parameter_bytes_per_element, basis)
-                      .seconds()
-                : 0.0;
+          !zero1     ? 0.0
+          : r.ep > 1 ? over(Collective::kAllGather, pd, w, false) + over(Collective::kAllGather, pe, w, true)
+                     : over(Collective::kAllGather, p, w, false);
       st.gradient_seconds = reduced + gathered;
       // the reduction hides behind the last micro-batch's backward pass, as DDP's buckets do;
       // the distributed optimizer's gather follows the optimizer step
@@ -174,9 +216,11 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     most = std::max(most, st.busy_seconds());
     sum += st.busy_seconds();
     out.tensor_seconds = std::max(out.tensor_seconds, st.tensor_seconds * static_cast<double>(m));
+    out.expert_seconds = std::max(out.expert_seconds, st.expert_seconds * static_cast<double>(m));
     out.gradient_exposed_seconds = std::max(out.gradient_exposed_seconds, st.gradient_exposed_seconds);
     out.optimizer_seconds = std::max(out.optimizer_seconds, st.optimizer_seconds);
-    out.hardware_flops += (st.flops * static_cast<double>(m) + all.optimizer_flops / (zero1 ? r.dp : 1)) * r.tp * r.dp;
+    out.hardware_flops +=
+        (st.flops * static_cast<double>(m) + (p > 0 ? all.optimizer_flops * sharded / p : 0.0)) * r.tp * r.dp;
     out.stages.push_back(std::move(st));
   }
   // m micro-batches at the busiest device's pace, the others' fill and drain (1/v of it
@@ -192,7 +236,7 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   out.step_seconds = out.pipeline_seconds + out.gradient_exposed_seconds + tied + out.optimizer_seconds;
 
   // the model's own FLOPs: the unsharded one-layer parts over every layer and micro-batch
-  const ShardCosts& whole = r.tp == 1 ? costs : cache.get(1, r.micro_batch, r.tokens, r.training, r.dtype);
+  const ShardCosts& whole = r.tp == 1 && r.ep == 1 ? costs : cache.get(1, r.micro_batch, r.tokens, r.training, r.dtype);
   PartCost model = whole.before;
   model += whole.after;
   for (std::int64_t l = 0; l < c.layers; ++l) model += whole.layers.at(decoder_layer_kind(c, l));
@@ -210,6 +254,18 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         "tensor parallelism: two all-reduces of the hidden states a layer forward and two backward (two more "
         "recomputing), one after the embedding, three small ones in the vocabulary-parallel loss; none overlapped "
         "with compute; norms replicated");
+  }
+  if (r.ep > 1) {
+    out.approximations.push_back(fmt::format(
+        "expert parallelism: {} of the {} experts a device; routing uniform (each device's experts take as many rows "
+        "as "
+        "its own tokens make, no imbalance); four all-to-alls a MoE layer (dispatch and combine, forward and backward; "
+        "two more recomputing) of 1/tp of the micro-batch's tokens × {} experts' hidden states a device, over {} "
+        "devices {}, not overlapped; {}",
+        c.experts / r.ep, c.experts, c.experts_per_token, r.ep,
+        r.ep / ep_per_node > 1 ? "across nodes" : "inside a node",
+        edp > 1 ? fmt::format("the experts' gradients reduced over the {} replicas holding them", edp)
+                : "each expert on one replica: its gradients need no reduction"));
   }
   if (r.pp > 1) {
     out.approximations.push_back(
@@ -248,21 +304,29 @@ std::vector<ModelParallelStep> search_model_parallel(ShardCostCache& cache, cons
       const int dp = devices / (tp * pp);
       for (const std::int64_t b : micro_batches) {
         if (base.global_batch % (static_cast<std::int64_t>(dp) * b) != 0) continue;
-        for (const bool recompute : {false, true}) {
-          for (const ZeroStage stage : {ZeroStage::kNone, ZeroStage::kOptimizer}) {
-            if (stage == ZeroStage::kOptimizer && dp == 1) continue;
-            ModelParallelRequest r = base;
-            r.dp = dp;
-            r.tp = tp;
-            r.pp = pp;
-            r.virtual_stages = 1;
-            r.micro_batch = b;
-            r.recompute = recompute;
-            r.stage = stage;
-            try {
-              out.push_back(model_parallel_step(cache, r));
-            } catch (const Error& e) {
-              if (e.code() != ErrorCode::kInvalidArgument) throw;  // a layout that does not divide: not a candidate
+        // expert parallelism: 1, and each power of two dividing dp and the experts
+        std::vector<int> eps{1};
+        for (int ep = 2; c.experts > 0 && ep <= dp; ep *= 2) {
+          if (dp % ep == 0 && c.experts % ep == 0) eps.push_back(ep);
+        }
+        for (const int ep : eps) {
+          for (const bool recompute : {false, true}) {
+            for (const ZeroStage stage : {ZeroStage::kNone, ZeroStage::kOptimizer}) {
+              if (stage == ZeroStage::kOptimizer && dp == 1) continue;
+              ModelParallelRequest r = base;
+              r.dp = dp;
+              r.tp = tp;
+              r.pp = pp;
+              r.ep = ep;
+              r.virtual_stages = 1;
+              r.micro_batch = b;
+              r.recompute = recompute;
+              r.stage = stage;
+              try {
+                out.push_back(model_parallel_step(cache, r));
+              } catch (const Error& e) {
+                if (e.code() != ErrorCode::kInvalidArgument) throw;  // a layout that does not divide: not a candidate
+              }
             }
           }
         }
@@ -301,7 +365,8 @@ std::string ModelParallelStep::fit() const {
 
 std::string ModelParallelStep::layout() const {
   const ModelParallelRequest& r = request;
-  return fmt::format("dp={},tp={},pp={},b={},m={}{},{}{}", r.dp, r.tp, r.pp, r.micro_batch, micro_batches,
+  return fmt::format("dp={},tp={},pp={}{},b={},m={}{},{}{}", r.dp, r.tp, r.pp,
+                     r.ep > 1 ? fmt::format(",ep={}", r.ep) : "", r.micro_batch, micro_batches,
                      r.virtual_stages > 1 ? fmt::format(",v={}", r.virtual_stages) : "",
                      r.stage == ZeroStage::kNone ? "ddp" : "zero1", r.recompute ? ",recompute" : "");
 }

@@ -147,6 +147,12 @@ void split_parts(const DecoderConfig& d, const DecoderRequest& r, const Hardware
   for (const ParameterDesc& p : forward.unique_parameters()) {
     if (p.trainable) parts[static_cast<int>(owners.of_parameter(p.id))].parameters += p.elements();
   }
+  for (const OpRecord& op : forward.ops()) {
+    if (op.kind != OpKind::kExpertLinear) continue;
+    for (const ParameterDesc& p : op.parameters) {
+      if (p.trainable) parts[static_cast<int>(owners.of_forward(op.name))].expert_parameters += p.elements();
+    }
+  }
   const MemoryLedger& ledger = report.memory;
   // a kept storage belongs to the part that produces it (a layer's output, kept by the next
   // layer's norm, is its layer's; the rotary tables the layers share are kept once, before them)
@@ -181,6 +187,7 @@ PartCost& PartCost::operator+=(const PartCost& o) {
   backward_flops += o.backward_flops;
   optimizer_flops += o.optimizer_flops;
   parameters += o.parameters;
+  expert_parameters += o.expert_parameters;
   saved_bytes += o.saved_bytes;
   return *this;
 }
@@ -191,13 +198,15 @@ std::string decoder_layer_kind(const DecoderConfig& config, std::int64_t layer) 
 }
 
 const ShardCosts& ShardCostCache::get(int tp, std::int64_t micro_batch, std::int64_t tokens,
-                                      const TrainingOptions& training, DType dtype) {
-  const std::string key = fmt::format("{}/{}/{}/{}/{}/{}", tp, micro_batch, tokens, optimizer_name(training.optimizer),
-                                      precision_name(training.precision), dtype_name(dtype));
+                                      const TrainingOptions& training, DType dtype, int ep) {
+  const std::string key =
+      fmt::format("{}/{}/{}/{}/{}/{}/{}", tp, micro_batch, tokens, optimizer_name(training.optimizer),
+                  precision_name(training.precision), dtype_name(dtype), ep);
   auto& slot = cache_[key];
   if (slot) return *slot;
   auto costs = std::make_unique<ShardCosts>();
   costs->shard = shard_decoder(config_, tp, &costs->notes);
+  costs->shard.expert_parallel = ep;
   DecoderRequest r;
   r.batch = micro_batch;
   r.prompt = tokens;

@@ -26,6 +26,7 @@ json step_json(const std::string& model, const ModelParallelStep& s) {
                       {"forward_seconds", st.forward_seconds},
                       {"backward_seconds", st.backward_seconds},
                       {"tensor_parallel_seconds", st.tensor_seconds},
+                      {"expert_parallel_seconds", st.expert_seconds},
                       {"micro_batch_seconds", st.busy_seconds()},
                       {"optimizer_seconds", st.optimizer_seconds},
                       {"gradient_seconds", st.gradient_seconds},
@@ -45,6 +46,7 @@ json step_json(const std::string& model, const ModelParallelStep& s) {
           {"data_parallel", r.dp},
           {"tensor_parallel", r.tp},
           {"pipeline_parallel", r.pp},
+          {"expert_parallel", r.ep},
           {"virtual_stages", r.virtual_stages},
           {"micro_batch", r.micro_batch},
           {"micro_batches", s.micro_batches},
@@ -54,6 +56,7 @@ json step_json(const std::string& model, const ModelParallelStep& s) {
           {"recompute", r.recompute ? "full" : "none"},
           {"layout", s.layout()},
           {"step_seconds", s.step_seconds},
+          {"expert_parallel_seconds", s.expert_seconds},
           {"pipeline_seconds", s.pipeline_seconds},
           {"bubble_seconds", s.bubble_seconds},
           {"p2p_seconds", s.p2p_seconds},
@@ -120,10 +123,10 @@ std::string render_model_parallel(const std::string& model, const ModelParallelS
   if (format == Format::kCsv) return report::render_table(t, format);
   const std::string device = r.system.device;
   std::string out = fmt::format(
-      "{}: dp={} × tp={} × pp={} over {} × {} ({}); micro-batch {} × {} micro-batches a replica (global batch {} "
+      "{}: dp={} × tp={} × pp={}{} over {} × {} ({}); micro-batch {} × {} micro-batches a replica (global batch {} "
       "sequences of {} tokens), {}, {}, {}\n",
-      terminal_text(model), r.dp, r.tp, r.pp, s.devices, device, r.system.id, r.micro_batch, s.micro_batches,
-      r.global_batch, r.tokens,
+      terminal_text(model), r.dp, r.tp, r.pp, r.ep > 1 ? fmt::format(" (ep={})", r.ep) : "", s.devices, device,
+      r.system.id, r.micro_batch, s.micro_batches, r.global_batch, r.tokens,
       r.pp == 1              ? "no pipeline"
       : r.virtual_stages > 1 ? fmt::format("interleaved 1F1B ({} chunks a device)", r.virtual_stages)
                              : "1F1B",
@@ -146,6 +149,10 @@ std::string render_model_parallel(const std::string& model, const ModelParallelS
     out += fmt::format("tensor-parallel all-reduces: {} of the busiest device's step\n",
                        report::seconds(s.tensor_seconds));
   }
+  if (r.ep > 1) {
+    out += fmt::format("expert-parallel all-to-alls: {} of the busiest device's step\n",
+                       report::seconds(s.expert_seconds));
+  }
   out += "\n" + report::render_table(t, format);
   out += fmt::format(
       "\nmemory per device (the fullest stage): {} ({}{})\n",
@@ -164,12 +171,13 @@ std::string render_model_parallel_search(const std::string& model, const std::ve
     return report::json_text(all);
   }
   report::Table t;
-  t.headers = {"rank",      "dp",     "tp",     "pp",         "micro-batch", "micro-batches",   "zero",
-               "recompute", "step ≥", "bubble", "tokens/s ≤", "MFU ≤",       "memory / device", "fits"};
+  t.headers = {"rank",      "dp",     "tp",     "pp",         "ep",    "micro-batch",     "micro-batches", "zero",
+               "recompute", "step ≥", "bubble", "tokens/s ≤", "MFU ≤", "memory / device", "fits"};
   t.raw_headers = {"rank",
                    "data_parallel",
                    "tensor_parallel",
                    "pipeline_parallel",
+                   "expert_parallel",
                    "micro_batch",
                    "micro_batches",
                    "zero_stage",
@@ -180,7 +188,7 @@ std::string render_model_parallel_search(const std::string& model, const std::ve
                    "mfu",
                    "memory_upper_bytes",
                    "fit"};
-  t.right_align = {true, true, true, true, true, true, false, false, true, true, true, true, true, false};
+  t.right_align = {true, true, true, true, true, true, true, false, false, true, true, true, true, true, false};
   std::size_t fits = 0;
   for (const ModelParallelStep& s : ranked) fits += s.fit() == "fits" ? 1 : 0;
   for (std::size_t i = 0; i < ranked.size() && (format == Format::kCsv || i < top); ++i) {
@@ -191,6 +199,7 @@ std::string render_model_parallel_search(const std::string& model, const std::ve
          {std::to_string(r.dp), ""},
          {std::to_string(r.tp), ""},
          {std::to_string(r.pp), ""},
+         {std::to_string(r.ep), ""},
          {std::to_string(r.micro_batch), ""},
          {std::to_string(s.micro_batches), ""},
          {std::string(zero_stage_name(r.stage)), ""},

@@ -122,7 +122,14 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
                "the micro-batch, --prompt the tokens a sequence, --system the devices)");
   expect_error("analyze llama-3-8b --parallel pp=2 --system dgx-h100",
                "--parallel with pp applies only with --train (tp=N alone is a decoder's prefill or decode)");
-  expect_error(llm + "--parallel dp=8,ep=2", "--parallel ep=2: expert parallelism is not built yet; dp, tp and pp are");
+  expect_error(llm + "--parallel dp=8,ep=2", "--parallel ep=2: the model has no experts (a dense model)");
+  expect_error("analyze mixtral-8x7b --parallel tp=2,ep=2 --system dgx-h100",
+               "--parallel ep=2 applies only with --train (a mixture of experts' training step)");
+  const std::string moe = "analyze mixtral-8x7b --train --precision bf16-mixed --prompt 256 --system dgx-h100 ";
+  expect_error(moe + "--parallel dp=6,tp=4,ep=3", "--parallel ep=3 does not divide the 8 experts of a layer");
+  expect_error(moe + "--parallel dp=2,tp=4,ep=4",
+               "--parallel ep=4 must divide dp=2: the experts are split over data-parallel replicas (Megatron-Core's "
+               "expert-model-parallel group)");
   expect_error(llm + "--search --devices 64", "--search needs --global-batch (sequences a step over every device)");
   expect_error(llm + "--search --devices 64 --global-batch 64 --parallel tp=2",
                "--parallel does not apply with --search --devices (it tries every layout, ZeRO stage and "

@@ -1,6 +1,8 @@
 // Cost model: every op family against counts worked out by hand from docs/counting.md.
 #include "neuralcost/cost/cost_model.hpp"
 
+#include <cmath>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -46,6 +48,25 @@ TEST(CostModelTest, MatMulRejectsMismatchedInnerDimensions) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
     EXPECT_STREQ(e.what(), "op 'mm' (matmul): inner dimensions differ: 8x16 x 15x4");
   }
+}
+
+// An expert linear under expert parallelism holds 2 of the 8 experts the router picks among
+// (routed_experts) and takes the rows of 4 tokens × top-2: each of its experts is reached with
+// probability 1 − (6/8)^4, so 2 · (1 − 0.31640625) experts' weights are read.
+TEST(CostModelTest, AnExpertParallelShardReadsTheExpertsItHoldsThatTheTokensReach) {
+  OpRecord e = op("w1", OpKind::kExpertLinear, {t("x", {4, 16})}, {t("y", {4, 2, 32})}, {p("w", {2, 32, 16})});
+  e.attributes.set("top_k", I{2});
+  e.attributes.set("tokens", I{4});
+  e.attributes.set("routed_experts", I{8});
+  const OpCost c = cost_of(e);
+  EXPECT_EQ(c.contraction_flops, 2u * 8 * 16 * 32);
+  const double per_expert = 32 * 16 * 4;
+  EXPECT_EQ(c.parameter_bytes, static_cast<std::uint64_t>(std::llround(2 * (1 - 0.31640625) * per_expert)));
+  e.attributes.set("routed_experts", I{1});  // fewer than it holds
+  EXPECT_THROW(cost_of(e), Error);
+  e.attributes.set("routed_experts", I{8});
+  e.attributes.set("top_k", I{3});  // top_k is checked against the routed experts, not the 2 held
+  EXPECT_THROW(cost_of(e), Error);
 }
 
 TEST(CostModelTest, LinearAddsOneFlopPerOutputForBias) {

@@ -245,6 +245,51 @@ TEST(ModelParallelTest, BadLayoutsAreOneClearError) {
   EXPECT_NE(message([](auto& r) { r.pp = 0; }).find("at least 1"), std::string::npos);
 }
 
+// Expert parallelism splits each MoE layer's experts over ep of the dp replicas: a device holds
+// dense/tp + experts/(tp·ep) parameters (Mixtral: 3·8·4096·14336 expert elements a layer), runs
+// the same FLOPs (its experts take as many rows as its own tokens make), pays four all-to-alls a
+// MoE layer, inside a node when tp·ep fits one and across nodes otherwise, and needs no expert
+// gradient reduction when each expert is on one replica.
+TEST(ModelParallelTest, ExpertParallelismSplitsTheExpertsAndAddsAllToAlls) {
+  ShardCostCache cache(decoder_preset("mixtral-8x7b"), HardwareDatabase::builtin().get("h100-sxm"));
+  ModelParallelRequest r = request();
+  r.dp = 8;
+  r.tp = 8;
+  r.global_batch = 16;
+  const ModelParallelStep plain = model_parallel_step(cache, r);
+  r.ep = 8;
+  const ModelParallelStep split = model_parallel_step(cache, r);
+  const std::uint64_t experts = 32ULL * 3 * 8 * 4096 * 14336 / 8;  // every layer's, over tp
+  ASSERT_EQ(plain.stages.size(), 1u);
+  EXPECT_EQ(split.stages[0].parameters, plain.stages[0].parameters - experts + experts / 8);
+  EXPECT_DOUBLE_EQ(split.stages[0].flops, plain.stages[0].flops);
+  EXPECT_DOUBLE_EQ(split.model_flops, plain.model_flops);
+  EXPECT_EQ(plain.stages[0].expert_seconds, 0);
+  EXPECT_GT(split.stages[0].expert_seconds, 0);
+  EXPECT_LT(split.memory_upper_bytes(), plain.memory_upper_bytes());
+  EXPECT_EQ(split.layout(), "dp=8,tp=8,pp=1,ep=8,b=1,m=2,ddp");
+  const auto says = [](const ModelParallelStep& s, const std::string& what) {
+    for (const std::string& a : s.approximations) {
+      if (a.find("expert parallelism") != std::string::npos && a.find(what) != std::string::npos) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(says(split, "across nodes"));
+  EXPECT_TRUE(says(split, "need no reduction"));
+  // the same eight experts over eight devices of one node (tp 1): NVLink instead of InfiniBand
+  r.tp = 1;
+  const ModelParallelStep inside = model_parallel_step(cache, r);
+  // 8× the bytes a device (1/tp of the tokens with tp = 8), at NVLink's pace per byte
+  EXPECT_LT(inside.stages[0].expert_seconds / 8, split.stages[0].expert_seconds);
+  EXPECT_TRUE(says(inside, "inside a node"));
+  // a dense model has no experts to split
+  ShardCostCache dense(small_llama(), HardwareDatabase::builtin().get("h100-sxm"));
+  r = request();
+  r.dp = 2;
+  r.ep = 2;
+  EXPECT_THROW(model_parallel_step(dense, r), Error);
+}
+
 // The search: every layout it lists divides the devices, the layers and the batch; those that fit
 // come first, fastest first; the 175B model on 1,024 A100s has layouts that fit and none with
 // tp·pp = 1 (its model states alone are 2.8 TB).

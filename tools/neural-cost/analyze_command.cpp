@@ -253,6 +253,7 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   r.dp = layout->dp;
   r.tp = layout->tp;
   r.pp = layout->pp;
+  r.ep = layout->ep;
   r.micro_batch = cmd.count("--batch") > 0 ? args.batches.front() : 1;
   emit(render_model_parallel(name, model_parallel_step(costs, r), format), args.output);
 }
@@ -454,10 +455,16 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   TrainingOptions training;
   std::optional<ParallelLayout> layout;
   if (!args.parallel.empty()) layout = parse_parallel_layout(args.parallel);
+  if (layout && layout->ep > 1 && !args.train) {
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("--parallel ep={} applies only with --train (a mixture of experts' training step)", layout->ep));
+  }
   if (cmd.count("--devices") > 0 && !args.search) {
     throw Error(ErrorCode::kInvalidArgument, "--devices applies only with --search");
   }
-  if ((layout && (layout->pp > 1 || (layout->tp > 1 && args.train))) || (args.search && cmd.count("--devices") > 0)) {
+  if ((layout && (layout->pp > 1 || layout->ep > 1 || (layout->tp > 1 && args.train))) ||
+      (args.search && cmd.count("--devices") > 0)) {
     return run_model_parallel(args, cmd, format, layout);
   }
   for (const char* option : {"--global-batch", "--virtual-stages"}) {
@@ -653,8 +660,8 @@ void add_analyze_command(CLI::App& app) {
                   "With --train: a data-parallel step, dp=N devices (per-device batch --batch): its collectives on "
                   "--system's links, overlapped as DDP or ZeRO do, and per-device memory; a decoder's dp=D,tp=T,pp=P: "
                   "Megatron's tensor split and 1F1B pipeline (--batch the micro-batch, --global-batch, "
-                  "--virtual-stages, --checkpoint full); without --train, tp=N: a decoder's prefill or decode (ep: "
-                  "not built yet)");
+                  "--virtual-stages, --checkpoint full), with ,ep=E a mixture of experts' experts split over E of the "
+                  "dp replicas (all-to-alls); without --train, tp=N: a decoder's prefill or decode");
   cmd->add_option("--global-batch", args->global_batch,
                   "With --parallel tp/pp or --search --devices: sequences a step over every replica (micro-batches = "
                   "global batch / (dp × micro-batch); default one micro-batch)");

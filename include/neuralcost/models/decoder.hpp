@@ -55,6 +55,10 @@ struct DecoderConfig {
   /// to num_experts_per_tok of them; 0: a dense MLP
   std::int64_t experts = 0;
   std::int64_t experts_per_token = 0;
+  /// Expert parallelism (model_parallel.hpp): this device holds experts / expert_parallel of the
+  /// experts and runs, for them, the rows that the tokens of expert_parallel devices route there
+  /// (as many rows as its own tokens make, on average). 1: every expert here.
+  std::int64_t expert_parallel = 1;
   /// qwen2_moe: each expert's intermediate size (moe_intermediate_size); 0: intermediate (mixtral)
   std::int64_t expert_intermediate = 0;
   /// qwen2_moe: a shared SwiGLU expert of this intermediate size every token goes through, its

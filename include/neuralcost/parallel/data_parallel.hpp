@@ -75,9 +75,9 @@ struct DataParallelStep {
 /// A layout of `--parallel dp=N,tp=N[,pp=N,ep=N]` (each 1 when not given).
 struct ParallelLayout {
   int dp = 1, tp = 1, pp = 1;
+  int ep = 1;  ///< expert parallelism: a decoder's experts split over ep of the dp replicas
 };
-/// Parses --parallel. kInvalidArgument for anything but KEY=N pairs of dp, tp, pp, ep with N ≥ 1,
-/// and kUnimplemented for ep above 1 (not built yet).
+/// Parses --parallel. kInvalidArgument for anything but KEY=N pairs of dp, tp, pp, ep with N ≥ 1.
 ParallelLayout parse_parallel_layout(const std::string& text);
 
 /// One configuration of a search: a ZeRO stage over one report (a batch and checkpoint policy).

@@ -29,6 +29,9 @@ namespace neuralcost {
 
 struct ModelParallelRequest {
   int dp = 1, tp = 1, pp = 1;
+  /// Expert parallelism: each MoE layer's experts split over ep devices of the dp dimension (ep
+  /// divides dp and the experts); tokens reach their experts' devices by all-to-all.
+  int ep = 1;
   int virtual_stages = 1;              ///< v: model chunks per device (interleaved 1F1B); 1: plain 1F1B
   std::int64_t micro_batch = 1;        ///< b: sequences per micro-batch (--batch)
   std::int64_t global_batch = 0;       ///< sequences per step over all replicas; 0: dp × b (one micro-batch)
@@ -47,8 +50,9 @@ struct PartCost {
   double forward_seconds = 0, backward_seconds = 0;  ///< fused-scaled roofline bounds
   double optimizer_seconds = 0;                      ///< once per step
   double forward_flops = 0, backward_flops = 0, optimizer_flops = 0;
-  std::uint64_t parameters = 0;   ///< trainable elements it owns
-  std::uint64_t saved_bytes = 0;  ///< activations it keeps for its backward pass
+  std::uint64_t parameters = 0;         ///< trainable elements it owns
+  std::uint64_t expert_parameters = 0;  ///< of which the experts' (reduced over dp / ep with expert parallelism)
+  std::uint64_t saved_bytes = 0;        ///< activations it keeps for its backward pass
   PartCost& operator+=(const PartCost& o);
 };
 
@@ -68,14 +72,14 @@ struct ShardCosts {
 /// The kind of layer `layer` ("dense", "window", "experts", "window+experts").
 std::string decoder_layer_kind(const DecoderConfig& config, std::int64_t layer);
 
-/// Builds ShardCosts once per (tp, micro-batch, tokens, precision, optimizer) and keeps them:
+/// Builds ShardCosts once per (tp, micro-batch, tokens, precision, optimizer, ep) and keeps them:
 /// a search asks for the same few many times.
 class ShardCostCache {
  public:
   ShardCostCache(DecoderConfig config, HardwareSpec hardware)
       : config_(std::move(config)), hardware_(std::move(hardware)) {}
   const ShardCosts& get(int tp, std::int64_t micro_batch, std::int64_t tokens, const TrainingOptions& training,
-                        DType dtype);
+                        DType dtype, int ep = 1);
   const DecoderConfig& config() const { return config_; }
   const HardwareSpec& hardware() const { return hardware_; }
 
@@ -91,13 +95,14 @@ struct PipelineStage {
   std::vector<std::pair<std::int64_t, std::int64_t>> layers;  ///< [first, last) of each chunk
   double forward_seconds = 0, backward_seconds = 0;           ///< compute (backward with the recomputed forward)
   double tensor_seconds = 0;                                  ///< tensor-parallel collectives (forward and backward)
+  double expert_seconds = 0;                                  ///< expert-parallel all-to-alls (forward and backward)
   double optimizer_seconds = 0;                               ///< per step (sharded by a distributed optimizer)
   double gradient_seconds = 0, gradient_exposed_seconds = 0;  ///< dp gradient collectives, per step
   std::uint64_t parameters = 0;                               ///< elements on the device
   int in_flight = 0;  ///< micro-batch chunks whose activations the schedule keeps at its peak
   std::uint64_t state_bytes = 0, activation_bytes = 0, working_bytes = 0;
   double flops = 0;  ///< per micro-batch, with recomputation
-  double busy_seconds() const { return forward_seconds + backward_seconds + tensor_seconds; }
+  double busy_seconds() const { return forward_seconds + backward_seconds + tensor_seconds + expert_seconds; }
   std::uint64_t memory_lower_bytes() const { return state_bytes + activation_bytes; }
   std::uint64_t memory_upper_bytes() const { return state_bytes + activation_bytes + working_bytes; }
 };
@@ -111,6 +116,7 @@ struct ModelParallelStep {
   double p2p_seconds = 0;       ///< stage-to-stage transfers on the critical path
   double p2p_each_seconds = 0;
   double tensor_seconds = 0;  ///< the busiest device's tensor-parallel collectives, all micro-batches
+  double expert_seconds = 0;  ///< the busiest device's expert-parallel all-to-alls, all micro-batches
   double gradient_exposed_seconds = 0, optimizer_seconds = 0;
   double step_seconds = 0;
   double model_flops = 0;     ///< the whole model's step (no recomputation, no replication), all devices
