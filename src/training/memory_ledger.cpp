@@ -115,7 +115,7 @@ void collect_keeps(const OpGraph& g, Index& ix, MemoryLedger& l) {
     OpMemory& m = l.ops[i];
     m.op_index = i;
     m.records = ix.records[i];
-    const training::OpSaves s = training::saves_of(op, graph_precision(l.options));
+    const training::OpSaves s = training::saves_of(op, l.options);
     m.rule = s.rule;
     if (s.internal_bytes > 0) {  // made in the forward pass whether recorded or not
       Storage st;

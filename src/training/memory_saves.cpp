@@ -197,6 +197,12 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
   return s;
 }
 
+OpSaves saves_of(const OpRecord& op, const TrainingOptions& options) {
+  const bool recurrent = op.kind == OpKind::kRnn || op.kind == OpKind::kGru || op.kind == OpKind::kLstm;
+  const bool estimated = recurrent && !op.attributes.has("workspace_bytes");
+  return saves_of(op, options.autocast && estimated ? options.precision : graph_precision(options));
+}
+
 bool keeps_input(const OpSaves& saves, std::size_t k, const std::vector<bool>& input_needs_grad) {
   if (!saves.inputs) return false;
   switch (saves.operands) {

@@ -40,5 +40,10 @@ bool keeps_input(const OpSaves& saves, std::size_t k, const std::vector<bool>& i
 /// The refined rule of one op. Throws kInvalidArgument for attributes the rule needs and cannot
 /// read (a normalisation over more dims than its input has).
 OpSaves saves_of(const OpRecord& op, Precision precision);
+/// saves_of() under `options`: the graph's precision (graph_precision), except that under
+/// autocast a recurrent op without a captured workspace estimates its per-step internals in the
+/// low precision (a composite LSTM's gates are autocast's bf16 matmuls, unseen by a capture that
+/// records the op whole).
+OpSaves saves_of(const OpRecord& op, const TrainingOptions& options);
 
 }  // namespace neuralcost::training

@@ -194,7 +194,7 @@ class StepBuilder {
     // what the memory ledger says the op keeps (one rule, training/memory_saves.hpp): relu its
     // output, add nothing, mul the other operand...; its buffers (statistics, masks, argmax) are
     // no tensors of the graph
-    const training::OpSaves saves = training::saves_of(op, graph_precision(options_));
+    const training::OpSaves saves = training::saves_of(op, options_);
     std::vector<bool> needs_grad;
     for (const TensorDesc& x : op.inputs) needs_grad.push_back(needs_.count(x.name) > 0);
     for (std::size_t k = 0; k < op.inputs.size(); ++k) {

@@ -156,6 +156,26 @@ TEST_P(TrainingTest, Bf16MixedRunsUnderAutocastInsideItsLedger) {
   }
 }
 
+// Under autocast every parameter still gets its gradient through autocast's casts and is updated
+// in fp32 (a cast that cut the graph would leave a layer untrained while the loss still fell).
+TEST_P(TrainingTest, Bf16MixedUpdatesEveryParameterInFp32) {
+  auto net = libtorch::make_reference_net(small(GetParam()));
+  net->train();
+  TrainRun train;
+  train.options.precision = Precision::kBf16Mixed;
+  train.hyper.learning_rate = 1e-2;
+  libtorch::TrainingStep step([net](const std::vector<at::Tensor>& in) { return net->forward(in[0]); },
+                              net->parameters(), {libtorch::reference_input(small(GetParam()))}, train);
+  std::vector<at::Tensor> before;
+  for (const at::Tensor& p : net->parameters()) before.push_back(p.detach().clone());
+  for (int i = 0; i < 3; ++i) step.step();
+  const auto named = net->named_parameters();
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    EXPECT_EQ(named[i].value().scalar_type(), at::kFloat) << named[i].key();
+    EXPECT_FALSE(torch::equal(before[i], named[i].value())) << named[i].key() << " was not updated";
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(All, TrainingTest, ::testing::Values("ff", "cnn", "rnn", "lstm", "transformer"));
 
 TEST(TrainingStepTest, EveryOptimizerChangesTheParameters) {
