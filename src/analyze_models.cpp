@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <map>
@@ -313,8 +314,19 @@ GenerationEstimate analyze_generation(const GenerationRequest& request) {
   return out;
 }
 
+Precision default_training_precision(const std::vector<std::string>& models) {
+  if (models.empty()) return Precision::kFp32;
+  const auto& presets = decoder_preset_names();
+  for (const std::string& m : models) {
+    const bool decoder =
+        std::find(presets.begin(), presets.end(), m) != presets.end() || decoder_config_file(m).has_value();
+    if (!decoder) return Precision::kFp32;
+  }
+  return Precision::kBf16Mixed;
+}
+
 DType training_model_dtype(Precision precision, DType asked, bool asked_explicitly) {
-  if (precision == Precision::kFp32) return asked;
+  if (precision == Precision::kFp32) return asked_explicitly ? asked : DType::kFp32;
   const DType low = precision == Precision::kBf16Mixed ? DType::kBf16 : DType::kFp16;
   if (asked_explicitly && asked != low) {
     throw Error(ErrorCode::kInvalidArgument,

@@ -155,10 +155,14 @@ ServingChoice analyze_serving_choice(const std::string& model, const DecoderRequ
                                      double reserve,
                                      const std::function<std::optional<double>(const std::string&)>& price_of);
 /// The model's dtype for a training precision: the low-precision type of mixed precision (its
-/// fp32 master weights and optimizer state are the optimizer step's), `asked` for fp32.
-/// kInvalidArgument when `asked_explicitly` names another one ("--dtype fp32 contradicts
-/// --precision bf16-mixed (which computes in bf16)").
+/// fp32 master weights and optimizer state are the optimizer step's); for fp32, fp32 unless a
+/// dtype is asked for explicitly (then `asked`). kInvalidArgument when `asked_explicitly` names
+/// another one under mixed precision ("--dtype fp32 contradicts --precision bf16-mixed (which
+/// computes in bf16)").
 DType training_model_dtype(Precision precision, DType asked, bool asked_explicitly);
+/// --precision's default for training `models`: bf16-mixed when every one is a decoder LLM (a
+/// preset or a config.json: they train in bf16 with fp32 master weights), fp32 otherwise.
+Precision default_training_precision(const std::vector<std::string>& models);
 
 /// kInvalidArgument for the first analysis that is mostly unmodeled (Analysis::mostly_unmodeled):
 /// its totals mean nothing, so it is not a result. Partly unmodeled ones pass (their views say so).

@@ -96,6 +96,18 @@ TEST(AnalyzeModelsTest, ABudgetWithoutTrainingAndAContradictingDtypeAreRefused) 
   EXPECT_EQ(training_model_dtype(Precision::kFp16Mixed, DType::kFp16, true), DType::kFp16);
   EXPECT_EQ(error_of([] { training_model_dtype(Precision::kBf16Mixed, DType::kFp32, true); }),
             "--dtype fp32 contradicts --precision bf16-mixed (which computes in bf16)");
+  // fp32 training computes in fp32 unless a dtype is asked for (a decoder's own default is bf16)
+  EXPECT_EQ(training_model_dtype(Precision::kFp32, DType::kBf16, false), DType::kFp32);
+  EXPECT_EQ(training_model_dtype(Precision::kFp32, DType::kBf16, true), DType::kBf16);
+}
+
+// A decoder LLM trains in bf16-mixed unless told otherwise; anything else, or a mix, in fp32.
+TEST(AnalyzeModelsTest, TheDefaultTrainingPrecisionIsADecodersBf16Mixed) {
+  EXPECT_EQ(default_training_precision({"llama-3-8b"}), Precision::kBf16Mixed);
+  EXPECT_EQ(default_training_precision({"llama-3-8b", "mixtral-8x7b"}), Precision::kBf16Mixed);
+  EXPECT_EQ(default_training_precision({"cnn"}), Precision::kFp32);
+  EXPECT_EQ(default_training_precision({"llama-3-8b", "cnn"}), Precision::kFp32);
+  EXPECT_EQ(default_training_precision({}), Precision::kFp32);
 }
 
 TEST(AnalyzeModelsTest, AModelMostlyUnmodeledIsNotAResult) {

@@ -220,7 +220,8 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   }
   ModelParallelRequest r;
   r.training.optimizer = parse_optimizer(args.optimizer);
-  r.training.precision = parse_precision(args.precision);
+  r.training.precision =
+      cmd.count("--precision") > 0 ? parse_precision(args.precision) : default_training_precision(args.models);
   r.recompute = args.checkpoint == "full";
   r.dtype = training_model_dtype(r.training.precision, *parse_dtype(args.dtype), cmd.count("--dtype") > 0);
   r.tokens = args.prompt;
@@ -490,7 +491,8 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   DType model_dtype = *dtype;
   if (args.train) {
     training.optimizer = parse_optimizer(args.optimizer);
-    training.precision = parse_precision(args.precision);
+    training.precision =
+        cmd.count("--precision") > 0 ? parse_precision(args.precision) : default_training_precision(args.models);
     training.checkpoint = parse_checkpoint(args.checkpoint);
     if (cmd.count("--reserve") > 0 && args.memory_budget.empty()) {
       throw Error(ErrorCode::kInvalidArgument, "--reserve applies only with --memory-budget");
@@ -519,7 +521,9 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights"}) {
     if (cmd.count(std::string("--") + option) > 0) base.given.insert(option);
   }
-  if (model_dtype != *dtype) base.given.insert("dtype");
+  // a training precision sets the model's dtype (a decoder's own default is bf16)
+  const bool decoders = default_training_precision(args.models) == Precision::kBf16Mixed;
+  if (model_dtype != *dtype || (args.train && decoders)) base.given.insert("dtype");
   for (const std::string& b : args.inputs) {
     const auto [name, shape_text] = binding(b, "--input");
     const Shape shape = parse_shape(shape_text, fmt::format("--input '{}'", b));
@@ -637,7 +641,8 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--optimizer", args->optimizer, "With --train: sgd, momentum, adam or adamw")->capture_default_str();
   cmd->add_option("--precision", args->precision,
                   "With --train: fp32, bf16-mixed or fp16-mixed (low-precision model, fp32 master weights and states; "
-                  "profile --train measures bf16-mixed as torch.autocast runs it)")
+                  "profile --train measures bf16-mixed as torch.autocast runs it). Default: bf16-mixed for a decoder "
+                  "LLM, fp32 otherwise (fp32 computes in fp32 unless --dtype says otherwise)")
       ->capture_default_str();
   cmd->add_option("--checkpoint", args->checkpoint,
                   "With --train: activation checkpointing: none, full, every:K, every (K = square root of the op "
