@@ -172,8 +172,8 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   // expert parallelism: the device's n / ep experts take the rows the tokens of ep devices route
   // to them: as many as its own tokens make, on average (uniform routing)
   const std::int64_t ep = std::max<std::int64_t>(1, c.expert_parallel), local = n / ep, routed_tokens = tokens * ep;
-  const double reached = static_cast<double>(local) * (1 - std::pow(1 - static_cast<double>(k) / static_cast<double>(n),
-                                                                    static_cast<double>(routed_tokens)));
+  const double reached =
+      expected_experts_reached(c, static_cast<std::uint64_t>(routed_tokens)) / static_cast<double>(ep);
   const auto expert_linear = [&](const std::string& w, const TensorDesc& x, Shape out, std::int64_t rows_out) {
     const std::int64_t in = x.shape.back();
     return b.op(OpKind::kExpertLinear, name + ".experts." + w, {x}, std::move(out),

@@ -191,6 +191,11 @@ DataParallelRequest parallel_request(const AnalyzeArgs& args, const CLI::App& cm
   return r;
 }
 
+/// --precision as given, else the library's default for the models (a decoder's bf16-mixed).
+Precision training_precision(const AnalyzeArgs& args, const CLI::App& cmd) {
+  return cmd.count("--precision") > 0 ? parse_precision(args.precision) : default_training_precision(args.models);
+}
+
 /// `analyze DECODER --train --parallel dp=D,tp=T,pp=P --system ID` (one step) or `--search
 /// --devices N` (every layout): a decoder's training step over data, tensor and pipeline parallelism.
 void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Format format,
@@ -220,8 +225,7 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   }
   ModelParallelRequest r;
   r.training.optimizer = parse_optimizer(args.optimizer);
-  r.training.precision =
-      cmd.count("--precision") > 0 ? parse_precision(args.precision) : default_training_precision(args.models);
+  r.training.precision = training_precision(args, cmd);
   r.recompute = args.checkpoint == "full";
   r.dtype = training_model_dtype(r.training.precision, *parse_dtype(args.dtype), cmd.count("--dtype") > 0);
   r.tokens = args.prompt;
@@ -491,8 +495,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   DType model_dtype = *dtype;
   if (args.train) {
     training.optimizer = parse_optimizer(args.optimizer);
-    training.precision =
-        cmd.count("--precision") > 0 ? parse_precision(args.precision) : default_training_precision(args.models);
+    training.precision = training_precision(args, cmd);
     training.checkpoint = parse_checkpoint(args.checkpoint);
     if (cmd.count("--reserve") > 0 && args.memory_budget.empty()) {
       throw Error(ErrorCode::kInvalidArgument, "--reserve applies only with --memory-budget");
