@@ -29,7 +29,7 @@ bool has_peak_type(DType dtype) {
 }
 
 OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec& hw, const OpGraph& graph,
-                       double resident_bytes, std::vector<std::string>& approximations,
+                       double resident_bytes, std::map<DType, std::vector<std::string>>& fp32_rate_ops,
                        std::vector<std::pair<std::string, std::vector<std::string>>>& importer_approximations) {
   OpRoofline r;
   r.op_index = index;
@@ -57,9 +57,7 @@ OpRoofline roofline_of(std::size_t index, const OpRecord& op, const HardwareSpec
     if (roof == DType::kTf32 && !matrix) roof = DType::kFp32;
     if (!has_peak_type(roof)) {
       // specs give no int32/int64/bool rates: index arithmetic is timed at the fp32 rate
-      approximations.push_back("op '" + op.name + "' computes in " + std::string(dtype_name(roof)) +
-                               "; its compute time uses the fp32 rate (hardware specs have no " +
-                               std::string(dtype_name(roof)) + " peak)");
+      fp32_rate_ops[roof].push_back(op.name);
       roof = DType::kFp32;
     }
     r.peak_flops_per_second = hw.flops_per_second(roof, matrix);
@@ -108,8 +106,9 @@ Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOpti
   // the model's state: every parameter once, and the graph's inputs (or the whole model's)
   const double resident = options.resident_bytes > 0 ? options.resident_bytes : resident_bytes_of(graph);
   std::vector<std::pair<std::string, std::vector<std::string>>> importer_approximations;
+  std::map<DType, std::vector<std::string>> fp32_rate_ops;  // ops in a dtype that specs give no rate for
   for (std::size_t i = 0; i < graph.size(); ++i) {
-    OpRoofline r = roofline_of(i, graph.op(i), hardware, graph, resident, a.approximations, importer_approximations);
+    OpRoofline r = roofline_of(i, graph.op(i), hardware, graph, resident, fp32_rate_ops, importer_approximations);
     try {
       t.flops = checked_add(t.flops, r.cost.flops, "FLOP count");
       t.contraction_flops = checked_add(t.contraction_flops, r.cost.contraction_flops, "FLOP count");
@@ -127,6 +126,17 @@ Analysis analyze(OpGraph input, const HardwareSpec& hardware, const AnalysisOpti
     flops_by_dtype[r.compute_dtype] += r.cost.flops;
     if (!r.cost.modeled) a.unmodeled.push_back({i, r.cost.unmodeled_reason, 0, 0});
     a.ops.push_back(std::move(r));
+  }
+  // specs give no int32/int64/bool rates: index arithmetic is timed at the fp32 rate (one line a dtype)
+  for (const auto& [dtype, ops] : fp32_rate_ops) {
+    const std::string d(dtype_name(dtype));
+    a.approximations.push_back(
+        (ops.size() == 1 ? fmt::format("op '{}' computes", ops[0])
+         : ops.size() == 2
+             ? fmt::format("ops '{}' and '{}' compute", ops[0], ops[1])
+             : fmt::format("{} ops ('{}', '{}' and {} more) compute", ops.size(), ops[0], ops[1], ops.size() - 2)) +
+        fmt::format(" in {}; {} compute time uses the fp32 rate (hardware specs have no {} peak)", d,
+                    ops.size() == 1 ? "its" : "their", d));
   }
   for (const auto& [text, ops] : importer_approximations) {
     a.approximations.push_back(ops.size() == 1   ? "op '" + ops[0] + "': " + text

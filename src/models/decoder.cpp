@@ -9,6 +9,8 @@
 #include <functional>
 #include <optional>
 
+#include "models/decoder_builder.hpp"
+#include "models/latent_attention.hpp"
 #include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/number_text.hpp"
@@ -16,97 +18,7 @@
 #include "neuralcost/models/decoder.hpp"
 
 namespace neuralcost {
-namespace {
-
-std::uint64_t dim(std::int64_t d) { return static_cast<std::uint64_t>(d); }
-std::uint64_t product(std::initializer_list<std::uint64_t> factors) {
-  std::uint64_t p = 1;
-  for (std::uint64_t f : factors) p = checked_mul(p, f, "decoder count");
-  return p;
-}
-using Tweak = std::function<void(OpRecord&)>;
-
-class Builder {
- public:
-  Builder(const std::string& name, DType dtype, std::optional<WeightQuantization> quantization)
-      : graph_(name), dtype_(dtype), quantization_(std::move(quantization)) {}
-
-  TensorDesc op(OpKind kind, const std::string& name, std::vector<TensorDesc> inputs, Shape out,
-                std::vector<ParameterDesc> parameters = {}, std::optional<DType> out_dtype = std::nullopt,
-                const Tweak& tweak = {}) {
-    OpRecord r{name,
-               kind,
-               std::string(op_kind_name(kind)),
-               std::move(inputs),
-               {{name, std::move(out), out_dtype.value_or(dtype_)}},
-               std::move(parameters),
-               {},
-               {}};
-    r.attributes.set("module", module_of(name));
-    if (tweak) tweak(r);
-    TensorDesc y = r.outputs.front();
-    graph_.add(std::move(r));
-    return y;
-  }
-  /// A block's linear layer (its weight stored quantized when the model's are); `plain`: one that
-  /// stays in the compute dtype (lm_head, the router).
-  TensorDesc linear(const std::string& name, const TensorDesc& x, std::int64_t out, bool bias,
-                    const std::string& weight_id = "", bool plain = false) {
-    Shape y = x.shape;
-    const std::int64_t in = y.back();
-    y.back() = out;
-    std::vector<ParameterDesc> p = {{weight_id.empty() ? name + ".weight" : weight_id,
-                                     {out, in},
-                                     dtype_,
-                                     true,
-                                     plain ? std::nullopt : quantization_}};
-    if (bias) p.push_back({name + ".bias", {out}, dtype_, true});
-    return op(OpKind::kLinear, name, {x}, y, p);
-  }
-  TensorDesc elementwise(OpKind kind, const std::string& name, const std::string& function, std::vector<TensorDesc> in,
-                         bool scalar = false) {
-    Shape y = in.front().shape;
-    for (const TensorDesc& t : in) {
-      if (t.shape.size() == y.size()) {
-        for (std::size_t i = 0; i < y.size(); ++i) y[i] = std::max(y[i], t.shape[i]);
-      }
-    }
-    return op(kind, name, std::move(in), y, {}, std::nullopt, [&](OpRecord& r) {
-      r.attributes.set("function", function);
-      if (scalar) r.attributes.set("scalar_operand", true);
-    });
-  }
-  TensorDesc view(const std::string& name, const TensorDesc& x, Shape shape) {
-    return op(OpKind::kReshape, name, {x}, std::move(shape));
-  }
-  /// A LayerNorm over the last dimension, with its weight and bias (gpt2, gpt_neox).
-  TensorDesc layer_norm(const std::string& name, const TensorDesc& x) {
-    const std::int64_t n = x.shape.back();
-    return op(OpKind::kLayerNorm, name, {x}, x.shape,
-              {{name + ".weight", {n}, dtype_, true}, {name + ".bias", {n}, dtype_, true}}, std::nullopt,
-              [](OpRecord& r) { r.attributes.set("normalized_dims", std::int64_t{1}); });
-  }
-  /// An RMS norm over the last dimension; `offset`: scaled by (1 + weight), as Gemma's.
-  TensorDesc rms_norm(const std::string& name, const TensorDesc& x, bool offset) {
-    return op(OpKind::kRmsNorm, name, {x}, x.shape, {{name + ".weight", {x.shape.back()}, dtype_, true}}, std::nullopt,
-              [offset](OpRecord& r) {
-                r.attributes.set("normalized_dims", std::int64_t{1});
-                if (offset) r.attributes.set("weight_offset", true);
-              });
-  }
-  OpGraph& graph() { return graph_; }
-  DType dtype() const { return dtype_; }
-  const std::optional<WeightQuantization>& quantization() const { return quantization_; }
-
- private:
-  static std::string module_of(const std::string& name) {
-    const auto hash = name.find('#');
-    return hash == std::string::npos ? name : name.substr(0, hash);
-  }
-  OpGraph graph_;
-  DType dtype_;
-  std::optional<WeightQuantization> quantization_;
-};
+namespace detail {
 
 /// q or k [B, heads, T, D] with rotary positions on its first R = cos.shape.back() dims:
 /// x·cos + rotate_half(x)·sin, rotate_half(x) = cat(−x[..., R/2:], x[..., :R/2]) (transformers'
@@ -135,6 +47,16 @@ TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& whole, 
   return b.elementwise(OpKind::kBinary, name, "add", {xc, rs});
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::Builder;
+using detail::dim;
+using detail::product;
+using detail::rotary;
+using detail::Tweak;
+
 /// A sparse MoE block on m [B, T, E] (transformers' MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock):
 /// the router (a linear to the experts' logits, softmax in fp32, top-k, the k weights renormalised
 /// where the model does), then each token through its k SwiGLU experts (gate, up, down:
@@ -149,24 +71,29 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
     return b.op(kind, name + op, std::move(in), shape, {}, dtype,
                 [&](OpRecord& r) { r.attributes.set("function", function); });
   };
-  const TensorDesc logits =
-      typed(OpKind::kUnary, "#logits_to_fp32", "cast", {b.linear(name + ".gate", m, n, false, "", true)}, DType::kFp32);
-  const TensorDesc probs = b.op(OpKind::kSoftmax, name + "#softmax", {logits}, {batch, t, n}, {}, DType::kFp32,
-                                [](OpRecord& r) { r.attributes.set("axis", std::int64_t{-1}); });
-  // top-k of E per token: k passes of E − 1 comparisons (torch.topk's work is not specified)
-  const TensorDesc top =
-      b.op(OpKind::kCustom, name + "#topk", {probs}, {batch, t, k}, {}, DType::kFp32, [&](OpRecord& r) {
-        r.attributes.set("function", std::string("topk"));
-        r.attributes.set("flops", static_cast<std::int64_t>(tokens * k * (n - 1)));
-        r.attributes.set("approximation",
-                         fmt::format("top-{} of {} experts counted as {} passes of {} comparisons", k, n, k, n - 1));
-      });
-  TensorDesc chosen = top;
-  if (c.normalize_top_k) {  // mixtral; qwen2_moe with norm_topk_prob
-    const TensorDesc sum = b.op(OpKind::kReduction, name + "#weights_sum", {top}, {batch, t, 1}, {}, DType::kFp32,
-                                [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
-    chosen = b.op(OpKind::kBinary, name + "#weights_normalised", {top, sum}, {batch, t, k}, {}, DType::kFp32,
-                  [](OpRecord& r) { r.attributes.set("function", std::string("div")); });
+  TensorDesc chosen;
+  if (c.grouped_sigmoid_router) {
+    chosen = detail::grouped_sigmoid_router(b, c, name + ".gate", m);
+  } else {
+    const TensorDesc logits = typed(OpKind::kUnary, "#logits_to_fp32", "cast",
+                                    {b.linear(name + ".gate", m, n, false, "", true)}, DType::kFp32);
+    const TensorDesc probs = b.op(OpKind::kSoftmax, name + "#softmax", {logits}, {batch, t, n}, {}, DType::kFp32,
+                                  [](OpRecord& r) { r.attributes.set("axis", std::int64_t{-1}); });
+    // top-k of E per token: k passes of E − 1 comparisons (torch.topk's work is not specified)
+    const TensorDesc top =
+        b.op(OpKind::kCustom, name + "#topk", {probs}, {batch, t, k}, {}, DType::kFp32, [&](OpRecord& r) {
+          r.attributes.set("function", std::string("topk"));
+          r.attributes.set("flops", static_cast<std::int64_t>(tokens * k * (n - 1)));
+          r.attributes.set("approximation",
+                           fmt::format("top-{} of {} experts counted as {} passes of {} comparisons", k, n, k, n - 1));
+        });
+    chosen = top;
+    if (c.normalize_top_k) {  // mixtral; qwen2_moe with norm_topk_prob
+      const TensorDesc sum = b.op(OpKind::kReduction, name + "#weights_sum", {top}, {batch, t, 1}, {}, DType::kFp32,
+                                  [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
+      chosen = b.op(OpKind::kBinary, name + "#weights_normalised", {top, sum}, {batch, t, k}, {}, DType::kFp32,
+                    [](OpRecord& r) { r.attributes.set("function", std::string("div")); });
+    }
   }
   const TensorDesc weights = typed(OpKind::kUnary, "#weights_to_dtype", "cast", {chosen}, b.dtype());
   // expert parallelism: the device's n / ep experts take the rows the tokens of ep devices route
@@ -208,12 +135,15 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   if (c.shared_expert_intermediate == 0) return routed;
   // qwen2_moe's shared expert, every token through it, scaled by sigmoid(shared_expert_gate(m))
   const std::int64_t s = c.shared_expert_intermediate;
-  const std::string se = name + ".shared_expert";
+  const std::string se = name + (c.shared_expert_gate ? ".shared_expert" : ".shared_experts");
   const TensorDesc s_gate =
       b.elementwise(OpKind::kActivation, se + ".act_fn", "silu", {b.linear(se + ".gate_proj", m, s, false)});
   const TensorDesc s_hidden =
       b.elementwise(OpKind::kBinary, se + "#gate_up", "mul", {s_gate, b.linear(se + ".up_proj", m, s, false)});
   const TensorDesc s_down = b.linear(se + ".down_proj", s_hidden, e, false);
+  if (!c.shared_expert_gate) {  // deepseek_v3's shared experts: added as they are
+    return b.elementwise(OpKind::kBinary, name + "#routed_and_shared", "add", {routed, s_down});
+  }
   const TensorDesc s_scale = b.elementwise(OpKind::kActivation, name + ".shared_expert_gate#sigmoid", "sigmoid",
                                            {b.linear(name + ".shared_expert_gate", m, 1, false)});
   const TensorDesc shared = b.elementwise(OpKind::kBinary, se + "#scaled", "mul", {s_down, s_scale});
@@ -225,9 +155,19 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
 std::uint64_t decoder_parameter_count(const DecoderConfig& c) {
   const std::uint64_t e = dim(c.hidden), d = dim(c.head_dim), h = dim(c.heads), kv = dim(c.kv_heads),
                       i = dim(c.intermediate);
-  const std::uint64_t attention = checked_add(product({2, e, h, d}), product({2, e, kv, d}), "parameters") +
-                                  (c.qkv_bias ? product({h + 2 * kv, d}) : 0) + (c.output_bias ? e : 0) +
-                                  (c.qk_norm ? 2 * d : 0);
+  std::uint64_t attention = checked_add(product({2, e, h, d}), product({2, e, kv, d}), "parameters") +
+                            (c.qkv_bias ? product({h + 2 * kv, d}) : 0) + (c.output_bias ? e : 0) +
+                            (c.qk_norm ? 2 * d : 0);
+  if (c.latent) {  // deepseek_v3: q_a (with its norm) and q_b, or q_proj; kv_a, its norm, kv_b; o_proj
+    const DecoderConfig::LatentAttention& la = *c.latent;
+    const std::uint64_t qr = dim(la.q_rank), r = dim(la.kv_rank), rope = dim(la.rope_dims),
+                        qk = dim(la.nope_dims + la.rope_dims), v = dim(la.value_dims);
+    const std::uint64_t q =
+        qr > 0 ? product({e, qr}) + qr + product({qr, h, qk}) + (c.qkv_bias ? qr : 0) : product({e, h, qk});
+    attention = checked_add(q, product({e, r + rope}) + (c.qkv_bias ? r + rope : 0) + r, "parameters");
+    attention = checked_add(attention, product({r, h, dim(la.nope_dims) + v}), "parameters");
+    attention = checked_add(attention, product({h, v, e}) + (c.output_bias ? e : 0), "parameters");
+  }
   const auto mlp_of = [&](std::uint64_t i) {
     return c.gated_mlp ? product({3, e, i}) + (c.mlp_bias ? 2 * i + e : 0)
                        : product({2, e, i}) + (c.mlp_bias ? i + e : 0);  // fc and proj
@@ -237,7 +177,9 @@ std::uint64_t decoder_parameter_count(const DecoderConfig& c) {
   const std::uint64_t sparse =
       c.experts > 0 ? checked_add(checked_add(product({dim(c.experts), mlp_of(dim(c.expert_size()))}),
                                               product({e, dim(c.experts)}), "parameters"),
-                                  c.shared_expert_intermediate > 0 ? mlp_of(dim(c.shared_expert_intermediate)) + e : 0,
+                                  c.shared_expert_intermediate > 0
+                                      ? mlp_of(dim(c.shared_expert_intermediate)) + (c.shared_expert_gate ? e : 0)
+                                      : 0,
                                   "parameters")
                     : 0;
   const std::uint64_t norm = c.layer_norm ? 2 * e : e;  // LayerNorm's weight and bias; RMSNorm's weight
@@ -316,12 +258,23 @@ Names names_of(const DecoderConfig& c) {
 std::vector<Shape> quantized_weight_shapes(const DecoderConfig& c, std::int64_t layer) {
   const std::int64_t e = c.hidden, hd = c.heads * c.head_dim, kvd = c.kv_heads * c.head_dim, i = c.intermediate;
   std::vector<Shape> out;
-  if (c.fused_projections) {
+  if (c.latent) {  // every projection of the latent attention, o_proj too
+    const DecoderConfig::LatentAttention& la = *c.latent;
+    const std::int64_t qk = la.nope_dims + la.rope_dims;
+    if (la.q_rank > 0) {
+      out.insert(out.end(), {{la.q_rank, e}, {c.heads * qk, la.q_rank}});
+    } else {
+      out.push_back({c.heads * qk, e});
+    }
+    out.insert(out.end(), {{la.kv_rank + la.rope_dims, e},
+                           {c.heads * (la.nope_dims + la.value_dims), la.kv_rank},
+                           {e, c.heads * la.value_dims}});
+  } else if (c.fused_projections) {
     out.push_back({hd + 2 * kvd, e});
   } else {
     out.insert(out.end(), {{hd, e}, {kvd, e}, {kvd, e}});
   }
-  out.push_back({e, hd});
+  if (!c.latent) out.push_back({e, hd});
   if (c.moe_layer(layer)) {
     const std::int64_t x = c.expert_size(), s = c.shared_expert_intermediate;
     out.insert(out.end(), {{c.experts, x, e}, {c.experts, x, e}, {c.experts, e, x}});
@@ -368,8 +321,15 @@ std::string decoder_layer_name(const DecoderConfig& config, std::int64_t layer) 
   return fmt::format("{}.{}", names_of(config).layers, layer);
 }
 
+namespace {
+/// Elements one layer's cache keeps per token: a key and a value per KV head, or the latent.
+std::uint64_t cache_elements_per_token(const DecoderConfig& c) {
+  return c.latent ? dim(c.latent->kv_rank + c.latent->rope_dims) : product({2, dim(c.kv_heads), dim(c.head_dim)});
+}
+}  // namespace
+
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& c, DType dtype) {
-  return product({2, dim(c.layers), dim(c.kv_heads), dim(c.head_dim), dtype_bytes(dtype)});
+  return product({dim(c.layers), cache_elements_per_token(c), dtype_bytes(dtype)});
 }
 
 std::uint64_t kv_cache_bytes(const DecoderConfig& c, DType dtype, std::int64_t context) {
@@ -378,7 +338,7 @@ std::uint64_t kv_cache_bytes(const DecoderConfig& c, DType dtype, std::int64_t c
     const std::int64_t w = c.window_of(l);
     tokens = checked_add(tokens, dim(w > 0 ? std::min(context, w) : context), "KV cache tokens");
   }
-  return product({2, tokens, dim(c.kv_heads), dim(c.head_dim), dtype_bytes(dtype)});
+  return product({tokens, cache_elements_per_token(c), dtype_bytes(dtype)});
 }
 
 OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std::string& name) {
@@ -474,54 +434,60 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
       return c.layer_norm ? b.layer_norm(p + "." + which, in) : b.rms_norm(p + "." + which, in, c.norm_offset);
     };
     const TensorDesc normed = norm(nm.ln1, x);
-    // phi3's qkv_proj, gpt2's c_attn, gpt_neox's query_key_value: q, k and v are views of it (no copy)
-    const std::optional<TensorDesc> qkv =
-        c.fused_projections
-            ? std::optional<TensorDesc>(b.linear(a + "." + nm.qkv, normed, (h + 2 * kv) * d, c.qkv_bias))
-            : std::nullopt;
-    auto heads_of = [&](const std::string& proj, std::int64_t n) {
-      const TensorDesc y = qkv ? b.op(OpKind::kSlice, a + "." + nm.qkv + "#" + proj.substr(0, 1), {*qkv},
-                                      {batch, t, n * d}, {}, std::nullopt, free_view)
-                               : b.linear(a + "." + proj, normed, n * d, c.qkv_bias);
-      const TensorDesc v = b.view(a + "." + proj + "#view", y, {batch, t, n, d});
-      return b.op(OpKind::kTranspose, a + "." + proj + "#transpose", {v}, {batch, n, t, d}, {}, std::nullopt,
-                  free_view);
-    };
-    // qwen3's q_norm and k_norm: an RMS norm over each head's dims, before the rotary positions
-    const auto normed_heads = [&](const std::string& proj, std::int64_t n) {
-      const TensorDesc y = heads_of(proj, n);
-      return c.qk_norm ? b.rms_norm(a + "." + proj.substr(0, 1) + "_norm", y, false) : y;
-    };
-    const TensorDesc q = rd > 0 ? rotary(b, a + "#rotary_q", normed_heads("q_proj", h), tables[0], tables[1])
-                                : normed_heads("q_proj", h);
-    const TensorDesc k = rd > 0 ? rotary(b, a + "#rotary_k", normed_heads("k_proj", kv), tables[0], tables[1])
-                                : normed_heads("k_proj", kv);
-    const TensorDesc v = heads_of("v_proj", kv);
-    // the KV cache: this step's keys and values written into it; decode attends to the cache
-    // of C earlier tokens and this one, read from memory (compulsory bytes)
-    TensorDesc keys_in = k, values_in = v;
-    for (const auto& [which, y] : {std::pair<const char*, TensorDesc>{"key", k}, {"value", v}}) {
-      if (r.training) break;  // a training step keeps no cache
-      b.elementwise(OpKind::kUnary, fmt::format("{}#cache_{}_write", a, which), "copy", {y});
-      if (decode) {
-        const TensorDesc cache{fmt::format("{}.{}_cache", a, which), {batch, kv, kept_keys, d}, r.dtype};
-        cache_read += cache.bytes();
-        (std::string(which) == "key" ? keys_in : values_in) = cache;
+    TensorDesc o;
+    if (c.latent) {
+      o = detail::latent_attention(b, c, a, normed, tables[0], tables[1], decode, decode ? keys : t, r.training,
+                                   cache_read);
+    } else {
+      // phi3's qkv_proj, gpt2's c_attn, gpt_neox's query_key_value: q, k and v are views of it (no copy)
+      const std::optional<TensorDesc> qkv =
+          c.fused_projections
+              ? std::optional<TensorDesc>(b.linear(a + "." + nm.qkv, normed, (h + 2 * kv) * d, c.qkv_bias))
+              : std::nullopt;
+      auto heads_of = [&](const std::string& proj, std::int64_t n) {
+        const TensorDesc y = qkv ? b.op(OpKind::kSlice, a + "." + nm.qkv + "#" + proj.substr(0, 1), {*qkv},
+                                        {batch, t, n * d}, {}, std::nullopt, free_view)
+                                 : b.linear(a + "." + proj, normed, n * d, c.qkv_bias);
+        const TensorDesc v = b.view(a + "." + proj + "#view", y, {batch, t, n, d});
+        return b.op(OpKind::kTranspose, a + "." + proj + "#transpose", {v}, {batch, n, t, d}, {}, std::nullopt,
+                    free_view);
+      };
+      // qwen3's q_norm and k_norm: an RMS norm over each head's dims, before the rotary positions
+      const auto normed_heads = [&](const std::string& proj, std::int64_t n) {
+        const TensorDesc y = heads_of(proj, n);
+        return c.qk_norm ? b.rms_norm(a + "." + proj.substr(0, 1) + "_norm", y, false) : y;
+      };
+      const TensorDesc q = rd > 0 ? rotary(b, a + "#rotary_q", normed_heads("q_proj", h), tables[0], tables[1])
+                                  : normed_heads("q_proj", h);
+      const TensorDesc k = rd > 0 ? rotary(b, a + "#rotary_k", normed_heads("k_proj", kv), tables[0], tables[1])
+                                  : normed_heads("k_proj", kv);
+      const TensorDesc v = heads_of("v_proj", kv);
+      // the KV cache: this step's keys and values written into it; decode attends to the cache
+      // of C earlier tokens and this one, read from memory (compulsory bytes)
+      TensorDesc keys_in = k, values_in = v;
+      for (const auto& [which, y] : {std::pair<const char*, TensorDesc>{"key", k}, {"value", v}}) {
+        if (r.training) break;  // a training step keeps no cache
+        b.elementwise(OpKind::kUnary, fmt::format("{}#cache_{}_write", a, which), "copy", {y});
+        if (decode) {
+          const TensorDesc cache{fmt::format("{}.{}_cache", a, which), {batch, kv, kept_keys, d}, r.dtype};
+          cache_read += cache.bytes();
+          (std::string(which) == "key" ? keys_in : values_in) = cache;
+        }
       }
+      // decode: its one query sees every cached key; prefill: causal over the prompt; a verify
+      // step's queries see the cache and the new tokens up to their own (causal, bottom right)
+      o = b.op(OpKind::kAttention, a + "#attention", {q, keys_in, values_in}, {batch, h, t, d}, {}, std::nullopt,
+               [&](OpRecord& op) {
+                 op.attributes.set("causal", !decode || t > 1 || windowed_here);
+                 if (decode && (t > 1 || windowed_here))
+                   op.attributes.set("causal_alignment", std::string("bottom_right"));
+                 if (windowed_here) op.attributes.set("window", c.sliding_window);
+                 if (c.attention_softcap > 0) op.attributes.set("softcap", c.attention_softcap);
+               });
+      o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, d});
+      o = b.view(a + "#reshape", o, {batch, t, h * d});
+      o = b.linear(a + "." + nm.o, o, e, c.output_bias);
     }
-    // decode: its one query sees every cached key; prefill: causal over the prompt; a verify
-    // step's queries see the cache and the new tokens up to their own (causal, bottom right)
-    TensorDesc o = b.op(OpKind::kAttention, a + "#attention", {q, keys_in, values_in}, {batch, h, t, d}, {},
-                        std::nullopt, [&](OpRecord& op) {
-                          op.attributes.set("causal", !decode || t > 1 || windowed_here);
-                          if (decode && (t > 1 || windowed_here))
-                            op.attributes.set("causal_alignment", std::string("bottom_right"));
-                          if (windowed_here) op.attributes.set("window", c.sliding_window);
-                          if (c.attention_softcap > 0) op.attributes.set("softcap", c.attention_softcap);
-                        });
-    o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, d});
-    o = b.view(a + "#reshape", o, {batch, t, h * d});
-    o = b.linear(a + "." + nm.o, o, e, c.output_bias);
     if (c.sandwich_norms) o = norm("post_attention_layernorm", o);  // gemma2: on the attention's output
     const TensorDesc before = x;
     // gpt_neox's parallel residual: the MLP reads the layer's input, not the attention's sum
@@ -599,6 +565,26 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
       "{}: {} layers, {} heads ({} kv heads, head_dim {}), {} parameters, KV cache {} B per token in {}; {}",
       c.architecture, c.layers, c.heads, c.kv_heads, c.head_dim, grouped(decoder_parameter_count(c)),
       grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype), c.source));
+  if (c.latent) {
+    const DecoderConfig::LatentAttention& la = *c.latent;
+    g.add_note(fmt::format(
+        "multi-head latent attention: {}keys and values from a latent of {} + {} rotary dims a token, which the KV "
+        "cache keeps ({} B per token in {}; {} B if it kept each head's key and value); every step expands the "
+        "cache's {} tokens through kv_b_proj, as transformers does: kernels that absorb kv_b_proj into the query "
+        "and the output (FlashMLA, vLLM's MLA) skip that expansion",
+        la.q_rank > 0 ? fmt::format("queries through a rank-{} q_a_proj; ", la.q_rank) : "", la.kv_rank, la.rope_dims,
+        grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype),
+        grouped(product(
+            {dim(c.layers), dim(c.heads), dim(la.nope_dims + la.rope_dims + la.value_dims), dtype_bytes(r.dtype)})),
+        decode ? keys : t));
+  }
+  if (c.unbuilt_prediction_layers > 0) {
+    g.add_note(
+        fmt::format("the config's {} multi-token prediction layer{} (num_nextn_predict_layers) {} not in the "
+                    "graph nor its parameters, as transformers does not build them",
+                    c.unbuilt_prediction_layers, c.unbuilt_prediction_layers == 1 ? "" : "s",
+                    c.unbuilt_prediction_layers == 1 ? "is" : "are"));
+  }
   if (windowed) {
     std::int64_t sliding = 0;
     for (std::int64_t l = 0; l < c.layers; ++l) sliding += c.window_of(l) > 0;

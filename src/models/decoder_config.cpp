@@ -8,11 +8,12 @@
 
 #include <fmt/format.h>
 
+#include "models/config_fields.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/models/decoder.hpp"
 
 namespace neuralcost {
-namespace {
+namespace detail {
 
 using nlohmann::json;
 
@@ -146,6 +147,17 @@ std::optional<WeightQuantization> quantization_of(const json& c, const std::stri
   return parse_weight_quantization(spec);
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::bad;
+using detail::flag_field;
+using detail::kLargest;
+using detail::quantization_of;
+using detail::size_field;
+using nlohmann::json;
+
 /// The first of `fields` the config has (gpt2's n_embd, or hidden_size as its attribute map reads it).
 std::int64_t size_of_any(const json& c, const std::string& where, std::initializer_list<const char*> fields,
                          std::optional<std::int64_t> fallback) {
@@ -267,8 +279,9 @@ void gemma2_fields(const json& c, const std::string& where, DecoderConfig& d) {
 
 DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!c.is_object()) throw bad(where, "a config must be a JSON object");
-  static const std::set<std::string> supported = {"llama",   "mistral", "qwen2",  "qwen2_moe", "qwen3", "qwen3_moe",
-                                                  "mixtral", "gemma",   "gemma2", "phi3",      "gpt2",  "gpt_neox"};
+  static const std::set<std::string> supported = {"llama",       "mistral", "qwen2",   "qwen2_moe", "qwen3",
+                                                  "qwen3_moe",   "mixtral", "gemma",   "gemma2",    "phi3",
+                                                  "deepseek_v3", "gpt2",    "gpt_neox"};
   const auto type = c.find("model_type");
   if (type == c.end() || !type->is_string()) throw bad(where, "field 'model_type' is missing or not a string");
   DecoderConfig d;
@@ -276,10 +289,12 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!supported.count(d.architecture)) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
-                            "qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, gemma, gemma2, phi3, gpt2, gpt_neox)",
+                            "qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, deepseek_v3, gemma, gemma2, phi3, gpt2, "
+                            "gpt_neox)",
                             where, d.architecture));
   }
   if (d.architecture == "gpt2") return parse_gpt2(c, where);
+  if (d.architecture == "deepseek_v3") return detail::parse_deepseek_v3(c, where);
   const bool neox = d.architecture == "gpt_neox";
   // fields that change the math and are not modeled: said, never ignored
   const bool qwen3 = d.architecture == "qwen3" || d.architecture == "qwen3_moe";
@@ -478,7 +493,8 @@ const std::vector<std::string>& decoder_preset_names() {
       "llama-2-7b", "llama-2-13b", "llama-2-70b",       "llama-3-8b",        "llama-3-70b",       "llama-3.1-405b",
       "mistral-7b", "qwen2.5-7b",  "mixtral-8x7b",      "gemma-2b",          "gemma-7b",          "phi-3-mini-4k",
       "gpt2",       "pythia-160m", "qwen1.5-moe-a2.7b", "qwen3-8b",          "qwen3-30b-a3b",     "gemma-2-2b",
-      "gemma-2-9b", "gemma-2-27b", "megatron-gpt-22b",  "megatron-gpt-175b", "megatron-gpt-530b", "megatron-gpt-1t"};
+      "gemma-2-9b", "gemma-2-27b", "megatron-gpt-22b",  "megatron-gpt-175b", "megatron-gpt-530b", "megatron-gpt-1t",
+      "deepseek-v3"};
   return names;
 }
 
@@ -616,6 +632,44 @@ DecoderConfig decoder_preset(const std::string& name) {
          {"max_position_embeddings", 40960},
          {"attention_bias", false},
          {"use_sliding_window", false},
+         {"tie_word_embeddings", false}}}},
+      {"deepseek-v3",
+       {"deepseek-ai/DeepSeek-V3 config.json (671B parameters, 37B active per token; its checkpoint stores the "
+        "linear weights in fp8, blocks of 128 x 128: --weights fp8-block128)",
+        {{"model_type", "deepseek_v3"},
+         {"hidden_size", 7168},
+         {"num_hidden_layers", 61},
+         {"num_attention_heads", 128},
+         {"num_key_value_heads", 128},
+         {"intermediate_size", 18432},
+         {"moe_intermediate_size", 2048},
+         {"n_routed_experts", 256},
+         {"n_shared_experts", 1},
+         {"num_experts_per_tok", 8},
+         {"n_group", 8},
+         {"topk_group", 4},
+         {"first_k_dense_replace", 3},
+         {"moe_layer_freq", 1},
+         {"norm_topk_prob", true},
+         {"routed_scaling_factor", 2.5},
+         {"scoring_func", "sigmoid"},
+         {"topk_method", "noaux_tc"},
+         {"q_lora_rank", 1536},
+         {"kv_lora_rank", 512},
+         {"qk_rope_head_dim", 64},
+         {"qk_nope_head_dim", 128},
+         {"v_head_dim", 128},
+         {"num_nextn_predict_layers", 1},
+         {"vocab_size", 129280},
+         {"max_position_embeddings", 163840},
+         {"rope_scaling",
+          {{"type", "yarn"},
+           {"factor", 40},
+           {"original_max_position_embeddings", 4096},
+           {"beta_fast", 32},
+           {"beta_slow", 1},
+           {"mscale", 1.0},
+           {"mscale_all_dim", 1.0}}},
          {"tie_word_embeddings", false}}}},
       {"qwen3-30b-a3b",
        {"Qwen/Qwen3-30B-A3B config.json (30.5B parameters, 3.3B active per token)",

@@ -3,7 +3,8 @@ builds from the same config (issue 25): small Llama, Qwen2, Gemma (GeGLU, scaled
 apart from hidden/heads) and Phi-3 (fused qkv_proj and gate_up_proj) models with grouped-query attention,
 random weights (and GPT-2: learned positions, Conv1D, LayerNorm, a GELU MLP; GPT-NeoX: partial rotary,
 parallel residual; Qwen2-MoE: experts, a shared expert, dense and sparse layers; Gemma2: a sliding
-window on every other layer, four norms a layer, soft-capped scores and logits), run eagerly in
+window on every other layer, four norms a layer, soft-capped scores and logits; DeepSeek-V3: latent
+attention, a grouped sigmoid router, shared experts, first dense layers), run eagerly in
 prefill (P tokens) and in one decode step over the KV cache of that prefill, counted independently:
 every nn.Linear by forward hooks (2 per multiply-accumulate; Qwen2-MoE's experts and router, which
 call F.linear on their own weights, by hooks on their modules: k rows per token), every attention
@@ -60,12 +61,12 @@ def counted(model, run):
     handles += [
         m.register_forward_hook(experts)
         for m in model.modules()
-        if type(m).__name__ in ("Qwen2MoeExperts", "Qwen3MoeExperts")
+        if type(m).__name__ in ("Qwen2MoeExperts", "Qwen3MoeExperts", "DeepseekV3Experts")
     ]
     handles += [
         m.register_forward_hook(router)
         for m in model.modules()
-        if type(m).__name__ in ("Qwen2MoeTopKRouter", "Qwen3MoeTopKRouter")
+        if type(m).__name__ in ("Qwen2MoeTopKRouter", "Qwen3MoeTopKRouter", "DeepseekV3TopkRouter")
     ]
     handles += [m.register_forward_hook(conv1d) for m in model.modules() if type(m).__name__ == "Conv1D"]
     handles += [
@@ -265,6 +266,59 @@ configs = {
         bos_token_id=0,
         eos_token_id=0,
     ),
+    # latent attention (q through q_a_proj, a latent of 32 + 8 rotary dims, kv_b_proj over the cache),
+    # 8 experts in 4 groups (2 kept), one shared expert, layer 0 dense; interleaved rotary pairs
+    "deepseekv3_mla": T.DeepseekV3Config(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=96,
+        moe_intermediate_size=32,
+        n_routed_experts=8,
+        n_shared_experts=1,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        first_k_dense_replace=1,
+        q_lora_rank=48,
+        kv_lora_rank=32,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=16,
+        v_head_dim=24,
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    ),
+    # one q_proj (no q_lora_rank), two shared experts, rotate_half rotary, every layer sparse
+    "deepseekv3_qproj": T.DeepseekV3Config(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=96,
+        moe_intermediate_size=16,
+        n_routed_experts=4,
+        n_shared_experts=2,
+        num_experts_per_tok=2,
+        n_group=2,
+        topk_group=1,
+        first_k_dense_replace=0,
+        q_lora_rank=None,
+        kv_lora_rank=16,
+        qk_rope_head_dim=4,
+        qk_nope_head_dim=8,
+        v_head_dim=8,
+        rope_interleave=False,
+        norm_topk_prob=False,
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    ),
 }
 classes = {
     "gpt2": T.GPT2LMHeadModel,
@@ -277,6 +331,7 @@ classes = {
     "qwen2moe": T.Qwen2MoeForCausalLM,
     "qwen3": T.Qwen3ForCausalLM,
     "qwen3moe": T.Qwen3MoeForCausalLM,
+    "deepseekv3": T.DeepseekV3ForCausalLM,
 }
 for name, config in configs.items():
     config._attn_implementation = "eager" if name.startswith("gemma2") else "sdpa"
@@ -331,11 +386,14 @@ def profiled(config_path, *args):
 # shared by the batch) and PyTorch dispatches as an elementwise aten::mul.
 # Gemma2 decodes beyond its window of 16 (the cache of a sliding layer cropped back after each pass);
 # its prefill is left out: eager attention computes every masked score, the analysis a fused kernel's.
-measured = [(name, ("prefill", "decode")) for name in ("llama_gqa", "qwen2moe_shared", "qwen3moe_experts")]
+measured = [
+    (name, ("prefill", "decode")) for name in ("llama_gqa", "qwen2moe_shared", "qwen3moe_experts", "deepseekv3_mla")
+]
 for name, phases in measured + [("gemma2_alternating", ("decode",))]:
     path = os.path.join(OUT, f"{name}.json")
     config = configs[name]
-    head_dim = config.hidden_size // config.num_attention_heads
+    # the rotated dims of a head (deepseek_v3: qk_rope_head_dim)
+    head_dim = getattr(config, "qk_rope_head_dim", None) or config.hidden_size // config.num_attention_heads
     for phase, size, tokens in (("prefill", ("--prompt", "24"), 24), ("decode", ("--context", "40"), 1)):
         if phase not in phases:
             continue

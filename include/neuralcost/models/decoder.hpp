@@ -18,7 +18,7 @@ namespace neuralcost {
 
 struct DecoderConfig {
   std::string architecture;   ///< the config's model_type: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral,
-                              ///< gemma, gemma2, phi3, gpt2, gpt_neox
+                              ///< deepseek_v3, gemma, gemma2, phi3, gpt2, gpt_neox
   std::string source;         ///< where the figures come from (a file, a preset's reference)
   std::int64_t hidden = 0;    ///< hidden_size
   std::int64_t layers = 0;    ///< num_hidden_layers
@@ -62,8 +62,37 @@ struct DecoderConfig {
   /// qwen2_moe: each expert's intermediate size (moe_intermediate_size); 0: intermediate (mixtral)
   std::int64_t expert_intermediate = 0;
   /// qwen2_moe: a shared SwiGLU expert of this intermediate size every token goes through, its
-  /// output scaled by sigmoid(shared_expert_gate(x)); 0: none
+  /// output scaled by sigmoid(shared_expert_gate(x)); 0: none. deepseek_v3: its n_shared_experts
+  /// shared experts as one of moe_intermediate_size · n_shared_experts, not gated
   std::int64_t shared_expert_intermediate = 0;
+  bool shared_expert_gate = true;  ///< qwen2_moe's sigmoid gate on the shared expert; false: deepseek_v3's
+  /// deepseek_v3's router (DeepseekV3TopkRouter): sigmoid scores of an fp32 linear, plus a
+  /// correction bias for the choice, k experts chosen among the `expert_groups_per_token` of
+  /// `expert_groups` groups with the best two-expert sums; the k sigmoid scores (renormalised where
+  /// normalize_top_k) times `routed_scaling`. false: softmax and top-k (mixtral, qwen2_moe)
+  bool grouped_sigmoid_router = false;
+  std::int64_t expert_groups = 1;
+  std::int64_t expert_groups_per_token = 1;
+  double routed_scaling = 1.0;
+  /// deepseek_v3's multi-head latent attention (MLA, DeepseekV3Attention): q from q_a_proj (to
+  /// q_rank), q_a_layernorm and q_b_proj (or one q_proj when q_rank is 0), each head's
+  /// nope_dims + rope_dims; keys and values from one latent kv_a_proj_with_mqa (kv_rank + rope_dims:
+  /// the rope part one key shared by the heads), kv_a_layernorm, and kv_b_proj to every head's
+  /// nope_dims of key and value_dims of value. The KV cache keeps the latent (kv_rank + rope_dims a
+  /// token and layer), and every step expands the whole cache through kv_b_proj, as transformers
+  /// does. head_dim is nope_dims + rope_dims and rotary_dims rope_dims.
+  struct LatentAttention {
+    std::int64_t q_rank = 0;
+    std::int64_t kv_rank = 0;
+    std::int64_t rope_dims = 0;
+    std::int64_t nope_dims = 0;
+    std::int64_t value_dims = 0;
+    bool interleave = true;  ///< rope_interleave: pairs (x0, x1), (x2, x3), ... rotated
+  };
+  std::optional<LatentAttention> latent;
+  /// deepseek_v3's num_nextn_predict_layers: multi-token prediction modules in the checkpoint that
+  /// transformers does not build (nor does this graph); said in a note
+  std::int64_t unbuilt_prediction_layers = 0;
   /// the k routing weights renormalised to sum 1 (mixtral always; qwen2_moe's norm_topk_prob)
   bool normalize_top_k = true;
   /// qwen2_moe: layer l has experts when (l + 1) % sparse_step == 0 and l is not in dense_layers
@@ -98,10 +127,10 @@ struct DecoderConfig {
 };
 
 /// Reads a config.json's object. `where` names it in errors. Supported model_type: llama,
-/// mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, gemma, phi3, gpt2, gpt_neox; another is kUnimplemented naming
-/// the supported ones; a field that changes the math and is not modeled (other experts, another activation, partial
-/// rotary positions) is kUnimplemented naming the field; missing, inconsistent or absurd sizes are kInvalidArgument
-/// naming the field.
+/// mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, deepseek_v3, gemma, phi3, gpt2, gpt_neox; another is
+/// kUnimplemented naming the supported ones; a field that changes the math and is not modeled (other experts, another
+/// activation, partial rotary positions) is kUnimplemented naming the field; missing, inconsistent or absurd sizes are
+/// kInvalidArgument naming the field.
 DecoderConfig parse_decoder_config(const nlohmann::json& config, const std::string& where);
 
 /// Whether `object` looks like a decoder config (it has model_type and num_hidden_layers, or gpt2's n_layer).
@@ -153,7 +182,8 @@ DecoderConfig with_weights(DecoderConfig config, const std::string& weights);
 /// layer is named with it and a '.' or '#' after it.
 std::string decoder_layer_name(const DecoderConfig& config, std::int64_t layer);
 
-/// Bytes of the KV cache per token: 2 · layers · kv_heads · head_dim · bytes(dtype).
+/// Bytes of the KV cache per token: 2 · layers · kv_heads · head_dim · bytes(dtype); with latent
+/// attention layers · (kv_rank + rope_dims) · bytes(dtype).
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& config, DType dtype);
 /// Bytes of one sequence's KV cache at `context` tokens: each layer holds min(context, its window)
 /// tokens (every token where it has none).

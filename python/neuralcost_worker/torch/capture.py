@@ -167,7 +167,8 @@ class Recorder(TorchDispatchMode):
         if isinstance(v, (bool, int, str)) or v is None:
             return v
         if isinstance(v, float):
-            return float(v)
+            # JSON has no infinities or NaN (masked_fill's -inf): those as their names
+            return float(v) if math.isfinite(v) else str(v)
         return str(v)
 
     def call(self, func, args, kwargs):

@@ -1,0 +1,114 @@
+// The op-by-op builder of decoder graphs (decoder.cpp, latent_attention.cpp): each call appends one
+// op record named as transformers' modules name it and returns its output tensor. Private to
+// src/models.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "neuralcost/core/checked_math.hpp"
+#include "neuralcost/core/graph.hpp"
+#include "neuralcost/cost/op_kinds.hpp"
+
+namespace neuralcost::detail {
+
+inline std::uint64_t dim(std::int64_t d) { return static_cast<std::uint64_t>(d); }
+inline std::uint64_t product(std::initializer_list<std::uint64_t> factors) {
+  std::uint64_t p = 1;
+  for (std::uint64_t f : factors) p = checked_mul(p, f, "decoder count");
+  return p;
+}
+using Tweak = std::function<void(OpRecord&)>;
+
+class Builder {
+ public:
+  Builder(const std::string& name, DType dtype, std::optional<WeightQuantization> quantization)
+      : graph_(name), dtype_(dtype), quantization_(std::move(quantization)) {}
+
+  TensorDesc op(OpKind kind, const std::string& name, std::vector<TensorDesc> inputs, Shape out,
+                std::vector<ParameterDesc> parameters = {}, std::optional<DType> out_dtype = std::nullopt,
+                const Tweak& tweak = {}) {
+    OpRecord r{name,
+               kind,
+               std::string(op_kind_name(kind)),
+               std::move(inputs),
+               {{name, std::move(out), out_dtype.value_or(dtype_)}},
+               std::move(parameters),
+               {},
+               {}};
+    r.attributes.set("module", module_of(name));
+    if (tweak) tweak(r);
+    TensorDesc y = r.outputs.front();
+    graph_.add(std::move(r));
+    return y;
+  }
+  /// A block's linear layer (its weight stored quantized when the model's are); `plain`: one that
+  /// stays in the compute dtype (lm_head, the router).
+  TensorDesc linear(const std::string& name, const TensorDesc& x, std::int64_t out, bool bias,
+                    const std::string& weight_id = "", bool plain = false) {
+    Shape y = x.shape;
+    const std::int64_t in = y.back();
+    y.back() = out;
+    std::vector<ParameterDesc> p = {{weight_id.empty() ? name + ".weight" : weight_id,
+                                     {out, in},
+                                     dtype_,
+                                     true,
+                                     plain ? std::nullopt : quantization_}};
+    if (bias) p.push_back({name + ".bias", {out}, dtype_, true});
+    return op(OpKind::kLinear, name, {x}, y, p);
+  }
+  TensorDesc elementwise(OpKind kind, const std::string& name, const std::string& function, std::vector<TensorDesc> in,
+                         bool scalar = false) {
+    Shape y = in.front().shape;
+    for (const TensorDesc& t : in) {
+      if (t.shape.size() == y.size()) {
+        for (std::size_t i = 0; i < y.size(); ++i) y[i] = std::max(y[i], t.shape[i]);
+      }
+    }
+    return op(kind, name, std::move(in), y, {}, std::nullopt, [&](OpRecord& r) {
+      r.attributes.set("function", function);
+      if (scalar) r.attributes.set("scalar_operand", true);
+    });
+  }
+  TensorDesc view(const std::string& name, const TensorDesc& x, Shape shape) {
+    return op(OpKind::kReshape, name, {x}, std::move(shape));
+  }
+  /// A LayerNorm over the last dimension, with its weight and bias (gpt2, gpt_neox).
+  TensorDesc layer_norm(const std::string& name, const TensorDesc& x) {
+    const std::int64_t n = x.shape.back();
+    return op(OpKind::kLayerNorm, name, {x}, x.shape,
+              {{name + ".weight", {n}, dtype_, true}, {name + ".bias", {n}, dtype_, true}}, std::nullopt,
+              [](OpRecord& r) { r.attributes.set("normalized_dims", std::int64_t{1}); });
+  }
+  /// An RMS norm over the last dimension; `offset`: scaled by (1 + weight), as Gemma's.
+  TensorDesc rms_norm(const std::string& name, const TensorDesc& x, bool offset) {
+    return op(OpKind::kRmsNorm, name, {x}, x.shape, {{name + ".weight", {x.shape.back()}, dtype_, true}}, std::nullopt,
+              [offset](OpRecord& r) {
+                r.attributes.set("normalized_dims", std::int64_t{1});
+                if (offset) r.attributes.set("weight_offset", true);
+              });
+  }
+  OpGraph& graph() { return graph_; }
+  DType dtype() const { return dtype_; }
+  const std::optional<WeightQuantization>& quantization() const { return quantization_; }
+
+ private:
+  static std::string module_of(const std::string& name) {
+    const auto hash = name.find('#');
+    return hash == std::string::npos ? name : name.substr(0, hash);
+  }
+  OpGraph graph_;
+  DType dtype_;
+  std::optional<WeightQuantization> quantization_;
+};
+
+/// q or k [B, heads, T, D] with rotary positions on its first cos.shape.back() dims (decoder.cpp).
+TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& whole, const TensorDesc& cos,
+                  const TensorDesc& sin);
+
+}  // namespace neuralcost::detail

@@ -1,0 +1,176 @@
+// Multi-head latent attention and the grouped sigmoid router of deepseek_v3 (latent_attention.hpp).
+#include "models/latent_attention.hpp"
+
+#include <fmt/format.h>
+
+namespace neuralcost::detail {
+namespace {
+
+const Tweak free_view = [](OpRecord& op) { op.attributes.set("materializes", false); };
+
+Shape with_last(Shape s, std::int64_t last) {
+  s.back() = last;
+  return s;
+}
+
+/// apply_rotary_pos_emb_interleave on x [B, H, T, R]: the pairs (x0, x1), (x2, x3), ... rotated by
+/// the first half of the tables, cat(x1·cos − x2·sin, x2·cos + x1·sin), x1 and x2 the even and odd
+/// dims (strided views)
+TensorDesc rotary_interleaved(Builder& b, const std::string& name, const TensorDesc& x, const TensorDesc& cos,
+                              const TensorDesc& sin) {
+  const std::int64_t half = x.shape.back() / 2;
+  const TensorDesc ch =
+      b.op(OpKind::kSlice, name + "#cos_half", {cos}, with_last(cos.shape, half), {}, std::nullopt, free_view);
+  const TensorDesc sh =
+      b.op(OpKind::kSlice, name + "#sin_half", {sin}, with_last(sin.shape, half), {}, std::nullopt, free_view);
+  const Shape hs = with_last(x.shape, half);
+  const TensorDesc x1 = b.op(OpKind::kSlice, name + "#even", {x}, hs, {}, std::nullopt, free_view);
+  const TensorDesc x2 = b.op(OpKind::kSlice, name + "#odd", {x}, hs, {}, std::nullopt, free_view);
+  const TensorDesc first = b.elementwise(OpKind::kBinary, name + "#first", "sub",
+                                         {b.elementwise(OpKind::kBinary, name + "#even_cos", "mul", {x1, ch}),
+                                          b.elementwise(OpKind::kBinary, name + "#odd_sin", "mul", {x2, sh})});
+  const TensorDesc second = b.elementwise(OpKind::kBinary, name + "#second", "add",
+                                          {b.elementwise(OpKind::kBinary, name + "#odd_cos", "mul", {x2, ch}),
+                                           b.elementwise(OpKind::kBinary, name + "#even_sin", "mul", {x1, sh})});
+  return b.op(OpKind::kConcat, name, {first, second}, x.shape);
+}
+
+TensorDesc rotary_of(Builder& b, const DecoderConfig& c, const std::string& name, const TensorDesc& x,
+                     const TensorDesc& cos, const TensorDesc& sin) {
+  return c.latent->interleave ? rotary_interleaved(b, name, x, cos, sin) : rotary(b, name, x, cos, sin);
+}
+
+}  // namespace
+
+TensorDesc latent_attention(Builder& b, const DecoderConfig& c, const std::string& a, const TensorDesc& normed,
+                            const TensorDesc& cos, const TensorDesc& sin, bool decode, std::int64_t keys, bool training,
+                            std::uint64_t& cache_read) {
+  const DecoderConfig::LatentAttention& la = *c.latent;
+  const std::int64_t batch = normed.shape[0], t = normed.shape[1], h = c.heads;
+  const std::int64_t qk = la.nope_dims + la.rope_dims, r = la.kv_rank, rope = la.rope_dims;
+  // queries: q_b_proj(q_a_layernorm(q_a_proj(x))) or q_proj(x), each head's nope and rope dims
+  const TensorDesc q_states =
+      la.q_rank > 0
+          ? b.linear(a + ".q_b_proj",
+                     b.rms_norm(a + ".q_a_layernorm", b.linear(a + ".q_a_proj", normed, la.q_rank, c.qkv_bias), false),
+                     h * qk, false)
+          : b.linear(a + ".q_proj", normed, h * qk, false);
+  const TensorDesc q_heads =
+      b.op(OpKind::kTranspose, a + ".q#transpose", {b.view(a + ".q#view", q_states, {batch, t, h, qk})},
+           {batch, h, t, qk}, {}, std::nullopt, free_view);
+  const TensorDesc q_pass =
+      b.op(OpKind::kSlice, a + ".q#pass", {q_heads}, {batch, h, t, la.nope_dims}, {}, std::nullopt, free_view);
+  const TensorDesc q_rot =
+      b.op(OpKind::kSlice, a + ".q#rot", {q_heads}, {batch, h, t, rope}, {}, std::nullopt, free_view);
+  // the latent: kv_a_proj_with_mqa to kv_rank + rope dims; the first normed, the rest one rotary key
+  const TensorDesc compressed = b.linear(a + ".kv_a_proj_with_mqa", normed, r + rope, c.qkv_bias);
+  const TensorDesc kv_nope = b.rms_norm(
+      a + ".kv_a_layernorm",
+      b.op(OpKind::kSlice, a + ".kv_a_proj_with_mqa#nope", {compressed}, {batch, t, r}, {}, std::nullopt, free_view),
+      false);
+  const TensorDesc k_rot_in = b.op(OpKind::kSlice, a + ".kv_a_proj_with_mqa#rot", {compressed}, {batch, 1, t, rope}, {},
+                                   std::nullopt, free_view);
+  const TensorDesc q_rotated = rotary_of(b, c, a + "#rotary_q", q_rot, cos, sin);
+  const TensorDesc k_rotated = rotary_of(b, c, a + "#rotary_k", k_rot_in, cos, sin);
+  TensorDesc latent = b.view(a + ".kv_a_layernorm#view", kv_nope, {batch, 1, t, r}), k_rot = k_rotated;
+  // the cache keeps the latent and the rotated key: this step's written; decode reads them all
+  if (!training) {
+    b.elementwise(OpKind::kUnary, a + "#cache_latent_write", "copy", {latent});
+    b.elementwise(OpKind::kUnary, a + "#cache_rope_key_write", "copy", {k_rot});
+  }
+  if (decode) {
+    latent = TensorDesc{a + ".latent_cache", {batch, 1, keys, r}, b.dtype()};
+    k_rot = TensorDesc{a + ".rope_key_cache", {batch, 1, keys, rope}, b.dtype()};
+    cache_read += latent.bytes() + k_rot.bytes();
+  }
+  const TensorDesc query = b.op(OpKind::kConcat, a + "#query", {q_pass, q_rotated}, {batch, h, t, qk});
+  // expand_kv: every cached token's latent through kv_b_proj to each head's nope key and value
+  const TensorDesc kv = b.linear(a + ".kv_b_proj", latent, h * (la.nope_dims + la.value_dims), false);
+  const TensorDesc kv_heads = b.op(OpKind::kTranspose, a + ".kv_b_proj#transpose",
+                                   {b.view(a + ".kv_b_proj#view", kv, {batch, keys, h, la.nope_dims + la.value_dims})},
+                                   {batch, h, keys, la.nope_dims + la.value_dims}, {}, std::nullopt, free_view);
+  const TensorDesc k_nope = b.op(OpKind::kSlice, a + ".kv_b_proj#key", {kv_heads}, {batch, h, keys, la.nope_dims}, {},
+                                 std::nullopt, free_view);
+  const TensorDesc value = b.op(OpKind::kSlice, a + ".kv_b_proj#value", {kv_heads}, {batch, h, keys, la.value_dims}, {},
+                                std::nullopt, free_view);
+  const TensorDesc k_rot_heads = b.op(OpKind::kReshape, a + "#rope_key_expand", {k_rot}, {batch, h, keys, rope});
+  // key_states: a new tensor, the nope key and the shared rotary key copied into it
+  const TensorDesc key = b.op(OpKind::kConcat, a + "#key", {k_nope, k_rot_heads}, {batch, h, keys, qk});
+  TensorDesc o = b.op(OpKind::kAttention, a + "#attention", {query, key, value}, {batch, h, t, la.value_dims}, {},
+                      std::nullopt, [&](OpRecord& op) {
+                        op.attributes.set("causal", !decode || t > 1);
+                        if (decode && t > 1) op.attributes.set("causal_alignment", std::string("bottom_right"));
+                      });
+  o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, la.value_dims});
+  o = b.view(a + "#reshape", o, {batch, t, h * la.value_dims});
+  return b.linear(a + ".o_proj", o, c.hidden, c.output_bias);
+}
+
+TensorDesc grouped_sigmoid_router(Builder& b, const DecoderConfig& c, const std::string& g, const TensorDesc& m) {
+  const std::int64_t tokens = m.shape[0] * m.shape[1], e = c.hidden, n = c.experts, k = c.experts_per_token;
+  const std::int64_t groups = c.expert_groups, kept = c.expert_groups_per_token, per_group = n / groups;
+  const auto fp32 = [&](OpKind kind, const std::string& op, const std::string& function, std::vector<TensorDesc> in,
+                        Shape out, const Tweak& more = {}) {
+    return b.op(kind, g + op, std::move(in), std::move(out), {}, DType::kFp32, [&](OpRecord& r) {
+      if (!function.empty()) r.attributes.set("function", function);
+      if (more) more(r);
+    });
+  };
+  const auto topk = [&](const std::string& op, const TensorDesc& x, std::int64_t of, std::int64_t keep,
+                        std::int64_t rows, Shape out, DType dtype) {
+    return b.op(OpKind::kCustom, g + op, {x}, std::move(out), {}, dtype, [&](OpRecord& r) {
+      r.attributes.set("function", std::string("topk"));
+      r.attributes.set("flops", static_cast<std::int64_t>(rows * keep * (of - 1)));
+      r.attributes.set("approximation",
+                       fmt::format("top-{} of {} counted as {} passes of {} comparisons", keep, of, keep, of - 1));
+    });
+  };
+  // F.linear(x.float(), weight.float()): both cast to fp32 (no-ops in an fp32 model)
+  TensorDesc x = b.view(g + "#rows", m, {tokens, e});
+  TensorDesc logits;
+  const ParameterDesc weight{g + ".weight", {n, e}, b.dtype(), true};
+  if (b.dtype() == DType::kFp32) {
+    logits = b.op(OpKind::kLinear, g, {x}, {tokens, n}, {weight});
+  } else {
+    x = fp32(OpKind::kUnary, "#hidden_to_fp32", "cast", {x}, {tokens, e});
+    const TensorDesc w = b.op(OpKind::kUnary, g + "#weight_to_fp32", {}, {n, e}, {weight}, DType::kFp32,
+                              [](OpRecord& r) { r.attributes.set("function", std::string("cast")); });
+    logits = b.op(OpKind::kMatMul, g,
+                  {x, b.op(OpKind::kTranspose, g + "#weight_t", {w}, {e, n}, {}, DType::kFp32, free_view)}, {tokens, n},
+                  {}, DType::kFp32);
+  }
+  const TensorDesc scores = fp32(OpKind::kActivation, "#sigmoid", "sigmoid", {logits}, {tokens, n});
+  // + e_score_correction_bias (a buffer) for the choice only
+  const TensorDesc choice = b.op(OpKind::kBinary, g + "#correction", {scores}, {tokens, n},
+                                 {{g + ".e_score_correction_bias", {n}, DType::kFp32, false}}, DType::kFp32,
+                                 [](OpRecord& r) { r.attributes.set("function", std::string("add")); });
+  // each group's score: the sum of its two best experts'; the topk_group best groups kept
+  const TensorDesc best_two = topk("#group_top2", b.view(g + "#groups", choice, {tokens, groups, per_group}), per_group,
+                                   2, tokens * groups, {tokens, groups, 2}, DType::kFp32);
+  const TensorDesc group_scores = fp32(OpKind::kReduction, "#group_scores", "sum", {best_two}, {tokens, groups});
+  const TensorDesc group_idx = topk("#group_topk", group_scores, groups, kept, tokens, {tokens, kept}, DType::kInt64);
+  const TensorDesc zeros = fp32(OpKind::kFill, "#group_mask", "constant", {}, {tokens, groups});
+  const TensorDesc group_mask = b.op(OpKind::kScatter, g + "#group_mask_scatter", {zeros, group_idx}, {tokens, groups},
+                                     {}, DType::kFp32, [](OpRecord& r) { r.attributes.set("in_place", true); });
+  // the group mask expanded to every expert (a copy: reshape of an expanded view), as bool, negated
+  const TensorDesc score_mask = fp32(OpKind::kReshape, "#score_mask", "", {group_mask}, {tokens, n},
+                                     [](OpRecord& r) { r.attributes.set("materializes", true); });
+  TensorDesc mask = b.op(OpKind::kUnary, g + "#score_mask_bool", {score_mask}, {tokens, n}, {}, DType::kBool,
+                         [](OpRecord& r) { r.attributes.set("function", std::string("cast")); });
+  mask = b.op(OpKind::kUnary, g + "#score_mask_not", {mask}, {tokens, n}, {}, DType::kBool,
+              [](OpRecord& r) { r.attributes.set("function", std::string("not")); });
+  const TensorDesc masked = fp32(OpKind::kBinary, "#masked_fill", "where", {choice, mask}, {tokens, n});
+  const TensorDesc chosen = topk("#topk", masked, n, k, tokens, {tokens, k}, DType::kInt64);
+  TensorDesc weights = b.op(OpKind::kGather, g + "#weights", {scores, chosen}, {tokens, k}, {}, DType::kFp32);
+  if (c.normalize_top_k) {
+    const TensorDesc sum = fp32(OpKind::kReduction, "#weights_sum", "sum", {weights}, {tokens, 1});
+    const TensorDesc denominator = fp32(OpKind::kBinary, "#weights_sum_eps", "add", {sum}, {tokens, 1},
+                                        [](OpRecord& r) { r.attributes.set("scalar_operand", true); });
+    weights = fp32(OpKind::kBinary, "#weights_normalised", "div", {weights, denominator}, {tokens, k});
+  }
+  weights = fp32(OpKind::kBinary, "#weights_scaled", "mul", {weights}, {tokens, k},
+                 [](OpRecord& r) { r.attributes.set("scalar_operand", true); });
+  return b.view(g + "#weights_view", weights, {m.shape[0], m.shape[1], k});
+}
+
+}  // namespace neuralcost::detail
