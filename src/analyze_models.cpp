@@ -78,8 +78,8 @@ SpeculativeEstimate analyze_speculative(const SpeculativeRequest& request) {
   SpeculativeEstimate out;
   out.request = request;
   out.expected_tokens = expected_tokens_per_round(request.draft_tokens, request.acceptance);
-  const DecoderConfig target = decoder_config_of(request.target, "the target", request.weights);
-  const DecoderConfig draft = decoder_config_of(request.draft, "--draft", request.weights);
+  const DecoderConfig target = decoder_config_of(request.target, "the target", request.weights, request.kv_cache);
+  const DecoderConfig draft = decoder_config_of(request.draft, "--draft", request.weights, request.kv_cache);
   if (target.vocab != draft.vocab) {
     throw Error(
         ErrorCode::kInvalidArgument,
@@ -238,7 +238,8 @@ GenerationEstimate analyze_generation(const GenerationRequest& request) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--generate {} must be a positive integer below 2^31", request.generate));
   }
-  const DecoderConfig config = decoder_config_of(request.model, "--phase generate: the model", request.weights);
+  const DecoderConfig config =
+      decoder_config_of(request.model, "--phase generate: the model", request.weights, request.kv_cache);
   if (request.prompt + request.generate - 1 > config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("a prompt of {} and {} generated tokens are beyond the model's {} positions "
@@ -347,13 +348,14 @@ void refuse_mostly_unmodeled(const std::vector<Analysis>& analyses) {
 }
 
 ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec& hardware) {
-  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp: the model", ""), hardware);
+  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp: the model", "", ""), hardware);
 }
 
 TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,
                                            const HardwareSpec& hardware, const InterconnectSpec& link,
                                            int devices_per_node) {
-  const DecoderConfig config = decoder_config_of(model, "--parallel tp=N: the model", request.weights);
+  const DecoderConfig config =
+      decoder_config_of(model, "--parallel tp=N: the model", request.weights, request.kv_cache);
   const std::string base = model.substr(model.find_last_of('/') + 1);
   const std::string name = request.phase == DecoderPhase::kPrefill
                                ? fmt::format("{} (prefill of {} tokens)", base, request.prompt)
@@ -367,8 +369,10 @@ TensorParallelStep analyze_tensor_parallel(const std::string& model, const Decod
 
 std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
                                                       std::uint64_t budget, double reserve, int max_tp,
-                                                      std::int64_t concurrency, const std::string& weights) {
-  const DecoderConfig config = decoder_config_of(model, "--memory-budget with --phase decode: the model", weights);
+                                                      std::int64_t concurrency, const std::string& weights,
+                                                      const std::string& kv_cache) {
+  const DecoderConfig config =
+      decoder_config_of(model, "--memory-budget with --phase decode: the model", weights, kv_cache);
   if (context >= config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--context {} is beyond {}'s {} positions", context, model, config.max_positions));
@@ -383,7 +387,8 @@ std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, 
 ServingChoice analyze_serving_choice(const std::string& model, const DecoderRequest& request, double target_seconds,
                                      double reserve,
                                      const std::function<std::optional<double>(const std::string&)>& price_of) {
-  const DecoderConfig config = decoder_config_of(model, "--target-ms-per-token: the model", request.weights);
+  const DecoderConfig config =
+      decoder_config_of(model, "--target-ms-per-token: the model", request.weights, request.kv_cache);
   if (request.context >= config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--context {} is beyond {}'s {} positions", request.context, model, config.max_positions));

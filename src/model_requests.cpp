@@ -10,7 +10,8 @@ namespace neuralcost {
 
 std::vector<std::string> options_set(const ModelRequest& request) {
   std::vector<std::string> set;
-  for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights"}) {
+  for (const char* option :
+       {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights", "kv-cache"}) {
     if (request.given.count(option)) set.emplace_back(option);
   }
   if (!request.named_inputs.empty() || !request.input_shapes.empty()) set.emplace_back("input");
@@ -27,6 +28,7 @@ void unset(ModelRequest& request, const std::string& option) {
   if (option == "input") request.named_inputs.clear(), request.input_shapes.clear();
   if (option == "dim") request.dims.clear();
   if (option == "weights") request.weights.clear();
+  if (option == "kv-cache") request.kv_cache.clear();
   if (option == "structure-only") request.structure_only = false;
 }
 

@@ -50,6 +50,7 @@ struct SpeculativeRequest {
   double acceptance = 0.7;
   std::optional<DType> dtype;  ///< both models' (default bf16)
   std::string weights;         ///< --weights: both models' linear weights quantized (empty: as configured)
+  std::string kv_cache;        ///< --kv-cache: both models' KV cache storage (empty: the dtype)
   HardwareSpec hardware;
 };
 
@@ -84,6 +85,7 @@ struct GenerationRequest {
   std::int64_t generate = 128;
   std::optional<DType> dtype;  ///< default bf16
   std::string weights;         ///< --weights (empty: as configured)
+  std::string kv_cache;        ///< --kv-cache (empty: the dtype)
   HardwareSpec hardware;
 };
 
@@ -147,7 +149,8 @@ TensorParallelStep analyze_tensor_parallel(const std::string& model, const Decod
 /// kInvalidArgument for a model that is not a decoder or a context beyond its positions.
 std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
                                                       std::uint64_t budget, double reserve, int max_tp,
-                                                      std::int64_t concurrency = 1, const std::string& weights = "");
+                                                      std::int64_t concurrency = 1, const std::string& weights = "",
+                                                      const std::string& kv_cache = "");
 /// The cheapest built-in system and tensor-parallel degree that decode `request` within
 /// `target_seconds` per output token (choose_serving()); kInvalidArgument for a model that is not a
 /// decoder or a context beyond its positions.

@@ -22,7 +22,8 @@ struct DecoderOverviewRequest {
   std::int64_t prompt = 512;          ///< the prefill's tokens per sequence
   std::int64_t context = 1024;        ///< the decode step's tokens in the cache
   DType dtype = DType::kBf16;
-  std::string weights;  ///< --weights (empty: as configured)
+  std::string weights;   ///< --weights (empty: as configured)
+  std::string kv_cache;  ///< --kv-cache (empty: the dtype)
   HardwareSpec hardware;
 };
 

@@ -57,10 +57,12 @@ struct ModelRequest {
   bool training = false;
   /// decoder LLMs: --weights, the blocks' linear weights stored quantized (parse_weight_quantization)
   std::string weights;
-  /// The options among batch, seq, width, depth, dtype, phase, prompt, context and weights the user set (the others
-  /// hold defaults). An importer that cannot apply a set option refuses it (ONNX: seq, width, depth); one that reads a
-  /// value from the model uses a default only where the model leaves it open (ONNX: the batch of a symbolic leading
-  /// dimension).
+  /// decoder LLMs: --kv-cache, the KV cache's storage type (with_kv_cache)
+  std::string kv_cache;
+  /// The options among batch, seq, width, depth, dtype, phase, prompt, context, weights and kv-cache the user set (the
+  /// others hold defaults). An importer that cannot apply a set option refuses it (ONNX: seq, width, depth); one that
+  /// reads a value from the model uses a default only where the model leaves it open (ONNX: the batch of a symbolic
+  /// leading dimension).
   std::set<std::string> given;
 };
 

@@ -47,6 +47,25 @@ TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& whole, 
   return b.elementwise(OpKind::kBinary, name, "add", {xc, rs});
 }
 
+DType cache_dtype(const Builder& b, const DecoderConfig& c) { return c.kv_cache_dtype.value_or(b.dtype()); }
+
+TensorDesc cache_write(Builder& b, const DecoderConfig& c, const std::string& name, const TensorDesc& y) {
+  const DType stored = cache_dtype(b, c);
+  const bool integer_or_fp8 = stored == DType::kFp8 || stored == DType::kInt8;
+  return b.op(OpKind::kUnary, name, {y}, y.shape, {}, stored, [&](OpRecord& r) {
+    r.attributes.set("function", std::string(stored == b.dtype() ? "copy" : integer_or_fp8 ? "quantize" : "cast"));
+  });
+}
+
+void mark_cache_read(const Builder& b, const DecoderConfig& c, OpRecord& op) {
+  const DType stored = cache_dtype(b, c);
+  if (stored == b.dtype()) return;
+  op.attributes.set("approximation",
+                    fmt::format("reads the KV cache in {} and converts each value to {} as it loads it (a multiply by "
+                                "the scale and a conversion a value, not counted), as fused attention kernels do",
+                                dtype_name(stored), dtype_name(b.dtype())));
+}
+
 }  // namespace detail
 
 namespace {
@@ -296,6 +315,23 @@ DecoderConfig with_weights(DecoderConfig config, const std::string& weights) {
   return config;
 }
 
+DecoderConfig with_kv_cache(DecoderConfig config, const std::string& kv_cache) {
+  if (kv_cache.empty()) return config;
+  static const std::vector<std::pair<std::string, DType>> known = {{"fp8", DType::kFp8},
+                                                                   {"int8", DType::kInt8},
+                                                                   {"fp16", DType::kFp16},
+                                                                   {"bf16", DType::kBf16},
+                                                                   {"fp32", DType::kFp32}};
+  for (const auto& [name, dtype] : known) {
+    if (kv_cache == name) {
+      config.kv_cache_dtype = dtype;
+      return config;
+    }
+  }
+  throw Error(ErrorCode::kInvalidArgument,
+              fmt::format("--kv-cache '{}' is not one of fp8, int8, fp16, bf16, fp32", kv_cache));
+}
+
 std::uint64_t decoder_weight_bytes(const DecoderConfig& c, DType dtype) {
   const std::uint64_t all = decoder_parameter_count(c);
   if (!c.quantization) return checked_mul(all, dtype_bytes(dtype), "weight bytes");
@@ -329,7 +365,7 @@ std::uint64_t cache_elements_per_token(const DecoderConfig& c) {
 }  // namespace
 
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& c, DType dtype) {
-  return product({dim(c.layers), cache_elements_per_token(c), dtype_bytes(dtype)});
+  return product({dim(c.layers), cache_elements_per_token(c), dtype_bytes(c.kv_cache_dtype.value_or(dtype))});
 }
 
 std::uint64_t kv_cache_bytes(const DecoderConfig& c, DType dtype, std::int64_t context) {
@@ -338,10 +374,11 @@ std::uint64_t kv_cache_bytes(const DecoderConfig& c, DType dtype, std::int64_t c
     const std::int64_t w = c.window_of(l);
     tokens = checked_add(tokens, dim(w > 0 ? std::min(context, w) : context), "KV cache tokens");
   }
-  return product({tokens, cache_elements_per_token(c), dtype_bytes(dtype)});
+  return product({tokens, cache_elements_per_token(c), dtype_bytes(c.kv_cache_dtype.value_or(dtype))});
 }
 
-OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std::string& name) {
+OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, const std::string& name) {
+  const DecoderConfig c = with_kv_cache(configured, r.kv_cache);
   const bool decode = r.phase == DecoderPhase::kDecode;
   if (decode && r.training) {
     throw Error(ErrorCode::kInvalidArgument, "a training step is a prefill of its tokens, not a decode step");
@@ -467,9 +504,10 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
       TensorDesc keys_in = k, values_in = v;
       for (const auto& [which, y] : {std::pair<const char*, TensorDesc>{"key", k}, {"value", v}}) {
         if (r.training) break;  // a training step keeps no cache
-        b.elementwise(OpKind::kUnary, fmt::format("{}#cache_{}_write", a, which), "copy", {y});
+        detail::cache_write(b, c, fmt::format("{}#cache_{}_write", a, which), y);
         if (decode) {
-          const TensorDesc cache{fmt::format("{}.{}_cache", a, which), {batch, kv, kept_keys, d}, r.dtype};
+          const TensorDesc cache{
+              fmt::format("{}.{}_cache", a, which), {batch, kv, kept_keys, d}, detail::cache_dtype(b, c)};
           cache_read += cache.bytes();
           (std::string(which) == "key" ? keys_in : values_in) = cache;
         }
@@ -483,6 +521,7 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
                    op.attributes.set("causal_alignment", std::string("bottom_right"));
                  if (windowed_here) op.attributes.set("window", c.sliding_window);
                  if (c.attention_softcap > 0) op.attributes.set("softcap", c.attention_softcap);
+                 if (decode) detail::mark_cache_read(b, c, op);
                });
       o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, d});
       o = b.view(a + "#reshape", o, {batch, t, h * d});
@@ -564,7 +603,7 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
   g.add_note(fmt::format(
       "{}: {} layers, {} heads ({} kv heads, head_dim {}), {} parameters, KV cache {} B per token in {}; {}",
       c.architecture, c.layers, c.heads, c.kv_heads, c.head_dim, grouped(decoder_parameter_count(c)),
-      grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype), c.source));
+      grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(c.kv_cache_dtype.value_or(r.dtype)), c.source));
   if (c.latent) {
     const DecoderConfig::LatentAttention& la = *c.latent;
     g.add_note(fmt::format(
@@ -573,7 +612,7 @@ OpGraph build_decoder(const DecoderConfig& c, const DecoderRequest& r, const std
         "cache's {} tokens through kv_b_proj, as transformers does: kernels that absorb kv_b_proj into the query "
         "and the output (FlashMLA, vLLM's MLA) skip that expansion",
         la.q_rank > 0 ? fmt::format("queries through a rank-{} q_a_proj; ", la.q_rank) : "", la.kv_rank, la.rope_dims,
-        grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(r.dtype),
+        grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(c.kv_cache_dtype.value_or(r.dtype)),
         grouped(product(
             {dim(c.layers), dim(c.heads), dim(la.nope_dims + la.rope_dims + la.value_dims), dtype_bytes(r.dtype)})),
         decode ? keys : t));

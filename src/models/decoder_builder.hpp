@@ -14,6 +14,7 @@
 #include "neuralcost/core/checked_math.hpp"
 #include "neuralcost/core/graph.hpp"
 #include "neuralcost/cost/op_kinds.hpp"
+#include "neuralcost/models/decoder.hpp"
 
 namespace neuralcost::detail {
 
@@ -106,6 +107,16 @@ class Builder {
   DType dtype_;
   std::optional<WeightQuantization> quantization_;
 };
+
+/// This step's keys or values (or latent) `y` written into the KV cache in its storage type: a
+/// copy, or with a quantized cache (--kv-cache fp8 or int8) a quantize (a divide by the scale, a
+/// round and a clamp, a conversion), or a cast to another float type (decoder.cpp).
+TensorDesc cache_write(Builder& b, const DecoderConfig& c, const std::string& name, const TensorDesc& y);
+/// The KV cache's storage type: the config's kv_cache_dtype, else the compute dtype.
+DType cache_dtype(const Builder& b, const DecoderConfig& c);
+/// Marks `op`, which reads a cache stored in another type than it computes in, with the
+/// approximation that names the conversions it makes as it loads (not counted).
+void mark_cache_read(const Builder& b, const DecoderConfig& c, OpRecord& op);
 
 /// q or k [B, heads, T, D] with rotary positions on its first cos.shape.back() dims (decoder.cpp).
 TensorDesc rotary(Builder& b, const std::string& name, const TensorDesc& whole, const TensorDesc& cos,

@@ -75,13 +75,22 @@ TensorDesc latent_attention(Builder& b, const DecoderConfig& c, const std::strin
   TensorDesc latent = b.view(a + ".kv_a_layernorm#view", kv_nope, {batch, 1, t, r}), k_rot = k_rotated;
   // the cache keeps the latent and the rotated key: this step's written; decode reads them all
   if (!training) {
-    b.elementwise(OpKind::kUnary, a + "#cache_latent_write", "copy", {latent});
-    b.elementwise(OpKind::kUnary, a + "#cache_rope_key_write", "copy", {k_rot});
+    cache_write(b, c, a + "#cache_latent_write", latent);
+    cache_write(b, c, a + "#cache_rope_key_write", k_rot);
   }
   if (decode) {
-    latent = TensorDesc{a + ".latent_cache", {batch, 1, keys, r}, b.dtype()};
-    k_rot = TensorDesc{a + ".rope_key_cache", {batch, 1, keys, rope}, b.dtype()};
+    latent = TensorDesc{a + ".latent_cache", {batch, 1, keys, r}, cache_dtype(b, c)};
+    k_rot = TensorDesc{a + ".rope_key_cache", {batch, 1, keys, rope}, cache_dtype(b, c)};
     cache_read += latent.bytes() + k_rot.bytes();
+    if (cache_dtype(b, c) != b.dtype()) {  // kv_b_proj and the key's copy take the compute dtype
+      const auto dequantize = [&](const std::string& what, const TensorDesc& x) {
+        const bool scaled = cache_dtype(b, c) == DType::kFp8 || cache_dtype(b, c) == DType::kInt8;
+        return b.op(OpKind::kUnary, a + "#" + what, {x}, x.shape, {}, b.dtype(),
+                    [&](OpRecord& op) { op.attributes.set("function", std::string(scaled ? "dequantize" : "cast")); });
+      };
+      latent = dequantize("latent_cache_read", latent);
+      k_rot = dequantize("rope_key_cache_read", k_rot);
+    }
   }
   const TensorDesc query = b.op(OpKind::kConcat, a + "#query", {q_pass, q_rotated}, {batch, h, t, qk});
   // expand_kv: every cached token's latent through kv_b_proj to each head's nope key and value

@@ -341,6 +341,17 @@ TEST(CliErrorsTest, BadQuantizedWeights) {
                "--weights does not apply with --train: training quantized weights (QLoRA and the like) is not modeled");
 }
 
+TEST(CliErrorsTest, BadKvCacheStorage) {
+  expect_error("analyze --model llama-3-8b --phase decode --kv-cache fp4",
+               "--kv-cache 'fp4' is not one of fp8, int8, fp16, bf16, fp32");
+  expect_error("analyze --model cnn --kv-cache fp8",
+               "--kv-cache does not apply to the built-in network 'cnn' (it is for decoder LLMs)");
+  expect_error("analyze --model llama-3-8b --train --kv-cache fp8",
+               "--kv-cache does not apply with --train: a training step keeps no KV cache");
+  expect_error("analyze --model llama-3-8b --train --parallel dp=2,tp=2,pp=2 --system dgx-h100 --kv-cache int8",
+               "--kv-cache does not apply with --train: a training step keeps no KV cache");
+}
+
 TEST(CliErrorsTest, BadSpeculativeDecodingOptions) {
   expect_error("analyze --model llama-3-8b --acceptance 0.5", "--acceptance applies only with --draft");
   expect_error("analyze --model llama-3-8b --draft-tokens 3", "--draft-tokens applies only with --draft");

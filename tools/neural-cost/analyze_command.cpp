@@ -64,6 +64,7 @@ struct AnalyzeArgs {
   double target_ms = 0;    // --target-ms-per-token: the cheapest system and tp that decode within it
   std::string price_file;  // with it: prices per hardware id
   std::string weights;     // decoders: the linear weights' storage format (int4, nf4, ...)
+  std::string kv_cache;    // decoders: the KV cache's storage type (fp8, int8, ...)
 };
 
 /// Splits "NAME=VALUE" at the last '=' (input names may contain '=' only before it).
@@ -107,6 +108,7 @@ void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format 
   request.draft_tokens = args.draft_tokens;
   request.acceptance = args.acceptance;
   request.weights = args.weights;
+  request.kv_cache = args.kv_cache;
   if (cmd.count("--dtype") > 0) request.dtype = parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   for (const std::int64_t batch : args.batches) {
@@ -134,6 +136,7 @@ void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format f
   request.prompt = args.prompt;
   request.generate = args.generate;
   request.weights = args.weights;
+  request.kv_cache = args.kv_cache;
   if (cmd.count("--dtype") > 0) request.dtype = parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   std::vector<GenerationEstimate> estimates;
@@ -291,7 +294,7 @@ void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Fo
   const double reserve = parse_reserve(args.reserve);
   emit(render_serving_capacity(args.models.front(), args.context, batch, budget, reserve,
                                analyze_serving_capacity(args.models.front(), dtype, args.context, budget, reserve,
-                                                        max_tp, batch, args.weights),
+                                                        max_tp, batch, args.weights, args.kv_cache),
                                format),
        args.output);
 }
@@ -330,6 +333,7 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
     r.prompt = args.prompt;
     r.context = args.context;
     r.weights = args.weights;
+    r.kv_cache = args.kv_cache;
     if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
     steps.push_back(
         analyze_tensor_parallel(args.models.front(), r, layout.tp, hardware, link, system.devices_per_node));
@@ -379,6 +383,7 @@ void run_serving_choice(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   r.batch = cmd.count("--batch") > 0 ? args.batches.front() : 1;
   r.context = args.context;
   r.weights = args.weights;
+  r.kv_cache = args.kv_cache;
   if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
   const double reserve = parse_reserve(args.reserve);
   const ServingChoice choice = analyze_serving_choice(args.models.front(), r, args.target_ms / 1000, reserve,
@@ -423,6 +428,7 @@ void run_decoder_page(const AnalyzeArgs& args, const CLI::App& cmd) {
   request.prompt = args.prompt;
   request.context = args.context;
   request.weights = args.weights;
+  request.kv_cache = args.kv_cache;
   if (cmd.count("--dtype") > 0) request.dtype = *parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   const DecoderOverview overview = analyze_decoder_overview(request);
@@ -457,6 +463,17 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     if (cmd.count(option) > 0)
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --draft", option));
   }
+  if (!args.weights.empty()) parse_weight_quantization(args.weights);  // a bad format is named first
+  if (args.train && cmd.count("--weights") > 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--weights does not apply with --train: training quantized weights (QLoRA and the like) is not "
+                "modeled");
+  }
+  if (!args.kv_cache.empty()) with_kv_cache(DecoderConfig{}, args.kv_cache);
+  if (args.train && cmd.count("--kv-cache") > 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--kv-cache does not apply with --train: a training step keeps no KV cache");
+  }
   TrainingOptions training;
   std::optional<ParallelLayout> layout;
   if (!args.parallel.empty()) layout = parse_parallel_layout(args.parallel);
@@ -485,12 +502,6 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     if (!args.train && cmd.count(option) > 0) {
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --train", option));
     }
-  }
-  if (!args.weights.empty()) parse_weight_quantization(args.weights);  // a bad format is named first
-  if (args.train && cmd.count("--weights") > 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "--weights does not apply with --train: training quantized weights (QLoRA and the like) is not "
-                "modeled");
   }
   DType model_dtype = *dtype;
   if (args.train) {
@@ -521,7 +532,9 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   base.prompt = args.prompt;
   base.context = args.context;
   base.weights = args.weights;
-  for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights"}) {
+  base.kv_cache = args.kv_cache;
+  for (const char* option :
+       {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights", "kv-cache"}) {
     if (cmd.count(std::string("--") + option) > 0) base.given.insert(option);
   }
   // a training precision sets the model's dtype (a decoder's own default is bf16)
@@ -630,6 +643,9 @@ void add_analyze_command(CLI::App& app) {
                   "int8-gN, int4 (AWQ: groups of 128, fp16 scales, 4-bit zeros), int4-gN, int4-channel, int4-sym, "
                   "gptq-int4, gptq-int8, fp8, fp8-block128, nvfp4, mxfp4, nf4, nf4-dq, bnb-fp4 (default: the "
                   "config's quantization_config, else none)");
+  cmd->add_option("--kv-cache", args->kv_cache,
+                  "Decoder LLMs: the KV cache's storage: fp8 (e4m3) or int8 with per-tensor scales, as vLLM's and "
+                  "TensorRT-LLM's quantized caches, or fp16, bf16, fp32 (default: --dtype)");
   cmd->add_option("--dtype", args->dtype,
                   "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8 (ONNX: every floating-point tensor is "
                   "counted in it)")

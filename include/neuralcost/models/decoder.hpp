@@ -124,6 +124,11 @@ struct DecoderConfig {
   /// The weights of the blocks' linear layers stored quantized (the config's quantization_config,
   /// or --weights); embeddings, norms, the router and lm_head stay in the compute dtype.
   std::optional<WeightQuantization> quantization;
+  /// The KV cache's storage (--kv-cache): fp8 (e4m3) or int8 values with one fp32 scale per layer's
+  /// keys and values (vLLM's and TensorRT-LLM's per-tensor scales), or another float type; nullopt:
+  /// the compute dtype. A step quantizes the values it writes; attention reads the stored values and
+  /// converts them as it loads them.
+  std::optional<DType> kv_cache_dtype;
 };
 
 /// Reads a config.json's object. `where` names it in errors. Supported model_type: llama,
@@ -162,6 +167,8 @@ struct DecoderRequest {
   bool training = false;
   /// --weights (parse_weight_quantization): overrides the config's quantization; empty: the config's
   std::string weights;
+  /// --kv-cache (with_kv_cache): the KV cache's storage; empty: the config's (the dtype)
+  std::string kv_cache;
 };
 
 /// Elements of every parameter (the embedding once when tied; every expert).
@@ -177,13 +184,17 @@ double expected_experts_reached(const DecoderConfig& config, std::uint64_t token
 std::uint64_t decoder_weight_bytes(const DecoderConfig& config, DType dtype);
 /// The config with --weights applied: `weights` empty leaves it as it is.
 DecoderConfig with_weights(DecoderConfig config, const std::string& weights);
+/// The config with --kv-cache applied: fp8, int8, fp16, bf16 or fp32 (kInvalidArgument for another
+/// spelling); empty leaves it as it is.
+DecoderConfig with_kv_cache(DecoderConfig config, const std::string& kv_cache);
 
 /// The module name of layer `layer` ("model.layers.3", gpt2's "transformer.h.3"): every op of the
 /// layer is named with it and a '.' or '#' after it.
 std::string decoder_layer_name(const DecoderConfig& config, std::int64_t layer);
 
 /// Bytes of the KV cache per token: 2 · layers · kv_heads · head_dim · bytes(dtype); with latent
-/// attention layers · (kv_rank + rope_dims) · bytes(dtype).
+/// attention layers · (kv_rank + rope_dims) · bytes(dtype); bytes of the config's kv_cache_dtype
+/// where it has one (its per-tensor scales, 8 B a layer, are not counted).
 std::uint64_t kv_cache_bytes_per_token(const DecoderConfig& config, DType dtype);
 /// Bytes of one sequence's KV cache at `context` tokens: each layer holds min(context, its window)
 /// tokens (every token where it has none).

@@ -501,6 +501,12 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
                             "are stored as the file says",
                             path));
   }
+  if (!request.kv_cache.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: --kv-cache applies to decoder LLMs (a preset or config.json); an ONNX model keeps no "
+                            "KV cache this tool models",
+                            path));
+  }
   std::vector<std::string> notes;
   const std::int64_t batch = bind_inputs(*model.mutable_graph(), request, path, notes);
   ctx.int_values = onnx_import::infer_shapes(model, ctx.opset, path);

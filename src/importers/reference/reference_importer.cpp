@@ -38,7 +38,8 @@ OpGraph ReferenceImporter::import(const ModelRequest& request) const {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("--{} does not apply to the built-in network '{}'{}", option, request.model,
                               option == "seq" ? " (it has no sequence)"
-                              : option == "phase" || option == "prompt" || option == "context" || option == "weights"
+                              : option == "phase" || option == "prompt" || option == "context" || option == "weights" ||
+                                      option == "kv-cache"
                                   ? " (it is for decoder LLMs)"
                                   : " (it is for model files)"));
     }
