@@ -78,8 +78,10 @@ SpeculativeEstimate analyze_speculative(const SpeculativeRequest& request) {
   SpeculativeEstimate out;
   out.request = request;
   out.expected_tokens = expected_tokens_per_round(request.draft_tokens, request.acceptance);
-  const DecoderConfig target = decoder_config_of(request.target, "the target", request.weights, request.kv_cache);
-  const DecoderConfig draft = decoder_config_of(request.draft, "--draft", request.weights, request.kv_cache);
+  const DecoderConfig target =
+      decoder_config_of(request.target, "the target", request.weights, request.kv_cache, request.mla);
+  const DecoderConfig draft =
+      decoder_config_of(request.draft, "--draft", request.weights, request.kv_cache, request.mla);
   if (target.vocab != draft.vocab) {
     throw Error(
         ErrorCode::kInvalidArgument,
@@ -239,7 +241,7 @@ GenerationEstimate analyze_generation(const GenerationRequest& request) {
                 fmt::format("--generate {} must be a positive integer below 2^31", request.generate));
   }
   const DecoderConfig config =
-      decoder_config_of(request.model, "--phase generate: the model", request.weights, request.kv_cache);
+      decoder_config_of(request.model, "--phase generate: the model", request.weights, request.kv_cache, request.mla);
   if (request.prompt + request.generate - 1 > config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("a prompt of {} and {} generated tokens are beyond the model's {} positions "
@@ -348,14 +350,14 @@ void refuse_mostly_unmodeled(const std::vector<Analysis>& analyses) {
 }
 
 ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec& hardware) {
-  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp: the model", "", ""), hardware);
+  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp: the model", "", "", ""), hardware);
 }
 
 TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,
                                            const HardwareSpec& hardware, const InterconnectSpec& link,
                                            int devices_per_node) {
   const DecoderConfig config =
-      decoder_config_of(model, "--parallel tp=N: the model", request.weights, request.kv_cache);
+      decoder_config_of(model, "--parallel tp=N: the model", request.weights, request.kv_cache, request.mla);
   const std::string base = model.substr(model.find_last_of('/') + 1);
   const std::string name = request.phase == DecoderPhase::kPrefill
                                ? fmt::format("{} (prefill of {} tokens)", base, request.prompt)
@@ -370,9 +372,9 @@ TensorParallelStep analyze_tensor_parallel(const std::string& model, const Decod
 std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
                                                       std::uint64_t budget, double reserve, int max_tp,
                                                       std::int64_t concurrency, const std::string& weights,
-                                                      const std::string& kv_cache) {
+                                                      const std::string& kv_cache, const std::string& mla) {
   const DecoderConfig config =
-      decoder_config_of(model, "--memory-budget with --phase decode: the model", weights, kv_cache);
+      decoder_config_of(model, "--memory-budget with --phase decode: the model", weights, kv_cache, mla);
   if (context >= config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--context {} is beyond {}'s {} positions", context, model, config.max_positions));
@@ -388,7 +390,7 @@ ServingChoice analyze_serving_choice(const std::string& model, const DecoderRequ
                                      double reserve,
                                      const std::function<std::optional<double>(const std::string&)>& price_of) {
   const DecoderConfig config =
-      decoder_config_of(model, "--target-ms-per-token: the model", request.weights, request.kv_cache);
+      decoder_config_of(model, "--target-ms-per-token: the model", request.weights, request.kv_cache, request.mla);
   if (request.context >= config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--context {} is beyond {}'s {} positions", request.context, model, config.max_positions));

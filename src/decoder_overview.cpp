@@ -25,7 +25,7 @@ DecoderOverview analyze_decoder_overview(const DecoderOverviewRequest& request) 
     }
   }
   const DecoderConfig config =
-      decoder_config_of(request.model, "--format html: the model", request.weights, request.kv_cache);
+      decoder_config_of(request.model, "--format html: the model", request.weights, request.kv_cache, request.mla);
   if (request.prompt < 1 || request.context < 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--{} must be at least 1 (got {})", request.prompt < 1 ? "prompt" : "context",

@@ -11,7 +11,7 @@ namespace neuralcost {
 std::vector<std::string> options_set(const ModelRequest& request) {
   std::vector<std::string> set;
   for (const char* option :
-       {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights", "kv-cache"}) {
+       {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights", "kv-cache", "mla"}) {
     if (request.given.count(option)) set.emplace_back(option);
   }
   if (!request.named_inputs.empty() || !request.input_shapes.empty()) set.emplace_back("input");
@@ -29,6 +29,7 @@ void unset(ModelRequest& request, const std::string& option) {
   if (option == "dim") request.dims.clear();
   if (option == "weights") request.weights.clear();
   if (option == "kv-cache") request.kv_cache.clear();
+  if (option == "mla") request.mla.clear();
   if (option == "structure-only") request.structure_only = false;
 }
 

@@ -51,6 +51,7 @@ struct SpeculativeRequest {
   std::optional<DType> dtype;  ///< both models' (default bf16)
   std::string weights;         ///< --weights: both models' linear weights quantized (empty: as configured)
   std::string kv_cache;        ///< --kv-cache: both models' KV cache storage (empty: the dtype)
+  std::string mla;             ///< --mla: both models' latent attention (empty: expanded)
   HardwareSpec hardware;
 };
 
@@ -86,6 +87,7 @@ struct GenerationRequest {
   std::optional<DType> dtype;  ///< default bf16
   std::string weights;         ///< --weights (empty: as configured)
   std::string kv_cache;        ///< --kv-cache (empty: the dtype)
+  std::string mla;             ///< --mla (empty: expanded)
   HardwareSpec hardware;
 };
 
@@ -150,7 +152,7 @@ TensorParallelStep analyze_tensor_parallel(const std::string& model, const Decod
 std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
                                                       std::uint64_t budget, double reserve, int max_tp,
                                                       std::int64_t concurrency = 1, const std::string& weights = "",
-                                                      const std::string& kv_cache = "");
+                                                      const std::string& kv_cache = "", const std::string& mla = "");
 /// The cheapest built-in system and tensor-parallel degree that decode `request` within
 /// `target_seconds` per output token (choose_serving()); kInvalidArgument for a model that is not a
 /// decoder or a context beyond its positions.

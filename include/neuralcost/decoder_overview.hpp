@@ -24,6 +24,7 @@ struct DecoderOverviewRequest {
   DType dtype = DType::kBf16;
   std::string weights;   ///< --weights (empty: as configured)
   std::string kv_cache;  ///< --kv-cache (empty: the dtype)
+  std::string mla;       ///< --mla (empty: as transformers computes it)
   HardwareSpec hardware;
 };
 

@@ -59,6 +59,8 @@ struct ModelRequest {
   std::string weights;
   /// decoder LLMs: --kv-cache, the KV cache's storage type (with_kv_cache)
   std::string kv_cache;
+  /// decoder LLMs with latent attention: --mla, absorbed or expanded (with_mla)
+  std::string mla;
   /// The options among batch, seq, width, depth, dtype, phase, prompt, context, weights and kv-cache the user set (the
   /// others hold defaults). An importer that cannot apply a set option refuses it (ONNX: seq, width, depth); one that
   /// reads a value from the model uses a default only where the model leaves it open (ONNX: the batch of a symbolic

@@ -86,6 +86,18 @@ void cost_attention(const OpRecord& op, OpCost& cost) {
   // softmax over each row's kept keys: 5n - 2 per row (max, subtract, exp, sum, divide)
   add_flops(cost, product({heads, 5, pairs}) - product({heads, 2, rows}));
   add_transcendentals(cost, product({heads, pairs}));
+  // the value is the key's first Dv dims (latent attention absorbed, as FlashMLA reads its cache):
+  // the kernel loads each key once, so the value's bytes are not read again
+  if (op.attributes.get_bool("value_in_key", false)) {
+    const TensorDesc& key = op.inputs[1];
+    const TensorDesc& value = op.inputs[2];
+    if (dv > d || key.dtype != value.dtype) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("attribute 'value_in_key': value {} must be the first dims of key {}, in its type",
+                              shape_string(v), shape_string(k)));
+    }
+    if (key.name != value.name) cost.bytes_read -= value.bytes();
+  }
 }
 
 }  // namespace neuralcost::cost

@@ -332,6 +332,20 @@ DecoderConfig with_kv_cache(DecoderConfig config, const std::string& kv_cache) {
               fmt::format("--kv-cache '{}' is not one of fp8, int8, fp16, bf16, fp32", kv_cache));
 }
 
+DecoderConfig with_mla(DecoderConfig config, const std::string& mla) {
+  if (mla.empty()) return config;
+  if (mla != "absorbed" && mla != "expanded") {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--mla '{}' is not one of absorbed, expanded", mla));
+  }
+  if (!config.latent) {
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format("--mla applies to multi-head latent attention (deepseek_v3); {} has none", config.architecture));
+  }
+  config.latent->absorbed = mla == "absorbed";
+  return config;
+}
+
 std::uint64_t decoder_weight_bytes(const DecoderConfig& c, DType dtype) {
   const std::uint64_t all = decoder_parameter_count(c);
   if (!c.quantization) return checked_mul(all, dtype_bytes(dtype), "weight bytes");
@@ -378,7 +392,7 @@ std::uint64_t kv_cache_bytes(const DecoderConfig& c, DType dtype, std::int64_t c
 }
 
 OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, const std::string& name) {
-  const DecoderConfig c = with_kv_cache(configured, r.kv_cache);
+  const DecoderConfig c = with_mla(with_kv_cache(configured, r.kv_cache), r.mla);
   const bool decode = r.phase == DecoderPhase::kDecode;
   if (decode && r.training) {
     throw Error(ErrorCode::kInvalidArgument, "a training step is a prefill of its tokens, not a decode step");
@@ -608,14 +622,19 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
     const DecoderConfig::LatentAttention& la = *c.latent;
     g.add_note(fmt::format(
         "multi-head latent attention: {}keys and values from a latent of {} + {} rotary dims a token, which the KV "
-        "cache keeps ({} B per token in {}; {} B if it kept each head's key and value); every step expands the "
-        "cache's {} tokens through kv_b_proj, as transformers does: kernels that absorb kv_b_proj into the query "
-        "and the output (FlashMLA, vLLM's MLA) skip that expansion",
+        "cache keeps ({} B per token in {}; {} B if it kept each head's key and value); {}",
         la.q_rank > 0 ? fmt::format("queries through a rank-{} q_a_proj; ", la.q_rank) : "", la.kv_rank, la.rope_dims,
         grouped(kv_cache_bytes_per_token(c, r.dtype)), dtype_name(c.kv_cache_dtype.value_or(r.dtype)),
         grouped(product(
             {dim(c.layers), dim(c.heads), dim(la.nope_dims + la.rope_dims + la.value_dims), dtype_bytes(r.dtype)})),
-        decode ? keys : t));
+        decode && la.absorbed
+            ? "kv_b_proj absorbed (--mla absorbed): each head's query and output go through its kv_b_proj rows, and "
+              "attention reads the latent cache as stored, as DeepSeek's inference code, vLLM and FlashMLA decode"
+        : decode ? fmt::format("every step expands the cache's {} tokens through kv_b_proj, as transformers does: "
+                               "kernels that absorb kv_b_proj into the query and the output (FlashMLA, vLLM's MLA; "
+                               "--mla absorbed) skip that expansion",
+                               keys)
+                 : "the prompt's latent goes through kv_b_proj, as every implementation's prefill does"));
   }
   if (c.unbuilt_prediction_layers > 0) {
     g.add_note(

@@ -40,6 +40,41 @@ TensorDesc rotary_of(Builder& b, const DecoderConfig& c, const std::string& name
   return c.latent->interleave ? rotary_interleaved(b, name, x, cos, sin) : rotary(b, name, x, cos, sin);
 }
 
+/// A decode step with kv_b_proj absorbed (DeepSeek-V3's inference code, attn_impl "absorb"; vLLM's
+/// and FlashMLA's decode): each head's nope query times its kv_b_proj key rows gives a query in the
+/// latent space; attention runs over the cache as it is stored (one key of kv_rank + rope dims a
+/// token shared by every head, its first kv_rank dims the value); each head's latent output times
+/// its kv_b_proj value rows gives its value dims. The latent and the rotary key are kept side by
+/// side, one cache tensor [B, 1, K, kv_rank + rope] (FlashMLA's layout).
+TensorDesc absorbed_decode(Builder& b, const DecoderConfig& c, const std::string& a, const TensorDesc& q_pass,
+                           const TensorDesc& q_rotated, std::int64_t keys, std::uint64_t& cache_read) {
+  const DecoderConfig::LatentAttention& la = *c.latent;
+  const std::int64_t batch = q_pass.shape[0], h = c.heads, t = q_pass.shape[2], r = la.kv_rank;
+  const std::int64_t width = r + la.rope_dims;
+  const TensorDesc cache{a + ".latent_cache", {batch, 1, keys, width}, cache_dtype(b, c)};
+  cache_read += cache.bytes();
+  // kv_b_proj's weight [H·(nope + v), R] as each head's key rows [H, nope, R] and value rows [H, v, R]
+  const std::string w = a + ".kv_b_proj.weight";
+  const TensorDesc q_latent = b.op(OpKind::kMatMul, a + ".kv_b_proj#absorb_key", {q_pass}, {batch, h, t, r},
+                                   {{w + "#key", {h, la.nope_dims, r}, b.dtype(), true, b.quantization()}});
+  const TensorDesc query = b.op(OpKind::kConcat, a + "#query", {q_latent, q_rotated}, {batch, h, t, width});
+  const TensorDesc value =
+      b.op(OpKind::kSlice, a + ".latent_cache#value", {cache}, {batch, 1, keys, r}, {}, cache.dtype, free_view);
+  TensorDesc o = b.op(OpKind::kAttention, a + "#attention", {query, cache, value}, {batch, h, t, r}, {}, std::nullopt,
+                      [&](OpRecord& op) {
+                        op.attributes.set("causal", t > 1);
+                        if (t > 1) op.attributes.set("causal_alignment", std::string("bottom_right"));
+                        op.attributes.set("value_in_key", true);
+                        mark_cache_read(b, c, op);
+                      });
+  o = b.op(OpKind::kMatMul, a + ".kv_b_proj#absorb_value", {o}, {batch, h, t, la.value_dims},
+           {{w + "#value", {h, la.value_dims, r}, b.dtype(), true, b.quantization()}}, std::nullopt,
+           [](OpRecord& op) { op.attributes.set("transpose_b", true); });
+  o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, la.value_dims});
+  o = b.view(a + "#reshape", o, {batch, t, h * la.value_dims});
+  return b.linear(a + ".o_proj", o, c.hidden, c.output_bias);
+}
+
 }  // namespace
 
 TensorDesc latent_attention(Builder& b, const DecoderConfig& c, const std::string& a, const TensorDesc& normed,
@@ -78,6 +113,7 @@ TensorDesc latent_attention(Builder& b, const DecoderConfig& c, const std::strin
     cache_write(b, c, a + "#cache_latent_write", latent);
     cache_write(b, c, a + "#cache_rope_key_write", k_rot);
   }
+  if (decode && la.absorbed) return absorbed_decode(b, c, a, q_pass, q_rotated, keys, cache_read);
   if (decode) {
     latent = TensorDesc{a + ".latent_cache", {batch, 1, keys, r}, cache_dtype(b, c)};
     k_rot = TensorDesc{a + ".rope_key_cache", {batch, 1, keys, rope}, cache_dtype(b, c)};

@@ -352,6 +352,17 @@ TEST(CliErrorsTest, BadKvCacheStorage) {
                "--kv-cache does not apply with --train: a training step keeps no KV cache");
 }
 
+TEST(CliErrorsTest, BadLatentAttentionMode) {
+  expect_error("analyze --model deepseek-v3 --phase decode --mla absorbd",
+               "--mla 'absorbd' is not one of absorbed, expanded");
+  expect_error("analyze --model llama-3-8b --phase decode --mla absorbed",
+               "--mla applies to multi-head latent attention (deepseek_v3); llama has none");
+  expect_error("analyze --model cnn --mla absorbed",
+               "--mla does not apply to the built-in network 'cnn' (it is for decoder LLMs)");
+  expect_error("analyze --model deepseek-v3 --train --mla absorbed",
+               "--mla does not apply with --train: a training step computes latent attention as transformers does");
+}
+
 TEST(CliErrorsTest, BadSpeculativeDecodingOptions) {
   expect_error("analyze --model llama-3-8b --acceptance 0.5", "--acceptance applies only with --draft");
   expect_error("analyze --model llama-3-8b --draft-tokens 3", "--draft-tokens applies only with --draft");

@@ -108,6 +108,53 @@ TEST(DeepseekTest, PrefillAndDecodeContractionsMatchClosedForms) {
   }
 }
 
+// --mla absorbed: a decode step's attention over the latent cache as stored (DeepSeek's inference
+// code, attn_impl "absorb"): per layer the nope query through kv_b_proj's key rows 2·B·T·H·Dn·R,
+// scores over K keys of R + Dr and values of R 2·B·H·K·((R + Dr) + R), the output through its value
+// rows 2·B·T·H·R·Dv; the cache read once, [B, 1, K, R + Dr]; the parameters the same.
+TEST(DeepseekTest, AnAbsorbedDecodeAttendsOverTheLatentCacheAsStored) {
+  const DecoderConfig expanded = parse_decoder_config(small_deepseek(), "c.json");
+  const DecoderConfig absorbed = with_mla(expanded, "absorbed");
+  const std::uint64_t e = 64, h = 4, qr = 48, r = 32, dr = 8, dn = 16, dv = 24, i = 96, x = 32, n = 8, k = 2, v = 500;
+  for (const std::uint64_t b : {1u, 3u}) {
+    DecoderRequest req;
+    req.batch = static_cast<std::int64_t>(b);
+    req.phase = DecoderPhase::kDecode;
+    req.context = 40;
+    const std::uint64_t keys = 41;
+    const std::uint64_t attention = 2 * b * (e * qr + qr * h * (dn + dr) + e * (r + dr) + h * dv * e) +
+                                    2 * b * h * dn * r + 2 * b * h * keys * (r + dr + r) + 2 * b * h * r * dv;
+    const std::uint64_t dense = 2 * b * 3 * e * i, experts = 2 * b * (e * n + k * 3 * e * x + 3 * e * x);
+    const Analysis a = analyze_phase(absorbed, req);
+    EXPECT_TRUE(a.complete()) << (a.unmodeled.empty() ? "" : a.unmodeled[0].reason);
+    EXPECT_EQ(a.totals.contraction_flops, 3 * attention + dense + 2 * experts + 2 * (dr / 2) + 2 * b * e * v);
+    EXPECT_EQ(a.totals.parameter_count, decoder_parameter_count(expanded));
+    // each layer's attention reads its query and the cache once (the value is the cache's first R
+    // dims, not read again), bf16
+    for (const OpRoofline& op : a.ops) {
+      if (a.graph.op(op.op_index).kind != OpKind::kAttention) continue;
+      EXPECT_EQ(op.cost.bytes_read, b * h * (r + dr) * 2 + b * keys * (r + dr) * 2) << a.graph.op(op.op_index).name;
+    }
+  }
+  // a prefill is the same either way; the bound of a long decode falls
+  DecoderRequest prefill;
+  prefill.prompt = 24;
+  EXPECT_EQ(analyze_phase(absorbed, prefill).totals.flops, analyze_phase(expanded, prefill).totals.flops);
+  DecoderRequest long_decode;
+  long_decode.phase = DecoderPhase::kDecode;
+  long_decode.context = 4095;
+  const DecoderConfig v3 = decoder_preset("deepseek-v3");
+  // DeepSeek-V3 at batch 1, context 4,095: the expansion's 61 GB gone, the weights' 75 GB left
+  EXPECT_LT(analyze_phase(with_mla(v3, "absorbed"), long_decode).totals.lower_bound_seconds,
+            0.6 * analyze_phase(v3, long_decode).totals.lower_bound_seconds);
+  try {
+    with_mla(decoder_preset("llama-3-8b"), "absorbed");
+    ADD_FAILURE() << "a model without latent attention took --mla";
+  } catch (const Error& err) {
+    EXPECT_NE(std::string(err.what()).find("--mla applies to multi-head latent attention"), std::string::npos);
+  }
+}
+
 TEST(DeepseekTest, TheRouterChoosesWithinGroupsAndTheSharedExpertIsNotGated) {
   json j = small_deepseek();
   DecoderRequest req;

@@ -67,6 +67,17 @@ TEST(KvCacheTest, TheLatentCacheIsDequantizedBeforeItsExpansion) {
   }
   EXPECT_TRUE(dequantized);
   EXPECT_EQ(a.totals.contraction_flops, decode(decoder_preset("deepseek-v3"), 1, 64).totals.contraction_flops);
+  // absorbed, the attention reads the fp8 cache as stored (no dequantize op), once
+  const Analysis absorbed = decode(with_mla(ds, "absorbed"), 2, 64);
+  EXPECT_TRUE(absorbed.complete());
+  for (const OpRoofline& r : absorbed.ops) {
+    const OpRecord& op = absorbed.graph.op(r.op_index);
+    EXPECT_EQ(op.name.find("cache_read"), std::string::npos) << op.name;
+    if (op.kind == OpKind::kAttention) {
+      EXPECT_EQ(op.inputs[1].dtype, DType::kFp8);
+      EXPECT_EQ(r.cost.bytes_read, 2u * 128 * 576 * 2 + 2u * 65 * 576);  // the bf16 query, the cache once
+    }
+  }
 }
 
 TEST(KvCacheTest, ServingFitsTwiceTheTokensInFp8) {

@@ -65,6 +65,7 @@ struct AnalyzeArgs {
   std::string price_file;  // with it: prices per hardware id
   std::string weights;     // decoders: the linear weights' storage format (int4, nf4, ...)
   std::string kv_cache;    // decoders: the KV cache's storage type (fp8, int8, ...)
+  std::string mla;         // decoders with latent attention: absorbed or expanded
 };
 
 /// Splits "NAME=VALUE" at the last '=' (input names may contain '=' only before it).
@@ -109,6 +110,7 @@ void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format 
   request.acceptance = args.acceptance;
   request.weights = args.weights;
   request.kv_cache = args.kv_cache;
+  request.mla = args.mla;
   if (cmd.count("--dtype") > 0) request.dtype = parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   for (const std::int64_t batch : args.batches) {
@@ -137,6 +139,7 @@ void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format f
   request.generate = args.generate;
   request.weights = args.weights;
   request.kv_cache = args.kv_cache;
+  request.mla = args.mla;
   if (cmd.count("--dtype") > 0) request.dtype = parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   std::vector<GenerationEstimate> estimates;
@@ -294,7 +297,7 @@ void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Fo
   const double reserve = parse_reserve(args.reserve);
   emit(render_serving_capacity(args.models.front(), args.context, batch, budget, reserve,
                                analyze_serving_capacity(args.models.front(), dtype, args.context, budget, reserve,
-                                                        max_tp, batch, args.weights, args.kv_cache),
+                                                        max_tp, batch, args.weights, args.kv_cache, args.mla),
                                format),
        args.output);
 }
@@ -334,6 +337,7 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
     r.context = args.context;
     r.weights = args.weights;
     r.kv_cache = args.kv_cache;
+    r.mla = args.mla;
     if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
     steps.push_back(
         analyze_tensor_parallel(args.models.front(), r, layout.tp, hardware, link, system.devices_per_node));
@@ -384,6 +388,7 @@ void run_serving_choice(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   r.context = args.context;
   r.weights = args.weights;
   r.kv_cache = args.kv_cache;
+  r.mla = args.mla;
   if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
   const double reserve = parse_reserve(args.reserve);
   const ServingChoice choice = analyze_serving_choice(args.models.front(), r, args.target_ms / 1000, reserve,
@@ -429,6 +434,7 @@ void run_decoder_page(const AnalyzeArgs& args, const CLI::App& cmd) {
   request.context = args.context;
   request.weights = args.weights;
   request.kv_cache = args.kv_cache;
+  request.mla = args.mla;
   if (cmd.count("--dtype") > 0) request.dtype = *parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   const DecoderOverview overview = analyze_decoder_overview(request);
@@ -470,6 +476,10 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
                 "modeled");
   }
   if (!args.kv_cache.empty()) with_kv_cache(DecoderConfig{}, args.kv_cache);
+  if (args.train && cmd.count("--mla") > 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--mla does not apply with --train: a training step computes latent attention as transformers does");
+  }
   if (args.train && cmd.count("--kv-cache") > 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--kv-cache does not apply with --train: a training step keeps no KV cache");
@@ -533,8 +543,9 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   base.context = args.context;
   base.weights = args.weights;
   base.kv_cache = args.kv_cache;
+  base.mla = args.mla;
   for (const char* option :
-       {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights", "kv-cache"}) {
+       {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights", "kv-cache", "mla"}) {
     if (cmd.count(std::string("--") + option) > 0) base.given.insert(option);
   }
   // a training precision sets the model's dtype (a decoder's own default is bf16)
@@ -646,6 +657,11 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--kv-cache", args->kv_cache,
                   "Decoder LLMs: the KV cache's storage: fp8 (e4m3) or int8 with per-tensor scales, as vLLM's and "
                   "TensorRT-LLM's quantized caches, or fp16, bf16, fp32 (default: --dtype)");
+  cmd->add_option("--mla", args->mla,
+                  "Decoder LLMs with multi-head latent attention (deepseek_v3): absorbed (a decode step absorbs "
+                  "kv_b_proj into the query and output and reads the latent cache as stored, as DeepSeek's inference "
+                  "code, vLLM and FlashMLA do) or expanded (every step expands the cache through kv_b_proj, as "
+                  "transformers does; the default)");
   cmd->add_option("--dtype", args->dtype,
                   "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8 (ONNX: every floating-point tensor is "
                   "counted in it)")

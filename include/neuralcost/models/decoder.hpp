@@ -88,6 +88,10 @@ struct DecoderConfig {
     std::int64_t nope_dims = 0;
     std::int64_t value_dims = 0;
     bool interleave = true;  ///< rope_interleave: pairs (x0, x1), (x2, x3), ... rotated
+    /// --mla absorbed: a decode step absorbs kv_b_proj into the query and the output and attends
+    /// over the latent cache as stored (DeepSeek's inference code, vLLM, FlashMLA); false: it
+    /// expands the whole cache through kv_b_proj, as transformers does. Prefill is the same either way.
+    bool absorbed = false;
   };
   std::optional<LatentAttention> latent;
   /// deepseek_v3's num_nextn_predict_layers: multi-token prediction modules in the checkpoint that
@@ -169,6 +173,8 @@ struct DecoderRequest {
   std::string weights;
   /// --kv-cache (with_kv_cache): the KV cache's storage; empty: the config's (the dtype)
   std::string kv_cache;
+  /// --mla (with_mla): latent attention's decode absorbed or expanded; empty: the config's
+  std::string mla;
 };
 
 /// Elements of every parameter (the embedding once when tied; every expert).
@@ -187,6 +193,9 @@ DecoderConfig with_weights(DecoderConfig config, const std::string& weights);
 /// The config with --kv-cache applied: fp8, int8, fp16, bf16 or fp32 (kInvalidArgument for another
 /// spelling); empty leaves it as it is.
 DecoderConfig with_kv_cache(DecoderConfig config, const std::string& kv_cache);
+/// The config with --mla applied: "absorbed" or "expanded" (a latent-attention model's decode; an
+/// error for a model without latent attention or another spelling); empty leaves it as it is.
+DecoderConfig with_mla(DecoderConfig config, const std::string& mla);
 
 /// The module name of layer `layer` ("model.layers.3", gpt2's "transformer.h.3"): every op of the
 /// layer is named with it and a '.' or '#' after it.

@@ -19,15 +19,15 @@ bool is_preset(const std::string& model) {
 }  // namespace
 
 DecoderConfig decoder_config_of(const std::string& model, const std::string& option, const std::string& weights,
-                                const std::string& kv_cache) {
-  if (is_preset(model)) return with_kv_cache(with_weights(decoder_preset(model), weights), kv_cache);
+                                const std::string& kv_cache, const std::string& mla) {
+  if (is_preset(model)) return with_mla(with_kv_cache(with_weights(decoder_preset(model), weights), kv_cache), mla);
   const auto j = decoder_config_file(model);
   if (!j) {
     throw Error(
         ErrorCode::kInvalidArgument,
         fmt::format("{} '{}' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)", option, model));
   }
-  return with_kv_cache(with_weights(parse_decoder_config(*j, model), weights), kv_cache);
+  return with_mla(with_kv_cache(with_weights(parse_decoder_config(*j, model), weights), kv_cache), mla);
 }
 
 bool DecoderImporter::accepts(const ModelRequest& request) const {
@@ -36,7 +36,7 @@ bool DecoderImporter::accepts(const ModelRequest& request) const {
 
 bool DecoderImporter::applies(const ModelRequest& request, std::string_view option) const {
   if (option == "batch" || option == "dtype" || option == "phase" || option == "weights") return true;
-  if (option == "kv-cache") return !request.training;  // a training step keeps no cache
+  if (option == "kv-cache" || option == "mla") return !request.training;  // a training step keeps no cache
   if (option == "prompt") return request.phase == "prefill";
   if (option == "context") return request.phase == "decode";
   return false;
@@ -51,9 +51,9 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
       const std::string why =
           option == "prompt" || option == "context"
               ? fmt::format(" (--prompt is prefill's, --context decode's; this is --phase {})", request.phase)
-          : option == "seq"      ? " (use --prompt or --context)"
-          : option == "kv-cache" ? " with --train (a training step keeps no KV cache)"
-                                 : "";
+          : option == "seq"                         ? " (use --prompt or --context)"
+          : option == "kv-cache" || option == "mla" ? " with --train (a training step keeps no KV cache)"
+                                                    : "";
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("--{} does not apply to the decoder '{}'{}", option, request.model, why));
     }
@@ -66,7 +66,7 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
     if (!j) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: not a JSON file", request.model));
     config = parse_decoder_config(*j, request.model);
   }
-  config = with_kv_cache(with_weights(config, request.weights), request.kv_cache);
+  config = with_mla(with_kv_cache(with_weights(config, request.weights), request.kv_cache), request.mla);
   DecoderRequest r;
   r.phase = request.phase == "decode" ? DecoderPhase::kDecode : DecoderPhase::kPrefill;
   r.batch = request.batch;

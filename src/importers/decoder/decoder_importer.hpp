@@ -10,7 +10,7 @@ namespace neuralcost {
 /// The config of a decoder preset or config.json, with --weights applied (empty: the config's own);
 /// kInvalidArgument naming `option` when `model` is neither.
 DecoderConfig decoder_config_of(const std::string& model, const std::string& option, const std::string& weights,
-                                const std::string& kv_cache);
+                                const std::string& kv_cache, const std::string& mla);
 
 class DecoderImporter final : public Importer {
  public:

@@ -501,6 +501,10 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
                             "are stored as the file says",
                             path));
   }
+  if (!request.mla.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: --mla applies to decoder LLMs with latent attention (deepseek_v3)", path));
+  }
   if (!request.kv_cache.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: --kv-cache applies to decoder LLMs (a preset or config.json); an ONNX model keeps no "
