@@ -51,3 +51,5 @@ if [ "${AB:-0}" = 1 ]; then
   args+=(--ab "$out/ab.json" --slowed torch)
 fi
 python3 bench/aa_analyze.py "${args[@]}"
+# where the A/A's variance lives, level by level, and what two other estimators would print
+python3 bench/aa_components.py "$out/a.jsonl" "$out/b.jsonl"
