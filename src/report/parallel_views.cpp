@@ -248,11 +248,14 @@ std::string render_tensor_parallel(const std::vector<TensorParallelStep>& steps,
   if (format == Format::kCsv) return report::render_table(t, format);
   const TensorParallelStep& first = steps.front();
   std::string out = fmt::format(
-      "{}: tensor parallel over {} × {} ({}, {}); per device {} of {} heads, {} KV heads, "
+      "{}: tensor parallel over {} × {} ({}, {}); per device {} of {} heads, {}, "
       "{} MLP columns, {} of the vocabulary\n",
       terminal_text(first.one_device.model), first.tp, first.device_step.hardware.id, system.id, link.id,
-      first.shard.heads, first.shard.heads * first.tp, first.shard.kv_heads, first.shard.intermediate,
-      first.shard.vocab);
+      first.shard.heads, first.shard.heads * first.tp,
+      first.shard.latent ? fmt::format("the whole latent ({} + {} dims a token, replicated)",
+                                       first.shard.latent->kv_rank, first.shard.latent->rope_dims)
+                         : fmt::format("{} KV heads", first.shard.kv_heads),
+      first.shard.intermediate, first.shard.vocab);
   out += report::render_table(t, format);
   if (!first.communication.empty()) {
     const auto& ar = first.communication.front();
