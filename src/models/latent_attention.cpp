@@ -53,10 +53,20 @@ TensorDesc absorbed_decode(Builder& b, const DecoderConfig& c, const std::string
   const std::int64_t width = r + la.rope_dims;
   const TensorDesc cache{a + ".latent_cache", {batch, 1, keys, width}, cache_dtype(b, c)};
   cache_read += cache.bytes();
-  // kv_b_proj's weight [H·(nope + v), R] as each head's key rows [H, nope, R] and value rows [H, v, R]
+  // kv_b_proj's weight [H·(nope + v), R] as each head's key rows [H, nope, R] and value rows [H, v, R],
+  // in the compute dtype: with quantized weights, vLLM dequantizes them once when it loads the model
   const std::string w = a + ".kv_b_proj.weight";
-  const TensorDesc q_latent = b.op(OpKind::kMatMul, a + ".kv_b_proj#absorb_key", {q_pass}, {batch, h, t, r},
-                                   {{w + "#key", {h, la.nope_dims, r}, b.dtype(), true, b.quantization()}});
+  const Tweak dequantized_rows = [&](OpRecord& op) {
+    if (b.quantization()) {
+      op.attributes.set("approximation",
+                        fmt::format("kv_b_proj's rows read in {} by the absorbed decode: with {} weights, vLLM "
+                                    "dequantizes them once when it loads the model",
+                                    dtype_name(b.dtype()), b.quantization()->spec()));
+    }
+  };
+  const TensorDesc q_latent =
+      b.op(OpKind::kMatMul, a + ".kv_b_proj#absorb_key", {q_pass}, {batch, h, t, r},
+           {{w + "#key", {h, la.nope_dims, r}, b.dtype(), true}}, std::nullopt, dequantized_rows);
   const TensorDesc query = b.op(OpKind::kConcat, a + "#query", {q_latent, q_rotated}, {batch, h, t, width});
   const TensorDesc value =
       b.op(OpKind::kSlice, a + ".latent_cache#value", {cache}, {batch, 1, keys, r}, {}, cache.dtype, free_view);
@@ -68,8 +78,10 @@ TensorDesc absorbed_decode(Builder& b, const DecoderConfig& c, const std::string
                         mark_cache_read(b, c, op);
                       });
   o = b.op(OpKind::kMatMul, a + ".kv_b_proj#absorb_value", {o}, {batch, h, t, la.value_dims},
-           {{w + "#value", {h, la.value_dims, r}, b.dtype(), true, b.quantization()}}, std::nullopt,
-           [](OpRecord& op) { op.attributes.set("transpose_b", true); });
+           {{w + "#value", {h, la.value_dims, r}, b.dtype(), true}}, std::nullopt, [&](OpRecord& op) {
+             op.attributes.set("transpose_b", true);
+             dequantized_rows(op);
+           });
   o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, la.value_dims});
   o = b.view(a + "#reshape", o, {batch, t, h * la.value_dims});
   return b.linear(a + ".o_proj", o, c.hidden, c.output_bias);

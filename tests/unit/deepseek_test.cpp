@@ -147,6 +147,13 @@ TEST(DeepseekTest, AnAbsorbedDecodeAttendsOverTheLatentCacheAsStored) {
   // DeepSeek-V3 at batch 1, context 4,095: the expansion's 61 GB gone, the weights' 75 GB left
   EXPECT_LT(analyze_phase(with_mla(v3, "absorbed"), long_decode).totals.lower_bound_seconds,
             0.6 * analyze_phase(v3, long_decode).totals.lower_bound_seconds);
+  // quantized weights: the absorbed rows are read in the compute dtype (vLLM dequantizes them at load)
+  const Analysis int4 = analyze_phase(with_weights(with_mla(v3, "absorbed"), "int4"), long_decode);
+  EXPECT_TRUE(int4.complete());
+  bool said = false;
+  for (const std::string& note : int4.approximations)
+    said = said || note.find("kv_b_proj's rows read in bf16 by the absorbed decode") != std::string::npos;
+  EXPECT_TRUE(said);
   try {
     with_mla(decoder_preset("llama-3-8b"), "absorbed");
     ADD_FAILURE() << "a model without latent attention took --mla";
