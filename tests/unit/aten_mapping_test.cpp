@@ -164,6 +164,32 @@ TEST(AtenMappingTest, TorchScriptsAutocastCastsAreCopiesOrNothing) {
   EXPECT_EQ(a.ops[1].cost.bytes_read + a.ops[1].cost.bytes_written, 0u);
 }
 
+TEST(AtenMappingTest, TopkAndSortAreCountedComparisonsNamedAsSuch) {
+  // a router's topk(scores [6, 8], k 2, dim -1) and sort(indices [12], dim 0): 6 x 2 x 7 and 12 x 4
+  const auto int64 = [](const std::string& name, Shape shape) {
+    CapturedValue v = tensor(name, std::move(shape));
+    v.tensors[0].dtype = DType::kInt64;
+    return v;
+  };
+  CapturedOp topk;
+  topk.name = "aten::topk";
+  topk.inputs = {tensor("scores", {6, 8}), integer(2), integer(-1), boolean(true), boolean(true)};
+  topk.outputs = {tensor("%0", {6, 2}), int64("%1", {6, 2})};
+  CapturedOp sort;
+  sort.name = "aten::sort";
+  sort.inputs = {int64("ids", {12}), integer(0), boolean(false)};
+  sort.outputs = {int64("%2", {12}), int64("%3", {12})};
+  const Analysis a = analyze_calls({topk, sort});
+  EXPECT_TRUE(a.complete());
+  EXPECT_EQ(a.ops[0].cost.flops, 6u * 2 * 7);
+  EXPECT_EQ(a.ops[1].cost.flops, 12u * 4);
+  EXPECT_EQ(a.ops[0].cost.bytes_written, 6u * 2 * 4 + 6u * 2 * 8);  // values and int64 indices
+  bool named = false;
+  for (const std::string& n : a.approximations)
+    named = named || n.find("top-2 of 8 counted as 2 passes") != std::string::npos;
+  EXPECT_TRUE(named);
+}
+
 TEST(AtenMappingTest, FusedScaledDotProductAttentionIsOneAttention) {
   // what scaled_dot_product_attention dispatches to on the CPU (torch worker, train mode):
   // (query, key, value, dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)

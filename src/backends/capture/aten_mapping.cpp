@@ -364,6 +364,52 @@ const HandlerTable& aten_handlers() {
       r.attributes.set("function", std::string("range"));
       return one(std::move(r));
     };
+    // topk(self, k, dim, largest, sorted) and sort(self, dim, descending): comparisons, counted as
+    // the decoder's router counts them (k passes of n - 1; n·⌈log2 n⌉ for a sort), named as such;
+    // the values and the int64 indices are written
+    h["aten::topk"] = [](const CapturedOp& call) {
+      const CapturedTensor* x = tensor_at(call, 0);
+      if (!x || x->shape.empty()) return one(unknown(call, "topk of a scalar"));
+      std::int64_t axis = int_at(call, 2, -1);
+      if (axis < 0) axis += static_cast<std::int64_t>(x->shape.size());
+      if (axis < 0 || axis >= static_cast<std::int64_t>(x->shape.size())) return one(unknown(call, "topk's dim"));
+      const std::int64_t n = x->shape[static_cast<std::size_t>(axis)], k = int_at(call, 1, 1);
+      std::int64_t rows = 1;
+      for (std::int64_t d : x->shape) rows *= d;
+      rows = n > 0 ? rows / n : 0;
+      OpRecord r = record_inputs(call, OpKind::kCustom, {0});
+      r.attributes.set("function", std::string("topk"));
+      r.attributes.set("flops", rows * k * std::max<std::int64_t>(n - 1, 0));
+      r.attributes.set("approximation",
+                       fmt::format("top-{} of {} counted as {} passes of {} comparisons", k, n, k, n - 1));
+      return one(std::move(r));
+    };
+    for (const char* c : {"aten::sort", "aten::argsort"}) {
+      h[c] = [](const CapturedOp& call) {
+        const CapturedTensor* x = tensor_at(call, 0);
+        if (!x || x->shape.empty()) return one(unknown(call, "a sort of a scalar"));
+        // sort(self, dim, descending); sort.stable(self, stable, dim, descending): dim is the first int
+        std::int64_t axis = -1;
+        for (std::size_t i = 1; i < call.inputs.size(); ++i) {
+          if (call.inputs[i].kind == CapturedValue::Kind::kInt) {
+            axis = int_at(call, i, -1);
+            break;
+          }
+        }
+        if (axis < 0) axis += static_cast<std::int64_t>(x->shape.size());
+        if (axis < 0 || axis >= static_cast<std::int64_t>(x->shape.size())) return one(unknown(call, "sort's dim"));
+        const std::int64_t n = x->shape[static_cast<std::size_t>(axis)];
+        std::int64_t rows = 1, log2n = 0;
+        for (std::int64_t d : x->shape) rows *= d;
+        rows = n > 0 ? rows / n : 0;
+        while ((std::int64_t{1} << log2n) < n) ++log2n;
+        OpRecord r = record_inputs(call, OpKind::kCustom, {0});
+        r.attributes.set("function", std::string("sort"));
+        r.attributes.set("flops", rows * n * log2n);
+        r.attributes.set("approximation", fmt::format("a sort of {} counted as {}·⌈log2 {}⌉ comparisons", n, n, n));
+        return one(std::move(r));
+      };
+    }
     h["aten::cumsum"] = [](const CapturedOp& call) {  // cumsum(self, dim, dtype)
       OpRecord r = record_inputs(call, OpKind::kCumulative, {0});
       r.attributes.set("axis", int_at(call, 1, 0));
