@@ -190,6 +190,41 @@ TEST(AtenMappingTest, TopkAndSortAreCountedComparisonsNamedAsSuch) {
   EXPECT_TRUE(named);
 }
 
+TEST(AtenMappingTest, TheRoutersIndexOpsAreModeled) {
+  // transformers' MoE bookkeeping: floor_divide, histc, scatter_ of a scalar, index_put_ accumulating
+  const auto int64 = [](const std::string& name, Shape shape) {
+    CapturedValue v = tensor(name, std::move(shape));
+    v.tensors[0].dtype = DType::kInt64;
+    return v;
+  };
+  CapturedOp div;
+  div.name = "aten::floor_divide";
+  div.inputs = {int64("ids", {12}), integer(2)};
+  div.outputs = {int64("%0", {12})};
+  CapturedOp histc;
+  histc.name = "aten::histc";
+  histc.inputs = {tensor("ids_f", {12}), integer(8), integer(0), integer(7)};
+  histc.outputs = {tensor("%1", {8})};
+  CapturedOp scatter;
+  scatter.name = "aten::scatter_";
+  scatter.inputs = {tensor("mask", {6, 4}), integer(1), int64("idx", {6, 2}), integer(1)};
+  scatter.outputs = {tensor("%2", {6, 4})};
+  CapturedOp put;
+  put.name = "aten::index_put_";
+  CapturedValue indices;
+  indices.kind = Kind::kTensorList;
+  indices.tensors = {int64("rows", {5}).tensors[0]};
+  put.inputs = {tensor("out", {6, 16}), indices, tensor("vals", {5, 16}), boolean(true)};
+  put.outputs = {tensor("%3", {6, 16})};
+  const Analysis a = analyze_calls({div, histc, scatter, put});
+  EXPECT_TRUE(a.complete()) << (a.unmodeled.empty() ? "" : a.unmodeled[0].reason);
+  EXPECT_EQ(a.ops[0].cost.flops, 24u);                  // a divide and a floor each
+  EXPECT_EQ(a.ops[1].cost.flops, 48u);                  // 4 a value
+  EXPECT_EQ(a.ops[2].cost.bytes_written, 6u * 2 * 8);   // as many bytes as its indices (named)
+  EXPECT_EQ(a.ops[3].cost.flops, 5u * 16);              // one add per accumulated value
+  EXPECT_EQ(a.ops[3].cost.bytes_written, 5u * 16 * 4);  // in place: the values written
+}
+
 TEST(AtenMappingTest, FusedScaledDotProductAttentionIsOneAttention) {
   // what scaled_dot_product_attention dispatches to on the CPU (torch worker, train mode):
   // (query, key, value, dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)

@@ -410,6 +410,54 @@ const HandlerTable& aten_handlers() {
         return one(std::move(r));
       };
     }
+    // floor_divide(self, other): a divide and a floor a value
+    h["aten::floor_divide"] = [](const CapturedOp& call) {
+      OpRecord r = record(call, OpKind::kCustom);
+      r.attributes.set("function", std::string("floor_divide"));
+      r.attributes.set("flops", static_cast<std::int64_t>(2 * (r.outputs.empty() ? 0 : r.outputs[0].elements())));
+      return one(std::move(r));
+    };
+    // histc(self, bins, min, max): each value's bin (a subtract, a multiply, a floor) and an add to it
+    h["aten::histc"] = [](const CapturedOp& call) {
+      OpRecord r = record_inputs(call, OpKind::kCustom, {0});
+      r.attributes.set("function", std::string("histc"));
+      r.attributes.set("flops", static_cast<std::int64_t>(4 * (r.inputs.empty() ? 0 : r.inputs[0].elements())));
+      r.attributes.set("approximation",
+                       std::string("histc counted as 4 operations a value (a subtract, a multiply, a floor and an "
+                                   "add to its bin)"));
+      return one(std::move(r));
+    };
+    // scatter(self, dim, index, src | value[, reduce]), scatter_add(self, dim, index, src): the
+    // updates written into a copy of self, or into self in place (the trailing _)
+    for (const char* c : {"aten::scatter", "aten::scatter_", "aten::scatter_add", "aten::scatter_add_"}) {
+      h[c] = [name = std::string(c)](const CapturedOp& call) {
+        const bool scalar = !tensor_at(call, 3);
+        OpRecord r =
+            scalar ? record_inputs(call, OpKind::kScatter, {0, 2}) : record_inputs(call, OpKind::kScatter, {0, 2, 3});
+        if (r.inputs.size() < 2) return one(unknown(call, "scatter without self and index"));
+        if (name.back() == '_') r.attributes.set("in_place", true);
+        std::string reduction = name.find("scatter_add") != std::string::npos ? "add" : "none";
+        if (call.inputs.size() > 4 && call.inputs[4].kind == Kind::kString)
+          reduction = call.inputs[4].s == "multiply" ? "mul" : call.inputs[4].s;
+        r.attributes.set("reduction", reduction);
+        if (scalar) {  // the index stands for the updates: its count of values, at its own width
+          r.attributes.set("approximation",
+                           std::string("a scatter of one scalar counted as writing as many bytes as its indices"));
+        }
+        return one(std::move(r));
+      };
+    }
+    // index_put(self, indices, values, accumulate): the values written at the indices (added with
+    // accumulate); index_put_ in place
+    for (const char* c : {"aten::index_put", "aten::index_put_", "aten::_index_put_impl_"}) {
+      h[c] = [name = std::string(c)](const CapturedOp& call) {
+        OpRecord r = record_inputs(call, OpKind::kScatter, {0, 1, 2});
+        if (r.inputs.size() < 3) return one(unknown(call, "index_put without self, indices and values"));
+        if (name.back() == '_') r.attributes.set("in_place", true);
+        r.attributes.set("reduction", std::string(bool_at(call, 3, false) ? "add" : "none"));
+        return one(std::move(r));
+      };
+    }
     h["aten::cumsum"] = [](const CapturedOp& call) {  // cumsum(self, dim, dtype)
       OpRecord r = record_inputs(call, OpKind::kCumulative, {0});
       r.attributes.set("axis", int_at(call, 1, 0));
