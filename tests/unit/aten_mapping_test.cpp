@@ -166,19 +166,14 @@ TEST(AtenMappingTest, TorchScriptsAutocastCastsAreCopiesOrNothing) {
 
 TEST(AtenMappingTest, TopkAndSortAreCountedComparisonsNamedAsSuch) {
   // a router's topk(scores [6, 8], k 2, dim -1) and sort(indices [12], dim 0): 6 x 2 x 7 and 12 x 4
-  const auto int64 = [](const std::string& name, Shape shape) {
-    CapturedValue v = tensor(name, std::move(shape));
-    v.tensors[0].dtype = DType::kInt64;
-    return v;
-  };
   CapturedOp topk;
   topk.name = "aten::topk";
   topk.inputs = {tensor("scores", {6, 8}), integer(2), integer(-1), boolean(true), boolean(true)};
-  topk.outputs = {tensor("%0", {6, 2}), int64("%1", {6, 2})};
+  topk.outputs = {tensor("%0", {6, 2}), int64_tensor("%1", {6, 2})};
   CapturedOp sort;
   sort.name = "aten::sort";
-  sort.inputs = {int64("ids", {12}), integer(0), boolean(false)};
-  sort.outputs = {int64("%2", {12}), int64("%3", {12})};
+  sort.inputs = {int64_tensor("ids", {12}), integer(0), boolean(false)};
+  sort.outputs = {int64_tensor("%2", {12}), int64_tensor("%3", {12})};
   const Analysis a = analyze_calls({topk, sort});
   EXPECT_TRUE(a.complete());
   EXPECT_EQ(a.ops[0].cost.flops, 6u * 2 * 7);
@@ -192,28 +187,23 @@ TEST(AtenMappingTest, TopkAndSortAreCountedComparisonsNamedAsSuch) {
 
 TEST(AtenMappingTest, TheRoutersIndexOpsAreModeled) {
   // transformers' MoE bookkeeping: floor_divide, histc, scatter_ of a scalar, index_put_ accumulating
-  const auto int64 = [](const std::string& name, Shape shape) {
-    CapturedValue v = tensor(name, std::move(shape));
-    v.tensors[0].dtype = DType::kInt64;
-    return v;
-  };
   CapturedOp div;
   div.name = "aten::floor_divide";
-  div.inputs = {int64("ids", {12}), integer(2)};
-  div.outputs = {int64("%0", {12})};
+  div.inputs = {int64_tensor("ids", {12}), integer(2)};
+  div.outputs = {int64_tensor("%0", {12})};
   CapturedOp histc;
   histc.name = "aten::histc";
   histc.inputs = {tensor("ids_f", {12}), integer(8), integer(0), integer(7)};
   histc.outputs = {tensor("%1", {8})};
   CapturedOp scatter;
   scatter.name = "aten::scatter_";
-  scatter.inputs = {tensor("mask", {6, 4}), integer(1), int64("idx", {6, 2}), integer(1)};
+  scatter.inputs = {tensor("mask", {6, 4}), integer(1), int64_tensor("idx", {6, 2}), integer(1)};
   scatter.outputs = {tensor("%2", {6, 4})};
   CapturedOp put;
   put.name = "aten::index_put_";
   CapturedValue indices;
   indices.kind = Kind::kTensorList;
-  indices.tensors = {int64("rows", {5}).tensors[0]};
+  indices.tensors = {int64_tensor("rows", {5}).tensors[0]};
   put.inputs = {tensor("out", {6, 16}), indices, tensor("vals", {5, 16}), boolean(true)};
   put.outputs = {tensor("%3", {6, 16})};
   const Analysis a = analyze_calls({div, histc, scatter, put});

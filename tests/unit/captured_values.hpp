@@ -16,6 +16,12 @@ inline CapturedValue tensor(const std::string& name, Shape shape, bool parameter
   v.tensors.push_back({name, std::move(shape), DType::kFp32, parameter, true});
   return v;
 }
+/// An activation of int64 (indices, token ids).
+inline CapturedValue int64_tensor(const std::string& name, Shape shape) {
+  CapturedValue v = tensor(name, std::move(shape));
+  v.tensors[0].dtype = DType::kInt64;
+  return v;
+}
 /// A registered buffer (position ids, rotary frequencies): state the op reads, not trained.
 inline CapturedValue buffer(const std::string& name, Shape shape, DType dtype = DType::kFp32) {
   CapturedValue v = tensor(name, std::move(shape), true);
