@@ -284,15 +284,16 @@ std::string render_decoder_page(const DecoderOverview& o, const std::string& veg
   const bool moe = o.active_parameters != o.parameters;
   body += "<p>" +
           report::html_text(fmt::format(
-              "{} parameters{}; {} in {}: weights {} as stored, KV cache {} per token ({} positions{}). {}: {} "
+              "{} parameters{}; {} in {}: weights {} as stored, KV cache {} per token{} ({} positions{}){}. {}: {} "
               "FLOP/s dense in {}, memory {}/s{}.",
               report::grouped(o.parameters),
               moe ? fmt::format(" ({} active per token)", report::grouped(o.active_parameters)) : "",
               r.weights.empty() ? "weights and activations" : "activations", dtype_name(r.dtype),
               report::si(static_cast<double>(o.weight_bytes), "B"),
-              report::si(static_cast<double>(o.kv_bytes_per_token), "B"),
+              report::si(static_cast<double>(o.kv_bytes_per_token), "B"), r.kv_cache.empty() ? "" : " in " + r.kv_cache,
               report::grouped(static_cast<std::uint64_t>(o.max_positions)),
-              o.sliding_window > 0 ? fmt::format(", sliding window {}", o.sliding_window) : "", hw.name,
+              o.sliding_window > 0 ? fmt::format(", sliding window {}", o.sliding_window) : "",
+              r.mla.empty() ? "" : fmt::format("; latent attention decoded {}", r.mla), hw.name,
               report::si(hw.flops_per_second(r.dtype, true), ""), dtype_name(r.dtype),
               report::si(hw.memory_bandwidth_bytes_per_second, "B"),
               hw.memory_capacity_bytes ? ", " + gib(*hw.memory_capacity_bytes) + " of it" : "")) +
@@ -318,12 +319,14 @@ std::string render_decoder_page(const DecoderOverview& o, const std::string& veg
                   hw.name, dtype_name(r.dtype)));
   body += report::chart_section(
       "Time per output token against batch", charts[1],
-      fmt::format("Decode's lower bound per step at context {}: every sequence of the batch gets a token per step. "
-                  "{}",
-                  r.context,
-                  o.compute_bound_batch ? fmt::format("The green line marks batch {}, where it turns compute-bound.",
-                                                      *o.compute_bound_batch)
-                                        : std::string("It does not turn compute-bound at these batches.")));
+      fmt::format(
+          "Decode's lower bound per step at context {}: every sequence of the batch gets a token per step. "
+          "{}",
+          r.context,
+          !o.compute_bound_batch ? std::string("It does not turn compute-bound at these batches.")
+          : !o.decode.empty() && *o.compute_bound_batch > o.decode.back().batch
+              ? fmt::format("It turns compute-bound at batch {}, beyond the batches charted.", *o.compute_bound_batch)
+              : fmt::format("The green line marks batch {}, where it turns compute-bound.", *o.compute_bound_batch)));
   body +=
       report::chart_section("Tokens per second against batch", charts[2],
                             "Prefill's tokens/s (batch × prompt over its bound) and decode's (batch over its bound).");
