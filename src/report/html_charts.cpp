@@ -368,7 +368,7 @@ Chart comparison_chart(const ResultsComparison& cmp) {
                         {"after", si(x.after.median_seconds, "s")},
                         {"change", fmt::format("{:+.1f}%", change * 100)},
                         {"95% CI", fmt::format("{:+.1f}% .. {:+.1f}%", low * 100, high * 100)},
-                        {"p", x.test ? fmt::format("{:.2g}", x.test->p_value) : std::string("not tested")},
+                        {"p", x.test ? fmt::format("{:.2g}", x.p_value()) : std::string("not tested")},
                         {"result", std::string(change_name(x.change))}}}});
   }
   c.expected = points.size();

@@ -156,7 +156,7 @@ std::string comparison_table(const ResultsComparison& c) {
         td(compared ? fmt::format("{:+.1f}% .. {:+.1f}%", (x.ratio_ci95.low - 1) * 100, (x.ratio_ci95.high - 1) * 100)
                     : "-",
            true) +
-        td(x.test ? fmt::format("{:.2g}", x.test->p_value) : "-", true) + td(std::string(change_name(x.change))) +
+        td(x.test ? fmt::format("{:.2g}", x.p_value()) : "-", true) + td(std::string(change_name(x.change))) +
         td(notes) + "</tr>\n";
   }
   out += "</tbody></table>\n";

@@ -149,18 +149,84 @@ std::vector<GroupChange> compare_groups(const std::vector<CellChange>& cells, do
   return out;
 }
 
-/// Holm-Bonferroni at `alpha` over `tests` (each a p value): which are significant.
+/// The between-study deviation of the cells (StudyEffect), and each tested cell's change tested
+/// against it: p from |log ratio| / sqrt(own variance + between²) (normal), its interval widened to
+/// match, and its change no longer significant where that p is not below alpha.
+std::optional<StudyEffect> account_for_studies(std::vector<CellChange>& cells, double alpha, double min_effect) {
+  constexpr double z95 = 1.959963984540054;
+  std::vector<CellChange*> tested;
+  std::vector<double> logs, own;
+  for (CellChange& c : cells) {
+    if (!c.test || !(c.ratio > 0) || !(c.ratio_ci95.low > 0) || !(c.ratio_ci95.high >= c.ratio_ci95.low)) continue;
+    tested.push_back(&c);
+    logs.push_back(std::log(c.ratio));
+    own.push_back((std::log(c.ratio_ci95.high) - std::log(c.ratio_ci95.low)) / (2 * z95));
+  }
+  if (tested.size() < 10) return std::nullopt;
+  StudyEffect e;
+  e.cells = tested.size();
+  const double m = median(logs);
+  std::vector<double> deviations;
+  for (double d : logs) deviations.push_back(std::abs(d - m));
+  e.shift = std::exp(m) - 1;
+  e.spread = 1.4826 * median(deviations);
+  e.within = median(own);
+  // the between-study sd tau: the smallest at which the cells' deviations from the shift, each over
+  // sqrt(own² + tau²), have a robust sd (1.4826 MAD) of at most 1 (each cell weighed by its own
+  // noise: a robust random-effects estimate); 0 when the cells' own intervals already explain them
+  const auto robust_sd = [&](double tau) {
+    std::vector<double> z;
+    for (std::size_t i = 0; i < logs.size(); ++i) {
+      const double sd = std::sqrt(own[i] * own[i] + tau * tau);
+      z.push_back(sd > 0 ? std::abs(logs[i] - m) / sd : 0);
+    }
+    return 1.4826 * median(z);
+  };
+  if (robust_sd(0) > 1) {
+    double low = 0, high = std::max(e.spread, 1e-6);
+    while (robust_sd(high) > 1) high *= 2;
+    for (int i = 0; i < 60; ++i) {
+      const double mid = (low + high) / 2;
+      (robust_sd(mid) > 1 ? low : high) = mid;
+    }
+    e.between = high;
+  }
+  for (std::size_t i = 0; i < tested.size(); ++i) {
+    CellChange& c = *tested[i];
+    const double sd = std::sqrt(own[i] * own[i] + e.between * e.between);
+    if (!(sd > 0)) continue;
+    c.relative = std::exp(logs[i] - m);
+    c.study_p_value = std::erfc(std::abs(logs[i] - m) / sd / std::sqrt(2.0));
+    c.ratio_ci95.low = std::min(c.ratio_ci95.low, std::exp(logs[i] - z95 * sd));
+    c.ratio_ci95.high = std::max(c.ratio_ci95.high, std::exp(logs[i] + z95 * sd));
+    if (c.change != Change::kNotTested && c.change != Change::kNotComparable) {
+      c.change = c.p_value() >= alpha || std::abs(c.relative - 1) < min_effect ? Change::kNoChange
+                 : c.relative < 1                                              ? Change::kFaster
+                                                                               : Change::kSlower;
+      if (c.change != Change::kNoChange) {
+        c.notes.push_back(fmt::format("{:+.1f}% relative to the files' common shift of {:+.1f}%",
+                                      100 * (c.relative - 1), 100 * e.shift));
+      }
+    }
+  }
+  return e;
+}
+
+/// Holm-Bonferroni at `alpha` over `tests` (each with its p_value()): which are significant.
 template <typename T>
 std::set<const T*> holm(std::vector<const T*> tests, double alpha) {
-  std::stable_sort(tests.begin(), tests.end(),
-                   [](const T* a, const T* b) { return a->test->p_value < b->test->p_value; });
+  std::stable_sort(tests.begin(), tests.end(), [](const T* a, const T* b) { return a->p_value() < b->p_value(); });
   std::set<const T*> significant;
   for (std::size_t i = 0; i < tests.size(); ++i) {
-    if (tests[i]->test->p_value >= alpha / static_cast<double>(tests.size() - i)) break;
+    if (tests[i]->p_value() >= alpha / static_cast<double>(tests.size() - i)) break;
     significant.insert(tests[i]);
   }
   return significant;
 }
+
+/// How much a cell changed relative to the others (over the common shift); a backend, against the others.
+double changed_by(const CellChange& c) { return c.relative; }
+double changed_by(const GroupChange& g) { return g.ratio; }
 
 /// The items (cells or groups) slower by more than `threshold` among those Holm finds
 /// significant at `alpha` over all the tested ones.
@@ -173,7 +239,7 @@ std::vector<const T*> significantly_slower(const std::vector<T>& items, double a
   const auto significant = holm(tested, alpha);
   std::vector<const T*> slower;
   for (const T& x : items) {
-    if (x.change == Change::kSlower && x.ratio > 1 + threshold && significant.count(&x)) slower.push_back(&x);
+    if (x.change == Change::kSlower && changed_by(x) > 1 + threshold && significant.count(&x)) slower.push_back(&x);
   }
   return slower;
 }
@@ -219,11 +285,13 @@ ResultsComparison compare_results(const ResultsFile& before, const ResultsFile& 
     c.before = *b->second;
     c.after = *after_cells.at(key);
     compare_cell(c, alpha, min_effect);
+    c.relative = c.ratio;
     out.cells.push_back(std::move(c));
   }
   for (const CellKey& key : before_order) {
     if (!after_cells.count(key)) out.only_before.push_back(key);
   }
+  out.studies = account_for_studies(out.cells, alpha, min_effect);
   out.groups = compare_groups(out.cells, alpha, min_effect);
   // the machine's pace within each file, from the cells' rounds: a move larger than the cells'
   // intervals makes a cell's change between the files the machine's as much as the code's
@@ -287,6 +355,10 @@ std::vector<const CellChange*> slower_than(const ResultsComparison& comparison, 
 
 std::vector<const GroupChange*> groups_slower_than(const ResultsComparison& comparison, double threshold) {
   return significantly_slower(comparison.groups, comparison.alpha / 2, threshold);
+}
+
+bool shift_slower_than(const ResultsComparison& comparison, double threshold) {
+  return comparison.studies && comparison.studies->shift > threshold;
 }
 
 std::size_t tested_cells(const ResultsComparison& comparison) {

@@ -69,6 +69,18 @@ json results_comparison_json(const ResultsComparison& c) {
               {"after_rounds", m->after_rounds},
               {"change", m->change}};
   }
+  if (c.studies) {
+    j["between_studies"] = {
+        {"cells", c.studies->cells},
+        {"shift", c.studies->shift},
+        {"spread", c.studies->spread},
+        {"within", c.studies->within},
+        {"between", c.studies->between},
+        {"description",
+         "the cells' log ratios: their median (shift), their spread around it (1.4826 MAD), the cells' own standard "
+         "error (median) and the between-study spread the cells' intervals leave out, sqrt(spread^2 - within^2), "
+         "counted in every cell's test (study_p_value) and interval (docs/profiling.md 2a)"}};
+  }
   j["cells"] = json::array();
   for (const CellChange& x : c.cells) {
     json cell = cell_json(x.cell);
@@ -87,6 +99,11 @@ json results_comparison_json(const ResultsComparison& c) {
     cell["u_test"] =
         x.test ? json{{"u", x.test->u}, {"p_value", x.test->p_value}, {"exact", x.test->exact}, {"on", x.tested_on}}
                : json(nullptr);
+    if (x.study_p_value > 0) {
+      cell["study_p_value"] = x.study_p_value;
+      cell["relative_change"] = x.relative - 1;
+    }
+    cell["p_value"] = x.test ? json(x.p_value()) : json(nullptr);
     cell["notes"] = x.notes;
     j["cells"].push_back(cell);
   }
@@ -140,7 +157,7 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
              ? Cell{fmt::format("{:+.1f}% .. {:+.1f}%", (x.ratio_ci95.low - 1) * 100, (x.ratio_ci95.high - 1) * 100),
                     fmt::format("{}:{}", x.ratio_ci95.low - 1, x.ratio_ci95.high - 1)}
              : Cell{"-", ""},
-         x.test ? Cell{fmt::format("{:.2g}", x.test->p_value), fmt::format("{}", x.test->p_value)} : Cell{"-", ""},
+         x.test ? Cell{fmt::format("{:.2g}", x.p_value()), fmt::format("{}", x.p_value())} : Cell{"-", ""},
          {std::string(change_name(x.change)), ""},
          {notes, ""}});
   }
@@ -151,6 +168,16 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
     return (format == Format::kMarkdown ? report::markdown_text(text) : terminal_text(text)) + "\n";
   };
   out += "\n" + line(report::comparison_sentence(c));
+  if (c.studies) {
+    out += line(fmt::format(
+        "between the files: every cell {:+.1f}% (the median of {} cells: a shift common to every cell, which one "
+        "comparison cannot tell from the machine's drift between the studies; see the canaries), the cells apart "
+        "from it by {:.1f}% (sd), {:.1f}% more than their own intervals explain. Each cell's result is relative "
+        "to that shift, and its test and interval count that between-study spread, so a change no larger than "
+        "two studies of this machine differ by is not significant (p is the larger of the U test's and that "
+        "test's)",
+        100 * c.studies->shift, c.studies->cells, 100 * c.studies->spread, 100 * c.studies->between));
+  }
   for (const GroupChange& g : c.groups) {
     if (!g.test) continue;
     out +=

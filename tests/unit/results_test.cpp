@@ -664,6 +664,61 @@ TEST(CompareTest, AKnownSlowdownIsFoundAndTheGateFailsOnIt) {
   EXPECT_THROW(compare_results(a, b, 0.05, 1.5), Error);
 }
 
+/// Forty cells (four backends of ten) with tight rounds (1 % apart), measured twice: in the second
+/// study each cell moved by its own factor (what two studies of a shared machine differ by, 5 % sd,
+/// which neither study's rounds sample), and `slow_backend`'s cells `slowdown` more.
+ResultsComparison studies_apart(double slowdown, const std::string& slow_backend) {
+  const std::vector<double> tight = {1.0, 1.01, 0.99, 1.005, 0.995, 1.0}, tight2 = {0.995, 1.0, 1.01, 0.99, 1.0, 1.005};
+  const std::vector<double> apart = {0.95, 1.0, 1.05, 1.08, 0.93, 1.02, 0.97, 1.06, 0.99, 1.04};
+  std::vector<json> before, after;
+  for (const std::string backend : {"jax", "libtorch", "tensorflow", "torch"}) {
+    for (std::size_t m = 0; m < apart.size(); ++m) {
+      const std::string mode = "mode" + std::to_string(m);
+      const double f = apart[(m + backend.size()) % apart.size()] * (backend == slow_backend ? slowdown : 1.0);
+      before.push_back(rounds_run(backend, mode, 1e-3, tight));
+      after.push_back(rounds_run(backend, mode, 1e-3 * f, tight2));
+    }
+  }
+  return compare_results(parse_results(jsonl(before), "a.jsonl"), parse_results(jsonl(after), "b.jsonl"));
+}
+
+TEST(CompareTest, WhatTwoStudiesDifferByIsNotAChange) {
+  // an A/A whose cells each moved by 5 % sd between the studies: every U test on 6 tight rounds a
+  // side is significant, but the cells' spread around their median shift says what studies differ by
+  const ResultsComparison aa = studies_apart(1.0, "");
+  ASSERT_TRUE(aa.studies);
+  EXPECT_EQ(aa.studies->cells, 40u);
+  EXPECT_NEAR(aa.studies->shift, 0.01, 0.015);
+  EXPECT_GT(aa.studies->between, 0.025);
+  EXPECT_LT(aa.studies->between, 0.08);
+  std::size_t u_significant = 0, flagged = 0;
+  for (const CellChange& c : aa.cells) {
+    ASSERT_TRUE(c.test);
+    u_significant += c.test->p_value < 0.05 && std::abs(c.ratio - 1) >= 0.05;
+    flagged += c.change != Change::kNoChange;
+    EXPECT_GE(c.p_value(), c.test->p_value);
+    EXPECT_LE(c.ratio_ci95.low, c.ratio);  // the interval widened by the between-study spread
+    EXPECT_GE(c.ratio_ci95.high, c.ratio);
+  }
+  EXPECT_GE(u_significant, 12u);  // what the U test alone would flag
+  EXPECT_LE(flagged, 2u);
+  EXPECT_TRUE(slower_than(aa, 0.05).empty());
+  EXPECT_TRUE(groups_slower_than(aa, 0.05).empty());
+  // a backend 20 % slower on top: its cells are slower than two studies differ by, and the gate fails
+  const ResultsComparison ab = studies_apart(1.2, "torch");
+  std::size_t torch_slower = 0, others_slower = 0;
+  for (const CellChange& c : ab.cells)
+    (c.cell.backend == "torch" ? torch_slower : others_slower) += c.change == Change::kSlower;
+  EXPECT_GE(torch_slower, 4u);  // each cell alone is near what studies differ by; the backend is clear
+  EXPECT_LE(others_slower, 2u);
+  const auto slower = groups_slower_than(ab, 0.05);
+  ASSERT_EQ(slower.size(), 1u);
+  EXPECT_EQ(slower[0]->backend, "torch");
+  // too few cells to tell what studies differ by: the U tests alone
+  const ResultsFile one = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift)}), "a.jsonl");
+  EXPECT_FALSE(compare_results(one, one).studies);
+}
+
 TEST(FindingsTest, AWinnerIsNamedOnlyWhenPairedRoundsSaySo) {
   // torch is 10% faster than jax in every window, while the windows differ by up to 12%: paired
   // rounds decide it, though the two intervals overlap

@@ -187,8 +187,15 @@ void run_compare(const CompareArgs& args, const CLI::App& cmd) {
   // the gate: a significant slowdown beyond the threshold fails the command (after printing)
   const std::vector<const CellChange*> slower = slower_than(comparison, args.fail_if_slower / 100);
   const std::vector<const GroupChange*> groups = groups_slower_than(comparison, args.fail_if_slower / 100);
-  if (slower.empty() && groups.empty()) return;
+  const bool shifted = shift_slower_than(comparison, args.fail_if_slower / 100);
+  if (slower.empty() && groups.empty() && !shifted) return;
   std::vector<std::string> named;
+  if (shifted) {
+    named.push_back(
+        fmt::format("every cell together, {:+.1f}% (the median of {} cells: the files' common shift, "
+                    "which the cells' tests are relative to)",
+                    100 * comparison.studies->shift, comparison.studies->cells));
+  }
   for (const GroupChange* g : groups) {
     named.push_back(fmt::format("backend {} against the others ({:+.1f}%)", g->backend, 100 * (g->ratio - 1)));
   }
@@ -208,11 +215,12 @@ void run_compare(const CompareArgs& args, const CLI::App& cmd) {
       break;
     }
   }
-  throw Error(ErrorCode::kInvalidArgument,
-              terminal_text(fmt::format("--fail-if-slower {}%: {} cell(s) and {} backend(s) slower by more than that "
-                                        "at a family-wise alpha of {} (Holm over {} tested cells and {} backends): {}",
-                                        args.fail_if_slower, slower.size(), groups.size(), args.alpha,
-                                        tested_cells(comparison), comparison.groups.size(), list)));
+  throw Error(
+      ErrorCode::kInvalidArgument,
+      terminal_text(fmt::format("--fail-if-slower {}%: {}{} cell(s) and {} backend(s) slower by more than that "
+                                "at a family-wise alpha of {} (Holm over {} tested cells and {} backends): {}",
+                                args.fail_if_slower, shifted ? "the common shift, " : "", slower.size(), groups.size(),
+                                args.alpha, tested_cells(comparison), comparison.groups.size(), list)));
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 // overconfident (a note says so). The decision is made here; views only print it.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,8 +38,36 @@ struct CellChange {
   bool ratio_ci_from_samples = false;
   std::string tested_on;         ///< "rounds" or "passes" (older files), "" when not tested
   std::optional<RankTest> test;  ///< the U test on round medians (or passes), when both runs have them
+  /// The change's test against what two studies differ by (StudyEffect): a normal test of the log
+  /// ratio's distance from the common shift, with the cell's own variance and the between-study
+  /// one; 0 when not applied
+  double study_p_value = 0;
+  /// ratio over the files' common shift (StudyEffect::shift): the change relative to the other
+  /// cells, which the result is about when the files have a study effect; = ratio otherwise
+  double relative = 0;
   Change change = Change::kNotComparable;
   std::vector<std::string> notes;  ///< e.g. "after is mistrusted: too noisy ...", "hardware differs"
+  /// What the decision rests on: the larger of the U test's p and study_p_value (1 when not tested)
+  double p_value() const { return test ? std::max(test->p_value, study_p_value) : 1.0; }
+};
+
+/// What separates two studies beyond what either study's rounds sample (docs/profiling.md §2a,
+/// "Between studies"): each cell's log ratio after / before is its estimates' noise, a shift
+/// common to every cell (the machine between the studies, or a change of the code that hits every
+/// cell: one comparison cannot tell them apart) and a between-study deviation of its own. Over the
+/// tested cells: the common shift (the median log ratio), their spread around it (1.4826 MAD),
+/// and the part of that spread the cells' own intervals do not explain, the between-study spread
+/// tau: the smallest at which every cell's deviation from the shift over sqrt(own² + tau²) has a
+/// robust sd (1.4826 MAD) of 1. Each cell is then tested relative to the shift, with tau in its
+/// variance and interval: a change no larger than two studies of this machine differ by is not
+/// significant. The shift itself is said, and a gate fails on it (shift_slower_than). Needs 10
+/// tested cells or more.
+struct StudyEffect {
+  std::size_t cells = 0;
+  double shift = 0;    ///< exp(median log ratio) − 1
+  double spread = 0;   ///< of the log ratios around the shift (1.4826 MAD)
+  double within = 0;   ///< the cells' own standard error of the log ratio (median)
+  double between = 0;  ///< tau: what the cells' own intervals leave out
 };
 
 /// One backend's cells against the other backends' cells of the same comparison: whether the
@@ -54,6 +83,7 @@ struct GroupChange {
   Interval ratio_ci95;                 ///< percentile bootstrap over both sets of cells
   std::optional<RankTest> test;        ///< U test of the backend's cell ratios against the others'
   Change change = Change::kNotTested;  ///< faster, slower, no significant change; not tested: too few cells
+  double p_value() const { return test ? test->p_value : 1.0; }
 };
 
 /// How fast the machine itself was in each file: the median of the canary read before every
@@ -84,6 +114,8 @@ struct ResultsComparison {
   std::optional<MachineChange> machine;
   /// The same from the CPU canary (a chain of multiply-adds before every round): the cores' pace
   std::optional<MachineChange> cpu;
+  /// between the two files, from the cells themselves (10 tested cells or more)
+  std::optional<StudyEffect> studies;
   double alpha = 0.05;
   double min_effect = 0.05;       ///< |ratio - 1| below this is "no significant change" whatever p says
   std::vector<CellChange> cells;  ///< in the order of the after file
@@ -112,5 +144,8 @@ std::size_t tested_cells(const ResultsComparison& comparison);
 /// The backends slower than the other backends by more than `threshold` with family-wise
 /// significance (Holm over the tested groups), the other half of the CI gate.
 std::vector<const GroupChange*> groups_slower_than(const ResultsComparison& comparison, double threshold);
+/// Whether every cell moved slower together by more than `threshold` (the study effect's common
+/// shift): the gate fails on it, as it cannot tell the machine's drift from the code's change.
+bool shift_slower_than(const ResultsComparison& comparison, double threshold);
 
 }  // namespace neuralcost
