@@ -78,10 +78,10 @@ SpeculativeEstimate analyze_speculative(const SpeculativeRequest& request) {
   SpeculativeEstimate out;
   out.request = request;
   out.expected_tokens = expected_tokens_per_round(request.draft_tokens, request.acceptance);
-  const DecoderConfig target =
-      decoder_config_of(request.target, "the target", request.weights, request.kv_cache, request.mla);
-  const DecoderConfig draft =
-      decoder_config_of(request.draft, "--draft", request.weights, request.kv_cache, request.mla);
+  const DecoderConfig target = decoder_config_of(request.target, "the target", request.variant);
+  DecoderVariant draft_variant = request.variant;
+  draft_variant.routing.clear();  // a histogram of the target's experts
+  const DecoderConfig draft = decoder_config_of(request.draft, "--draft", draft_variant);
   if (target.vocab != draft.vocab) {
     throw Error(
         ErrorCode::kInvalidArgument,
@@ -192,9 +192,9 @@ void add(StepSums& to, const StepSums& s) {
 DecoderStep analyze_decoder_step(const DecoderConfig& config, const DecoderRequest& request,
                                  const HardwareSpec& hardware, const std::string& name) {
   // layers alike: every one dense or every one with experts, and one window for all (gemma2's
-  // alternate between a window and none)
-  const bool alike =
-      (config.moe_layer_count() == 0 || config.moe_layer_count() == config.layers) && config.sliding_layers.empty();
+  // alternate between a window and none), and one routing for all (a measured one differs by layer)
+  const bool alike = (config.moe_layer_count() == 0 || config.moe_layer_count() == config.layers) &&
+                     config.sliding_layers.empty() && !config.routing;
   if (!alike || config.layers < 3) {
     const Analysis a = analyze(build_decoder(config, request, name), hardware);
     return {a.totals, signature_of(a)};
@@ -240,8 +240,7 @@ GenerationEstimate analyze_generation(const GenerationRequest& request) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--generate {} must be a positive integer below 2^31", request.generate));
   }
-  const DecoderConfig config =
-      decoder_config_of(request.model, "--phase generate: the model", request.weights, request.kv_cache, request.mla);
+  const DecoderConfig config = decoder_config_of(request.model, "--phase generate: the model", request.variant);
   if (request.prompt + request.generate - 1 > config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("a prompt of {} and {} generated tokens are beyond the model's {} positions "
@@ -350,14 +349,13 @@ void refuse_mostly_unmodeled(const std::vector<Analysis>& analyses) {
 }
 
 ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec& hardware) {
-  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp: the model", "", "", ""), hardware);
+  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp: the model", DecoderVariant{}), hardware);
 }
 
 TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,
                                            const HardwareSpec& hardware, const InterconnectSpec& link,
                                            int devices_per_node) {
-  const DecoderConfig config =
-      decoder_config_of(model, "--parallel tp=N: the model", request.weights, request.kv_cache, request.mla);
+  const DecoderConfig config = decoder_config_of(model, "--parallel tp=N: the model", request.variant);
   const std::string base = model.substr(model.find_last_of('/') + 1);
   const std::string name = request.phase == DecoderPhase::kPrefill
                                ? fmt::format("{} (prefill of {} tokens)", base, request.prompt)
@@ -371,10 +369,8 @@ TensorParallelStep analyze_tensor_parallel(const std::string& model, const Decod
 
 std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
                                                       std::uint64_t budget, double reserve, int max_tp,
-                                                      std::int64_t concurrency, const std::string& weights,
-                                                      const std::string& kv_cache, const std::string& mla) {
-  const DecoderConfig config =
-      decoder_config_of(model, "--memory-budget with --phase decode: the model", weights, kv_cache, mla);
+                                                      std::int64_t concurrency, const DecoderVariant& variant) {
+  const DecoderConfig config = decoder_config_of(model, "--memory-budget with --phase decode: the model", variant);
   if (context >= config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--context {} is beyond {}'s {} positions", context, model, config.max_positions));
@@ -389,8 +385,7 @@ std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, 
 ServingChoice analyze_serving_choice(const std::string& model, const DecoderRequest& request, double target_seconds,
                                      double reserve,
                                      const std::function<std::optional<double>(const std::string&)>& price_of) {
-  const DecoderConfig config =
-      decoder_config_of(model, "--target-ms-per-token: the model", request.weights, request.kv_cache, request.mla);
+  const DecoderConfig config = decoder_config_of(model, "--target-ms-per-token: the model", request.variant);
   if (request.context >= config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--context {} is beyond {}'s {} positions", request.context, model, config.max_positions));

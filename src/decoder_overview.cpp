@@ -24,8 +24,7 @@ DecoderOverview analyze_decoder_overview(const DecoderOverviewRequest& request) 
                   fmt::format("--batch {} must be from 1 to {}", b, DecoderOverview::kMaxSearchedBatch));
     }
   }
-  const DecoderConfig config =
-      decoder_config_of(request.model, "--format html: the model", request.weights, request.kv_cache, request.mla);
+  const DecoderConfig config = decoder_config_of(request.model, "--format html: the model", request.variant);
   if (request.prompt < 1 || request.context < 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--{} must be at least 1 (got {})", request.prompt < 1 ? "prompt" : "context",

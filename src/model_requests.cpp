@@ -10,8 +10,8 @@ namespace neuralcost {
 
 std::vector<std::string> options_set(const ModelRequest& request) {
   std::vector<std::string> set;
-  for (const char* option :
-       {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights", "kv-cache", "mla"}) {
+  for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights",
+                             "kv-cache", "mla", "routing"}) {
     if (request.given.count(option)) set.emplace_back(option);
   }
   if (!request.named_inputs.empty() || !request.input_shapes.empty()) set.emplace_back("input");
@@ -27,9 +27,10 @@ void unset(ModelRequest& request, const std::string& option) {
   request.given.erase(option);
   if (option == "input") request.named_inputs.clear(), request.input_shapes.clear();
   if (option == "dim") request.dims.clear();
-  if (option == "weights") request.weights.clear();
-  if (option == "kv-cache") request.kv_cache.clear();
-  if (option == "mla") request.mla.clear();
+  if (option == "weights") request.variant.weights.clear();
+  if (option == "kv-cache") request.variant.kv_cache.clear();
+  if (option == "mla") request.variant.mla.clear();
+  if (option == "routing") request.variant.routing.clear();
   if (option == "structure-only") request.structure_only = false;
 }
 

@@ -49,9 +49,7 @@ struct SpeculativeRequest {
   std::int64_t draft_tokens = 4;
   double acceptance = 0.7;
   std::optional<DType> dtype;  ///< both models' (default bf16)
-  std::string weights;         ///< --weights: both models' linear weights quantized (empty: as configured)
-  std::string kv_cache;        ///< --kv-cache: both models' KV cache storage (empty: the dtype)
-  std::string mla;             ///< --mla: both models' latent attention (empty: expanded)
+  DecoderVariant variant;      ///< --weights, --kv-cache, --mla: both models'; --routing: the target's
   HardwareSpec hardware;
 };
 
@@ -85,9 +83,7 @@ struct GenerationRequest {
   std::int64_t prompt = 512;
   std::int64_t generate = 128;
   std::optional<DType> dtype;  ///< default bf16
-  std::string weights;         ///< --weights (empty: as configured)
-  std::string kv_cache;        ///< --kv-cache (empty: the dtype)
-  std::string mla;             ///< --mla (empty: expanded)
+  DecoderVariant variant;      ///< --weights, --kv-cache, --mla, --routing
   HardwareSpec hardware;
 };
 
@@ -151,8 +147,7 @@ TensorParallelStep analyze_tensor_parallel(const std::string& model, const Decod
 /// kInvalidArgument for a model that is not a decoder or a context beyond its positions.
 std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, DType dtype, std::int64_t context,
                                                       std::uint64_t budget, double reserve, int max_tp,
-                                                      std::int64_t concurrency = 1, const std::string& weights = "",
-                                                      const std::string& kv_cache = "", const std::string& mla = "");
+                                                      std::int64_t concurrency = 1, const DecoderVariant& variant = {});
 /// The cheapest built-in system and tensor-parallel degree that decode `request` within
 /// `target_seconds` per output token (choose_serving()); kInvalidArgument for a model that is not a
 /// decoder or a context beyond its positions.

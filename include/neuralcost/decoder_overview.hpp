@@ -22,9 +22,7 @@ struct DecoderOverviewRequest {
   std::int64_t prompt = 512;          ///< the prefill's tokens per sequence
   std::int64_t context = 1024;        ///< the decode step's tokens in the cache
   DType dtype = DType::kBf16;
-  std::string weights;   ///< --weights (empty: as configured)
-  std::string kv_cache;  ///< --kv-cache (empty: the dtype)
-  std::string mla;       ///< --mla (empty: as transformers computes it)
+  DecoderVariant variant;  ///< --weights, --kv-cache, --mla, --routing
   HardwareSpec hardware;
 };
 

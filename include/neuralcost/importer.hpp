@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "neuralcost/core/graph.hpp"
+#include "neuralcost/models/decoder_variant.hpp"
 
 namespace neuralcost {
 
@@ -55,16 +56,12 @@ struct ModelRequest {
   /// the graph is a training step's forward pass (analyze --train): a decoder computes every
   /// position's logits for the loss and writes no KV cache
   bool training = false;
-  /// decoder LLMs: --weights, the blocks' linear weights stored quantized (parse_weight_quantization)
-  std::string weights;
-  /// decoder LLMs: --kv-cache, the KV cache's storage type (with_kv_cache)
-  std::string kv_cache;
-  /// decoder LLMs with latent attention: --mla, absorbed or expanded (with_mla)
-  std::string mla;
-  /// The options among batch, seq, width, depth, dtype, phase, prompt, context, weights and kv-cache the user set (the
-  /// others hold defaults). An importer that cannot apply a set option refuses it (ONNX: seq, width, depth); one that
-  /// reads a value from the model uses a default only where the model leaves it open (ONNX: the batch of a symbolic
-  /// leading dimension).
+  /// decoder LLMs: --weights, --kv-cache, --mla and --routing (models/decoder_variant.hpp)
+  DecoderVariant variant;
+  /// The options among batch, seq, width, depth, dtype, phase, prompt, context, weights, kv-cache, mla and routing the
+  /// user set (the others hold defaults). An importer that cannot apply a set option refuses it (ONNX: seq, width,
+  /// depth); one that reads a value from the model uses a default only where the model leaves it open (ONNX: the batch
+  /// of a symbolic leading dimension).
   std::set<std::string> given;
 };
 

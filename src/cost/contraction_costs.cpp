@@ -161,6 +161,40 @@ void cost_routed_expert_linear(const OpRecord& op, OpCost& cost, std::int64_t in
   if (op.parameters.size() > 1) add_flops(cost, routed * dim(out));  // a bias [E, out] per row
 }
 
+namespace {
+
+/// Distinct experts of `experts` that N = `tokens` tokens reach under a measured routing: Σ_e 1 −
+/// (1 − count_e / routing_tokens)^N (attrs routing_counts, one per expert, and routing_tokens; the
+/// counts of one token's top_k distinct experts add up to at most top_k · routing_tokens).
+double experts_reached(const OpRecord& op, std::int64_t experts, std::int64_t top_k, std::int64_t tokens) {
+  const std::vector<std::int64_t> counts = op.attributes.get_list("routing_counts");
+  const std::int64_t seen = op.attributes.get_int("routing_tokens");
+  if (counts.size() != static_cast<std::size_t>(experts) || seen < 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'routing_counts' must hold one count per expert ({}, got {}) of a positive "
+                            "'routing_tokens' (got {})",
+                            experts, counts.size(), seen));
+  }
+  double reached = 0;
+  std::uint64_t sum = 0;
+  for (const std::int64_t n : counts) {
+    if (n < 0 || n > seen) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("attribute 'routing_counts' holds {}: each expert takes 0 to the {} tokens", n, seen));
+    }
+    sum += static_cast<std::uint64_t>(n);
+    reached += 1 - std::pow(1 - static_cast<double>(n) / static_cast<double>(seen), static_cast<double>(tokens));
+  }
+  if (sum > product({dim(top_k), dim(seen)})) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'routing_counts' adds up to {}, more than top_k ({}) x routing_tokens ({})", sum,
+                            top_k, seen));
+  }
+  return reached;
+}
+
+}  // namespace
+
 void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   const TensorDesc& x = input(op, 0, "x");
   const ParameterDesc& w = parameter(op, 0, "weight [experts, out, in]");
@@ -199,13 +233,17 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   add_contraction(cost, product({2, out_rows, dim(in), dim(out)}));
   // the weights of the experts the step's tokens reach: with N tokens each routed to top_k of E
   // experts uniformly, E·(1 − (1 − k/E)^N) distinct experts are expected (attr tokens: N); of
-  // routed_experts R, the `experts` held here are each reached with probability 1 − (1 − k/R)^N
+  // routed_experts R, the `experts` held here are each reached with probability 1 − (1 − k/R)^N.
+  // A measured routing (attrs routing_counts, one per expert held, of routing_tokens tokens):
+  // expert e is reached with probability 1 − (1 − count_e / routing_tokens)^N.
   const std::int64_t tokens = op.attributes.get_int("tokens");
   if (tokens < 1)
     throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'tokens' {} must be positive", tokens));
   const double e = static_cast<double>(experts);
-  const double reached =
-      e * (1 - std::pow(1 - static_cast<double>(top_k) / static_cast<double>(routed), static_cast<double>(tokens)));
+  const double reached = op.attributes.has("routing_counts")
+                             ? experts_reached(op, experts, top_k, tokens)
+                             : e * (1 - std::pow(1 - static_cast<double>(top_k) / static_cast<double>(routed),
+                                                 static_cast<double>(tokens)));
   std::uint64_t all = 0;
   for (const ParameterDesc& p : op.parameters) all = checked_add(all, p.bytes(), "parameter bytes");
   cost.parameter_bytes = static_cast<std::uint64_t>(std::llround(static_cast<double>(all) * reached / e));

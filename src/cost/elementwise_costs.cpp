@@ -47,6 +47,11 @@ const Table kBinary = {
     {"where", {1, 0}},
     {"bitshift", {1, 0}},
     {"squared_difference", {2, 0}},
+    // complex numbers held as (real, imaginary) pairs in a last dim of 2, counted per real element:
+    // a complex product 6 FLOPs a pair (4 multiplies, 2 adds); torch.polar(abs, angle) abs·cos and
+    // abs·sin, a transcendental and a multiply each
+    {"complex_mul", {3, 0}},
+    {"polar", {2, 1}},
     {"mean", {1, 0}},
 };
 const Table kActivation = {

@@ -23,7 +23,8 @@ bool flag_field(const nlohmann::json& c, const std::string& where, const std::st
 /// The weights' storage from the config's quantization_config; nullopt without one.
 std::optional<WeightQuantization> quantization_of(const nlohmann::json& c, const std::string& where);
 
-/// deepseek_v3 (deepseek_config.cpp).
+/// deepseek_v3 and deepseek_v2 (deepseek_config.cpp).
 DecoderConfig parse_deepseek_v3(const nlohmann::json& c, const std::string& where);
+DecoderConfig parse_deepseek_v2(const nlohmann::json& c, const std::string& where);
 
 }  // namespace neuralcost::detail

@@ -70,6 +70,20 @@ void mark_cache_read(const Builder& b, const DecoderConfig& c, OpRecord& op) {
 
 namespace {
 
+/// How the experts reached are expected, for the graph's note.
+std::string routing_said(const DecoderConfig& c, std::uint64_t tokens) {
+  if (!c.routing) return "expected under uniform routing";
+  double low = static_cast<double>(c.experts), high = 0;
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    if (!c.moe_layer(l)) continue;
+    low = std::min(low, expected_experts_reached(c, tokens, l));
+    high = std::max(high, expected_experts_reached(c, tokens, l));
+  }
+  return fmt::format("the mean over the layers, {:.2f} to {:.2f}, expected under the routing of {}{}, {} tokens", low,
+                     high, c.routing->file, c.routing->description.empty() ? "" : " (" + c.routing->description + ")",
+                     c.routing->tokens);
+}
+
 using detail::Builder;
 using detail::dim;
 using detail::product;
@@ -81,7 +95,8 @@ using detail::Tweak;
 /// where the model does), then each token through its k SwiGLU experts (gate, up, down:
 /// kExpertLinear), their outputs weighted and summed; qwen2_moe adds a shared expert every token
 /// goes through, scaled by the sigmoid of a one-output linear.
-TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::string& name, const TensorDesc& m) {
+TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::string& name, const TensorDesc& m,
+                              std::int64_t layer) {
   const std::int64_t batch = m.shape[0], t = m.shape[1], e = c.hidden, n = c.experts, k = c.experts_per_token;
   const std::int64_t tokens = batch * t;
   const auto typed = [&](OpKind kind, const std::string& op, const std::string& function, std::vector<TensorDesc> in,
@@ -93,6 +108,8 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   TensorDesc chosen;
   if (c.grouped_sigmoid_router) {
     chosen = detail::grouped_sigmoid_router(b, c, name + ".gate", m);
+  } else if (c.softmax_group_router) {
+    chosen = detail::softmax_group_router(b, c, name + ".gate", m);
   } else {
     const TensorDesc logits = typed(OpKind::kUnary, "#logits_to_fp32", "cast",
                                     {b.linear(name + ".gate", m, n, false, "", true)}, DType::kFp32);
@@ -118,8 +135,12 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   // expert parallelism: the device's n / ep experts take the rows the tokens of ep devices route
   // to them: as many as its own tokens make, on average (uniform routing)
   const std::int64_t ep = std::max<std::int64_t>(1, c.expert_parallel), local = n / ep, routed_tokens = tokens * ep;
+  if (c.routing && ep > 1) {
+    throw Error(ErrorCode::kUnimplemented,
+                "--routing with expert parallelism is not modeled yet: a measured routing loads the devices unevenly");
+  }
   const double reached =
-      expected_experts_reached(c, static_cast<std::uint64_t>(routed_tokens)) / static_cast<double>(ep);
+      expected_experts_reached(c, static_cast<std::uint64_t>(routed_tokens), layer) / static_cast<double>(ep);
   const auto expert_linear = [&](const std::string& w, const TensorDesc& x, Shape out, std::int64_t rows_out) {
     const std::int64_t in = x.shape.back();
     return b.op(OpKind::kExpertLinear, name + ".experts." + w, {x}, std::move(out),
@@ -128,6 +149,16 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
                   r.attributes.set("top_k", k);
                   r.attributes.set("tokens", routed_tokens);
                   if (ep > 1) r.attributes.set("routed_experts", n);
+                  if (c.routing) {
+                    r.attributes.set("routing_counts", c.routing->counts[static_cast<std::size_t>(layer)]);
+                    r.attributes.set("routing_tokens", c.routing->tokens);
+                    r.attributes.set("approximation",
+                                     fmt::format("the weights of Σ 1 − (1 − n_e/T)^N = {:.2f} of {} experts read for "
+                                                 "{} tokens: the expectation under the routing of {} (n_e of its T = "
+                                                 "{} tokens to expert e)",
+                                                 reached, n, tokens, c.routing->file, c.routing->tokens));
+                    return;
+                  }
                   r.attributes.set(
                       "approximation",
                       ep > 1
@@ -219,10 +250,30 @@ std::uint64_t decoder_active_parameter_count(const DecoderConfig& c) {
   return decoder_parameter_count(c) - product({dim(c.moe_layer_count()), dim(c.experts - c.experts_per_token), expert});
 }
 
-double expected_experts_reached(const DecoderConfig& c, std::uint64_t tokens) {
+double expected_experts_reached(const DecoderConfig& c, std::uint64_t tokens, std::int64_t layer) {
   if (c.experts == 0) return 0;
   const double e = static_cast<double>(c.experts);
-  return e * (1 - std::pow(1 - static_cast<double>(c.experts_per_token) / e, static_cast<double>(tokens)));
+  if (!c.routing)
+    return e * (1 - std::pow(1 - static_cast<double>(c.experts_per_token) / e, static_cast<double>(tokens)));
+  const auto of_layer = [&](const std::vector<std::int64_t>& counts) {
+    double reached = 0;
+    for (const std::int64_t n : counts) {
+      reached += 1 - std::pow(1 - static_cast<double>(n) / static_cast<double>(c.routing->tokens),
+                              static_cast<double>(tokens));
+    }
+    return reached;
+  };
+  if (layer >= 0) {
+    return layer < c.layers ? of_layer(c.routing->counts[static_cast<std::size_t>(layer)]) : 0;
+  }
+  double sum = 0;
+  std::int64_t layers = 0;
+  for (const std::vector<std::int64_t>& counts : c.routing->counts) {
+    if (counts.empty()) continue;
+    sum += of_layer(counts);
+    ++layers;
+  }
+  return layers > 0 ? sum / static_cast<double>(layers) : 0;
 }
 
 namespace {
@@ -338,9 +389,9 @@ DecoderConfig with_mla(DecoderConfig config, const std::string& mla) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("--mla '{}' is not one of absorbed, expanded", mla));
   }
   if (!config.latent) {
-    throw Error(
-        ErrorCode::kInvalidArgument,
-        fmt::format("--mla applies to multi-head latent attention (deepseek_v3); {} has none", config.architecture));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--mla applies to multi-head latent attention (deepseek_v2, deepseek_v3); {} has none",
+                            config.architecture));
   }
   config.latent->absorbed = mla == "absorbed";
   return config;
@@ -392,7 +443,9 @@ std::uint64_t kv_cache_bytes(const DecoderConfig& c, DType dtype, std::int64_t c
 }
 
 OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, const std::string& name) {
-  const DecoderConfig c = with_mla(with_kv_cache(configured, r.kv_cache), r.mla);
+  DecoderVariant rest = r.variant;  // the weights apply to cq below
+  rest.weights.clear();
+  const DecoderConfig c = with_variant(configured, rest);
   const bool decode = r.phase == DecoderPhase::kDecode;
   if (decode && r.training) {
     throw Error(ErrorCode::kInvalidArgument, "a training step is a prefill of its tokens, not a decode step");
@@ -423,7 +476,7 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
   const bool windowed = c.sliding_window > 0 && keys > c.sliding_window;
   const auto windowed_at = [&](std::int64_t layer) { return c.window_of(layer) > 0 && keys > c.window_of(layer); };
   const std::int64_t batch = r.batch, e = c.hidden, d = c.head_dim, h = c.heads, kv = c.kv_heads;
-  const DecoderConfig& cq = r.weights.empty() ? c : with_weights(c, r.weights);
+  const DecoderConfig& cq = r.variant.weights.empty() ? c : with_weights(c, r.variant.weights);
   Builder b(name, r.dtype, cq.quantization);
   OpGraph& g = b.graph();
   const Names nm = names_of(c);
@@ -442,7 +495,9 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
   }
   const Tweak free_view = [](OpRecord& op) { op.attributes.set("materializes", false); };
   TensorDesc tables[2];
-  if (rd > 0) {
+  if (rd > 0 && c.latent && c.latent->complex_rotary) {  // deepseek_v2: one complex table
+    tables[0] = tables[1] = detail::complex_rotary_table(b, nm.rotary, t, rd);
+  } else if (rd > 0) {
     // rotary tables, once per step for every sequence (their positions are the same): inv_freq
     // [1, D/2, 1] @ positions [1, 1, T], cat, cos and sin in fp32
     const TensorDesc positions{"position_ids", {1, 1, t}, DType::kFp32};
@@ -560,7 +615,7 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
     if (c.moe_layer(l)) {
       x = b.elementwise(
           OpKind::kBinary, p + "#residual_mlp", "add",
-          {x, mixture_of_experts(b, c, p + (c.architecture == "mixtral" ? ".block_sparse_moe" : ".mlp"), m)});
+          {x, mixture_of_experts(b, c, p + (c.architecture == "mixtral" ? ".block_sparse_moe" : ".mlp"), m, l)});
       continue;
     }
     TensorDesc gate_in, up;
@@ -643,6 +698,7 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
                     c.unbuilt_prediction_layers, c.unbuilt_prediction_layers == 1 ? "" : "s",
                     c.unbuilt_prediction_layers == 1 ? "is" : "are"));
   }
+  for (const std::string& note : c.notes) g.add_note(note);
   if (windowed) {
     std::int64_t sliding = 0;
     for (std::int64_t l = 0; l < c.layers; ++l) sliding += c.window_of(l) > 0;
@@ -673,9 +729,9 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
     const std::uint64_t n_tokens = static_cast<std::uint64_t>(batch * t);
     g.add_note(
         fmt::format("mixture of experts: {} of {} experts per token, {} parameters active per token; this step's "
-                    "{} tokens reach {:.2f} experts per layer (expected under uniform routing)",
+                    "{} tokens reach {:.2f} experts per layer ({})",
                     c.experts_per_token, c.experts, grouped(decoder_active_parameter_count(c)), n_tokens,
-                    expected_experts_reached(c, n_tokens)));
+                    expected_experts_reached(c, n_tokens), routing_said(c, n_tokens)));
   }
   g.finalize();
   return g;

@@ -279,22 +279,24 @@ void gemma2_fields(const json& c, const std::string& where, DecoderConfig& d) {
 
 DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   if (!c.is_object()) throw bad(where, "a config must be a JSON object");
-  static const std::set<std::string> supported = {"llama",       "mistral", "qwen2",   "qwen2_moe", "qwen3",
-                                                  "qwen3_moe",   "mixtral", "gemma",   "gemma2",    "phi3",
-                                                  "deepseek_v3", "gpt2",    "gpt_neox"};
+  static const std::set<std::string> supported = {"llama",       "mistral",     "qwen2", "qwen2_moe", "qwen3",
+                                                  "qwen3_moe",   "mixtral",     "gemma", "gemma2",    "phi3",
+                                                  "deepseek_v2", "deepseek_v3", "gpt2",  "gpt_neox"};
   const auto type = c.find("model_type");
   if (type == c.end() || !type->is_string()) throw bad(where, "field 'model_type' is missing or not a string");
   DecoderConfig d;
   d.architecture = type->get<std::string>();
   if (!supported.count(d.architecture)) {
-    throw Error(ErrorCode::kUnimplemented,
-                fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
-                            "qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, deepseek_v3, gemma, gemma2, phi3, gpt2, "
-                            "gpt_neox)",
-                            where, d.architecture));
+    throw Error(
+        ErrorCode::kUnimplemented,
+        fmt::format("{}: model_type '{}' is not supported (supported: llama, mistral, "
+                    "qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, deepseek_v2, deepseek_v3, gemma, gemma2, phi3, gpt2, "
+                    "gpt_neox)",
+                    where, d.architecture));
   }
   if (d.architecture == "gpt2") return parse_gpt2(c, where);
   if (d.architecture == "deepseek_v3") return detail::parse_deepseek_v3(c, where);
+  if (d.architecture == "deepseek_v2") return detail::parse_deepseek_v2(c, where);
   const bool neox = d.architecture == "gpt_neox";
   // fields that change the math and are not modeled: said, never ignored
   const bool qwen3 = d.architecture == "qwen3" || d.architecture == "qwen3_moe";
@@ -490,11 +492,11 @@ std::int64_t DecoderConfig::moe_layer_count() const {
 
 const std::vector<std::string>& decoder_preset_names() {
   static const std::vector<std::string> names = {
-      "llama-2-7b", "llama-2-13b", "llama-2-70b",       "llama-3-8b",        "llama-3-70b",       "llama-3.1-405b",
-      "mistral-7b", "qwen2.5-7b",  "mixtral-8x7b",      "gemma-2b",          "gemma-7b",          "phi-3-mini-4k",
-      "gpt2",       "pythia-160m", "qwen1.5-moe-a2.7b", "qwen3-8b",          "qwen3-30b-a3b",     "gemma-2-2b",
-      "gemma-2-9b", "gemma-2-27b", "megatron-gpt-22b",  "megatron-gpt-175b", "megatron-gpt-530b", "megatron-gpt-1t",
-      "deepseek-v3"};
+      "llama-2-7b",  "llama-2-13b", "llama-2-70b",       "llama-3-8b",        "llama-3-70b",       "llama-3.1-405b",
+      "mistral-7b",  "qwen2.5-7b",  "mixtral-8x7b",      "gemma-2b",          "gemma-7b",          "phi-3-mini-4k",
+      "gpt2",        "pythia-160m", "qwen1.5-moe-a2.7b", "qwen3-8b",          "qwen3-30b-a3b",     "gemma-2-2b",
+      "gemma-2-9b",  "gemma-2-27b", "megatron-gpt-22b",  "megatron-gpt-175b", "megatron-gpt-530b", "megatron-gpt-1t",
+      "deepseek-v3", "deepseek-v2", "deepseek-v2-lite"};
   return names;
 }
 
@@ -670,6 +672,62 @@ DecoderConfig decoder_preset(const std::string& name) {
            {"beta_slow", 1},
            {"mscale", 1.0},
            {"mscale_all_dim", 1.0}}},
+         {"tie_word_embeddings", false}}}},
+      {"deepseek-v2",
+       {"deepseek-ai/DeepSeek-V2 config.json (236B parameters, 21B active per token)",
+        {{"model_type", "deepseek_v2"},
+         {"hidden_size", 5120},
+         {"num_hidden_layers", 60},
+         {"num_attention_heads", 128},
+         {"num_key_value_heads", 128},
+         {"intermediate_size", 12288},
+         {"moe_intermediate_size", 1536},
+         {"n_routed_experts", 160},
+         {"n_shared_experts", 2},
+         {"num_experts_per_tok", 6},
+         {"n_group", 8},
+         {"topk_group", 3},
+         {"topk_method", "group_limited_greedy"},
+         {"first_k_dense_replace", 1},
+         {"moe_layer_freq", 1},
+         {"norm_topk_prob", false},
+         {"routed_scaling_factor", 16.0},
+         {"scoring_func", "softmax"},
+         {"q_lora_rank", 1536},
+         {"kv_lora_rank", 512},
+         {"qk_rope_head_dim", 64},
+         {"qk_nope_head_dim", 128},
+         {"v_head_dim", 128},
+         {"vocab_size", 102400},
+         {"max_position_embeddings", 163840},
+         {"tie_word_embeddings", false}}}},
+      {"deepseek-v2-lite",
+       {"deepseek-ai/DeepSeek-V2-Lite config.json (15.7B parameters, 2.4B active per token)",
+        {{"model_type", "deepseek_v2"},
+         {"hidden_size", 2048},
+         {"num_hidden_layers", 27},
+         {"num_attention_heads", 16},
+         {"num_key_value_heads", 16},
+         {"intermediate_size", 10944},
+         {"moe_intermediate_size", 1408},
+         {"n_routed_experts", 64},
+         {"n_shared_experts", 2},
+         {"num_experts_per_tok", 6},
+         {"n_group", 1},
+         {"topk_group", 1},
+         {"topk_method", "greedy"},
+         {"first_k_dense_replace", 1},
+         {"moe_layer_freq", 1},
+         {"norm_topk_prob", false},
+         {"routed_scaling_factor", 1.0},
+         {"scoring_func", "softmax"},
+         {"q_lora_rank", nullptr},
+         {"kv_lora_rank", 512},
+         {"qk_rope_head_dim", 64},
+         {"qk_nope_head_dim", 128},
+         {"v_head_dim", 128},
+         {"vocab_size", 102400},
+         {"max_position_embeddings", 163840},
          {"tie_word_embeddings", false}}}},
       {"qwen3-30b-a3b",
        {"Qwen/Qwen3-30B-A3B config.json (30.5B parameters, 3.3B active per token)",

@@ -1,7 +1,12 @@
-// deepseek_v3 configs (models/decoder.hpp): multi-head latent attention and DeepSeek's experts
-// (shared experts, first dense layers, a grouped sigmoid router), read as transformers'
-// DeepseekV3Config reads them, its defaults where a field is absent.
+// deepseek_v3 and deepseek_v2 configs (models/decoder.hpp): multi-head latent attention and
+// DeepSeek's experts (shared experts, first dense layers; V3's grouped sigmoid router, V2's softmax
+// one), read as transformers' DeepseekV3Config and DeepseekV2Config read them, their defaults where
+// a field is absent.
+#include <algorithm>
+#include <vector>
+
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "models/config_fields.hpp"
 
@@ -21,25 +26,35 @@ std::int64_t count_field(const json& c, const std::string& where, const std::str
 }
 
 /// A string field that, when present, must be `modeled`: another value changes the math.
-void only(const json& c, const std::string& where, const char* field, const std::string& modeled,
-          const std::string& what) {
+void only(const json& c, const std::string& where, const char* field, const std::vector<std::string>& modeled,
+          const std::string& what, const std::string& architecture) {
   const auto it = c.find(field);
   if (it == c.end() || it->is_null()) return;
-  if (!it->is_string() || it->get<std::string>() != modeled) {
-    throw Error(ErrorCode::kUnimplemented, fmt::format("{}: field '{}' is {}: {} (deepseek_v3 is modeled with '{}')",
-                                                       where, field, it->dump(), what, modeled));
+  if (!it->is_string() || std::find(modeled.begin(), modeled.end(), it->get<std::string>()) == modeled.end()) {
+    throw Error(ErrorCode::kUnimplemented,
+                fmt::format("{}: field '{}' is {}: {} ({} is modeled with '{}')", where, field, it->dump(), what,
+                            architecture, fmt::join(modeled, "' or '")));
   }
 }
 
-}  // namespace
-
-DecoderConfig parse_deepseek_v3(const json& c, const std::string& where) {
+/// Both versions: V3's fields and defaults, or V2's (`v2`): a softmax router choosing greedily or
+/// within groups (topk_method), its weights not renormalised, rotary positions as complex products.
+DecoderConfig parse_deepseek(const json& c, const std::string& where, bool v2) {
   DecoderConfig d;
-  d.architecture = "deepseek_v3";
+  d.architecture = v2 ? "deepseek_v2" : "deepseek_v3";
   d.source = where;
-  only(c, where, "hidden_act", "silu", "another activation of the MLPs and experts");
-  only(c, where, "scoring_func", "sigmoid", "another router score");
-  only(c, where, "topk_method", "noaux_tc", "another way of choosing experts");
+  only(c, where, "hidden_act", {"silu"}, "another activation of the MLPs and experts", d.architecture);
+  only(c, where, "scoring_func", {v2 ? "softmax" : "sigmoid"}, "another router score", d.architecture);
+  const std::string method = v2 && c.contains("topk_method") && c["topk_method"].is_string()
+                                 ? c["topk_method"].get<std::string>()
+                                 : std::string(v2 ? "greedy" : "noaux_tc");
+  only(c, where, "topk_method",
+       v2 ? std::vector<std::string>{"greedy", "group_limited_greedy"} : std::vector<std::string>{"noaux_tc"},
+       "another way of choosing experts", d.architecture);
+  if (v2 && flag_field(c, where, "mlp_bias", false)) {
+    throw Error(ErrorCode::kUnimplemented,
+                fmt::format("{}: field 'mlp_bias' is true: biases on deepseek_v2's MLPs are not modeled", where));
+  }
   if (c.contains("moe_layer_freq") && !c["moe_layer_freq"].is_null() && c["moe_layer_freq"] != 1) {
     throw Error(ErrorCode::kUnimplemented,
                 fmt::format("{}: field 'moe_layer_freq' is {}: experts on every k-th layer only are not modeled "
@@ -65,7 +80,8 @@ DecoderConfig parse_deepseek_v3(const json& c, const std::string& where) {
   la.rope_dims = size_field(c, where, "qk_rope_head_dim", 64);
   la.nope_dims = size_field(c, where, "qk_nope_head_dim", 128);
   la.value_dims = size_field(c, where, "v_head_dim", 128);
-  la.interleave = flag_field(c, where, "rope_interleave", true);
+  la.interleave = v2 || flag_field(c, where, "rope_interleave", true);
+  la.complex_rotary = v2;  // apply_rotary_emb: view_as_complex, a complex product, view_as_real
   if (c.contains("q_lora_rank") && c["q_lora_rank"].is_null()) la.q_rank = 0;
   if (la.rope_dims % 2 != 0) {
     throw bad(where, fmt::format("qk_rope_head_dim {} must be even (rotary positions rotate pairs)", la.rope_dims));
@@ -76,16 +92,26 @@ DecoderConfig parse_deepseek_v3(const json& c, const std::string& where) {
   d.qkv_bias = d.output_bias = flag_field(c, where, "attention_bias", false);
   d.tied_embeddings = flag_field(c, where, "tie_word_embeddings", false);
   // the experts: n_routed_experts of moe_intermediate_size, n_shared_experts as one shared MLP
-  d.experts = size_field(c, where, "n_routed_experts", 256);
-  d.experts_per_token = size_field(c, where, "num_experts_per_tok", 8);
-  d.expert_intermediate = size_field(c, where, "moe_intermediate_size", 2048);
-  d.shared_expert_intermediate = d.expert_intermediate * count_field(c, where, "n_shared_experts", 1);
+  d.experts = size_field(c, where, "n_routed_experts", v2 ? 64 : 256);
+  d.experts_per_token =
+      v2 ? size_field(c, where, "num_experts_per_tok", std::nullopt) : size_field(c, where, "num_experts_per_tok", 8);
+  d.expert_intermediate = size_field(c, where, "moe_intermediate_size", v2 ? 1407 : 2048);
+  d.shared_expert_intermediate = d.expert_intermediate * count_field(c, where, "n_shared_experts", v2 ? 2 : 1);
   d.shared_expert_gate = false;
-  d.grouped_sigmoid_router = true;
-  d.expert_groups = size_field(c, where, "n_group", 8);
-  d.expert_groups_per_token = size_field(c, where, "topk_group", 4);
-  d.normalize_top_k = flag_field(c, where, "norm_topk_prob", true);
-  d.routed_scaling = 2.5;
+  const bool grouped = !v2 || method == "group_limited_greedy";
+  d.grouped_sigmoid_router = !v2;
+  d.softmax_group_router = v2;
+  d.expert_groups = grouped ? size_field(c, where, "n_group", v2 ? std::nullopt : std::optional<std::int64_t>(8)) : 1;
+  d.expert_groups_per_token =
+      grouped ? size_field(c, where, "topk_group", v2 ? std::nullopt : std::optional<std::int64_t>(4)) : 1;
+  // transformers' DeepseekV2TopkRouter never renormalises the k weights, whatever norm_topk_prob says
+  d.normalize_top_k = !v2 && flag_field(c, where, "norm_topk_prob", true);
+  if (v2 && flag_field(c, where, "norm_topk_prob", false)) {
+    d.notes.push_back(
+        "norm_topk_prob is true, which transformers' DeepseekV2 router does not apply (its k weights "
+        "are not renormalised): counted as transformers computes it");
+  }
+  d.routed_scaling = v2 ? 1.0 : 2.5;
   if (c.contains("routed_scaling_factor") && !c["routed_scaling_factor"].is_null()) {
     if (!c["routed_scaling_factor"].is_number() || !(c["routed_scaling_factor"].get<double>() > 0)) {
       throw bad(where, fmt::format("field 'routed_scaling_factor' must be a positive number, got {}",
@@ -93,10 +119,9 @@ DecoderConfig parse_deepseek_v3(const json& c, const std::string& where) {
     }
     d.routed_scaling = c["routed_scaling_factor"].get<double>();
   }
-  if (d.experts % d.expert_groups != 0 || d.experts / d.expert_groups < 2) {
-    throw bad(where, fmt::format("n_routed_experts {} must split into n_group {} groups of at least 2 (a group's "
-                                 "score is its two best experts')",
-                                 d.experts, d.expert_groups));
+  if (grouped && (d.experts % d.expert_groups != 0 || d.experts / d.expert_groups < (v2 ? 1 : 2))) {
+    throw bad(where, fmt::format("n_routed_experts {} must split into n_group {} groups of at least {}", d.experts,
+                                 d.expert_groups, v2 ? "1 expert" : "2 (a group's score is its two best experts')"));
   }
   if (d.expert_groups_per_token > d.expert_groups) {
     throw bad(where, fmt::format("topk_group {} is more than n_group {}", d.expert_groups_per_token, d.expert_groups));
@@ -106,7 +131,7 @@ DecoderConfig parse_deepseek_v3(const json& c, const std::string& where) {
                                  d.experts_per_token, d.expert_groups_per_token * (d.experts / d.expert_groups),
                                  d.expert_groups_per_token));
   }
-  const std::int64_t first_dense = count_field(c, where, "first_k_dense_replace", 3);
+  const std::int64_t first_dense = count_field(c, where, "first_k_dense_replace", v2 ? 0 : 3);
   if (first_dense > d.layers) {
     throw bad(where, fmt::format("first_k_dense_replace {} is more than num_hidden_layers {}", first_dense, d.layers));
   }
@@ -115,5 +140,10 @@ DecoderConfig parse_deepseek_v3(const json& c, const std::string& where) {
   d.quantization = quantization_of(c, where);
   return d;
 }
+
+}  // namespace
+
+DecoderConfig parse_deepseek_v3(const json& c, const std::string& where) { return parse_deepseek(c, where, false); }
+DecoderConfig parse_deepseek_v2(const json& c, const std::string& where) { return parse_deepseek(c, where, true); }
 
 }  // namespace neuralcost::detail

@@ -35,8 +35,29 @@ TensorDesc rotary_interleaved(Builder& b, const std::string& name, const TensorD
   return b.op(OpKind::kConcat, name, {first, second}, x.shape);
 }
 
+/// deepseek_v2's apply_rotary_emb on x [B, H, T, R] with the complex table [1, 1, T, R/2, 2]: x in
+/// fp32 viewed as R/2 complex pairs, times the table (a complex product), viewed back as R reals and
+/// cast to x's type.
+TensorDesc rotary_complex(Builder& b, const std::string& name, const TensorDesc& x, const TensorDesc& table) {
+  const bool fp32 = b.dtype() == DType::kFp32;
+  TensorDesc y = fp32 ? x : b.op(OpKind::kUnary, name + "#to_fp32", {x}, x.shape, {}, DType::kFp32, [](OpRecord& r) {
+    r.attributes.set("function", std::string("cast"));
+  });
+  Shape pairs = x.shape;
+  pairs.back() /= 2;
+  pairs.push_back(2);
+  y = b.op(OpKind::kReshape, name + "#view_as_complex", {y}, pairs, {}, DType::kFp32);
+  y = b.op(OpKind::kBinary, name + "#complex_mul", {y, table}, pairs, {}, DType::kFp32,
+           [](OpRecord& r) { r.attributes.set("function", std::string("complex_mul")); });
+  y = b.op(OpKind::kReshape, name + "#view_as_real", {y}, x.shape, {}, DType::kFp32);
+  return fp32 ? y : b.op(OpKind::kUnary, name, {y}, x.shape, {}, b.dtype(), [](OpRecord& r) {
+    r.attributes.set("function", std::string("cast"));
+  });
+}
+
 TensorDesc rotary_of(Builder& b, const DecoderConfig& c, const std::string& name, const TensorDesc& x,
                      const TensorDesc& cos, const TensorDesc& sin) {
+  if (c.latent->complex_rotary) return rotary_complex(b, name, x, cos);
   return c.latent->interleave ? rotary_interleaved(b, name, x, cos, sin) : rotary(b, name, x, cos, sin);
 }
 
@@ -163,26 +184,40 @@ TensorDesc latent_attention(Builder& b, const DecoderConfig& c, const std::strin
   return b.linear(a + ".o_proj", o, c.hidden, c.output_bias);
 }
 
-TensorDesc grouped_sigmoid_router(Builder& b, const DecoderConfig& c, const std::string& g, const TensorDesc& m) {
-  const std::int64_t tokens = m.shape[0] * m.shape[1], e = c.hidden, n = c.experts, k = c.experts_per_token;
-  const std::int64_t groups = c.expert_groups, kept = c.expert_groups_per_token, per_group = n / groups;
-  const auto fp32 = [&](OpKind kind, const std::string& op, const std::string& function, std::vector<TensorDesc> in,
-                        Shape out, const Tweak& more = {}) {
+namespace {
+
+/// The router's ops under module `g`, in fp32.
+struct RouterOps {
+  Builder& b;
+  const std::string& g;
+  TensorDesc fp32(OpKind kind, const std::string& op, const std::string& function, std::vector<TensorDesc> in,
+                  Shape out, const Tweak& more = {}) const {
     return b.op(kind, g + op, std::move(in), std::move(out), {}, DType::kFp32, [&](OpRecord& r) {
       if (!function.empty()) r.attributes.set("function", function);
       if (more) more(r);
     });
-  };
-  const auto topk = [&](const std::string& op, const TensorDesc& x, std::int64_t of, std::int64_t keep,
-                        std::int64_t rows, Shape out, DType dtype) {
+  }
+  /// torch.topk's `keep` of `of` in each of `rows` rows (its work is not specified: counted as keep
+  /// passes of of − 1 comparisons, named)
+  TensorDesc topk(const std::string& op, const TensorDesc& x, std::int64_t of, std::int64_t keep, std::int64_t rows,
+                  Shape out, DType dtype) const {
     return b.op(OpKind::kCustom, g + op, {x}, std::move(out), {}, dtype, [&](OpRecord& r) {
       r.attributes.set("function", std::string("topk"));
       r.attributes.set("flops", static_cast<std::int64_t>(rows * keep * (of - 1)));
       r.attributes.set("approximation",
                        fmt::format("top-{} of {} counted as {} passes of {} comparisons", keep, of, keep, of - 1));
     });
-  };
-  // F.linear(x.float(), weight.float()): both cast to fp32 (no-ops in an fp32 model)
+  }
+  /// F.linear(x.float(), weight.float()) on m [B, T, E]: the experts' logits [tokens, n] in fp32
+  /// (both casts no-ops in an fp32 model)
+  TensorDesc logits(const DecoderConfig& c, const TensorDesc& m) const;
+  /// The group mask of `group_idx` [tokens, kept] expanded to every expert, as bool, negated; and
+  /// `scores` with the experts of the other groups set to 0 (masked_fill)
+  TensorDesc masked(const DecoderConfig& c, const TensorDesc& scores, const TensorDesc& group_idx) const;
+};
+
+TensorDesc RouterOps::logits(const DecoderConfig& c, const TensorDesc& m) const {
+  const std::int64_t tokens = m.shape[0] * m.shape[1], e = c.hidden, n = c.experts;
   TensorDesc x = b.view(g + "#rows", m, {tokens, e});
   TensorDesc logits;
   const ParameterDesc weight{g + ".weight", {n, e}, b.dtype(), true};
@@ -196,16 +231,11 @@ TensorDesc grouped_sigmoid_router(Builder& b, const DecoderConfig& c, const std:
                   {x, b.op(OpKind::kTranspose, g + "#weight_t", {w}, {e, n}, {}, DType::kFp32, free_view)}, {tokens, n},
                   {}, DType::kFp32);
   }
-  const TensorDesc scores = fp32(OpKind::kActivation, "#sigmoid", "sigmoid", {logits}, {tokens, n});
-  // + e_score_correction_bias (a buffer) for the choice only
-  const TensorDesc choice = b.op(OpKind::kBinary, g + "#correction", {scores}, {tokens, n},
-                                 {{g + ".e_score_correction_bias", {n}, DType::kFp32, false}}, DType::kFp32,
-                                 [](OpRecord& r) { r.attributes.set("function", std::string("add")); });
-  // each group's score: the sum of its two best experts'; the topk_group best groups kept
-  const TensorDesc best_two = topk("#group_top2", b.view(g + "#groups", choice, {tokens, groups, per_group}), per_group,
-                                   2, tokens * groups, {tokens, groups, 2}, DType::kFp32);
-  const TensorDesc group_scores = fp32(OpKind::kReduction, "#group_scores", "sum", {best_two}, {tokens, groups});
-  const TensorDesc group_idx = topk("#group_topk", group_scores, groups, kept, tokens, {tokens, kept}, DType::kInt64);
+  return logits;
+}
+
+TensorDesc RouterOps::masked(const DecoderConfig& c, const TensorDesc& scores, const TensorDesc& group_idx) const {
+  const std::int64_t tokens = scores.shape[0], n = c.experts, groups = c.expert_groups;
   const TensorDesc zeros = fp32(OpKind::kFill, "#group_mask", "constant", {}, {tokens, groups});
   const TensorDesc group_mask = b.op(OpKind::kScatter, g + "#group_mask_scatter", {zeros, group_idx}, {tokens, groups},
                                      {}, DType::kFp32, [](OpRecord& r) { r.attributes.set("in_place", true); });
@@ -216,7 +246,33 @@ TensorDesc grouped_sigmoid_router(Builder& b, const DecoderConfig& c, const std:
                          [](OpRecord& r) { r.attributes.set("function", std::string("cast")); });
   mask = b.op(OpKind::kUnary, g + "#score_mask_not", {mask}, {tokens, n}, {}, DType::kBool,
               [](OpRecord& r) { r.attributes.set("function", std::string("not")); });
-  const TensorDesc masked = fp32(OpKind::kBinary, "#masked_fill", "where", {choice, mask}, {tokens, n});
+  return fp32(OpKind::kBinary, "#masked_fill", "where", {scores, mask}, {tokens, n});
+}
+
+}  // namespace
+
+TensorDesc grouped_sigmoid_router(Builder& b, const DecoderConfig& c, const std::string& g, const TensorDesc& m) {
+  const std::int64_t tokens = m.shape[0] * m.shape[1], n = c.experts, k = c.experts_per_token;
+  const std::int64_t groups = c.expert_groups, kept = c.expert_groups_per_token, per_group = n / groups;
+  const RouterOps ops{b, g};
+  const auto fp32 = [&](OpKind kind, const std::string& op, const std::string& function, std::vector<TensorDesc> in,
+                        Shape out,
+                        const Tweak& more = {}) { return ops.fp32(kind, op, function, std::move(in), out, more); };
+  const auto topk = [&](const std::string& op, const TensorDesc& x, std::int64_t of, std::int64_t keep,
+                        std::int64_t rows, Shape out,
+                        DType dtype) { return ops.topk(op, x, of, keep, rows, out, dtype); };
+  const TensorDesc logits = ops.logits(c, m);
+  const TensorDesc scores = fp32(OpKind::kActivation, "#sigmoid", "sigmoid", {logits}, {tokens, n});
+  // + e_score_correction_bias (a buffer) for the choice only
+  const TensorDesc choice = b.op(OpKind::kBinary, g + "#correction", {scores}, {tokens, n},
+                                 {{g + ".e_score_correction_bias", {n}, DType::kFp32, false}}, DType::kFp32,
+                                 [](OpRecord& r) { r.attributes.set("function", std::string("add")); });
+  // each group's score: the sum of its two best experts'; the topk_group best groups kept
+  const TensorDesc best_two = topk("#group_top2", b.view(g + "#groups", choice, {tokens, groups, per_group}), per_group,
+                                   2, tokens * groups, {tokens, groups, 2}, DType::kFp32);
+  const TensorDesc group_scores = fp32(OpKind::kReduction, "#group_scores", "sum", {best_two}, {tokens, groups});
+  const TensorDesc group_idx = topk("#group_topk", group_scores, groups, kept, tokens, {tokens, kept}, DType::kInt64);
+  const TensorDesc masked = ops.masked(c, choice, group_idx);
   const TensorDesc chosen = topk("#topk", masked, n, k, tokens, {tokens, k}, DType::kInt64);
   TensorDesc weights = b.op(OpKind::kGather, g + "#weights", {scores, chosen}, {tokens, k}, {}, DType::kFp32);
   if (c.normalize_top_k) {
@@ -228,6 +284,59 @@ TensorDesc grouped_sigmoid_router(Builder& b, const DecoderConfig& c, const std:
   weights = fp32(OpKind::kBinary, "#weights_scaled", "mul", {weights}, {tokens, k},
                  [](OpRecord& r) { r.attributes.set("scalar_operand", true); });
   return b.view(g + "#weights_view", weights, {m.shape[0], m.shape[1], k});
+}
+
+TensorDesc softmax_group_router(Builder& b, const DecoderConfig& c, const std::string& g, const TensorDesc& m) {
+  const std::int64_t tokens = m.shape[0] * m.shape[1], n = c.experts, k = c.experts_per_token;
+  const std::int64_t groups = c.expert_groups, kept = c.expert_groups_per_token;
+  const RouterOps ops{b, g};
+  TensorDesc scores = b.op(OpKind::kSoftmax, g + "#softmax", {ops.logits(c, m)}, {tokens, n}, {}, DType::kFp32,
+                           [](OpRecord& r) { r.attributes.set("axis", std::int64_t{-1}); });
+  if (groups > 1) {  // group_limited_greedy: the topk_group groups with the best maximum score
+    const TensorDesc group_scores =
+        ops.fp32(OpKind::kReduction, "#group_scores", "max",
+                 {b.view(g + "#groups", scores, {tokens, groups, n / groups})}, {tokens, groups});
+    const TensorDesc group_idx =
+        ops.topk("#group_topk", group_scores, groups, kept, tokens, {tokens, kept}, DType::kInt64);
+    scores = ops.masked(c, scores, group_idx);
+  }
+  // topk's values are the weights (sorted=False), times routed_scaling_factor
+  TensorDesc weights = ops.topk("#topk", scores, n, k, tokens, {tokens, k}, DType::kFp32);
+  weights = ops.fp32(OpKind::kBinary, "#weights_scaled", "mul", {weights}, {tokens, k},
+                     [](OpRecord& r) { r.attributes.set("scalar_operand", true); });
+  return b.view(g + "#weights_view", weights, {m.shape[0], m.shape[1], k});
+}
+
+TensorDesc complex_rotary_table(Builder& b, const std::string& module, std::int64_t t, std::int64_t rotary_dims) {
+  const std::int64_t half = rotary_dims / 2;
+  const auto in_module = [&](OpRecord& r) { r.attributes.set("module", module); };
+  // freqs = position_ids[..., None].float() * inv_freq
+  const TensorDesc positions{"position_ids", {1, t, 1}, DType::kFp32};
+  const TensorDesc freqs = b.op(OpKind::kBinary, module + "#freqs", {positions}, {1, t, half},
+                                {{module + ".inv_freq", {half}, DType::kFp32, false}}, DType::kFp32, [&](OpRecord& r) {
+                                  r.attributes.set("function", std::string("mul"));
+                                  in_module(r);
+                                });
+  // torch.polar(ones_like(freqs), freqs): each pair abs·cos(angle), abs·sin(angle)
+  const TensorDesc ones = b.op(OpKind::kFill, module + "#ones", {}, {1, t, half}, {}, DType::kFp32, [&](OpRecord& r) {
+    r.attributes.set("function", std::string("constant"));
+    in_module(r);
+  });
+  TensorDesc table =
+      b.op(OpKind::kBinary, module + "#polar",
+           {b.op(OpKind::kReshape, module + "#abs", {ones}, {1, t, half, 1}, {}, DType::kFp32, in_module),
+            b.op(OpKind::kReshape, module + "#angle", {freqs}, {1, t, half, 1}, {}, DType::kFp32, in_module)},
+           {1, t, half, 2}, {}, DType::kFp32, [&](OpRecord& r) {
+             r.attributes.set("function", std::string("polar"));
+             in_module(r);
+           });
+  // · attention_scaling: a complex table times a real scalar
+  table = b.op(OpKind::kBinary, module + "#scaled", {table}, {1, t, half, 2}, {}, DType::kFp32, [&](OpRecord& r) {
+    r.attributes.set("function", std::string("mul"));
+    r.attributes.set("scalar_operand", true);
+    in_module(r);
+  });
+  return b.op(OpKind::kReshape, module + "#unsqueeze", {table}, {1, 1, t, half, 2}, {}, DType::kFp32, in_module);
 }
 
 }  // namespace neuralcost::detail

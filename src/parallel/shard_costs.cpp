@@ -25,6 +25,7 @@ DecoderConfig one_layer(const DecoderConfig& c, std::int64_t layer) {
     d.sparse_step = 1;
     d.dense_layers.clear();
     if (!c.moe_layer(layer)) d.dense_layers = {0};
+    if (c.routing) d.routing->counts = {c.routing->counts[static_cast<std::size_t>(layer)]};
   }
   return d;
 }
@@ -137,6 +138,7 @@ void split_parts(const DecoderConfig& d, const DecoderRequest& r, const Hardware
   pair.layers = 2;
   if (!d.sliding_layers.empty()) pair.sliding_layers = {d.sliding_layers[0], d.sliding_layers[0]};
   if (!d.dense_layers.empty()) pair.dense_layers = {0, 1};
+  if (d.routing) pair.routing->counts = {d.routing->counts[0], d.routing->counts[0]};
   fused_by_pass(analyze(training_step(build_decoder(pair, r, "two layers"), training), hardware), nullptr, two);
   for (int p = 0; p < 3; ++p) {
     const double layer = two[0][p] - one[0][p];

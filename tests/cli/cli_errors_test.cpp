@@ -356,11 +356,20 @@ TEST(CliErrorsTest, BadLatentAttentionMode) {
   expect_error("analyze --model deepseek-v3 --phase decode --mla absorbd",
                "--mla 'absorbd' is not one of absorbed, expanded");
   expect_error("analyze --model llama-3-8b --phase decode --mla absorbed",
-               "--mla applies to multi-head latent attention (deepseek_v3); llama has none");
+               "--mla applies to multi-head latent attention (deepseek_v2, deepseek_v3); llama has none");
   expect_error("analyze --model cnn --mla absorbed",
                "--mla does not apply to the built-in network 'cnn' (it is for decoder LLMs)");
   expect_error("analyze --model deepseek-v3 --train --mla absorbed",
                "--mla does not apply with --train: a training step computes latent attention as transformers does");
+}
+
+TEST(CliErrorsTest, BadRoutingHistogram) {
+  expect_error("analyze --model mixtral-8x7b --phase decode --routing /nonexistent/routing.json",
+               "--routing /nonexistent/routing.json: cannot be read");
+  expect_error("analyze --model llama-3-8b --phase decode --routing /nonexistent/routing.json",
+               "--routing applies to models with experts; this llama has none");
+  expect_error("analyze --model cnn --routing /nonexistent/routing.json",
+               "--routing does not apply to the built-in network 'cnn' (it is for decoder LLMs)");
 }
 
 TEST(CliErrorsTest, BadSpeculativeDecodingOptions) {

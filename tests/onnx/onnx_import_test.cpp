@@ -167,6 +167,17 @@ TEST(OnnxImportTest, OptionsThatDoNotApplyAreErrors) {
     EXPECT_EQ(r.exit_code, 1) << option;
     EXPECT_THAT(r.err, HasSubstr("does not apply to an ONNX model")) << option;
   }
+  // the decoder LLMs' options: an ONNX model's weights are stored as the file says, it has no KV
+  // cache, latent attention or experts this tool models
+  for (const auto& [option, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--weights int4", "--weights applies to decoder LLMs"},
+           {"--kv-cache fp8", "--kv-cache applies to decoder LLMs"},
+           {"--mla absorbed", "--mla applies to decoder LLMs with latent attention"},
+           {"--routing routing.json", "--routing applies to decoder LLMs with experts"}}) {
+    const CliResult d = run_cli("analyze " + kFixtures + "/small_cnn.onnx " + option);
+    EXPECT_EQ(d.exit_code, 1) << option;
+    EXPECT_THAT(d.err, HasSubstr(message)) << option;
+  }
   const CliResult r = run_cli("analyze ff --dim N=2");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("--dim does not apply to the built-in network 'ff'"));

@@ -447,7 +447,7 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   j["model_type"] = "gpt_bigcode";
   expect_error(j,
                "model_type 'gpt_bigcode' is not supported (supported: llama, mistral, qwen2, qwen2_moe, qwen3, "
-               "qwen3_moe, mixtral, deepseek_v3, gemma, gemma2, phi3, gpt2, gpt_neox)");
+               "qwen3_moe, mixtral, deepseek_v2, deepseek_v3, gemma, gemma2, phi3, gpt2, gpt_neox)");
   j = small_llama();
   j["num_local_experts"] = 8;  // a llama with experts: not mixtral's layer
   expect_error(j,

@@ -18,6 +18,10 @@ namespace {
 
 using nlohmann::json;
 
+// transformers 5.23's DeepseekV2ForCausalLM built from the presets' configs on the meta device
+constexpr std::uint64_t kDeepseekV2Parameters = 235741434880;
+constexpr std::uint64_t kDeepseekV2LiteParameters = 15706484224;
+
 json small_deepseek() {
   // layer 0 dense (first_k_dense_replace), 1 and 2 with 8 experts in 4 groups
   return json{{"model_type", "deepseek_v3"},
@@ -231,9 +235,88 @@ TEST(DeepseekTest, WhatIsNotModeledIsOneClearError) {
   j = small_deepseek();
   j["hidden_act"] = "gelu";
   expect_error(j, ErrorCode::kUnimplemented, "field 'hidden_act' is \"gelu\"");
-  j = small_deepseek();
+}
+
+json small_deepseek_v2() {
+  json j = small_deepseek();
   j["model_type"] = "deepseek_v2";
-  expect_error(j, ErrorCode::kUnimplemented, "model_type 'deepseek_v2' is not supported");
+  j["topk_method"] = "group_limited_greedy";
+  j["scoring_func"] = "softmax";
+  j["routed_scaling_factor"] = 16.0;
+  return j;
+}
+
+TEST(DeepseekTest, DeepseekV2RoutesBySoftmaxAndRotatesComplexPairs) {
+  // the presets' parameters: transformers' DeepseekV2ForCausalLM from the same configs (meta device)
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("deepseek-v2")), kDeepseekV2Parameters);
+  EXPECT_EQ(decoder_parameter_count(decoder_preset("deepseek-v2-lite")), kDeepseekV2LiteParameters);
+  // active per token, the same meta-device models: every parameter but the experts a token skips
+  EXPECT_EQ(decoder_active_parameter_count(decoder_preset("deepseek-v2")), 21375800320u);
+  EXPECT_EQ(decoder_active_parameter_count(decoder_preset("deepseek-v2-lite")), 2661150208u);
+  const DecoderConfig c = parse_decoder_config(small_deepseek_v2(), "c.json");
+  EXPECT_TRUE(c.softmax_group_router);
+  EXPECT_FALSE(c.grouped_sigmoid_router);
+  EXPECT_FALSE(c.normalize_top_k);  // transformers' DeepseekV2 router never renormalises
+  EXPECT_TRUE(c.latent->complex_rotary);
+  DecoderRequest req;
+  req.phase = DecoderPhase::kDecode;
+  req.context = 8;
+  req.batch = 3;
+  const OpGraph g = build_decoder(c, req, "d");
+  std::set<std::string> names;
+  for (const OpRecord& op : g.ops()) names.insert(op.name);
+  for (const char* op : {"model.layers.1.mlp.gate#softmax", "model.layers.1.mlp.gate#group_scores",
+                         "model.layers.1.mlp.gate#masked_fill", "model.layers.1.mlp.gate#weights_scaled",
+                         "model.layers.1.self_attn#rotary_q#complex_mul", "model.rotary_emb#polar"}) {
+    EXPECT_TRUE(names.count(op)) << op;
+  }
+  EXPECT_FALSE(names.count("model.layers.1.mlp.gate#weights_normalised"));
+  EXPECT_FALSE(names.count("model.layers.1.mlp.gate#correction"));
+  // the rotary pairs: a complex product of 6 FLOPs a pair, on q (3 x 4 heads) and k (3 x 1), 4 pairs each
+  const Analysis a = analyze_phase(c, req);
+  EXPECT_TRUE(a.complete()) << (a.unmodeled.empty() ? "" : a.unmodeled[0].reason);
+  std::uint64_t rotary = 0;
+  for (const OpRoofline& r : a.ops) {
+    if (a.graph.op(r.op_index).name.find("#complex_mul") != std::string::npos) rotary += r.cost.flops;
+  }
+  EXPECT_EQ(rotary, 3u * 3 * (4 + 1) * 4 * 6);  // layers x batch x (q heads + the shared key) x pairs x 6
+  // greedy: one top-k over every expert, no groups
+  json greedy = small_deepseek_v2();
+  greedy["topk_method"] = "greedy";
+  greedy.erase("n_group");
+  greedy.erase("topk_group");
+  const DecoderConfig gc = parse_decoder_config(greedy, "c.json");
+  EXPECT_EQ(gc.expert_groups, 1);
+  std::set<std::string> greedy_names;
+  const OpGraph gg = build_decoder(gc, req, "d");
+  for (const OpRecord& op : gg.ops()) greedy_names.insert(op.name);
+  EXPECT_FALSE(greedy_names.count("model.layers.1.mlp.gate#group_scores"));
+  EXPECT_TRUE(greedy_names.count("model.layers.1.mlp.gate#topk"));
+  // norm_topk_prob true is read as transformers reads it, and said
+  json normed = small_deepseek_v2();
+  normed["norm_topk_prob"] = true;
+  const OpGraph gn = build_decoder(parse_decoder_config(normed, "c.json"), req, "d");
+  bool said = false;
+  for (const std::string& n : gn.notes()) said = said || n.find("norm_topk_prob is true") != std::string::npos;
+  EXPECT_TRUE(said);
+}
+
+TEST(DeepseekTest, DeepseekV2FieldsNotModeledAreOneClearError) {
+  json j = small_deepseek_v2();
+  j["scoring_func"] = "sigmoid";
+  expect_error(j, ErrorCode::kUnimplemented, "field 'scoring_func' is \"sigmoid\": another router score");
+  j = small_deepseek_v2();
+  j["topk_method"] = "noaux_tc";
+  expect_error(j, ErrorCode::kUnimplemented, "deepseek_v2 is modeled with 'greedy' or 'group_limited_greedy'");
+  j = small_deepseek_v2();
+  j.erase("num_experts_per_tok");
+  expect_error(j, ErrorCode::kInvalidArgument, "num_experts_per_tok");
+  j = small_deepseek_v2();
+  j["mlp_bias"] = true;
+  expect_error(j, ErrorCode::kUnimplemented, "field 'mlp_bias' is true");
+  j = small_deepseek_v2();
+  j.erase("n_group");
+  expect_error(j, ErrorCode::kInvalidArgument, "n_group");
 }
 
 }  // namespace

@@ -118,7 +118,7 @@ TEST(QuantizationTest, AQuantizedDecoderStoresItsBlocksLinearWeightsOnly) {
           << name << " " << spec;
       // --weights on the request is the same as on the config
       DecoderRequest rw = r;
-      rw.weights = spec;
+      rw.variant.weights = spec;
       EXPECT_EQ(graph_parameter_bytes(build_decoder(decoder_preset(name), rw, "q")),
                 decoder_weight_bytes(q, DType::kFp16))
           << name << " " << spec;

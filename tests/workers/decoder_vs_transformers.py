@@ -4,7 +4,8 @@ apart from hidden/heads) and Phi-3 (fused qkv_proj and gate_up_proj) models with
 random weights (and GPT-2: learned positions, Conv1D, LayerNorm, a GELU MLP; GPT-NeoX: partial rotary,
 parallel residual; Qwen2-MoE: experts, a shared expert, dense and sparse layers; Gemma2: a sliding
 window on every other layer, four norms a layer, soft-capped scores and logits; DeepSeek-V3: latent
-attention, a grouped sigmoid router, shared experts, first dense layers), run eagerly in
+attention, a grouped sigmoid router, shared experts, first dense layers; DeepSeek-V2: complex rotary
+pairs, a softmax router, greedy or within groups), run eagerly in
 prefill (P tokens) and in one decode step over the KV cache of that prefill, counted independently:
 every nn.Linear by forward hooks (2 per multiply-accumulate; Qwen2-MoE's experts and router, which
 call F.linear on their own weights, by hooks on their modules: k rows per token), every attention
@@ -61,18 +62,20 @@ def counted(model, run):
     handles += [
         m.register_forward_hook(experts)
         for m in model.modules()
-        if type(m).__name__ in ("Qwen2MoeExperts", "Qwen3MoeExperts", "DeepseekV3Experts")
+        if type(m).__name__ in ("Qwen2MoeExperts", "Qwen3MoeExperts", "DeepseekV3Experts", "DeepseekV2Experts")
     ]
     handles += [
         m.register_forward_hook(router)
         for m in model.modules()
-        if type(m).__name__ in ("Qwen2MoeTopKRouter", "Qwen3MoeTopKRouter", "DeepseekV3TopkRouter")
+        if type(m).__name__
+        in ("Qwen2MoeTopKRouter", "Qwen3MoeTopKRouter", "DeepseekV3TopkRouter", "DeepseekV2TopkRouter")
     ]
     handles += [m.register_forward_hook(conv1d) for m in model.modules() if type(m).__name__ == "Conv1D"]
     handles += [
         m.register_forward_hook(rotary, with_kwargs=True)
         for m in model.modules()
-        if type(m).__name__.endswith("RotaryEmbedding")
+        # DeepSeek-V2's frequencies are an elementwise product (positions[..., None] * inv_freq), no matmul
+        if type(m).__name__.endswith("RotaryEmbedding") and type(m).__name__ != "DeepseekV2RotaryEmbedding"
     ]
     original = torch.nn.functional.scaled_dot_product_attention
 
@@ -319,6 +322,58 @@ configs = {
         eos_token_id=0,
         pad_token_id=0,
     ),
+    # DeepSeek-V2: complex rotary pairs, a softmax router choosing within the 2 best of 4 groups
+    # (group_limited_greedy), scaled and not renormalised, two shared experts, layer 0 dense
+    "deepseekv2_group": T.DeepseekV2Config(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=96,
+        moe_intermediate_size=32,
+        n_routed_experts=8,
+        n_shared_experts=2,
+        num_experts_per_tok=2,
+        n_group=4,
+        topk_group=2,
+        topk_method="group_limited_greedy",
+        routed_scaling_factor=16.0,
+        first_k_dense_replace=1,
+        q_lora_rank=48,
+        kv_lora_rank=32,
+        qk_rope_head_dim=8,
+        qk_nope_head_dim=16,
+        v_head_dim=24,
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    ),
+    # DeepSeek-V2-Lite's shape: one q_proj, greedy top-k over every expert
+    "deepseekv2_lite": T.DeepseekV2Config(
+        vocab_size=500,
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        intermediate_size=96,
+        moe_intermediate_size=16,
+        n_routed_experts=6,
+        n_shared_experts=2,
+        num_experts_per_tok=3,
+        topk_method="greedy",
+        first_k_dense_replace=1,
+        q_lora_rank=None,
+        kv_lora_rank=16,
+        qk_rope_head_dim=4,
+        qk_nope_head_dim=8,
+        v_head_dim=8,
+        max_position_embeddings=128,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    ),
 }
 classes = {
     "gpt2": T.GPT2LMHeadModel,
@@ -332,6 +387,7 @@ classes = {
     "qwen3": T.Qwen3ForCausalLM,
     "qwen3moe": T.Qwen3MoeForCausalLM,
     "deepseekv3": T.DeepseekV3ForCausalLM,
+    "deepseekv2": T.DeepseekV2ForCausalLM,
 }
 for name, config in configs.items():
     config._attn_implementation = "eager" if name.startswith("gemma2") else "sdpa"
@@ -421,6 +477,53 @@ for name, phases in measured + [("gemma2_alternating", ("decode",))]:
                 run is not None and any(layer["module"] == "cache_crop" for layer in run["layers"]),
                 f"{name} decode: the layer table names the cache's crop {why}",
             )
+
+# A measured routing (--routing): scripts/routing_histogram.py records the experts each layer's
+# router chose while the model ran random tokens; `analyze --routing` then reads, per expert op, the
+# weights of sum_e 1 - (1 - n_e/T)^N experts for a step of N tokens (counted here independently
+# from the file). qwen2moe's layers 1 and 3 are dense; deepseek_v3's layer 0 is.
+ROUTING = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "routing_histogram.py")
+for name in ("qwen2moe_shared", "deepseekv3_mla"):
+    path, config = os.path.join(OUT, f"{name}.json"), configs[name]
+    histogram_path = os.path.join(OUT, f"{name}.routing.json")
+    p = subprocess.run(
+        [sys.executable, ROUTING, path, "-o", histogram_path, "--tokens", "64", "--batch", "2"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    check(p.returncode == 0, f"{name}: routing_histogram.py wrote {histogram_path} {p.stderr.strip()}")
+    if p.returncode != 0:
+        continue
+    with open(histogram_path) as f:
+        histogram = json.load(f)
+    experts = getattr(config, "num_experts", None) or config.n_routed_experts
+    k, tokens = config.num_experts_per_tok, histogram["tokens"]
+    check(
+        tokens == 128 and all(len(c) == experts and sum(c) == k * tokens for c in histogram["layers"].values()),
+        f"{name}: each layer's histogram holds {experts} counts adding up to k x tokens ({k} x {tokens}): "
+        f"{ {layer: sum(c) for layer, c in histogram['layers'].items()} }",
+    )
+    p = subprocess.run(
+        [TOOL, "analyze", path, "--phase", "decode", "--context", "40", "--batch", "3", "--routing", histogram_path]
+        + ["--format", "json", "--dtype", "fp32"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    check(p.returncode == 0, f"{name}: analyze --routing {p.stderr.strip()}")
+    if p.returncode != 0:
+        continue
+    ops = json.loads(p.stdout)["ops"]
+    per_expert = 3 * config.hidden_size * config.moe_intermediate_size * 4  # gate, up, down in fp32
+    want = 0.0
+    for layer, c in histogram["layers"].items():
+        want += per_expert * sum(1 - (1 - n / tokens) ** 3 for n in c)
+    got = sum(op["parameter_bytes"] for op in ops if op["kind"] == "expert_linear")
+    check(
+        abs(got - want) <= 3 * len(histogram["layers"]),
+        f"{name}: decode of 3 tokens reads {got:,} B of expert weights == {want:,.1f} from the histogram",
+    )
 
 print(f"{len(failures)} failure(s)")
 sys.exit(1 if failures else 0)

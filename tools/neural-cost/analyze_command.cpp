@@ -63,9 +63,7 @@ struct AnalyzeArgs {
   double acceptance = 0.7;
   double target_ms = 0;    // --target-ms-per-token: the cheapest system and tp that decode within it
   std::string price_file;  // with it: prices per hardware id
-  std::string weights;     // decoders: the linear weights' storage format (int4, nf4, ...)
-  std::string kv_cache;    // decoders: the KV cache's storage type (fp8, int8, ...)
-  std::string mla;         // decoders with latent attention: absorbed or expanded
+  DecoderVariant variant;  // decoders: --weights, --kv-cache, --mla, --routing
 };
 
 /// Splits "NAME=VALUE" at the last '=' (input names may contain '=' only before it).
@@ -108,9 +106,7 @@ void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format 
   request.context = args.context;
   request.draft_tokens = args.draft_tokens;
   request.acceptance = args.acceptance;
-  request.weights = args.weights;
-  request.kv_cache = args.kv_cache;
-  request.mla = args.mla;
+  request.variant = args.variant;
   if (cmd.count("--dtype") > 0) request.dtype = parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   for (const std::int64_t batch : args.batches) {
@@ -137,9 +133,7 @@ void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format f
   request.model = args.models.front();
   request.prompt = args.prompt;
   request.generate = args.generate;
-  request.weights = args.weights;
-  request.kv_cache = args.kv_cache;
-  request.mla = args.mla;
+  request.variant = args.variant;
   if (cmd.count("--dtype") > 0) request.dtype = parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   std::vector<GenerationEstimate> estimates;
@@ -219,6 +213,11 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
                               option));
     }
   }
+  if (cmd.count("--routing") > 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--routing does not apply to a training step over tensor or pipeline parallelism (its shards' "
+                "costs are per layer kind, not per layer's routing)");
+  }
   if (args.models.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 "tensor and pipeline parallelism need exactly one model (a decoder preset or config.json)");
@@ -297,7 +296,7 @@ void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Fo
   const double reserve = parse_reserve(args.reserve);
   emit(render_serving_capacity(args.models.front(), args.context, batch, budget, reserve,
                                analyze_serving_capacity(args.models.front(), dtype, args.context, budget, reserve,
-                                                        max_tp, batch, args.weights, args.kv_cache, args.mla),
+                                                        max_tp, batch, args.variant),
                                format),
        args.output);
 }
@@ -335,9 +334,7 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
     r.batch = batch;
     r.prompt = args.prompt;
     r.context = args.context;
-    r.weights = args.weights;
-    r.kv_cache = args.kv_cache;
-    r.mla = args.mla;
+    r.variant = args.variant;
     if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
     steps.push_back(
         analyze_tensor_parallel(args.models.front(), r, layout.tp, hardware, link, system.devices_per_node));
@@ -386,9 +383,7 @@ void run_serving_choice(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   r.phase = DecoderPhase::kDecode;
   r.batch = cmd.count("--batch") > 0 ? args.batches.front() : 1;
   r.context = args.context;
-  r.weights = args.weights;
-  r.kv_cache = args.kv_cache;
-  r.mla = args.mla;
+  r.variant = args.variant;
   if (cmd.count("--dtype") > 0) r.dtype = *parse_dtype(args.dtype);
   const double reserve = parse_reserve(args.reserve);
   const ServingChoice choice = analyze_serving_choice(args.models.front(), r, args.target_ms / 1000, reserve,
@@ -432,9 +427,7 @@ void run_decoder_page(const AnalyzeArgs& args, const CLI::App& cmd) {
   if (cmd.count("--batch") > 0) request.batches = args.batches;
   request.prompt = args.prompt;
   request.context = args.context;
-  request.weights = args.weights;
-  request.kv_cache = args.kv_cache;
-  request.mla = args.mla;
+  request.variant = args.variant;
   if (cmd.count("--dtype") > 0) request.dtype = *parse_dtype(args.dtype);
   request.hardware = hardware_for(args.hardware);
   const DecoderOverview overview = analyze_decoder_overview(request);
@@ -469,13 +462,13 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     if (cmd.count(option) > 0)
       throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --draft", option));
   }
-  if (!args.weights.empty()) parse_weight_quantization(args.weights);  // a bad format is named first
+  if (!args.variant.weights.empty()) parse_weight_quantization(args.variant.weights);  // a bad format is named first
   if (args.train && cmd.count("--weights") > 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--weights does not apply with --train: training quantized weights (QLoRA and the like) is not "
                 "modeled");
   }
-  if (!args.kv_cache.empty()) with_kv_cache(DecoderConfig{}, args.kv_cache);
+  if (!args.variant.kv_cache.empty()) with_kv_cache(DecoderConfig{}, args.variant.kv_cache);
   if (args.train && cmd.count("--mla") > 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--mla does not apply with --train: a training step computes latent attention as transformers does");
@@ -541,11 +534,9 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   base.phase = args.phase;
   base.prompt = args.prompt;
   base.context = args.context;
-  base.weights = args.weights;
-  base.kv_cache = args.kv_cache;
-  base.mla = args.mla;
-  for (const char* option :
-       {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights", "kv-cache", "mla"}) {
+  base.variant = args.variant;
+  for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights",
+                             "kv-cache", "mla", "routing"}) {
     if (cmd.count(std::string("--") + option) > 0) base.given.insert(option);
   }
   // a training precision sets the model's dtype (a decoder's own default is bf16)
@@ -649,19 +640,23 @@ void add_analyze_command(CLI::App& app) {
                   "(at least, from the bounds); with --target-ms-per-token: the price of a device-hour the price "
                   "file does not list");
   cmd->add_option("--currency", args->currency, "With --price-per-hour: the currency label (default USD)");
-  cmd->add_option("--weights", args->weights,
+  cmd->add_option("--weights", args->variant.weights,
                   "Decoder LLMs: the blocks' linear weights stored quantized and dequantized to --dtype: int8, "
                   "int8-gN, int4 (AWQ: groups of 128, fp16 scales, 4-bit zeros), int4-gN, int4-channel, int4-sym, "
                   "gptq-int4, gptq-int8, fp8, fp8-block128, nvfp4, mxfp4, nf4, nf4-dq, bnb-fp4 (default: the "
                   "config's quantization_config, else none)");
-  cmd->add_option("--kv-cache", args->kv_cache,
+  cmd->add_option("--kv-cache", args->variant.kv_cache,
                   "Decoder LLMs: the KV cache's storage: fp8 (e4m3) or int8 with per-tensor scales, as vLLM's and "
                   "TensorRT-LLM's quantized caches, or fp16, bf16, fp32 (default: --dtype)");
-  cmd->add_option("--mla", args->mla,
+  cmd->add_option("--mla", args->variant.mla,
                   "Decoder LLMs with multi-head latent attention (deepseek_v3): absorbed (a decode step absorbs "
                   "kv_b_proj into the query and output and reads the latent cache as stored, as DeepSeek's inference "
                   "code, vLLM and FlashMLA do) or expanded (every step expands the cache through kv_b_proj, as "
                   "transformers does; the default)");
+  cmd->add_option("--routing", args->variant.routing,
+                  "Decoder LLMs with experts: a routing histogram (JSON: the tokens each expert took per layer, "
+                  "docs/llm.md \"A measured routing\"), so that the experts' weights a step reads are those a step's "
+                  "tokens reach under that routing, not under uniform routing");
   cmd->add_option("--dtype", args->dtype,
                   "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8 (ONNX: every floating-point tensor is "
                   "counted in it)")

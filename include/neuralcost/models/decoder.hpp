@@ -13,12 +13,13 @@
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/core/graph.hpp"
+#include "neuralcost/models/decoder_variant.hpp"
 
 namespace neuralcost {
 
 struct DecoderConfig {
   std::string architecture;   ///< the config's model_type: llama, mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral,
-                              ///< deepseek_v3, gemma, gemma2, phi3, gpt2, gpt_neox
+                              ///< deepseek_v2, deepseek_v3, gemma, gemma2, phi3, gpt2, gpt_neox
   std::string source;         ///< where the figures come from (a file, a preset's reference)
   std::int64_t hidden = 0;    ///< hidden_size
   std::int64_t layers = 0;    ///< num_hidden_layers
@@ -71,6 +72,11 @@ struct DecoderConfig {
   /// `expert_groups` groups with the best two-expert sums; the k sigmoid scores (renormalised where
   /// normalize_top_k) times `routed_scaling`. false: softmax and top-k (mixtral, qwen2_moe)
   bool grouped_sigmoid_router = false;
+  /// deepseek_v2's router (DeepseekV2TopkRouter): softmax scores of an fp32 linear, the k best of
+  /// them (topk_method greedy: expert_groups 1) or the k best within the expert_groups_per_token
+  /// groups of expert_groups with the best maximum (group_limited_greedy), times routed_scaling,
+  /// never renormalised
+  bool softmax_group_router = false;
   std::int64_t expert_groups = 1;
   std::int64_t expert_groups_per_token = 1;
   double routed_scaling = 1.0;
@@ -88,17 +94,33 @@ struct DecoderConfig {
     std::int64_t nope_dims = 0;
     std::int64_t value_dims = 0;
     bool interleave = true;  ///< rope_interleave: pairs (x0, x1), (x2, x3), ... rotated
+    /// deepseek_v2: the pairs rotated as complex numbers (apply_rotary_emb: view_as_complex, a product
+    /// with the complex tables torch.polar made, view_as_real), in fp32
+    bool complex_rotary = false;
     /// --mla absorbed: a decode step absorbs kv_b_proj into the query and the output and attends
     /// over the latent cache as stored (DeepSeek's inference code, vLLM, FlashMLA); false: it
     /// expands the whole cache through kv_b_proj, as transformers does. Prefill is the same either way.
     bool absorbed = false;
   };
   std::optional<LatentAttention> latent;
+  /// What the graph's notes say about how the config was read (a field read as transformers reads
+  /// it, not as its name says)
+  std::vector<std::string> notes;
   /// deepseek_v3's num_nextn_predict_layers: multi-token prediction modules in the checkpoint that
   /// transformers does not build (nor does this graph); said in a note
   std::int64_t unbuilt_prediction_layers = 0;
   /// the k routing weights renormalised to sum 1 (mixtral always; qwen2_moe's norm_topk_prob)
   bool normalize_top_k = true;
+  /// A measured routing (--routing, with_routing): for each layer with experts, the tokens each
+  /// expert took over `tokens` routed tokens (k · tokens in all). A step's tokens then reach expert e
+  /// with probability 1 − (1 − count_e / tokens)^N each, instead of uniformly.
+  struct RoutingHistogram {
+    std::string file;
+    std::string description;  ///< the file's "source", what it was measured on (may be empty)
+    std::int64_t tokens = 0;
+    std::vector<std::vector<std::int64_t>> counts;  ///< per layer: [experts] for a layer with experts, empty otherwise
+  };
+  std::optional<RoutingHistogram> routing;
   /// qwen2_moe: layer l has experts when (l + 1) % sparse_step == 0 and l is not in dense_layers
   /// (decoder_sparse_step, mlp_only_layers); the others a dense MLP of `intermediate`
   std::int64_t sparse_step = 1;
@@ -136,10 +158,10 @@ struct DecoderConfig {
 };
 
 /// Reads a config.json's object. `where` names it in errors. Supported model_type: llama,
-/// mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, deepseek_v3, gemma, phi3, gpt2, gpt_neox; another is
-/// kUnimplemented naming the supported ones; a field that changes the math and is not modeled (other experts, another
-/// activation, partial rotary positions) is kUnimplemented naming the field; missing, inconsistent or absurd sizes are
-/// kInvalidArgument naming the field.
+/// mistral, qwen2, qwen2_moe, qwen3, qwen3_moe, mixtral, deepseek_v2, deepseek_v3, gemma, phi3, gpt2, gpt_neox; another
+/// is kUnimplemented naming the supported ones; a field that changes the math and is not modeled (other experts,
+/// another activation, partial rotary positions) is kUnimplemented naming the field; missing, inconsistent or absurd
+/// sizes are kInvalidArgument naming the field.
 DecoderConfig parse_decoder_config(const nlohmann::json& config, const std::string& where);
 
 /// Whether `object` looks like a decoder config (it has model_type and num_hidden_layers, or gpt2's n_layer).
@@ -169,12 +191,8 @@ struct DecoderRequest {
   /// every position as [batch · prompt, vocab], so that the step's loss is a cross entropy over
   /// every token (language-model training; transformers' ForCausalLMLoss)
   bool training = false;
-  /// --weights (parse_weight_quantization): overrides the config's quantization; empty: the config's
-  std::string weights;
-  /// --kv-cache (with_kv_cache): the KV cache's storage; empty: the config's (the dtype)
-  std::string kv_cache;
-  /// --mla (with_mla): latent attention's decode absorbed or expanded; empty: the config's
-  std::string mla;
+  /// --weights, --kv-cache, --mla, --routing (with_variant): applied to the config; empty: the config's
+  DecoderVariant variant;
 };
 
 /// Elements of every parameter (the embedding once when tied; every expert).
@@ -183,8 +201,10 @@ std::uint64_t decoder_parameter_count(const DecoderConfig& config);
 /// total for a dense model).
 std::uint64_t decoder_active_parameter_count(const DecoderConfig& config);
 /// Experts of one layer that a step's `tokens` reach when each goes to k of E uniformly at random:
-/// E·(1 − (1 − k/E)^tokens), an expectation (a measured routing reaches others). E for a dense model.
-double expected_experts_reached(const DecoderConfig& config, std::uint64_t tokens);
+/// E·(1 − (1 − k/E)^tokens), an expectation; with a routing histogram (config.routing), layer
+/// `layer`'s: Σ_e 1 − (1 − count_e / histogram tokens)^tokens (layer −1: the mean over the layers with
+/// experts). 0 for a dense model or layer.
+double expected_experts_reached(const DecoderConfig& config, std::uint64_t tokens, std::int64_t layer = -1);
 /// Bytes of every parameter as stored: the quantized linear weights in their format, the rest in
 /// `dtype` (equals the graph's unique parameter bytes; tested).
 std::uint64_t decoder_weight_bytes(const DecoderConfig& config, DType dtype);
@@ -196,6 +216,14 @@ DecoderConfig with_kv_cache(DecoderConfig config, const std::string& kv_cache);
 /// The config with --mla applied: "absorbed" or "expanded" (a latent-attention model's decode; an
 /// error for a model without latent attention or another spelling); empty leaves it as it is.
 DecoderConfig with_mla(DecoderConfig config, const std::string& mla);
+/// The config with --routing applied: `path` names a routing histogram (JSON: "tokens", the tokens
+/// it counted, and "layers", each layer with experts ("3") or "all" mapped to the tokens each
+/// expert took, k · tokens in all); kInvalidArgument for a file that does not fit the config (a
+/// layer without experts, another number of experts, counts that do not add up) or a model
+/// without experts; empty leaves it as it is.
+DecoderConfig with_routing(DecoderConfig config, const std::string& path);
+/// The config with every option of `variant` applied (with_weights, with_kv_cache, with_mla, with_routing).
+DecoderConfig with_variant(DecoderConfig config, const DecoderVariant& variant);
 
 /// The module name of layer `layer` ("model.layers.3", gpt2's "transformer.h.3"): every op of the
 /// layer is named with it and a '.' or '#' after it.

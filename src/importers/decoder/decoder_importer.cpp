@@ -18,16 +18,15 @@ bool is_preset(const std::string& model) {
 
 }  // namespace
 
-DecoderConfig decoder_config_of(const std::string& model, const std::string& option, const std::string& weights,
-                                const std::string& kv_cache, const std::string& mla) {
-  if (is_preset(model)) return with_mla(with_kv_cache(with_weights(decoder_preset(model), weights), kv_cache), mla);
+DecoderConfig decoder_config_of(const std::string& model, const std::string& option, const DecoderVariant& variant) {
+  if (is_preset(model)) return with_variant(decoder_preset(model), variant);
   const auto j = decoder_config_file(model);
   if (!j) {
     throw Error(
         ErrorCode::kInvalidArgument,
         fmt::format("{} '{}' is not a decoder LLM (a preset such as llama-3-8b, or a config.json)", option, model));
   }
-  return with_mla(with_kv_cache(with_weights(parse_decoder_config(*j, model), weights), kv_cache), mla);
+  return with_variant(parse_decoder_config(*j, model), variant);
 }
 
 bool DecoderImporter::accepts(const ModelRequest& request) const {
@@ -35,7 +34,9 @@ bool DecoderImporter::accepts(const ModelRequest& request) const {
 }
 
 bool DecoderImporter::applies(const ModelRequest& request, std::string_view option) const {
-  if (option == "batch" || option == "dtype" || option == "phase" || option == "weights") return true;
+  if (option == "batch" || option == "dtype" || option == "phase" || option == "weights" || option == "routing") {
+    return true;
+  }
   if (option == "kv-cache" || option == "mla") return !request.training;  // a training step keeps no cache
   if (option == "prompt") return request.phase == "prefill";
   if (option == "context") return request.phase == "decode";
@@ -66,7 +67,7 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
     if (!j) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: not a JSON file", request.model));
     config = parse_decoder_config(*j, request.model);
   }
-  config = with_mla(with_kv_cache(with_weights(config, request.weights), request.kv_cache), request.mla);
+  config = with_variant(config, request.variant);
   DecoderRequest r;
   r.phase = request.phase == "decode" ? DecoderPhase::kDecode : DecoderPhase::kPrefill;
   r.batch = request.batch;

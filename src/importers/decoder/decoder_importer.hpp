@@ -7,10 +7,9 @@
 
 namespace neuralcost {
 
-/// The config of a decoder preset or config.json, with --weights applied (empty: the config's own);
+/// The config of a decoder preset or config.json, with `variant` applied (with_variant);
 /// kInvalidArgument naming `option` when `model` is neither.
-DecoderConfig decoder_config_of(const std::string& model, const std::string& option, const std::string& weights,
-                                const std::string& kv_cache, const std::string& mla);
+DecoderConfig decoder_config_of(const std::string& model, const std::string& option, const DecoderVariant& variant);
 
 class DecoderImporter final : public Importer {
  public:
@@ -20,7 +19,8 @@ class DecoderImporter final : public Importer {
   }
   bool accepts(const ModelRequest& request) const override;
   OpGraph import(const ModelRequest& request) const override;
-  /// --batch, --dtype, --phase, --weights, --prompt (prefill), --context (decode).
+  /// --batch, --dtype, --phase, --weights, --routing, --prompt (prefill), --context (decode); --kv-cache and --mla
+  /// but with --train.
   bool applies(const ModelRequest& request, std::string_view option) const override;
 };
 

@@ -495,21 +495,25 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
                               path, option));
     }
   }
-  if (!request.weights.empty()) {
+  if (!request.variant.weights.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: --weights applies to decoder LLMs (a preset or config.json); an ONNX model's weights "
                             "are stored as the file says",
                             path));
   }
-  if (!request.mla.empty()) {
+  if (!request.variant.mla.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: --mla applies to decoder LLMs with latent attention (deepseek_v3)", path));
   }
-  if (!request.kv_cache.empty()) {
+  if (!request.variant.kv_cache.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: --kv-cache applies to decoder LLMs (a preset or config.json); an ONNX model keeps no "
                             "KV cache this tool models",
                             path));
+  }
+  if (!request.variant.routing.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: --routing applies to decoder LLMs with experts (a preset or config.json)", path));
   }
   std::vector<std::string> notes;
   const std::int64_t batch = bind_inputs(*model.mutable_graph(), request, path, notes);

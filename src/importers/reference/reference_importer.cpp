@@ -39,7 +39,7 @@ OpGraph ReferenceImporter::import(const ModelRequest& request) const {
                   fmt::format("--{} does not apply to the built-in network '{}'{}", option, request.model,
                               option == "seq" ? " (it has no sequence)"
                               : option == "phase" || option == "prompt" || option == "context" || option == "weights" ||
-                                      option == "kv-cache" || option == "mla"
+                                      option == "kv-cache" || option == "mla" || option == "routing"
                                   ? " (it is for decoder LLMs)"
                                   : " (it is for model files)"));
     }

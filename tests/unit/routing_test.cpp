@@ -1,0 +1,172 @@
+// A measured routing (--routing, issue 25 item 2): a histogram of the tokens each expert took per
+// layer replaces uniform routing in the experts' weights a step reads: a uniform histogram gives
+// the uniform expectation, a concentrated one exactly the experts it names, layers differ by their
+// own counts; every kind of bad file is one clear error.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "neuralcost/analysis/roofline.hpp"
+#include "neuralcost/analyze_models.hpp"
+#include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/models/decoder.hpp"
+
+namespace neuralcost {
+namespace {
+
+using nlohmann::json;
+
+std::string write(const json& j, const std::string& name) {
+  const std::filesystem::path path = std::filesystem::temp_directory_path() / ("neuralcost_routing_" + name + ".json");
+  std::ofstream(path) << j.dump();
+  return path.string();
+}
+
+DecoderRequest decode(std::int64_t batch) {
+  DecoderRequest r;
+  r.phase = DecoderPhase::kDecode;
+  r.batch = batch;
+  r.context = 1000;
+  return r;
+}
+
+Analysis analyze_step(const DecoderConfig& c, const DecoderRequest& r) {
+  return analyze(build_decoder(c, r, "d"), HardwareDatabase::builtin().get("h100-sxm"));
+}
+
+/// Bytes of expert weights the step reads, and per layer.
+std::uint64_t expert_bytes(const Analysis& a) {
+  std::uint64_t bytes = 0;
+  for (const OpRoofline& op : a.ops) {
+    if (a.graph.op(op.op_index).kind == OpKind::kExpertLinear) bytes += op.cost.parameter_bytes;
+  }
+  return bytes;
+}
+
+std::string error_of(const DecoderConfig& c, const json& histogram, const std::string& name) {
+  try {
+    with_routing(c, write(histogram, name));
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << name << ": accepted";
+  return "";
+}
+
+TEST(RoutingTest, AUniformHistogramGivesTheUniformExpectation) {
+  // mixtral: 8 experts, 2 a token; 100 tokens spread evenly, 25 to each expert
+  const DecoderConfig plain = decoder_preset("mixtral-8x7b");
+  const DecoderConfig uniform =
+      with_routing(plain, write({{"tokens", 100}, {"all", json::array({25, 25, 25, 25, 25, 25, 25, 25})}}, "uniform"));
+  for (const std::int64_t batch : {1, 3, 16}) {
+    EXPECT_NEAR(expected_experts_reached(uniform, static_cast<std::uint64_t>(batch), 5),
+                expected_experts_reached(plain, static_cast<std::uint64_t>(batch)), 1e-12);
+    const Analysis a = analyze_step(plain, decode(batch)), b = analyze_step(uniform, decode(batch));
+    EXPECT_EQ(a.totals.contraction_flops, b.totals.contraction_flops);
+    EXPECT_NEAR(static_cast<double>(expert_bytes(a)), static_cast<double>(expert_bytes(b)), 32 * 3.0);
+  }
+}
+
+TEST(RoutingTest, AConcentratedRoutingReadsOnlyTheExpertsItReaches) {
+  // every token to experts 0 and 1: a step of any batch reads those two experts' weights and no others
+  const DecoderConfig plain = decoder_preset("mixtral-8x7b");
+  const DecoderConfig two =
+      with_routing(plain, write({{"tokens", 50}, {"all", json::array({50, 50, 0, 0, 0, 0, 0, 0})}}, "two"));
+  const std::uint64_t e = 4096, i = 14336, layers = 32;
+  for (const std::int64_t batch : {1, 8, 64}) {
+    const Analysis a = analyze_step(two, decode(batch));
+    EXPECT_EQ(expert_bytes(a), layers * 2 * 3 * e * i * 2) << batch;  // two experts' gate, up, down in bf16
+    EXPECT_EQ(a.totals.contraction_flops, analyze_step(plain, decode(batch)).totals.contraction_flops);
+    bool named = false;
+    for (const std::string& s : a.approximations)
+      named = named || s.find("expectation under the routing of") != std::string::npos;
+    EXPECT_TRUE(named);
+  }
+  // uniform routing reads more at batch 8: 8·(1 − 0.75^8) = 7.20 experts a layer
+  EXPECT_GT(expert_bytes(analyze_step(plain, decode(8))), expert_bytes(analyze_step(two, decode(8))) * 3);
+}
+
+TEST(RoutingTest, EachLayerReadsByItsOwnCounts) {
+  // deepseek-v3: layers 0-2 dense, 3-60 with 256 experts, 8 a token. Layer 3's tokens all go to
+  // experts 0-7; every other layer's spread evenly (8 tokens to each of 256 experts, 256 tokens)
+  const DecoderConfig plain = decoder_preset("deepseek-v3");
+  json layers = json::object();
+  std::vector<std::int64_t> even(256, 8), eight(256, 0);
+  for (int e = 0; e < 8; ++e) eight[e] = 256;
+  for (int l = 3; l < 61; ++l) layers[std::to_string(l)] = l == 3 ? eight : even;
+  const DecoderConfig measured =
+      with_routing(plain, write({{"tokens", 256}, {"layers", layers}, {"source", "a test"}}, "layers"));
+  const std::uint64_t tokens = 4;
+  EXPECT_DOUBLE_EQ(expected_experts_reached(measured, tokens, 3), 8.0);
+  EXPECT_NEAR(expected_experts_reached(measured, tokens, 4), expected_experts_reached(plain, tokens), 1e-9);
+  EXPECT_EQ(expected_experts_reached(measured, tokens, 0), 0.0);  // a dense layer
+  // the step's expert bytes: the uniform layers' expectation and layer 3's eight experts
+  const Analysis a = analyze_step(measured, decode(4)), u = analyze_step(plain, decode(4));
+  const double uniform_layer = static_cast<double>(expert_bytes(u)) / 58;
+  const double per_expert = uniform_layer / expected_experts_reached(plain, tokens);  // 3 x 7168 x 2048 as stored
+  const double expected = uniform_layer * 57 + 8 * per_expert;
+  EXPECT_NEAR(static_cast<double>(expert_bytes(a)), expected, 58 * 3.0);
+  // the step's totals (analyze_decoder_step, which extrapolates alike layers) are the whole graph's
+  const DecoderStep step = analyze_decoder_step(measured, decode(4), HardwareDatabase::builtin().get("h100-sxm"), "d");
+  EXPECT_EQ(step.totals.bytes_read, a.totals.bytes_read);
+  // the graph's note says the routing and its spread over the layers
+  bool noted = false;
+  for (const std::string& n : a.graph.notes()) noted = noted || n.find("under the routing of") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+TEST(RoutingTest, ABadHistogramIsOneClearError) {
+  const DecoderConfig mixtral = decoder_preset("mixtral-8x7b");
+  const json eight = json::array({25, 25, 25, 25, 25, 25, 25, 25});
+  EXPECT_NE(error_of(mixtral, {{"tokens", 100}, {"all", json::array({50, 50, 50, 50})}}, "short")
+                .find("must be an array of 8 counts"),
+            std::string::npos);
+  EXPECT_NE(error_of(mixtral, {{"tokens", 100}, {"all", json::array({25, 25, 25, 25, 25, 25, 25, 24})}}, "sum")
+                .find("adds up to 199, not 200"),
+            std::string::npos);
+  EXPECT_NE(error_of(mixtral, {{"tokens", 10}, {"all", json::array({20, 0, 0, 0, 0, 0, 0, 0})}}, "over")
+                .find("from 0 to the 10 tokens"),
+            std::string::npos);
+  EXPECT_NE(error_of(mixtral, {{"all", eight}}, "tokens").find("field 'tokens'"), std::string::npos);
+  EXPECT_NE(error_of(mixtral, {{"tokens", 100}}, "neither").find("needs one of 'layers'"), std::string::npos);
+  EXPECT_NE(error_of(mixtral, {{"tokens", 100}, {"all", eight}, {"bins", 3}}, "unknown").find("unknown field 'bins'"),
+            std::string::npos);
+  EXPECT_NE(error_of(mixtral, {{"tokens", 100}, {"layers", {{"32", eight}}}}, "beyond").find("layer '32' is not"),
+            std::string::npos);
+  EXPECT_NE(error_of(mixtral, {{"tokens", 100}, {"layers", {{"0", eight}}}}, "missing").find("layer 1 has experts"),
+            std::string::npos);
+  // deepseek-v3's layer 0 is dense
+  json all_layers = json::object();
+  for (int l = 0; l < 61; ++l) all_layers[std::to_string(l)] = std::vector<std::int64_t>(256, 1);
+  EXPECT_NE(error_of(decoder_preset("deepseek-v3"), {{"tokens", 32}, {"layers", all_layers}}, "dense")
+                .find("layer '0' is not a layer with experts"),
+            std::string::npos);
+  EXPECT_NE(error_of(decoder_preset("llama-3-8b"), {{"tokens", 100}, {"all", eight}}, "dense_model")
+                .find("applies to models with experts"),
+            std::string::npos);
+  std::ofstream(std::filesystem::temp_directory_path() / "neuralcost_routing_text.json") << "not json";
+  try {
+    with_routing(mixtral, (std::filesystem::temp_directory_path() / "neuralcost_routing_text.json").string());
+    ADD_FAILURE() << "text accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a JSON object"), std::string::npos);
+  }
+  // expert parallelism with a measured routing is refused, not modeled as uniform
+  DecoderConfig ep = with_routing(mixtral, write({{"tokens", 100}, {"all", eight}}, "ep"));
+  ep.expert_parallel = 2;
+  try {
+    build_decoder(ep, decode(1), "d");
+    ADD_FAILURE() << "ep accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
+  }
+}
+
+}  // namespace
+}  // namespace neuralcost
