@@ -215,6 +215,61 @@ TEST(AtenMappingTest, TheRoutersIndexOpsAreModeled) {
   EXPECT_EQ(a.ops[3].cost.bytes_written, 5u * 16 * 4);  // in place: the values written
 }
 
+TEST(AtenMappingTest, ComplexRotaryPairsAreComplexProducts) {
+  // DeepSeek-V2's rotary positions: polar(ones, freqs [1, 3, 4]) -> complex [1, 3, 4], times a real
+  // scalar, view_as_complex(q [2, 2, 3, 8] as [2, 2, 3, 4, 2]) times the table: complex values are
+  // reported as (real, imaginary) pairs in a last dim of 2
+  const auto complex = [](const std::string& name, Shape shape) {
+    CapturedValue v = tensor(name, std::move(shape));
+    v.tensors[0].complex = true;
+    return v;
+  };
+  CapturedOp polar;
+  polar.name = "aten::polar";
+  polar.inputs = {tensor("ones", {1, 3, 4}), tensor("freqs", {1, 3, 4})};
+  polar.outputs = {complex("%0", {1, 3, 4, 2})};
+  CapturedOp scaled;
+  scaled.name = "aten::mul";
+  scaled.inputs = {complex("%0", {1, 3, 4, 2}), number(1.5)};
+  scaled.outputs = {complex("%1", {1, 3, 4, 2})};
+  CapturedOp pairs;
+  pairs.name = "aten::view_as_complex";
+  pairs.inputs = {tensor("q", {2, 2, 3, 4, 2})};
+  pairs.outputs = {complex("%2", {2, 2, 3, 4, 2})};
+  CapturedOp unsqueeze;
+  unsqueeze.name = "aten::unsqueeze";
+  unsqueeze.inputs = {complex("%1", {1, 3, 4, 2}), integer(1)};
+  unsqueeze.outputs = {complex("%5", {1, 1, 3, 4, 2})};
+  CapturedOp product;
+  product.name = "aten::mul";
+  product.inputs = {complex("%2", {2, 2, 3, 4, 2}), complex("%5", {1, 1, 3, 4, 2})};
+  product.outputs = {complex("%3", {2, 2, 3, 4, 2})};
+  CapturedOp real_times_complex;
+  real_times_complex.name = "aten::mul";
+  real_times_complex.inputs = {complex("%3", {2, 2, 3, 4, 2}), tensor("gate", {2, 2, 3, 4})};
+  real_times_complex.outputs = {complex("%4", {2, 2, 3, 4, 2})};
+  const Analysis a = analyze_calls({polar, scaled, pairs, unsqueeze, product, real_times_complex});
+  EXPECT_TRUE(a.complete()) << (a.unmodeled.empty() ? "" : a.unmodeled[0].reason);
+  // the real operands of polar and of the last product are viewed with a trailing 1 first (views of
+  // their own, no work): find each call's binary op by its name
+  const auto cost_of = [&](const std::string& call) -> OpCost {
+    for (const OpRoofline& r : a.ops) {
+      const OpRecord& op = a.graph.op(r.op_index);
+      if (op.kind == OpKind::kBinary && op.name.rfind(call, 0) == 0) return r.cost;
+    }
+    ADD_FAILURE() << "no binary op of " << call;
+    return {};
+  };
+  EXPECT_EQ(cost_of("0:aten::polar").flops, 2u * 12 * 2);  // abs·cos and abs·sin a pair
+  EXPECT_EQ(cost_of("0:aten::polar").transcendentals, 12u * 2);
+  EXPECT_EQ(cost_of("1:aten::mul").flops, 12u * 2);  // a real scalar: both parts
+  EXPECT_EQ(cost_of("4:aten::mul").flops, 6u * 48);  // 48 complex products of 6 FLOPs
+  EXPECT_EQ(cost_of("5:aten::mul").flops, 2u * 48);  // a real factor scales both parts
+  std::size_t views = 0;
+  for (const OpRecord& op : a.graph.ops()) views += op.kind == OpKind::kReshape;
+  EXPECT_EQ(views, 2u + 1 + 1 + 1);  // polar's two operands, view_as_complex, unsqueeze, the real factor
+}
+
 TEST(AtenMappingTest, FusedScaledDotProductAttentionIsOneAttention) {
   // what scaled_dot_product_attention dispatches to on the CPU (torch worker, train mode):
   // (query, key, value, dropout_p, is_causal, *, attn_mask, scale) -> (output, logsumexp)

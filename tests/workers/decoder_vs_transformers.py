@@ -443,7 +443,8 @@ def profiled(config_path, *args):
 # Gemma2 decodes beyond its window of 16 (the cache of a sliding layer cropped back after each pass);
 # its prefill is left out: eager attention computes every masked score, the analysis a fused kernel's.
 measured = [
-    (name, ("prefill", "decode")) for name in ("llama_gqa", "qwen2moe_shared", "qwen3moe_experts", "deepseekv3_mla")
+    (name, ("prefill", "decode"))
+    for name in ("llama_gqa", "qwen2moe_shared", "qwen3moe_experts", "deepseekv3_mla", "deepseekv2_group")
 ]
 for name, phases in measured + [("gemma2_alternating", ("decode",))]:
     path = os.path.join(OUT, f"{name}.json")
@@ -457,7 +458,8 @@ for name, phases in measured + [("gemma2_alternating", ("decode",))]:
         want, error = analyze(path, *args)
         run, why = profiled(path, *args)
         got = run["totals"] if run else None
-        rotary = 2 * (head_dim // 2) * tokens
+        # DeepSeek-V2's frequencies are an elementwise product in both (its complex tables captured as pairs)
+        rotary = 0 if name.startswith("deepseekv2") else 2 * (head_dim // 2) * tokens
         check(
             got is not None and want is not None and got["contraction_flops"] + rotary == want["contraction_flops"],
             f"{name} {phase} measured by profile: contraction_flops {shown(got, 'contraction_flops')} + rotary "

@@ -53,7 +53,14 @@ class Namer:
                 self.consts += 1
             self._remember(t, name, kind)
         name, kind, _ = self.known[id(t)]
-        value = tensor(name, t.shape, str(t.dtype).replace("torch.", ""), bool(kind))
+        if t.is_complex():  # (real, imaginary) pairs in a last dim of 2, as the cost model counts them
+            real = {"complex64": "float32", "complex128": "float64", "complex32": "float16"}
+            value = tensor(
+                name, list(t.shape) + [2], real.get(str(t.dtype).replace("torch.", ""), "complex"), bool(kind)
+            )
+            value["complex"] = True
+        else:
+            value = tensor(name, t.shape, str(t.dtype).replace("torch.", ""), bool(kind))
         if kind == "buffer":
             value["buffer"] = True
         if not t.is_contiguous():

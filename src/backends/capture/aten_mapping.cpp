@@ -3,6 +3,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -326,6 +327,73 @@ const HandlerTable& aten_handlers() {
         {"minimum", "min"}, {"pow", "pow"},  {"eq", "equal"},   {"ne", "equal"},    {"lt", "less"},
         {"gt", "greater"},  {"le", "less"},  {"ge", "greater"}, {"where", "where"}, {"masked_fill", "where"}};
     for (const auto& [op, f] : binaries) h["aten::" + op] = in_place_if_named(op, function_of(OpKind::kBinary, f));
+    // complex values are (real, imaginary) pairs in a last dim of 2 (CapturedTensor::complex): a
+    // product of two is complex_mul; a complex times a real tensor scales both parts (the real
+    // operand gains a trailing dim of 1 to broadcast); torch.polar(abs, angle) writes pairs
+    const auto complex_aware = [](const std::string& function) -> Handler {
+      return [function](const CapturedOp& call) {
+        std::set<std::string> complex;
+        for (const CapturedValue& v : call.inputs) {
+          for (const CapturedTensor& t : v.tensors) {
+            if (t.complex) complex.insert(t.name);
+          }
+        }
+        std::vector<OpRecord> records = function_of(OpKind::kBinary, function)(call);
+        if (records.empty()) return records;
+        OpRecord r = std::move(records.front());
+        const auto pairs = [&](const std::string& name) { return complex.count(name) > 0; };
+        std::size_t complex_operands = 0;
+        for (const TensorDesc& t : r.inputs) complex_operands += pairs(t.name);
+        for (const ParameterDesc& p : r.parameters) complex_operands += pairs(p.id);
+        const std::size_t operands = r.inputs.size() + r.parameters.size();
+        if (function != "polar" && complex_operands == 2) r.attributes.set("function", std::string("complex_mul"));
+        if (function != "polar" && (complex_operands != 1 || operands != 2)) return one(std::move(r));
+        // the real operands of polar, or of a complex times a real tensor, viewed with a trailing
+        // dim of 1 (a view of their own) so that they broadcast over the pairs
+        std::vector<OpRecord> out;
+        const auto as_pairs = [&](OpRecord view, const Shape& shape, const std::string& name) {
+          view.kind = OpKind::kReshape;
+          view.source_type = r.source_type;
+          view.name = r.name + "#" + name + "_as_pairs";
+          view.attributes = Attributes();
+          view.attributes.set("materializes", false);
+          TensorDesc y{view.name, shape, r.outputs.front().dtype};
+          y.shape.push_back(1);
+          view.outputs = {y};
+          out.push_back(std::move(view));
+          return y;
+        };
+        std::vector<TensorDesc> inputs;
+        for (const TensorDesc& t : r.inputs) {
+          if (pairs(t.name)) {
+            inputs.push_back(t);
+            continue;
+          }
+          OpRecord view;
+          view.inputs = {t};
+          inputs.push_back(as_pairs(std::move(view), t.shape, t.name));
+          inputs.back().dtype = t.dtype;
+        }
+        std::vector<ParameterDesc> parameters;
+        for (const ParameterDesc& p : r.parameters) {
+          if (pairs(p.id)) {
+            parameters.push_back(p);
+            continue;
+          }
+          OpRecord view;
+          view.parameters = {p};
+          inputs.push_back(as_pairs(std::move(view), p.shape, p.id));
+          inputs.back().dtype = p.dtype;
+        }
+        r.inputs = std::move(inputs);
+        r.parameters = std::move(parameters);
+        out.push_back(std::move(r));
+        return out;
+      };
+    };
+    h["aten::mul"] = complex_aware("mul");
+    h["aten::mul_"] = in_place_if_named("mul_", complex_aware("mul"));
+    h["aten::polar"] = complex_aware("polar");
     // whole-tensor comparison returning one bool: a custom count (docs/counting.md, "custom ops")
     h["aten::equal"] = [](const CapturedOp& call) {
       OpRecord r = record(call, OpKind::kCustom);

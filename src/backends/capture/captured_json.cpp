@@ -56,6 +56,12 @@ CapturedTensor tensor_from(const json& j, const Context& c, const std::string& f
     t.parameter = t.parameter || t.buffer;  // a buffer is state the op reads, not an edge
   }
   if (j.contains("contiguous") && j["contiguous"].is_boolean()) t.contiguous = j["contiguous"].get<bool>();
+  if (j.contains("complex")) {
+    if (!j["complex"].is_boolean() || t.shape.empty() || t.shape.back() != 2) {
+      c.fail(field, fmt::format("tensor '{}': 'complex' must be true or false, its shape ending in 2", t.name));
+    }
+    t.complex = j["complex"].get<bool>();
+  }
   return t;
 }
 

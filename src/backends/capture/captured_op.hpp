@@ -23,6 +23,9 @@ struct CapturedTensor {
   bool parameter = false;  ///< a weight or constant (not produced by an op, not a model input)
   bool contiguous = true;
   bool buffer = false;  ///< a parameter that is state, not trained (a registered buffer, a constant)
+  /// complex values, described as (real, imaginary) pairs: the shape ends in a dim of 2 and the
+  /// dtype is the parts' (complex64: fp32)
+  bool complex = false;
 };
 
 struct CapturedValue {
