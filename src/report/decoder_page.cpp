@@ -294,8 +294,11 @@ std::string render_decoder_page(const DecoderOverview& o, const std::string& veg
               r.variant.kv_cache.empty() ? "" : " in " + r.variant.kv_cache,
               report::grouped(static_cast<std::uint64_t>(o.max_positions)),
               o.sliding_window > 0 ? fmt::format(", sliding window {}", o.sliding_window) : "",
-              r.variant.mla.empty() ? "" : fmt::format("; latent attention decoded {}", r.variant.mla), hw.name,
-              report::si(hw.flops_per_second(r.dtype, true), ""), dtype_name(r.dtype),
+              (r.variant.mla.empty() ? std::string() : fmt::format("; latent attention decoded {}", r.variant.mla)) +
+                  (r.variant.routing.empty()
+                       ? std::string()
+                       : fmt::format("; the experts reached under the routing of {}", r.variant.routing)),
+              hw.name, report::si(hw.flops_per_second(r.dtype, true), ""), dtype_name(r.dtype),
               report::si(hw.memory_bandwidth_bytes_per_second, "B"),
               hw.memory_capacity_bytes ? ", " + gib(*hw.memory_capacity_bytes) + " of it" : "")) +
           "</p>\n";
