@@ -8,7 +8,8 @@ mixtral, qwen2_moe, qwen3_moe, deepseek_v3 and the like).
 
 MODEL is a local model directory (config.json and weights, loaded with local files only) or a
 config.json alone (random weights, seeded: a routing that exercises the tool, not one that tells
-anything about a trained model). Inputs: the tokens of --text (the directory's tokenizer), else N
+anything about a trained model). The model is built in memory: its weights must fit (DeepSeek-V2-Lite
+takes 63 GB in float32, 31 GB with --dtype bfloat16). Inputs: the tokens of --text (the directory's tokenizer), else N
 random token ids per sequence. Nothing is downloaded. Run it with the workers' Python
 (build/src/neuralcost/python-env/bin/python3), which has torch and transformers."""
 
@@ -57,13 +58,19 @@ def main():
     p.add_argument("--batch", type=int, default=4, help="sequences (without --text)")
     p.add_argument("--seed", type=int, default=0, help="of the random weights and ids")
     p.add_argument("--text", help="a text file whose tokens are the input (needs the directory's tokenizer)")
+    p.add_argument(
+        "--dtype",
+        choices=("float32", "bfloat16"),
+        default="float32",
+        help="the model's dtype (bfloat16: half the memory)",
+    )
     a = p.parse_args()
     if a.tokens < 1 or a.batch < 1:
         fail("--tokens and --batch must be positive")
     import torch
 
     model, directory = load(a.model, a.seed)
-    model.eval()
+    model = model.to(getattr(torch, a.dtype)).eval()
     config = model.config
     vocab = config.vocab_size
     if a.text:
