@@ -11,7 +11,7 @@ namespace neuralcost {
 std::vector<std::string> options_set(const ModelRequest& request) {
   std::vector<std::string> set;
   for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights",
-                             "kv-cache", "mla", "routing"}) {
+                             "kv-cache", "mla", "routing", "activations"}) {
     if (request.given.count(option)) set.emplace_back(option);
   }
   if (!request.named_inputs.empty() || !request.input_shapes.empty()) set.emplace_back("input");
@@ -30,6 +30,7 @@ void unset(ModelRequest& request, const std::string& option) {
   if (option == "weights") request.variant.weights.clear();
   if (option == "kv-cache") request.variant.kv_cache.clear();
   if (option == "mla") request.variant.mla.clear();
+  if (option == "activations") request.variant.activations.clear();
   if (option == "routing") request.variant.routing.clear();
   if (option == "structure-only") request.structure_only = false;
 }

@@ -30,7 +30,7 @@ bool fusible(const OpRecord& op, const OpCost& cost) { return cost.modeled && tr
 }  // namespace
 
 std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline>& ops, const HardwareSpec& hardware,
-                              double resident_bytes) {
+                              double resident_bytes, const std::vector<int>& regions) {
   const std::size_t n = graph.size();
   std::vector<FusionGroup> groups;
   std::vector<std::size_t> group_of(n);
@@ -38,7 +38,8 @@ std::vector<FusionGroup> fuse(const OpGraph& graph, const std::vector<OpRoofline
   for (std::size_t i = 0; i < n; ++i) {
     is_fusible[i] = fusible(graph.op(i), ops[i].cost);
     bool joins = false;
-    if (is_fusible[i] && i > 0 && !is_view(graph.op(i - 1)) && ops[i - 1].cost.modeled) {
+    const bool same_region = regions.empty() || (i > 0 && regions.at(i) == regions.at(i - 1));
+    if (is_fusible[i] && i > 0 && same_region && !is_view(graph.op(i - 1)) && ops[i - 1].cost.modeled) {
       for (const TensorDesc& t : graph.op(i).inputs) {
         const auto p = graph.producer(t.name);
         joins = joins || (p && group_of[*p] == group_of[i - 1]);

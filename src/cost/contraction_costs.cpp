@@ -100,6 +100,22 @@ void cost_matmul(const OpRecord& op, OpCost& cost) {
   if (op.inputs.size() + op.parameters.size() > 2) add_flops(cost, expected);
 }
 
+/// A quantized weight's extra work on a call of `rows` rows: weight-only, each stored value
+/// dequantized once (times `share`: the experts reached); W8A8 (attr activation_dtype: the operands
+/// multiplied in their 8-bit type), each of the rows × out sums scaled by its token's and its
+/// weight's scale, once per block of inputs when the weight's scales are per block.
+void add_weight_scaling(const OpRecord& op, const ParameterDesc& w, std::uint64_t rows, std::int64_t in,
+                        std::int64_t out, double share, OpCost& cost) {
+  if (!w.quantization) return;
+  if (op.attributes.has("activation_dtype")) {
+    const std::int64_t group = w.quantization->group_size;
+    const std::uint64_t blocks = group > 0 ? dim((in + group - 1) / group) : 1;
+    return add_flops(cost, product({2, rows, dim(out), blocks}));
+  }
+  const auto flops = static_cast<double>(w.quantization->dequantization_flops(w.shape));
+  add_flops(cost, static_cast<std::uint64_t>(std::llround(flops * share)));
+}
+
 void cost_linear(const OpRecord& op, OpCost& cost) {
   const TensorDesc& x = input(op, 0, "x");
   const ParameterDesc& w = parameter(op, 0, "weight [out, in]");
@@ -123,7 +139,7 @@ void cost_linear(const OpRecord& op, OpCost& cost) {
   add_contraction(cost, product({2, rows, dim(in), dim(out)}));
   add_bias(op, cost, 1, product({rows, dim(out)}));
   // a quantized weight is dequantized once per call, value by value, as weight-only kernels do
-  if (w.quantization) add_flops(cost, w.quantization->dequantization_flops(w.shape));
+  add_weight_scaling(op, w, rows, in, out, 1.0, cost);
 }
 
 /// An expert_linear whose routing was measured (attr expert_rows: the rows each expert took, as
@@ -249,10 +265,7 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   cost.parameter_bytes = static_cast<std::uint64_t>(std::llround(static_cast<double>(all) * reached / e));
   cost.bytes_read = checked_add(x.bytes(), cost.parameter_bytes, "bytes read");
   if (op.parameters.size() > 1) add_flops(cost, out_rows * dim(out));  // a bias [E, out] per pair
-  if (w.quantization) {                                                // the experts reached, dequantized once each
-    const auto flops = static_cast<double>(w.quantization->dequantization_flops(w.shape));
-    add_flops(cost, static_cast<std::uint64_t>(std::llround(flops * reached / e)));
-  }
+  add_weight_scaling(op, w, out_rows, in, out, reached / e, cost);     // the experts reached, dequantized once each
 }
 
 void cost_conv(const OpRecord& op, OpCost& cost) {

@@ -18,7 +18,10 @@ namespace {
 
 using Table = PerElementTable;
 
-// The per-element counts of docs/counting.md; keep the two in step.
+// The per-element counts of docs/counting.md; keep the two in step. quantize_per_token is W8A8's
+// dynamic activation quantization: an absolute value and a max a value find the token's scale,
+// then quantize's divide, round, clamp and conversion.
+// clang-format off
 const Table kUnary = {
     {"identity", {0, 0}}, {"copy", {0, 0}},  {"neg", {1, 0}},      {"abs", {1, 0}},        {"sign", {1, 0}},
     {"floor", {1, 0}},    {"ceil", {1, 0}},  {"round", {1, 0}},    {"square", {1, 0}},     {"reciprocal", {1, 0}},
@@ -27,8 +30,9 @@ const Table kUnary = {
     {"tanh", {1, 1}},     {"cast", {0, 0}},  {"asin", {1, 1}},     {"acos", {1, 1}},       {"atan", {1, 1}},
     {"sinh", {1, 1}},     {"cosh", {1, 1}},  {"asinh", {1, 1}},    {"acosh", {1, 1}},      {"atanh", {1, 1}},
     {"isinf", {1, 0}},    {"isnan", {1, 0}}, {"quantize", {4, 0}}, {"dequantize", {2, 0}}, {"log1p", {2, 1}},
-    {"expm1", {2, 1}},
+    {"expm1", {2, 1}},    {"quantize_per_token", {6, 0}},
 };
+// clang-format on
 const Table kBinary = {
     {"add", {1, 0}},
     {"sub", {1, 0}},

@@ -143,9 +143,10 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
       expected_experts_reached(c, static_cast<std::uint64_t>(routed_tokens), layer) / static_cast<double>(ep);
   const auto expert_linear = [&](const std::string& w, const TensorDesc& x, Shape out, std::int64_t rows_out) {
     const std::int64_t in = x.shape.back();
-    return b.op(OpKind::kExpertLinear, name + ".experts." + w, {x}, std::move(out),
+    return b.op(OpKind::kExpertLinear, name + ".experts." + w, {b.w8a8() ? b.quantized(x) : x}, std::move(out),
                 {{name + ".experts." + w + ".weight", {local, rows_out, in}, b.dtype(), true, b.quantization()}},
                 std::nullopt, [&](OpRecord& r) {
+                  if (b.w8a8()) b.w8a8_product(r);
                   r.attributes.set("top_k", k);
                   r.attributes.set("tokens", routed_tokens);
                   if (ep > 1) r.attributes.set("routed_experts", n);
@@ -383,6 +384,25 @@ DecoderConfig with_kv_cache(DecoderConfig config, const std::string& kv_cache) {
               fmt::format("--kv-cache '{}' is not one of fp8, int8, fp16, bf16, fp32", kv_cache));
 }
 
+DecoderConfig with_activations(DecoderConfig config, const std::string& activations) {
+  if (activations.empty()) return config;
+  if (activations != "int8" && activations != "fp8") {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--activations '{}' is not one of int8, fp8", activations));
+  }
+  if (!config.quantization) config.quantization = parse_weight_quantization(activations);
+  const WeightQuantization& w = *config.quantization;
+  const bool per_row_int8 = w.format == "int8" && w.group_size == 0 && !w.zero_points;
+  if (activations == "int8" ? !per_row_int8 : w.format != "fp8") {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--activations {} needs {} weights (--weights {}), not {}: an {} GEMM multiplies two "
+                            "{} operands and scales its sums per output row{}",
+                            activations, activations, activations, w.spec(), activations, activations,
+                            activations == "int8" ? " (int8 weights without zeros or groups)" : " or block"));
+  }
+  config.activation_dtype = activations == "int8" ? DType::kInt8 : DType::kFp8;
+  return config;
+}
+
 DecoderConfig with_mla(DecoderConfig config, const std::string& mla) {
   if (mla.empty()) return config;
   if (mla != "absorbed" && mla != "expanded") {
@@ -443,8 +463,9 @@ std::uint64_t kv_cache_bytes(const DecoderConfig& c, DType dtype, std::int64_t c
 }
 
 OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, const std::string& name) {
-  DecoderVariant rest = r.variant;  // the weights apply to cq below
+  DecoderVariant rest = r.variant;  // the weights and activations apply to cq below
   rest.weights.clear();
+  rest.activations.clear();
   const DecoderConfig c = with_variant(configured, rest);
   const bool decode = r.phase == DecoderPhase::kDecode;
   if (decode && r.training) {
@@ -476,8 +497,9 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
   const bool windowed = c.sliding_window > 0 && keys > c.sliding_window;
   const auto windowed_at = [&](std::int64_t layer) { return c.window_of(layer) > 0 && keys > c.window_of(layer); };
   const std::int64_t batch = r.batch, e = c.hidden, d = c.head_dim, h = c.heads, kv = c.kv_heads;
-  const DecoderConfig& cq = r.variant.weights.empty() ? c : with_weights(c, r.variant.weights);
+  const DecoderConfig cq = with_activations(with_weights(c, r.variant.weights), r.variant.activations);
   Builder b(name, r.dtype, cq.quantization);
+  b.set_activations(cq.activation_dtype);
   OpGraph& g = b.graph();
   const Names nm = names_of(c);
   const std::int64_t rd = c.rotary_dims;
@@ -537,7 +559,12 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
     const bool windowed_here = windowed_at(l);
     const std::int64_t kept_keys = windowed_here && decode ? std::min(keys, c.sliding_window - 1 + r.tokens) : keys;
     const auto norm = [&](const std::string& which, const TensorDesc& in) {
-      return c.layer_norm ? b.layer_norm(p + "." + which, in) : b.rms_norm(p + "." + which, in, c.norm_offset);
+      return b.on_residual_stream([&] {
+        return c.layer_norm ? b.layer_norm(p + "." + which, in) : b.rms_norm(p + "." + which, in, c.norm_offset);
+      });
+    };
+    const auto residual = [&](const std::string& which, const TensorDesc& u, const TensorDesc& v) {
+      return b.on_residual_stream([&] { return b.elementwise(OpKind::kBinary, p + which, "add", {u, v}); });
     };
     const TensorDesc normed = norm(nm.ln1, x);
     TensorDesc o;
@@ -599,23 +626,20 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
     if (c.sandwich_norms) o = norm("post_attention_layernorm", o);  // gemma2: on the attention's output
     const TensorDesc before = x;
     // gpt_neox's parallel residual: the MLP reads the layer's input, not the attention's sum
-    if (!c.parallel_residual) x = b.elementwise(OpKind::kBinary, p + "#residual_attention", "add", {x, o});
+    if (!c.parallel_residual) x = residual("#residual_attention", x, o);
     const TensorDesc m = norm(nm.ln2, x);
     if (!c.gated_mlp) {  // gpt2, gpt_neox: fc, activation, proj
       const std::string mp = p + "." + nm.mlp;
       const TensorDesc hidden = b.elementwise(OpKind::kActivation, mp + "." + nm.act, c.activation,
                                               {b.linear(mp + "." + nm.fc, m, c.intermediate, c.mlp_bias)});
       const TensorDesc out = b.linear(mp + "." + nm.proj, hidden, e, c.mlp_bias);
-      x = c.parallel_residual
-              ? b.elementwise(OpKind::kBinary, p + "#residual", "add",
-                              {b.elementwise(OpKind::kBinary, p + "#attention_mlp", "add", {out, o}), before})
-              : b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, out});
+      x = c.parallel_residual ? residual("#residual", residual("#attention_mlp", out, o), before)
+                              : residual("#residual_mlp", x, out);
       continue;
     }
     if (c.moe_layer(l)) {
-      x = b.elementwise(
-          OpKind::kBinary, p + "#residual_mlp", "add",
-          {x, mixture_of_experts(b, c, p + (c.architecture == "mixtral" ? ".block_sparse_moe" : ".mlp"), m, l)});
+      x = residual("#residual_mlp", x,
+                   mixture_of_experts(b, c, p + (c.architecture == "mixtral" ? ".block_sparse_moe" : ".mlp"), m, l));
       continue;
     }
     TensorDesc gate_in, up;
@@ -633,9 +657,10 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
     TensorDesc down = b.linear(p + ".mlp.down_proj",
                                b.elementwise(OpKind::kBinary, p + ".mlp#gate_up", "mul", {gate, up}), e, c.mlp_bias);
     if (c.sandwich_norms) down = norm("post_feedforward_layernorm", down);  // gemma2: on the MLP's output
-    x = b.elementwise(OpKind::kBinary, p + "#residual_mlp", "add", {x, down});
+    x = residual("#residual_mlp", x, down);
   }
-  x = c.layer_norm ? b.layer_norm(nm.final_norm, x) : b.rms_norm(nm.final_norm, x, c.norm_offset);
+  x = b.on_residual_stream(
+      [&] { return c.layer_norm ? b.layer_norm(nm.final_norm, x) : b.rms_norm(nm.final_norm, x, c.norm_offset); });
   // logits of the last position only, as generation asks for them (logits_to_keep = 1); a verify
   // step needs every new token's
   if (!decode && t > 1 && !r.training) {
@@ -713,7 +738,17 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
                              c.sliding_window - 1)
                : ""));
   }
-  if (cq.quantization) {
+  if (cq.activation_dtype) {
+    const WeightQuantization& q = *cq.quantization;
+    const std::string a(dtype_name(*cq.activation_dtype));
+    g.add_note(fmt::format(
+        "W8A8: the blocks' linear layers multiply {} activations by {} weights ({}) in {}: each linear's input "
+        "quantized per token, once (each token's absmax its scale: an absolute value, a max, a divide, a round, a "
+        "clamp and a conversion a value; the token's scale, 4 B, not counted), each sum scaled by the token's and "
+        "the weight's scale{}; embeddings, norms{}, attention, lm_head and the KV cache in {}; {} B of weights in all",
+        a, a, q.describe(), a, q.group_size > 0 ? " once per block of the inputs" : "",
+        c.experts > 0 ? ", the router" : "", dtype_name(r.dtype), grouped(decoder_weight_bytes(cq, r.dtype))));
+  } else if (cq.quantization) {
     const WeightQuantization& q = *cq.quantization;
     g.add_note(fmt::format(
         "weights: the blocks' linear layers stored as {}; embeddings, norms{}, lm_head and the KV cache in {}; "

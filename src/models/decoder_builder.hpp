@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,7 @@ class Builder {
                {},
                {}};
     r.attributes.set("module", module_of(name));
+    if (residual_stream_) r.attributes.set("residual_stream", true);
     if (tweak) tweak(r);
     TensorDesc y = r.outputs.front();
     graph_.add(std::move(r));
@@ -61,8 +63,27 @@ class Builder {
                                      true,
                                      plain ? std::nullopt : quantization_}};
     if (bias) p.push_back({name + ".bias", {out}, dtype_, true});
-    return op(OpKind::kLinear, name, {x}, y, p);
+    if (plain || !w8a8()) return op(OpKind::kLinear, name, {x}, y, p);
+    return op(OpKind::kLinear, name, {quantized(x)}, y, p, std::nullopt, [&](OpRecord& r) { w8a8_product(r); });
   }
+  /// W8A8 (DecoderConfig::activation_dtype): whether the quantized linears take quantized activations.
+  bool w8a8() const { return quantization_ && activations_; }
+  /// `x` quantized per token to the activations' type, once per tensor (q, k and v share theirs,
+  /// as a fused QKV projection quantizes its input once): each token's absmax gives its scale.
+  TensorDesc quantized(const TensorDesc& x) {
+    const auto it = quantized_.find(x.name);
+    if (it != quantized_.end()) return it->second;
+    const TensorDesc q = op(OpKind::kUnary, x.name + "#quantized", {x}, x.shape, {}, *activations_,
+                            [](OpRecord& r) { r.attributes.set("function", std::string("quantize_per_token")); });
+    return quantized_[x.name] = q;
+  }
+  /// Marks a linear of quantized operands: it multiplies in their type and scales each sum by the
+  /// token's and the output row's (or block's) scales (the contraction cost rule's epilogue).
+  void w8a8_product(OpRecord& r) const {
+    r.compute_dtype = *activations_;
+    r.attributes.set("activation_dtype", std::string(dtype_name(*activations_)));
+  }
+  void set_activations(std::optional<DType> activations) { activations_ = activations; }
   TensorDesc elementwise(OpKind kind, const std::string& name, const std::string& function, std::vector<TensorDesc> in,
                          bool scalar = false) {
     Shape y = in.front().shape;
@@ -94,6 +115,17 @@ class Builder {
                 if (offset) r.attributes.set("weight_offset", true);
               });
   }
+  /// Builds the ops of `build` marked `residual_stream`: a layer's norms and residual adds, which
+  /// read and write the whole hidden state of every token. Under Megatron's tensor parallelism
+  /// every device computes them whole; sequence parallelism splits their tokens over the devices
+  /// (model_parallel.hpp).
+  TensorDesc on_residual_stream(const std::function<TensorDesc()>& build) {
+    const bool outer = residual_stream_;
+    residual_stream_ = true;
+    const TensorDesc y = build();
+    residual_stream_ = outer;
+    return y;
+  }
   OpGraph& graph() { return graph_; }
   DType dtype() const { return dtype_; }
   const std::optional<WeightQuantization>& quantization() const { return quantization_; }
@@ -106,6 +138,9 @@ class Builder {
   OpGraph graph_;
   DType dtype_;
   std::optional<WeightQuantization> quantization_;
+  bool residual_stream_ = false;
+  std::optional<DType> activations_;
+  std::map<std::string, TensorDesc> quantized_;  ///< W8A8: each activation's quantized copy, by name
 };
 
 /// This step's keys or values (or latent) `y` written into the KV cache in its storage type: a

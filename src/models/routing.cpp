@@ -114,8 +114,10 @@ DecoderConfig with_routing(DecoderConfig c, const std::string& path) {
 }
 
 DecoderConfig with_variant(DecoderConfig config, const DecoderVariant& v) {
-  return with_routing(with_mla(with_kv_cache(with_weights(std::move(config), v.weights), v.kv_cache), v.mla),
-                      v.routing);
+  return with_routing(
+      with_mla(with_kv_cache(with_activations(with_weights(std::move(config), v.weights), v.activations), v.kv_cache),
+               v.mla),
+      v.routing);
 }
 
 }  // namespace neuralcost

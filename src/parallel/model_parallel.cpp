@@ -37,6 +37,18 @@ void check(const DecoderConfig& c, const ModelParallelRequest& r) {
                       r.ep, r.dp));
     }
   }
+  if (r.sequence_parallel) {
+    if (r.tp < 2) refuse("--sequence-parallel splits the tokens over the tensor-parallel devices: it needs tp > 1");
+    if (c.experts > 0) {
+      refuse(
+          "--sequence-parallel with a mixture of experts is not built (its router and token dispatch over "
+          "sequence shards are not modeled)");
+    }
+    if (r.tokens % r.tp != 0) {
+      refuse(fmt::format("--sequence-parallel: tp={} does not divide the {} tokens of a sequence (--prompt)", r.tp,
+                         r.tokens));
+    }
+  }
   if (r.virtual_stages < 1) refuse(fmt::format("--virtual-stages {} must be at least 1", r.virtual_stages));
   if (r.virtual_stages > 1 && r.pp == 1) refuse("--virtual-stages applies only with pipeline parallelism (pp > 1)");
   if (r.micro_batch < 1) refuse(fmt::format("--batch {} (the micro-batch) must be at least 1", r.micro_batch));
@@ -88,7 +100,8 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   out.devices = r.dp * r.tp * r.pp;
   const std::int64_t m = r.global_batch / (static_cast<std::int64_t>(r.dp) * r.micro_batch);
   out.micro_batches = static_cast<int>(m);
-  const ShardCosts& costs = cache.get(r.tp, r.micro_batch, r.tokens, r.training, r.dtype, r.ep);
+  const ShardCosts& costs = cache.get(r.tp, r.micro_batch, r.tokens, r.training, r.dtype, r.ep, r.sequence_parallel);
+  const bool sp = r.sequence_parallel;
   out.notes = costs.notes;
   const double elt = element_bytes(r.dtype), act = static_cast<double>(costs.hidden_bytes);
   const int per_node = r.system.devices_per_node, v = r.virtual_stages;
@@ -99,7 +112,12 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   const auto tensor_call = [&](double bytes) {
     return r.tp > 1 ? in_node_cost(r.intra, Collective::kAllReduce, r.tp, bytes, elt, basis).seconds() : 0.0;
   };
-  const double layer_call = tensor_call(act);
+  // sequence parallelism: each all-reduce of the hidden states a reduce-scatter and an all-gather
+  const double layer_call = sp ? in_node_cost(r.intra, Collective::kReduceScatter, r.tp, act, elt, basis).seconds() +
+                                     in_node_cost(r.intra, Collective::kAllGather, r.tp, act, elt, basis).seconds()
+                               : tensor_call(act);
+  const double embedding_call =
+      sp ? in_node_cost(r.intra, Collective::kReduceScatter, r.tp, act, elt, basis).seconds() : layer_call;
   const double loss_call = tensor_call(static_cast<double>(r.micro_batch * r.tokens) * 4);
   const int dp_per_node = std::max(1, std::min(r.dp, per_node / r.tp));
   const int dp_nodes = r.dp / dp_per_node;
@@ -124,9 +142,10 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         .seconds();
   };
   if (r.pp > 1) {
-    // across nodes, Megatron's scatter-gather: each of the tp devices sends 1/tp, then they all-gather
-    const bool scatter = stages_across && r.tp > 1;
-    out.p2p_each_seconds = between_stages(Collective::kSendRecv, scatter ? act / r.tp : act, elt);
+    // across nodes, Megatron's scatter-gather: each of the tp devices sends 1/tp, then they all-gather;
+    // under sequence parallelism each device holds and sends its 1/tp of the tokens, nothing to gather
+    const bool scatter = stages_across && r.tp > 1 && !sp;
+    out.p2p_each_seconds = between_stages(Collective::kSendRecv, scatter || sp ? act / r.tp : act, elt);
     if (scatter) out.p2p_each_seconds += in_node_cost(r.intra, Collective::kAllGather, r.tp, act, elt, basis).seconds();
   }
 
@@ -157,8 +176,8 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     st.backward_seconds = all.backward_seconds + (r.recompute ? layers.forward_seconds : 0);
     st.flops = all.forward_flops + all.backward_flops + (r.recompute ? layers.forward_flops : 0);
     // Megatron's f and g: two all-reduces a layer forward, two backward, two more recomputing
-    double calls = static_cast<double>(layer_count) * (r.recompute ? 6 : 4) + (first ? 1 : 0);
-    st.tensor_seconds = calls * layer_call + (last ? 3 * loss_call : 0);
+    const double calls = static_cast<double>(layer_count) * (r.recompute ? 6 : 4);
+    st.tensor_seconds = calls * layer_call + (first ? embedding_call : 0) + (last ? 3 * loss_call : 0);
     // dispatch and combine a MoE layer forward, the same two backward, two more recomputing
     st.expert_seconds = static_cast<double>(moe_layers) * (r.recompute ? 6 : 4) * all_to_all;
     st.parameters = all.parameters;
@@ -178,8 +197,9 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         v == 1 ? std::min<std::int64_t>(m, r.pp - d)
                : std::min<std::int64_t>(m * v, static_cast<std::int64_t>(r.pp - d - 1) * 2 + (v - 1) * r.pp + 1);
     st.in_flight = static_cast<int>(chunks_in_flight);
-    const double per_chunk = r.recompute ? static_cast<double>(chunk) * static_cast<double>(costs.hidden_bytes)
-                                         : static_cast<double>(layers.saved_bytes) / v;
+    const double per_chunk =
+        r.recompute ? static_cast<double>(chunk) * static_cast<double>(costs.hidden_bytes) / (sp ? r.tp : 1)
+                    : static_cast<double>(layers.saved_bytes) / v;
     const std::int64_t ends_in_flight = std::min<std::int64_t>(m, r.pp - d);
     st.activation_bytes = static_cast<std::uint64_t>(
         static_cast<double>(chunks_in_flight) * per_chunk +
@@ -251,9 +271,18 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
       costs.fused_scale));
   if (r.tp > 1) {
     out.approximations.push_back(
-        "tensor parallelism: two all-reduces of the hidden states a layer forward and two backward (two more "
-        "recomputing), one after the embedding, three small ones in the vocabulary-parallel loss; none overlapped "
-        "with compute; norms replicated");
+        std::string("tensor parallelism: two all-reduces of the hidden states a layer forward and two backward (two "
+                    "more recomputing), one after the embedding, three small ones in the vocabulary-parallel loss; "
+                    "none overlapped with compute; ") +
+        (sp ? "norms split by sequence parallelism" : "norms replicated"));
+  }
+  if (sp) {
+    out.approximations.push_back(fmt::format(
+        "sequence parallelism: the norms and residual adds, their gradients and what they keep run on 1/{} of the "
+        "tokens as kernels of their own (their time the whole op's / {}); a reduce-scatter and an all-gather for "
+        "each all-reduce; the backward pass's all-gather of the kept norm outputs hides behind the weight gradients' "
+        "GEMMs, as Megatron overlaps it (not counted)",
+        r.tp, r.tp));
   }
   if (r.ep > 1) {
     out.approximations.push_back(fmt::format(
@@ -310,22 +339,28 @@ std::vector<ModelParallelStep> search_model_parallel(ShardCostCache& cache, cons
           if (dp % ep == 0 && c.experts % ep == 0) eps.push_back(ep);
         }
         for (const int ep : eps) {
-          for (const bool recompute : {false, true}) {
-            for (const ZeroStage stage : {ZeroStage::kNone, ZeroStage::kOptimizer}) {
-              if (stage == ZeroStage::kOptimizer && dp == 1) continue;
-              ModelParallelRequest r = base;
-              r.dp = dp;
-              r.tp = tp;
-              r.pp = pp;
-              r.ep = ep;
-              r.virtual_stages = 1;
-              r.micro_batch = b;
-              r.recompute = recompute;
-              r.stage = stage;
-              try {
-                out.push_back(model_parallel_step(cache, r));
-              } catch (const Error& e) {
-                if (e.code() != ErrorCode::kInvalidArgument) throw;  // a layout that does not divide: not a candidate
+          // sequence parallelism where it applies (tp > 1, a dense model, tokens it divides)
+          std::vector<bool> sps{false};
+          if (tp > 1 && c.experts == 0 && base.tokens % tp == 0) sps.push_back(true);
+          for (const bool sequence : sps) {
+            for (const bool recompute : {false, true}) {
+              for (const ZeroStage stage : {ZeroStage::kNone, ZeroStage::kOptimizer}) {
+                if (stage == ZeroStage::kOptimizer && dp == 1) continue;
+                ModelParallelRequest r = base;
+                r.dp = dp;
+                r.tp = tp;
+                r.pp = pp;
+                r.ep = ep;
+                r.virtual_stages = 1;
+                r.micro_batch = b;
+                r.recompute = recompute;
+                r.sequence_parallel = sequence;
+                r.stage = stage;
+                try {
+                  out.push_back(model_parallel_step(cache, r));
+                } catch (const Error& e) {
+                  if (e.code() != ErrorCode::kInvalidArgument) throw;  // a layout that does not divide: not a candidate
+                }
               }
             }
           }
@@ -365,9 +400,9 @@ std::string ModelParallelStep::fit() const {
 
 std::string ModelParallelStep::layout() const {
   const ModelParallelRequest& r = request;
-  return fmt::format("dp={},tp={},pp={}{},b={},m={}{},{}{}", r.dp, r.tp, r.pp,
-                     r.ep > 1 ? fmt::format(",ep={}", r.ep) : "", r.micro_batch, micro_batches,
-                     r.virtual_stages > 1 ? fmt::format(",v={}", r.virtual_stages) : "",
+  return fmt::format("dp={},tp={},pp={}{}{},b={},m={}{},{}{}", r.dp, r.tp, r.pp,
+                     r.ep > 1 ? fmt::format(",ep={}", r.ep) : "", r.sequence_parallel ? ",sp" : "", r.micro_batch,
+                     micro_batches, r.virtual_stages > 1 ? fmt::format(",v={}", r.virtual_stages) : "",
                      r.stage == ZeroStage::kNone ? "ddp" : "zero1", r.recompute ? ",recompute" : "");
 }
 

@@ -1,9 +1,11 @@
 // The parts of a decoder's one-layer tensor-parallel shard at a micro-batch: the embedding side, each
 // kind of layer, the head side (include/neuralcost/parallel/model_parallel.hpp, ShardCostCache).
 #include <algorithm>
+#include <set>
 
 #include <fmt/format.h>
 
+#include "analysis/fusion.hpp"
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/parallel/model_parallel.hpp"
@@ -42,6 +44,7 @@ class Owners {
                             (n[layer.size()] == '.' || n[layer.size()] == '#');
       if (in_layer) first_layer = std::min(first_layer, i);
       side_[n] = in_layer ? Side::kLayer : i < first_layer ? Side::kBefore : Side::kAfter;
+      if (forward.op(i).attributes.get_bool("residual_stream", false)) stream_.insert(n);
       for (const ParameterDesc& p : forward.op(i).parameters) {
         if (!parameter_owner_.count(p.id)) parameter_owner_[p.id] = n;
       }
@@ -87,11 +90,35 @@ class Owners {
     }
     throw Error(ErrorCode::kInternal, fmt::format("model parallel: cannot place the step's op '{}'", op.name));
   }
+  /// Whether a forward or backward op of the step is on the residual stream (decoder_builder.hpp):
+  /// a norm or residual add, its gradient, or the sum of the gradients of a tensor a norm reads
+  /// first (a layer's input, its attention's sum).
+  bool is_stream(const std::string& forward_op) const { return stream_.count(forward_op) > 0; }
+  /// A tensor a residual-stream op produces, or reads before any other op does (the embedding's
+  /// output, which sequence parallelism scatters).
+  bool tensor_on_residual_stream(const std::string& tensor) const {
+    const auto producer = forward_->producer(tensor);
+    if (producer && is_stream(forward_->op(*producer).name)) return true;
+    const auto it = consumer_.find(tensor);
+    return it != consumer_.end() && is_stream(it->second);
+  }
+  bool on_residual_stream(const OpRecord& op) const {
+    const Pass pass = pass_of(op);
+    if (pass == Pass::kOptimizer) return false;
+    if (op.differentiates) return op.differentiates->attributes.get_bool("residual_stream", false);
+    if (pass == Pass::kForward) return op.attributes.get_bool("residual_stream", false);
+    const std::string prefix = "grad:";
+    if (op.name.rfind(prefix, 0) != 0) return false;
+    const auto it = consumer_.find(op.name.substr(prefix.size(), op.name.rfind('/') - prefix.size()));
+    if (it == consumer_.end()) return false;
+    return stream_.count(it->second) > 0;
+  }
 
  private:
   std::map<std::string, Side> side_;
   std::map<std::string, std::string> parameter_owner_;
   std::map<std::string, std::string> consumer_;  // tensor → its first consumer
+  std::set<std::string> stream_;                 // forward ops on the residual stream
   const OpGraph* forward_ = nullptr;
 };
 
@@ -107,39 +134,56 @@ double& flops_of(PartCost& part, int phase) {
   return phase == 0 ? part.forward_flops : phase == 2 ? part.optimizer_flops : part.backward_flops;
 }
 
-/// The parts of the one-layer shard `d` at the request's micro-batch.
+/// The parts of the one-layer shard `d` at the request's micro-batch. `shards` > 1: sequence
+/// parallelism over that many devices (the residual stream's ops run on 1/shards of the tokens).
 void split_parts(const DecoderConfig& d, const DecoderRequest& r, const HardwareSpec& hardware,
-                 const TrainingOptions& training, ShardCosts& out, const std::string& kind, bool ends) {
+                 const TrainingOptions& training, ShardCosts& out, const std::string& kind, bool ends, int shards) {
   const OpGraph forward = build_decoder(d, r, "one layer");
   const TrainingReport report = training_report(forward, hardware, training);
   const Owners owners(forward, decoder_layer_name(d, 0));
   const Analysis& step = report.step;
   const double unfused = step.totals.lower_bound_seconds;
   const double scale = unfused > 0 ? step.totals.fused_lower_bound_seconds / unfused : 1;
+  // sequence parallelism: a residual-stream op computes (and keeps) 1/shards of the tokens
+  const auto share = [&](const Owners& stream, const OpRecord& op) {
+    return shards > 1 && stream.on_residual_stream(op) ? 1.0 / shards : 1.0;
+  };
   PartCost parts[3];
   for (const OpRoofline& o : step.ops) {
     const OpRecord& op = step.graph.op(o.op_index);
-    flops_of(parts[static_cast<int>(owners.of_step_op(op))], phase_of(op)) += static_cast<double>(o.cost.flops);
+    flops_of(parts[static_cast<int>(owners.of_step_op(op))], phase_of(op)) +=
+        static_cast<double>(o.cost.flops) * share(owners, op);
   }
   // times: the fused bound by pass (each fused kernel, an anchor and the elementwise and norm ops
   // after it, in its anchor's pass). A layer's is what a second layer adds to the one-layer step
   // (kernels fuse across the layers' boundary); the ends' is the rest, split by their kernels.
-  const auto fused_by_pass = [&](const Analysis& a, const Owners* split, double(*into)[3]) {
-    for (const FusionGroup& group : a.fusion_groups) {
+  // Under sequence parallelism a reduce-scatter or all-gather separates the residual stream's
+  // kernels from the GEMMs beside them, and each runs on 1/shards of the tokens.
+  const auto fused_by_pass = [&](const Analysis& a, const Owners& stream, const Owners* split, double(*into)[3]) {
+    std::vector<FusionGroup> apart;
+    if (shards > 1) {
+      std::vector<int> regions(a.graph.size());
+      for (std::size_t i = 0; i < regions.size(); ++i) regions[i] = stream.on_residual_stream(a.graph.op(i)) ? 1 : 0;
+      apart = detail::fuse(a.graph, a.ops, hardware, resident_bytes_of(a.graph), regions);
+    }
+    for (const FusionGroup& group : shards > 1 ? apart : a.fusion_groups) {
       if (group.ops.empty()) continue;
       const OpRecord& anchor = a.graph.op(group.ops.front());
-      into[split ? static_cast<int>(split->of_step_op(anchor)) : 0][phase_of(anchor)] += group.lower_bound_seconds;
+      into[split ? static_cast<int>(split->of_step_op(anchor)) : 0][phase_of(anchor)] +=
+          group.lower_bound_seconds * share(stream, anchor);
     }
   };
   double one[3][3] = {}, two[3][3] = {}, sides[3][3] = {};
-  fused_by_pass(step, nullptr, one);
-  fused_by_pass(step, &owners, sides);
+  fused_by_pass(step, owners, nullptr, one);
+  fused_by_pass(step, owners, &owners, sides);
   DecoderConfig pair = d;
   pair.layers = 2;
   if (!d.sliding_layers.empty()) pair.sliding_layers = {d.sliding_layers[0], d.sliding_layers[0]};
   if (!d.dense_layers.empty()) pair.dense_layers = {0, 1};
   if (d.routing) pair.routing->counts = {d.routing->counts[0], d.routing->counts[0]};
-  fused_by_pass(analyze(training_step(build_decoder(pair, r, "two layers"), training), hardware), nullptr, two);
+  const OpGraph pair_forward = build_decoder(pair, r, "two layers");
+  fused_by_pass(analyze(training_step(pair_forward, training), hardware),
+                Owners(pair_forward, decoder_layer_name(d, 0)), nullptr, two);
   for (int p = 0; p < 3; ++p) {
     const double layer = two[0][p] - one[0][p];
     seconds_of(parts[1], p) = layer;
@@ -161,8 +205,12 @@ void split_parts(const DecoderConfig& d, const DecoderRequest& r, const Hardware
   for (const SavedStorage& saved : ledger.saved) {
     if (!saved.kept) continue;
     const bool tensor = forward.producer(saved.name).has_value() || saved.graph_input;
-    const Side side = tensor ? owners.of_tensor(saved.name) : owners.of_forward(report.op_names.at(saved.first_saver));
-    parts[static_cast<int>(side)].saved_bytes += saved.bytes;
+    const std::string& saver = report.op_names.at(saved.first_saver);
+    const Side side = tensor ? owners.of_tensor(saved.name) : owners.of_forward(saver);
+    // sequence parallelism keeps the residual stream's tensors (a norm's input and output, its
+    // statistics) split over the devices, and gathers them again for the backward pass
+    const bool split = shards > 1 && (tensor ? owners.tensor_on_residual_stream(saved.name) : owners.is_stream(saver));
+    parts[static_cast<int>(side)].saved_bytes += split ? saved.bytes / static_cast<std::uint64_t>(shards) : saved.bytes;
   }
   out.layers[kind] = parts[1];
   if (!ends) return;
@@ -200,10 +248,11 @@ std::string decoder_layer_kind(const DecoderConfig& config, std::int64_t layer) 
 }
 
 const ShardCosts& ShardCostCache::get(int tp, std::int64_t micro_batch, std::int64_t tokens,
-                                      const TrainingOptions& training, DType dtype, int ep) {
+                                      const TrainingOptions& training, DType dtype, int ep, bool sequence_parallel) {
+  const int shards = sequence_parallel ? tp : 1;
   const std::string key =
-      fmt::format("{}/{}/{}/{}/{}/{}/{}", tp, micro_batch, tokens, optimizer_name(training.optimizer),
-                  precision_name(training.precision), dtype_name(dtype), ep);
+      fmt::format("{}/{}/{}/{}/{}/{}/{}/{}", tp, micro_batch, tokens, optimizer_name(training.optimizer),
+                  precision_name(training.precision), dtype_name(dtype), ep, shards);
   auto& slot = cache_[key];
   if (slot) return *slot;
   auto costs = std::make_unique<ShardCosts>();
@@ -220,7 +269,7 @@ const ShardCosts& ShardCostCache::get(int tp, std::int64_t micro_batch, std::int
   for (std::int64_t l = 0; l < config_.layers; ++l) {
     const std::string kind = decoder_layer_kind(config_, l);
     if (costs->layers.count(kind)) continue;
-    split_parts(one_layer(costs->shard, l), r, hardware_, options, *costs, kind, ends);
+    split_parts(one_layer(costs->shard, l), r, hardware_, options, *costs, kind, ends, shards);
     ends = false;
   }
   costs->hidden_bytes = static_cast<std::uint64_t>(micro_batch * tokens * config_.hidden) * dtype_bytes(dtype);

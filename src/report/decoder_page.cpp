@@ -282,26 +282,30 @@ std::string render_decoder_page(const DecoderOverview& o, const std::string& veg
                                  report::html_text(r.model), report::html_text(hw.name), report::html_text(hw.id),
                                  report::html_text(std::string(kVersion)));
   const bool moe = o.active_parameters != o.parameters;
-  body += "<p>" +
-          report::html_text(fmt::format(
-              "{} parameters{}; {} in {}: weights {} as stored, KV cache {} per token{} ({} positions{}){}. {}: {} "
-              "FLOP/s dense in {}, memory {}/s{}.",
-              report::grouped(o.parameters),
-              moe ? fmt::format(" ({} active per token)", report::grouped(o.active_parameters)) : "",
-              r.variant.weights.empty() ? "weights and activations" : "activations", dtype_name(r.dtype),
-              report::si(static_cast<double>(o.weight_bytes), "B"),
-              report::si(static_cast<double>(o.kv_bytes_per_token), "B"),
-              r.variant.kv_cache.empty() ? "" : " in " + r.variant.kv_cache,
-              report::grouped(static_cast<std::uint64_t>(o.max_positions)),
-              o.sliding_window > 0 ? fmt::format(", sliding window {}", o.sliding_window) : "",
+  body +=
+      "<p>" +
+      report::html_text(fmt::format(
+          "{} parameters{}; {} in {}: weights {} as stored, KV cache {} per token{} ({} positions{}){}. {}: {} "
+          "FLOP/s dense in {}, memory {}/s{}.",
+          report::grouped(o.parameters),
+          moe ? fmt::format(" ({} active per token)", report::grouped(o.active_parameters)) : "",
+          r.variant.weights.empty() && r.variant.activations.empty() ? "weights and activations" : "activations",
+          dtype_name(r.dtype), report::si(static_cast<double>(o.weight_bytes), "B"),
+          report::si(static_cast<double>(o.kv_bytes_per_token), "B"),
+          r.variant.kv_cache.empty() ? "" : " in " + r.variant.kv_cache,
+          report::grouped(static_cast<std::uint64_t>(o.max_positions)),
+          o.sliding_window > 0 ? fmt::format(", sliding window {}", o.sliding_window) : "",
+          (r.variant.activations.empty() ? std::string()
+                                         : fmt::format("; W8A8: the linears multiply {} activations by {} weights",
+                                                       r.variant.activations, r.variant.activations)) +
               (r.variant.mla.empty() ? std::string() : fmt::format("; latent attention decoded {}", r.variant.mla)) +
-                  (r.variant.routing.empty()
-                       ? std::string()
-                       : fmt::format("; the experts reached under the routing of {}", r.variant.routing)),
-              hw.name, report::si(hw.flops_per_second(r.dtype, true), ""), dtype_name(r.dtype),
-              report::si(hw.memory_bandwidth_bytes_per_second, "B"),
-              hw.memory_capacity_bytes ? ", " + gib(*hw.memory_capacity_bytes) + " of it" : "")) +
-          "</p>\n";
+              (r.variant.routing.empty()
+                   ? std::string()
+                   : fmt::format("; the experts reached under the routing of {}", r.variant.routing)),
+          hw.name, report::si(hw.flops_per_second(r.dtype, true), ""), dtype_name(r.dtype),
+          report::si(hw.memory_bandwidth_bytes_per_second, "B"),
+          hw.memory_capacity_bytes ? ", " + gib(*hw.memory_capacity_bytes) + " of it" : "")) +
+      "</p>\n";
   body += "<p><b>" +
           report::html_text(
               o.compute_bound_batch

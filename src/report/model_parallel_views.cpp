@@ -47,6 +47,7 @@ json step_json(const std::string& model, const ModelParallelStep& s) {
           {"tensor_parallel", r.tp},
           {"pipeline_parallel", r.pp},
           {"expert_parallel", r.ep},
+          {"sequence_parallel", r.sequence_parallel},
           {"virtual_stages", r.virtual_stages},
           {"micro_batch", r.micro_batch},
           {"micro_batches", s.micro_batches},
@@ -123,10 +124,11 @@ std::string render_model_parallel(const std::string& model, const ModelParallelS
   if (format == Format::kCsv) return report::render_table(t, format);
   const std::string device = r.system.device;
   std::string out = fmt::format(
-      "{}: dp={} × tp={} × pp={}{} over {} × {} ({}); micro-batch {} × {} micro-batches a replica (global batch {} "
+      "{}: dp={} × tp={} × pp={}{}{} over {} × {} ({}); micro-batch {} × {} micro-batches a replica (global batch {} "
       "sequences of {} tokens), {}, {}, {}\n",
-      terminal_text(model), r.dp, r.tp, r.pp, r.ep > 1 ? fmt::format(" (ep={})", r.ep) : "", s.devices, device,
-      r.system.id, r.micro_batch, s.micro_batches, r.global_batch, r.tokens,
+      terminal_text(model), r.dp, r.tp, r.pp, r.ep > 1 ? fmt::format(" (ep={})", r.ep) : "",
+      r.sequence_parallel ? " (sequence parallel)" : "", s.devices, device, r.system.id, r.micro_batch, s.micro_batches,
+      r.global_batch, r.tokens,
       r.pp == 1              ? "no pipeline"
       : r.virtual_stages > 1 ? fmt::format("interleaved 1F1B ({} chunks a device)", r.virtual_stages)
                              : "1F1B",
@@ -141,12 +143,18 @@ std::string render_model_parallel(const std::string& model, const ModelParallelS
       report::seconds(s.bubble_seconds), report::seconds(s.p2p_seconds), s.link_of_stages,
       report::seconds(s.gradient_exposed_seconds), report::seconds(s.optimizer_seconds));
   out += fmt::format(
-      "tokens/s ≤ {:.4g}; MFU ≤ {}, HFU ≤ {} (the model's exact step FLOPs {}, every device's {} with "
-      "recomputation and replicated norms, over {} a device × {} devices × the step bound)\n",
+      "tokens/s ≤ {:.4g}; MFU ≤ {}, HFU ≤ {} (the model's exact step FLOPs {}, every device's {} with {}, over {} "
+      "a device × {} devices × the step bound)\n",
       s.tokens_per_second(), report::percent(s.mfu()), report::percent(s.hfu()), report::si(s.model_flops, "FLOP"),
-      report::si(s.hardware_flops, "FLOP"), report::si(s.peak_flops_per_second, "FLOP/s"), s.devices);
+      report::si(s.hardware_flops, "FLOP"),
+      fmt::format("{}{}", r.recompute ? "recomputation and " : "",
+                  r.tp == 1             ? "no tensor split"
+                  : r.sequence_parallel ? "norms split over the sequence"
+                                        : "norms replicated over tp"),
+      report::si(s.peak_flops_per_second, "FLOP/s"), s.devices);
   if (r.tp > 1) {
-    out += fmt::format("tensor-parallel all-reduces: {} of the busiest device's step\n",
+    out += fmt::format("tensor-parallel {}: {} of the busiest device's step\n",
+                       r.sequence_parallel ? "reduce-scatters and all-gathers" : "all-reduces",
                        report::seconds(s.tensor_seconds));
   }
   if (r.ep > 1) {
@@ -171,13 +179,14 @@ std::string render_model_parallel_search(const std::string& model, const std::ve
     return report::json_text(all);
   }
   report::Table t;
-  t.headers = {"rank",      "dp",     "tp",     "pp",         "ep",    "micro-batch",     "micro-batches", "zero",
-               "recompute", "step ≥", "bubble", "tokens/s ≤", "MFU ≤", "memory / device", "fits"};
+  t.headers = {"rank", "dp",        "tp",     "pp",     "ep",         "sp",    "micro-batch",     "micro-batches",
+               "zero", "recompute", "step ≥", "bubble", "tokens/s ≤", "MFU ≤", "memory / device", "fits"};
   t.raw_headers = {"rank",
                    "data_parallel",
                    "tensor_parallel",
                    "pipeline_parallel",
                    "expert_parallel",
+                   "sequence_parallel",
                    "micro_batch",
                    "micro_batches",
                    "zero_stage",
@@ -188,7 +197,7 @@ std::string render_model_parallel_search(const std::string& model, const std::ve
                    "mfu",
                    "memory_upper_bytes",
                    "fit"};
-  t.right_align = {true, true, true, true, true, true, true, false, false, true, true, true, true, true, false};
+  t.right_align = {true, true, true, true, true, false, true, true, false, false, true, true, true, true, true, false};
   std::size_t fits = 0;
   for (const ModelParallelStep& s : ranked) fits += s.fit() == "fits" ? 1 : 0;
   for (std::size_t i = 0; i < ranked.size() && (format == Format::kCsv || i < top); ++i) {
@@ -200,6 +209,7 @@ std::string render_model_parallel_search(const std::string& model, const std::ve
          {std::to_string(r.tp), ""},
          {std::to_string(r.pp), ""},
          {std::to_string(r.ep), ""},
+         {r.sequence_parallel ? "yes" : "no", r.sequence_parallel ? "true" : "false"},
          {std::to_string(r.micro_batch), ""},
          {std::to_string(s.micro_batches), ""},
          {std::string(zero_stage_name(r.stage)), ""},

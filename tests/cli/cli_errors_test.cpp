@@ -115,6 +115,21 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
                "the interleaved schedule needs micro-batches (3) in multiples of pp (2)");
   expect_error(llm + "--parallel tp=2 --virtual-stages 2",
                "--virtual-stages applies only with pipeline parallelism (pp > 1)");
+  expect_error(llm + "--parallel dp=2,pp=2 --sequence-parallel",
+               "--sequence-parallel splits the tokens over the tensor-parallel devices: it needs tp > 1");
+  expect_error(
+      "analyze llama-3-8b --train --precision bf16-mixed --prompt 100 --system dgx-h100 --parallel tp=8 "
+      "--sequence-parallel",
+      "--sequence-parallel: tp=8 does not divide the 100 tokens of a sequence (--prompt)");
+  expect_error(
+      "analyze mixtral-8x7b --train --precision bf16-mixed --system dgx-h100 --parallel tp=2 --sequence-parallel",
+      "--sequence-parallel with a mixture of experts is not built (its router and token dispatch over "
+      "sequence shards are not modeled)");
+  expect_error("analyze llama-3-8b --parallel tp=2 --system dgx-h100 --sequence-parallel",
+               "--sequence-parallel applies only with --train and --parallel tp=N or pp=N (or --search --devices N)");
+  expect_error(llm + "--search --devices 64 --global-batch 64 --sequence-parallel",
+               "--sequence-parallel does not apply with --search --devices (it tries every layout, ZeRO stage, "
+               "recomputation and sequence parallelism)");
   expect_error(llm + "--parallel tp=2,pp=2 --batch 1,2",
                "--parallel with tp or pp takes one --batch (the micro-batch)");
   expect_error(llm + "--parallel tp=2,pp=2 --memory-budget 80GB",
@@ -132,8 +147,8 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
                "expert-model-parallel group)");
   expect_error(llm + "--search --devices 64", "--search needs --global-batch (sequences a step over every device)");
   expect_error(llm + "--search --devices 64 --global-batch 64 --parallel tp=2",
-               "--parallel does not apply with --search --devices (it tries every layout, ZeRO stage and "
-               "recomputation)");
+               "--parallel does not apply with --search --devices (it tries every layout, ZeRO stage, "
+               "recomputation and sequence parallelism)");
   expect_error(llm + "--parallel tp=2 --devices 64", "--devices applies only with --search");
   expect_error("analyze llama-3-8b --global-batch 8",
                "--global-batch applies only with --train and --parallel tp=N or pp=N (or --search --devices N)");
@@ -350,6 +365,17 @@ TEST(CliErrorsTest, BadKvCacheStorage) {
                "--kv-cache does not apply with --train: a training step keeps no KV cache");
   expect_error("analyze --model llama-3-8b --train --parallel dp=2,tp=2,pp=2 --system dgx-h100 --kv-cache int8",
                "--kv-cache does not apply with --train: a training step keeps no KV cache");
+}
+
+TEST(CliErrorsTest, BadActivationQuantization) {
+  expect_error("analyze --model llama-3-8b --activations int4", "--activations 'int4' is not one of int8, fp8");
+  expect_error("analyze --model llama-3-8b --weights int4 --activations int8",
+               "--activations int8 needs int8 weights (--weights int8), not int4: an int8 GEMM multiplies two int8 "
+               "operands and scales its sums per output row (int8 weights without zeros or groups)");
+  expect_error("analyze --model cnn --activations fp8",
+               "--activations does not apply to the built-in network 'cnn' (it is for decoder LLMs)");
+  expect_error("analyze --model llama-3-8b --train --activations fp8",
+               "--activations does not apply with --train: training with 8-bit activations is not modeled");
 }
 
 TEST(CliErrorsTest, BadLatentAttentionMode) {

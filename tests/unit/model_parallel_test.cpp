@@ -290,6 +290,63 @@ TEST(ModelParallelTest, ExpertParallelismSplitsTheExpertsAndAddsAllToAlls) {
   EXPECT_THROW(model_parallel_step(dense, r), Error);
 }
 
+// Sequence parallelism (Korthikanti et al. 2022, equation 5): with the norms and residual adds
+// split by tokens, every activation a layer keeps is split over the t devices, so a layer keeps
+// exactly 1/t of what it keeps on one device (the tensor split alone leaves the residual stream's
+// tensors whole on every device). The model's FLOPs are unchanged; the devices' FLOPs lose the
+// norms' copies; each all-reduce becomes a reduce-scatter and an all-gather, which move the same
+// bytes on a ring (nccl-tests' bus factors: 2(n−1)/n = (n−1)/n + (n−1)/n).
+TEST(ModelParallelTest, SequenceParallelismSplitsEveryKeptActivationOverTheDevices) {
+  for (const DecoderConfig& c : {gpt(4, 1024, 16, 8000), small_llama()}) {
+    ShardCostCache cache(c, HardwareDatabase::builtin().get("a100-sxm-80gb"));
+    ModelParallelRequest r = request("dgx-a100");
+    r.micro_batch = 2;
+    const ModelParallelStep one = model_parallel_step(cache, r);
+    r.tp = 4;
+    const ModelParallelStep tensor = model_parallel_step(cache, r);
+    r.sequence_parallel = true;
+    const ModelParallelStep sequence = model_parallel_step(cache, r);
+    const std::uint64_t whole = cache.get(1, 2, 512, r.training, r.dtype).layers.at("dense").saved_bytes;
+    const std::uint64_t split = cache.get(4, 2, 512, r.training, r.dtype, 1, true).layers.at("dense").saved_bytes;
+    const std::uint64_t tensor_only = cache.get(4, 2, 512, r.training, r.dtype).layers.at("dense").saved_bytes;
+    EXPECT_EQ(split * 4, whole) << c.architecture;
+    EXPECT_GT(tensor_only * 4, whole) << c.architecture;
+    EXPECT_LT(sequence.memory_upper_bytes(), tensor.memory_upper_bytes()) << c.architecture;
+    EXPECT_DOUBLE_EQ(sequence.model_flops, one.model_flops) << c.architecture;
+    EXPECT_LT(sequence.hardware_flops, tensor.hardware_flops) << c.architecture;
+    EXPECT_GT(sequence.hardware_flops, one.hardware_flops * 0.999) << c.architecture;
+    EXPECT_LT(sequence.stages[0].forward_seconds, tensor.stages[0].forward_seconds) << c.architecture;
+    EXPECT_EQ(sequence.layout(), "dp=1,tp=4,pp=1,sp,b=2,m=1,ddp");
+  }
+}
+
+TEST(ModelParallelTest, SequenceParallelismIsRefusedWhereItDoesNotApply) {
+  const auto refused = [](const DecoderConfig& c, auto change, const std::string& what) {
+    ShardCostCache cache(c, HardwareDatabase::builtin().get("h100-sxm"));
+    ModelParallelRequest r = request();
+    r.sequence_parallel = true;
+    change(r);
+    try {
+      model_parallel_step(cache, r);
+      ADD_FAILURE() << "no error for " << what;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+    }
+  };
+  refused(
+      small_llama(), [](ModelParallelRequest&) {}, "needs tp > 1");
+  refused(
+      small_llama(),
+      [](ModelParallelRequest& r) {
+        r.tp = 4;
+        r.tokens = 510;
+      },
+      "does not divide the 510 tokens");
+  refused(
+      decoder_preset("mixtral-8x7b"), [](ModelParallelRequest& r) { r.tp = 2; }, "mixture of experts is not built");
+}
+
 // The search: every layout it lists divides the devices, the layers and the batch; those that fit
 // come first, fastest first; the 175B model on 1,024 A100s has layouts that fit and none with
 // tp·pp = 1 (its model states alone are 2.8 TB).
@@ -302,7 +359,7 @@ TEST(ModelParallelTest, TheSearchListsLayoutsThatDivideAndRanksThoseThatFit) {
   const std::vector<ModelParallelStep> ranked = search_model_parallel(cache, base, 1024, {1, 2, 4, 8});
   ASSERT_FALSE(ranked.empty());
   EXPECT_EQ(ranked.front().fit(), "fits");
-  bool fits_part = true;
+  bool fits_part = true, sequence = false;
   double last = 0;
   for (const ModelParallelStep& s : ranked) {
     const ModelParallelRequest& r = s.request;
@@ -315,7 +372,10 @@ TEST(ModelParallelTest, TheSearchListsLayoutsThatDivideAndRanksThoseThatFit) {
       last = s.step_seconds;
     }
     if (r.tp * r.pp == 1) EXPECT_EQ(s.fit(), "does not fit");
+    if (r.sequence_parallel) EXPECT_GT(r.tp, 1);
+    sequence = sequence || r.sequence_parallel;
   }
+  EXPECT_TRUE(sequence);                                                                 // tried where tp > 1
   EXPECT_THROW(search_model_parallel(cache, ModelParallelRequest{}, 1024, {1}), Error);  // no global batch
 }
 

@@ -83,6 +83,13 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
                 "modeled");
   }
   if (!args.variant.kv_cache.empty()) with_kv_cache(DecoderConfig{}, args.variant.kv_cache);
+  if (!args.variant.activations.empty() && args.variant.activations != "int8" && args.variant.activations != "fp8") {
+    with_activations(DecoderConfig{}, args.variant.activations);  // names the values
+  }
+  if (args.train && cmd.count("--activations") > 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--activations does not apply with --train: training with 8-bit activations is not modeled");
+  }
   if (args.train && cmd.count("--mla") > 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--mla does not apply with --train: a training step computes latent attention as transformers does");
@@ -106,7 +113,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
       (args.search && cmd.count("--devices") > 0)) {
     return run_model_parallel(args, cmd, format, layout);
   }
-  for (const char* option : {"--global-batch", "--virtual-stages"}) {
+  for (const char* option : {"--global-batch", "--virtual-stages", "--sequence-parallel"}) {
     if (cmd.count(option) > 0) {
       throw Error(
           ErrorCode::kInvalidArgument,
@@ -150,7 +157,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   base.context = args.context;
   base.variant = args.variant;
   for (const char* option : {"batch", "seq", "width", "depth", "dtype", "phase", "prompt", "context", "weights",
-                             "kv-cache", "mla", "routing"}) {
+                             "kv-cache", "mla", "routing", "activations"}) {
     if (cmd.count(std::string("--") + option) > 0) base.given.insert(option);
   }
   // a training precision sets the model's dtype (a decoder's own default is bf16)
@@ -259,6 +266,10 @@ void add_analyze_command(CLI::App& app) {
                   "int8-gN, int4 (AWQ: groups of 128, fp16 scales, 4-bit zeros), int4-gN, int4-channel, int4-sym, "
                   "gptq-int4, gptq-int8, fp8, fp8-block128, nvfp4, mxfp4, nf4, nf4-dq, bnb-fp4 (default: the "
                   "config's quantization_config, else none)");
+  cmd->add_option("--activations", args->variant.activations,
+                  "Decoder LLMs: W8A8, int8 or fp8: the blocks' linears multiply activations quantized per token by "
+                  "8-bit weights of the same type, at the device's int8 or fp8 rate (--weights int8 or fp8, "
+                  "fp8-block128; without --weights they are stored so); default: weight-only, dequantized to --dtype");
   cmd->add_option("--kv-cache", args->variant.kv_cache,
                   "Decoder LLMs: the KV cache's storage: fp8 (e4m3) or int8 with per-tensor scales, as vLLM's and "
                   "TensorRT-LLM's quantized caches, or fp16, bf16, fp32 (default: --dtype)");
@@ -314,6 +325,10 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--global-batch", args->global_batch,
                   "With --parallel tp/pp or --search --devices: sequences a step over every replica (micro-batches = "
                   "global batch / (dp × micro-batch); default one micro-batch)");
+  cmd->add_flag("--sequence-parallel", args->sequence_parallel,
+                "With --train --parallel tp=N (a dense decoder): Megatron's sequence parallelism, the norms and "
+                "residual adds split over the tp devices by tokens, a reduce-scatter and an all-gather for each "
+                "all-reduce (--search tries it on and off)");
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "With --parallel pp=N: model chunks a device (Megatron's interleaved 1F1B; bubble / v)")
       ->capture_default_str();

@@ -117,11 +117,11 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   const std::string base = args.models.front().substr(args.models.front().find_last_of('/') + 1);
   const std::string name = fmt::format("{} (training on {} tokens)", base, args.prompt);
   if (args.search) {
-    for (const char* option : {"--parallel", "--zero", "--virtual-stages", "--checkpoint"}) {
+    for (const char* option : {"--parallel", "--zero", "--virtual-stages", "--checkpoint", "--sequence-parallel"}) {
       if (cmd.count(option) > 0) {
         throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("{} does not apply with --search --devices (it tries every layout, ZeRO stage and "
-                                "recomputation)",
+                    fmt::format("{} does not apply with --search --devices (it tries every layout, ZeRO stage, "
+                                "recomputation and sequence parallelism)",
                                 option));
       }
     }
@@ -140,6 +140,7 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   r.tp = layout->tp;
   r.pp = layout->pp;
   r.ep = layout->ep;
+  r.sequence_parallel = args.sequence_parallel;
   r.micro_batch = cmd.count("--batch") > 0 ? args.batches.front() : 1;
   emit(render_model_parallel(name, model_parallel_step(costs, r), format), args.output);
 }

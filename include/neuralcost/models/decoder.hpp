@@ -155,6 +155,11 @@ struct DecoderConfig {
   /// the compute dtype. A step quantizes the values it writes; attention reads the stored values and
   /// converts them as it loads them.
   std::optional<DType> kv_cache_dtype;
+  /// W8A8 (--activations): the quantized linears multiply activations quantized per token (int8 or
+  /// fp8, each token's absmax its scale, found as the kernel loads it) by the 8-bit weights, in
+  /// that type, and scale the sums by the two scales (vLLM's dynamic per-token W8A8, SmoothQuant's
+  /// int8, DeepSeek-V3's fp8 blocks); nullopt: weight-only (dequantized to the compute dtype).
+  std::optional<DType> activation_dtype;
 };
 
 /// Reads a config.json's object. `where` names it in errors. Supported model_type: llama,
@@ -213,6 +218,10 @@ DecoderConfig with_weights(DecoderConfig config, const std::string& weights);
 /// The config with --kv-cache applied: fp8, int8, fp16, bf16 or fp32 (kInvalidArgument for another
 /// spelling); empty leaves it as it is.
 DecoderConfig with_kv_cache(DecoderConfig config, const std::string& kv_cache);
+/// --activations int8|fp8: W8A8 (activation_dtype). The weights must be 8-bit of the same type
+/// (int8 with one scale per output row and no zeros; fp8 per row or in blocks); without a weight
+/// format they are stored so (int8, fp8) and a note says so. Anything else is kInvalidArgument.
+DecoderConfig with_activations(DecoderConfig config, const std::string& activations);
 /// The config with --mla applied: "absorbed" or "expanded" (a latent-attention model's decode; an
 /// error for a model without latent attention or another spelling); empty leaves it as it is.
 DecoderConfig with_mla(DecoderConfig config, const std::string& mla);

@@ -10,6 +10,9 @@ namespace neuralcost {
 struct DecoderVariant {
   /// --weights: the blocks' linear weights stored quantized (parse_weight_quantization); empty: the config's
   std::string weights;
+  /// --activations: W8A8, the blocks' linears multiply activations quantized per token, int8 or fp8, by
+  /// 8-bit weights of the same type (with_activations); empty: weights dequantized to the dtype
+  std::string activations;
   /// --kv-cache: the KV cache's storage, fp8, int8, fp16, bf16 or fp32 (with_kv_cache); empty: the dtype
   std::string kv_cache;
   /// --mla: latent attention's decode, absorbed or expanded (with_mla); empty: expanded, as transformers

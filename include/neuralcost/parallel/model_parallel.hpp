@@ -32,11 +32,15 @@ struct ModelParallelRequest {
   /// Expert parallelism: each MoE layer's experts split over ep devices of the dp dimension (ep
   /// divides dp and the experts); tokens reach their experts' devices by all-to-all.
   int ep = 1;
-  int virtual_stages = 1;              ///< v: model chunks per device (interleaved 1F1B); 1: plain 1F1B
-  std::int64_t micro_batch = 1;        ///< b: sequences per micro-batch (--batch)
-  std::int64_t global_batch = 0;       ///< sequences per step over all replicas; 0: dp × b (one micro-batch)
-  std::int64_t tokens = 2048;          ///< sequence length (--prompt)
-  bool recompute = false;              ///< full recomputation: each layer keeps its input, reruns its forward
+  int virtual_stages = 1;         ///< v: model chunks per device (interleaved 1F1B); 1: plain 1F1B
+  std::int64_t micro_batch = 1;   ///< b: sequences per micro-batch (--batch)
+  std::int64_t global_batch = 0;  ///< sequences per step over all replicas; 0: dp × b (one micro-batch)
+  std::int64_t tokens = 2048;     ///< sequence length (--prompt)
+  bool recompute = false;         ///< full recomputation: each layer keeps its input, reruns its forward
+  /// Sequence parallelism (Korthikanti et al. 2022): the norms and residual adds, which tensor
+  /// parallelism leaves whole on every device, split over the tp devices by tokens; each of the
+  /// tensor split's all-reduces becomes a reduce-scatter and an all-gather.
+  bool sequence_parallel = false;
   ZeroStage stage = ZeroStage::kNone;  ///< kNone (DDP) or kOptimizer (a distributed optimizer over dp)
   TrainingOptions training;            ///< optimizer and precision (its checkpoint is `recompute`)
   DType dtype = DType::kBf16;          ///< the model's dtype (training_model_dtype of the precision)
@@ -78,8 +82,9 @@ class ShardCostCache {
  public:
   ShardCostCache(DecoderConfig config, HardwareSpec hardware)
       : config_(std::move(config)), hardware_(std::move(hardware)) {}
+  /// `sequence_parallel`: the residual stream's ops split over the tp devices by tokens.
   const ShardCosts& get(int tp, std::int64_t micro_batch, std::int64_t tokens, const TrainingOptions& training,
-                        DType dtype, int ep = 1);
+                        DType dtype, int ep = 1, bool sequence_parallel = false);
   const DecoderConfig& config() const { return config_; }
   const HardwareSpec& hardware() const { return hardware_; }
 

@@ -38,6 +38,7 @@ bool DecoderImporter::applies(const ModelRequest& request, std::string_view opti
     return true;
   }
   if (option == "kv-cache" || option == "mla") return !request.training;  // a training step keeps no cache
+  if (option == "activations") return !request.training;
   if (option == "prompt") return request.phase == "prefill";
   if (option == "context") return request.phase == "decode";
   return false;
@@ -54,6 +55,7 @@ OpGraph DecoderImporter::import(const ModelRequest& request) const {
               ? fmt::format(" (--prompt is prefill's, --context decode's; this is --phase {})", request.phase)
           : option == "seq"                         ? " (use --prompt or --context)"
           : option == "kv-cache" || option == "mla" ? " with --train (a training step keeps no KV cache)"
+          : option == "activations"                 ? " with --train (training in 8-bit is not modeled)"
                                                     : "";
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("--{} does not apply to the decoder '{}'{}", option, request.model, why));

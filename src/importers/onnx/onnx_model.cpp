@@ -501,6 +501,12 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
                             "are stored as the file says",
                             path));
   }
+  if (!request.variant.activations.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{}: --activations applies to decoder LLMs (a preset or config.json); an ONNX model's "
+                            "quantized ops are as the file says",
+                            path));
+  }
   if (!request.variant.mla.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: --mla applies to decoder LLMs with latent attention (deepseek_v3)", path));

@@ -35,13 +35,14 @@ bool ReferenceImporter::applies(const ModelRequest& request, std::string_view op
 OpGraph ReferenceImporter::import(const ModelRequest& request) const {
   for (const std::string& option : options_set(request)) {
     if (!applies(request, option)) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("--{} does not apply to the built-in network '{}'{}", option, request.model,
-                              option == "seq" ? " (it has no sequence)"
-                              : option == "phase" || option == "prompt" || option == "context" || option == "weights" ||
-                                      option == "kv-cache" || option == "mla" || option == "routing"
-                                  ? " (it is for decoder LLMs)"
-                                  : " (it is for model files)"));
+      throw Error(
+          ErrorCode::kInvalidArgument,
+          fmt::format("--{} does not apply to the built-in network '{}'{}", option, request.model,
+                      option == "seq" ? " (it has no sequence)"
+                      : option == "phase" || option == "prompt" || option == "context" || option == "weights" ||
+                              option == "kv-cache" || option == "mla" || option == "routing" || option == "activations"
+                          ? " (it is for decoder LLMs)"
+                          : " (it is for model files)"));
     }
   }
   OpGraph graph = build_reference_model(reference_options_of(request));
