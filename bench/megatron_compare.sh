@@ -27,22 +27,21 @@ nc=./build/tools/neural-cost/neural-cost
 [ -x "$nc" ] || { echo "error: $nc is not built (bash scripts/build.sh)" >&2; exit 1; }
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
-common=(--train --precision bf16-mixed --prompt 2048 --system dgx-a100 --checkpoint full --format json)
-"$nc" analyze megatron-gpt-22b "${common[@]}" --parallel tp=8 --batch 4 --global-batch 4 -o "$out/22b.json"
-"$nc" analyze megatron-gpt-175b "${common[@]}" --parallel tp=8,pp=8 --virtual-stages 3 --batch 1 --global-batch 64 \
-  -o "$out/175b.json"
-"$nc" analyze megatron-gpt-530b "${common[@]}" --parallel tp=8,pp=35 --virtual-stages 3 --batch 1 --global-batch 280 \
-  -o "$out/530b.json"
-"$nc" analyze megatron-gpt-1t "${common[@]}" --parallel tp=8,pp=64 --batch 1 --global-batch 512 -o "$out/1t.json"
-"$nc" analyze megatron-gpt-1t "${common[@]}" --parallel dp=6,tp=8,pp=64 --batch 1 --global-batch 3072 \
-  -o "$out/1t-3072.json"
-sp=(--train --precision bf16-mixed --prompt 2048 --system dgx-a100 --checkpoint none --sequence-parallel --format json)
-"$nc" analyze megatron-gpt-22b "${sp[@]}" --parallel tp=8 --batch 4 --global-batch 4 -o "$out/22b-sp.json"
-"$nc" analyze megatron-gpt-175b "${sp[@]}" --parallel tp=8,pp=8 --virtual-stages 3 --batch 1 --global-batch 64 \
-  -o "$out/175b-sp.json"
-"$nc" analyze megatron-gpt-530b "${sp[@]}" --parallel tp=8,pp=35 --virtual-stages 3 --batch 1 --global-batch 280 \
-  -o "$out/530b-sp.json"
-"$nc" analyze megatron-gpt-1t "${sp[@]}" --parallel tp=8,pp=64 --batch 1 --global-batch 512 -o "$out/1t-sp.json"
+common=(--train --precision bf16-mixed --prompt 2048 --system dgx-a100 --format json)
+# each run: its file, the model and its layout; the first four also with sequence parallelism
+runs=("22b megatron-gpt-22b --parallel tp=8 --batch 4 --global-batch 4"
+  "175b megatron-gpt-175b --parallel tp=8,pp=8 --virtual-stages 3 --batch 1 --global-batch 64"
+  "530b megatron-gpt-530b --parallel tp=8,pp=35 --virtual-stages 3 --batch 1 --global-batch 280"
+  "1t megatron-gpt-1t --parallel tp=8,pp=64 --batch 1 --global-batch 512"
+  "1t-3072 megatron-gpt-1t --parallel dp=6,tp=8,pp=64 --batch 1 --global-batch 3072")
+for run in "${runs[@]}"; do
+  read -r key args <<< "$run"
+  # shellcheck disable=SC2086
+  "$nc" analyze $args "${common[@]}" --checkpoint full -o "$out/$key.json"
+  [ "$key" = 1t-3072 ] && continue
+  # shellcheck disable=SC2086
+  "$nc" analyze $args "${common[@]}" --checkpoint none --sequence-parallel -o "$out/$key-sp.json"
+done
 python3 - "$out" <<'PY'
 import json, math, sys
 d = sys.argv[1]
