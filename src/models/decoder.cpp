@@ -79,9 +79,12 @@ std::string routing_said(const DecoderConfig& c, std::uint64_t tokens) {
     low = std::min(low, expected_experts_reached(c, tokens, l));
     high = std::max(high, expected_experts_reached(c, tokens, l));
   }
-  return fmt::format("the mean over the layers, {:.2f} to {:.2f}, expected under the routing of {}{}, {} tokens", low,
-                     high, c.routing->file, c.routing->description.empty() ? "" : " (" + c.routing->description + ")",
-                     c.routing->tokens);
+  // every layer alike (to the printed digits): one figure, not a range
+  const std::string spread = fmt::format("{:.2f}", low) == fmt::format("{:.2f}", high)
+                                 ? std::string("the same in every layer,")
+                                 : fmt::format("the mean over the layers, {:.2f} to {:.2f},", low, high);
+  return fmt::format("{} expected under the routing of {}{}, {} tokens", spread, c.routing->file,
+                     c.routing->description.empty() ? "" : " (" + c.routing->description + ")", c.routing->tokens);
 }
 
 using detail::Builder;
