@@ -64,18 +64,11 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
                 "--price-file applies only with --target-ms-per-token (the cost command prices measured runs)");
   }
   if (args.phase == "generate") return run_generation(args, cmd, format);
-  for (const char* option : {"--price-per-hour", "--currency"}) {
-    if (cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} applies only with --phase generate (the cost command prices measured runs)", option));
-    }
-  }
+  refuse_given(cmd, {"--price-per-hour", "--currency"},
+               " applies only with --phase generate (the cost command prices measured runs)");
   if (cmd.count("--generate") > 0)
     throw Error(ErrorCode::kInvalidArgument, "--generate applies only with --phase generate");
-  for (const char* option : {"--draft-tokens", "--acceptance"}) {
-    if (cmd.count(option) > 0)
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --draft", option));
-  }
+  refuse_given(cmd, {"--draft-tokens", "--acceptance"}, " applies only with --draft");
   if (!args.variant.weights.empty()) parse_weight_quantization(args.variant.weights);  // a bad format is named first
   if (args.train && cmd.count("--weights") > 0) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -113,20 +106,13 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
       (args.search && cmd.count("--devices") > 0)) {
     return run_model_parallel(args, cmd, format, layout);
   }
-  for (const char* option : {"--global-batch", "--virtual-stages", "--sequence-parallel"}) {
-    if (cmd.count(option) > 0) {
-      throw Error(
-          ErrorCode::kInvalidArgument,
-          fmt::format("{} applies only with --train and --parallel tp=N or pp=N (or --search --devices N)", option));
-    }
-  }
+  refuse_given(cmd, {"--global-batch", "--virtual-stages", "--sequence-parallel"},
+               " applies only with --train and --parallel tp=N or pp=N (or --search --devices N)");
   if (layout && layout->tp > 1) return run_tensor_parallel(args, cmd, format, *layout);
   if (!args.train && !args.memory_budget.empty() && !layout) return run_serving_capacity(args, cmd, format);
-  for (const char* option : {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve"}) {
-    if (!args.train && cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --train", option));
-    }
-  }
+  if (!args.train)
+    refuse_given(cmd, {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve"},
+                 " applies only with --train");
   DType model_dtype = *dtype;
   if (args.train) {
     training.optimizer = parse_optimizer(args.optimizer);
@@ -137,11 +123,8 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     }
     model_dtype = training_model_dtype(training.precision, *dtype, cmd.count("--dtype") > 0);
   }
-  for (const char* option : {"--zero", "--system", "--link", "--search"}) {
-    if (args.parallel.empty() && cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --parallel", option));
-    }
-  }
+  if (args.parallel.empty())
+    refuse_given(cmd, {"--zero", "--system", "--link", "--search"}, " applies only with --parallel");
   AnalyzeRequest request;
   std::optional<DataParallelRequest> parallel;
   if (layout) parallel = parallel_request(args, cmd, *layout);

@@ -31,12 +31,10 @@ namespace neuralcost::cli {
 
 /// `analyze TARGET --draft DRAFT`: the speculative decoding estimate per batch.
 void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
-  for (const char* option :
-       {"--train", "--prompt", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only", "--generate",
-        "--price-per-hour", "--currency", "--parallel", "--zero", "--system", "--link"}) {
-    if (cmd.count(option) > 0)
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --draft", option));
-  }
+  refuse_given(cmd,
+               {"--train", "--prompt", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only",
+                "--generate", "--price-per-hour", "--currency", "--parallel", "--zero", "--system", "--link"},
+               " does not apply with --draft");
   if (cmd.count("--phase") > 0 && args.phase != "decode") {
     throw Error(ErrorCode::kInvalidArgument, "--draft estimates decode steps: --phase must be decode (or left out)");
   }
@@ -63,13 +61,10 @@ void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format 
 
 /// `analyze MODEL --phase generate`: a whole generation per batch.
 void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
-  for (const char* option :
-       {"--train", "--context", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only", "--draft-tokens",
-        "--acceptance", "--parallel", "--zero", "--system", "--link"}) {
-    if (cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --phase generate", option));
-    }
-  }
+  refuse_given(cmd,
+               {"--train", "--context", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only",
+                "--draft-tokens", "--acceptance", "--parallel", "--zero", "--system", "--link"},
+               " does not apply with --phase generate");
   if (args.models.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--phase generate needs exactly one model (a decoder preset or config.json)");
@@ -103,14 +98,10 @@ void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Fo
   if (args.phase != "decode") {
     throw Error(ErrorCode::kInvalidArgument, "--memory-budget applies with --train or with --phase decode");
   }
-  for (const char* option : {"--hardware", "--zero", "--link", "--seq", "--width", "--depth", "--input", "--dim",
-                             "--structure-only", "--prompt"}) {
-    if (cmd.count(option) > 0) {
-      throw Error(
-          ErrorCode::kInvalidArgument,
-          fmt::format("{} does not apply with --phase decode --memory-budget (it counts bytes per device)", option));
-    }
-  }
+  refuse_given(cmd,
+               {"--hardware", "--zero", "--link", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only",
+                "--prompt"},
+               " does not apply with --phase decode --memory-budget (it counts bytes per device)");
   if (args.models.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--memory-budget with --phase decode needs exactly one model (a decoder preset or config.json)");
@@ -137,20 +128,11 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
   if (layout.dp > 1) {
     throw Error(ErrorCode::kUnimplemented, "--parallel dp=N,tp=N together is not built yet: one of them");
   }
-  for (const char* option : {"--memory-budget", "--reserve"}) {
-    if (cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} does not apply with --parallel tp=N (--phase decode --memory-budget without "
-                              "--parallel lists every tp)",
-                              option));
-    }
-  }
-  for (const char* option :
-       {"--zero", "--search", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only"}) {
-    if (cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with --parallel tp=N", option));
-    }
-  }
+  refuse_given(
+      cmd, {"--memory-budget", "--reserve"},
+      " does not apply with --parallel tp=N (--phase decode --memory-budget without --parallel lists every tp)");
+  refuse_given(cmd, {"--zero", "--search", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only"},
+               " does not apply with --parallel tp=N");
   if (args.models.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--parallel tp=N needs exactly one model (a decoder preset or config.json)");
@@ -177,16 +159,11 @@ void run_tensor_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const For
 void run_serving_choice(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
   if (args.phase != "decode")
     throw Error(ErrorCode::kInvalidArgument, "--target-ms-per-token applies with --phase decode");
-  for (const char* option :
-       {"--hardware", "--system", "--link", "--parallel", "--memory-budget", "--train", "--zero", "--search", "--seq",
-        "--width", "--depth", "--input", "--dim", "--structure-only", "--prompt"}) {
-    if (cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} does not apply with --target-ms-per-token (it tries every built-in system and "
-                              "each device's own memory)",
-                              option));
-    }
-  }
+  refuse_given(
+      cmd,
+      {"--hardware", "--system", "--link", "--parallel", "--memory-budget", "--train", "--zero", "--search", "--seq",
+       "--width", "--depth", "--input", "--dim", "--structure-only", "--prompt"},
+      " does not apply with --target-ms-per-token (it tries every built-in system and each device's own memory)");
   if (args.models.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--target-ms-per-token needs exactly one model (a decoder preset or config.json)");
@@ -232,22 +209,17 @@ bool wants_html(const AnalyzeArgs& args, const CLI::App& cmd) {
 
 /// `analyze DECODER --format html`: the decoder's LLM page.
 void run_decoder_page(const AnalyzeArgs& args, const CLI::App& cmd) {
-  for (const char* option : {"--phase",         "--generate",       "--train",
-                             "--optimizer",     "--precision",      "--checkpoint",
-                             "--memory-budget", "--reserve",        "--target-ms-per-token",
-                             "--price-file",    "--price-per-hour", "--currency",
-                             "--parallel",      "--zero",           "--search",
-                             "--system",        "--link",           "--draft",
-                             "--draft-tokens",  "--acceptance",     "--seq",
-                             "--width",         "--depth",          "--input",
-                             "--dim",           "--structure-only"}) {
-    if (cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} does not apply with --format html (the LLM page of one decoder: both phases, "
-                              "--batch, --prompt, --context, --dtype, --weights, --hardware)",
-                              option));
-    }
-  }
+  refuse_given(cmd, {"--phase",         "--generate",       "--train",
+                     "--optimizer",     "--precision",      "--checkpoint",
+                     "--memory-budget", "--reserve",        "--target-ms-per-token",
+                     "--price-file",    "--price-per-hour", "--currency",
+                     "--parallel",      "--zero",           "--search",
+                     "--system",        "--link",           "--draft",
+                     "--draft-tokens",  "--acceptance",     "--seq",
+                     "--width",         "--depth",          "--input",
+                     "--dim",           "--structure-only"},
+               " does not apply with --format html (the LLM page of one decoder: both phases, --batch, --prompt, "
+               "--context, --dtype, --weights, --hardware)");
   if (args.models.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--format html needs exactly one model, a decoder preset or config.json (its LLM page)");

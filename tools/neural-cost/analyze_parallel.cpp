@@ -80,15 +80,11 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
     throw Error(ErrorCode::kInvalidArgument,
                 "--parallel with pp applies only with --train (tp=N alone is a decoder's prefill or decode)");
   }
-  for (const char* option : {"--memory-budget", "--reserve", "--hardware", "--seq", "--width", "--depth", "--input",
-                             "--dim", "--structure-only", "--context", "--phase"}) {
-    if (cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} does not apply to a training step over tensor or pipeline parallelism (--batch is "
-                              "the micro-batch, --prompt the tokens a sequence, --system the devices)",
-                              option));
-    }
-  }
+  refuse_given(cmd,
+               {"--memory-budget", "--reserve", "--hardware", "--seq", "--width", "--depth", "--input", "--dim",
+                "--structure-only", "--context", "--phase"},
+               " does not apply to a training step over tensor or pipeline parallelism (--batch is the micro-batch, "
+               "--prompt the tokens a sequence, --system the devices)");
   if (cmd.count("--routing") > 0) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--routing does not apply to a training step over tensor or pipeline parallelism (its shards' "
@@ -117,14 +113,9 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   const std::string base = args.models.front().substr(args.models.front().find_last_of('/') + 1);
   const std::string name = fmt::format("{} (training on {} tokens)", base, args.prompt);
   if (args.search) {
-    for (const char* option : {"--parallel", "--zero", "--virtual-stages", "--checkpoint", "--sequence-parallel"}) {
-      if (cmd.count(option) > 0) {
-        throw Error(ErrorCode::kInvalidArgument,
-                    fmt::format("{} does not apply with --search --devices (it tries every layout, ZeRO stage, "
-                                "recomputation and sequence parallelism)",
-                                option));
-      }
-    }
+    refuse_given(cmd, {"--parallel", "--zero", "--virtual-stages", "--checkpoint", "--sequence-parallel"},
+                 " does not apply with --search --devices (it tries every layout, ZeRO stage, recomputation and "
+                 "sequence parallelism)");
     const std::vector<std::int64_t> micro =
         cmd.count("--batch") > 0 ? args.batches : std::vector<std::int64_t>{1, 2, 4, 8};
     emit(render_model_parallel_search(name, search_model_parallel(costs, r, args.devices, micro), args.devices, 20,

@@ -2,6 +2,7 @@
 // selected; all real work is in the library.
 #pragma once
 
+#include <initializer_list>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -18,6 +19,9 @@ HardwareSpec hardware_for(const std::string& id_or_path, int threads = 0);
 /// Adds --format with table|json|csv|md validation.
 /// --format: table, json, csv or md; and html when `html` says what it gives (empty: no html).
 void add_format_option(CLI::App& command, std::string& format, const std::string& html = "");
+/// Throws kInvalidArgument "OPTION<why>" for the first of `options` the command line gave (an
+/// option that does not apply is an error, not ignored).
+void refuse_given(const CLI::App& command, std::initializer_list<const char*> options, const std::string& why);
 /// --format when given; else the format `output`'s extension names (-o out.json: JSON); else `format`'s default.
 Format output_format(const CLI::App& command, const std::string& format, const std::string& output);
 

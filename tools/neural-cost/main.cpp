@@ -43,6 +43,12 @@ void add_format_option(CLI::App& command, std::string& format, const std::string
       ->capture_default_str();
 }
 
+void refuse_given(const CLI::App& command, std::initializer_list<const char*> options, const std::string& why) {
+  for (const char* option : options) {
+    if (command.count(option) > 0) throw Error(ErrorCode::kInvalidArgument, std::string(option) + why);
+  }
+}
+
 Format output_format(const CLI::App& command, const std::string& format, const std::string& output) {
   if (command.count("--format") == 0 && !output.empty()) {
     if (const auto by_extension = format_for_path(output)) return *by_extension;

@@ -92,11 +92,7 @@ void run_data_parallel_check(const RunArgs& args, const DataParallelArgs& dp, co
 
 void run_profile(const RunArgs& args, const LayerArgs& layer_args, const DataParallelArgs& dp, const CLI::App& cmd) {
   if (cmd.count("--data-parallel") > 0) return run_data_parallel_check(args, dp, cmd);
-  for (const char* option : {"--link", "--zero"}) {
-    if (cmd.count(option) > 0) {
-      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} applies only with --data-parallel", option));
-    }
-  }
+  refuse_given(cmd, {"--link", "--zero"}, " applies only with --data-parallel");
   // Ctrl-C ends the run in progress and its workers; -o holds every finished run as it ends.
   // Installed first: a signal while the plan is made (calibration, loading plugins) is kept too.
   install_interrupt_handlers();
