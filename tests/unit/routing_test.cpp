@@ -116,9 +116,20 @@ TEST(RoutingTest, EachLayerReadsByItsOwnCounts) {
   const DecoderStep step = analyze_decoder_step(measured, decode(4), HardwareDatabase::builtin().get("h100-sxm"), "d");
   EXPECT_EQ(step.totals.bytes_read, a.totals.bytes_read);
   // the graph's note says the routing and its spread over the layers
-  bool noted = false;
-  for (const std::string& n : a.graph.notes()) noted = noted || n.find("under the routing of") != std::string::npos;
-  EXPECT_TRUE(noted);
+  const auto note_of = [](const Analysis& x) {
+    for (const std::string& n : x.graph.notes())
+      if (n.find("under the routing of") != std::string::npos) return n;
+    return std::string();
+  };
+  // layer 3 reaches its 8 experts, the others 256·(1 − (1 − 8/256)^4) = 30.53
+  EXPECT_NE(note_of(a).find("the mean over the layers, 8.00 to 30.53,"), std::string::npos) << note_of(a);
+  // every layer alike: one figure, not a range of two equal ones
+  for (int l = 3; l < 61; ++l) layers[std::to_string(l)] = even;
+  const DecoderConfig alike =
+      with_routing(plain, write({{"tokens", 256}, {"layers", layers}, {"source", "a test"}}, "alike"));
+  const std::string said = note_of(analyze_step(alike, decode(4)));
+  EXPECT_NE(said.find("the same in every layer, expected under the routing of"), std::string::npos) << said;
+  EXPECT_EQ(said.find(" to "), std::string::npos) << said;
 }
 
 TEST(RoutingTest, ABadHistogramIsOneClearError) {
