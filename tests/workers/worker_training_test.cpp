@@ -148,6 +148,11 @@ TEST_P(StepLayers, EagerStepHasAForwardAndABackwardRowPerLayer) {
     }
   }
   for (const char* row : {"forward: loss", "backward: loss", "optimizer"}) EXPECT_THAT(rows, ::testing::Contains(row));
+  // the torch worker times them by its compiled step timer (the build makes it), not by hooks
+  if (backend_name == "torch") {
+    ASSERT_TRUE(run.contract.count("layer_timer"));
+    EXPECT_THAT(run.contract.at("layer_timer"), HasSubstr("compiled observer")) << run.contract.at("layer_timer");
+  }
   // every record has a timed row
   for (const std::string& w : run.warnings) EXPECT_THAT(w, ::testing::Not(HasSubstr("timed no event")));
   // the rows are disjoint stretches of the step: in each profiled step, the rows' times add up to
@@ -163,7 +168,7 @@ TEST_P(StepLayers, EagerStepHasAForwardAndABackwardRowPerLayer) {
   }
 }
 
-// the torch worker's module and node hooks; LibTorch's user scopes and node hooks (its plugin)
+// the torch worker's compiled step timer; LibTorch's user scopes and node hooks (its plugin)
 INSTANTIATE_TEST_SUITE_P(Eager, StepLayers,
                          testing::Values(std::pair<std::string, std::string>{"torch", "ff"},
                                          std::pair<std::string, std::string>{"torch", "cnn"},

@@ -1,4 +1,5 @@
-"""The torch worker's compiled per-op timer (python/native/torch_timer.cpp), loaded with ctypes.
+"""The torch worker's compiled per-op timer (python/native/torch_timer.cpp) and per-layer step
+timer (python/native/step_timer.cpp, StepTimer), loaded with ctypes.
 
 It times the same ops as a TorchDispatchMode (the ops the capture records) with a RecordFunction
 observer: a fraction of a microsecond per op instead of the mode's few microseconds. The library
@@ -32,6 +33,7 @@ class NativeTimer:
         lib.neuralcost_timer_learned_call.restype = ctypes.c_char_p
         lib.neuralcost_timer_learned_call.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_int)]
         self.n = None
+        self.step = StepTimer(lib)
 
     def learned(self):
         """The calls of the last learned pass in pre-order: [(name, calls it made)]."""
@@ -76,6 +78,64 @@ class NativeTimer:
         return wall, self.lib.neuralcost_timer_seconds()[: self.n]
 
 
+class StepTimer:
+    """The per-layer timer of an eager training step on the CPU (python/native/step_timer.cpp): a
+    step's top-level calls and autograd nodes timed by RecordFunction observers, charged to owners
+    (integers the caller gives the modules; 0 is the network's own)."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        lib.neuralcost_step_error.restype = ctypes.c_char_p
+        lib.neuralcost_step_mark.argtypes = [ctypes.c_int]
+        lib.neuralcost_step_mark.restype = None
+        lib.neuralcost_step_forward_seconds.restype = ctypes.POINTER(ctypes.c_double)
+        lib.neuralcost_step_backward_seconds.restype = ctypes.POINTER(ctypes.c_double)
+        lib.neuralcost_step_nodes.restype = ctypes.POINTER(ctypes.c_int)
+        self.mark = lib.neuralcost_step_mark
+        self.owners = 0
+
+    def _check(self, rc):
+        if rc != 0:
+            raise TimerError(self.lib.neuralcost_step_error().decode(errors="replace"))
+
+    def learn(self, owners, forward):
+        """Learns the top-level calls of `forward` (a step's forward and loss), during which the
+        caller's hooks call mark(owner) to say whose the next calls are."""
+        self._check(self.lib.neuralcost_step_learn(owners))
+        try:
+            forward()
+        finally:
+            failed = self.end()
+        if failed:
+            raise TimerError(failed)
+        self.owners = owners
+        return self.lib.neuralcost_step_learned_calls()
+
+    def forward(self):
+        """From now on, the step's forward and loss are timed."""
+        self._check(self.lib.neuralcost_step_forward())
+
+    def backward(self):
+        """The forward has ended (it made the learned calls); from now on its nodes are timed."""
+        self._check(self.lib.neuralcost_step_backward())
+
+    def end(self):
+        """Stops timing (read() gives the times): "" when the step made the learned calls, else
+        why not. Never raises, so that an error of the step's own is the one that propagates."""
+        if self.lib.neuralcost_step_end() == 0:
+            return ""
+        return self.lib.neuralcost_step_error().decode(errors="replace")
+
+    def read(self):
+        """(forward seconds, backward seconds, nodes) by owner, of the last timed step."""
+        n, lib = self.owners, self.lib
+        return (
+            lib.neuralcost_step_forward_seconds()[:n],
+            lib.neuralcost_step_backward_seconds()[:n],
+            lib.neuralcost_step_nodes()[:n],
+        )
+
+
 def load():
     """(NativeTimer, "") when the library of $NEURALCOST_TORCH_TIMER loads into this torch, else
     (None, why not)."""
@@ -94,4 +154,6 @@ def load():
         return None, f"{path} does not load: {e}"
     if built_for != torch.__version__:
         return None, f"{path} was built for torch {built_for}, this is torch {torch.__version__}"
+    if not hasattr(lib, "neuralcost_step_learn"):
+        return None, f"{path} has no step timer (rebuild it)"
     return NativeTimer(lib, path), ""

@@ -1,6 +1,10 @@
 """Per-layer times of an eager torch training step (docs/profiling.md §4b, docs/worker-protocol.md
 "Training"): each module's forward and backward, the loss's, and the optimizer's.
 
+On the CPU the compiled step timer times them (NativeStepLayers: python/native/step_timer.cpp, no
+Python hooks in a timed step); on a GPU, or where it is not built or refuses a step, the Python
+hooks below (StepLayers), which cost a few µs per module call and per autograd node.
+
 Forward: global module forward hooks keep the stack of modules running; the time between two
 hooks goes to the innermost module running then (its self time: a container's own ops, such as a
 residual add, are its own; its children's are theirs). Backward: autograd numbers the nodes it
@@ -18,6 +22,8 @@ import bisect
 import time
 
 import torch
+
+from neuralcost_worker.torch import native_timer
 
 
 _UNNUMBERED = 2**64 - 1  # AccumulateGrad's sequence number
@@ -137,10 +143,122 @@ class StepLayers:
         return self.times, (t3 - t0) * 1e-9, loss.detach()  # the graph and its hooked nodes go
 
 
+class NativeStepLayers(StepLayers):
+    """The same rows timed by the compiled step timer (torch/native_timer.py StepTimer,
+    python/native/step_timer.cpp), on the CPU: module hooks run in one learning step only, to say
+    whose each top-level call of the forward is; the timed steps run without Python hooks. A
+    forward row is its module's calls (the Python between them is in no row), a backward row its
+    nodes."""
+
+    def __init__(self, net, timer):
+        super().__init__(net, lambda: None)
+        self.timer = timer
+        self.owners = [""] + sorted({p for p in self.paths.values() if p}) + ["loss"]
+        self.index = {o: i for i, o in enumerate(self.owners)}
+
+    def learn(self, net, xs, loss_fn, target, optimizer):
+        """One step whose forward and loss teach the timer their calls; TimerError when it cannot."""
+        stack, mark, index = [], self.timer.step.mark, self.index
+
+        order = self.order = [0]  # the owners in the order they first ran
+
+        def pre(module, _args):
+            stack.append(self.paths.get(id(module), stack[-1] if stack else ""))
+            mark(index[stack[-1]])
+            if index[stack[-1]] not in order:
+                order.append(index[stack[-1]])
+
+        def post(_module, _args, _out):
+            if stack:
+                stack.pop()
+            mark(index[stack[-1]] if stack else 0)
+
+        out = {}
+
+        def forward():
+            m = torch.nn.modules.module
+            handles = [m.register_module_forward_pre_hook(pre), m.register_module_forward_hook(post)]
+            try:
+                y = net(*xs)
+            finally:
+                for h in handles:
+                    h.remove()
+            mark(index["loss"])
+            order.append(index["loss"])
+            out["loss"] = loss_fn(y, target)
+
+        self.timer.step.learn(len(self.owners), forward)
+        out["loss"].backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+
+    def step(self, net, xs, loss_fn, target, optimizer):
+        clock, timer = time.perf_counter_ns, self.timer.step
+        t0 = clock()
+        timer.forward()
+        try:
+            loss = loss_fn(net(*xs), target)
+            timer.backward()
+            loss.backward()
+        finally:
+            failed = timer.end()
+        if failed:
+            raise native_timer.TimerError(failed)
+        t2 = clock()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        t3 = clock()
+        forward, backward, nodes = timer.read()
+        times = {}  # in the order they ran: the forwards, then the backwards in reverse
+        for i in self.order:
+            if forward[i] > 0:
+                times[("forward", self.owners[i])] = forward[i]
+        for i in reversed(self.order):
+            if nodes[i] > 0:
+                times[("backward", self.owners[i])] = backward[i]
+        times[("optimizer", "")] = (t3 - t2) * 1e-9
+        return times, (t3 - t0) * 1e-9, loss.detach()
+
+
+_native = None  # (NativeTimer or None, why not), loaded on first use
+
+
+def _native_timer(step):
+    global _native
+    if getattr(step, "device", torch.device("cpu")).type != "cpu":
+        return None, "a CUDA device (the nodes run on its threads; each is synchronised by Python hooks)"
+    if _native is None:
+        _native = native_timer.load()
+    return _native
+
+
 def time_steps(step, n):
-    """n profiled steps of a _TrainStep, each after a plain one: the `layers` reply."""
+    """n profiled steps of a TrainStep, each after a plain one: the `layers` reply. On the CPU the
+    compiled step timer times them; else (or when it cannot) the Python hooks, with the reason."""
+    timer, why = _native_timer(step)
+    warning = ""
+    if timer is not None:
+        try:
+            layers = NativeStepLayers(step.net, timer)
+            layers.learn(step.net, step.xs, step.loss_fn, step.target, step.optimizer)
+            reply = _time(step, layers, n)
+            reply["timer"] = (
+                f"RecordFunction timestamps of the step's calls and autograd nodes (compiled observer {timer.path})"
+            )
+            return reply
+        except native_timer.TimerError as e:
+            warning = (
+                f"per-layer step times by Python hooks (a few µs per module and node), not the compiled timer: {e}"
+            )
+    reply = _time(step, StepLayers(step.net, step._sync), n)
+    reply["timer"] = "Python module and autograd-node hooks" + ("" if timer else f": no compiled timer ({why})")
+    if warning:
+        reply["timer_warning"] = warning
+    return reply
+
+
+def _time(step, layers, n):
     clock = time.perf_counter_ns
-    layers = StepLayers(step.net, step._sync)
     keys, runs, wall, plain = {}, [], [], []
     for _ in range(n):
         t0 = clock()
