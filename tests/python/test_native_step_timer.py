@@ -11,15 +11,9 @@ from torch import nn
 from neuralcost_worker.torch import native_timer
 from neuralcost_worker.torch import reference as reference_torch
 from neuralcost_worker.torch import step_layers
+from step_nets import Net, Step, step_args
 
 torch.set_num_threads(1)
-
-
-@pytest.fixture(scope="module")
-def timer():
-    t, why = native_timer.load()
-    assert t is not None, f"the compiled timer does not load: {why}"
-    return t
 
 
 def _counting(layers):
@@ -73,38 +67,10 @@ def test_nodes_go_to_the_module_the_python_hooks_name(timer, name):
     assert sum(native_times.values()) <= wall
 
 
-class _Residual(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(8, 8)
-        self.relu = nn.ReLU()
-        self.unused = nn.Linear(8, 8)  # its weights are read by the container, not by its forward
-
-    def forward(self, x):
-        y = self.relu(self.linear(x))
-        return x + torch.nn.functional.linear(y, self.unused.weight)  # the container's own ops
-
-
-class _Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.block = _Residual()
-        self.head = nn.Linear(8, 3)
-        self.skip = False  # a step that takes another path makes other calls
-
-    def forward(self, x):
-        return self.head(x if self.skip else self.block(x))
-
-
 def test_a_container_s_own_calls_and_weights_read_by_another_module(timer):
     torch.manual_seed(0)
-    net = _Net()
-    args = (
-        [torch.randn(4, 8)],
-        nn.functional.cross_entropy,
-        torch.tensor([0, 1, 2, 0]),
-        torch.optim.SGD(net.parameters(), lr=0.1),
-    )
+    net = Net()
+    args = step_args(net)
     python, _ = _python_nodes(net, *args)
     native, times, _ = _native_nodes(timer, net, *args)
     assert native == python
@@ -115,14 +81,9 @@ def test_a_container_s_own_calls_and_weights_read_by_another_module(timer):
 
 
 def test_a_step_that_makes_other_calls_is_refused_and_the_hooks_time_it(timer):
-    net = _Net()
+    net = Net()
     layers = step_layers.NativeStepLayers(net, timer)
-    args = (
-        [torch.randn(4, 8)],
-        nn.functional.cross_entropy,
-        torch.tensor([0, 1, 2, 0]),
-        torch.optim.SGD(net.parameters(), lr=0.1),
-    )
+    args = step_args(net)
     layers.learn(net, *args)
     net.skip = True
     with pytest.raises(native_timer.TimerError, match="top-level calls where the timer learned|was aten::"):
@@ -130,57 +91,17 @@ def test_a_step_that_makes_other_calls_is_refused_and_the_hooks_time_it(timer):
     net.skip = False
     times, _, _ = layers.step(net, *args)  # the failed step left no observer behind
     assert ("backward", "head") in times
-
-    class Step:  # the attributes of torch TrainStep that time_steps uses
-        def __init__(self):
-            self.net, self.xs, self.loss_fn, self.target, self.optimizer = net, *args
-            self.device, self.n = torch.device("cpu"), 0
-
-        def run(self):
-            self.n += 1
-            net.skip = self.n > 1  # the learning step takes one path, the timed ones the other
-            loss = self.loss_fn(self.net(*self.xs), self.target)
-            loss.backward()
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-
-        def _sync(self):
-            pass
-
-        def _keep(self, loss):
-            pass
-
-    reply = step_layers.time_steps(Step(), 2)
+    # the learning step takes one path, the timed ones (after the first plain step) the other
+    reply = step_layers.time_steps(Step(Net(), skip_from=1), 2)
     assert reply["timer"].startswith("Python module and autograd-node hooks")
     assert "not the compiled timer" in reply["timer_warning"]
 
 
 def test_time_steps_uses_the_compiled_timer_on_the_cpu(timer):
-    net = _Net()
-
-    class Step:
-        xs = [torch.randn(4, 8)]
-        loss_fn = staticmethod(nn.functional.cross_entropy)
-        target = torch.tensor([0, 1, 2, 0])
-        device = torch.device("cpu")
-
-        def __init__(self):
-            self.net, self.optimizer = net, torch.optim.Adam(net.parameters())
-
-        def run(self):
-            loss = self.loss_fn(self.net(*self.xs), self.target)
-            loss.backward()
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-
-        def _sync(self):
-            pass
-
-        def _keep(self, loss):
-            pass
-
-    reply = step_layers.time_steps(Step(), 3)
+    step = Step(Net(), optimizer=torch.optim.Adam)
+    reply = step_layers.time_steps(step, 3)
     assert "compiled observer" in reply["timer"] and "timer_warning" not in reply
+    assert len(step.kept) == 3
     pairs = list(zip(reply["events"], reply["modules"]))
     # in the order they ran: the forwards (a module at its first entry), the backwards in reverse
     assert pairs == [("forward", m) for m in ("block", "block.linear", "block.relu", "head", "loss")] + [

@@ -17,13 +17,6 @@ from neuralcost_worker.torch import reference as reference_torch
 torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="module")
-def timer():
-    t, why = native_timer.load()
-    assert t is not None, f"the compiled timer does not load: {why}"
-    return t
-
-
 def _forward(net, *xs):
     def forward():
         with torch.inference_mode():

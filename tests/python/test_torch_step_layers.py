@@ -7,28 +7,8 @@ import torch
 from torch import nn
 
 from neuralcost_worker.torch import step_layers as torch_step_layers
-
-
-class _Residual(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear = nn.Linear(8, 8)
-        self.relu = nn.ReLU()
-        self.unused = nn.Linear(8, 8)  # its weights are read by the container, not by its forward
-
-    def forward(self, x):
-        y = self.relu(self.linear(x))
-        return x + torch.nn.functional.linear(y, self.unused.weight)  # the container's own ops
-
-
-class _Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.block = _Residual()
-        self.head = nn.Linear(8, 3)
-
-    def forward(self, x):
-        return self.head(self.block(x))
+from step_nets import Net as _Net
+from step_nets import Step
 
 
 pytestmark = pytest.mark.skipif(not torch_step_layers.available(), reason="torch numbers no autograd nodes visibly")
@@ -85,27 +65,7 @@ def test_hooks_of_a_node_that_outlives_its_step_time_nothing_later():
 
 
 def test_the_reply_has_a_phase_and_a_module_per_event():
-    class Step:  # the attributes of torch_adapter._TrainStep that time_steps uses
-        net = _Net()
-        xs = [torch.randn(4, 8)]
-        loss_fn = staticmethod(nn.functional.cross_entropy)
-        target = torch.tensor([0, 1, 2, 0])
-        optimizer = torch.optim.Adam(net.parameters())
-        kept = []
-
-        def run(self):
-            loss = self.loss_fn(self.net(*self.xs), self.target)
-            loss.backward()
-            self.optimizer.step()
-            self.optimizer.zero_grad(set_to_none=True)
-
-        def _sync(self):
-            pass
-
-        def _keep(self, loss):
-            self.kept.append(float(loss.detach()))
-
-    step = Step()
+    step = Step(_Net(), optimizer=torch.optim.Adam)
     reply = torch_step_layers.time_steps(step, 3)
     assert reply["step_phases"] is True
     assert len(reply["events"]) == len(reply["modules"]) == len(reply["seconds"])
