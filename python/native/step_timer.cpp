@@ -40,9 +40,9 @@ struct StepTimer {
   std::vector<std::string> names;
   std::vector<int> owner_of_call;
   std::vector<int> inside;  ///< calls each made inside it
-  bool switched_off = false;
   std::vector<const char*> name_seen;
   // a timed step
+  bool switched_off = false;  ///< RecordFunction is off inside the call being timed
   std::size_t next = 0;
   int depth = 0;
   Clock::time_point start;

@@ -159,7 +159,6 @@ class NativeStepLayers(StepLayers):
     def learn(self, net, xs, loss_fn, target, optimizer):
         """One step whose forward and loss teach the timer their calls; TimerError when it cannot."""
         stack, mark, index = [], self.timer.step.mark, self.index
-
         order = self.order = [0]  # the owners in the order they first ran
 
         def pre(module, _args):
