@@ -5,11 +5,18 @@ one JSON request a line on stdin, one reply a line on stdout (as the other worke
 
     {"cmd": "hello"}                      -> torch's version, the datasets
     {"cmd": "run", "model": "ff", ...}    -> the run's curve and where it reached the target
+    {"cmd": "dataset", "dataset": ...}    -> the split itself (for the LibTorch engine, which trains
+                                             on exactly these images)
 
 Datasets ship inside a package and are never downloaded: `digits` is scikit-learn's copy of the
 UCI optical digits (1,797 images of 8 x 8 pixels, 16 grey levels, 10 classes), inside the wheel.
 The split is a seeded stratified shuffle (the split seed is the contract's, not the run's), so
 every run of a study validates on the same images.
+
+The run's seed draws its initial weights (torch's generator, after torch.manual_seed) and its batch
+order (torch.randperm on a generator of its own, seeded alike): the LibTorch engine
+(src/backends/libtorch/to_target_engine.cpp) draws both the same way from the same CPU generator,
+so a seed starts both frameworks from the same weights on the same batches (`first_loss` shows it).
 """
 
 import resource
@@ -149,23 +156,26 @@ def run(req):
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             return model(x)
 
-    rng = np.random.default_rng(seed)
-    order, at = rng.permutation(len(yt)), 0
+    order_gen = torch.Generator().manual_seed(seed)
+    order, at = torch.randperm(len(yt), generator=order_gen), 0
     curve = []
     reached = None
     train_seconds = 0.0
     losses = []
+    first_loss = None
     start = time.perf_counter()
     steps = 0
     while steps < max_steps:
         if at + batch > len(order):  # a new epoch: a fresh permutation, the last partial batch dropped
-            order, at = rng.permutation(len(yt)), 0
-        idx = torch.from_numpy(order[at : at + batch])
+            order, at = torch.randperm(len(yt), generator=order_gen), 0
+        idx = order[at : at + batch]
         at += batch
         t0 = time.perf_counter()
         loss = step(xt_t[idx], yt_t[idx])
         train_seconds += time.perf_counter() - t0
         steps += 1
+        if steps == 1:
+            first_loss = float(loss.detach())
         if steps % eval_every == 0 or steps == max_steps:
             losses.append(float(loss.detach()))
             net.eval()
@@ -179,7 +189,7 @@ def run(req):
                     "seconds": time.perf_counter() - start,
                     "train_seconds": train_seconds,
                     "accuracy": acc,
-                    "loss": losses[-1],
+                    "loss": losses[-1] if np.isfinite(losses[-1]) else None,  # JSON has no NaN
                 }
             )
             if not np.isfinite(losses[-1]):
@@ -199,9 +209,27 @@ def run(req):
         "parameters": int(sum(p.numel() for p in net.parameters())),
         "torch": torch.__version__,
         "diverged": bool(losses and not np.isfinite(losses[-1])),
+        # the first batch's loss, before any update: the seed's weights on the seed's first batch
+        "first_loss": first_loss,
         # the process's high-water resident memory over the run (Python, torch, the data and the
         # training itself: a fresh process a run, so no other run's memory)
         "peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
+    }
+
+
+def _dataset(req):
+    """The split as `run` trains on it: x flattened row-major, y as class indices."""
+    xt, yt, xv, yv, image, classes = load_dataset(
+        req.get("dataset", "digits"), float(req.get("val_fraction", 0.2)), int(req.get("split_seed", 0))
+    )
+    return {
+        "ok": True,
+        "train_x": xt.ravel().tolist(),
+        "train_y": yt.tolist(),
+        "val_x": xv.ravel().tolist(),
+        "val_y": yv.tolist(),
+        "image": list(image),
+        "classes": classes,
     }
 
 
@@ -221,4 +249,4 @@ def _failure(e):
 
 
 def serve():
-    return line_server.serve({"hello": _hello, "run": run}, _failure)
+    return line_server.serve({"hello": _hello, "run": run, "dataset": _dataset}, _failure)

@@ -4,13 +4,14 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
+#include <filesystem>
 #include <map>
 #include <random>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "backends/plugin_backend.hpp"
 #include "backends/python_worker/worker_backend.hpp"
 #include "backends/python_worker/worker_process.hpp"
 #include "neuralcost/core/error.hpp"
@@ -92,7 +93,9 @@ std::vector<double> reached_counts(const std::vector<ToTargetRun>& runs, std::in
 
 }  // namespace
 
-std::string ToTargetConfig::label() const { return fmt::format("{} {} batch {} lr {:g}", mode, precision, batch, lr); }
+std::string ToTargetConfig::label() const {
+  return fmt::format("{} {} {} batch {} lr {:g}", backend, mode, precision, batch, lr);
+}
 
 void validate(const ToTargetOptions& o) {
   if (o.model != "ff" && o.model != "cnn") bad(fmt::format("--model {}: train-to-target trains ff or cnn", o.model));
@@ -117,6 +120,9 @@ void validate(const ToTargetOptions& o) {
   if (o.optimizer != "sgd" && o.optimizer != "adam") bad(fmt::format("--optimizer {}: sgd or adam", o.optimizer));
   if (o.configs.empty()) bad("no configuration to run");
   for (const ToTargetConfig& c : o.configs) {
+    if (c.backend != "torch" && c.backend != "libtorch") {
+      bad(fmt::format("--backend {}: train-to-target trains in torch or libtorch", c.backend));
+    }
     if (c.mode != "eager" && c.mode != "compiled") bad(fmt::format("--mode {}: eager or compiled", c.mode));
     if (c.precision != "fp32" && c.precision != "bf16-mixed") {
       bad(fmt::format("--precision {}: fp32 or bf16-mixed (fp16 with loss scaling needs a GPU)", c.precision));
@@ -199,6 +205,78 @@ ToTargetContrast contrast_to_target(std::size_t a, std::size_t b, const std::vec
   return c;
 }
 
+namespace {
+
+/// The run's request, as both engines read it.
+json run_request(const ToTargetOptions& o, const ToTargetConfig& config, std::uint64_t seed) {
+  return json{{"cmd", "run"},
+              {"model", o.model},
+              {"dataset", o.dataset},
+              {"target", o.target},
+              {"eval_every", o.eval_every},
+              {"max_steps", o.max_steps},
+              {"seed", seed},
+              {"split_seed", o.split_seed},
+              {"val_fraction", o.val_fraction},
+              {"width", o.width},
+              {"depth", o.depth},
+              {"threads", o.threads},
+              {"optimizer", o.optimizer},
+              {"mode", config.mode},
+              {"precision", config.precision},
+              {"batch", config.batch},
+              {"lr", config.lr}};
+}
+
+double loss_of(const json& v) { return v.is_null() ? std::nan("") : v.get<double>(); }
+
+/// A run's reply read into `run`.
+void read_reply(const json& reply, ToTargetRun& run) {
+  run.reached = reply.at("reached").get<bool>();
+  run.diverged = reply.value("diverged", false);
+  run.compile_seconds = reply.value("compile_seconds", 0.0);
+  run.train_images = reply.value("train_images", 0);
+  run.val_images = reply.value("val_images", 0);
+  run.parameters = reply.value("parameters", 0);
+  run.torch_version = reply.value("torch", std::string());
+  run.peak_rss_bytes = reply.value("peak_rss_bytes", std::int64_t{0});
+  if (reply.contains("first_loss") && reply["first_loss"].is_number())
+    run.first_loss = reply["first_loss"].get<double>();
+  for (const json& p : reply.at("curve")) {
+    run.curve.push_back({p.at("step").get<std::int64_t>(), p.at("samples").get<std::int64_t>(),
+                         p.at("seconds").get<double>(), p.at("train_seconds").get<double>(),
+                         p.at("accuracy").get<double>(), loss_of(p.at("loss"))});
+  }
+  if (!run.curve.empty()) {
+    const CurvePoint& last = run.curve.back();
+    run.steps = last.step;
+    run.samples = last.samples;
+    run.seconds = last.seconds;
+    run.train_seconds = last.train_seconds;
+    run.final_accuracy = last.accuracy;
+  }
+}
+
+/// The LibTorch engine's executable, beside the LibTorch plugin; kNotFound when it is not there.
+std::string libtorch_engine() {
+  const std::string path =
+      (std::filesystem::path(PluginBackend::plugin_directory()) / "neuralcost-libtorch-to-target").string();
+  if (!std::filesystem::exists(path)) {
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("train-to-target --backend libtorch needs its engine {}, which this build does not have "
+                            "(it is built with the LibTorch backend, NEURALCOST_WITH_LIBTORCH)",
+                            path));
+  }
+  return path;
+}
+
+std::string strip_label(std::string what, const std::string& label) {
+  if (what.rfind(label + ": ", 0) == 0) what = what.substr(label.size() + 2);
+  return what;
+}
+
+}  // namespace
+
 std::vector<ToTargetRun> run_to_target(const ToTargetOptions& o,
                                        const std::function<void(const ToTargetRun&)>& on_run) {
   validate(o);
@@ -209,6 +287,28 @@ std::vector<ToTargetRun> run_to_target(const ToTargetOptions& o,
   tune_malloc_for_measurement();
   const std::string threads = std::to_string(o.threads);
   for (const char* v : {"OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"}) env[v] = threads;
+  const std::vector<std::string> python{worker::python_interpreter(), "-m", "neuralcost_worker", "to-target"};
+  const std::string python_label = "the train-to-target worker", engine_label = "the LibTorch train-to-target engine";
+  // LibTorch trains on the split the torch worker makes (scikit-learn's data, its seeded split),
+  // asked for once: both backends see the same images
+  json data;
+  std::string engine;
+  const bool libtorch =
+      std::any_of(o.configs.begin(), o.configs.end(), [](const ToTargetConfig& c) { return c.backend == "libtorch"; });
+  if (libtorch) {
+    engine = libtorch_engine();
+    try {
+      worker::WorkerProcess process(python, env, python_label);
+      data = process.request(
+          {{"cmd", "dataset"}, {"dataset", o.dataset}, {"val_fraction", o.val_fraction}, {"split_seed", o.split_seed}},
+          std::chrono::duration<double>(o.step_timeout_seconds));
+      process.stop();
+    } catch (const Error& e) {
+      if (interrupted()) throw Interrupted();
+      throw Error(e.code(), strip_label(e.what(), python_label));
+    }
+    data.erase("ok");
+  }
   std::vector<ToTargetRun> runs;
   for (int k = 0; k < o.runs; ++k) {
     for (std::size_t c = 0; c < o.configs.size(); ++c) {
@@ -217,58 +317,22 @@ std::vector<ToTargetRun> run_to_target(const ToTargetOptions& o,
       ToTargetRun run;
       run.config = c;
       run.seed = o.seed + static_cast<std::uint64_t>(k);
-      const json req{{"cmd", "run"},
-                     {"model", o.model},
-                     {"dataset", o.dataset},
-                     {"target", o.target},
-                     {"eval_every", o.eval_every},
-                     {"max_steps", o.max_steps},
-                     {"seed", run.seed},
-                     {"split_seed", o.split_seed},
-                     {"val_fraction", o.val_fraction},
-                     {"width", o.width},
-                     {"depth", o.depth},
-                     {"threads", o.threads},
-                     {"optimizer", o.optimizer},
-                     {"mode", config.mode},
-                     {"precision", config.precision},
-                     {"batch", config.batch},
-                     {"lr", config.lr}};
+      json req = run_request(o, config, run.seed);
+      const bool torch = config.backend == "torch";
+      if (!torch) req["data"] = data;
+      const std::string& label = torch ? python_label : engine_label;
       try {
         // a fresh process a run: no run inherits another's caches, compiled code or allocator
-        worker::WorkerProcess process({worker::python_interpreter(), "-m", "neuralcost_worker", "to-target"}, env,
-                                      "the train-to-target worker");
+        worker::WorkerProcess process(torch ? python : std::vector<std::string>{engine}, env, label);
         const json reply = process.request(req, std::chrono::duration<double>(o.step_timeout_seconds));
         process.stop();
-        run.reached = reply.at("reached").get<bool>();
-        run.diverged = reply.value("diverged", false);
-        run.compile_seconds = reply.value("compile_seconds", 0.0);
-        run.train_images = reply.value("train_images", 0);
-        run.val_images = reply.value("val_images", 0);
-        run.parameters = reply.value("parameters", 0);
-        run.torch_version = reply.value("torch", std::string());
-        run.peak_rss_bytes = reply.value("peak_rss_bytes", std::int64_t{0});
-        for (const json& p : reply.at("curve")) {
-          run.curve.push_back({p.at("step").get<std::int64_t>(), p.at("samples").get<std::int64_t>(),
-                               p.at("seconds").get<double>(), p.at("train_seconds").get<double>(),
-                               p.at("accuracy").get<double>(), p.at("loss").get<double>()});
-        }
-        if (!run.curve.empty()) {
-          const CurvePoint& last = run.curve.back();
-          run.steps = last.step;
-          run.samples = last.samples;
-          run.seconds = last.seconds;
-          run.train_seconds = last.train_seconds;
-          run.final_accuracy = last.accuracy;
-        }
+        read_reply(reply, run);
       } catch (const Interrupted&) {
         throw;
       } catch (const Error& e) {
         if (interrupted()) throw Interrupted();
-        std::string what = e.what();
-        const std::string label = "the train-to-target worker: ";
-        if (what.rfind(label, 0) == 0) what = what.substr(label.size());
-        // the worker refused the request itself, or cannot load what it needs: every run would fail alike
+        const std::string what = strip_label(e.what(), label);
+        // the engine refused the request itself, or cannot load what it needs: every run would fail alike
         if (runs.empty() && (e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotFound)) {
           throw Error(e.code(), what);
         }
@@ -280,6 +344,30 @@ std::vector<ToTargetRun> run_to_target(const ToTargetOptions& o,
   }
   return runs;
 }
+
+namespace {
+
+std::optional<StartAgreement> start_agreement(const ToTargetOptions& o, const std::vector<ToTargetRun>& runs) {
+  StartAgreement a;
+  for (const ToTargetRun& t : runs) {
+    if (t.config >= o.configs.size() || o.configs[t.config].backend != "torch" || !t.first_loss) continue;
+    const ToTargetConfig& tc = o.configs[t.config];
+    for (const ToTargetRun& l : runs) {
+      if (l.config >= o.configs.size() || l.seed != t.seed || !l.first_loss) continue;
+      const ToTargetConfig& lc = o.configs[l.config];
+      if (lc.backend != "libtorch" || lc.precision != tc.precision || lc.batch != tc.batch) continue;
+      ++a.pairs;
+      const double scale = std::max(std::abs(*t.first_loss), 1e-12);
+      a.largest_relative_difference =
+          std::max(a.largest_relative_difference, std::abs(*l.first_loss - *t.first_loss) / scale);
+    }
+  }
+  if (a.pairs == 0) return std::nullopt;
+  a.same = a.largest_relative_difference <= 1e-4;
+  return a;
+}
+
+}  // namespace
 
 ToTargetStudy score_to_target(const ToTargetOptions& options, std::vector<ToTargetRun> runs,
                               std::optional<double> price_per_hour, std::string currency) {
@@ -296,269 +384,12 @@ ToTargetStudy score_to_target(const ToTargetOptions& options, std::vector<ToTarg
   for (std::size_t c = 0; c < options.configs.size(); ++c) {
     study.summaries.push_back(summarize_to_target(options.configs[c], by_config[c], price_per_hour));
   }
+  study.start = start_agreement(options, study.runs);
   for (std::size_t c = 1; c < options.configs.size(); ++c) {
     study.contrasts.push_back(contrast_to_target(0, c, by_config[0], by_config[c], study.summaries[0].steps_per_second,
                                                  study.summaries[c].steps_per_second));
   }
   return study;
-}
-
-namespace {
-
-json interval_json(const MeanInterval& m) {
-  json j{{"mean", m.mean}};
-  if (m.ci95) j["ci95"] = {m.ci95->low, m.ci95->high};
-  return j;
-}
-
-}  // namespace
-
-json to_json(const ToTargetStudy& s) {
-  const ToTargetOptions& o = s.options;
-  json configs = json::array();
-  for (const ToTargetConfig& c : o.configs) {
-    configs.push_back(
-        {{"mode", c.mode}, {"precision", c.precision}, {"batch", c.batch}, {"lr", c.lr}, {"label", c.label()}});
-  }
-  json summaries = json::array();
-  for (const ToTargetSummary& m : s.summaries) {
-    json j{{"label", m.config.label()},
-           {"runs", m.runs},
-           {"reached", m.reached},
-           {"failed", m.failed},
-           {"olympic", {{"valid", m.score.valid}, {"mean_seconds", m.score.mean_seconds}}},
-           {"seconds_to_target", interval_json(m.seconds)},
-           {"samples_to_target", interval_json(m.samples)},
-           {"steps_to_target", interval_json(m.steps)},
-           {"steps_per_second", m.steps_per_second},
-           {"samples_per_second", m.samples_per_second},
-           {"median_peak_rss_bytes", m.median_peak_rss_bytes},
-           {"median_final_accuracy", m.median_final_accuracy}};
-    if (!m.score.valid) j["olympic"]["why_invalid"] = m.score.why_invalid;
-    if (m.cost) j["cost_to_target"] = interval_json(*m.cost);
-    summaries.push_back(j);
-  }
-  json contrasts = json::array();
-  for (const ToTargetContrast& c : s.contrasts) {
-    json j{{"baseline", c.a}, {"config", c.b}, {"throughput_ratio", c.throughput_ratio}, {"verdict", c.verdict}};
-    if (c.seconds_ratio) j["seconds_ratio"] = interval_json(*c.seconds_ratio);
-    if (c.steps_ratio) j["steps_ratio"] = interval_json(*c.steps_ratio);
-    contrasts.push_back(j);
-  }
-  json runs = json::array();
-  for (const ToTargetRun& r : s.runs) runs.push_back(to_json(r));
-  json out{{"schema_version", 1},
-           {"kind", "train_to_target"},
-           {"cpu", s.cpu},
-           {"contract",
-            {{"model", o.model},
-             {"width", o.width},
-             {"depth", o.depth},
-             {"dataset", o.dataset},
-             {"metric", "validation accuracy"},
-             {"target", o.target},
-             {"eval_every", o.eval_every},
-             {"max_steps", o.max_steps},
-             {"val_fraction", o.val_fraction},
-             {"split_seed", o.split_seed},
-             {"seeds", {o.seed, o.seed + static_cast<std::uint64_t>(o.runs) - 1}},
-             {"optimizer", o.optimizer == "sgd" ? "sgd, momentum 0.9" : "adam"},
-             {"threads", o.threads},
-             {"time_to_target",
-              "from the first training step to the end of the evaluation that reached the target, evaluations "
-              "included; compilation (compiled mode) before the clock starts, as MLPerf's initialisation"},
-             {"scoring",
-              "MLPerf's olympic mean (the fastest and the slowest run dropped; a run that did not reach the "
-              "target counts as the slowest, two invalidate); intervals: percentile bootstrap of the mean "
-              "over the runs that reached the target, 4000 resamples"}}},
-           {"configs", configs},
-           {"summaries", summaries},
-           {"contrasts", contrasts},
-           {"runs", runs}};
-  if (s.price_per_hour) out["price"] = {{"per_hour", *s.price_per_hour}, {"currency", s.currency}};
-  return out;
-}
-
-json to_json(const ToTargetRun& r) {
-  json curve = json::array();
-  for (const CurvePoint& p : r.curve) {
-    curve.push_back({{"step", p.step},
-                     {"samples", p.samples},
-                     {"seconds", p.seconds},
-                     {"train_seconds", p.train_seconds},
-                     {"accuracy", p.accuracy},
-                     {"loss", p.loss}});
-  }
-  json j{{"config", r.config},
-         {"seed", r.seed},
-         {"reached", r.reached},
-         {"steps", r.steps},
-         {"samples", r.samples},
-         {"seconds", r.seconds},
-         {"train_seconds", r.train_seconds},
-         {"compile_seconds", r.compile_seconds},
-         {"final_accuracy", r.final_accuracy},
-         {"diverged", r.diverged},
-         {"train_images", r.train_images},
-         {"val_images", r.val_images},
-         {"parameters", r.parameters},
-         {"torch", r.torch_version},
-         {"peak_rss_bytes", r.peak_rss_bytes},
-         {"curve", curve}};
-  if (!r.error.empty()) j["error"] = r.error;
-  return j;
-}
-
-bool is_to_target_study(const json& document) {
-  return document.is_object() && document.contains("kind") && document["kind"] == "train_to_target";
-}
-
-namespace {
-
-/// A study file's field, type-checked: `path` names it in the error.
-class StudyReader {
- public:
-  explicit StudyReader(std::string where) : where_(std::move(where)) {}
-  const json& at(const json& object, const std::string& key, const std::string& path) const {
-    if (!object.is_object() || !object.contains(key)) fail(path + key, "is missing");
-    return object[key];
-  }
-  double number(const json& object, const std::string& key, const std::string& path) const {
-    const json& v = at(object, key, path);
-    if (!v.is_number()) fail(path + key, "must be a number");
-    return v.get<double>();
-  }
-  std::int64_t integer(const json& object, const std::string& key, const std::string& path) const {
-    const json& v = at(object, key, path);
-    if (!v.is_number_integer()) fail(path + key, "must be an integer");
-    return v.get<std::int64_t>();
-  }
-  std::string text(const json& object, const std::string& key, const std::string& path) const {
-    const json& v = at(object, key, path);
-    if (!v.is_string()) fail(path + key, "must be a string");
-    return v.get<std::string>();
-  }
-  bool flag(const json& object, const std::string& key, const std::string& path) const {
-    const json& v = at(object, key, path);
-    if (!v.is_boolean()) fail(path + key, "must be true or false");
-    return v.get<bool>();
-  }
-  const json& list(const json& object, const std::string& key, const std::string& path) const {
-    const json& v = at(object, key, path);
-    if (!v.is_array()) fail(path + key, "must be a list");
-    return v;
-  }
-  [[noreturn]] void fail(const std::string& field, const std::string& why) const {
-    bad(fmt::format("{}: field '{}' {} (a train-to-target study as `neural-cost train-to-target` writes it)", where_,
-                    field, why));
-  }
-
- private:
-  std::string where_;
-};
-
-}  // namespace
-
-namespace {
-
-/// A study file's contents, scored by score_to_target at `price` when given, else at the file's own.
-ToTargetStudy read_study(const json& document, const std::string& where, std::optional<double> price_override) {
-  if (!is_to_target_study(document)) {
-    bad(fmt::format("{}: not a train-to-target study (no \"kind\": \"train_to_target\")", where));
-  }
-  const StudyReader r(where);
-  const json& c = r.at(document, "contract", "");
-  ToTargetOptions o;
-  o.model = r.text(c, "model", "contract.");
-  o.width = static_cast<int>(r.integer(c, "width", "contract."));
-  o.depth = static_cast<int>(r.integer(c, "depth", "contract."));
-  o.dataset = r.text(c, "dataset", "contract.");
-  o.target = r.number(c, "target", "contract.");
-  o.eval_every = static_cast<int>(r.integer(c, "eval_every", "contract."));
-  o.max_steps = static_cast<int>(r.integer(c, "max_steps", "contract."));
-  o.val_fraction = r.number(c, "val_fraction", "contract.");
-  o.split_seed = static_cast<std::uint64_t>(r.integer(c, "split_seed", "contract."));
-  const json& seeds = r.list(c, "seeds", "contract.");
-  if (seeds.size() != 2 || !seeds[0].is_number_integer() || !seeds[1].is_number_integer() || seeds[1] < seeds[0]) {
-    r.fail("contract.seeds", "must be [first, last]");
-  }
-  o.seed = seeds[0].get<std::uint64_t>();
-  o.runs = static_cast<int>(seeds[1].get<std::uint64_t>() - o.seed + 1);
-  o.optimizer = r.text(c, "optimizer", "contract.").rfind("sgd", 0) == 0 ? "sgd" : "adam";
-  o.threads = static_cast<int>(r.integer(c, "threads", "contract."));
-  const json& configs = r.list(document, "configs", "");
-  for (std::size_t i = 0; i < configs.size(); ++i) {
-    const std::string p = fmt::format("configs[{}].", i);
-    ToTargetConfig k;
-    k.mode = r.text(configs[i], "mode", p);
-    k.precision = r.text(configs[i], "precision", p);
-    k.batch = r.integer(configs[i], "batch", p);
-    k.lr = r.number(configs[i], "lr", p);
-    o.configs.push_back(k);
-  }
-  std::vector<ToTargetRun> runs;
-  const json& listed = r.list(document, "runs", "");
-  for (std::size_t i = 0; i < listed.size(); ++i) {
-    const json& j = listed[i];
-    const std::string p = fmt::format("runs[{}].", i);
-    ToTargetRun run;
-    const std::int64_t config = r.integer(j, "config", p);
-    if (config < 0 || static_cast<std::size_t>(config) >= o.configs.size()) {
-      r.fail(p + "config", fmt::format("must name one of the {} configurations", o.configs.size()));
-    }
-    run.config = static_cast<std::size_t>(config);
-    run.seed = static_cast<std::uint64_t>(r.integer(j, "seed", p));
-    run.reached = r.flag(j, "reached", p);
-    run.steps = r.integer(j, "steps", p);
-    run.samples = r.integer(j, "samples", p);
-    run.seconds = r.number(j, "seconds", p);
-    run.train_seconds = r.number(j, "train_seconds", p);
-    run.compile_seconds = r.number(j, "compile_seconds", p);
-    run.final_accuracy = r.number(j, "final_accuracy", p);
-    run.diverged = r.flag(j, "diverged", p);
-    run.train_images = r.integer(j, "train_images", p);
-    run.val_images = r.integer(j, "val_images", p);
-    run.parameters = r.integer(j, "parameters", p);
-    run.torch_version = r.text(j, "torch", p);
-    if (j.contains("peak_rss_bytes")) run.peak_rss_bytes = r.integer(j, "peak_rss_bytes", p);
-    if (j.contains("error")) run.error = r.text(j, "error", p);
-    const json& curve = r.list(j, "curve", p);
-    for (std::size_t k = 0; k < curve.size(); ++k) {
-      const std::string q = fmt::format("{}curve[{}].", p, k);
-      CurvePoint point;
-      point.step = r.integer(curve[k], "step", q);
-      point.samples = r.integer(curve[k], "samples", q);
-      point.seconds = r.number(curve[k], "seconds", q);
-      point.train_seconds = r.number(curve[k], "train_seconds", q);
-      point.accuracy = r.number(curve[k], "accuracy", q);
-      point.loss = r.number(curve[k], "loss", q);
-      run.curve.push_back(point);
-    }
-    runs.push_back(std::move(run));
-  }
-  std::optional<double> price;
-  std::string currency = "USD";
-  if (document.contains("price")) {
-    price = r.number(document["price"], "per_hour", "price.");
-    currency = r.text(document["price"], "currency", "price.");
-  }
-  ToTargetStudy study = score_to_target(o, std::move(runs), price_override ? price_override : price, currency);
-  study.cpu = document.contains("cpu") ? r.text(document, "cpu", "") : "";
-  return study;
-}
-
-}  // namespace
-
-ToTargetStudy read_to_target_study(const json& document, const std::string& where) {
-  return read_study(document, where, std::nullopt);
-}
-
-std::optional<ToTargetStudy> read_to_target_file(const std::string& path, std::optional<double> price_per_hour) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  const json document = json::parse(in, nullptr, false);
-  if (document.is_discarded() || !is_to_target_study(document)) return std::nullopt;
-  return read_study(document, path, price_per_hour);
 }
 
 }  // namespace neuralcost

@@ -27,6 +27,19 @@ std::string ratio_text(const std::optional<MeanInterval>& r) {
   return fmt::format("x{:.2f} [{:.2f}, {:.2f}]", r->mean, r->ci95->low, r->ci95->high);
 }
 
+/// " (torch 2.15.0; LibTorch 1.13.0)": the versions the runs ran on.
+std::string engines_of(const ToTargetStudy& s) {
+  std::vector<std::string> seen;
+  for (const ToTargetRun& r : s.runs) {
+    if (r.torch_version.empty()) continue;
+    const std::string v = r.torch_version.rfind("LibTorch", 0) == 0 ? r.torch_version : "torch " + r.torch_version;
+    if (std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
+  }
+  std::string out;
+  for (const std::string& v : seen) out += (out.empty() ? " (" : "; ") + v;
+  return out.empty() ? out : out + ")";
+}
+
 std::string count(double v) { return report::grouped(static_cast<std::int64_t>(v + 0.5)); }
 
 /// What the text view says after its table: runs that did not reach the target, each configuration
@@ -59,9 +72,21 @@ std::string notes_of(const ToTargetStudy& s) {
       "approximation: intervals are percentile bootstraps of the mean over the runs that reached the target; with {} "
       "runs a configuration they are rough (MLPerf asks 5 to 10 runs for its olympic mean, which has no interval)\n",
       o.runs);
+  if (s.start) {
+    out += s.start->same ? fmt::format(
+                               "same start: a seed's first batch has the same loss in torch and libtorch ({} pair(s), "
+                               "largest difference {:.1e} relative): the same initial weights on the same images\n",
+                               s.start->pairs, s.start->largest_relative_difference)
+                         : fmt::format(
+                               "warning: torch and libtorch did not start a seed alike: its first batch's loss differs "
+                               "by up to {:.1e} relative over {} pair(s), so their steps to target are not the same "
+                               "training's\n",
+                               s.start->largest_relative_difference, s.start->pairs);
+  }
   out +=
-      "peak RSS: the high-water resident memory of each run's own process (Python, torch and the data included), "
-      "the median over a configuration's runs; samples/s: steps/s x the batch\n";
+      "peak RSS: the high-water resident memory of each run's own process (the framework and the data included: "
+      "Python and torch for the torch worker), the median over a configuration's runs; samples/s: steps/s x the "
+      "batch\n";
   return out;
 }
 
@@ -79,14 +104,14 @@ std::string render_to_target(const ToTargetStudy& s, Format format) {
   }
   std::string out = fmt::format(
       "train-to-target: {} (width {}, depth {}{}) on {}{}; target validation accuracy >= {:g}, evaluated every {} "
-      "steps, at most {} steps; {}; {} seeded runs per configuration (seeds {} to {}), each in a fresh torch{} "
-      "process, {} thread(s), on {}\n\n",
+      "steps, at most {} steps; {}; {} seeded runs per configuration (seeds {} to {}), each in a fresh process{}, "
+      "{} thread(s), on {}\n\n",
       o.model, o.width, o.depth, any ? fmt::format(", {} parameters", report::grouped(any->parameters)) : "", o.dataset,
       any ? fmt::format(": {} training and {} validation images (stratified split, seed {})",
                         report::grouped(any->train_images), report::grouped(any->val_images), o.split_seed)
           : "",
       o.target, o.eval_every, report::grouped(o.max_steps), o.optimizer == "sgd" ? "SGD, momentum 0.9" : "Adam", o.runs,
-      o.seed, o.seed + static_cast<std::uint64_t>(o.runs) - 1, any ? " " + any->torch_version : "", o.threads,
+      o.seed, o.seed + static_cast<std::uint64_t>(o.runs) - 1, engines_of(s), o.threads,
       s.cpu.empty() ? "this CPU" : s.cpu);
   report::Table t;
   t.headers = {"configuration",     "reached",         "time to target (olympic)",

@@ -343,6 +343,9 @@ TEST(CliReportTest, ATrainToTargetStudyIsDrawnAgainstTimeAndCost) {
   json older = file;
   for (json& run : older["runs"]) run.erase("peak_rss_bytes");
   EXPECT_EQ(read_to_target_study(older, study).summaries[0].median_peak_rss_bytes, 0);
+  // ... and one written before LibTorch trained names no backend: the torch worker ran it
+  for (json& c : older["configs"]) c.erase("backend");
+  EXPECT_EQ(read_to_target_study(older, study).options.configs[1].backend, "torch");
   std::size_t points = 0;
   for (const json& r : file["runs"]) points += r["curve"].size();
   const std::string page = temp_path("to-target.html");

@@ -4,7 +4,9 @@
 // reached with the results kept, and bad input is one error line. Properties only: this machine's
 // times are not asserted.
 #include <unistd.h>
+#include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include "cli/cli_run.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/measure/to_target.hpp"
+#include "neuralcost/report/to_target_views.hpp"
 
 namespace neuralcost {
 namespace {
@@ -88,6 +91,39 @@ TEST(ToTargetTest, FasterPerStepButMoreStepsIsDearerToTheTarget) {
   EXPECT_THAT(none.verdict, HasSubstr("not comparable"));
 }
 
+TEST(ToTargetTest, BackendsThatStartASeedApartAreWarnedAbout) {
+  ToTargetOptions o;
+  o.runs = 3;
+  o.configs = {{"torch", "eager", "fp32", 32, 0.05},
+               {"libtorch", "eager", "fp32", 32, 0.05},
+               {"libtorch", "eager", "bf16-mixed", 32, 0.05}};
+  std::vector<ToTargetRun> runs;
+  for (std::uint64_t seed = 1; seed <= 3; ++seed) {
+    for (std::size_t c = 0; c < 3; ++c) {
+      ToTargetRun r = scripted(c, 10, 100);
+      r.seed = seed;
+      r.first_loss = 2.3 + 0.01 * static_cast<double>(seed) + (c == 2 ? 0.5 : 0.0);  // bf16 is not compared
+      runs.push_back(r);
+    }
+  }
+  ToTargetStudy s = score_to_target(o, runs, std::nullopt, "USD");
+  ASSERT_TRUE(s.start.has_value());
+  EXPECT_EQ(s.start->pairs, 3U);  // a seed's torch fp32 against its LibTorch fp32
+  EXPECT_TRUE(s.start->same);
+  EXPECT_THAT(render_to_target(s, Format::kTable), HasSubstr("same start: a seed's first batch has the same loss"));
+  runs[4].first_loss = *runs[4].first_loss * 1.01;  // seed 2's LibTorch run started elsewhere
+  s = score_to_target(o, runs, std::nullopt, "USD");
+  EXPECT_FALSE(s.start->same);
+  EXPECT_NEAR(s.start->largest_relative_difference, 0.01, 1e-9);
+  EXPECT_THAT(render_to_target(s, Format::kTable),
+              HasSubstr("warning: torch and libtorch did not start a seed alike: its first batch's loss differs by up "
+                        "to 1.0e-02 relative over 3 pair(s)"));
+  o.configs.pop_back();
+  o.configs[1].backend = "torch";  // one backend: nothing to compare
+  runs.erase(std::remove_if(runs.begin(), runs.end(), [](const ToTargetRun& r) { return r.config == 2; }), runs.end());
+  EXPECT_FALSE(score_to_target(o, runs, std::nullopt, "USD").start.has_value());
+}
+
 TEST(ToTargetTest, BadOptionsAreErrors) {
   ToTargetOptions o;
   o.configs = {{}};
@@ -121,7 +157,7 @@ TEST(ToTargetCliTest, EveryRunReachesAReachableTargetInFp32AndBf16AndTheFileKeep
   EXPECT_THAT(r.out, HasSubstr("eager fp32 batch 32 lr 0.05"));
   EXPECT_THAT(r.out, HasSubstr("eager bf16-mixed batch 32 lr 0.05"));
   EXPECT_THAT(r.out, HasSubstr("3 of 3"));
-  EXPECT_THAT(r.out, HasSubstr("against eager fp32 batch 32 lr 0.05:"));
+  EXPECT_THAT(r.out, HasSubstr("against torch eager fp32 batch 32 lr 0.05:"));
   const nlohmann::json j = nlohmann::json::parse(slurp(path));
   ASSERT_EQ(j.at("runs").size(), 6U);
   for (const auto& run : j.at("runs")) {
@@ -140,6 +176,43 @@ TEST(ToTargetCliTest, EveryRunReachesAReachableTargetInFp32AndBf16AndTheFileKeep
   EXPECT_EQ(j.at("runs")[0].at("seed"), 1);
   EXPECT_EQ(j.at("runs")[1].at("seed"), 1);  // seed-major: seed 1 of every configuration first
 }
+
+#ifdef NEURALCOST_WITH_LIBTORCH
+TEST(ToTargetCliTest, LibTorchTrainsTheSameSplitFromTheSameStartAsTorch) {
+  // LibTorch's engine draws a seed's weights and batch order as the torch worker does, from the
+  // same generator, on the split the worker makes: a seed's first batch has the same loss in both
+  const std::string path = ::testing::TempDir() + "/to_target_both_" + std::to_string(::getpid()) + ".json";
+  const CliResult r = run_cli(
+      "train-to-target --model cnn --width 16 --backend torch,libtorch --mode eager,compiled --target 0.8 "
+      "--runs 3 --eval-every 20 --max-steps 1000 -o " +
+      path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("libtorch compiled fp32 batch 32 lr 0.05"));
+  EXPECT_THAT(r.out, HasSubstr("3 of 3"));
+  EXPECT_THAT(r.out, HasSubstr("same start: a seed's first batch has the same loss in torch and libtorch (12 pair(s)"));
+  EXPECT_THAT(r.out, HasSubstr("LibTorch"));
+  const nlohmann::json j = nlohmann::json::parse(slurp(path));
+  ASSERT_EQ(j.at("runs").size(), 12U);
+  EXPECT_TRUE(j.at("same_start").at("same").get<bool>());
+  EXPECT_EQ(j.at("configs")[2].at("backend"), "libtorch");
+  std::map<std::uint64_t, double> first;  // seed -> torch eager's first loss
+  for (const auto& run : j.at("runs")) {
+    EXPECT_TRUE(run.at("reached").get<bool>()) << run.dump();
+    EXPECT_EQ(run.at("val_images"), 359);  // the worker's split, in both
+    const auto seed = run.at("seed").get<std::uint64_t>();
+    if (!first.count(seed)) first[seed] = run.at("first_loss").get<double>();
+    // eager or compiled, torch or LibTorch: the seed's weights on the seed's first batch
+    EXPECT_NEAR(run.at("first_loss").get<double>(), first[seed], 1e-4 * first[seed]) << run.dump();
+    const bool libtorch = j.at("configs")[run.at("config").get<int>()].at("backend") == "libtorch";
+    EXPECT_EQ(run.at("torch").get<std::string>().rfind("LibTorch", 0) == 0, libtorch);
+  }
+  // read back, the same study
+  const ToTargetStudy read = read_to_target_study(j, path);
+  ASSERT_TRUE(read.start.has_value());
+  EXPECT_EQ(read.start->pairs, 12U);  // each seed: 2 torch configurations x 2 LibTorch ones
+  EXPECT_EQ(read.options.configs[3].backend, "libtorch");
+}
+#endif
 
 TEST(ToTargetCliTest, AnUnreachableTargetIsRecordedAsNotReachedWithItsRunsKept) {
   // without -o, into to-target.json of the working directory, which a second study never replaces
@@ -177,6 +250,8 @@ TEST(ToTargetCliTest, BadInputIsOneErrorLine) {
            {"--model lstm", "--model lstm: train-to-target trains ff or cnn"},
            {"--dataset mnist", "--dataset mnist: the offline datasets are: digits"},
            {"--batch 5000", "--batch 5000 is larger than the 1438 training images"},
+           {"--backend libtorch --batch 5000", "--batch 5000 is larger than the 1438 training images"},
+           {"--backend jax", "--backend jax: train-to-target trains in torch or libtorch"},
        }) {
     const CliResult r = run_cli("train-to-target " + args);
     EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;

@@ -19,7 +19,7 @@ namespace {
 
 struct ToTargetArgs {
   ToTargetOptions options;
-  std::vector<std::string> modes{"eager"}, precisions{"fp32"};
+  std::vector<std::string> backends{"torch"}, modes{"eager"}, precisions{"fp32"};
   std::vector<std::int64_t> batches{32};
   std::vector<double> lrs{0.05};
   std::string price_per_hour, currency = "USD", output = "to-target.json", format = "table";
@@ -28,10 +28,12 @@ struct ToTargetArgs {
 void run_to_target_command(const CLI::App& cmd, ToTargetArgs& a) {
   ToTargetOptions& o = a.options;
   o.configs.clear();
-  for (const std::string& mode : a.modes) {
-    for (const std::string& precision : a.precisions) {
-      for (std::int64_t batch : a.batches) {
-        for (double lr : a.lrs) o.configs.push_back({mode, precision, batch, lr});
+  for (const std::string& backend : a.backends) {
+    for (const std::string& mode : a.modes) {
+      for (const std::string& precision : a.precisions) {
+        for (std::int64_t batch : a.batches) {
+          for (double lr : a.lrs) o.configs.push_back({backend, mode, precision, batch, lr});
+        }
       }
     }
   }
@@ -77,7 +79,7 @@ void add_to_target_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "train-to-target",
       "Train a reference network on an offline dataset until its validation accuracy reaches --target, --runs\n"
-      "seeded times per configuration (each in a fresh torch worker process, seed-major so a slow stretch of\n"
+      "seeded times per configuration (each in a fresh process of its backend, seed-major so a slow stretch of\n"
       "the machine touches every configuration), and score time, steps, samples and cost to the target as\n"
       "MLPerf Training does (olympic mean) with 95% bootstrap intervals; each configuration against the first.");
   ToTargetOptions& o = a->options;
@@ -101,7 +103,13 @@ void add_to_target_command(CLI::App& app) {
   cmd->add_option("--depth", o.depth, "The network's depth")->capture_default_str();
   cmd->add_option("--threads", o.threads, "Intra-op threads of each run")->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd (momentum 0.9) or adam")->capture_default_str();
-  cmd->add_option("--mode", a->modes, "eager, compiled (torch.compile, before the clock starts), or both")
+  cmd->add_option("--backend", a->backends,
+                  "torch (the Python worker), libtorch (the C++ engine, on the same split, weights and batches per "
+                  "seed), or both")
+      ->delimiter(',')
+      ->capture_default_str();
+  cmd->add_option("--mode", a->modes,
+                  "eager, compiled (torch: torch.compile; libtorch: TorchScript; before the clock starts), or both")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--precision", a->precisions, "fp32, bf16-mixed (torch.autocast), or both")

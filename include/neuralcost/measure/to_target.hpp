@@ -1,5 +1,5 @@
 // Cost to a quality target (docs/to-target.md): seeded training runs of a reference network on an
-// offline dataset until its validation accuracy reaches a target, in the torch worker; scored as
+// offline dataset until its validation accuracy reaches a target, in the torch worker or LibTorch; scored as
 // MLPerf Training scores time to train (the olympic mean, time_to_target.hpp), with bootstrap
 // intervals over the runs, per-step throughput and the price, for each configuration compared.
 #pragma once
@@ -19,11 +19,12 @@ namespace neuralcost {
 
 /// One configuration the runs compare.
 struct ToTargetConfig {
-  std::string mode = "eager";      ///< eager or compiled (torch.compile, compiled before the clock starts)
+  std::string backend = "torch";   ///< torch (the Python worker) or libtorch (neuralcost-libtorch-to-target)
+  std::string mode = "eager";      ///< eager or compiled (torch.compile / TorchScript, before the clock starts)
   std::string precision = "fp32";  ///< fp32 or bf16-mixed (torch.autocast to bfloat16)
   std::int64_t batch = 32;
   double lr = 0.05;
-  std::string label() const;  ///< "eager fp32 batch 32 lr 0.05"
+  std::string label() const;  ///< "torch eager fp32 batch 32 lr 0.05"
 };
 
 struct ToTargetOptions {
@@ -68,7 +69,10 @@ struct ToTargetRun {
   std::vector<CurvePoint> curve;
   std::string error;  ///< when the run failed (the others go on)
   std::int64_t train_images = 0, val_images = 0, parameters = 0;
-  std::string torch_version;
+  std::string torch_version;  ///< "2.15.0", or "LibTorch 1.13.0"
+  /// the loss of the run's first batch before any update: the seed's initial weights on the seed's
+  /// first batch, the same in both backends (they draw both alike); absent in older study files
+  std::optional<double> first_loss;
   /// the run's process's peak resident memory (its Python, torch and data included: a fresh
   /// process a run); 0 when unknown (a study file from before it was recorded)
   std::int64_t peak_rss_bytes = 0;
@@ -117,6 +121,16 @@ ToTargetContrast contrast_to_target(std::size_t a, std::size_t b, const std::vec
 std::vector<ToTargetRun> run_to_target(const ToTargetOptions& options,
                                        const std::function<void(const ToTargetRun&)>& on_run);
 
+/// Whether both backends started a seed alike: runs of torch and of libtorch with the same seed,
+/// precision and batch (mode and learning rate do not change the first batch's loss) compared
+/// by their first_loss. The same weights on the same images give the same loss but for the
+/// kernels' rounding; `same` when every pair agrees within 1e-4 relative.
+struct StartAgreement {
+  std::size_t pairs = 0;
+  double largest_relative_difference = 0;
+  bool same = true;
+};
+
 /// A train-to-target study: its runs, each configuration's summary and each configuration against
 /// the first.
 struct ToTargetStudy {
@@ -126,7 +140,8 @@ struct ToTargetStudy {
   std::vector<ToTargetContrast> contrasts;  ///< configuration i (i >= 1) against configuration 0
   std::optional<double> price_per_hour;
   std::string currency = "USD";
-  std::string cpu;  ///< the machine the runs ran on
+  std::string cpu;                      ///< the machine the runs ran on
+  std::optional<StartAgreement> start;  ///< when both backends ran a seed alike
 };
 
 /// Summaries and contrasts from the runs (those of a configuration in the order they ran).

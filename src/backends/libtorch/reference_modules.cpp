@@ -33,15 +33,15 @@ at::Tensor in_scope(const std::string& path, F&& f) {
 
 class FeedForward : public ReferenceNet {
  public:
-  explicit FeedForward(const ModelRequest& r) {
-    std::int64_t in = 784;
+  FeedForward(const ModelRequest& r, const DataShape& data) {
+    std::int64_t in = data.features;
     for (std::int64_t i = 0; i < r.depth; ++i) {
       auto block = group(*this, fmt::format("block{}", i));
       linears_.push_back(block->register_module("linear", nn::Linear(in, r.width)));
       norms_.push_back(block->register_module("norm", nn::LayerNorm(nn::LayerNormOptions({r.width}))));
       in = r.width;
     }
-    classifier_ = register_module("classifier", nn::Linear(r.width, 10));
+    classifier_ = register_module("classifier", nn::Linear(r.width, data.classes));
   }
   at::Tensor forward(const at::Tensor& input) override {
     at::Tensor x = input;
@@ -72,8 +72,8 @@ class FeedForward : public ReferenceNet {
 
 class Cnn : public ReferenceNet {
  public:
-  explicit Cnn(const ModelRequest& r) {
-    std::int64_t in = 3;
+  Cnn(const ModelRequest& r, const DataShape& data) {
+    std::int64_t in = data.channels;
     for (std::int64_t s = 0; s < r.depth; ++s) {
       const std::int64_t channels = r.width / (std::int64_t{1} << (r.depth - 1 - s));
       auto stage = group(*this, fmt::format("stage{}", s));
@@ -81,7 +81,7 @@ class Cnn : public ReferenceNet {
       norms_.push_back(stage->register_module("bn", nn::BatchNorm2d(channels)));
       in = channels;
     }
-    classifier_ = register_module("classifier", nn::Linear(r.width, 10));
+    classifier_ = register_module("classifier", nn::Linear(r.width, data.classes));
   }
   at::Tensor forward(const at::Tensor& input) override {
     at::Tensor x = input;
@@ -228,7 +228,7 @@ std::string script_name(const std::string& parameter_name) {
   return s;
 }
 
-std::shared_ptr<ReferenceNet> make_reference_net(const ModelRequest& r) {
+std::shared_ptr<ReferenceNet> make_reference_net(const ModelRequest& r, const DataShape& data) {
   for (const auto& [name, value] : {std::pair<const char*, std::int64_t>{"batch", r.batch},
                                     {"seq", r.seq},
                                     {"width", r.width},
@@ -239,12 +239,12 @@ std::shared_ptr<ReferenceNet> make_reference_net(const ModelRequest& r) {
   }
   torch::manual_seed(0);
   std::shared_ptr<ReferenceNet> net;
-  if (r.model == "ff") net = std::make_shared<FeedForward>(r);
+  if (r.model == "ff") net = std::make_shared<FeedForward>(r, data);
   if (r.model == "cnn") {
     if (r.depth > 6 || r.width % (std::int64_t{1} << (r.depth - 1)) != 0) {
       throw Error(ErrorCode::kInvalidArgument, "cnn: --depth must be at most 6 and divide --width into halves");
     }
-    net = std::make_shared<Cnn>(r);
+    net = std::make_shared<Cnn>(r, data);
   }
   if (r.model == "rnn" || r.model == "lstm") net = std::make_shared<Recurrent>(r, r.model == "lstm");
   if (r.model == "transformer") {

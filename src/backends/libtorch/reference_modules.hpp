@@ -19,9 +19,18 @@ class ReferenceNet : public torch::nn::Module {
   virtual std::string script_source(bool training) const = 0;
 };
 
+/// What the first and the last layer meet: ff's input features, cnn's input channels, and the
+/// classes of both (the defaults are the reference networks'; train-to-target adapts them to its
+/// data, as the torch worker's to_target.py does).
+struct DataShape {
+  std::int64_t features = 784;
+  std::int64_t channels = 3;
+  std::int64_t classes = 10;
+};
+
 /// Builds the network of `request` (model ff|cnn|rnn|lstm|transformer, batch, seq, width,
 /// depth) with random weights from a fixed seed, in eval mode. kInvalidArgument for bad sizes.
-std::shared_ptr<ReferenceNet> make_reference_net(const ModelRequest& request);
+std::shared_ptr<ReferenceNet> make_reference_net(const ModelRequest& request, const DataShape& data = {});
 
 /// The network's input for `request`: [B,784], [B,3,32,32] or [B,T,width].
 at::Tensor reference_input(const ModelRequest& request);
