@@ -47,9 +47,11 @@ class Step:
         self.net = net
         self.xs, self.loss_fn, self.target, self.optimizer = step_args(net, optimizer)
         self.device, self.runs, self.skip_from, self.kept = torch.device("cpu"), 0, skip_from, []
+        self.steps = 0  # as TrainStep counts them (train_steps_run): run() and _keep() each count one
 
     def run(self):
         self.runs += 1
+        self.steps += 1
         if self.skip_from is not None:
             self.net.skip = self.runs >= self.skip_from
         loss = self.loss_fn(self.net(*self.xs), self.target)
@@ -62,3 +64,4 @@ class Step:
 
     def _keep(self, loss):
         self.kept.append(float(loss.detach()))
+        self.steps += 1

@@ -102,6 +102,9 @@ def test_time_steps_uses_the_compiled_timer_on_the_cpu(timer):
     reply = step_layers.time_steps(step, 3)
     assert "compiled observer" in reply["timer"] and "timer_warning" not in reply
     assert len(step.kept) == 3
+    # every optimizer step is counted (train_steps_run), the timer's learning step too: Adam's own
+    # count of its steps is the independent one
+    assert step.steps == int(step.optimizer.state[step.optimizer.param_groups[0]["params"][0]]["step"]) == 7
     pairs = list(zip(reply["events"], reply["modules"]))
     # in the order they ran: the forwards (a module at its first entry), the backwards in reverse
     assert pairs == [("forward", m) for m in ("block", "block.linear", "block.relu", "head", "loss")] + [

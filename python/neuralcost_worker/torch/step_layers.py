@@ -240,6 +240,7 @@ def time_steps(step, n):
         try:
             layers = NativeStepLayers(step.net, timer)
             layers.learn(step.net, step.xs, step.loss_fn, step.target, step.optimizer)
+            step.steps = getattr(step, "steps", 0) + 1  # the learning step trains too (train_steps_run)
             reply = _time(step, layers, n)
             reply["timer"] = (
                 f"RecordFunction timestamps of the step's calls and autograd nodes (compiled observer {timer.path})"
