@@ -203,7 +203,10 @@ report::Chart curve_chart(const ToTargetStudy& s, const std::string& x) {
                    {"grid", true}},
                   {{"orient", "left"}, {"scale", "y"}, {"title", "validation accuracy"}, {"grid", true}}};
   spec["legends"] =
-      nlohmann::json::array({{{"stroke", "color"}, {"title", "configuration"}, {"symbolType", "stroke"}}});
+      nlohmann::json::array({{{"stroke", "color"},
+                              {"title", "configuration"},
+                              {"symbolType", "stroke"},
+                              {"labelLimit", 320}}});  // "libtorch compiled bf16-mixed batch 32 lr 0.05" whole
   spec["marks"] = {{{"type", "group"},
                     {"from", {{"facet", {{"name", "series"}, {"data", "points"}, {"groupby", "run"}}}}},
                     {"marks", nlohmann::json::array({{{"type", "line"},
