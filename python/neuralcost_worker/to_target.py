@@ -62,7 +62,8 @@ def load_dataset(name, val_fraction, split_seed):
 
 def build_model(name, width, depth, image, classes):
     """The reference networks (docs/reference-networks.md) adapted to the data: ff's first layer
-    takes the image's pixels, cnn's first convolution its channels, both classify `classes`."""
+    takes the image's pixels, cnn's first convolution its channels, both classify `classes`. Any
+    other name is a TorchScript file of the user's (load_script)."""
     import torch
     from torch import nn
 
@@ -78,9 +79,43 @@ def build_model(name, width, depth, image, classes):
         first = net.stage0.conv
         net.stage0.conv = nn.Conv2d(image[0], first.out_channels, 3, padding=1)
     else:
-        raise BadRequest(f"unknown model '{name}' for train-to-target (known: {', '.join(MODELS)})")
+        net, layout = load_script(name, image, classes)
+        return net, torch, layout
     net.classifier = nn.Linear(net.classifier.in_features, classes)
-    return net, torch
+    return net, torch, tuple(image) if name == "cnn" else (int(np.prod(image)),)
+
+
+def load_script(path, image, classes):
+    """A user's TorchScript file: its module, and the input layout it takes (without the batch), found by a forward of
+    two images, first as images [N, C, H, W], then flattened [N, C*H*W]; its output must be
+    [N, classes] logits and it must have trainable parameters."""
+    import torch
+
+    try:
+        net = torch.jit.load(path, map_location="cpu")
+    except Exception as e:
+        why = str(e).strip().splitlines()[0].split(". ")[0] if str(e).strip() else type(e).__name__
+        raise BadRequest(f"--model {path}: not ff or cnn, nor a TorchScript file torch can load ({why})") from None
+    if not any(p.requires_grad for p in net.parameters()):
+        raise BadRequest(f"--model {path}: it has no trainable parameters")
+    layouts = ((2,) + tuple(image), (2, int(np.prod(image))))
+    tried = []
+    net.eval()
+    for shape in layouts:
+        try:
+            with torch.no_grad():
+                out = net(torch.zeros(shape))
+        except Exception as e:
+            tried.append(f"[{', '.join(map(str, shape))}]: {str(e).strip().splitlines()[-1]}")
+            continue
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, classes):
+            got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise BadRequest(
+                f"--model {path}: its output for [{', '.join(map(str, shape))}] is {got}, not [2, {classes}] logits"
+            )
+        net.train()
+        return net, shape[1:]
+    raise BadRequest(f"--model {path}: takes neither the images nor them flattened ({'; '.join(tried)})")
 
 
 def run(req):
@@ -106,7 +141,11 @@ def run(req):
     if batch > len(yt):
         raise BadRequest(f"--batch {batch} is larger than the {len(yt)} training images")
     threads = int(req.get("threads", 0))
-    net, torch = build_model(model, int(req.get("width", 64)), int(req.get("depth", 2)), image, classes)
+    if mode == "compiled" and model not in MODELS:
+        raise BadRequest(
+            f"--mode compiled: {model} is TorchScript, which runs as it is in both modes; give --mode eager"
+        )
+    net, torch, layout = build_model(model, int(req.get("width", 64)), int(req.get("depth", 2)), image, classes)
     if threads > 0:
         torch.set_num_threads(threads)
     torch.manual_seed(seed)
@@ -115,7 +154,7 @@ def run(req):
             torch.nn.init.kaiming_uniform_(p, a=5**0.5)
         else:
             torch.nn.init.uniform_(p, -0.05, 0.05)
-    shape = (-1,) + image if model == "cnn" else (-1, int(np.prod(image)))
+    shape = (-1,) + tuple(layout)
     xt_t, yt_t = torch.from_numpy(xt).reshape(shape), torch.from_numpy(yt)
     xv_t, yv_t = torch.from_numpy(xv).reshape(shape), torch.from_numpy(yv)
     net.train()

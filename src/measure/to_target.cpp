@@ -98,7 +98,16 @@ std::string ToTargetConfig::label() const {
 }
 
 void validate(const ToTargetOptions& o) {
-  if (o.model != "ff" && o.model != "cnn") bad(fmt::format("--model {}: train-to-target trains ff or cnn", o.model));
+  const bool file = !o.model.empty() && o.model != "ff" && o.model != "cnn";
+  if (o.model.empty()) bad("--model: ff, cnn or a TorchScript file");
+  if (file) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(o.model, ec)) {
+      bad(fmt::format("--model {}: train-to-target trains ff, cnn or a TorchScript file, and there is no such file",
+                      o.model));
+    }
+    if (o.sizes_given) bad(fmt::format("--width and --depth size ff and cnn; {} has its own sizes", o.model));
+  }
   if (o.dataset != "digits") bad(fmt::format("--dataset {}: the offline datasets are: digits", o.dataset));
   if (!(o.target > 0 && o.target <= 1)) bad(fmt::format("--target {}: an accuracy in (0, 1]", o.target));
   if (o.eval_every < 1) bad(fmt::format("--eval-every {}: at least 1 step", o.eval_every));
@@ -124,6 +133,10 @@ void validate(const ToTargetOptions& o) {
       bad(fmt::format("--backend {}: train-to-target trains in torch or libtorch", c.backend));
     }
     if (c.mode != "eager" && c.mode != "compiled") bad(fmt::format("--mode {}: eager or compiled", c.mode));
+    if (file && c.mode == "compiled") {
+      bad(fmt::format("--mode compiled: {} is TorchScript, which runs as it is in both modes; give --mode eager",
+                      o.model));
+    }
     if (c.precision != "fp32" && c.precision != "bf16-mixed") {
       bad(fmt::format("--precision {}: fp32 or bf16-mixed (fp16 with loss scaling needs a GPU)", c.precision));
     }

@@ -103,10 +103,12 @@ std::string render_to_target(const ToTargetStudy& s, Format format) {
     }
   }
   std::string out = fmt::format(
-      "train-to-target: {} (width {}, depth {}{}) on {}{}; target validation accuracy >= {:g}, evaluated every {} "
+      "train-to-target: {} ({}{}) on {}{}; target validation accuracy >= {:g}, evaluated every {} "
       "steps, at most {} steps; {}; {} seeded runs per configuration (seeds {} to {}), each in a fresh process{}, "
       "{} thread(s), on {}\n\n",
-      o.model, o.width, o.depth, any ? fmt::format(", {} parameters", report::grouped(any->parameters)) : "", o.dataset,
+      o.model,
+      o.model == "ff" || o.model == "cnn" ? fmt::format("width {}, depth {}", o.width, o.depth) : "TorchScript",
+      any ? fmt::format(", {} parameters", report::grouped(any->parameters)) : "", o.dataset,
       any ? fmt::format(": {} training and {} validation images (stratified split, seed {})",
                         report::grouped(any->train_images), report::grouped(any->val_images), o.split_seed)
           : "",

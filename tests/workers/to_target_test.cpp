@@ -212,7 +212,56 @@ TEST(ToTargetCliTest, LibTorchTrainsTheSameSplitFromTheSameStartAsTorch) {
   EXPECT_EQ(read.start->pairs, 12U);  // each seed: 2 torch configurations x 2 LibTorch ones
   EXPECT_EQ(read.options.configs[3].backend, "libtorch");
 }
+
+TEST(ToTargetCliTest, AUsersTorchScriptTrainsInBothBackends) {
+  // tests/workers/make_to_target_models.py: an MLP that takes the digits flattened, a convnet
+  // that takes them as images; each run redraws their weights from its seed, in both backends alike
+  const std::string models = NEURALCOST_TO_TARGET_MODELS;
+  for (const std::string model : {"mlp.pt", "convnet.pt"}) {
+    const std::string path = ::testing::TempDir() + "/to_target_user_" + std::to_string(::getpid()) + ".json";
+    const CliResult r = run_cli("train-to-target --model " + models + "/" + model +
+                                " --backend torch,libtorch --target 0.85 --runs 3 --max-steps 1500 -o " + path);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr(model + " (TorchScript, "));
+    EXPECT_THAT(r.out, HasSubstr("3 of 3"));
+    EXPECT_THAT(r.out,
+                HasSubstr("same start: a seed's first batch has the same loss in torch and libtorch (3 pair(s)"));
+    const nlohmann::json j = nlohmann::json::parse(slurp(path));
+    for (const auto& run : j.at("runs")) EXPECT_TRUE(run.at("reached").get<bool>()) << model << run.dump();
+    EXPECT_EQ(j.at("runs")[0].at("parameters"), j.at("runs")[1].at("parameters"));
+  }
+}
 #endif
+
+TEST(ToTargetCliTest, AUsersModelThatCannotTrainIsOneErrorLine) {
+  const std::string models = NEURALCOST_TO_TARGET_MODELS;
+  std::vector<std::string> backends{"torch"};
+#ifdef NEURALCOST_WITH_LIBTORCH
+  backends.push_back("libtorch");
+#endif
+  for (const std::string& backend : backends) {
+    for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+             {"five.pt", "five.pt: its output for [2, 64] is [2, 5], not [2, 10] logits"},
+             {"frozen.pt", "frozen.pt: it has no trainable parameters"},
+             {"junk.pt", "junk.pt: not ff or cnn, nor a TorchScript file"},
+             {"nothing.pt",
+              "nothing.pt: train-to-target trains ff, cnn or a TorchScript file, and there is no such "
+              "file"},
+             {"mlp.pt --width 8", "--width and --depth size ff and cnn; " + models + "/mlp.pt has its own sizes"},
+             {"mlp.pt --mode compiled", "--mode compiled: " + models +
+                                            "/mlp.pt is TorchScript, which runs as it is in both modes; give --mode "
+                                            "eager"},
+         }) {
+      const CliResult r = run_cli("train-to-target --runs 3 --backend " + backend + " --model " + models + "/" + args +
+                                  " -o " + ::testing::TempDir() + "/to_target_bad.json");
+      EXPECT_EQ(r.exit_code, 1) << backend << " " << args << "\n" << r.err;
+      EXPECT_THAT(r.err, HasSubstr("error: "));
+      EXPECT_THAT(r.err, HasSubstr(message)) << backend;
+      const std::string error = r.err.substr(std::min(r.err.find("error: "), r.err.size()));
+      EXPECT_EQ(std::count(error.begin(), error.end(), '\n'), 1) << r.err;  // one line
+    }
+  }
+}
 
 TEST(ToTargetCliTest, AnUnreachableTargetIsRecordedAsNotReachedWithItsRunsKept) {
   // without -o, into to-target.json of the working directory, which a second study never replaces

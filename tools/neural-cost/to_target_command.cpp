@@ -37,6 +37,7 @@ void run_to_target_command(const CLI::App& cmd, ToTargetArgs& a) {
       }
     }
   }
+  o.sizes_given = cmd.count("--width") + cmd.count("--depth") > 0;
   validate(o);
   // the default file is never replaced: it may hold an earlier study's runs
   if (cmd.count("--output") == 0 && std::filesystem::exists(a.output)) {
@@ -83,7 +84,10 @@ void add_to_target_command(CLI::App& app) {
       "the machine touches every configuration), and score time, steps, samples and cost to the target as\n"
       "MLPerf Training does (olympic mean) with 95% bootstrap intervals; each configuration against the first.");
   ToTargetOptions& o = a->options;
-  cmd->add_option("--model", o.model, "ff or cnn, adapted to the data's shape and classes")->capture_default_str();
+  cmd->add_option("--model", o.model,
+                  "ff or cnn, adapted to the data's shape and classes, or a TorchScript file that takes the images "
+                  "(or them flattened) and returns [N, classes] logits (its weights redrawn by each run's seed)")
+      ->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "digits: scikit-learn's 8x8 digits, inside its wheel (never downloaded)")
       ->capture_default_str();
   cmd->add_option("--target", o.target, "Validation accuracy to reach")->capture_default_str();

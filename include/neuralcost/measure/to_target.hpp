@@ -28,7 +28,9 @@ struct ToTargetConfig {
 };
 
 struct ToTargetOptions {
-  std::string model = "ff";  ///< ff or cnn, adapted to the data's shape and classes
+  /// ff or cnn, adapted to the data's shape and classes, or a TorchScript file of the user's that
+  /// takes the images (or them flattened) and returns [N, classes] logits
+  std::string model = "ff";
   std::string dataset = "digits";
   double target = 0.95;    ///< validation accuracy to reach
   int eval_every = 20;     ///< steps between evaluations on the whole validation split
@@ -38,6 +40,7 @@ struct ToTargetOptions {
   double val_fraction = 0.2;
   std::uint64_t split_seed = 0;  ///< of the stratified split: the same validation images in every run
   int width = 64, depth = 2;
+  bool sizes_given = false;       ///< --width or --depth set (an error with a model file)
   int threads = 1;                ///< intra-op threads of each run
   std::string optimizer = "sgd";  ///< sgd (momentum 0.9) or adam
   std::vector<ToTargetConfig> configs;

@@ -10,6 +10,7 @@
 #include <memory>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <torch/script.h>
 #include <torch/torch.h>
 #include <torch/version.h>
@@ -54,6 +55,51 @@ std::unique_ptr<torch::optim::Optimizer> make_optimizer(const std::string& name,
   return std::make_unique<torch::optim::Adam>(params, torch::optim::AdamOptions(lr));
 }
 
+/// A user's TorchScript file, with the input layout it takes (without the batch) in `layout`:
+/// found by a forward of two images, first as images [N, C, H, W], then flattened [N, C*H*W]. Its
+/// output must be [N, classes] logits and it must have trainable parameters (to_target.py's
+/// load_script, alike).
+torch::jit::Module load_script(const std::string& path, const std::vector<std::int64_t>& image, std::int64_t classes,
+                               std::vector<std::int64_t>& layout) {
+  torch::jit::Module m;
+  try {
+    m = torch::jit::load(path, torch::kCPU);
+  } catch (const std::exception& e) {
+    const std::string what = e.what();
+    bad(fmt::format("--model {}: not ff or cnn, nor a TorchScript file LibTorch can load ({})", path,
+                    what.substr(0, what.find('\n'))));
+  }
+  bool trainable = false;
+  for (const at::Tensor& p : m.parameters()) trainable = trainable || p.requires_grad();
+  if (!trainable) bad(fmt::format("--model {}: it has no trainable parameters", path));
+  const std::int64_t features = image[0] * image[1] * image[2];
+  std::string tried;
+  m.eval();
+  for (const std::vector<std::int64_t>& candidate : {image, std::vector<std::int64_t>{features}}) {
+    std::vector<std::int64_t> shape{2};
+    shape.insert(shape.end(), candidate.begin(), candidate.end());
+    c10::IValue out;
+    try {
+      torch::NoGradGuard no_grad;
+      out = m.forward({torch::zeros(shape)});
+    } catch (const std::exception& e) {
+      std::string what = e.what();
+      what = what.substr(0, what.find('\n'));
+      tried += fmt::format("{}[{}]: {}", tried.empty() ? "" : "; ", fmt::join(shape, ", "), what);
+      continue;
+    }
+    if (!out.isTensor() || out.toTensor().sizes() != at::IntArrayRef{2, classes}) {
+      bad(fmt::format("--model {}: its output for [{}] is {}, not [2, {}] logits", path, fmt::join(shape, ", "),
+                      out.isTensor() ? fmt::format("[{}]", fmt::join(out.toTensor().sizes(), ", ")) : out.tagKind(),
+                      classes));
+    }
+    m.train();
+    layout = candidate;
+    return m;
+  }
+  bad(fmt::format("--model {}: takes neither the images nor them flattened ({})", path, tried));
+}
+
 /// The parameters and buffers' values, to put back after the compiled mode's warm-up.
 std::vector<at::Tensor> snapshot(const std::vector<at::Tensor>& state) {
   std::vector<at::Tensor> out;
@@ -71,8 +117,10 @@ json run_to_target(const json& req) {
   const std::int64_t eval_every = req.value("eval_every", 20), max_steps = req.value("max_steps", 2000);
   const std::uint64_t seed = req.value("seed", std::uint64_t{1});
   const int threads = req.value("threads", 0);
-  if (model != "ff" && model != "cnn")
-    bad(fmt::format("unknown model '{}' for train-to-target (known: ff, cnn)", model));
+  const bool reference = model == "ff" || model == "cnn";
+  if (!reference && mode == "compiled") {
+    bad(fmt::format("--mode compiled: {} is TorchScript, which runs as it is in both modes; give --mode eager", model));
+  }
   if (mode != "eager" && mode != "compiled") bad(fmt::format("--mode {}: eager or compiled", mode));
   if (precision != "fp32" && precision != "bf16-mixed") {
     bad(fmt::format("--precision {}: train-to-target runs fp32 or bf16-mixed on a CPU", precision));
@@ -91,17 +139,33 @@ json run_to_target(const json& req) {
   if (batch > train_n) bad(fmt::format("--batch {} is larger than the {} training images", batch, train_n));
   if (threads > 0) at::set_num_threads(threads);
 
-  ModelRequest r;
-  r.model = model;
-  r.batch = batch;
-  r.width = req.value("width", 64);
-  r.depth = req.value("depth", 2);
-  if (model == "cnn" && (image[1] >> (r.depth - 1)) < 1) {
-    bad(fmt::format("cnn of depth {} pools {} x {} images below one pixel", r.depth, image[1], image[2]));
+  // the network: a reference one adapted to the data, or the user's TorchScript file
+  std::shared_ptr<ReferenceNet> net;
+  std::shared_ptr<torch::jit::Module> user;
+  std::vector<std::int64_t> layout;  // an input's shape without the batch
+  if (reference) {
+    ModelRequest r;
+    r.model = model;
+    r.batch = batch;
+    r.width = req.value("width", 64);
+    r.depth = req.value("depth", 2);
+    if (model == "cnn" && (image[1] >> (r.depth - 1)) < 1) {
+      bad(fmt::format("cnn of depth {} pools {} x {} images below one pixel", r.depth, image[1], image[2]));
+    }
+    net = make_reference_net(r, DataShape{features, image[0], classes});
+    net->train();
+    layout = model == "cnn" ? image : std::vector<std::int64_t>{features};
+  } else {
+    user = std::make_shared<torch::jit::Module>(load_script(model, image, classes, layout));
   }
-  std::shared_ptr<ReferenceNet> net = make_reference_net(r, DataShape{features, image[0], classes});
-  net->train();
-  const std::vector<at::Tensor> params = net->parameters();
+  std::vector<at::Tensor> params;
+  if (net) {
+    params = net->parameters();
+  } else {
+    for (const at::Tensor& p : user->parameters()) {
+      if (p.requires_grad()) params.push_back(p);
+    }
+  }
   torch::manual_seed(seed);  // the run's own initial weights, drawn as to_target.py draws them
   {
     torch::NoGradGuard no_grad;
@@ -113,8 +177,8 @@ json run_to_target(const json& req) {
       }
     }
   }
-  const std::vector<std::int64_t> shape = model == "cnn" ? std::vector<std::int64_t>{-1, image[0], image[1], image[2]}
-                                                         : std::vector<std::int64_t>{-1, features};
+  std::vector<std::int64_t> shape{-1};
+  shape.insert(shape.end(), layout.begin(), layout.end());
   const at::Tensor xt = train.x.reshape(shape), xv = val.x.reshape(shape);
   auto opt = make_optimizer(optimizer, params, lr);
   const bool mixed = precision == "bf16-mixed";
@@ -127,8 +191,16 @@ json run_to_target(const json& req) {
     script_eval = std::make_shared<torch::jit::Module>(script_reference_net(*net, false));
   }
   const auto forward = [&](const at::Tensor& x, bool training) {
+    if (user) return user->forward({x}).toTensor();
     if (!script_train) return net->forward(x);
     return (training ? script_train : script_eval)->forward({x}).toTensor();
+  };
+  const auto set_training = [&](bool on) {
+    if (user) {
+      user->train(on);
+    } else {
+      net->train(on);
+    }
   };
   const auto zero_grad = [&] {
     for (at::Tensor p : params) p.mutable_grad() = at::Tensor();  // set to none, as to_target.py
@@ -145,14 +217,14 @@ json run_to_target(const json& req) {
     return loss;
   };
   const auto evaluate = [&] {
-    net->eval();
+    set_training(false);
     torch::NoGradGuard no_grad;
     at::Tensor out;
     {
       CpuAutocast autocast(mixed);
       out = forward(xv, false);
     }
-    net->train();
+    set_training(true);
     return out.argmax(1).eq(val.y).to(torch::kFloat64).mean().item<double>();
   };
 
@@ -163,7 +235,7 @@ json run_to_target(const json& req) {
     // starts (MLPerf's initialisation), then the initial weights, buffers and optimizer put back
     const Clock::time_point t0 = Clock::now();
     std::vector<at::Tensor> state = params;
-    for (const at::Tensor& b : net->buffers()) state.push_back(b);
+    for (const at::Tensor& b : net->buffers()) state.push_back(b);  // compiled: reference networks only
     const std::vector<at::Tensor> kept = snapshot(state);
     const at::Tensor x0 = xt.narrow(0, 0, batch), y0 = train.y.narrow(0, 0, batch);
     for (int i = 0; i < 3; ++i) {
