@@ -97,7 +97,8 @@ TEST(LibTorchToTargetBadInputTest, IsAnErrorNamingWhatIsWrong) {
     }
   };
   expect_bad([](json& r) { r["batch"] = 97; }, "--batch 97 is larger than the 96 training images");
-  expect_bad([](json& r) { r["model"] = "lstm"; }, "unknown model 'lstm'");
+  expect_bad([](json& r) { r["model"] = "lstm"; },
+             "--model lstm: not ff or cnn, nor a TorchScript file LibTorch can load");
   expect_bad([](json& r) { r["precision"] = "fp16-mixed"; }, "fp32 or bf16-mixed");
   expect_bad([](json& r) { r["mode"] = "jit"; }, "eager or compiled");
   expect_bad([](json& r) { r["data"]["val_y"][0] = 2; }, "the data's val_y holds class 2 of 2");

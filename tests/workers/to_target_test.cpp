@@ -296,7 +296,8 @@ TEST(ToTargetCliTest, BadInputIsOneErrorLine) {
   for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
            {"--runs 2", "--runs 2: at least 3 (the olympic mean drops the fastest and the slowest run), at most 1000"},
            {"--val-fraction 0", "--val-fraction 0: a fraction strictly between 0 and 1"},
-           {"--model lstm", "--model lstm: train-to-target trains ff or cnn"},
+           {"--model lstm",
+            "--model lstm: train-to-target trains ff, cnn or a TorchScript file, and there is no such file"},
            {"--dataset mnist", "--dataset mnist: the offline datasets are: digits"},
            {"--batch 5000", "--batch 5000 is larger than the 1438 training images"},
            {"--backend libtorch --batch 5000", "--batch 5000 is larger than the 1438 training images"},
