@@ -86,9 +86,9 @@ def build_model(name, width, depth, image, classes):
 
 
 def load_script(path, image, classes):
-    """A user's TorchScript file: its module, and the input layout it takes (without the batch), found by a forward of
-    two images, first as images [N, C, H, W], then flattened [N, C*H*W]; its output must be
-    [N, classes] logits and it must have trainable parameters."""
+    """A user's TorchScript file: its module, and the input layout it takes (without the batch),
+    found by a forward of two images, first as images [N, C, H, W], then flattened [N, C*H*W]; its
+    output must be [N, classes] logits and it must have trainable parameters."""
     import torch
 
     try:
@@ -215,6 +215,7 @@ def run(req):
         steps += 1
         if steps == 1:
             first_loss = float(loss.detach())
+            first_loss = first_loss if np.isfinite(first_loss) else None  # JSON has no NaN
         if steps % eval_every == 0 or steps == max_steps:
             losses.append(float(loss.detach()))
             net.eval()
