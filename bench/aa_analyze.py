@@ -124,6 +124,13 @@ def main():
             f"  {c['model']} {c['backend']} {c['mode']} batch {c['batch']}: {c['result']} {100 * c['change']:+.1f}%"
             f" (p {c['u_test']['p_value']:.3g})"
         )
+    st = cmp.get("between_studies")
+    if st and "shift_ci95" in st:
+        print(
+            f"  the common shift: {100 * st['shift']:+.1f}% (95% CI {100 * st['shift_ci95']['low']:+.1f}% .. "
+            f"{100 * st['shift_ci95']['high']:+.1f}%, p {st['shift_p_value']:.2g}; machine levels "
+            f"{100 * st['level_before']:.1f}% and {100 * st['level_after']:.1f}% sd)"
+        )
     for g in cmp.get("groups", []):
         if "u_test" in g:
             print(

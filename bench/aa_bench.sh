@@ -21,7 +21,7 @@ out="${1:-results/aa-$(date +%Y%m%d-%H%M%S)}"
 mkdir -p "$out"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 # the main job's study (scripts/main.sh)
-study=${STUDY:-"--model ff,cnn,rnn,lstm,transformer --backend libtorch,jax,tensorflow,torch --mode eager,compiled --batch 1,32 --budget 0.5 --layer-runs 5 --threads 1 --time-limit 540"}
+study=${STUDY:-"--model ff,cnn,rnn,lstm,transformer --backend libtorch,jax,tensorflow,torch --mode eager,compiled --batch 1,32 --budget 1 --layer-runs 5 --threads 1 --time-limit 540"}
 echo "aa_bench: $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg); OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-unset} OPENBLAS_L2_SIZE=${OPENBLAS_L2_SIZE:-unset}"
 run_study() {  # NAME [ENV...]
   local name=$1; shift

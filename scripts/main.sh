@@ -26,7 +26,7 @@ report="results/report-$stamp.html"
 # One intra-op thread in every framework: the same contract for all four, and on a VM with few
 # CPUs two threads' wake-ups split a cell's rounds into modes 0.5-1.5x apart (docs/profiling.md §2a).
 "$nc" study --model ff,cnn,rnn,lstm,transformer --backend libtorch,jax,tensorflow,torch --mode eager,compiled \
-  --batch 1,32 --budget 0.5 --layer-runs 5 --threads 1 --time-limit 540 -o "$results"
+  --batch 1,32 --budget 1 --layer-runs 5 --threads 1 --time-limit 540 -o "$results"
 "$nc" report "$results" -o "$report"
 echo "results: $results"
 echo "report:  $report (open it in a browser; it works offline)"

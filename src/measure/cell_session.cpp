@@ -313,7 +313,7 @@ Round time_round(CellSession& s, const ProfileOptions& options, bool after_prepa
 }
 
 ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileOptions& options,
-                          const std::string& cut_short) {
+                          const std::string& cut_short, const MachineLevel& level) {
   ProfileRun& run = s.run;
   run.preparations = s.preparations;
   try {
@@ -323,7 +323,7 @@ ProfileRun finish_session(CellSession& s, const HardwareSpec& hw, const ProfileO
       throw Error(ErrorCode::kDataLoss, "no round was timed" + (cut_short.empty() ? "" : ": " + cut_short));
     }
     run.rounds = s.rounds;
-    run.estimate = estimate_rounds(s.rounds);
+    run.estimate = estimate_rounds(s.rounds, level);
     // the rounds' passes pooled, for their spread; the headline is the rounds' estimate
     const Counters at_open = run.timing.counters;  // a training step's measured memory
     run.timing = s.first_timing ? *s.first_timing : TimingResult{};

@@ -66,8 +66,9 @@ std::unique_ptr<TimingWindow> begin_round(CellSession& session, const ProfileOpt
 Round end_round(CellSession& session, TimingWindow& window);
 /// The cell's run from its rounds: estimate, interval, verdict, rates, contract, layers;
 /// `cut_short` (when not empty) is a reason to mistrust it (interrupted, a failed preparation).
+/// `level`: the machine's level over the study's rounds so far (rounds.hpp), part of the interval.
 ProfileRun finish_session(CellSession& session, const HardwareSpec& hardware, const ProfileOptions& options,
-                          const std::string& cut_short);
+                          const std::string& cut_short, const MachineLevel& level = {});
 /// The run of a cell that could not be measured at all.
 ProfileRun failed_cell(const CellPlan& plan, const ProfileOptions& options, const std::string& error);
 

@@ -24,7 +24,69 @@ double robust_relative_spread(const std::vector<double>& values) {
 
 }  // namespace
 
-RoundsEstimate estimate_rounds(const std::vector<Round>& rounds) {
+MachineLevel machine_level(const std::vector<LevelPoint>& points) {
+  MachineLevel level;
+  std::map<std::size_t, std::vector<const LevelPoint*>> by_cell;
+  std::map<std::int64_t, std::vector<const LevelPoint*>> by_tick;
+  for (const LevelPoint& p : points) {
+    if (!std::isfinite(p.log_median)) continue;
+    by_cell[p.cell].push_back(&p);
+    by_tick[p.tick].push_back(&p);
+  }
+  if (by_cell.size() < kLevelMinCells || by_tick.size() < 2 * kLevelBatches) return level;
+  // median polish: cell + pace, alternating medians (ten sweeps settle it)
+  std::map<std::size_t, double> cell;
+  std::map<std::int64_t, double> pace;
+  for (const auto& [c, ps] : by_cell) {
+    std::vector<double> v;
+    for (const LevelPoint* p : ps) v.push_back(p->log_median);
+    cell[c] = median(v);
+  }
+  for (int sweep = 0; sweep < 10; ++sweep) {
+    for (const auto& [t, ps] : by_tick) {
+      std::vector<double> v;
+      for (const LevelPoint* p : ps) v.push_back(p->log_median - cell[p->cell]);
+      pace[t] = median(v);
+    }
+    for (const auto& [c, ps] : by_cell) {
+      std::vector<double> v;
+      for (const LevelPoint* p : ps) v.push_back(p->log_median - pace[p->tick]);
+      cell[c] = median(v);
+    }
+  }
+  struct Tick {
+    double seconds, pace, rounds;
+  };
+  std::vector<Tick> ticks;
+  for (const auto& [t, ps] : by_tick) {
+    std::vector<double> when;
+    for (const LevelPoint* p : ps) when.push_back(p->seconds);
+    ticks.push_back({median(when), pace[t], static_cast<double>(ps.size())});
+  }
+  std::stable_sort(ticks.begin(), ticks.end(), [](const Tick& a, const Tick& b) { return a.seconds < b.seconds; });
+  // batch means, each tick weighed by its rounds (the study's mean pace is over its rounds)
+  const std::size_t n = ticks.size();
+  double sum = 0;
+  for (std::size_t b = 0; b < kLevelBatches; ++b) {
+    double paced = 0, rounds = 0;
+    for (std::size_t i = b * n / kLevelBatches; i < (b + 1) * n / kLevelBatches; ++i) {
+      paced += ticks[i].pace * ticks[i].rounds;
+      rounds += ticks[i].rounds;
+    }
+    level.batch_means.push_back(paced / rounds);
+    sum += level.batch_means.back();
+  }
+  const double mean = sum / kLevelBatches;
+  double squares = 0;
+  for (double m : level.batch_means) squares += (m - mean) * (m - mean);
+  const double batches = static_cast<double>(kLevelBatches);
+  level.spread = std::sqrt(squares / (batches - 1)) / std::sqrt(batches);
+  level.ticks = n;
+  level.cells = by_cell.size();
+  return level;
+}
+
+RoundsEstimate estimate_rounds(const std::vector<Round>& rounds, const MachineLevel& level) {
   if (rounds.empty()) throw Error(ErrorCode::kInvalidArgument, "a cell without rounds has no estimate");
   RoundsEstimate e;
   e.rounds = rounds.size();
@@ -37,6 +99,16 @@ RoundsEstimate estimate_rounds(const std::vector<Round>& rounds) {
   }
   e.median_seconds = median(medians);
   e.interval = order_statistic_median_ci(medians);
+  e.rounds_interval = e.interval.interval;
+  if (level.spread > 0 && e.median_seconds > 0 && e.interval.interval.low > 0) {
+    constexpr double z95 = 1.959963984540054;
+    const double m = std::log(e.median_seconds), add = z95 * level.spread;
+    const double below = m - std::log(e.interval.interval.low), above = std::log(e.interval.interval.high) - m;
+    e.interval.interval.low = std::exp(m - std::sqrt(below * below + add * add));
+    e.interval.interval.high = std::exp(m + std::sqrt(above * above + add * add));
+    e.level_spread = level.spread;
+    e.level_ticks = level.ticks;
+  }
   if (e.median_seconds > 0) {
     e.relative_half_width =
         std::max(e.median_seconds - e.interval.interval.low, e.interval.interval.high - e.median_seconds) /
@@ -64,6 +136,18 @@ bool rounds_agree(const RoundsEstimate& e, const RoundOptions& o) {
 
 std::string rounds_disagreement(const RoundsEstimate& e, const RoundOptions& o, int intra_op_threads) {
   if (rounds_agree(e, o)) return "";
+  const double m = e.median_seconds;
+  const double own_half = m > 0 ? std::max(m - e.rounds_interval.low, e.rounds_interval.high - m) / m : 0.0;
+  if (e.interval.coverage >= 0.95 && e.level_spread > 0 && own_half <= o.ok_half_width) {
+    return fmt::format(
+        "the machine's level moved over the study: its rounds agree (within {:+.1f}% to {:+.1f}%), but the study's "
+        "mean pace is uncertain by +-{:.1f}% (95%, batch means of the pace of {} ticks), which every cell's interval "
+        "carries, and together they span {:+.1f}% to {:+.1f}%, beyond the +-{:.0f}% that `ok` allows: a rerun may "
+        "land there (docs/profiling.md, \"The machine's level\"); a quieter machine narrows it",
+        100 * (e.rounds_interval.low / m - 1), 100 * (e.rounds_interval.high / m - 1),
+        100 * 1.959963984540054 * e.level_spread, e.level_ticks, 100 * (e.interval.interval.low / m - 1),
+        100 * (e.interval.interval.high / m - 1), 100 * o.ok_half_width);
+  }
   if (e.interval.coverage < 0.95) {
     return fmt::format(
         "too few rounds: {} round(s) give an interval of {:.1f}% coverage, not 95% (6 or more do); "
@@ -77,6 +161,10 @@ std::string rounds_disagreement(const RoundsEstimate& e, const RoundOptions& o, 
       e.rounds, 100 * (e.interval.interval.low / e.median_seconds - 1),
       100 * (e.interval.interval.high / e.median_seconds - 1), 100 * o.ok_half_width, 100 * e.between_round_spread,
       100 * e.within_round_spread, e.dominant == "between rounds" ? "between windows of time" : "within a window");
+  if (e.level_spread > 0) {
+    why += fmt::format("; the interval carries the machine's level over the study, +-{:.1f}% (95%)",
+                       100 * 1.959963984540054 * e.level_spread);
+  }
   if (intra_op_threads > 1) {
     // measured on the 2-vCPU VM: two threads split a torch cell's rounds into modes 0.5x-1.5x apart
     why += fmt::format(

@@ -68,6 +68,10 @@ class Schedule {
 
   std::vector<ProfileRun> run(const std::vector<std::vector<std::size_t>>& groups) {
     partners_.assign(sessions_.size(), {});
+    group_of_.assign(sessions_.size(), 0);
+    for (std::size_t g = 0; g < groups.size(); ++g) {
+      for (std::size_t i : groups[g]) group_of_[i] = g;
+    }
     for (const std::vector<std::size_t>& group : groups) {
       for (std::size_t i : group) {
         for (std::size_t j : group) {
@@ -411,8 +415,24 @@ class Schedule {
       why = fmt::format("only {} of {} rounds could be timed (see the warnings)", s.rounds.size(),
                         options_.rounds.rounds);
     }
-    finished_[i] = finish_session(s, hw_, options_, why);
+    finished_[i] = finish_session(s, hw_, options_, why, machine_level(level_points()));
     if (hooks_.on_run) hooks_.on_run(*finished_[i], i);
+  }
+
+  /// Every round of the study so far, for the machine's level. A tick is a pass of a sweep over
+  /// the cells; in training, a group's own passes (its groups take their ticks one after another).
+  std::vector<LevelPoint> level_points() const {
+    const bool by_group = sweep_options_.run.train.has_value();
+    std::vector<LevelPoint> points;
+    for (std::size_t i = 0; i < sessions_.size(); ++i) {
+      for (const Round& r : sessions_[i].rounds) {
+        if (!(r.summary.median > 0)) continue;
+        const std::int64_t group = by_group ? static_cast<std::int64_t>(group_of_[i]) + 1 : 0;
+        points.push_back({(static_cast<std::int64_t>(r.sweep) * 4096 + group) * 65536 + r.pass, i, r.start_seconds,
+                          std::log(r.summary.median)});
+      }
+    }
+    return points;
   }
 
   const HardwareSpec& hw_;
@@ -429,8 +449,9 @@ class Schedule {
   std::vector<std::size_t> open_;            ///< the cells prepared in this sweep
   /// Of each cell, the other modes of its backend in its group: the speedups the findings state
   std::vector<std::vector<std::size_t>> partners_;
-  int planned_ticks_ = 0;  ///< the sweep's groups plus the most rounds a cell takes, less one
-  int generation_ = 0;     ///< of the sweep's worker processes: a failed shared one is replaced
+  std::vector<std::size_t> group_of_;  ///< each cell's (model, batch) group
+  int planned_ticks_ = 0;              ///< the sweep's groups plus the most rounds a cell takes, less one
+  int generation_ = 0;                 ///< of the sweep's worker processes: a failed shared one is replaced
   std::string current_pool() const { return sweep_options_.run.process_pool + fmt::format(" #{}", generation_); }
   int processes_ = 1;
   std::unique_ptr<detail::MachineCanary> canary_;

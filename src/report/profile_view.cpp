@@ -282,7 +282,9 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
     // the unit of evidence: the median and interval above are the rounds' (docs/profiling.md, "Rounds")
     const RoundsEstimate& e = r.estimate;
     run["timing"]["estimate"] = {
-        {"method", "median of the round medians; interval: order statistics of the round medians"},
+        {"method", e.level_ticks > 0 ? "median of the round medians; interval: order statistics of the round medians, "
+                                       "widened by the machine's level over the study (batch means of its pace)"
+                                     : "median of the round medians; interval: order statistics of the round medians"},
         {"rounds", e.rounds},
         {"preparations", r.preparations},
         {"coverage", e.interval.coverage},
@@ -293,7 +295,11 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
         {"expected_between_spread", e.expected_between_spread},
         {"dominant_spread", e.dominant},
         {"machine_canary_seconds", e.machine_seconds},
-        {"machine_spread", e.machine_spread}};
+        {"machine_spread", e.machine_spread},
+        {"rounds_ci95_low_seconds", e.rounds_interval.low},
+        {"rounds_ci95_high_seconds", e.rounds_interval.high},
+        {"level_spread", e.level_spread},
+        {"level_ticks", e.level_ticks}};
     json rounds = json::array();
     for (const Round& x : r.rounds) {
       rounds.push_back({{"process", x.process},

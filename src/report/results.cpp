@@ -198,7 +198,11 @@ ResultRun read_run(const json& j, const std::string& source) {
       round.cpu_canary_seconds = r.has("cpu_canary_seconds") ? r.nonneg("cpu_canary_seconds") : 0.0;
       run.rounds.push_back(round);
     }
-    if (timing.has("estimate")) run.interval_coverage = timing.object("estimate").nonneg("coverage");
+    if (timing.has("estimate")) {
+      const Fields e = timing.object("estimate");
+      run.interval_coverage = e.nonneg("coverage");
+      if (e.has("level_spread")) run.level_spread = e.nonneg("level_spread");
+    }
   }
   const Fields totals = f.object("totals");
   run.flops = totals.count("flops");

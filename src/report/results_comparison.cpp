@@ -171,6 +171,17 @@ std::optional<StudyEffect> account_for_studies(std::vector<CellChange>& cells, d
   e.shift = std::exp(m) - 1;
   e.spread = 1.4826 * median(deviations);
   e.within = median(own);
+  std::vector<double> level_before, level_after;
+  for (const CellChange* c : tested) {
+    level_before.push_back(c->before.level_spread);
+    level_after.push_back(c->after.level_spread);
+  }
+  e.level_before = median(level_before);
+  e.level_after = median(level_after);
+  const double of_median = 1.2533 * e.spread / std::sqrt(static_cast<double>(tested.size()));
+  e.shift_sd = std::sqrt(e.level_before * e.level_before + e.level_after * e.level_after + of_median * of_median);
+  e.shift_p_value = e.shift_sd > 0 ? std::erfc(std::abs(m) / e.shift_sd / std::sqrt(2.0)) : (m == 0 ? 1.0 : 0.0);
+  e.shift_ci95 = {std::exp(m - z95 * e.shift_sd), std::exp(m + z95 * e.shift_sd)};
   // the between-study sd tau: the smallest at which the cells' deviations from the shift, each over
   // sqrt(own² + tau²), have a robust sd (1.4826 MAD) of at most 1 (each cell weighed by its own
   // noise: a robust random-effects estimate); 0 when the cells' own intervals already explain them
@@ -353,12 +364,40 @@ std::vector<const CellChange*> slower_than(const ResultsComparison& comparison, 
   return significantly_slower(comparison.cells, comparison.alpha / 2, threshold);
 }
 
+namespace {
+
+/// The backends' half of the gate: Holm at alpha / 2 over the tested backends and the common
+/// shift. The significant ones: indices into groups, and groups.size() for the shift.
+std::set<std::size_t> backend_family(const ResultsComparison& comparison) {
+  std::vector<std::pair<double, std::size_t>> tests;
+  for (std::size_t i = 0; i < comparison.groups.size(); ++i) {
+    if (comparison.groups[i].test) tests.emplace_back(comparison.groups[i].p_value(), i);
+  }
+  if (comparison.studies) tests.emplace_back(comparison.studies->shift_p_value, comparison.groups.size());
+  std::stable_sort(tests.begin(), tests.end());
+  std::set<std::size_t> significant;
+  for (std::size_t i = 0; i < tests.size(); ++i) {
+    if (tests[i].first >= comparison.alpha / 2 / static_cast<double>(tests.size() - i)) break;
+    significant.insert(tests[i].second);
+  }
+  return significant;
+}
+
+}  // namespace
+
 std::vector<const GroupChange*> groups_slower_than(const ResultsComparison& comparison, double threshold) {
-  return significantly_slower(comparison.groups, comparison.alpha / 2, threshold);
+  const std::set<std::size_t> significant = backend_family(comparison);
+  std::vector<const GroupChange*> slower;
+  for (std::size_t i = 0; i < comparison.groups.size(); ++i) {
+    const GroupChange& g = comparison.groups[i];
+    if (g.change == Change::kSlower && g.ratio > 1 + threshold && significant.count(i)) slower.push_back(&g);
+  }
+  return slower;
 }
 
 bool shift_slower_than(const ResultsComparison& comparison, double threshold) {
-  return comparison.studies && comparison.studies->shift > threshold;
+  return comparison.studies && comparison.studies->shift > threshold &&
+         backend_family(comparison).count(comparison.groups.size()) > 0;
 }
 
 std::size_t tested_cells(const ResultsComparison& comparison) {

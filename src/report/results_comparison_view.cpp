@@ -76,10 +76,17 @@ json results_comparison_json(const ResultsComparison& c) {
         {"spread", c.studies->spread},
         {"within", c.studies->within},
         {"between", c.studies->between},
+        {"level_before", c.studies->level_before},
+        {"level_after", c.studies->level_after},
+        {"shift_sd", c.studies->shift_sd},
+        {"shift_p_value", c.studies->shift_p_value},
+        {"shift_ci95", {{"low", c.studies->shift_ci95.low - 1}, {"high", c.studies->shift_ci95.high - 1}}},
         {"description",
          "the cells' log ratios: their median (shift), their spread around it (1.4826 MAD), the cells' own standard "
          "error (median) and the between-study spread the cells' intervals leave out, sqrt(spread^2 - within^2), "
-         "counted in every cell's test (study_p_value) and interval (docs/profiling.md 2a)"}};
+         "counted in every cell's test (study_p_value) and interval (docs/profiling.md 2a); the shift's own test: "
+         "the two files' machine levels (level_before, level_after: the standard error of each study's mean pace) "
+         "and the median's standard error, in quadrature (shift_sd, log units), shift_p_value and shift_ci95"}};
   }
   j["cells"] = json::array();
   for (const CellChange& x : c.cells) {
@@ -177,6 +184,17 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
         "two studies of this machine differ by is not significant (p is the larger of the U test's and that "
         "test's)",
         100 * c.studies->shift, c.studies->cells, 100 * c.studies->spread, 100 * c.studies->between));
+    const StudyEffect& e = *c.studies;
+    out += line(
+        e.level_before > 0 || e.level_after > 0
+            ? fmt::format("the shift itself: 95% CI {:+.1f}% .. {:+.1f}%, p {:.2g}, from the two studies' machine "
+                          "levels (+-{:.1f}% and +-{:.1f}% at 95%: how far each study's mean pace may lie from the "
+                          "machine's) and the cells' spread",
+                          100 * (e.shift_ci95.low - 1), 100 * (e.shift_ci95.high - 1), e.shift_p_value,
+                          1.96 * 100 * e.level_before, 1.96 * 100 * e.level_after)
+            : fmt::format("the shift itself: 95% CI {:+.1f}% .. {:+.1f}%, p {:.2g}, from the cells' spread alone "
+                          "(the files carry no machine level: written before it, or too few cells to read it)",
+                          100 * (e.shift_ci95.low - 1), 100 * (e.shift_ci95.high - 1), e.shift_p_value));
   }
   for (const GroupChange& g : c.groups) {
     if (!g.test) continue;

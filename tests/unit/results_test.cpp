@@ -719,6 +719,52 @@ TEST(CompareTest, WhatTwoStudiesDifferByIsNotAChange) {
   EXPECT_FALSE(compare_results(one, one).studies);
 }
 
+/// Forty cells of tight rounds measured twice, the second study `shift` slower as a whole (each cell
+/// by its own few % too); both files carry a machine level of `level` (log units), or none (0).
+ResultsComparison shifted_studies(double shift, double level) {
+  const std::vector<double> tight = {1.0, 1.01, 0.99, 1.005, 0.995, 1.0}, tight2 = {0.995, 1.0, 1.01, 0.99, 1.0, 1.005};
+  const std::vector<double> apart = {0.98, 1.0, 1.02, 1.01, 0.99, 1.0, 0.985, 1.015, 0.995, 1.005};
+  std::vector<json> before, after;
+  for (const std::string backend : {"jax", "libtorch", "tensorflow", "torch"}) {
+    for (std::size_t m = 0; m < apart.size(); ++m) {
+      const std::string mode = "mode" + std::to_string(m);
+      before.push_back(rounds_run(backend, mode, 1e-3, tight));
+      after.push_back(rounds_run(backend, mode, 1e-3 * apart[m] * shift, tight2));
+      if (level > 0) {
+        before.back()["timing"]["estimate"]["level_spread"] = level;
+        after.back()["timing"]["estimate"]["level_spread"] = level;
+      }
+    }
+  }
+  return compare_results(parse_results(jsonl(before), "a.jsonl"), parse_results(jsonl(after), "b.jsonl"));
+}
+
+TEST(CompareTest, AShiftWithinWhatTheMachinesLevelsExplainDoesNotFailTheGate) {
+  // every cell 6 % slower in the second study, whose machine level (and the first's) is 2.5 %: the
+  // shift's sd is sqrt(2) x 2.5 % (and the median's small part), z = log(1.06) / 0.0354 = 1.65, p 0.1
+  const ResultsComparison aa = shifted_studies(1.06, 0.025);
+  ASSERT_TRUE(aa.studies);
+  EXPECT_NEAR(aa.studies->shift, 0.06, 0.002);
+  EXPECT_DOUBLE_EQ(aa.studies->level_before, 0.025);
+  EXPECT_DOUBLE_EQ(aa.studies->level_after, 0.025);
+  EXPECT_GT(aa.studies->shift_sd, std::sqrt(2.0) * 0.025);
+  EXPECT_LT(aa.studies->shift_sd, std::sqrt(2.0) * 0.025 * 1.01);
+  EXPECT_GT(aa.studies->shift_p_value, 0.05);
+  EXPECT_LT(aa.studies->shift_ci95.low, 1.0);
+  EXPECT_GT(aa.studies->shift_ci95.high, 1.06);
+  EXPECT_FALSE(shift_slower_than(aa, 0.05));
+  // files without a machine level: the cells' spread alone, and the same shift fails the gate
+  const ResultsComparison old = shifted_studies(1.06, 0);
+  EXPECT_EQ(old.studies->level_before, 0.0);
+  EXPECT_LT(old.studies->shift_p_value, 1e-6);
+  EXPECT_TRUE(shift_slower_than(old, 0.05));
+  EXPECT_FALSE(shift_slower_than(old, 0.07));  // not 7 % slower
+  // a whole study 20 % slower is beyond the levels: it fails
+  const ResultsComparison slow = shifted_studies(1.2, 0.025);
+  EXPECT_LT(slow.studies->shift_p_value, 1e-6);
+  EXPECT_TRUE(shift_slower_than(slow, 0.05));
+}
+
 TEST(FindingsTest, AWinnerIsNamedOnlyWhenPairedRoundsSaySo) {
   // torch is 10% faster than jax in every window, while the windows differ by up to 12%: paired
   // rounds decide it, though the two intervals overlap

@@ -120,6 +120,62 @@ TEST(RoundsTest, RoundsThatDisagreeWidenTheInterval) {
   EXPECT_THAT(rounds_disagreement(estimate_rounds(steady), o), HasSubstr("too few rounds"));
 }
 
+TEST(RoundsTest, TheMachinesLevelIsReadFromEveryCellsRoundsAndWidensTheInterval) {
+  // four cells of their own sizes, 16 ticks in time order; the machine 20 % (log) slower in the
+  // first quarter: the batch means are 0.2, 0, 0, 0, their sd 0.1, the mean's standard error 0.05
+  std::vector<LevelPoint> points;
+  const double sizes[] = {-7.0, -6.0, -5.5, -4.0};
+  for (std::int64_t tick = 0; tick < 16; ++tick) {
+    for (std::size_t cell = 0; cell < 4; ++cell) {
+      points.push_back({tick, cell, 10.0 * static_cast<double>(tick) + static_cast<double>(cell),
+                        sizes[cell] + (tick < 4 ? 0.2 : 0.0)});
+    }
+  }
+  const MachineLevel level = machine_level(points);
+  EXPECT_EQ(level.ticks, 16u);
+  EXPECT_EQ(level.cells, 4u);
+  ASSERT_EQ(level.batch_means.size(), kLevelBatches);
+  // the pace is relative to the cells' medians (the steady three quarters): 0.2 then 0
+  EXPECT_NEAR(level.batch_means[0], 0.2, 1e-12);
+  EXPECT_NEAR(level.batch_means[3], 0.0, 1e-12);
+  EXPECT_NEAR(level.spread, 0.05, 1e-12);
+  // a steady machine: no level; the batches follow time, not the ticks' numbers
+  std::vector<LevelPoint> steady = points, shuffled = points;
+  for (LevelPoint& p : steady) p.log_median = sizes[p.cell];
+  EXPECT_NEAR(machine_level(steady).spread, 0.0, 1e-12);
+  for (LevelPoint& p : shuffled) p.tick = 15 - p.tick;
+  EXPECT_NEAR(machine_level(shuffled).spread, 0.05, 1e-12);
+  // not read from two cells (one cell's jump would be half the pace) or from too few ticks
+  std::vector<LevelPoint> two, few;
+  for (const LevelPoint& p : points) {
+    if (p.cell < 2) two.push_back(p);
+    if (p.tick < 7) few.push_back(p);
+  }
+  EXPECT_EQ(machine_level(two).spread, 0.0);
+  EXPECT_EQ(machine_level(two).ticks, 0u);
+  EXPECT_EQ(machine_level(few).spread, 0.0);
+  // the interval: each side's log half-width in quadrature with 1.96 x the level
+  std::vector<Round> rounds;
+  for (int i = 0; i < 6; ++i) rounds.push_back(scripted_round(1e-3 * (1 + 0.01 * (i - 2)), 0, i));
+  const RoundsEstimate own = estimate_rounds(rounds), widened = estimate_rounds(rounds, level);
+  EXPECT_EQ(own.level_ticks, 0u);
+  EXPECT_DOUBLE_EQ(widened.median_seconds, own.median_seconds);
+  EXPECT_DOUBLE_EQ(widened.rounds_interval.low, own.interval.interval.low);
+  const double m = std::log(own.median_seconds), below = m - std::log(own.interval.interval.low);
+  EXPECT_NEAR(std::log(widened.interval.interval.low),
+              m - std::sqrt(below * below + std::pow(1.959963984540054 * 0.05, 2)), 1e-9);
+  EXPECT_NEAR(widened.level_spread, 0.05, 1e-12);
+  EXPECT_EQ(widened.level_ticks, 16u);
+  // rounds that agree under a level that does not: mistrusted, and the level is named as the reason
+  RoundOptions o;
+  EXPECT_TRUE(rounds_agree(own, o));
+  EXPECT_FALSE(rounds_agree(widened, o));
+  EXPECT_THAT(rounds_disagreement(widened, o), HasSubstr("the machine's level moved over the study"));
+  MachineLevel small = level;
+  small.spread = 0.005;
+  EXPECT_TRUE(rounds_agree(estimate_rounds(rounds, small), o));
+}
+
 TEST(RoundsTest, TheMachinesCanaryIsSummarisedOverTheRoundsThatReadIt) {
   std::vector<Round> rounds;
   const double canary[] = {4.0e-3, 4.1e-3, 0.0, 4.4e-3, 3.9e-3, 4.0e-3};  // one round did not read it

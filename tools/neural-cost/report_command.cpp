@@ -192,9 +192,10 @@ void run_compare(const CompareArgs& args, const CLI::App& cmd) {
   std::vector<std::string> named;
   if (shifted) {
     named.push_back(
-        fmt::format("every cell together, {:+.1f}% (the median of {} cells: the files' common shift, "
-                    "which the cells' tests are relative to)",
-                    100 * comparison.studies->shift, comparison.studies->cells));
+        fmt::format("every cell together, {:+.1f}% (95% CI {:+.1f}% .. {:+.1f}%; the median of {} cells: the files' "
+                    "common shift, which the cells' tests are relative to)",
+                    100 * comparison.studies->shift, 100 * (comparison.studies->shift_ci95.low - 1),
+                    100 * (comparison.studies->shift_ci95.high - 1), comparison.studies->cells));
   }
   for (const GroupChange* g : groups) {
     named.push_back(fmt::format("backend {} against the others ({:+.1f}%)", g->backend, 100 * (g->ratio - 1)));
@@ -218,9 +219,10 @@ void run_compare(const CompareArgs& args, const CLI::App& cmd) {
   throw Error(
       ErrorCode::kInvalidArgument,
       terminal_text(fmt::format("--fail-if-slower {}%: {}{} cell(s) and {} backend(s) slower by more than that "
-                                "at a family-wise alpha of {} (Holm over {} tested cells and {} backends): {}",
+                                "at a family-wise alpha of {} (Holm over {} tested cells, and over {} backends{}): {}",
                                 args.fail_if_slower, shifted ? "the common shift, " : "", slower.size(), groups.size(),
-                                args.alpha, tested_cells(comparison), comparison.groups.size(), list)));
+                                args.alpha, tested_cells(comparison), comparison.groups.size(),
+                                comparison.studies ? " and the common shift" : "", list)));
 }
 
 }  // namespace

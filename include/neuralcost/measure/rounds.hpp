@@ -65,10 +65,42 @@ struct RoundsEstimate {
   /// spread, 1.4826 MAD / median; 0 when no round read it
   double machine_seconds = 0;
   double machine_spread = 0;
+  /// The machine's level over the study (MachineLevel): its standard deviation (log units, about
+  /// relative), added in quadrature to the rounds' interval; 0 when it was not read
+  double level_spread = 0;
+  std::size_t level_ticks = 0;  ///< the ticks it was read from (0: not read)
+  Interval rounds_interval;     ///< the rounds' own interval, before the level was added
 };
 
-/// The estimate and interval of a cell from its rounds (at least one; kInvalidArgument otherwise).
-RoundsEstimate estimate_rounds(const std::vector<Round>& rounds);
+/// The machine's level over a study (docs/profiling.md, "The machine's level"). Every cell's
+/// rounds share it: a slow stretch of the machine slows all the rounds taken in it, and a study's
+/// mean level is one draw of it, which the rounds of one cell, treated as independent, cannot see
+/// (the next study draws another). It is read from the rounds of all the study's cells: log round
+/// median = cell + tick's pace + noise, fitted by median polish (Tukey), where a tick is a pass of
+/// the schedule over its cells (the rounds taken side by side); the ticks in time order are cut
+/// into kLevelBatches batches, and the standard error of their mean is the spread of the batch
+/// means over sqrt(batches) (the batch-means method for a series whose values are correlated in
+/// time). Not read (spread 0) from fewer than kLevelMinCells cells or 2 * kLevelBatches ticks:
+/// with two cells, one cell's own jump is half the pace of its ticks.
+struct LevelPoint {
+  std::int64_t tick = 0;  ///< which pass of the schedule took the round
+  std::size_t cell = 0;
+  double seconds = 0;     ///< when the round started
+  double log_median = 0;  ///< log of the round's median
+};
+struct MachineLevel {
+  double spread = 0;  ///< the standard error of the study's mean pace (log units); 0: not read
+  std::size_t ticks = 0, cells = 0;
+  std::vector<double> batch_means;  ///< each batch's mean pace (log units), in time order
+};
+inline constexpr std::size_t kLevelBatches = 4;
+inline constexpr std::size_t kLevelMinCells = 3;
+MachineLevel machine_level(const std::vector<LevelPoint>& points);
+
+/// The estimate and interval of a cell from its rounds (at least one; kInvalidArgument otherwise),
+/// the interval widened by the machine's level where it was read: in log units, each side's
+/// half-width becomes sqrt(half² + (1.96 level.spread)²).
+RoundsEstimate estimate_rounds(const std::vector<Round>& rounds, const MachineLevel& level = {});
 
 /// Whether the estimate's interval is narrow enough to act on (and holds 95 %).
 bool rounds_agree(const RoundsEstimate& estimate, const RoundOptions& options);

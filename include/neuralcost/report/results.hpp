@@ -71,6 +71,9 @@ struct ResultRun {
   std::vector<double> samples_seconds;  ///< empty in files written before it was added
   std::vector<ResultRound> rounds;      ///< empty in files written before rounds (one window: overconfident)
   double interval_coverage = 0;         ///< of [ci95_low, ci95_high] from the rounds; 0 without rounds
+  /// The machine's level over its study (the standard error of the study's mean pace, log units)
+  /// that the interval carries; 0 when not read (files before it, too few cells)
+  double level_spread = 0;
   /// the round medians
   std::vector<double> round_medians() const {
     std::vector<double> m;

@@ -68,6 +68,13 @@ struct StudyEffect {
   double spread = 0;   ///< of the log ratios around the shift (1.4826 MAD)
   double within = 0;   ///< the cells' own standard error of the log ratio (median)
   double between = 0;  ///< tau: what the cells' own intervals leave out
+  /// The shift's own uncertainty: each file's machine level (the standard error of its study's
+  /// mean pace, which every cell of the study shares; the median over its cells' runs, 0 when the
+  /// file does not carry it) and the median's standard error over the cells, in quadrature
+  double level_before = 0, level_after = 0;
+  double shift_sd = 0;       ///< of the log shift
+  double shift_p_value = 1;  ///< a normal test of the log shift against 0
+  Interval shift_ci95;       ///< of the shift, as a ratio after / before
 };
 
 /// One backend's cells against the other backends' cells of the same comparison: whether the
@@ -145,7 +152,9 @@ std::size_t tested_cells(const ResultsComparison& comparison);
 /// significance (Holm over the tested groups), the other half of the CI gate.
 std::vector<const GroupChange*> groups_slower_than(const ResultsComparison& comparison, double threshold);
 /// Whether every cell moved slower together by more than `threshold` (the study effect's common
-/// shift): the gate fails on it, as it cannot tell the machine's drift from the code's change.
+/// shift) with significance: the gate fails on it, as it cannot tell the machine's drift from the
+/// code's change beyond what the two studies' machine levels explain. The shift is one more test in
+/// the backends' Holm family (their alpha / 2).
 bool shift_slower_than(const ResultsComparison& comparison, double threshold);
 
 }  // namespace neuralcost
