@@ -62,9 +62,29 @@ void check(const DecoderConfig& c, const ModelParallelRequest& r) {
     refuse(fmt::format("dp × tp × pp = {} devices do not fill whole nodes of {} ({}): use a multiple of {}", devices,
                        per_node, r.system.id, per_node));
   }
-  if (c.layers % (r.pp * r.virtual_stages) != 0) {
-    refuse(fmt::format("--parallel pp={}{} does not divide the model's {} layers into equal stages", r.pp,
-                       r.virtual_stages > 1 ? fmt::format(" × {} chunks", r.virtual_stages) : "", c.layers));
+  if (!r.stage_layers.empty()) {
+    if (r.pp == 1) refuse("--stage-layers applies only with pipeline parallelism (pp > 1)");
+    const std::size_t chunks = static_cast<std::size_t>(r.pp) * static_cast<std::size_t>(std::max(1, r.virtual_stages));
+    if (r.stage_layers.size() != chunks) {
+      refuse(
+          r.virtual_stages > 1
+              ? fmt::format("--stage-layers gives {} chunk(s), but pp={} × --virtual-stages {} makes {} (in model "
+                            "order: device d holds chunks d, d + pp, ...)",
+                            r.stage_layers.size(), r.pp, r.virtual_stages, chunks)
+              : fmt::format("--stage-layers gives {} stage(s), but --parallel has pp={}", r.stage_layers.size(), r.pp));
+    }
+    std::int64_t total = 0;
+    for (std::int64_t n : r.stage_layers) {
+      if (n < 1) refuse(fmt::format("--stage-layers: every stage needs at least 1 layer (got {})", n));
+      total += n;
+    }
+    if (total != c.layers) {
+      refuse(fmt::format("--stage-layers adds up to {} layers, but the model has {}", total, c.layers));
+    }
+  } else if (c.layers % (r.pp * r.virtual_stages) != 0) {
+    refuse(fmt::format("--parallel pp={}{} does not divide the model's {} layers into equal stages{}", r.pp,
+                       r.virtual_stages > 1 ? fmt::format(" × {} chunks", r.virtual_stages) : "", c.layers,
+                       r.virtual_stages > 1 ? "" : " (--stage-layers N1,N2,... gives each stage's layers)"));
   }
   if (r.stage != ZeroStage::kNone && r.stage != ZeroStage::kOptimizer) {
     refuse(
@@ -149,16 +169,24 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     if (scatter) out.p2p_each_seconds += in_node_cost(r.intra, Collective::kAllGather, r.tp, act, elt, basis).seconds();
   }
 
-  const std::int64_t chunk = c.layers / (r.pp * v);
+  // the model's chunks in order (chunk k·pp + d on device d): even, or --stage-layers
+  std::vector<std::int64_t> chunk_layers = r.stage_layers, chunk_first;
+  if (chunk_layers.empty()) chunk_layers.assign(static_cast<std::size_t>(r.pp * v), c.layers / (r.pp * v));
+  for (std::int64_t first = 0; std::int64_t n : chunk_layers) {
+    chunk_first.push_back(first);
+    first += n;
+  }
   double most = 0, sum = 0;
   for (int d = 0; d < r.pp; ++d) {
     PipelineStage st;
     st.index = d;
     PartCost layers;
     std::uint64_t largest_layer_saved = 0;
-    std::int64_t moe_layers = 0;
+    std::int64_t moe_layers = 0, layer_count = 0;
     for (int k = 0; k < v; ++k) {
-      const std::int64_t first = (static_cast<std::int64_t>(k) * r.pp + d) * chunk;
+      const std::size_t j = static_cast<std::size_t>(k) * static_cast<std::size_t>(r.pp) + static_cast<std::size_t>(d);
+      const std::int64_t first = chunk_first[j], chunk = chunk_layers[j];
+      layer_count += chunk;
       st.layers.emplace_back(first, first + chunk);
       for (std::int64_t l = first; l < first + chunk; ++l) {
         const PartCost& layer = costs.layers.at(decoder_layer_kind(c, l));
@@ -167,7 +195,6 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         largest_layer_saved = std::max(largest_layer_saved, layer.saved_bytes);
       }
     }
-    const std::int64_t layer_count = chunk * v;
     const bool first = d == 0, last = d == r.pp - 1;
     PartCost all = layers;
     if (first) all += costs.before;
@@ -198,7 +225,7 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
                : std::min<std::int64_t>(m * v, static_cast<std::int64_t>(r.pp - d - 1) * 2 + (v - 1) * r.pp + 1);
     st.in_flight = static_cast<int>(chunks_in_flight);
     const double per_chunk =
-        r.recompute ? static_cast<double>(chunk) * static_cast<double>(costs.hidden_bytes) / (sp ? r.tp : 1)
+        r.recompute ? static_cast<double>(layer_count) / v * static_cast<double>(costs.hidden_bytes) / (sp ? r.tp : 1)
                     : static_cast<double>(layers.saved_bytes) / v;
     const std::int64_t ends_in_flight = std::min<std::int64_t>(m, r.pp - d);
     st.activation_bytes = static_cast<std::uint64_t>(

@@ -104,7 +104,19 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
   const std::string llm = "analyze llama-3-8b --train --precision bf16-mixed --prompt 256 --system dgx-h100 ";
   expect_error(llm + "--parallel dp=2,tp=2,pp=2 --global-batch 3",
                "--global-batch 3 is not a multiple of dp × micro-batch = 2 × 1");
-  expect_error(llm + "--parallel pp=3,dp=8", "--parallel pp=3 does not divide the model's 32 layers into equal stages");
+  expect_error(llm + "--parallel pp=3,dp=8",
+               "--parallel pp=3 does not divide the model's 32 layers into equal stages (--stage-layers N1,N2,... "
+               "gives each stage's layers)");
+  expect_error(llm + "--parallel pp=3,dp=8 --stage-layers 10,10,10",
+               "--stage-layers adds up to 30 layers, but the "
+               "model has 32");
+  expect_error(llm + "--parallel pp=2,dp=8 --stage-layers 16,8,8",
+               "--stage-layers gives 3 stage(s), but --parallel "
+               "has pp=2");
+  expect_error(llm + "--parallel tp=2 --stage-layers 32",
+               "--stage-layers applies only with pipeline parallelism (pp > 1)");
+  expect_error("analyze llama-3-8b --stage-layers 16,16",
+               "--stage-layers applies only with --train and --parallel tp=N or pp=N (or --search --devices N)");
   expect_error(llm + "--parallel tp=2,pp=2 --zero zero3",
                "--zero zero3 with tensor or pipeline parallelism is not built: ddp or zero1 (a distributed "
                "optimizer); --parallel dp=N alone takes every stage");

@@ -4,6 +4,7 @@
 // ZeRO stage, Korthikanti et al.'s model FLOPs, the search's layouts, and one error per bad layout.
 #include "neuralcost/parallel/model_parallel.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
@@ -178,6 +179,103 @@ TEST(ModelParallelTest, ThePipelinesBubbleAndMicroBatchesInFlight) {
   r.virtual_stages = 1;
   r.global_batch = 2;
   EXPECT_EQ(model_parallel_step(cache, r).stages[0].in_flight, 2);
+}
+
+// Uneven stages (--stage-layers): an even list is the even split exactly; an uneven one gives each
+// stage its own layers (every layer on one stage, the FLOPs and parameters adding up to the even
+// layout's), the busiest stage sets the pace and the bubble is the others' sum below it. Llama 3
+// 405B's layout, one layer fewer on the first and last stages (which hold the embedding and the
+// head), is the one the ends need: its busiest stage is lighter than an even split's.
+TEST(ModelParallelTest, UnevenStagesHoldTheirOwnLayers) {
+  const DecoderConfig c = gpt(16, 1024, 16);
+  ShardCostCache cache(c, HardwareDatabase::builtin().get("h100-sxm"));
+  ModelParallelRequest r = request();
+  r.pp = 4;
+  r.global_batch = 8;
+  const ModelParallelStep even = model_parallel_step(cache, r);
+  r.stage_layers = {4, 4, 4, 4};
+  const ModelParallelStep listed = model_parallel_step(cache, r);
+  EXPECT_DOUBLE_EQ(listed.step_seconds, even.step_seconds);
+  EXPECT_EQ(listed.stages[2].layers, even.stages[2].layers);
+  r.stage_layers = {3, 5, 5, 3};
+  const ModelParallelStep uneven = model_parallel_step(cache, r);
+  ASSERT_EQ(uneven.stages.size(), 4u);
+  const std::vector<std::pair<std::int64_t, std::int64_t>> ranges = {{0, 3}, {3, 8}, {8, 13}, {13, 16}};
+  double flops = 0, even_flops = 0, most = 0, sum = 0;
+  std::uint64_t parameters = 0, even_parameters = 0;
+  for (std::size_t d = 0; d < 4; ++d) {
+    ASSERT_EQ(uneven.stages[d].layers.size(), 1u);
+    EXPECT_EQ(uneven.stages[d].layers[0], ranges[d]);
+    flops += uneven.stages[d].flops;
+    even_flops += even.stages[d].flops;
+    parameters += uneven.stages[d].parameters;
+    even_parameters += even.stages[d].parameters;
+    most = std::max(most, uneven.stages[d].busy_seconds());
+    sum += uneven.stages[d].busy_seconds();
+  }
+  EXPECT_NEAR(flops, even_flops, even_flops * 1e-12);
+  EXPECT_EQ(parameters, even_parameters);
+  EXPECT_DOUBLE_EQ(uneven.bubble_seconds, sum - most);
+  EXPECT_DOUBLE_EQ(uneven.pipeline_seconds, 8 * most + uneven.bubble_seconds + uneven.p2p_seconds);
+  // a stage of 5 layers keeps more activations than the even split's 4 (4 − d micro-batches of its own layers)
+  EXPECT_GT(uneven.stages[1].activation_bytes, even.stages[1].activation_bytes);
+  // the last stage carries the LM head (2·512·1024·51200 FLOPs forward, about four layers' worth):
+  // evenly split, it is the busiest; two layers moved off it to the first two stages shorten the step
+  EXPECT_DOUBLE_EQ(even.stages[3].busy_seconds(),
+                   std::max({even.stages[0].busy_seconds(), even.stages[1].busy_seconds(),
+                             even.stages[2].busy_seconds(), even.stages[3].busy_seconds()}));
+  r.stage_layers = {5, 5, 4, 2};
+  const ModelParallelStep balanced = model_parallel_step(cache, r);
+  EXPECT_LT(balanced.step_seconds, even.step_seconds);
+  EXPECT_LT(balanced.stages[3].busy_seconds(), even.stages[3].busy_seconds());
+  // interleaved: chunks in model order, device d holding chunks d and d + 4; an even list is the even split
+  r.virtual_stages = 2;
+  r.stage_layers.clear();
+  const ModelParallelStep even2 = model_parallel_step(cache, r);
+  r.stage_layers = {2, 2, 2, 2, 2, 2, 2, 2};
+  EXPECT_DOUBLE_EQ(model_parallel_step(cache, r).step_seconds, even2.step_seconds);
+  r.stage_layers = {1, 2, 2, 2, 3, 3, 2, 1};  // the first and last chunks a layer lighter
+  const ModelParallelStep uneven2 = model_parallel_step(cache, r);
+  EXPECT_EQ(uneven2.stages[0].layers, (std::vector<std::pair<std::int64_t, std::int64_t>>{{0, 1}, {7, 10}}));
+  EXPECT_EQ(uneven2.stages[3].layers, (std::vector<std::pair<std::int64_t, std::int64_t>>{{5, 7}, {15, 16}}));
+  // errors: a count per stage, adding up to the layers, each at least 1, plain 1F1B, pp > 1
+  const auto message = [&](auto change) {
+    ModelParallelRequest q = request();
+    q.pp = 4;
+    q.global_batch = 8;
+    change(q);
+    try {
+      model_parallel_step(cache, q);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_EQ(message([](auto& q) {
+              q.stage_layers = {4, 4, 8};
+            }),
+            "--stage-layers gives 3 stage(s), but --parallel has pp=4");
+  EXPECT_EQ(message([](auto& q) {
+              q.stage_layers = {4, 4, 4, 5};
+            }),
+            "--stage-layers adds up to 17 layers, but the model has 16");
+  EXPECT_EQ(message([](auto& q) {
+              q.stage_layers = {8, 8, 0, 0};
+            }),
+            "--stage-layers: every stage needs at least 1 layer (got 0)");
+  EXPECT_EQ(message([](auto& q) {
+              q.stage_layers = {4, 4, 4, 4};
+              q.virtual_stages = 2;
+            }),
+            "--stage-layers gives 4 chunk(s), but pp=4 × --virtual-stages 2 makes 8 (in model order: device d holds "
+            "chunks d, d + pp, ...)");
+  EXPECT_EQ(message([](auto& q) {
+              q.pp = 1;
+              q.stage_layers = {16};
+            }),
+            "--stage-layers applies only with pipeline parallelism (pp > 1)");
+  EXPECT_NE(message([](auto& q) { q.pp = 5; }).find("--stage-layers N1,N2,... gives each stage's layers"),
+            std::string::npos);
 }
 
 // Every parameter on exactly one stage (plus the LM head's copy of a tied embedding on the last),

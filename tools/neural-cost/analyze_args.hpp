@@ -40,10 +40,11 @@ struct AnalyzeArgs {
   bool train = false;
   std::string parallel, zero = "ddp", system, link;
   bool search = false;
-  std::int64_t global_batch = 0;   // --parallel with tp or pp: sequences a step over every replica
-  bool sequence_parallel = false;  // Megatron's sequence parallelism with tp
-  int virtual_stages = 1;          // interleaved 1F1B: model chunks a device
-  int devices = 0;                 // --search over dp × tp × pp layouts of this many devices
+  std::int64_t global_batch = 0;           // --parallel with tp or pp: sequences a step over every replica
+  bool sequence_parallel = false;          // Megatron's sequence parallelism with tp
+  int virtual_stages = 1;                  // interleaved 1F1B: model chunks a device
+  std::vector<std::int64_t> stage_layers;  // uneven pipeline stages: each stage's layers
+  int devices = 0;                         // --search over dp × tp × pp layouts of this many devices
   std::string optimizer = "adam";
   std::string precision = "fp32";
   std::string checkpoint = "none";

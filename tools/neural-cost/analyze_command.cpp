@@ -106,7 +106,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
       (args.search && cmd.count("--devices") > 0)) {
     return run_model_parallel(args, cmd, format, layout);
   }
-  refuse_given(cmd, {"--global-batch", "--virtual-stages", "--sequence-parallel"},
+  refuse_given(cmd, {"--global-batch", "--virtual-stages", "--stage-layers", "--sequence-parallel"},
                " applies only with --train and --parallel tp=N or pp=N (or --search --devices N)");
   if (layout && layout->tp > 1) return run_tensor_parallel(args, cmd, format, *layout);
   if (!args.train && !args.memory_budget.empty() && !layout) return run_serving_capacity(args, cmd, format);
@@ -315,6 +315,12 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "With --parallel pp=N: model chunks a device (Megatron's interleaved 1F1B; bubble / v)")
       ->capture_default_str();
+  cmd->add_option("--stage-layers", args->stage_layers,
+                  "With --parallel pp=N: each stage's layers, first to last (N counts adding up to the model's "
+                  "layers; with --virtual-stages v, pp × v chunks in model order), for uneven stages, e.g. "
+                  "7,8,...,8,7 for 126 layers over 16 (the first and last a layer lighter: they hold the embedding "
+                  "and the head); default: an even split")
+      ->delimiter(',');
   cmd->add_option("--devices", args->devices,
                   "With --train --search (a decoder): every dp × tp × pp layout of this many devices, micro-batch "
                   "(--batch, default 1,2,4,8), recomputation and ZeRO stage (ddp, zero1), ranked by step time among "

@@ -108,12 +108,14 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   r.tokens = args.prompt;
   r.global_batch = args.global_batch;
   r.virtual_stages = args.virtual_stages;
+  r.stage_layers = args.stage_layers;
   std::tie(r.stage, r.system, r.intra, r.inter) = stage_and_links(args, cmd);
   ShardCostCache costs = model_parallel_costs(args.models.front(), HardwareDatabase::builtin().get(r.system.device));
   const std::string base = args.models.front().substr(args.models.front().find_last_of('/') + 1);
   const std::string name = fmt::format("{} (training on {} tokens)", base, args.prompt);
   if (args.search) {
-    refuse_given(cmd, {"--parallel", "--zero", "--virtual-stages", "--checkpoint", "--sequence-parallel"},
+    refuse_given(cmd,
+                 {"--parallel", "--zero", "--virtual-stages", "--stage-layers", "--checkpoint", "--sequence-parallel"},
                  " does not apply with --search --devices (it tries every layout, ZeRO stage, recomputation and "
                  "sequence parallelism)");
     const std::vector<std::int64_t> micro =

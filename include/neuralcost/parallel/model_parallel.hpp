@@ -32,7 +32,12 @@ struct ModelParallelRequest {
   /// Expert parallelism: each MoE layer's experts split over ep devices of the dp dimension (ep
   /// divides dp and the experts); tokens reach their experts' devices by all-to-all.
   int ep = 1;
-  int virtual_stages = 1;         ///< v: model chunks per device (interleaved 1F1B); 1: plain 1F1B
+  int virtual_stages = 1;  ///< v: model chunks per device (interleaved 1F1B); 1: plain 1F1B
+  /// Layers of each model chunk in model order (--stage-layers; pp × v of them, chunk k·pp + d on
+  /// device d; with v = 1 each stage's): uneven stages, as Llama 3 405B's 126 layers with one
+  /// layer fewer on the first and the last chunk, which hold the embedding and the head. Empty:
+  /// the layers split evenly (pp × v must divide them).
+  std::vector<std::int64_t> stage_layers;
   std::int64_t micro_batch = 1;   ///< b: sequences per micro-batch (--batch)
   std::int64_t global_batch = 0;  ///< sequences per step over all replicas; 0: dp × b (one micro-batch)
   std::int64_t tokens = 2048;     ///< sequence length (--prompt)
