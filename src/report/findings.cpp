@@ -62,6 +62,7 @@ Ratio ratio_of(const ResultRun& a, const ResultRun& b) {
 Findings find_findings(const ResultsFile& results) {
   Findings f;
   const std::vector<ResultRun>& runs = results.runs;
+  std::vector<double> levels;
   f.runs = runs.size();
   // cells per (model, batch, device): the measured runs of every configuration
   std::map<std::tuple<std::string, std::int64_t, std::string>, std::vector<std::size_t>> groups;
@@ -72,6 +73,7 @@ Findings find_findings(const ResultsFile& results) {
       continue;
     }
     (r.mistrusted() ? f.mistrusted : f.ok) += 1;
+    if (r.level_spread > 0) levels.push_back(r.level_spread);
     (r.bound == "compute" ? f.compute_bound : f.memory_bound) += 1;
     groups[{r.model, r.batch, r.device}].push_back(i);
     if (!r.mistrusted()) {
@@ -79,6 +81,7 @@ Findings find_findings(const ResultsFile& results) {
       if (!f.worst_efficiency || r.efficiency < runs[*f.worst_efficiency].efficiency) f.worst_efficiency = i;
     }
   }
+  if (!levels.empty()) f.level_spread = median(levels);
   // winners: the fastest configuration per group, in the order of the groups' first runs
   std::map<std::string, std::int64_t> largest_batch;  // per model, among groups with 2+ configurations
   for (const auto& [key, members] : groups) {

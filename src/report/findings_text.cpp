@@ -167,6 +167,13 @@ std::vector<std::string> findings_sentences(const ReportInput& input) {
                     f.mistrusted == 1 ? "1 run is" : fmt::format("{} runs are", f.mistrusted),
                     f.mistrusted == 1 ? "its" : "their"));
   }
+  if (f.level_spread > 0) {
+    out.push_back(fmt::format(
+        "Every interval carries the machine's level over this study, ±{:.1f}% (95%): how far the study's mean pace "
+        "may lie from the machine's, which a rerun draws again (the standard error of the study's mean pace, from "
+        "batch means of its ticks; docs/profiling.md §2a).",
+        100 * 1.959963984540054 * f.level_spread));
+  }
   if (f.failed > 0) out.push_back(fmt::format("{} failed (listed below).", plural(f.failed, "cell", "cells")));
   if (input.cost) {
     const CostReport& cost = *input.cost;

@@ -785,6 +785,16 @@ TEST(FindingsTest, AWinnerIsNamedOnlyWhenPairedRoundsSaySo) {
   EXPECT_EQ(f.tied_models, std::vector<std::string>{"ff"});
 }
 
+TEST(FindingsTest, TheMachinesLevelIsTheMedianOfTheRunsThatReadIt) {
+  std::vector<json> runs = {rounds_run("jax", "eager", 1.1e-3, kDrift), rounds_run("torch", "eager", 1e-3, kDrift),
+                            rounds_run("tensorflow", "eager", 1e-3, kDrift)};
+  EXPECT_EQ(find_findings(parse_results(jsonl(runs), "s.jsonl")).level_spread, 0.0);  // files before it
+  runs[0]["timing"]["estimate"]["level_spread"] = 0.014;
+  runs[1]["timing"]["estimate"]["level_spread"] = 0.015;
+  runs[2]["timing"]["estimate"]["level_spread"] = 0.02;
+  EXPECT_DOUBLE_EQ(find_findings(parse_results(jsonl(runs), "s.jsonl")).level_spread, 0.015);
+}
+
 TEST(FindingsTest, ASpeedupCarriesThePairedInterval) {
   std::vector<double> jit_drift = kDrift;
   jit_drift[0] *= 1.02;  // the pairs disagree a little

@@ -76,6 +76,9 @@ struct Findings {
   std::optional<std::size_t> largest_speedup;
   /// Best and worst roofline efficiency among runs that are not mistrusted (indices into runs).
   std::optional<std::size_t> best_efficiency, worst_efficiency;
+  /// The machine's level over the study that every interval carries (the median over the measured
+  /// runs that read it; log units, about relative); 0 when no run read it (docs/profiling.md §2a)
+  double level_spread = 0;
 };
 
 /// The findings of `results`. A mistrusted run still takes part (its figures are what was
