@@ -101,8 +101,7 @@ RoundsEstimate estimate_rounds(const std::vector<Round>& rounds, const MachineLe
   e.interval = order_statistic_median_ci(medians);
   e.rounds_interval = e.interval.interval;
   if (level.spread > 0 && e.median_seconds > 0 && e.interval.interval.low > 0) {
-    constexpr double z95 = 1.959963984540054;
-    const double m = std::log(e.median_seconds), add = z95 * level.spread;
+    const double m = std::log(e.median_seconds), add = kZ95 * level.spread;
     const double below = m - std::log(e.interval.interval.low), above = std::log(e.interval.interval.high) - m;
     e.interval.interval.low = std::exp(m - std::sqrt(below * below + add * add));
     e.interval.interval.high = std::exp(m + std::sqrt(above * above + add * add));
@@ -144,9 +143,9 @@ std::string rounds_disagreement(const RoundsEstimate& e, const RoundOptions& o, 
         "mean pace is uncertain by +-{:.1f}% (95%, batch means of the pace of {} ticks), which every cell's interval "
         "carries, and together they span {:+.1f}% to {:+.1f}%, beyond the +-{:.0f}% that `ok` allows: a rerun may "
         "land there (docs/profiling.md, \"The machine's level\"); a quieter machine narrows it",
-        100 * (e.rounds_interval.low / m - 1), 100 * (e.rounds_interval.high / m - 1),
-        100 * 1.959963984540054 * e.level_spread, e.level_ticks, 100 * (e.interval.interval.low / m - 1),
-        100 * (e.interval.interval.high / m - 1), 100 * o.ok_half_width);
+        100 * (e.rounds_interval.low / m - 1), 100 * (e.rounds_interval.high / m - 1), 100 * kZ95 * e.level_spread,
+        e.level_ticks, 100 * (e.interval.interval.low / m - 1), 100 * (e.interval.interval.high / m - 1),
+        100 * o.ok_half_width);
   }
   if (e.interval.coverage < 0.95) {
     return fmt::format(
@@ -163,7 +162,7 @@ std::string rounds_disagreement(const RoundsEstimate& e, const RoundOptions& o, 
       100 * e.within_round_spread, e.dominant == "between rounds" ? "between windows of time" : "within a window");
   if (e.level_spread > 0) {
     why += fmt::format("; the interval carries the machine's level over the study, +-{:.1f}% (95%)",
-                       100 * 1.959963984540054 * e.level_spread);
+                       100 * kZ95 * e.level_spread);
   }
   if (intra_op_threads > 1) {
     // measured on the 2-vCPU VM: two threads split a torch cell's rounds into modes 0.5x-1.5x apart

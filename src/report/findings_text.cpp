@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "neuralcost/core/statistics.hpp"
 #include "report/si_format.hpp"
 
 namespace neuralcost::report {
@@ -172,7 +173,7 @@ std::vector<std::string> findings_sentences(const ReportInput& input) {
         "Every interval carries the machine's level over this study, ±{:.1f}% (95%): how far the study's mean pace "
         "may lie from the machine's, which a rerun draws again (the standard error of the study's mean pace, from "
         "batch means of its ticks; docs/profiling.md §2a).",
-        100 * 1.959963984540054 * f.level_spread));
+        100 * kZ95 * f.level_spread));
   }
   if (f.failed > 0) out.push_back(fmt::format("{} failed (listed below).", plural(f.failed, "cell", "cells")));
   if (input.cost) {

@@ -153,7 +153,7 @@ std::vector<GroupChange> compare_groups(const std::vector<CellChange>& cells, do
 /// against it: p from |log ratio| / sqrt(own variance + between²) (normal), its interval widened to
 /// match, and its change no longer significant where that p is not below alpha.
 std::optional<StudyEffect> account_for_studies(std::vector<CellChange>& cells, double alpha, double min_effect) {
-  constexpr double z95 = 1.959963984540054;
+  constexpr double z95 = kZ95;
   std::vector<CellChange*> tested;
   std::vector<double> logs, own;
   for (CellChange& c : cells) {
@@ -223,14 +223,15 @@ std::optional<StudyEffect> account_for_studies(std::vector<CellChange>& cells, d
   return e;
 }
 
-/// Holm-Bonferroni at `alpha` over `tests` (each with its p_value()): which are significant.
-template <typename T>
-std::set<const T*> holm(std::vector<const T*> tests, double alpha) {
-  std::stable_sort(tests.begin(), tests.end(), [](const T* a, const T* b) { return a->p_value() < b->p_value(); });
-  std::set<const T*> significant;
-  for (std::size_t i = 0; i < tests.size(); ++i) {
-    if (tests[i]->p_value() >= alpha / static_cast<double>(tests.size() - i)) break;
-    significant.insert(tests[i]);
+/// Holm-Bonferroni at `alpha` over the p values `p`: the indices of the significant ones.
+std::set<std::size_t> holm(const std::vector<double>& p, double alpha) {
+  std::vector<std::size_t> order(p.size());
+  for (std::size_t i = 0; i < p.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return p[a] < p[b]; });
+  std::set<std::size_t> significant;
+  for (std::size_t k = 0; k < order.size(); ++k) {
+    if (p[order[k]] >= alpha / static_cast<double>(order.size() - k)) break;
+    significant.insert(order[k]);
   }
   return significant;
 }
@@ -244,13 +245,16 @@ double changed_by(const GroupChange& g) { return g.ratio; }
 template <typename T>
 std::vector<const T*> significantly_slower(const std::vector<T>& items, double alpha, double threshold) {
   std::vector<const T*> tested;
+  std::vector<double> p;
   for (const T& x : items) {
-    if (x.test) tested.push_back(&x);
+    if (!x.test) continue;
+    tested.push_back(&x);
+    p.push_back(x.p_value());
   }
-  const auto significant = holm(tested, alpha);
   std::vector<const T*> slower;
-  for (const T& x : items) {
-    if (x.change == Change::kSlower && changed_by(x) > 1 + threshold && significant.count(&x)) slower.push_back(&x);
+  for (std::size_t i : holm(p, alpha)) {
+    const T& x = *tested[i];
+    if (x.change == Change::kSlower && changed_by(x) > 1 + threshold) slower.push_back(&x);
   }
   return slower;
 }
@@ -369,17 +373,19 @@ namespace {
 /// The backends' half of the gate: Holm at alpha / 2 over the tested backends and the common
 /// shift. The significant ones: indices into groups, and groups.size() for the shift.
 std::set<std::size_t> backend_family(const ResultsComparison& comparison) {
-  std::vector<std::pair<double, std::size_t>> tests;
+  std::vector<double> p;
+  std::vector<std::size_t> which;
   for (std::size_t i = 0; i < comparison.groups.size(); ++i) {
-    if (comparison.groups[i].test) tests.emplace_back(comparison.groups[i].p_value(), i);
+    if (!comparison.groups[i].test) continue;
+    p.push_back(comparison.groups[i].p_value());
+    which.push_back(i);
   }
-  if (comparison.studies) tests.emplace_back(comparison.studies->shift_p_value, comparison.groups.size());
-  std::stable_sort(tests.begin(), tests.end());
+  if (comparison.studies) {
+    p.push_back(comparison.studies->shift_p_value);
+    which.push_back(comparison.groups.size());
+  }
   std::set<std::size_t> significant;
-  for (std::size_t i = 0; i < tests.size(); ++i) {
-    if (tests[i].first >= comparison.alpha / 2 / static_cast<double>(tests.size() - i)) break;
-    significant.insert(tests[i].second);
-  }
+  for (std::size_t k : holm(p, comparison.alpha / 2)) significant.insert(which[k]);
   return significant;
 }
 

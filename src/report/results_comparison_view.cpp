@@ -3,6 +3,7 @@
 
 #include <tuple>
 
+#include "neuralcost/core/statistics.hpp"
 #include "neuralcost/report/report_views.hpp"
 #include "neuralcost/version.hpp"
 #include "report/findings_text.hpp"
@@ -191,7 +192,7 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
                           "levels (+-{:.1f}% and +-{:.1f}% at 95%: how far each study's mean pace may lie from the "
                           "machine's) and the cells' spread",
                           100 * (e.shift_ci95.low - 1), 100 * (e.shift_ci95.high - 1), e.shift_p_value,
-                          1.96 * 100 * e.level_before, 1.96 * 100 * e.level_after)
+                          kZ95 * 100 * e.level_before, kZ95 * 100 * e.level_after)
             : fmt::format("the shift itself: 95% CI {:+.1f}% .. {:+.1f}%, p {:.2g}, from the cells' spread alone "
                           "(the files carry no machine level: written before it, or too few cells to read it)",
                           100 * (e.shift_ci95.low - 1), 100 * (e.shift_ci95.high - 1), e.shift_p_value));

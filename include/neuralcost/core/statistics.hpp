@@ -17,6 +17,9 @@ double stddev(const std::vector<double>& samples);
 /// "type 7" rule of R and numpy): percentile(s, 50) == median(s).
 double percentile(std::vector<double> samples, double p);
 
+/// The standard normal's 97.5th percentile: a two-sided 95 % interval is ± kZ95 standard deviations.
+inline constexpr double kZ95 = 1.959963984540054;
+
 struct Interval {
   double low = 0;
   double high = 0;
