@@ -100,13 +100,13 @@ RoundsEstimate estimate_rounds(const std::vector<Round>& rounds, const MachineLe
   e.median_seconds = median(medians);
   e.interval = order_statistic_median_ci(medians);
   e.rounds_interval = e.interval.interval;
+  e.level_spread = level.spread;
+  e.level_ticks = level.ticks;
   if (level.spread > 0 && e.median_seconds > 0 && e.interval.interval.low > 0) {
     const double m = std::log(e.median_seconds), add = kZ95 * level.spread;
     const double below = m - std::log(e.interval.interval.low), above = std::log(e.interval.interval.high) - m;
     e.interval.interval.low = std::exp(m - std::sqrt(below * below + add * add));
     e.interval.interval.high = std::exp(m + std::sqrt(above * above + add * add));
-    e.level_spread = level.spread;
-    e.level_ticks = level.ticks;
   }
   if (e.median_seconds > 0) {
     e.relative_half_width =

@@ -282,9 +282,9 @@ nlohmann::json profile_run_json(const ProfileRun& r) {
     // the unit of evidence: the median and interval above are the rounds' (docs/profiling.md, "Rounds")
     const RoundsEstimate& e = r.estimate;
     run["timing"]["estimate"] = {
-        {"method", e.level_ticks > 0 ? "median of the round medians; interval: order statistics of the round medians, "
-                                       "widened by the machine's level over the study (batch means of its pace)"
-                                     : "median of the round medians; interval: order statistics of the round medians"},
+        {"method", e.level_spread > 0 ? "median of the round medians; interval: order statistics of the round medians, "
+                                        "widened by the machine's level over the study (batch means of its pace)"
+                                      : "median of the round medians; interval: order statistics of the round medians"},
         {"rounds", e.rounds},
         {"preparations", r.preparations},
         {"coverage", e.interval.coverage},

@@ -159,6 +159,8 @@ TEST(RoundsTest, TheMachinesLevelIsReadFromEveryCellsRoundsAndWidensTheInterval)
   for (int i = 0; i < 6; ++i) rounds.push_back(scripted_round(1e-3 * (1 + 0.01 * (i - 2)), 0, i));
   const RoundsEstimate own = estimate_rounds(rounds), widened = estimate_rounds(rounds, level);
   EXPECT_EQ(own.level_ticks, 0u);
+  EXPECT_EQ(estimate_rounds(rounds, machine_level(steady)).level_ticks, 16u);  // read, and 0
+  EXPECT_EQ(estimate_rounds(rounds, machine_level(steady)).interval.interval.low, own.interval.interval.low);
   EXPECT_DOUBLE_EQ(widened.median_seconds, own.median_seconds);
   EXPECT_DOUBLE_EQ(widened.rounds_interval.low, own.interval.interval.low);
   const double m = std::log(own.median_seconds), below = m - std::log(own.interval.interval.low);
@@ -348,6 +350,36 @@ TEST(RoundsTest, TheScheduleInterleavesRoundsOverPreparations) {
     differs = other != order;
   }
   EXPECT_TRUE(differs);
+}
+
+// The schedule reads the machine's level from every cell's rounds and gives it to each cell: three
+// cells of one group over ten ticks (a steady scripted machine: a level near 0, read from all the
+// ticks); the two-cell schedule above does not read it.
+TEST(RoundsTest, TheScheduleGivesEveryCellTheStudysMachineLevel) {
+  const ScriptedBackend backend({{"a", {1.0}}, {"b", {1.0}}, {"c", {1.2}}});
+  const HardwareSpec& hw = HardwareDatabase::builtin().get("epyc-9654");
+  ModelRequest base;
+  base.model = "ff";
+  ProfileOptions options = scripted_options();
+  options.modes = {"a", "b", "c"};
+  options.rounds.rounds = 10;
+  const std::vector<ProfileRun> runs = measure_cells(backend_cells(backend, base, hw, options), hw, options, {});
+  ASSERT_EQ(runs.size(), 3u);
+  for (const ProfileRun& r : runs) {
+    ASSERT_FALSE(r.outcome.failed()) << r.outcome.error();
+    EXPECT_GE(r.estimate.level_ticks, 2 * kLevelBatches) << r.mode;
+    EXPECT_LT(r.estimate.level_spread, 0.005) << r.mode;
+    EXPECT_LE(r.estimate.interval.interval.low, r.estimate.rounds_interval.low) << r.mode;
+    EXPECT_GE(r.estimate.interval.interval.high, r.estimate.rounds_interval.high) << r.mode;
+  }
+  // two cells: not read, and the interval is the rounds' own
+  const ScriptedBackend two;
+  options = scripted_options();
+  options.rounds.rounds = 10;
+  for (const ProfileRun& r : measure_cells(backend_cells(two, base, hw, options), hw, options, {})) {
+    EXPECT_EQ(r.estimate.level_ticks, 0u) << r.mode;
+    EXPECT_EQ(r.estimate.interval.interval.low, r.estimate.rounds_interval.low) << r.mode;
+  }
 }
 
 TEST(RoundsTest, ASpeedupWhoseIntervalIsWideGetsMoreRoundsOfBothModes) {
