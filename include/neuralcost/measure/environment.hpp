@@ -50,6 +50,7 @@ void check_page_faults(EnvironmentFacts& facts, double faults_per_iteration);
 struct MallocTuning {
   bool tuned = false;       ///< this process set the thresholds (and GLIBC_TUNABLES for its workers)
   std::string description;  ///< "mmap_threshold 32 MiB, trim_threshold 4 GiB, set by neural-cost ..."
+  std::string arenas;       ///< what became of this process's malloc arenas ("one malloc arena ...")
 };
 
 /// Keeps freed memory in the processes a measurement runs (docs/profiling.md §2a, "Machine
@@ -58,7 +59,10 @@ struct MallocTuning {
 /// for a batch-32 CNN in LibTorch; on a VM their cost swings from round to round). Unless
 /// GLIBC_TUNABLES is already set (the user's choice, kept), sets this process's mmap threshold to
 /// glibc's largest (32 MiB) and its trim threshold to 4 GiB with mallopt, and GLIBC_TUNABLES with
-/// the same values for the worker processes it starts. Call before any thread starts.
+/// the same values for the worker processes it starts. Whatever GLIBC_TUNABLES says, limits this
+/// process to one malloc arena (unless the user chose a count): the thread that runs LibTorch's
+/// calls would otherwise get an arena of its own, whose heaps are unmapped whenever they empty.
+/// Call before any thread starts.
 MallocTuning tune_malloc_for_measurement();
 /// What the last tune_malloc_for_measurement() of this process did (empty description: never called).
 const MallocTuning& malloc_tuning();
