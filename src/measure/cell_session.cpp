@@ -187,9 +187,11 @@ void fill_contract(ProfileRun& run, const ModelRequest& request, const HardwareS
       "order (seed {}) with the other cells of the same model and batch{}; estimate: the median of the round medians; "
       "interval: order statistics {}..{} of the round medians, coverage {:.1f}%",
       run.estimate.rounds, ro.rounds, ro.max_rounds, ro.ok_half_width, run.preparations, ro.seed,
-      options.run.device.is_cpu() ? fmt::format(", pass by pass (a round's visits of >= {:g} ms in turn with theirs)",
-                                                1e3 * kInterleavedVisitSeconds)
-                                  : std::string(),
+      options.run.device.is_cpu()
+          ? fmt::format(", pass by pass (a round's visits of >= {:g} ms in turn with theirs, each begun by "
+                        "one untimed pass that finds the model warm again)",
+                        1e3 * kInterleavedVisitSeconds)
+          : std::string(),
       run.estimate.interval.k, run.estimate.rounds + 1 - run.estimate.interval.k, 100 * run.estimate.interval.coverage);
   c["layer_profiled_passes"] = std::to_string(options.layer_runs);
 }

@@ -16,7 +16,7 @@ namespace neuralcost {
 
 /// A round's passes fewer than this are enough: the round's median is one value of the cell's
 /// estimate, whose interval comes from the rounds.
-inline constexpr int kRoundMinSamples = 10;
+inline constexpr int kRoundMinSamples = 5;
 
 /// The least time a cell's visit takes when its round is interleaved pass by pass with the other
 /// cells of its model and batch (CPU runs): a pass at least, and passes for 2 ms. The machine's

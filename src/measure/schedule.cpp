@@ -353,7 +353,7 @@ class Schedule {
         if (!windows[k] || windows[k]->done()) continue;
         any = true;
         try {
-          windows[k]->visit(kInterleavedVisitSeconds);
+          windows[k]->visit(kInterleavedVisitSeconds, /*prime=*/true);
         } catch (const std::exception& e) {
           fail(k, e);
         }

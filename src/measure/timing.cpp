@@ -78,8 +78,15 @@ void TimingWindow::warm_up() {
   r_.warmup_seconds = seconds_since(warm_start);
 }
 
-void TimingWindow::visit(double min_seconds) {
+void TimingWindow::visit(double min_seconds, bool prime) {
   if (done_) return;
+  const auto prime_start = Clock::now();
+  if (prime) {
+    throw_if_interrupted();
+    work_.run();
+    work_.synchronize();
+    ++primed_;
+  }
   if (!started_) {
     for (Sampler* s : work_.samplers) {
       if (!s->counts_own_passes()) s->start();
@@ -101,7 +108,7 @@ void TimingWindow::visit(double min_seconds) {
     r_.samples_seconds.push_back(own ? *own : wall);
     r_.backend_clock = r_.backend_clock || own.has_value();
     const std::size_t n = r_.samples_seconds.size();
-    const bool out_of_time = sampled_seconds_ + seconds_since(visit_start) >= o_.budget_seconds;
+    const bool out_of_time = sampled_seconds_ + seconds_since(prime_start) >= o_.budget_seconds;
     if (static_cast<int>(n) >= o_.max_samples) done_ = true;
     if (n >= next_check_ || out_of_time) {
       // the bootstrap costs O(n) per resample: check at geometrically spaced counts
@@ -112,7 +119,7 @@ void TimingWindow::visit(double min_seconds) {
     }
   }
   const double seconds = seconds_since(visit_start);
-  sampled_seconds_ += seconds;
+  sampled_seconds_ += seconds_since(prime_start);  // the budget pays for the untimed pass too
   const int passes = static_cast<int>(r_.samples_seconds.size() - before);
   for (Sampler* s : work_.samplers) {
     if (!s->counts_own_passes()) continue;

@@ -333,6 +333,55 @@ TEST(TimingWindowTest, TheBudgetCountsTheWindowsOwnPassesNotTheOthers) {
   EXPECT_GE(r.samples_seconds.size(), 3U);
 }
 
+// A visit that follows other cells' passes starts cold: its first pass is slow (here 3x). A
+// primed visit runs that pass untimed, so the samples are the steady passes only, its budget
+// pays for it, and its own samplers do not see it.
+TEST(TimingWindowTest, APrimedVisitsColdPassIsRunUntimedAndPaidFromTheBudget) {
+  ScriptedBackend a{nullptr};
+  std::vector<bool> cold;  // per pass of a: the first of its visit
+  bool visit_begins = false;
+  a.duration = [&](int i) { return cold.at(static_cast<std::size_t>(i)) ? 3e-2 : 1e-2; };
+  TimedCallable wa = a.callable();
+  wa.run = [&] {
+    a.last = a.runs++;
+    cold.push_back(visit_begins);
+    visit_begins = false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  };
+  PassCounter own({&a.runs}, true);
+  wa.samplers = {&own};
+  TimingOptions o = quick();
+  o.warmup_iterations = 1;
+  o.min_samples = 6;
+  o.max_samples = 6;
+  o.target_relative_ci = 1e-6;
+  o.budget_seconds = 10;
+  for (const bool prime : {false, true}) {
+    a.runs = 0;
+    a.last.reset();
+    cold.clear();
+    TimingWindow w(wa, o);
+    w.warm_up();
+    while (!w.done()) {
+      visit_begins = true;  // another cell ran in between
+      w.visit(0, prime);
+    }
+    const TimingResult r = w.finish();
+    ASSERT_EQ(r.samples_seconds.size(), 6U);
+    const double slowest = *std::max_element(r.samples_seconds.begin(), r.samples_seconds.end());
+    if (prime) {
+      EXPECT_EQ(w.primed_passes(), 6);
+      EXPECT_EQ(a.runs, 1 + 6 + 6);                   // warm-up, primers, samples
+      EXPECT_DOUBLE_EQ(slowest, 1e-2);                // no cold pass among the samples
+      EXPECT_GE(r.sampling_seconds, 12 * 2e-3);       // 12 passes of 2 ms paid from the budget
+      EXPECT_DOUBLE_EQ(r.counters.at(0).value, 1.0);  // the visits' own passes, not the primers
+    } else {
+      EXPECT_EQ(w.primed_passes(), 0);
+      EXPECT_DOUBLE_EQ(slowest, 3e-2);  // every visit's one pass was its cold one
+    }
+  }
+}
+
 TEST(TimingWindowTest, OneVisitIsTimeUntilStable) {
   ScriptedBackend x{steady}, y{steady};
   const TimingResult whole = time_until_stable(x.callable(), quick());

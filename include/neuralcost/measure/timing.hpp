@@ -77,8 +77,13 @@ class TimingWindow {
   /// Throws kInvalidArgument (validate) when the options cannot work.
   TimingWindow(TimedCallable work, TimingOptions options);
   void warm_up();
-  /// Passes until `min_seconds` have gone by (at least one) or the stopping rule holds.
-  void visit(double min_seconds);
+  /// Passes until `min_seconds` have gone by (at least one) or the stopping rule holds. With
+  /// `prime`, one untimed pass first (counted in the budget, not in the samples): a visit that
+  /// follows other cells' passes finds the model cold (caches, thread pools asleep, another
+  /// framework's code), and its first pass is not the steady state the contract times.
+  void visit(double min_seconds, bool prime = false);
+  /// Untimed passes that began visits (prime).
+  int primed_passes() const { return primed_; }
   /// The stopping rule holds: the interval met its target or the budget is spent (after the
   /// minimum samples), or the maximum samples were taken.
   bool done() const { return done_; }
@@ -98,6 +103,7 @@ class TimingWindow {
   TimingResult r_;
   std::vector<OwnCounter> own_counters_;
   std::size_t next_check_ = 0;
+  int primed_ = 0;
   double sampled_seconds_ = 0;
   bool started_ = false;
   bool done_ = false;
