@@ -195,13 +195,22 @@ double page_faults_per_iteration(const std::function<void()>& work, int iteratio
   return static_cast<double>(faults_now() - before) / iterations;
 }
 
-void check_page_faults(EnvironmentFacts& facts, double faults_per_iteration) {
-  if (faults_per_iteration >= 8) {
-    facts.warnings.push_back(
-        fmt::format("allocator churn: {:.0f} page faults per iteration; freed memory goes back to the OS and is "
-                    "faulted in again on every run. With glibc malloc try GLIBC_TUNABLES="
-                    "glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295",
-                    faults_per_iteration));
+void check_page_faults(EnvironmentFacts& facts, double faults_per_iteration, const MallocTuning& tuning) {
+  if (faults_per_iteration < 8) return;
+  const std::string churn = fmt::format(
+      "allocator churn: {:.0f} page faults per iteration; freed memory goes back to the OS and is faulted in again on "
+      "every run. ",
+      faults_per_iteration);
+  if (tuning.description.empty()) {
+    facts.warnings.push_back(churn +
+                             "With glibc malloc try GLIBC_TUNABLES="
+                             "glibc.malloc.mmap_threshold=4294967295:glibc.malloc.trim_threshold=4294967295");
+  } else {
+    // the thresholds are in force already: the advice above would change nothing
+    facts.warnings.push_back(churn +
+                             "glibc's thresholds were in force (the contract's malloc), so the pages come from "
+                             "elsewhere: blocks above the mmap threshold, a thread's own arena (MALLOC_ARENA_MAX=1 "
+                             "for the process), or the framework's own allocator");
   }
 }
 

@@ -68,8 +68,16 @@ TEST(EnvironmentTest, CountsPageFaultsOfFreshMemory) {
   EXPECT_GE(faults, 64.0);
   EXPECT_LT(faults, 80.0);
   EnvironmentFacts f;
-  check_page_faults(f, faults);
+  check_page_faults(f, faults, MallocTuning{});
   EXPECT_THAT(f.warnings, ::testing::Contains(HasSubstr("allocator churn: 64 page faults per iteration")));
+  EXPECT_THAT(f.warnings, ::testing::Contains(HasSubstr("try GLIBC_TUNABLES=")));
+  // with the thresholds in force, suggesting them again would change nothing
+  EnvironmentFacts tuned;
+  check_page_faults(tuned, faults, MallocTuning{true, "glibc malloc keeps freed memory: ...", "one malloc arena"});
+  ASSERT_EQ(tuned.warnings.size(), 1U);
+  EXPECT_THAT(tuned.warnings[0], HasSubstr("allocator churn: 64 page faults per iteration"));
+  EXPECT_THAT(tuned.warnings[0], HasSubstr("glibc's thresholds were in force"));
+  EXPECT_THAT(tuned.warnings[0], ::testing::Not(HasSubstr("try GLIBC_TUNABLES")));
   EnvironmentFacts quiet;
   check_page_faults(quiet, page_faults_per_iteration([] {}, 5));
   EXPECT_TRUE(quiet.warnings.empty());

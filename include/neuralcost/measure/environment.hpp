@@ -42,10 +42,6 @@ void check_blas(EnvironmentFacts& facts, const std::string& blas_library);
 /// Page faults (minor + major, getrusage) per call of `work`, averaged over `iterations`.
 double page_faults_per_iteration(const std::function<void()>& work, int iterations);
 
-/// Adds a warning when `faults_per_iteration` shows allocator churn (fresh pages touched on
-/// every run: first-touch faults cost microseconds each and can dominate a forward pass).
-void check_page_faults(EnvironmentFacts& facts, double faults_per_iteration);
-
 /// What tune_malloc_for_measurement() did, one sentence for the contract.
 struct MallocTuning {
   bool tuned = false;       ///< this process set the thresholds (and GLIBC_TUNABLES for its workers)
@@ -66,6 +62,13 @@ struct MallocTuning {
 MallocTuning tune_malloc_for_measurement();
 /// What the last tune_malloc_for_measurement() of this process did (empty description: never called).
 const MallocTuning& malloc_tuning();
+
+/// Adds a warning when `faults_per_iteration` shows allocator churn (fresh pages touched on
+/// every run: first-touch faults cost microseconds each and can dominate a forward pass). Its
+/// advice follows `tuning`: glibc's thresholds when nothing set them; otherwise where else the
+/// pages come from, since the thresholds are already in force.
+void check_page_faults(EnvironmentFacts& facts, double faults_per_iteration,
+                       const MallocTuning& tuning = malloc_tuning());
 
 /// Adds a warning when the threads the libraries will start exceed the CPUs.
 void check_oversubscription(EnvironmentFacts& facts, int intra_op_threads, int blas_threads);
