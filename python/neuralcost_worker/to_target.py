@@ -63,7 +63,8 @@ def load_dataset(name, val_fraction, split_seed):
 def build_model(name, width, depth, image, classes):
     """The reference networks (docs/reference-networks.md) adapted to the data: ff's first layer
     takes the image's pixels, cnn's first convolution its channels, both classify `classes`. Any
-    other name is a TorchScript file of the user's (load_script)."""
+    other name is a file of the user's: a torch.export program (.pt2, load_program) or TorchScript
+    (load_script)."""
     import torch
     from torch import nn
 
@@ -79,7 +80,8 @@ def build_model(name, width, depth, image, classes):
         first = net.stage0.conv
         net.stage0.conv = nn.Conv2d(image[0], first.out_channels, 3, padding=1)
     else:
-        net, layout = load_script(name, image, classes)
+        load = load_program if name.endswith(".pt2") else load_script
+        net, layout = load(name, image, classes)
         return net, torch, layout
     net.classifier = nn.Linear(net.classifier.in_features, classes)
     return net, torch, tuple(image) if name == "cnn" else (int(np.prod(image)),)
@@ -118,6 +120,60 @@ def load_script(path, image, classes):
     raise BadRequest(f"--model {path}: takes neither the images nor them flattened ({'; '.join(tried)})")
 
 
+def load_program(path, image, classes):
+    """A user's torch.export program (.pt2, torch.export.save): ExportedProgram.module(), which
+    trains as a GraphModule. Its batch dimension must be dynamic (runs train on --batch and
+    evaluate on the whole validation split); what dropout and batch norm do is fixed as it was
+    exported (the module refuses train() and eval())."""
+    import torch
+
+    try:
+        net = torch.export.load(path).module()
+    except Exception as e:
+        why = str(e).strip().splitlines()[0].split(". ")[0] if str(e).strip() else type(e).__name__
+        raise BadRequest(f"--model {path}: not a torch.export program torch can load ({why})") from None
+    net._neuralcost_exported = True
+    if not any(p.requires_grad for p in net.parameters()):
+        raise BadRequest(f"--model {path}: it has no trainable parameters")
+    layouts = ((2,) + tuple(image), (2, int(np.prod(image))))
+    tried = []
+
+    def fixed_batch(message):
+        return BadRequest(
+            f"--model {path}: its batch dimension was exported fixed ({message}); export it with a dynamic "
+            "batch, dynamic_shapes={'x': {0: torch.export.Dim('batch')}}"
+        )
+
+    for shape in layouts:
+        try:
+            with torch.no_grad():
+                out = net(torch.zeros(shape))
+        except Exception as e:
+            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            if "size()[0] ==" in message:
+                raise fixed_batch(message) from None
+            tried.append(f"[{', '.join(map(str, shape))}]: {message}")
+            continue
+        try:  # a program exported at batch 2 takes the probe and no other batch
+            with torch.no_grad():
+                net(torch.zeros((3,) + shape[1:]))
+        except Exception as e:
+            raise fixed_batch(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from None
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, classes):
+            got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise BadRequest(
+                f"--model {path}: its output for [{', '.join(map(str, shape))}] is {got}, not [2, {classes}] logits"
+            )
+        return net, shape[1:]
+    raise BadRequest(f"--model {path}: takes neither the images nor them flattened ({'; '.join(tried)})")
+
+
+def _training(net, on):
+    """train() or eval(), except for an exported program, whose behaviour was fixed at export."""
+    if not getattr(net, "_neuralcost_exported", False):
+        net.train(on)
+
+
 def run(req):
     model = req.get("model", "ff")
     batch = int(req.get("batch", 32))
@@ -141,7 +197,7 @@ def run(req):
     if batch > len(yt):
         raise BadRequest(f"--batch {batch} is larger than the {len(yt)} training images")
     threads = int(req.get("threads", 0))
-    if mode == "compiled" and model not in MODELS:
+    if mode == "compiled" and model not in MODELS and not model.endswith(".pt2"):
         raise BadRequest(
             f"--mode compiled: {model} is TorchScript, which runs as it is in both modes; give --mode eager"
         )
@@ -157,7 +213,7 @@ def run(req):
     shape = (-1,) + tuple(layout)
     xt_t, yt_t = torch.from_numpy(xt).reshape(shape), torch.from_numpy(yt)
     xv_t, yv_t = torch.from_numpy(xv).reshape(shape), torch.from_numpy(yv)
-    net.train()
+    _training(net, True)
     params = list(net.parameters())
     opt = torch.optim.SGD(params, lr=lr, momentum=0.9) if optimizer == "sgd" else torch.optim.Adam(params, lr=lr)
     loss_fn = torch.nn.CrossEntropyLoss()
@@ -174,10 +230,10 @@ def run(req):
         state = {k: v.clone() for k, v in net.state_dict().items()}
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             loss_fn(model(xt_t[:batch]), yt_t[:batch]).backward()
-        net.eval()
+        _training(net, False)
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             model(xv_t)
-        net.train()
+        _training(net, True)
         net.load_state_dict(state)
         opt.zero_grad(set_to_none=True)
         opt.state.clear()
@@ -218,10 +274,10 @@ def run(req):
             first_loss = first_loss if np.isfinite(first_loss) else None  # JSON has no NaN
         if steps % eval_every == 0 or steps == max_steps:
             losses.append(float(loss.detach()))
-            net.eval()
+            _training(net, False)
             with torch.no_grad():
                 acc = float((forward(xv_t).argmax(1) == yv_t).float().mean())
-            net.train()
+            _training(net, True)
             curve.append(
                 {
                     "step": steps,

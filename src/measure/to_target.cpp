@@ -99,11 +99,15 @@ std::string ToTargetConfig::label() const {
 
 void validate(const ToTargetOptions& o) {
   const bool file = !o.model.empty() && o.model != "ff" && o.model != "cnn";
-  if (o.model.empty()) bad("--model: ff, cnn or a TorchScript file");
+  // a torch.export program: the torch worker trains ExportedProgram.module(), eager or compiled
+  const bool program = file && std::filesystem::path(o.model).extension() == ".pt2";
+  if (o.model.empty()) bad("--model: ff, cnn, a TorchScript file or a torch.export .pt2");
   if (file) {
     std::error_code ec;
     if (!std::filesystem::is_regular_file(o.model, ec)) {
-      bad(fmt::format("--model {}: train-to-target trains ff, cnn or a TorchScript file, and there is no such file",
+      bad(
+          fmt::format("--model {}: train-to-target trains ff, cnn, a TorchScript file or a torch.export .pt2, and "
+                      "there is no such file",
                       o.model));
     }
     if (o.sizes_given) bad(fmt::format("--width and --depth size ff and cnn; {} has its own sizes", o.model));
@@ -133,7 +137,13 @@ void validate(const ToTargetOptions& o) {
       bad(fmt::format("--backend {}: train-to-target trains in torch or libtorch", c.backend));
     }
     if (c.mode != "eager" && c.mode != "compiled") bad(fmt::format("--mode {}: eager or compiled", c.mode));
-    if (file && c.mode == "compiled") {
+    if (program && c.backend == "libtorch") {
+      bad(
+          fmt::format("--backend libtorch: {} is a torch.export program, which LibTorch cannot load; train it with "
+                      "--backend torch, or give LibTorch a TorchScript file",
+                      o.model));
+    }
+    if (file && !program && c.mode == "compiled") {
       bad(fmt::format("--mode compiled: {} is TorchScript, which runs as it is in both modes; give --mode eager",
                       o.model));
     }

@@ -107,7 +107,9 @@ std::string render_to_target(const ToTargetStudy& s, Format format) {
       "steps, at most {} steps; {}; {} seeded runs per configuration (seeds {} to {}), each in a fresh process{}, "
       "{} thread(s), on {}\n\n",
       o.model,
-      o.model == "ff" || o.model == "cnn" ? fmt::format("width {}, depth {}", o.width, o.depth) : "TorchScript",
+      o.model == "ff" || o.model == "cnn" ? fmt::format("width {}, depth {}", o.width, o.depth)
+      : o.model.ends_with(".pt2")         ? "torch.export program"
+                                          : "TorchScript",
       any ? fmt::format(", {} parameters", report::grouped(any->parameters)) : "", o.dataset,
       any ? fmt::format(": {} training and {} validation images (stratified split, seed {})",
                         report::grouped(any->train_images), report::grouped(any->val_images), o.split_seed)

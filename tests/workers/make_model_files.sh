@@ -4,7 +4,8 @@
 # process of its own, and each used to write its files again (importing TensorFlow or torch,
 # 5-15 s each time). Two lanes in parallel, one per framework:
 #   TensorFlow (PYTHON): tf_while_loop, tf_cond, tf_keras (absent when Keras is missing), token_saved
-#   torch (PYTHON): token.pt2, cnn.pt2 (torch.export); Debian's /usr/bin/python3 (torch 1.13): token.pt
+#   torch (PYTHON): token.pt2, cnn.pt2, digits_mlp.pt2, digits_static.pt2 (torch.export); Debian's
+#   /usr/bin/python3 (torch 1.13): token.pt
 # Usage: tests/workers/make_model_files.sh PYTHON OUT_DIR
 set -euo pipefail
 [ $# -eq 2 ] || { echo "error: usage: make_model_files.sh PYTHON OUT_DIR" >&2; exit 2; }
@@ -24,6 +25,7 @@ torch_lane() {
   /usr/bin/python3 "$here/make_token_model.py" torchscript "$out/token.pt"
   "$python" "$here/make_token_model.py" export "$out/token.pt2"
   "$python" "$here/export_program.py" cnn 2 "$out/cnn.pt2"
+  "$python" "$here/make_digits_programs.py" "$out"
 }
 tensorflow_lane > "$out/tensorflow.log" 2>&1 &
 tf_pid=$!

@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <gmock/gmock.h>
@@ -233,6 +234,31 @@ TEST(ToTargetCliTest, AUsersTorchScriptTrainsInBothBackends) {
 }
 #endif
 
+TEST(ToTargetCliTest, AUsersTorchExportProgramTrainsInTorchEagerAndCompiled) {
+  // tests/workers/make_digits_programs.py: an MLP over the digits flattened, exported with a
+  // dynamic batch; the torch worker trains ExportedProgram.module(), torch.compile'd in compiled
+  const std::string program = std::string(NEURALCOST_MODEL_FILES) + "/digits_mlp.pt2";
+  const std::string path = ::testing::TempDir() + "/to_target_program_" + std::to_string(::getpid()) + ".json";
+  const CliResult r =
+      run_cli("train-to-target --model " + program +
+              " --backend torch --mode eager,compiled --target 0.85 --runs 3 --max-steps 1500 -o " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("digits_mlp.pt2 (torch.export program, 2,410 parameters)"));
+  const nlohmann::json j = nlohmann::json::parse(slurp(path));
+  ASSERT_EQ(j.at("runs").size(), 6U);
+  std::map<std::uint64_t, std::vector<std::int64_t>> steps;  // per seed: eager's and compiled's
+  for (const auto& run : j.at("runs")) {
+    EXPECT_TRUE(run.at("reached").get<bool>()) << run.dump();
+    EXPECT_EQ(run.at("parameters"), 2410);  // 64 x 32 + 32 + 32 x 10 + 10
+    steps[run.at("seed").get<std::uint64_t>()].push_back(run.at("steps").get<std::int64_t>());
+  }
+  // the seed draws the weights and the batches: both modes train the same steps to the target
+  for (const auto& [seed, s] : steps) {
+    ASSERT_EQ(s.size(), 2U);
+    EXPECT_EQ(s[0], s[1]) << "seed " << seed;
+  }
+}
+
 TEST(ToTargetCliTest, AUsersModelThatCannotTrainIsOneErrorLine) {
   const std::string models = NEURALCOST_TO_TARGET_MODELS;
   std::vector<std::string> backends{"torch"};
@@ -245,8 +271,8 @@ TEST(ToTargetCliTest, AUsersModelThatCannotTrainIsOneErrorLine) {
              {"frozen.pt", "frozen.pt: it has no trainable parameters"},
              {"junk.pt", "junk.pt: not ff or cnn, nor a TorchScript file"},
              {"nothing.pt",
-              "nothing.pt: train-to-target trains ff, cnn or a TorchScript file, and there is no such "
-              "file"},
+              "nothing.pt: train-to-target trains ff, cnn, a TorchScript file or a torch.export .pt2, and there is "
+              "no such file"},
              {"mlp.pt --width 8", "--width and --depth size ff and cnn; " + models + "/mlp.pt has its own sizes"},
              {"mlp.pt --mode compiled", "--mode compiled: " + models +
                                             "/mlp.pt is TorchScript, which runs as it is in both modes; give --mode "
@@ -260,6 +286,24 @@ TEST(ToTargetCliTest, AUsersModelThatCannotTrainIsOneErrorLine) {
       const std::string error = r.err.substr(std::min(r.err.find("error: "), r.err.size()));
       EXPECT_EQ(std::count(error.begin(), error.end(), '\n'), 1) << r.err;  // one line
     }
+  }
+  // torch.export programs: a batch exported fixed, LibTorch (which cannot load one), not a program
+  const std::string files = NEURALCOST_MODEL_FILES, junk = ::testing::TempDir() + "/to_target_junk.pt2";
+  { std::ofstream(junk) << "not a program\n"; }
+  for (const auto& [args, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--backend torch --model " + files + "/digits_static.pt2",
+            "digits_static.pt2: its batch dimension was exported fixed (Guard failed: input.size()[0] == 4); export "
+            "it with a dynamic batch"},
+           {"--backend libtorch --model " + files + "/digits_mlp.pt2",
+            "--backend libtorch: " + files + "/digits_mlp.pt2 is a torch.export program, which LibTorch cannot load"},
+           {"--backend torch --model " + junk, "to_target_junk.pt2: not a torch.export program torch can load"},
+       }) {
+    const CliResult r =
+        run_cli("train-to-target --runs 3 " + args + " -o " + ::testing::TempDir() + "/to_target_bad.json");
+    EXPECT_EQ(r.exit_code, 1) << args << "\n" << r.err;
+    EXPECT_THAT(r.err, HasSubstr(message)) << args;
+    const std::string error = r.err.substr(std::min(r.err.find("error: "), r.err.size()));
+    EXPECT_EQ(std::count(error.begin(), error.end(), '\n'), 1) << r.err;  // one line
   }
 }
 
@@ -297,7 +341,8 @@ TEST(ToTargetCliTest, BadInputIsOneErrorLine) {
            {"--runs 2", "--runs 2: at least 3 (the olympic mean drops the fastest and the slowest run), at most 1000"},
            {"--val-fraction 0", "--val-fraction 0: a fraction strictly between 0 and 1"},
            {"--model lstm",
-            "--model lstm: train-to-target trains ff, cnn or a TorchScript file, and there is no such file"},
+            "--model lstm: train-to-target trains ff, cnn, a TorchScript file or a torch.export .pt2, and there is no "
+            "such file"},
            {"--dataset mnist", "--dataset mnist: the offline datasets are: digits"},
            {"--batch 5000", "--batch 5000 is larger than the 1438 training images"},
            {"--backend libtorch --batch 5000", "--batch 5000 is larger than the 1438 training images"},

@@ -85,8 +85,9 @@ void add_to_target_command(CLI::App& app) {
       "MLPerf Training does (olympic mean) with 95% bootstrap intervals; each configuration against the first.");
   ToTargetOptions& o = a->options;
   cmd->add_option("--model", o.model,
-                  "ff or cnn, adapted to the data's shape and classes, or a TorchScript file that takes the images "
-                  "(or them flattened) and returns [N, classes] logits (its weights redrawn by each run's seed)")
+                  "ff or cnn, adapted to the data's shape and classes, or a TorchScript file (both backends) or a "
+                  "torch.export .pt2 with a dynamic batch (torch) that takes the images (or them flattened) and "
+                  "returns [N, classes] logits (its weights redrawn by each run's seed)")
       ->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "digits: scikit-learn's 8x8 digits, inside its wheel (never downloaded)")
       ->capture_default_str();
