@@ -123,7 +123,8 @@ void add_study_command(CLI::App& app) {
       "Profile every model x backend x mode x batch size (the cells) under the timing contract, in\n"
       "rounds interleaved with the other cells of the same model and batch (in a seeded random order;\n"
       "on a CPU pass by pass: the group's rounds take visits of about 2 ms in turn, so a slow stretch of\n"
-      "the machine touches them alike), appending each round and each finished cell to a JSON Lines\n"
+      "the machine touches them alike, each visit begun by one untimed pass that warms the model again),\n"
+      "appending each round and each finished cell to a JSON Lines\n"
       "results file. Ctrl-C keeps every finished round; --resume continues. `neural-cost report FILE`\n"
       "draws the results.");
   add_run_options(*cmd, *args);
