@@ -124,9 +124,8 @@ void add_study_command(CLI::App& app) {
       "rounds interleaved with the other cells of the same model and batch (in a seeded random order;\n"
       "on a CPU pass by pass: the group's rounds take visits of about 2 ms in turn, so a slow stretch of\n"
       "the machine touches them alike, each visit begun by one untimed pass that warms the model again),\n"
-      "appending each round and each finished cell to a JSON Lines\n"
-      "results file. Ctrl-C keeps every finished round; --resume continues. `neural-cost report FILE`\n"
-      "draws the results.");
+      "appending each round and each finished cell to a JSON Lines results file. Ctrl-C keeps every\n"
+      "finished round; --resume continues. `neural-cost report FILE` draws the results.");
   add_run_options(*cmd, *args);
   cmd->add_option("-o,--output", args->output, "The JSON Lines results file (docs/json-schema.md, \"Results lines\")")
       ->capture_default_str();
