@@ -87,10 +87,52 @@ def build_model(name, width, depth, image, classes):
     return net, torch, tuple(image) if name == "cnn" else (int(np.prod(image)),)
 
 
+def _input_layout(net, path, image, classes, exported):
+    """The input layout a user's module takes (without the batch), found by a forward of two
+    images, first as images [N, C, H, W], then flattened [N, C*H*W]; its output must be
+    [N, classes] logits. An exported program must take another batch too (its batch dynamic)."""
+    import torch
+
+    def message_of(e, last):
+        text = str(e).strip()
+        return (text.splitlines()[-1] if last else text.splitlines()[0]) if text else type(e).__name__
+
+    def fixed_batch(message):
+        return BadRequest(
+            f"--model {path}: its batch dimension was exported fixed ({message}); export it with a dynamic "
+            "batch, dynamic_shapes={'x': {0: torch.export.Dim('batch')}}"
+        )
+
+    tried = []
+    for shape in ((2,) + tuple(image), (2, int(np.prod(image)))):
+        try:
+            with torch.no_grad():
+                out = net(torch.zeros(shape))
+        except Exception as e:
+            # TorchScript's last line names the failure; an exported program's guard is its first
+            message = message_of(e, last=not exported)
+            if exported and "size()[0] ==" in message:
+                raise fixed_batch(message) from None
+            tried.append(f"[{', '.join(map(str, shape))}]: {message}")
+            continue
+        if exported:
+            try:  # a program exported at batch 2 takes the probe and no other batch
+                with torch.no_grad():
+                    net(torch.zeros((3,) + shape[1:]))
+            except Exception as e:
+                raise fixed_batch(message_of(e, last=False)) from None
+        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, classes):
+            got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+            raise BadRequest(
+                f"--model {path}: its output for [{', '.join(map(str, shape))}] is {got}, not [2, {classes}] logits"
+            )
+        return shape[1:]
+    raise BadRequest(f"--model {path}: takes neither the images nor them flattened ({'; '.join(tried)})")
+
+
 def load_script(path, image, classes):
-    """A user's TorchScript file: its module, and the input layout it takes (without the batch),
-    found by a forward of two images, first as images [N, C, H, W], then flattened [N, C*H*W]; its
-    output must be [N, classes] logits and it must have trainable parameters."""
+    """A user's TorchScript file: its module (with trainable parameters) and its input layout
+    (_input_layout)."""
     import torch
 
     try:
@@ -100,31 +142,17 @@ def load_script(path, image, classes):
         raise BadRequest(f"--model {path}: not ff or cnn, nor a TorchScript file torch can load ({why})") from None
     if not any(p.requires_grad for p in net.parameters()):
         raise BadRequest(f"--model {path}: it has no trainable parameters")
-    layouts = ((2,) + tuple(image), (2, int(np.prod(image))))
-    tried = []
     net.eval()
-    for shape in layouts:
-        try:
-            with torch.no_grad():
-                out = net(torch.zeros(shape))
-        except Exception as e:
-            tried.append(f"[{', '.join(map(str, shape))}]: {str(e).strip().splitlines()[-1]}")
-            continue
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, classes):
-            got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise BadRequest(
-                f"--model {path}: its output for [{', '.join(map(str, shape))}] is {got}, not [2, {classes}] logits"
-            )
-        net.train()
-        return net, shape[1:]
-    raise BadRequest(f"--model {path}: takes neither the images nor them flattened ({'; '.join(tried)})")
+    layout = _input_layout(net, path, image, classes, exported=False)
+    net.train()
+    return net, layout
 
 
 def load_program(path, image, classes):
     """A user's torch.export program (.pt2, torch.export.save): ExportedProgram.module(), which
-    trains as a GraphModule. Its batch dimension must be dynamic (runs train on --batch and
-    evaluate on the whole validation split); what dropout and batch norm do is fixed as it was
-    exported (the module refuses train() and eval())."""
+    trains as a GraphModule, and its input layout (_input_layout). Its batch dimension must be
+    dynamic (runs train on --batch and evaluate on the whole validation split); what dropout and
+    batch norm do is fixed as it was exported (the module refuses train() and eval())."""
     import torch
 
     try:
@@ -135,37 +163,7 @@ def load_program(path, image, classes):
     net._neuralcost_exported = True
     if not any(p.requires_grad for p in net.parameters()):
         raise BadRequest(f"--model {path}: it has no trainable parameters")
-    layouts = ((2,) + tuple(image), (2, int(np.prod(image))))
-    tried = []
-
-    def fixed_batch(message):
-        return BadRequest(
-            f"--model {path}: its batch dimension was exported fixed ({message}); export it with a dynamic "
-            "batch, dynamic_shapes={'x': {0: torch.export.Dim('batch')}}"
-        )
-
-    for shape in layouts:
-        try:
-            with torch.no_grad():
-                out = net(torch.zeros(shape))
-        except Exception as e:
-            message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            if "size()[0] ==" in message:
-                raise fixed_batch(message) from None
-            tried.append(f"[{', '.join(map(str, shape))}]: {message}")
-            continue
-        try:  # a program exported at batch 2 takes the probe and no other batch
-            with torch.no_grad():
-                net(torch.zeros((3,) + shape[1:]))
-        except Exception as e:
-            raise fixed_batch(str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__) from None
-        if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, classes):
-            got = list(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-            raise BadRequest(
-                f"--model {path}: its output for [{', '.join(map(str, shape))}] is {got}, not [2, {classes}] logits"
-            )
-        return net, shape[1:]
-    raise BadRequest(f"--model {path}: takes neither the images nor them flattened ({'; '.join(tried)})")
+    return net, _input_layout(net, path, image, classes, exported=True)
 
 
 def _training(net, on):

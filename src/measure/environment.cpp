@@ -149,8 +149,8 @@ namespace {
 /// pass (26-31 ms against 23-25 ms with one arena, whose heap is the brk heap the thresholds keep).
 /// Kept when the user chose an arena count (MALLOC_ARENA_MAX, or arena_max in GLIBC_TUNABLES).
 std::string limit_arenas(const char* tunables) {
-  if (std::getenv("MALLOC_ARENA_MAX") != nullptr) {
-    return fmt::format("MALLOC_ARENA_MAX={} from the environment", std::getenv("MALLOC_ARENA_MAX"));
+  if (const char* chosen = std::getenv("MALLOC_ARENA_MAX"); chosen != nullptr) {
+    return fmt::format("MALLOC_ARENA_MAX={} from the environment", chosen);
   }
   if (tunables != nullptr && std::string(tunables).find("arena_max") != std::string::npos) {
     return "the arena count of GLIBC_TUNABLES";
