@@ -13,10 +13,15 @@ UCI optical digits (1,797 images of 8 x 8 pixels, 16 grey levels, 10 classes), i
 The split is a seeded stratified shuffle (the split seed is the contract's, not the run's), so
 every run of a study validates on the same images.
 
+Engines: `"backend": "torch"` (TorchEngine, here) or `"jax"` (jax/to_target.py); both are driven
+by run()'s loop (batch order, evaluations, the curve), so they differ only in the step and the
+evaluation. The LibTorch engine is a C++ executable with the same loop.
+
 The run's seed draws its initial weights (torch's generator, after torch.manual_seed) and its batch
 order (torch.randperm on a generator of its own, seeded alike): the LibTorch engine
 (src/backends/libtorch/to_target_engine.cpp) draws both the same way from the same CPU generator,
-so a seed starts both frameworks from the same weights on the same batches (`first_loss` shows it).
+so a seed starts every engine from the same weights on the same batches (`first_loss` shows it;
+the jax engine copies the seeded torch module's weights).
 """
 
 import resource
@@ -172,84 +177,133 @@ def _training(net, on):
         net.train(on)
 
 
-def run(req):
-    model = req.get("model", "ff")
-    batch = int(req.get("batch", 32))
-    lr = float(req.get("lr", 0.05))
-    target = float(req["target"])
-    eval_every = int(req.get("eval_every", 20))
-    max_steps = int(req.get("max_steps", 2000))
-    seed = int(req.get("seed", 1))
-    mode = req.get("mode", "eager")
-    precision = req.get("precision", "fp32")
-    optimizer = req.get("optimizer", "sgd")
-    if precision not in ("fp32", "bf16-mixed"):
-        raise BadRequest(f"--precision {precision}: train-to-target runs fp32 or bf16-mixed on a CPU")
-    if mode not in ("eager", "compiled"):
-        raise BadRequest(f"--mode {mode}: eager or compiled")
-    if optimizer not in OPTIMIZERS:
-        raise BadRequest(f"--optimizer {optimizer}: one of {', '.join(OPTIMIZERS)}")
-    xt, yt, xv, yv, image, classes = load_dataset(
-        req.get("dataset", "digits"), float(req.get("val_fraction", 0.2)), int(req.get("split_seed", 0))
-    )
-    if batch > len(yt):
-        raise BadRequest(f"--batch {batch} is larger than the {len(yt)} training images")
-    threads = int(req.get("threads", 0))
-    if mode == "compiled" and model not in MODELS and not model.endswith(".pt2"):
-        raise BadRequest(
-            f"--mode compiled: {model} is TorchScript, which runs as it is in both modes; give --mode eager"
-        )
-    net, torch, layout = build_model(model, int(req.get("width", 64)), int(req.get("depth", 2)), image, classes)
-    if threads > 0:
-        torch.set_num_threads(threads)
+def seed_weights(net, torch, seed):
+    """The run's own initial weights, drawn by its seed: Kaiming-uniform for matrices and kernels,
+    U(-0.05, 0.05) for vectors, parameter by parameter from torch's CPU generator (the LibTorch
+    engine and the JAX engine draw the same)."""
     torch.manual_seed(seed)
-    for p in net.parameters():  # the run's own initial weights: the seed decides them
+    for p in net.parameters():
         if p.dim() > 1:
             torch.nn.init.kaiming_uniform_(p, a=5**0.5)
         else:
             torch.nn.init.uniform_(p, -0.05, 0.05)
-    shape = (-1,) + tuple(layout)
-    xt_t, yt_t = torch.from_numpy(xt).reshape(shape), torch.from_numpy(yt)
-    xv_t, yv_t = torch.from_numpy(xv).reshape(shape), torch.from_numpy(yv)
-    _training(net, True)
-    params = list(net.parameters())
-    opt = torch.optim.SGD(params, lr=lr, momentum=0.9) if optimizer == "sgd" else torch.optim.Adam(params, lr=lr)
-    loss_fn = torch.nn.CrossEntropyLoss()
-    autocast = precision == "bf16-mixed"
 
-    compile_seconds = 0.0
-    model = net
-    if mode == "compiled":
-        # the module compiled (forward and, through AOTAutograd, backward; the optimizer stays
-        # eager), on a training step and an evaluation of the data before the clock starts
-        # (MLPerf's initialisation), then the initial weights and optimizer state put back
-        t0 = time.perf_counter()
-        model = torch.compile(net)
-        state = {k: v.clone() for k, v in net.state_dict().items()}
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss_fn(model(xt_t[:batch]), yt_t[:batch]).backward()
-        _training(net, False)
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            model(xv_t)
+
+class TorchEngine:
+    """A run's training in PyTorch: step(idx) trains on the training images idx (a torch index
+    tensor) and returns the loss, accuracy() evaluates the validation split."""
+
+    def __init__(self, s, data):
+        xt, yt, xv, yv, image, classes = data
+        net, torch, layout = build_model(s["model"], s["width"], s["depth"], image, classes)
+        self.torch, self.net = torch, net
+        if s["threads"] > 0:
+            torch.set_num_threads(s["threads"])
+        seed_weights(net, torch, s["seed"])
+        shape = (-1,) + tuple(layout)
+        self.xt, self.yt = torch.from_numpy(xt).reshape(shape), torch.from_numpy(yt)
+        self.xv, self.yv = torch.from_numpy(xv).reshape(shape), torch.from_numpy(yv)
         _training(net, True)
-        net.load_state_dict(state)
-        opt.zero_grad(set_to_none=True)
-        opt.state.clear()
-        compile_seconds = time.perf_counter() - t0
+        params = list(net.parameters())
+        lr = s["lr"]
+        self.opt = (
+            torch.optim.SGD(params, lr=lr, momentum=0.9) if s["optimizer"] == "sgd" else torch.optim.Adam(params, lr=lr)
+        )
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self.autocast = s["precision"] == "bf16-mixed"
+        self.parameters = int(sum(p.numel() for p in params))
+        self.version = torch.__version__
+        self.compile_seconds = 0.0
+        self.model = net
+        if s["mode"] == "compiled":
+            # the module compiled (forward and, through AOTAutograd, backward; the optimizer stays
+            # eager), on a training step and an evaluation of the data before the clock starts
+            # (MLPerf's initialisation), then the initial weights and optimizer state put back
+            t0 = time.perf_counter()
+            self.model = torch.compile(net)
+            state = {k: v.clone() for k, v in net.state_dict().items()}
+            with self._cast():
+                self.loss_fn(self.model(self.xt[: s["batch"]]), self.yt[: s["batch"]]).backward()
+            self.accuracy()
+            net.load_state_dict(state)
+            self.opt.zero_grad(set_to_none=True)
+            self.opt.state.clear()
+            self.compile_seconds = time.perf_counter() - t0
 
-    def step(x, y):
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            loss = loss_fn(model(x), y)
+    def _cast(self):
+        return self.torch.autocast("cpu", dtype=self.torch.bfloat16, enabled=self.autocast)
+
+    def step(self, idx):
+        self.opt.zero_grad(set_to_none=True)
+        with self._cast():
+            loss = self.loss_fn(self.model(self.xt[idx]), self.yt[idx])
         loss.backward()
-        opt.step()
-        return loss
+        self.opt.step()
+        return loss.detach()
 
-    def forward(x):
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            return model(x)
+    def accuracy(self):
+        _training(self.net, False)
+        with self.torch.no_grad(), self._cast():
+            acc = float((self.model(self.xv).argmax(1) == self.yv).float().mean())
+        _training(self.net, True)
+        return acc
 
-    order_gen = torch.Generator().manual_seed(seed)
+
+def _settings(req):
+    """The request's run settings, checked (the tool sends them resolved)."""
+    s = {
+        "backend": req.get("backend", "torch"),
+        "model": req.get("model", "ff"),
+        "batch": int(req.get("batch", 32)),
+        "lr": float(req.get("lr", 0.05)),
+        "target": float(req["target"]),
+        "eval_every": int(req.get("eval_every", 20)),
+        "max_steps": int(req.get("max_steps", 2000)),
+        "seed": int(req.get("seed", 1)),
+        "mode": req.get("mode", "eager"),
+        "precision": req.get("precision", "fp32"),
+        "optimizer": req.get("optimizer", "sgd"),
+        "threads": int(req.get("threads", 0)),
+        "width": int(req.get("width", 64)),
+        "depth": int(req.get("depth", 2)),
+    }
+    if s["backend"] not in ("torch", "jax"):
+        raise BadRequest(f"--backend {s['backend']}: this worker trains in torch or jax")
+    if s["precision"] not in ("fp32", "bf16-mixed"):
+        raise BadRequest(f"--precision {s['precision']}: train-to-target runs fp32 or bf16-mixed on a CPU")
+    if s["mode"] not in ("eager", "compiled"):
+        raise BadRequest(f"--mode {s['mode']}: eager or compiled")
+    if s["optimizer"] not in OPTIMIZERS:
+        raise BadRequest(f"--optimizer {s['optimizer']}: one of {', '.join(OPTIMIZERS)}")
+    model = s["model"]
+    if s["backend"] == "jax" and model not in MODELS:
+        raise BadRequest(f"--model {model}: the jax engine trains ff and cnn (a file of yours trains in torch)")
+    if s["mode"] == "compiled" and model not in MODELS and not model.endswith(".pt2"):
+        raise BadRequest(
+            f"--mode compiled: {model} is TorchScript, which runs as it is in both modes; give --mode eager"
+        )
+    return s
+
+
+def run(req):
+    s = _settings(req)
+    data = load_dataset(
+        req.get("dataset", "digits"), float(req.get("val_fraction", 0.2)), int(req.get("split_seed", 0))
+    )
+    batch, yt = s["batch"], data[1]
+    if batch > len(yt):
+        raise BadRequest(f"--batch {batch} is larger than the {len(yt)} training images")
+    if s["backend"] == "jax":
+        from neuralcost_worker.jax import to_target as jax_to_target  # sets jax's threads first
+
+        engine = jax_to_target.Engine(s, data)
+    else:
+        engine = TorchEngine(s, data)
+    import torch
+
+    # the batch order: a fresh randperm each epoch on a generator of the run's own, seeded alike
+    # (the same in every engine)
+    order_gen = torch.Generator().manual_seed(s["seed"])
     order, at = torch.randperm(len(yt), generator=order_gen), 0
     curve = []
     reached = None
@@ -258,24 +312,21 @@ def run(req):
     first_loss = None
     start = time.perf_counter()
     steps = 0
-    while steps < max_steps:
+    while steps < s["max_steps"]:
         if at + batch > len(order):  # a new epoch: a fresh permutation, the last partial batch dropped
             order, at = torch.randperm(len(yt), generator=order_gen), 0
         idx = order[at : at + batch]
         at += batch
         t0 = time.perf_counter()
-        loss = step(xt_t[idx], yt_t[idx])
+        loss = engine.step(idx)
         train_seconds += time.perf_counter() - t0
         steps += 1
         if steps == 1:
-            first_loss = float(loss.detach())
+            first_loss = float(loss)
             first_loss = first_loss if np.isfinite(first_loss) else None  # JSON has no NaN
-        if steps % eval_every == 0 or steps == max_steps:
-            losses.append(float(loss.detach()))
-            _training(net, False)
-            with torch.no_grad():
-                acc = float((forward(xv_t).argmax(1) == yv_t).float().mean())
-            _training(net, True)
+        if steps % s["eval_every"] == 0 or steps == s["max_steps"]:
+            losses.append(float(loss))
+            acc = engine.accuracy()
             curve.append(
                 {
                     "step": steps,
@@ -288,7 +339,7 @@ def run(req):
             )
             if not np.isfinite(losses[-1]):
                 break
-            if acc >= target:
+            if acc >= s["target"]:
                 reached = curve[-1]
                 break
     return {
@@ -297,16 +348,17 @@ def run(req):
         "curve": curve,
         "steps": steps,
         "train_images": int(len(yt)),
-        "val_images": int(len(yv)),
-        "classes": classes,
-        "compile_seconds": compile_seconds,
-        "parameters": int(sum(p.numel() for p in net.parameters())),
-        "torch": torch.__version__,
+        "val_images": int(len(data[3])),
+        "classes": data[5],
+        "compile_seconds": engine.compile_seconds,
+        "parameters": engine.parameters,
+        # the engine's version: "2.15.0" (torch), "JAX 0.10.2"
+        "torch": engine.version,
         "diverged": bool(losses and not np.isfinite(losses[-1])),
         # the first batch's loss, before any update: the seed's weights on the seed's first batch
         "first_loss": first_loss,
-        # the process's high-water resident memory over the run (Python, torch, the data and the
-        # training itself: a fresh process a run, so no other run's memory)
+        # the process's high-water resident memory over the run (Python, the framework, the data
+        # and the training itself: a fresh process a run, so no other run's memory)
         "peak_rss_bytes": int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024,
     }
 

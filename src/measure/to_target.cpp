@@ -133,8 +133,14 @@ void validate(const ToTargetOptions& o) {
   if (o.optimizer != "sgd" && o.optimizer != "adam") bad(fmt::format("--optimizer {}: sgd or adam", o.optimizer));
   if (o.configs.empty()) bad("no configuration to run");
   for (const ToTargetConfig& c : o.configs) {
-    if (c.backend != "torch" && c.backend != "libtorch") {
-      bad(fmt::format("--backend {}: train-to-target trains in torch or libtorch", c.backend));
+    if (c.backend != "torch" && c.backend != "libtorch" && c.backend != "jax") {
+      bad(fmt::format("--backend {}: train-to-target trains in torch, libtorch or jax", c.backend));
+    }
+    if (file && c.backend == "jax") {
+      bad(
+          fmt::format("--backend jax: {} is a file of torch's; the jax engine trains ff and cnn (train the file with "
+                      "--backend torch{})",
+                      o.model, program ? "" : " or libtorch"));
     }
     if (c.mode != "eager" && c.mode != "compiled") bad(fmt::format("--mode {}: eager or compiled", c.mode));
     if (program && c.backend == "libtorch") {
@@ -341,7 +347,9 @@ std::vector<ToTargetRun> run_to_target(const ToTargetOptions& o,
       run.config = c;
       run.seed = o.seed + static_cast<std::uint64_t>(k);
       json req = run_request(o, config, run.seed);
-      const bool torch = config.backend == "torch";
+      // torch and jax train in the Python worker; libtorch in its engine, on the worker's split
+      const bool torch = config.backend != "libtorch";
+      if (torch) req["backend"] = config.backend;
       if (!torch) req["data"] = data;
       const std::string& label = torch ? python_label : engine_label;
       try {
@@ -371,14 +379,18 @@ std::vector<ToTargetRun> run_to_target(const ToTargetOptions& o,
 namespace {
 
 std::optional<StartAgreement> start_agreement(const ToTargetOptions& o, const std::vector<ToTargetRun>& runs) {
+  // every two runs of a seed in different backends at the same precision and batch (any mode or
+  // learning rate: the first loss is before the first update)
   StartAgreement a;
-  for (const ToTargetRun& t : runs) {
-    if (t.config >= o.configs.size() || o.configs[t.config].backend != "torch" || !t.first_loss) continue;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const ToTargetRun& t = runs[i];
+    if (t.config >= o.configs.size() || !t.first_loss) continue;
     const ToTargetConfig& tc = o.configs[t.config];
-    for (const ToTargetRun& l : runs) {
+    for (std::size_t j = i + 1; j < runs.size(); ++j) {
+      const ToTargetRun& l = runs[j];
       if (l.config >= o.configs.size() || l.seed != t.seed || !l.first_loss) continue;
       const ToTargetConfig& lc = o.configs[l.config];
-      if (lc.backend != "libtorch" || lc.precision != tc.precision || lc.batch != tc.batch) continue;
+      if (lc.backend == tc.backend || lc.precision != tc.precision || lc.batch != tc.batch) continue;
       ++a.pairs;
       const double scale = std::max(std::abs(*t.first_loss), 1e-12);
       a.largest_relative_difference =

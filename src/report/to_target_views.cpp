@@ -2,6 +2,7 @@
 #include "neuralcost/report/to_target_views.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <functional>
 
 #include <fmt/format.h>
@@ -32,12 +33,27 @@ std::string engines_of(const ToTargetStudy& s) {
   std::vector<std::string> seen;
   for (const ToTargetRun& r : s.runs) {
     if (r.torch_version.empty()) continue;
-    const std::string v = r.torch_version.rfind("LibTorch", 0) == 0 ? r.torch_version : "torch " + r.torch_version;
+    // the torch worker writes torch's bare version; the other engines name themselves
+    const bool named = std::isupper(static_cast<unsigned char>(r.torch_version.front())) != 0;
+    const std::string v = named ? r.torch_version : "torch " + r.torch_version;
     if (std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
   }
   std::string out;
   for (const std::string& v : seen) out += (out.empty() ? " (" : "; ") + v;
   return out.empty() ? out : out + ")";
+}
+
+/// "torch, libtorch and jax": the study's backends, in the order of its configurations.
+std::string backends_of(const ToTargetStudy& s) {
+  std::vector<std::string> seen;
+  for (const ToTargetSummary& c : s.summaries) {
+    if (std::find(seen.begin(), seen.end(), c.config.backend) == seen.end()) seen.push_back(c.config.backend);
+  }
+  std::string out;
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    out += (i == 0 ? "" : i + 1 == seen.size() ? " and " : ", ") + seen[i];
+  }
+  return out;
 }
 
 std::string count(double v) { return report::grouped(static_cast<std::int64_t>(v + 0.5)); }
@@ -73,19 +89,20 @@ std::string notes_of(const ToTargetStudy& s) {
       "runs a configuration they are rough (MLPerf asks 5 to 10 runs for its olympic mean, which has no interval)\n",
       o.runs);
   if (s.start) {
+    const std::string backends = backends_of(s);
     out += s.start->same ? fmt::format(
-                               "same start: a seed's first batch has the same loss in torch and libtorch ({} pair(s), "
-                               "largest difference {:.1e} relative): the same initial weights on the same images\n",
-                               s.start->pairs, s.start->largest_relative_difference)
+                               "same start: a seed's first batch has the same loss in {} ({} pair(s), largest "
+                               "difference {:.1e} relative): the same initial weights on the same images\n",
+                               backends, s.start->pairs, s.start->largest_relative_difference)
                          : fmt::format(
-                               "warning: torch and libtorch did not start a seed alike: its first batch's loss differs "
-                               "by up to {:.1e} relative over {} pair(s), so their steps to target are not the same "
-                               "training's\n",
-                               s.start->largest_relative_difference, s.start->pairs);
+                               "warning: {} did not start a seed alike: its first batch's loss differs by up to {:.1e} "
+                               "relative over {} pair(s), so their steps to target are not the same training's\n",
+                               backends, s.start->largest_relative_difference, s.start->pairs);
   }
   out +=
       "peak RSS: the high-water resident memory of each run's own process (the framework and the data included: "
-      "Python and torch for the torch worker), the median over a configuration's runs; samples/s: steps/s x the "
+      "Python and torch in the torch worker, and JAX beside them for jax), the median over a configuration's runs; "
+      "samples/s: steps/s x the "
       "batch\n";
   return out;
 }

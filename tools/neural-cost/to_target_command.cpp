@@ -109,12 +109,13 @@ void add_to_target_command(CLI::App& app) {
   cmd->add_option("--threads", o.threads, "Intra-op threads of each run")->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd (momentum 0.9) or adam")->capture_default_str();
   cmd->add_option("--backend", a->backends,
-                  "torch (the Python worker), libtorch (the C++ engine, on the same split, weights and batches per "
-                  "seed), or both")
+                  "torch (the Python worker), libtorch (the C++ engine), jax (jax.numpy in the worker; ff and cnn), "
+                  "or several: the same split, weights and batches per seed in each")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--mode", a->modes,
-                  "eager, compiled (torch: torch.compile; libtorch: TorchScript; before the clock starts), or both")
+                  "eager, compiled (torch: torch.compile; libtorch: TorchScript; jax: jax.jit; before the clock "
+                  "starts), or both")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--precision", a->precisions, "fp32, bf16-mixed (torch.autocast), or both")

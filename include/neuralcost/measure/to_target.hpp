@@ -72,7 +72,7 @@ struct ToTargetRun {
   std::vector<CurvePoint> curve;
   std::string error;  ///< when the run failed (the others go on)
   std::int64_t train_images = 0, val_images = 0, parameters = 0;
-  std::string torch_version;  ///< "2.15.0", or "LibTorch 1.13.0"
+  std::string torch_version;  ///< the engine's version: "2.15.0" (torch), "LibTorch 1.13.0", "JAX 0.10.2"
   /// the loss of the run's first batch before any update: the seed's initial weights on the seed's
   /// first batch, the same in both backends (they draw both alike); absent in older study files
   std::optional<double> first_loss;
@@ -124,9 +124,9 @@ ToTargetContrast contrast_to_target(std::size_t a, std::size_t b, const std::vec
 std::vector<ToTargetRun> run_to_target(const ToTargetOptions& options,
                                        const std::function<void(const ToTargetRun&)>& on_run);
 
-/// Whether both backends started a seed alike: runs of torch and of libtorch with the same seed,
-/// precision and batch (mode and learning rate do not change the first batch's loss) compared
-/// by their first_loss. The same weights on the same images give the same loss but for the
+/// Whether the backends started a seed alike: every two runs in different backends (torch,
+/// libtorch, jax) with the same seed, precision and batch (mode and learning rate do not change
+/// the first batch's loss) compared by their first_loss. The same weights on the same images give the same loss but for the
 /// kernels' rounding; `same` when every pair agrees within 1e-4 relative.
 struct StartAgreement {
   std::size_t pairs = 0;
@@ -144,7 +144,7 @@ struct ToTargetStudy {
   std::optional<double> price_per_hour;
   std::string currency = "USD";
   std::string cpu;                      ///< the machine the runs ran on
-  std::optional<StartAgreement> start;  ///< when both backends ran a seed alike
+  std::optional<StartAgreement> start;  ///< when two backends ran a seed alike
 };
 
 /// Summaries and contrasts from the runs (those of a configuration in the order they ran).

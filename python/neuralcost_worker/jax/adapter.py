@@ -25,26 +25,17 @@ on the real parameters and input); a `cond` as the branch it takes on that input
 import numbers
 import os
 
+from neuralcost_worker.jax import threads as jax_threads
 from neuralcost_worker.protocol import WorkerError, cpu_name
 
 
 def _apply_threads():
-    """Applies NEURALCOST_THREADS before jax starts its thread pools; returns what was set."""
+    """Applies NEURALCOST_THREADS before jax starts its thread pools (threads.py); returns what was set."""
     try:
         n = int(os.environ.get("NEURALCOST_THREADS", "0") or 0)
     except ValueError:
         n = 0
-    applied = {"threads": str(n) if n > 0 else "default"}
-    if n > 0:
-        cpus = sorted(os.sched_getaffinity(0))[:n]
-        os.sched_setaffinity(0, cpus)
-        applied["cpu_affinity"] = ",".join(map(str, cpus))
-        os.environ.setdefault("OMP_NUM_THREADS", str(n))
-        if n == 1:
-            flags = os.environ.get("XLA_FLAGS", "")
-            if "xla_cpu_multi_thread_eigen" not in flags:
-                os.environ["XLA_FLAGS"] = (flags + " --xla_cpu_multi_thread_eigen=false").strip()
-    return applied
+    return jax_threads.apply(n)
 
 
 _THREADS = _apply_threads()
