@@ -13,7 +13,8 @@ UCI optical digits (1,797 images of 8 x 8 pixels, 16 grey levels, 10 classes), i
 The split is a seeded stratified shuffle (the split seed is the contract's, not the run's), so
 every run of a study validates on the same images.
 
-Engines: `"backend": "torch"` (TorchEngine, here) or `"jax"` (jax/to_target.py); both are driven
+Engines: `"backend": "torch"` (TorchEngine, here), `"jax"` (jax/to_target.py) or `"tensorflow"`
+(tensorflow/to_target.py); all are driven
 by run()'s loop (batch order, evaluations, the curve), so they differ only in the step and the
 evaluation. The LibTorch engine is a C++ executable with the same loop.
 
@@ -267,8 +268,8 @@ def _settings(req):
         "width": int(req.get("width", 64)),
         "depth": int(req.get("depth", 2)),
     }
-    if s["backend"] not in ("torch", "jax"):
-        raise BadRequest(f"--backend {s['backend']}: this worker trains in torch or jax")
+    if s["backend"] not in ("torch", "jax", "tensorflow"):
+        raise BadRequest(f"--backend {s['backend']}: this worker trains in torch, jax or tensorflow")
     if s["precision"] not in ("fp32", "bf16-mixed"):
         raise BadRequest(f"--precision {s['precision']}: train-to-target runs fp32 or bf16-mixed on a CPU")
     if s["mode"] not in ("eager", "compiled"):
@@ -278,6 +279,8 @@ def _settings(req):
     model = s["model"]
     if s["backend"] == "jax" and model not in MODELS:
         raise BadRequest(f"--model {model}: the jax engine trains ff and cnn (a file of yours trains in torch)")
+    if s["backend"] == "tensorflow":
+        return s  # ff, cnn or a SavedModel directory (tensorflow/to_target.py checks it)
     if s["mode"] == "compiled" and model not in MODELS and not model.endswith(".pt2"):
         raise BadRequest(
             f"--mode compiled: {model} is TorchScript, which runs as it is in both modes; give --mode eager"
@@ -297,6 +300,10 @@ def run(req):
         from neuralcost_worker.jax import to_target as jax_to_target  # sets jax's threads first
 
         engine = jax_to_target.Engine(s, data)
+    elif s["backend"] == "tensorflow":
+        from neuralcost_worker.tensorflow import to_target as tf_to_target
+
+        engine = tf_to_target.Engine(s, data)
     else:
         engine = TorchEngine(s, data)
     import torch
@@ -352,7 +359,7 @@ def run(req):
         "classes": data[5],
         "compile_seconds": engine.compile_seconds,
         "parameters": engine.parameters,
-        # the engine's version: "2.15.0" (torch), "JAX 0.10.2"
+        # the engine's version: "2.15.0" (torch), "JAX 0.10.2", "TensorFlow 2.21.0"
         "torch": engine.version,
         "diverged": bool(losses and not np.isfinite(losses[-1])),
         # the first batch's loss, before any update: the seed's weights on the seed's first batch

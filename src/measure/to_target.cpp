@@ -97,17 +97,39 @@ std::string ToTargetConfig::label() const {
   return fmt::format("{} {} {} batch {} lr {:g}", backend, mode, precision, batch, lr);
 }
 
+std::string to_target_model_kind(const std::string& model) {
+  if (model == "ff" || model == "cnn") return "reference";
+  if (std::filesystem::path(model).extension() == ".pt2") return "torch.export program";
+  std::error_code ec;
+  if (std::filesystem::is_directory(model, ec) || model.ends_with("/")) return "SavedModel";
+  return "TorchScript";
+}
+
+namespace {
+
+/// Whether `backend` trains a model of `kind` (to_target_model_kind).
+bool trains(const std::string& kind, const std::string& backend) {
+  if (kind == "reference") return true;
+  if (kind == "SavedModel") return backend == "tensorflow";
+  if (kind == "torch.export program") return backend == "torch";
+  return backend == "torch" || backend == "libtorch";  // TorchScript
+}
+
+}  // namespace
+
 void validate(const ToTargetOptions& o) {
-  const bool file = !o.model.empty() && o.model != "ff" && o.model != "cnn";
-  // a torch.export program: the torch worker trains ExportedProgram.module(), eager or compiled
-  const bool program = file && std::filesystem::path(o.model).extension() == ".pt2";
-  if (o.model.empty()) bad("--model: ff, cnn, a TorchScript file or a torch.export .pt2");
-  if (file) {
+  if (o.model.empty()) bad("--model: ff, cnn, a TorchScript file, a torch.export .pt2 or a SavedModel directory");
+  const std::string kind = to_target_model_kind(o.model);
+  if (kind != "reference") {
     std::error_code ec;
-    if (!std::filesystem::is_regular_file(o.model, ec)) {
+    if (kind == "SavedModel" &&
+        !std::filesystem::is_regular_file(std::filesystem::path(o.model) / "saved_model.pb", ec)) {
+      bad(fmt::format("--model {}: a directory, but not a SavedModel (it has no saved_model.pb)", o.model));
+    }
+    if (kind != "SavedModel" && !std::filesystem::is_regular_file(o.model, ec)) {
       bad(
-          fmt::format("--model {}: train-to-target trains ff, cnn, a TorchScript file or a torch.export .pt2, and "
-                      "there is no such file",
+          fmt::format("--model {}: train-to-target trains ff, cnn, a TorchScript file, a torch.export .pt2 or a "
+                      "SavedModel directory, and there is no such file",
                       o.model));
     }
     if (o.sizes_given) bad(fmt::format("--width and --depth size ff and cnn; {} has its own sizes", o.model));
@@ -133,23 +155,29 @@ void validate(const ToTargetOptions& o) {
   if (o.optimizer != "sgd" && o.optimizer != "adam") bad(fmt::format("--optimizer {}: sgd or adam", o.optimizer));
   if (o.configs.empty()) bad("no configuration to run");
   for (const ToTargetConfig& c : o.configs) {
-    if (c.backend != "torch" && c.backend != "libtorch" && c.backend != "jax") {
-      bad(fmt::format("--backend {}: train-to-target trains in torch, libtorch or jax", c.backend));
-    }
-    if (file && c.backend == "jax") {
-      bad(
-          fmt::format("--backend jax: {} is a file of torch's; the jax engine trains ff and cnn (train the file with "
-                      "--backend torch{})",
-                      o.model, program ? "" : " or libtorch"));
+    if (c.backend != "torch" && c.backend != "libtorch" && c.backend != "jax" && c.backend != "tensorflow") {
+      bad(fmt::format("--backend {}: train-to-target trains in torch, libtorch, jax or tensorflow", c.backend));
     }
     if (c.mode != "eager" && c.mode != "compiled") bad(fmt::format("--mode {}: eager or compiled", c.mode));
-    if (program && c.backend == "libtorch") {
+    if (kind == "torch.export program" && c.backend == "libtorch") {
       bad(
           fmt::format("--backend libtorch: {} is a torch.export program, which LibTorch cannot load; train it with "
                       "--backend torch, or give LibTorch a TorchScript file",
                       o.model));
     }
-    if (file && !program && c.mode == "compiled") {
+    if (!trains(kind, c.backend)) {
+      bad(fmt::format("--backend {}: {} is a {}; train it with --backend {} ({} trains ff and cnn{})", c.backend,
+                      o.model, kind == "TorchScript" ? "TorchScript file" : kind,
+                      kind == "SavedModel"             ? "tensorflow"
+                      : kind == "torch.export program" ? "torch"
+                                                       : "torch or libtorch",
+                      c.backend, c.backend == "tensorflow" ? ", and SavedModels" : ""));
+    }
+    if (kind == "SavedModel" && c.precision != "fp32") {
+      bad(fmt::format("--precision {}: {} is a SavedModel, whose graph has its own dtypes; give --precision fp32",
+                      c.precision, o.model));
+    }
+    if (kind == "TorchScript" && c.mode == "compiled") {
       bad(fmt::format("--mode compiled: {} is TorchScript, which runs as it is in both modes; give --mode eager",
                       o.model));
     }

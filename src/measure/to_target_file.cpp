@@ -67,6 +67,7 @@ json to_json(const ToTargetStudy& s) {
            {"cpu", s.cpu},
            {"contract",
             {{"model", o.model},
+             {"model_kind", o.model_kind.empty() ? to_target_model_kind(o.model) : o.model_kind},
              {"width", o.width},
              {"depth", o.depth},
              {"dataset", o.dataset},
@@ -191,6 +192,8 @@ ToTargetStudy read_study(const json& document, const std::string& where, std::op
   const json& c = r.at(document, "contract", "");
   ToTargetOptions o;
   o.model = r.text(c, "model", "contract.");
+  // what the model was where it ran (a SavedModel's directory may not be here); older files: derived
+  if (c.contains("model_kind")) o.model_kind = r.text(c, "model_kind", "contract.");
   o.width = static_cast<int>(r.integer(c, "width", "contract."));
   o.depth = static_cast<int>(r.integer(c, "depth", "contract."));
   o.dataset = r.text(c, "dataset", "contract.");

@@ -101,7 +101,8 @@ std::string notes_of(const ToTargetStudy& s) {
   }
   out +=
       "peak RSS: the high-water resident memory of each run's own process (the framework and the data included: "
-      "Python and torch in the torch worker, and JAX beside them for jax), the median over a configuration's runs; "
+      "Python and torch in the torch worker, and JAX or TensorFlow beside them for jax and tensorflow), the median "
+      "over a configuration's runs; "
       "samples/s: steps/s x the "
       "batch\n";
   return out;
@@ -125,8 +126,8 @@ std::string render_to_target(const ToTargetStudy& s, Format format) {
       "{} thread(s), on {}\n\n",
       o.model,
       o.model == "ff" || o.model == "cnn" ? fmt::format("width {}, depth {}", o.width, o.depth)
-      : o.model.ends_with(".pt2")         ? "torch.export program"
-                                          : "TorchScript",
+      : o.model_kind.empty()              ? to_target_model_kind(o.model)
+                                          : o.model_kind,
       any ? fmt::format(", {} parameters", report::grouped(any->parameters)) : "", o.dataset,
       any ? fmt::format(": {} training and {} validation images (stratified split, seed {})",
                         report::grouped(any->train_images), report::grouped(any->val_images), o.split_seed)

@@ -3,7 +3,8 @@
 # fixture `worker_model_files`) rather than once per test process: gtest runs every test in a
 # process of its own, and each used to write its files again (importing TensorFlow or torch,
 # 5-15 s each time). Two lanes in parallel, one per framework:
-#   TensorFlow (PYTHON): tf_while_loop, tf_cond, tf_keras (absent when Keras is missing), token_saved
+#   TensorFlow (PYTHON): tf_while_loop, tf_cond, tf_keras (absent when Keras is missing), token_saved,
+#   digits_saved, digits_saved_fixed, digits_keras (absent when Keras is missing)
 #   torch (PYTHON): token.pt2, cnn.pt2, digits_mlp.pt2, digits_static.pt2 (torch.export); Debian's
 #   /usr/bin/python3 (torch 1.13): token.pt
 # Usage: tests/workers/make_model_files.sh PYTHON OUT_DIR
@@ -20,6 +21,7 @@ tensorflow_lane() {
     status=$?
   [ "$status" = 0 ] || [ "$status" = 77 ] || return "$status"  # 77: no Keras, no tf_keras
   "$python" "$here/make_token_model.py" savedmodel "$out/token_saved"
+  "$python" "$here/make_digits_saved_models.py" "$out"
 }
 torch_lane() {
   /usr/bin/python3 "$here/make_token_model.py" torchscript "$out/token.pt"

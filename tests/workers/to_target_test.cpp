@@ -298,6 +298,62 @@ TEST(ToTargetCliTest, JaxTrainsTheSameNetworkFromTheSameStartAsTorch) {
   EXPECT_THAT(e.out, HasSubstr("jax eager fp32 batch 32 lr 0.05: 3 of 3 runs did not reach 0.99"));
 }
 
+TEST(ToTargetCliTest, TensorFlowTrainsTheSameNetworkFromTheSameStartAsTorch) {
+  // the tensorflow engine copies the torch module's seeded weights into TF's layouts (NHWC images,
+  // HWIO kernels): a seed's first batch has the same loss in torch and TensorFlow, eager and
+  // tf.function, and both reach the target
+  const std::string path = ::testing::TempDir() + "/to_target_tf_" + std::to_string(::getpid()) + ".json";
+  const CliResult r = run_cli(
+      "train-to-target --model cnn --width 8 --backend torch,tensorflow --mode eager,compiled --target 0.75 --runs 3 "
+      "--eval-every 10 --max-steps 2000 -o " +
+      path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("tensorflow compiled fp32 batch 32 lr 0.05"));
+  EXPECT_THAT(r.out, HasSubstr("TensorFlow 2."));
+  // per seed: 2 torch x 2 tensorflow configurations
+  EXPECT_THAT(r.out,
+              HasSubstr("same start: a seed's first batch has the same loss in torch and tensorflow (12 pair(s)"));
+  const nlohmann::json j = nlohmann::json::parse(slurp(path));
+  ASSERT_EQ(j.at("runs").size(), 12U);
+  for (const auto& run : j.at("runs")) {
+    EXPECT_TRUE(run.at("reached").get<bool>()) << run.dump();
+    EXPECT_EQ(run.at("parameters"), j.at("runs")[0].at("parameters"));
+  }
+}
+
+TEST(ToTargetCliTest, AUsersSavedModelTrainsInTensorFlow) {
+  // tests/workers/make_digits_saved_models.py: a tf.Module MLP over the digits flattened and a Keras
+  // export of a convnet over NHWC images; each run redraws their variables from its seed
+  const std::string files = NEURALCOST_MODEL_FILES;
+  std::vector<std::string> models{"digits_saved"};
+  if (std::filesystem::exists(files + "/digits_keras")) models.push_back("digits_keras");
+  for (const std::string& model : models) {
+    const std::string path = ::testing::TempDir() + "/to_target_saved_" + std::to_string(::getpid()) + ".json";
+    const CliResult r = run_cli("train-to-target --model " + files + "/" + model +
+                                " --backend tensorflow --mode eager,compiled --target 0.85 --runs 3 --max-steps 1500 "
+                                "-o " +
+                                path);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.out, HasSubstr(model + " (SavedModel, "));
+    const nlohmann::json j = nlohmann::json::parse(slurp(path));
+    EXPECT_EQ(j.at("contract").at("model_kind"), "SavedModel");
+    ASSERT_EQ(j.at("runs").size(), 6U);
+    std::map<std::uint64_t, std::vector<double>> first;  // per seed: eager's and compiled's first loss
+    for (const auto& run : j.at("runs")) {
+      EXPECT_TRUE(run.at("reached").get<bool>()) << model << run.dump();
+      first[run.at("seed").get<std::uint64_t>()].push_back(run.at("first_loss").get<double>());
+    }
+    for (const auto& [seed, f] : first) {
+      ASSERT_EQ(f.size(), 2U);
+      EXPECT_NEAR(f[0], f[1], 1e-5 * f[0]) << model << " seed " << seed;  // the seed decides the variables
+    }
+    EXPECT_NE(first[1][0], first[2][0]) << model;  // and another seed other ones
+    if (model == "digits_saved") {
+      EXPECT_EQ(j.at("runs")[0].at("parameters"), 64 * 32 + 32 + 32 * 10 + 10);
+    }
+  }
+}
+
 TEST(ToTargetCliTest, AUsersModelThatCannotTrainIsOneErrorLine) {
   const std::string models = NEURALCOST_TO_TARGET_MODELS;
   std::vector<std::string> backends{"torch"};
@@ -310,8 +366,8 @@ TEST(ToTargetCliTest, AUsersModelThatCannotTrainIsOneErrorLine) {
              {"frozen.pt", "frozen.pt: it has no trainable parameters"},
              {"junk.pt", "junk.pt: not ff or cnn, nor a TorchScript file"},
              {"nothing.pt",
-              "nothing.pt: train-to-target trains ff, cnn, a TorchScript file or a torch.export .pt2, and there is "
-              "no such file"},
+              "nothing.pt: train-to-target trains ff, cnn, a TorchScript file, a torch.export .pt2 or a SavedModel "
+              "directory, and there is no such file"},
              {"mlp.pt --width 8", "--width and --depth size ff and cnn; " + models + "/mlp.pt has its own sizes"},
              {"mlp.pt --mode compiled", "--mode compiled: " + models +
                                             "/mlp.pt is TorchScript, which runs as it is in both modes; give --mode "
@@ -338,8 +394,22 @@ TEST(ToTargetCliTest, AUsersModelThatCannotTrainIsOneErrorLine) {
            {"--backend torch --model " + junk, "to_target_junk.pt2: not a torch.export program torch can load"},
            {"--backend jax --model " + files + "/digits_mlp.pt2",
             "--backend jax: " + files +
-                "/digits_mlp.pt2 is a file of torch's; the jax engine trains ff and cnn (train the file with --backend "
-                "torch)"},
+                "/digits_mlp.pt2 is a torch.export program; train it with --backend torch (jax trains ff and cnn)"},
+           {"--backend tensorflow --model " + files + "/digits_saved_fixed",
+            "digits_saved_fixed: input 'pixels' has a fixed batch of 4; save it with a batch of None"},
+           {"--backend torch --model " + files + "/digits_saved",
+            "--backend torch: " + files +
+                "/digits_saved is a SavedModel; train it with --backend tensorflow (torch "
+                "trains ff and cnn)"},
+           {"--backend tensorflow --precision bf16-mixed --model " + files + "/digits_saved",
+            "--precision bf16-mixed: " + files +
+                "/digits_saved is a SavedModel, whose graph has its own dtypes; give --precision fp32"},
+           {"--backend tensorflow --model " + files,
+            "--model " + files + ": a directory, but not a SavedModel (it has no saved_model.pb)"},
+           {"--backend tensorflow --model " + files + "/digits_mlp.pt2",
+            "--backend tensorflow: " + files +
+                "/digits_mlp.pt2 is a torch.export program; train it with --backend torch (tensorflow trains ff and "
+                "cnn, and SavedModels)"},
        }) {
     const CliResult r =
         run_cli("train-to-target --runs 3 " + args + " -o " + ::testing::TempDir() + "/to_target_bad.json");
@@ -384,12 +454,13 @@ TEST(ToTargetCliTest, BadInputIsOneErrorLine) {
            {"--runs 2", "--runs 2: at least 3 (the olympic mean drops the fastest and the slowest run), at most 1000"},
            {"--val-fraction 0", "--val-fraction 0: a fraction strictly between 0 and 1"},
            {"--model lstm",
-            "--model lstm: train-to-target trains ff, cnn, a TorchScript file or a torch.export .pt2, and there is no "
-            "such file"},
+            "--model lstm: train-to-target trains ff, cnn, a TorchScript file, a torch.export .pt2 or a SavedModel "
+            "directory, and there is no such file"},
            {"--dataset mnist", "--dataset mnist: the offline datasets are: digits"},
            {"--batch 5000", "--batch 5000 is larger than the 1438 training images"},
            {"--backend libtorch --batch 5000", "--batch 5000 is larger than the 1438 training images"},
-           {"--backend tensorflow", "--backend tensorflow: train-to-target trains in torch, libtorch or jax"},
+           {"--backend mxnet", "--backend mxnet: train-to-target trains in torch, libtorch, jax or tensorflow"},
+           {"--backend tensorflow --batch 5000", "--batch 5000 is larger than the 1438 training images"},
            {"--backend jax --batch 5000", "--batch 5000 is larger than the 1438 training images"},
        }) {
     const CliResult r = run_cli("train-to-target " + args);

@@ -85,9 +85,10 @@ void add_to_target_command(CLI::App& app) {
       "MLPerf Training does (olympic mean) with 95% bootstrap intervals; each configuration against the first.");
   ToTargetOptions& o = a->options;
   cmd->add_option("--model", o.model,
-                  "ff or cnn, adapted to the data's shape and classes, or a TorchScript file (both backends) or a "
-                  "torch.export .pt2 with a dynamic batch (torch) that takes the images (or them flattened) and "
-                  "returns [N, classes] logits (its weights redrawn by each run's seed)")
+                  "ff or cnn, adapted to the data's shape and classes, or a TorchScript file (torch, libtorch), a "
+                  "torch.export .pt2 (torch) or a SavedModel directory (tensorflow) with a dynamic batch that takes "
+                  "the images (or them flattened) and returns [N, classes] logits (its weights redrawn by each run's "
+                  "seed)")
       ->capture_default_str();
   cmd->add_option("--dataset", o.dataset, "digits: scikit-learn's 8x8 digits, inside its wheel (never downloaded)")
       ->capture_default_str();
@@ -109,13 +110,13 @@ void add_to_target_command(CLI::App& app) {
   cmd->add_option("--threads", o.threads, "Intra-op threads of each run")->capture_default_str();
   cmd->add_option("--optimizer", o.optimizer, "sgd (momentum 0.9) or adam")->capture_default_str();
   cmd->add_option("--backend", a->backends,
-                  "torch (the Python worker), libtorch (the C++ engine), jax (jax.numpy in the worker; ff and cnn), "
-                  "or several: the same split, weights and batches per seed in each")
+                  "torch (the Python worker), libtorch (the C++ engine), jax (jax.numpy in the worker), tensorflow "
+                  "(tf ops in the worker), or several: the same split, weights and batches per seed in each")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--mode", a->modes,
-                  "eager, compiled (torch: torch.compile; libtorch: TorchScript; jax: jax.jit; before the clock "
-                  "starts), or both")
+                  "eager, compiled (torch: torch.compile; libtorch: TorchScript; jax: jax.jit; tensorflow: "
+                  "tf.function; before the clock starts), or both")
       ->delimiter(',')
       ->capture_default_str();
   cmd->add_option("--precision", a->precisions, "fp32, bf16-mixed (torch.autocast), or both")

@@ -19,8 +19,9 @@ namespace neuralcost {
 
 /// One configuration the runs compare.
 struct ToTargetConfig {
-  std::string backend = "torch";   ///< torch (the Python worker) or libtorch (neuralcost-libtorch-to-target)
-  std::string mode = "eager";      ///< eager or compiled (torch.compile / TorchScript, before the clock starts)
+  std::string backend = "torch";  ///< torch, jax, tensorflow (the Python worker) or libtorch (its own engine)
+  std::string mode =
+      "eager";  ///< eager or compiled (torch.compile, TorchScript, jax.jit, tf.function: before the clock)
   std::string precision = "fp32";  ///< fp32 or bf16-mixed (torch.autocast to bfloat16)
   std::int64_t batch = 32;
   double lr = 0.05;
@@ -28,9 +29,13 @@ struct ToTargetConfig {
 };
 
 struct ToTargetOptions {
-  /// ff or cnn, adapted to the data's shape and classes, or a TorchScript file of the user's that
-  /// takes the images (or them flattened) and returns [N, classes] logits
+  /// ff or cnn, adapted to the data's shape and classes, or the user's TorchScript file,
+  /// torch.export program or SavedModel that takes the images (or them flattened) and returns
+  /// [N, classes] logits
   std::string model = "ff";
+  /// to_target_model_kind(model) as recorded where the study ran (read back from its file); empty:
+  /// derive it from `model`
+  std::string model_kind;
   std::string dataset = "digits";
   double target = 0.95;    ///< validation accuracy to reach
   int eval_every = 20;     ///< steps between evaluations on the whole validation split
@@ -46,6 +51,10 @@ struct ToTargetOptions {
   std::vector<ToTargetConfig> configs;
   double step_timeout_seconds = 3600;  ///< a run's reply deadline
 };
+
+/// What --model names: "reference" (ff, cnn), "torch.export program" (a .pt2), "SavedModel" (a
+/// directory) or "TorchScript" (any other file).
+std::string to_target_model_kind(const std::string& model);
 
 /// Throws kInvalidArgument naming the option when the options cannot work.
 void validate(const ToTargetOptions& options);
@@ -126,8 +135,8 @@ std::vector<ToTargetRun> run_to_target(const ToTargetOptions& options,
 
 /// Whether the backends started a seed alike: every two runs in different backends (torch,
 /// libtorch, jax) with the same seed, precision and batch (mode and learning rate do not change
-/// the first batch's loss) compared by their first_loss. The same weights on the same images give the same loss but for the
-/// kernels' rounding; `same` when every pair agrees within 1e-4 relative.
+/// the first batch's loss) compared by their first_loss. The same weights on the same images give the same loss but for
+/// the kernels' rounding; `same` when every pair agrees within 1e-4 relative.
 struct StartAgreement {
   std::size_t pairs = 0;
   double largest_relative_difference = 0;
