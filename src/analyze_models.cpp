@@ -348,8 +348,11 @@ void refuse_mostly_unmodeled(const std::vector<Analysis>& analyses) {
   }
 }
 
-ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec& hardware) {
-  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp: the model", DecoderVariant{}), hardware);
+ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec& hardware,
+                                    const std::string& routing) {
+  DecoderVariant variant;
+  variant.routing = routing;
+  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp: the model", variant), hardware);
 }
 
 TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,

@@ -135,8 +135,10 @@ GenerationEstimate analyze_generation(const GenerationRequest& request);
 /// kInvalidArgument for a model that is not a decoder, and tensor_parallel_step()'s errors.
 /// The shard costs of a decoder preset or config.json on `hardware`, for model_parallel_step and
 /// search_model_parallel (`analyze DECODER --train --parallel dp=D,tp=T,pp=P`, `--search
-/// --devices N`). kInvalidArgument for a model that is not a decoder.
-ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec& hardware);
+/// --devices N`), with a measured routing when `routing` names a histogram (--routing). kInvalidArgument
+/// for a model that is not a decoder.
+ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec& hardware,
+                                    const std::string& routing = "");
 
 TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,
                                            const HardwareSpec& hardware, const InterconnectSpec& link,

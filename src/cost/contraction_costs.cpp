@@ -246,15 +246,32 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
                 fmt::format("output '{}' {} must hold one row per input row or top_k ({}) per input row of {}", y.name,
                             shape_string(y.shape), top_k, shape_string(x.shape)));
   }
-  add_contraction(cost, product({2, out_rows, dim(in), dim(out)}));
+  // Expert parallelism under a measured routing (routed_experts > the experts held, with
+  // routing_counts for the held ones): the device takes the rows its experts are routed, N·Σ n_e/T
+  // of the N = tokens tokens of all devices, not the average device's out_rows; its input is
+  // read and its output written as many times over (load = rows / out_rows).
+  const std::int64_t tokens = op.attributes.get_int("tokens");
+  if (tokens < 1)
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'tokens' {} must be positive", tokens));
+  double load = 1;
+  if (routed > experts && op.attributes.has("routing_counts")) {
+    experts_reached(op, experts, top_k, tokens);  // checks the counts first
+    double share = 0;
+    for (const std::int64_t n : op.attributes.get_list("routing_counts")) share += static_cast<double>(n);
+    share /= static_cast<double>(op.attributes.get_int("routing_tokens"));
+    load = out_rows > 0 ? static_cast<double>(tokens) * share / static_cast<double>(out_rows) : 1.0;
+  }
+  const std::uint64_t rows =
+      load == 1 ? out_rows : static_cast<std::uint64_t>(std::llround(static_cast<double>(out_rows) * load));
+  const auto scaled = [&](std::uint64_t bytes) {
+    return load == 1 ? bytes : static_cast<std::uint64_t>(std::llround(static_cast<double>(bytes) * load));
+  };
+  add_contraction(cost, product({2, rows, dim(in), dim(out)}));
   // the weights of the experts the step's tokens reach: with N tokens each routed to top_k of E
   // experts uniformly, E·(1 − (1 − k/E)^N) distinct experts are expected (attr tokens: N); of
   // routed_experts R, the `experts` held here are each reached with probability 1 − (1 − k/R)^N.
   // A measured routing (attrs routing_counts, one per expert held, of routing_tokens tokens):
   // expert e is reached with probability 1 − (1 − count_e / routing_tokens)^N.
-  const std::int64_t tokens = op.attributes.get_int("tokens");
-  if (tokens < 1)
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'tokens' {} must be positive", tokens));
   const double e = static_cast<double>(experts);
   const double reached = op.attributes.has("routing_counts")
                              ? experts_reached(op, experts, top_k, tokens)
@@ -263,9 +280,10 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   std::uint64_t all = 0;
   for (const ParameterDesc& p : op.parameters) all = checked_add(all, p.bytes(), "parameter bytes");
   cost.parameter_bytes = static_cast<std::uint64_t>(std::llround(static_cast<double>(all) * reached / e));
-  cost.bytes_read = checked_add(x.bytes(), cost.parameter_bytes, "bytes read");
-  if (op.parameters.size() > 1) add_flops(cost, out_rows * dim(out));  // a bias [E, out] per pair
-  add_weight_scaling(op, w, out_rows, in, out, reached / e, cost);     // the experts reached, dequantized once each
+  cost.bytes_read = checked_add(scaled(x.bytes()), cost.parameter_bytes, "bytes read");
+  cost.bytes_written = scaled(cost.bytes_written);
+  if (op.parameters.size() > 1) add_flops(cost, rows * dim(out));  // a bias [E, out] per pair
+  add_weight_scaling(op, w, rows, in, out, reached / e, cost);     // the experts reached, dequantized once each
 }
 
 void cost_conv(const OpRecord& op, OpCost& cost) {

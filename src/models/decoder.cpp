@@ -137,13 +137,24 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   const TensorDesc weights = typed(OpKind::kUnary, "#weights_to_dtype", "cast", {chosen}, b.dtype());
   // expert parallelism: the device's n / ep experts take the rows the tokens of ep devices route
   // to them: as many as its own tokens make, on average (uniform routing)
+  // Under a measured routing the devices' loads differ: the graph is the busiest device's (the
+  // others wait for it), its experts' counts and the rows they take (busiest_expert_device).
   const std::int64_t ep = std::max<std::int64_t>(1, c.expert_parallel), local = n / ep, routed_tokens = tokens * ep;
-  if (c.routing && ep > 1) {
-    throw Error(ErrorCode::kUnimplemented,
-                "--routing with expert parallelism is not modeled yet: a measured routing loads the devices unevenly");
+  const ExpertDeviceLoad busiest = busiest_expert_device(c, layer, static_cast<int>(ep));
+  std::vector<std::int64_t> held;  // the routing counts of the experts this device holds
+  if (c.routing) {
+    const std::vector<std::int64_t>& counts = c.routing->counts[static_cast<std::size_t>(layer)];
+    held.assign(counts.begin() + busiest.device * local, counts.begin() + (busiest.device + 1) * local);
   }
-  const double reached =
-      expected_experts_reached(c, static_cast<std::uint64_t>(routed_tokens), layer) / static_cast<double>(ep);
+  double reached = 0;
+  if (c.routing) {
+    for (const std::int64_t count : held) {
+      reached += 1 - std::pow(1 - static_cast<double>(count) / static_cast<double>(c.routing->tokens),
+                              static_cast<double>(routed_tokens));
+    }
+  } else {
+    reached = expected_experts_reached(c, static_cast<std::uint64_t>(routed_tokens), layer) / static_cast<double>(ep);
+  }
   const auto expert_linear = [&](const std::string& w, const TensorDesc& x, Shape out, std::int64_t rows_out) {
     const std::int64_t in = x.shape.back();
     return b.op(OpKind::kExpertLinear, name + ".experts." + w, {b.w8a8() ? b.quantized(x) : x}, std::move(out),
@@ -153,6 +164,19 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
                   r.attributes.set("top_k", k);
                   r.attributes.set("tokens", routed_tokens);
                   if (ep > 1) r.attributes.set("routed_experts", n);
+                  if (c.routing && ep > 1) {
+                    r.attributes.set("routing_counts", held);
+                    r.attributes.set("routing_tokens", c.routing->tokens);
+                    r.attributes.set(
+                        "approximation",
+                        fmt::format("the busiest of {} expert-parallel devices under the routing of {} (its experts "
+                                    "{} to {} of {}): it takes N·Σ n_e/T rows, {:.2f}× an average device's, and reads "
+                                    "the weights of Σ 1 − (1 − n_e/T)^N = {:.2f} of them, for the N = {} tokens of "
+                                    "the {} devices (n_e of its T = {} tokens to expert e)",
+                                    ep, c.routing->file, busiest.device * local, (busiest.device + 1) * local - 1, n,
+                                    busiest.load, reached, routed_tokens, ep, c.routing->tokens));
+                    return;
+                  }
                   if (c.routing) {
                     r.attributes.set("routing_counts", c.routing->counts[static_cast<std::size_t>(layer)]);
                     r.attributes.set("routing_tokens", c.routing->tokens);
@@ -278,6 +302,26 @@ double expected_experts_reached(const DecoderConfig& c, std::uint64_t tokens, st
     ++layers;
   }
   return layers > 0 ? sum / static_cast<double>(layers) : 0;
+}
+
+ExpertDeviceLoad busiest_expert_device(const DecoderConfig& c, std::int64_t layer, int ep) {
+  ExpertDeviceLoad out;
+  if (!c.routing || ep <= 1 || layer < 0 || layer >= c.layers) return out;
+  const std::vector<std::int64_t>& counts = c.routing->counts[static_cast<std::size_t>(layer)];
+  if (counts.empty() || static_cast<std::int64_t>(counts.size()) % ep != 0) return out;
+  const std::size_t local = counts.size() / static_cast<std::size_t>(ep);
+  std::int64_t all = 0, most = -1;
+  for (int d = 0; d < ep; ++d) {
+    std::int64_t sum = 0;
+    for (std::size_t e = 0; e < local; ++e) sum += counts[static_cast<std::size_t>(d) * local + e];
+    all += sum;
+    if (sum > most) {
+      most = sum;
+      out.device = d;
+    }
+  }
+  if (all > 0) out.load = static_cast<double>(ep) * static_cast<double>(most) / static_cast<double>(all);
+  return out;
 }
 
 namespace {

@@ -182,7 +182,9 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     st.index = d;
     PartCost layers;
     std::uint64_t largest_layer_saved = 0;
-    std::int64_t moe_layers = 0, layer_count = 0;
+    std::int64_t layer_count = 0;
+    double moe_load = 0;      // the stage's layers with experts, each weighted by its busiest device's load
+    double excess_flops = 0;  // what the busiest expert device runs beyond an average one
     for (int k = 0; k < v; ++k) {
       const std::size_t j = static_cast<std::size_t>(k) * static_cast<std::size_t>(r.pp) + static_cast<std::size_t>(d);
       const std::int64_t first = chunk_first[j], chunk = chunk_layers[j];
@@ -191,7 +193,13 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
       for (std::int64_t l = first; l < first + chunk; ++l) {
         const PartCost& layer = costs.layers.at(decoder_layer_kind(c, l));
         layers += layer;
-        if (c.experts > 0 && c.moe_layer(l)) ++moe_layers;
+        if (c.experts > 0 && c.moe_layer(l)) {
+          const double load = busiest_expert_device(c, l, r.ep).load;
+          moe_load += load;
+          // an average device's experts take 1/λ of the busiest's rows
+          excess_flops +=
+              (layer.expert_forward_flops * (r.recompute ? 2 : 1) + layer.expert_backward_flops) * (1 - 1 / load);
+        }
         largest_layer_saved = std::max(largest_layer_saved, layer.saved_bytes);
       }
     }
@@ -205,8 +213,10 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     // Megatron's f and g: two all-reduces a layer forward, two backward, two more recomputing
     const double calls = static_cast<double>(layer_count) * (r.recompute ? 6 : 4);
     st.tensor_seconds = calls * layer_call + (first ? embedding_call : 0) + (last ? 3 * loss_call : 0);
-    // dispatch and combine a MoE layer forward, the same two backward, two more recomputing
-    st.expert_seconds = static_cast<double>(moe_layers) * (r.recompute ? 6 : 4) * all_to_all;
+    // dispatch and combine a MoE layer forward, the same two backward, two more recomputing; under
+    // a measured routing the busiest device receives (dispatch) and sends back (combine) λ times an
+    // average device's rows, and the all-to-all waits for it
+    st.expert_seconds = moe_load * (r.recompute ? 6 : 4) * all_to_all;
     st.parameters = all.parameters;
     if (last && r.pp > 1 && c.tied_embeddings) {
       st.parameters += static_cast<std::uint64_t>(costs.shard.vocab * c.hidden);  // the LM head's copy
@@ -266,8 +276,10 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     out.expert_seconds = std::max(out.expert_seconds, st.expert_seconds * static_cast<double>(m));
     out.gradient_exposed_seconds = std::max(out.gradient_exposed_seconds, st.gradient_exposed_seconds);
     out.optimizer_seconds = std::max(out.optimizer_seconds, st.optimizer_seconds);
+    // every device's: the average device's (the busiest expert device's beyond it taken off)
     out.hardware_flops +=
-        (st.flops * static_cast<double>(m) + (p > 0 ? all.optimizer_flops * sharded / p : 0.0)) * r.tp * r.dp;
+        ((st.flops - excess_flops) * static_cast<double>(m) + (p > 0 ? all.optimizer_flops * sharded / p : 0.0)) *
+        r.tp * r.dp;
     out.stages.push_back(std::move(st));
   }
   // m micro-batches at the busiest device's pace, the others' fill and drain (1/v of it
@@ -311,14 +323,29 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         "GEMMs, as Megatron overlaps it (not counted)",
         r.tp, r.tp));
   }
+  double least_load = 0, most_load = 0;
+  for (std::int64_t l = 0; l < c.layers; ++l) {
+    if (c.experts == 0 || !c.moe_layer(l)) continue;
+    const double load = busiest_expert_device(c, l, r.ep).load;
+    least_load = least_load == 0 ? load : std::min(least_load, load);
+    most_load = std::max(most_load, load);
+  }
+  const std::string routing =
+      c.routing ? fmt::format(
+                      "routing measured ({}): per layer, the busiest device (its {} consecutive experts) "
+                      "takes {:.2f}× to {:.2f}× an average device's rows, and the step waits for it: its "
+                      "expert GEMMs and its all-to-alls scaled by that load",
+                      c.routing->file, c.experts / r.ep, least_load, most_load)
+                : std::string(
+                      "routing uniform (each device's experts take as many rows as its own tokens make, no "
+                      "imbalance)");
   if (r.ep > 1) {
     out.approximations.push_back(fmt::format(
-        "expert parallelism: {} of the {} experts a device; routing uniform (each device's experts take as many rows "
-        "as "
-        "its own tokens make, no imbalance); four all-to-alls a MoE layer (dispatch and combine, forward and backward; "
+        "expert parallelism: {} of the {} experts a device; {}; four all-to-alls a MoE layer (dispatch and combine, "
+        "forward and backward; "
         "two more recomputing) of 1/tp of the micro-batch's tokens × {} experts' hidden states a device, over {} "
         "devices {}, not overlapped; {}",
-        c.experts / r.ep, c.experts, c.experts_per_token, r.ep,
+        c.experts / r.ep, c.experts, routing, c.experts_per_token, r.ep,
         r.ep / ep_per_node > 1 ? "across nodes" : "inside a node",
         edp > 1 ? fmt::format("the experts' gradients reduced over the {} replicas holding them", edp)
                 : "each expert on one replica: its gradients need no reduction"));

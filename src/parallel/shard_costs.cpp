@@ -151,8 +151,11 @@ void split_parts(const DecoderConfig& d, const DecoderRequest& r, const Hardware
   PartCost parts[3];
   for (const OpRoofline& o : step.ops) {
     const OpRecord& op = step.graph.op(o.op_index);
-    flops_of(parts[static_cast<int>(owners.of_step_op(op))], phase_of(op)) +=
-        static_cast<double>(o.cost.flops) * share(owners, op);
+    PartCost& part = parts[static_cast<int>(owners.of_step_op(op))];
+    flops_of(part, phase_of(op)) += static_cast<double>(o.cost.flops) * share(owners, op);
+    if (op.kind == OpKind::kExpertLinear || (op.differentiates && op.differentiates->kind == OpKind::kExpertLinear)) {
+      (phase_of(op) == 0 ? part.expert_forward_flops : part.expert_backward_flops) += static_cast<double>(o.cost.flops);
+    }
   }
   // times: the fused bound by pass (each fused kernel, an anchor and the elementwise and norm ops
   // after it, in its anchor's pass). A layer's is what a second layer adds to the one-layer step
@@ -234,6 +237,8 @@ PartCost& PartCost::operator+=(const PartCost& o) {
   backward_seconds += o.backward_seconds;
   optimizer_seconds += o.optimizer_seconds;
   forward_flops += o.forward_flops;
+  expert_forward_flops += o.expert_forward_flops;
+  expert_backward_flops += o.expert_backward_flops;
   backward_flops += o.backward_flops;
   optimizer_flops += o.optimizer_flops;
   parameters += o.parameters;
@@ -244,7 +249,8 @@ PartCost& PartCost::operator+=(const PartCost& o) {
 
 std::string decoder_layer_kind(const DecoderConfig& config, std::int64_t layer) {
   const bool window = config.window_of(layer) > 0, experts = config.experts > 0 && config.moe_layer(layer);
-  return window && experts ? "window+experts" : window ? "window" : experts ? "experts" : "dense";
+  const std::string kind = window && experts ? "window+experts" : window ? "window" : experts ? "experts" : "dense";
+  return experts && config.routing ? fmt::format("{}@{}", kind, layer) : kind;
 }
 
 const ShardCosts& ShardCostCache::get(int tp, std::int64_t micro_batch, std::int64_t tokens,

@@ -128,6 +128,24 @@ TEST(CliTest, ParallelCommandsPrintTheirSteps) {
   EXPECT_GT(step3d["bubble_seconds"].get<double>(), 0);
   EXPECT_GT(step3d["mfu"].get<double>(), 0);
   EXPECT_LT(step3d["mfu"].get<double>(), 1);
+  // expert parallelism under a measured routing: experts 0 and 1 take half the rows, so with one
+  // expert a device the busiest takes 2× an average device's rows and the step waits for it
+  const std::string skew = ::testing::TempDir() + "/cli_routing_skew.json";
+  std::ofstream(skew) << R"({"tokens": 4096, "all": [2048, 2048, 1024, 1024, 512, 512, 512, 512]})";
+  const std::string moe =
+      "analyze mixtral-8x7b --train --prompt 1024 --parallel dp=8,tp=1,pp=1,ep=8 --global-batch 16 --system dgx-h100 "
+      "--format json";
+  r = run_cli(moe);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto uniform = nlohmann::json::parse(r.out);
+  r = run_cli(moe + " --routing " + skew);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto skewed = nlohmann::json::parse(r.out);
+  EXPECT_NEAR(skewed["stages"][0]["expert_parallel_seconds"].get<double>(),
+              2 * uniform["stages"][0]["expert_parallel_seconds"].get<double>(),
+              1e-9 * uniform["stages"][0]["expert_parallel_seconds"].get<double>());
+  EXPECT_GT(skewed["step_seconds"].get<double>(), uniform["step_seconds"].get<double>());
+  EXPECT_THAT(skewed.dump(), HasSubstr("takes 2.00× to 2.00× an average device's rows"));
   r = run_cli(
       "analyze llama-3-8b --train --precision bf16-mixed --prompt 1024 --search --devices 64 --global-batch 64 "
       "--system dgx-h100");

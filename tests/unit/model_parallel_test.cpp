@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <tuple>
 
 #include <gtest/gtest.h>
@@ -13,6 +15,7 @@
 #include "neuralcost/analysis/roofline.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
+#include "neuralcost/models/decoder_variant.hpp"
 #include "neuralcost/parallel/tensor_parallel.hpp"
 #include "neuralcost/training/training_report.hpp"
 
@@ -386,6 +389,55 @@ TEST(ModelParallelTest, ExpertParallelismSplitsTheExpertsAndAddsAllToAlls) {
   r.dp = 2;
   r.ep = 2;
   EXPECT_THROW(model_parallel_step(dense, r), Error);
+}
+
+// A measured routing under expert parallelism (issue 26): each device holds experts/ep consecutive
+// experts, the step waits for the busiest, so its expert GEMMs take N·Σ n_e/T rows and its
+// all-to-alls λ = ep·(its counts)/(all counts) times an average device's bytes. An even histogram
+// is uniform routing exactly; one that sends half the routed rows to experts 0 and 1 (device 0 of
+// ep 4) gives λ 2 in that layer.
+TEST(ModelParallelTest, AMeasuredRoutingLoadsTheBusiestExpertDevice) {
+  const DecoderConfig mixtral = decoder_preset("mixtral-8x7b");  // 32 layers, 8 experts, 2 a token
+  const auto histogram = [&](const std::vector<std::int64_t>& skewed_layer0, const std::string& name) {
+    json layers = json::object();
+    for (std::int64_t l = 0; l < mixtral.layers; ++l) {
+      layers[std::to_string(l)] = l == 0 ? skewed_layer0 : std::vector<std::int64_t>(8, 25);
+    }
+    const std::filesystem::path path = std::filesystem::temp_directory_path() / ("neuralcost_mp_routing_" + name);
+    std::ofstream(path) << json{{"tokens", 100}, {"layers", layers}}.dump();
+    return with_routing(mixtral, path.string());
+  };
+  const HardwareSpec hw = HardwareDatabase::builtin().get("h100-sxm");
+  ShardCostCache uniform(mixtral, hw), even(histogram(std::vector<std::int64_t>(8, 25), "even"), hw),
+      skewed(histogram({50, 50, 25, 25, 12, 13, 12, 13}, "skewed"), hw);
+  ModelParallelRequest r = request();
+  r.dp = 4;
+  r.ep = 4;
+  r.global_batch = 8;
+  const ModelParallelStep u = model_parallel_step(uniform, r), e = model_parallel_step(even, r),
+                          k = model_parallel_step(skewed, r);
+  ASSERT_EQ(u.stages.size(), 1u);
+  EXPECT_NEAR(e.step_seconds, u.step_seconds, u.step_seconds * 1e-9);
+  EXPECT_NEAR(e.stages[0].expert_seconds, u.stages[0].expert_seconds, u.stages[0].expert_seconds * 1e-12);
+  EXPECT_NEAR(e.stages[0].flops, u.stages[0].flops, u.stages[0].flops * 1e-12);
+  // device 0 of layer 0 holds experts 0 and 1: 100 of the 200 routed rows, λ = 4 · 100 / 200 = 2;
+  // the other 31 layers stay even: the all-to-alls carry 33 layers' worth instead of 32
+  EXPECT_EQ(busiest_expert_device(skewed.config(), 0, 4).device, 0);
+  EXPECT_DOUBLE_EQ(busiest_expert_device(skewed.config(), 0, 4).load, 2.0);
+  EXPECT_DOUBLE_EQ(busiest_expert_device(skewed.config(), 1, 4).load, 1.0);
+  EXPECT_NEAR(k.stages[0].expert_seconds, u.stages[0].expert_seconds * 33 / 32, u.stages[0].expert_seconds * 1e-12);
+  // its expert GEMMs run twice the rows in layer 0 (forward and backward): the device does more
+  // work than an average device, the model the same
+  EXPECT_GT(k.stages[0].flops, u.stages[0].flops);
+  EXPECT_DOUBLE_EQ(k.model_flops, u.model_flops);
+  // all devices together run what they run under uniform routing: HFU counts the average device
+  EXPECT_NEAR(k.hardware_flops, u.hardware_flops, u.hardware_flops * 1e-6);
+  EXPECT_GT(k.step_seconds, u.step_seconds);
+  bool said = false;
+  for (const std::string& a : k.approximations) {
+    said = said || (a.find("routing measured") != std::string::npos && a.find("1.00× to 2.00×") != std::string::npos);
+  }
+  EXPECT_TRUE(said);
 }
 
 // Sequence parallelism (Korthikanti et al. 2022, equation 5): with the norms and residual adds

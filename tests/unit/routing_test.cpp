@@ -168,14 +168,41 @@ TEST(RoutingTest, ABadHistogramIsOneClearError) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("is not a JSON object"), std::string::npos);
   }
-  // expert parallelism with a measured routing is refused, not modeled as uniform
-  DecoderConfig ep = with_routing(mixtral, write({{"tokens", 100}, {"all", eight}}, "ep"));
-  ep.expert_parallel = 2;
-  try {
-    build_decoder(ep, decode(1), "d");
-    ADD_FAILURE() << "ep accepted";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kUnimplemented);
+}
+
+TEST(RoutingTest, UnderExpertParallelismTheGraphIsTheBusiestDevices) {
+  // mixtral over ep 2: device 0 holds experts 0-3, device 1 experts 4-7. Experts 4-7 take 150 of
+  // the 200 routed rows: device 1, λ = 2 · 150 / 200 = 1.5; its GEMMs run 1.5× an even routing's
+  // rows and read only its own experts' weights
+  const DecoderConfig mixtral = decoder_preset("mixtral-8x7b");
+  DecoderConfig even = with_routing(mixtral, write({{"tokens", 100}, {"all", {25, 25, 25, 25, 25, 25, 25, 25}}}, "e"));
+  DecoderConfig skewed =
+      with_routing(mixtral, write({{"tokens", 100}, {"all", {10, 15, 10, 15, 40, 35, 40, 35}}}, "skew"));
+  DecoderConfig plain = mixtral;
+  for (DecoderConfig* c : {&even, &skewed, &plain}) c->expert_parallel = 2;
+  EXPECT_EQ(busiest_expert_device(skewed, 5, 2).device, 1);
+  EXPECT_DOUBLE_EQ(busiest_expert_device(skewed, 5, 2).load, 1.5);
+  const auto expert_flops = [](const Analysis& a) {
+    double f = 0;
+    for (const OpRoofline& op : a.ops) {
+      if (a.graph.op(op.op_index).kind == OpKind::kExpertLinear) f += static_cast<double>(op.cost.flops);
+    }
+    return f;
+  };
+  DecoderRequest prefill;
+  prefill.phase = DecoderPhase::kPrefill;
+  prefill.prompt = 64;
+  const Analysis u = analyze_step(plain, prefill), e = analyze_step(even, prefill), k = analyze_step(skewed, prefill);
+  EXPECT_DOUBLE_EQ(expert_flops(e), expert_flops(u));  // an even histogram is uniform routing
+  EXPECT_NEAR(expert_flops(k), 1.5 * expert_flops(u), expert_flops(u) * 1e-6);
+  EXPECT_GT(expert_bytes(k), expert_bytes(u) * 0.99);  // 128 tokens of two devices reach all four experts
+  for (const OpRoofline& op : k.ops) {
+    const OpRecord& r = k.graph.op(op.op_index);
+    if (r.kind != OpKind::kExpertLinear) continue;
+    EXPECT_NE(r.attributes.get_string("approximation", "").find("the busiest of 2 expert-parallel devices"),
+              std::string::npos);
+    EXPECT_NE(r.attributes.get_string("approximation", "").find("1.50×"), std::string::npos);
+    break;
   }
 }
 

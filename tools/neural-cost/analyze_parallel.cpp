@@ -85,11 +85,6 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
                 "--structure-only", "--context", "--phase"},
                " does not apply to a training step over tensor or pipeline parallelism (--batch is the micro-batch, "
                "--prompt the tokens a sequence, --system the devices)");
-  if (cmd.count("--routing") > 0) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "--routing does not apply to a training step over tensor or pipeline parallelism (its shards' "
-                "costs are per layer kind, not per layer's routing)");
-  }
   if (args.models.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 "tensor and pipeline parallelism need exactly one model (a decoder preset or config.json)");
@@ -110,7 +105,8 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
   r.virtual_stages = args.virtual_stages;
   r.stage_layers = args.stage_layers;
   std::tie(r.stage, r.system, r.intra, r.inter) = stage_and_links(args, cmd);
-  ShardCostCache costs = model_parallel_costs(args.models.front(), HardwareDatabase::builtin().get(r.system.device));
+  ShardCostCache costs =
+      model_parallel_costs(args.models.front(), HardwareDatabase::builtin().get(r.system.device), args.variant.routing);
   const std::string base = args.models.front().substr(args.models.front().find_last_of('/') + 1);
   const std::string name = fmt::format("{} (training on {} tokens)", base, args.prompt);
   if (args.search) {

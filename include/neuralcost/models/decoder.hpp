@@ -210,6 +210,16 @@ std::uint64_t decoder_active_parameter_count(const DecoderConfig& config);
 /// `layer`'s: Σ_e 1 − (1 − count_e / histogram tokens)^tokens (layer −1: the mean over the layers with
 /// experts). 0 for a dense model or layer.
 double expected_experts_reached(const DecoderConfig& config, std::uint64_t tokens, std::int64_t layer = -1);
+
+/// Expert parallelism over `ep` devices, each holding experts/ep consecutive experts (device d the
+/// experts d·E/ep to (d+1)·E/ep − 1): the device whose experts a layer's measured routing loads
+/// most, and its load λ = ep · (its experts' counts) / (all counts) ≥ 1, the rows it takes over an
+/// average device's. Without a routing, or with ep 1, or a layer without experts: device 0, λ 1.
+struct ExpertDeviceLoad {
+  std::int64_t device = 0;
+  double load = 1;
+};
+ExpertDeviceLoad busiest_expert_device(const DecoderConfig& config, std::int64_t layer, int ep);
 /// Bytes of every parameter as stored: the quantized linear weights in their format, the rest in
 /// `dtype` (equals the graph's unique parameter bytes; tested).
 std::uint64_t decoder_weight_bytes(const DecoderConfig& config, DType dtype);

@@ -59,6 +59,9 @@ struct PartCost {
   double forward_seconds = 0, backward_seconds = 0;  ///< fused-scaled roofline bounds
   double optimizer_seconds = 0;                      ///< once per step
   double forward_flops = 0, backward_flops = 0, optimizer_flops = 0;
+  /// of which the routed experts' GEMMs (forward, backward): under a measured routing and expert
+  /// parallelism they are the busiest device's, λ times an average device's
+  double expert_forward_flops = 0, expert_backward_flops = 0;
   std::uint64_t parameters = 0;         ///< trainable elements it owns
   std::uint64_t expert_parameters = 0;  ///< of which the experts' (reduced over dp / ep with expert parallelism)
   std::uint64_t saved_bytes = 0;        ///< activations it keeps for its backward pass
@@ -68,7 +71,7 @@ struct PartCost {
 /// The parts of one shard at one micro-batch (layer kinds: sliding window or not, experts or not).
 struct ShardCosts {
   PartCost before, after;                  ///< embedding side, head side (final norm, LM head, loss)
-  std::map<std::string, PartCost> layers;  ///< by layer kind
+  std::map<std::string, PartCost> layers;  ///< by layer kind (decoder_layer_kind)
   std::uint64_t hidden_bytes = 0;          ///< one micro-batch's hidden states: b × s × hidden × element
   std::uint64_t working_bytes = 0;         ///< the one-layer step's activation upper bound (a micro-batch in flight)
   double parameter_bytes_per_element = 0, gradient_bytes_per_element = 0, optimizer_bytes_per_element = 0,
@@ -78,7 +81,8 @@ struct ShardCosts {
   std::vector<std::string> notes;  ///< shard_decoder's
 };
 
-/// The kind of layer `layer` ("dense", "window", "experts", "window+experts").
+/// The kind of layer `layer` ("dense", "window", "experts", "window+experts"); under a measured
+/// routing each layer with experts is a kind of its own ("experts@3"): its routing is its own.
 std::string decoder_layer_kind(const DecoderConfig& config, std::int64_t layer);
 
 /// Builds ShardCosts once per (tp, micro-batch, tokens, precision, optimizer, ep) and keeps them:
