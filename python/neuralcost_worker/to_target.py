@@ -278,7 +278,9 @@ def _settings(req):
         raise BadRequest(f"--optimizer {s['optimizer']}: one of {', '.join(OPTIMIZERS)}")
     model = s["model"]
     if s["backend"] == "jax" and model not in MODELS:
-        raise BadRequest(f"--model {model}: the jax engine trains ff and cnn (a file of yours trains in torch)")
+        raise BadRequest(
+            f"--model {model}: the jax engine trains ff and cnn (a file of yours trains in torch, libtorch or tensorflow)"
+        )
     if s["backend"] == "tensorflow":
         return s  # ff, cnn or a SavedModel directory (tensorflow/to_target.py checks it)
     if s["mode"] == "compiled" and model not in MODELS and not model.endswith(".pt2"):

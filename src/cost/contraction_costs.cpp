@@ -261,12 +261,12 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
     share /= static_cast<double>(op.attributes.get_int("routing_tokens"));
     load = out_rows > 0 ? static_cast<double>(tokens) * share / static_cast<double>(out_rows) : 1.0;
   }
-  const std::uint64_t rows =
-      load == 1 ? out_rows : static_cast<std::uint64_t>(std::llround(static_cast<double>(out_rows) * load));
-  const auto scaled = [&](std::uint64_t bytes) {
-    return load == 1 ? bytes : static_cast<std::uint64_t>(std::llround(static_cast<double>(bytes) * load));
+  // an expectation: the rows and what scales with them are not whole numbers, their totals are rounded
+  const auto scaled = [&](std::uint64_t n) {
+    return load == 1 ? n : static_cast<std::uint64_t>(std::llround(static_cast<double>(n) * load));
   };
-  add_contraction(cost, product({2, rows, dim(in), dim(out)}));
+  const std::uint64_t rows = scaled(out_rows);
+  add_contraction(cost, scaled(product({2, out_rows, dim(in), dim(out)})));
   // the weights of the experts the step's tokens reach: with N tokens each routed to top_k of E
   // experts uniformly, E·(1 − (1 − k/E)^N) distinct experts are expected (attr tokens: N); of
   // routed_experts R, the `experts` held here are each reached with probability 1 − (1 − k/R)^N.
@@ -282,8 +282,8 @@ void cost_expert_linear(const OpRecord& op, OpCost& cost) {
   cost.parameter_bytes = static_cast<std::uint64_t>(std::llround(static_cast<double>(all) * reached / e));
   cost.bytes_read = checked_add(scaled(x.bytes()), cost.parameter_bytes, "bytes read");
   cost.bytes_written = scaled(cost.bytes_written);
-  if (op.parameters.size() > 1) add_flops(cost, rows * dim(out));  // a bias [E, out] per pair
-  add_weight_scaling(op, w, rows, in, out, reached / e, cost);     // the experts reached, dequantized once each
+  if (op.parameters.size() > 1) add_flops(cost, scaled(out_rows * dim(out)));  // a bias [E, out] per pair
+  add_weight_scaling(op, w, rows, in, out, reached / e, cost);  // the experts reached, dequantized once each
 }
 
 void cost_conv(const OpRecord& op, OpCost& cost) {

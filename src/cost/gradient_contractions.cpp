@@ -63,8 +63,32 @@ void gradient_linear(const OpRecord& fwd, const GradientPart& part, OpCost& cost
   add_contraction(cost, forward.contraction_flops);  // dX = dY·W or dW = dYᵀ·X
 }
 
+namespace {
+
+/// cost_expert_linear's load: under expert parallelism with a measured routing, the busiest
+/// device's rows over an average device's (its forward's MACs over those of one row per pair); 1
+/// otherwise.
+double expert_load(const OpRecord& fwd, const OpCost& forward) {
+  if (!fwd.attributes.has("routing_counts") || fwd.attributes.has("expert_rows") || fwd.parameters.empty()) return 1;
+  if (fwd.attributes.get_int("routed_experts", fwd.parameters[0].shape[0]) <= fwd.parameters[0].shape[0]) return 1;
+  const TensorDesc& x = fwd.inputs.at(0);
+  const TensorDesc& y = fwd.outputs.at(0);
+  const double in = static_cast<double>(x.shape.back()), out = static_cast<double>(y.shape.back());
+  const double average = 2.0 * static_cast<double>(y.elements()) / out * in * out;
+  return average > 0 ? static_cast<double>(forward.contraction_flops) / average : 1.0;
+}
+
+}  // namespace
+
 void gradient_expert_linear(const OpRecord& fwd, const GradientPart& part, OpCost& cost) {
   const OpCost forward = cost_of(fwd);  // also checks the op's shapes and routing
+  // the busiest expert-parallel device's rows: the activations' gradients it reads and writes,
+  // and its sums, load times an average device's (its GEMMs are the forward's, already scaled)
+  const double load = expert_load(fwd, forward);
+  const auto rows_scaled = [&](std::uint64_t n) {
+    return load == 1 ? n : static_cast<std::uint64_t>(std::llround(static_cast<double>(n) * load));
+  };
+  cost.bytes_read = rows_scaled(cost.bytes_read - cost.parameter_bytes) + cost.parameter_bytes;
   std::uint64_t all = 0;
   for (const ParameterDesc& p : fwd.parameters) all = checked_add(all, p.bytes(), "parameter bytes");
   // the experts the rows reach: their weights are read (dX) and their gradients written (dW, db);
@@ -77,7 +101,7 @@ void gradient_expert_linear(const OpRecord& fwd, const GradientPart& part, OpCos
     cost.bytes_written = scaled(cost.bytes_written);
     // the bias [E, out]: dY's rows summed per expert
     if (part.index == 1)
-      return add_flops(cost, reduce_adds(fwd.outputs.at(0).elements(), fwd.parameters.at(1).elements()));
+      return add_flops(cost, reduce_adds(rows_scaled(fwd.outputs.at(0).elements()), fwd.parameters.at(1).elements()));
     if (part.index != 0) no_rule(fwd, fmt::format("for parameter #{}", part.index));
     return add_contraction(cost, forward.contraction_flops);  // dW_e = Σ X_rowᵀ·dY_row over e's rows
   }
@@ -88,7 +112,8 @@ void gradient_expert_linear(const OpRecord& fwd, const GradientPart& part, OpCos
   const TensorDesc& y = fwd.outputs.at(0);
   const std::uint64_t in = x.shape.empty() ? 1 : dim(x.shape.back());
   const std::uint64_t out = y.shape.empty() ? 1 : dim(y.shape.back());
-  add_flops(cost, reduce_adds(y.elements() / out * in, x.elements()));
+  add_flops(cost, reduce_adds(rows_scaled(y.elements() / out * in), rows_scaled(x.elements())));
+  cost.bytes_written = rows_scaled(cost.bytes_written);  // dX
   cost.bytes_read = cost.bytes_read - cost.parameter_bytes + scaled(cost.parameter_bytes);
   cost.parameter_bytes = scaled(cost.parameter_bytes);
 }

@@ -101,7 +101,7 @@ std::string to_target_model_kind(const std::string& model) {
   if (model == "ff" || model == "cnn") return "reference";
   if (std::filesystem::path(model).extension() == ".pt2") return "torch.export program";
   std::error_code ec;
-  if (std::filesystem::is_directory(model, ec) || model.ends_with("/")) return "SavedModel";
+  if (std::filesystem::is_directory(model, ec)) return "SavedModel";
   return "TorchScript";
 }
 
@@ -391,8 +391,9 @@ std::vector<ToTargetRun> run_to_target(const ToTargetOptions& o,
       } catch (const Error& e) {
         if (interrupted()) throw Interrupted();
         const std::string what = strip_label(e.what(), label);
-        // the engine refused the request itself, or cannot load what it needs: every run would fail alike
-        if (runs.empty() && (e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotFound)) {
+        // a configuration's first run: the engine refused the request itself, or cannot load what
+        // it needs (a framework not installed): every run of it would fail alike
+        if (k == 0 && (e.code() == ErrorCode::kInvalidArgument || e.code() == ErrorCode::kNotFound)) {
           throw Error(e.code(), what);
         }
         run.error = what;

@@ -109,6 +109,16 @@ DecoderConfig with_routing(DecoderConfig c, const std::string& path) {
       }
     }
   }
+  h.first_alike.resize(h.counts.size());
+  for (std::size_t l = 0; l < h.counts.size(); ++l) {
+    h.first_alike[l] = static_cast<std::int64_t>(l);
+    for (std::size_t e = 0; e < l; ++e) {
+      if (!h.counts[l].empty() && h.counts[e] == h.counts[l]) {
+        h.first_alike[l] = static_cast<std::int64_t>(e);
+        break;
+      }
+    }
+  }
   c.routing = std::move(h);
   return c;
 }

@@ -27,7 +27,10 @@ DecoderConfig one_layer(const DecoderConfig& c, std::int64_t layer) {
     d.sparse_step = 1;
     d.dense_layers.clear();
     if (!c.moe_layer(layer)) d.dense_layers = {0};
-    if (c.routing) d.routing->counts = {c.routing->counts[static_cast<std::size_t>(layer)]};
+    if (c.routing) {
+      d.routing->counts = {c.routing->counts[static_cast<std::size_t>(layer)]};
+      d.routing->first_alike = {0};
+    }
   }
   return d;
 }
@@ -183,7 +186,10 @@ void split_parts(const DecoderConfig& d, const DecoderRequest& r, const Hardware
   pair.layers = 2;
   if (!d.sliding_layers.empty()) pair.sliding_layers = {d.sliding_layers[0], d.sliding_layers[0]};
   if (!d.dense_layers.empty()) pair.dense_layers = {0, 1};
-  if (d.routing) pair.routing->counts = {d.routing->counts[0], d.routing->counts[0]};
+  if (d.routing) {
+    pair.routing->counts = {d.routing->counts[0], d.routing->counts[0]};
+    pair.routing->first_alike = {0, 0};
+  }
   const OpGraph pair_forward = build_decoder(pair, r, "two layers");
   fused_by_pass(analyze(training_step(pair_forward, training), hardware),
                 Owners(pair_forward, decoder_layer_name(d, 0)), nullptr, two);
@@ -250,7 +256,16 @@ PartCost& PartCost::operator+=(const PartCost& o) {
 std::string decoder_layer_kind(const DecoderConfig& config, std::int64_t layer) {
   const bool window = config.window_of(layer) > 0, experts = config.experts > 0 && config.moe_layer(layer);
   const std::string kind = window && experts ? "window+experts" : window ? "window" : experts ? "experts" : "dense";
-  return experts && config.routing ? fmt::format("{}@{}", kind, layer) : kind;
+  if (!experts || !config.routing) return kind;
+  // under a measured routing a layer's counts are its own: its kind names the first layer routed
+  // alike (and of the same window), which is analysed for both
+  std::int64_t alike = layer;
+  const std::vector<std::int64_t>& first = config.routing->first_alike;
+  if (static_cast<std::size_t>(layer) < first.size()) {
+    alike = first[static_cast<std::size_t>(layer)];
+    if ((config.window_of(alike) > 0) != window) alike = layer;
+  }
+  return fmt::format("{}@{}", kind, alike);
 }
 
 const ShardCosts& ShardCostCache::get(int tp, std::int64_t micro_batch, std::int64_t tokens,

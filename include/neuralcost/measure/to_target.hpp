@@ -81,9 +81,10 @@ struct ToTargetRun {
   std::vector<CurvePoint> curve;
   std::string error;  ///< when the run failed (the others go on)
   std::int64_t train_images = 0, val_images = 0, parameters = 0;
-  std::string torch_version;  ///< the engine's version: "2.15.0" (torch), "LibTorch 1.13.0", "JAX 0.10.2"
+  /// the engine's version: "2.15.0" (torch), "LibTorch 1.13.0", "JAX 0.10.2", "TensorFlow 2.21.0"
+  std::string torch_version;
   /// the loss of the run's first batch before any update: the seed's initial weights on the seed's
-  /// first batch, the same in both backends (they draw both alike); absent in older study files
+  /// first batch, the same in every backend (they draw both alike); absent in older study files
   std::optional<double> first_loss;
   /// the run's process's peak resident memory (its Python, torch and data included: a fresh
   /// process a run); 0 when unknown (a study file from before it was recorded)
@@ -134,7 +135,7 @@ std::vector<ToTargetRun> run_to_target(const ToTargetOptions& options,
                                        const std::function<void(const ToTargetRun&)>& on_run);
 
 /// Whether the backends started a seed alike: every two runs in different backends (torch,
-/// libtorch, jax) with the same seed, precision and batch (mode and learning rate do not change
+/// libtorch, jax, tensorflow) with the same seed, precision and batch (mode and learning rate do not change
 /// the first batch's loss) compared by their first_loss. The same weights on the same images give the same loss but for
 /// the kernels' rounding; `same` when every pair agrees within 1e-4 relative.
 struct StartAgreement {

@@ -119,6 +119,9 @@ struct DecoderConfig {
     std::string description;  ///< the file's "source", what it was measured on (may be empty)
     std::int64_t tokens = 0;
     std::vector<std::vector<std::int64_t>> counts;  ///< per layer: [experts] for a layer with experts, empty otherwise
+    /// per layer: the first layer with the same counts (itself when none before; with_routing sets
+    /// it), so layers routed alike are analysed once
+    std::vector<std::int64_t> first_alike;
   };
   std::optional<RoutingHistogram> routing;
   /// qwen2_moe: layer l has experts when (l + 1) % sparse_step == 0 and l is not in dense_layers

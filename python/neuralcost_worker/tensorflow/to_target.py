@@ -13,8 +13,9 @@ from the same weights on the same first batch as in torch, LibTorch and JAX.
 
 A SavedModel of the user's (`--model DIR`) trains its serving signature (`serving_default`, else
 the first): one input taking the images, [N, 8, 8, 1] (NHWC), [N, 1, 8, 8] or [N, 64] with an
-unknown batch, and one output of [N, classes] logits. Its trainable variables are redrawn by the
-run's seed with the same rule in TF's layouts (Kaiming-uniform with the fan-in of all dimensions
+unknown batch, and one output of [N, classes] logits. Its trainable variables that reach the
+output are trained (a variable without a gradient is left alone, as torch's optimizers skip one),
+each redrawn by the run's seed with the same rule in TF's layouts (Kaiming-uniform with the fan-in of all dimensions
 but the last for kernels, U(-0.05, 0.05) for vectors; numpy's generator seeded with the seed), and
 what it computes is what it was saved to compute: a Keras export's serving signature runs batch
 norm on its moving statistics and leaves dropout off.
@@ -230,6 +231,14 @@ def _saved_model(path, image, classes, seed, tf, np):
     if len(probe) != 1 or list(next(iter(probe.values())).shape) != [2, classes]:
         got = {k: v.shape.as_list() for k, v in probe.items()}
         raise _bad(f"--model {path}: signature '{key}' returns {got}, not one output of [2, {classes}] logits")
+    # the variables the output depends on (tf.GradientTape gives the others no gradient): those
+    # are trained, as torch's optimizers skip a parameter without a gradient
+    with tf.GradientTape() as tape:
+        logits = fn(**{name: tf.zeros([2] + shape[1:], spec.dtype)})
+        total = tf.add_n([tf.reduce_sum(tf.cast(v, tf.float32)) for v in logits.values()])
+    variables = [v for v, g in zip(variables, tape.gradient(total, variables)) if g is not None]
+    if not variables:
+        raise _bad(f"--model {path}: none of its trainable variables reaches its output")
     rng = np.random.default_rng(seed)
     for v in variables:  # the run's own initial weights, by the seed
         s = v.shape.as_list()
