@@ -279,7 +279,8 @@ def _settings(req):
     model = s["model"]
     if s["backend"] == "jax" and model not in MODELS:
         raise BadRequest(
-            f"--model {model}: the jax engine trains ff and cnn (a file of yours trains in torch, libtorch or tensorflow)"
+            f"--model {model}: the jax engine trains ff and cnn "
+            "(a file of yours trains in torch, libtorch or tensorflow)"
         )
     if s["backend"] == "tensorflow":
         return s  # ff, cnn or a SavedModel directory (tensorflow/to_target.py checks it)
