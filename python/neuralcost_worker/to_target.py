@@ -190,6 +190,15 @@ def seed_weights(net, torch, seed):
             torch.nn.init.uniform_(p, -0.05, 0.05)
 
 
+def optimizer_settings(s):
+    """The run's optimizer as training.py's settings, for the engines that write torch.optim's
+    formulas themselves (jax/training.update, tensorflow/training.Optimizer): SGD with momentum 0.9,
+    or Adam with torch's defaults; no weight decay."""
+    if s["optimizer"] == "sgd":
+        return {"optimizer": "momentum", "learning_rate": s["lr"], "weight_decay": 0.0, "momentum": 0.9}
+    return {"optimizer": "adam", "learning_rate": s["lr"], "weight_decay": 0.0, "betas": (0.9, 0.999), "eps": 1e-8}
+
+
 class TorchEngine:
     """A run's training in PyTorch: step(idx) trains on the training images idx (a torch index
     tensor) and returns the loss, accuracy() evaluates the validation split."""

@@ -59,17 +59,7 @@ class Engine:
         self.parameters = int(sum(p.size for p in params.values()))
         self.version = f"JAX {jax.__version__}"
         forward = _forward(s["model"], s["depth"], s["precision"] == "bf16-mixed", jax, jnp)
-        train = (
-            {"optimizer": "momentum", "learning_rate": s["lr"], "weight_decay": 0.0, "momentum": 0.9}
-            if s["optimizer"] == "sgd"
-            else {
-                "optimizer": "adam",
-                "learning_rate": s["lr"],
-                "weight_decay": 0.0,
-                "betas": (0.9, 0.999),
-                "eps": 1e-8,
-            }
-        )
+        train = to_target.optimizer_settings(s)
 
         def loss_of(params, stats, x, y):
             logits, stats = forward(params, stats, x, True)

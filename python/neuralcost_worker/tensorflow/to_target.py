@@ -38,6 +38,7 @@ class Engine:
         import numpy as np
         import tensorflow as tf
 
+        from neuralcost_worker import to_target
         from neuralcost_worker.tensorflow import training as tf_training
 
         if s["threads"] > 0:  # before TensorFlow starts its pools (the first op does)
@@ -58,17 +59,7 @@ class Engine:
         self.xv, self.yv = tf.constant(_images(xv, image, layout)), tf.constant(yv.astype(np.int32))
         self.parameters = int(sum(int(np.prod(v.shape)) for v in variables))
         self.version = f"TensorFlow {tf.__version__}"
-        train = (
-            {"optimizer": "momentum", "learning_rate": s["lr"], "weight_decay": 0.0, "momentum": 0.9}
-            if s["optimizer"] == "sgd"
-            else {
-                "optimizer": "adam",
-                "learning_rate": s["lr"],
-                "weight_decay": 0.0,
-                "betas": (0.9, 0.999),
-                "eps": 1e-8,
-            }
-        )
+        train = to_target.optimizer_settings(s)
         self.optimizer = tf_training.Optimizer(train, variables)
 
         def step(x, y):
