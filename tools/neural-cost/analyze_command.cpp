@@ -264,7 +264,8 @@ void add_analyze_command(CLI::App& app) {
   cmd->add_option("--routing", args->variant.routing,
                   "Decoder LLMs with experts: a routing histogram (JSON: the tokens each expert took per layer, "
                   "docs/llm.md \"A measured routing\"), so that the experts' weights a step reads are those a step's "
-                  "tokens reach under that routing, not under uniform routing");
+                  "tokens reach under that routing, not under uniform routing; in a training step over --parallel "
+                  "...,ep=N, the busiest expert-parallel device's rows and all-to-alls");
   cmd->add_option("--dtype", args->dtype,
                   "Compute dtype: fp64, fp32, tf32, fp16, bf16, int8, fp8 (ONNX: every floating-point tensor is "
                   "counted in it)")
