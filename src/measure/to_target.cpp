@@ -375,14 +375,14 @@ std::vector<ToTargetRun> run_to_target(const ToTargetOptions& o,
       run.config = c;
       run.seed = o.seed + static_cast<std::uint64_t>(k);
       json req = run_request(o, config, run.seed);
-      // torch and jax train in the Python worker; libtorch in its engine, on the worker's split
-      const bool torch = config.backend != "libtorch";
-      if (torch) req["backend"] = config.backend;
-      if (!torch) req["data"] = data;
-      const std::string& label = torch ? python_label : engine_label;
+      // torch, jax and tensorflow train in the Python worker; libtorch in its engine, on the worker's split
+      const bool in_worker = config.backend != "libtorch";
+      if (in_worker) req["backend"] = config.backend;
+      if (!in_worker) req["data"] = data;
+      const std::string& label = in_worker ? python_label : engine_label;
       try {
         // a fresh process a run: no run inherits another's caches, compiled code or allocator
-        worker::WorkerProcess process(torch ? python : std::vector<std::string>{engine}, env, label);
+        worker::WorkerProcess process(in_worker ? python : std::vector<std::string>{engine}, env, label);
         const json reply = process.request(req, std::chrono::duration<double>(o.step_timeout_seconds));
         process.stop();
         read_reply(reply, run);

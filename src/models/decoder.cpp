@@ -93,6 +93,17 @@ using detail::product;
 using detail::rotary;
 using detail::Tweak;
 
+/// Σ_e 1 − (1 − count_e / histogram_tokens)^tokens: the distinct experts of `counts` that `tokens`
+/// tokens reach under a measured routing (an expectation).
+static double experts_reached_by(const std::vector<std::int64_t>& counts, std::int64_t histogram_tokens,
+                                 double tokens) {
+  double reached = 0;
+  for (const std::int64_t n : counts) {
+    reached += 1 - std::pow(1 - static_cast<double>(n) / static_cast<double>(histogram_tokens), tokens);
+  }
+  return reached;
+}
+
 /// A sparse MoE block on m [B, T, E] (transformers' MixtralSparseMoeBlock, Qwen2MoeSparseMoeBlock):
 /// the router (a linear to the experts' logits, softmax in fp32, top-k, the k weights renormalised
 /// where the model does), then each token through its k SwiGLU experts (gate, up, down:
@@ -146,15 +157,9 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
     const std::vector<std::int64_t>& counts = c.routing->counts[static_cast<std::size_t>(layer)];
     held.assign(counts.begin() + busiest.device * local, counts.begin() + (busiest.device + 1) * local);
   }
-  double reached = 0;
-  if (c.routing) {
-    for (const std::int64_t count : held) {
-      reached += 1 - std::pow(1 - static_cast<double>(count) / static_cast<double>(c.routing->tokens),
-                              static_cast<double>(routed_tokens));
-    }
-  } else {
-    reached = expected_experts_reached(c, static_cast<std::uint64_t>(routed_tokens), layer) / static_cast<double>(ep);
-  }
+  const double reached = c.routing ? experts_reached_by(held, c.routing->tokens, static_cast<double>(routed_tokens))
+                                   : expected_experts_reached(c, static_cast<std::uint64_t>(routed_tokens), layer) /
+                                         static_cast<double>(ep);
   const auto expert_linear = [&](const std::string& w, const TensorDesc& x, Shape out, std::int64_t rows_out) {
     const std::int64_t in = x.shape.back();
     return b.op(OpKind::kExpertLinear, name + ".experts." + w, {b.w8a8() ? b.quantized(x) : x}, std::move(out),
@@ -284,12 +289,7 @@ double expected_experts_reached(const DecoderConfig& c, std::uint64_t tokens, st
   if (!c.routing)
     return e * (1 - std::pow(1 - static_cast<double>(c.experts_per_token) / e, static_cast<double>(tokens)));
   const auto of_layer = [&](const std::vector<std::int64_t>& counts) {
-    double reached = 0;
-    for (const std::int64_t n : counts) {
-      reached += 1 - std::pow(1 - static_cast<double>(n) / static_cast<double>(c.routing->tokens),
-                              static_cast<double>(tokens));
-    }
-    return reached;
+    return experts_reached_by(counts, c.routing->tokens, static_cast<double>(tokens));
   };
   if (layer >= 0) {
     return layer < c.layers ? of_layer(c.routing->counts[static_cast<std::size_t>(layer)]) : 0;
