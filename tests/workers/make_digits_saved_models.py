@@ -1,7 +1,7 @@
 """SavedModels a user might train with `neural-cost train-to-target --backend tensorflow --model DIR`
 (the TensorFlow engine trains the serving signature's trainable variables): an MLP over the 8x8
 digits flattened (a tf.Module, batch None), the same with its batch fixed at 4, which must be
-refused, and a small Keras convnet over NHWC images exported with model.export (when Keras is there).
+refused, the same with a trainable variable its output does not use (left alone), and a small Keras convnet over NHWC images exported with model.export (when Keras is there).
 Usage: make_digits_saved_models.py OUT_DIR"""
 
 import os
@@ -24,6 +24,14 @@ class Mlp(tf.Module):
         return tf.matmul(tf.nn.relu(tf.matmul(x, self.w1) + self.b1), self.w2) + self.b2
 
 
+class MlpWithAnUnusedVariable(Mlp):
+    """The MLP and a trainable variable its output does not depend on (no gradient reaches it)."""
+
+    def __init__(self):
+        super().__init__()
+        self.unused = tf.Variable(tf.zeros([5]))
+
+
 def save(module, batch, path):
     fn = tf.function(module.__call__, input_signature=[tf.TensorSpec([batch, 64], tf.float32, name="pixels")])
     tf.saved_model.save(module, path, signatures={"serving_default": fn})
@@ -32,6 +40,7 @@ def save(module, batch, path):
 def main(out):
     save(Mlp(), None, os.path.join(out, "digits_saved"))
     save(Mlp(), 4, os.path.join(out, "digits_saved_fixed"))
+    save(MlpWithAnUnusedVariable(), None, os.path.join(out, "digits_saved_unused"))
     try:
         import keras
     except ImportError:

@@ -4,7 +4,7 @@
 # process of its own, and each used to write its files again (importing TensorFlow or torch,
 # 5-15 s each time). Two lanes in parallel, one per framework:
 #   TensorFlow (PYTHON): tf_while_loop, tf_cond, tf_keras (absent when Keras is missing), token_saved,
-#   digits_saved, digits_saved_fixed, digits_keras (absent when Keras is missing)
+#   digits_saved, digits_saved_fixed, digits_saved_unused, digits_keras (absent when Keras is missing)
 #   torch (PYTHON): token.pt2, cnn.pt2, digits_mlp.pt2, digits_static.pt2 (torch.export); Debian's
 #   /usr/bin/python3 (torch 1.13): token.pt
 # Usage: tests/workers/make_model_files.sh PYTHON OUT_DIR

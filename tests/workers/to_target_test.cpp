@@ -352,6 +352,18 @@ TEST(ToTargetCliTest, AUsersSavedModelTrainsInTensorFlow) {
       EXPECT_EQ(j.at("runs")[0].at("parameters"), 64 * 32 + 32 + 32 * 10 + 10);
     }
   }
+  // a trainable variable the output does not depend on gets no gradient: it is left alone (as
+  // torch's optimizers skip one), not counted, and the rest trains
+  const std::string path = ::testing::TempDir() + "/to_target_unused_" + std::to_string(::getpid()) + ".json";
+  const CliResult r =
+      run_cli("train-to-target --model " + files +
+              "/digits_saved_unused --backend tensorflow --target 0.85 --runs 3 --max-steps 1500 -o " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(slurp(path));
+  for (const auto& run : j.at("runs")) {
+    EXPECT_TRUE(run.at("reached").get<bool>()) << run.dump();
+    EXPECT_EQ(run.at("parameters"), 64 * 32 + 32 + 32 * 10 + 10);
+  }
 }
 
 TEST(ToTargetCliTest, AUsersModelThatCannotTrainIsOneErrorLine) {
