@@ -1,7 +1,8 @@
 """SavedModels a user might train with `neural-cost train-to-target --backend tensorflow --model DIR`
 (the TensorFlow engine trains the serving signature's trainable variables): an MLP over the 8x8
 digits flattened (a tf.Module, batch None), the same with its batch fixed at 4, which must be
-refused, the same with a trainable variable its output does not use (left alone), and a small Keras convnet over NHWC images exported with model.export (when Keras is there).
+refused, the same with a trainable variable its output does not use (left alone), and a small
+Keras convnet over NHWC images exported with model.export (when Keras is there).
 Usage: make_digits_saved_models.py OUT_DIR"""
 
 import os
