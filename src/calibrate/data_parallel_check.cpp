@@ -10,6 +10,7 @@
 #include "backends/python_worker/worker_backend.hpp"
 #include "backends/python_worker/worker_process.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/host.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/parallel/data_parallel.hpp"
 #include "neuralcost/parallel/link_time.hpp"
@@ -64,48 +65,14 @@ RoundFigure figure(const json& rounds, const char* key) {
 
 }  // namespace
 
-DataParallelCheck check_data_parallel(const DataParallelCheckRequest& request) {
-  check_data_parallel_request(request);
-  if (auto why = worker::WorkerBackend("collectives", "torch", "", {"eager"}, "eager", {}).unavailable_reason()) {
-    throw Error(ErrorCode::kNotFound, "--data-parallel needs the torch worker's Python: " + *why);
-  }
-  DataParallelCheck out;
-  out.request = request;
+void predict_data_parallel(DataParallelCheck& out) {
+  const DataParallelCheckRequest& request = out.request;
   const bool fsdp = request.stage == ZeroStage::kParameters;
-  worker::WorkerProcess process({worker::python_interpreter(), "-m", "neuralcost_worker", "collectives"},
-                                {{"PYTHONPATH", worker::worker_directory()}, {"PYTHONUNBUFFERED", "1"}},
-                                "the collectives worker");
-  json reply;
-  try {
-    reply = process.request({{"cmd", "steps"},
-                             {"ranks", request.ranks},
-                             {"mode", fsdp ? "fsdp" : "ddp"},
-                             {"model", request.model},
-                             {"batch", request.batch},
-                             {"seq", request.seq},
-                             {"width", request.width},
-                             {"depth", request.depth},
-                             {"optimizer", request.optimizer},
-                             {"rounds", request.rounds},
-                             {"steps", request.steps},
-                             {"deadline_seconds", request.deadline_seconds}},
-                            std::chrono::duration<double>(request.deadline_seconds + 60));
-  } catch (const Error& e) {
-    throw Error(e.code(), fmt::format("the data-parallel steps over {} ranks failed: {}", request.ranks, e.what()));
-  }
-  process.stop();
-  out.torch_version = reply.value("torch", std::string("?"));
-  out.parameters = reply.at("parameters").get<std::uint64_t>();
-  out.collectives_per_step = reply.at("calls_per_step").get<int>();
-  out.collectives = reply.at("collectives").get<std::vector<std::string>>();
-  out.measured_buckets = reply.at("buckets").get<std::vector<double>>();
-  out.units = reply.at("units").get<std::vector<double>>();
-  const json& rounds = reply.at("rounds");
-  out.step = figure(rounds, "step_seconds");
-  out.compute = figure(rounds, "compute_seconds");
-  out.link = figure(rounds, "link_seconds");
-  out.wait = figure(rounds, "wait_seconds");
-
+  // on CPUs, gloo's work takes cores: it overlaps the ranks' compute only where each rank's
+  // communication has a core of its own beside the rank's one compute thread
+  const int cpus = request.cpus > 0 ? request.cpus : describe_host().logical_cpus;
+  const bool overlap = cpus >= 2 * request.ranks;
+  out.predicted_calls = 0;
   // the prediction: the step graph's collectives on the calibrated link, on the measured
   // compute's timeline (each op's roofline time scaled so that the step takes the measured compute)
   ReferenceOptions model;
@@ -154,15 +121,70 @@ DataParallelCheck check_data_parallel(const DataParallelCheckRequest& request) {
     out.predicted_link_seconds = 2 * gathers + scatters;
     out.predicted_exposed_seconds = first + std::max(0.0, gathers - first - step.forward_seconds) +
                                     std::max(0.0, gathers + scatters - step.backward_seconds);
-    out.notes.push_back(
+    out.notes.push_back(fmt::format(
         "fsdp: each unit's all-gather before its forward and its backward pass and its reduce-scatter, on the "
-        "calibrated link; the first gather is waited for, the rest hide behind their pass but what exceeds it");
+        "calibrated link; {}",
+        overlap ? "the first gather is waited for, the rest hide behind their pass but what exceeds it"
+                : "each waited for (no core to overlap them, below)"));
+  }
+  if (!overlap) {
+    out.predicted_exposed_seconds = out.predicted_link_seconds;
+    out.notes.push_back(fmt::format(
+        "no overlap: the {} ranks of one thread each share {} CPU(s), and gloo's collectives run on the same cores "
+        "(loopback copies, reductions, its threads' wake-ups): a collective overlaps compute only with a core of its "
+        "own for every rank (at least {} CPUs), so the whole link time is exposed",
+        request.ranks, cpus, 2 * request.ranks));
   }
   out.predicted_step_seconds = out.compute.median + out.predicted_exposed_seconds;
   out.notes.push_back(fmt::format(
       "predicted step = the measured step without communication ({}) + the predicted exposed communication; "
       "the ops' roofline times scaled by {:.3g} to take that long",
       fsdp ? "an unsharded copy of the network" : "DDP's no_sync()", r.compute_scale));
+}
+
+DataParallelCheck check_data_parallel(const DataParallelCheckRequest& request) {
+  check_data_parallel_request(request);
+  if (auto why = worker::WorkerBackend("collectives", "torch", "", {"eager"}, "eager", {}).unavailable_reason()) {
+    throw Error(ErrorCode::kNotFound, "--data-parallel needs the torch worker's Python: " + *why);
+  }
+  DataParallelCheck out;
+  out.request = request;
+  const bool fsdp = request.stage == ZeroStage::kParameters;
+  worker::WorkerProcess process({worker::python_interpreter(), "-m", "neuralcost_worker", "collectives"},
+                                {{"PYTHONPATH", worker::worker_directory()}, {"PYTHONUNBUFFERED", "1"}},
+                                "the collectives worker");
+  json reply;
+  try {
+    reply = process.request({{"cmd", "steps"},
+                             {"ranks", request.ranks},
+                             {"mode", fsdp ? "fsdp" : "ddp"},
+                             {"model", request.model},
+                             {"batch", request.batch},
+                             {"seq", request.seq},
+                             {"width", request.width},
+                             {"depth", request.depth},
+                             {"optimizer", request.optimizer},
+                             {"rounds", request.rounds},
+                             {"steps", request.steps},
+                             {"deadline_seconds", request.deadline_seconds}},
+                            std::chrono::duration<double>(request.deadline_seconds + 60));
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("the data-parallel steps over {} ranks failed: {}", request.ranks, e.what()));
+  }
+  process.stop();
+  out.torch_version = reply.value("torch", std::string("?"));
+  out.parameters = reply.at("parameters").get<std::uint64_t>();
+  out.collectives_per_step = reply.at("calls_per_step").get<int>();
+  out.collectives = reply.at("collectives").get<std::vector<std::string>>();
+  out.measured_buckets = reply.at("buckets").get<std::vector<double>>();
+  out.units = reply.at("units").get<std::vector<double>>();
+  const json& rounds = reply.at("rounds");
+  out.step = figure(rounds, "step_seconds");
+  out.compute = figure(rounds, "compute_seconds");
+  out.link = figure(rounds, "link_seconds");
+  out.wait = figure(rounds, "wait_seconds");
+
+  predict_data_parallel(out);
   return out;
 }
 

@@ -2,7 +2,10 @@
 // the layouts that cannot be.
 #include "neuralcost/parallel/data_parallel.hpp"
 
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "neuralcost/calibrate/data_parallel_check.hpp"
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
@@ -154,6 +157,40 @@ TEST(DataParallelTest, LayoutsThatDoNotDivideAreRefused) {
   EXPECT_EQ(parse_parallel_layout("dp=4,ep=2").ep, 2);  // checked against the model by model_parallel_step
   for (const char* bad : {"", "dp", "dp=0", "dp=x", "dp=2,zz=3", "ep=0", "dp=2.5", "pp=0"}) {
     EXPECT_THROW(parse_parallel_layout(bad), Error) << bad;
+  }
+}
+
+// The measured check's prediction (`profile --train --data-parallel`): where the ranks' compute
+// fills the CPUs, gloo's collectives run on the same cores and hide behind nothing, so the whole
+// link time is exposed; with a CPU of its own for each rank's communication, FSDP's gathers and
+// reduce-scatters hide behind their passes but what exceeds them.
+TEST(DataParallelTest, TheCheckExposesEveryCollectiveWhenTheRanksFillTheCpus) {
+  for (const ZeroStage stage : {ZeroStage::kNone, ZeroStage::kParameters}) {
+    DataParallelCheck c;
+    c.request.model = "transformer";
+    c.request.batch = 32;
+    c.request.ranks = 2;
+    c.request.stage = stage;
+    c.request.link = find_interconnect(std::string(NEURALCOST_TEST_INPUTS) + "/calibration/gloo_loopback_2ranks.json");
+    c.request.hardware = HardwareDatabase::builtin().get("epyc-9654");
+    c.compute.median = 0.030;
+    if (stage == ZeroStage::kParameters) c.units = {16384, 65536, 65536, 8192};
+    c.request.cpus = 2;
+    predict_data_parallel(c);
+    const std::string name(zero_stage_name(stage));
+    EXPECT_GT(c.predicted_link_seconds, 0) << name;
+    EXPECT_DOUBLE_EQ(c.predicted_exposed_seconds, c.predicted_link_seconds) << name;
+    EXPECT_DOUBLE_EQ(c.predicted_step_seconds, 0.030 + c.predicted_link_seconds) << name;
+    EXPECT_THAT(::testing::PrintToString(c.notes), ::testing::HasSubstr("no overlap: the 2 ranks")) << name;
+    const double link = c.predicted_link_seconds;
+    c.request.cpus = 4;
+    c.notes.clear();
+    predict_data_parallel(c);
+    EXPECT_DOUBLE_EQ(c.predicted_link_seconds, link) << name;  // the same collectives, hidden or not
+    EXPECT_EQ(c.predicted_calls > 0 && (stage != ZeroStage::kParameters || c.predicted_calls == 12), true) << name;
+    EXPECT_LE(c.predicted_exposed_seconds, c.predicted_link_seconds) << name;
+    if (stage == ZeroStage::kParameters) EXPECT_LT(c.predicted_exposed_seconds, c.predicted_link_seconds);
+    EXPECT_THAT(::testing::PrintToString(c.notes), ::testing::Not(::testing::HasSubstr("no overlap"))) << name;
   }
 }
 

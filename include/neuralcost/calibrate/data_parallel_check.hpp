@@ -28,6 +28,9 @@ struct DataParallelCheckRequest {
   InterconnectSpec link;  ///< calibrated on this machine (its measured segments)
   HardwareSpec hardware;  ///< the roofline whose op times, scaled to the measured compute, give the timeline
   double deadline_seconds = 900;
+  /// CPUs the ranks share (0: this process's affinity mask). gloo's collectives run on them too,
+  /// so they overlap compute only with a CPU of their own for every rank (2 × ranks CPUs)
+  int cpus = 0;
 };
 
 /// One measured quantity over the rounds: each round's median, their median and its 95 % interval
@@ -58,6 +61,12 @@ struct DataParallelCheck {
 
 /// The request's errors (the ones check_data_parallel names first), before anything slow runs.
 void check_data_parallel_request(const DataParallelCheckRequest& request);
+
+/// The prediction of `check` from its request and measured figures (compute, and FSDP's units):
+/// the predicted link, exposed, step times and calls, and the notes saying how. Without a CPU of
+/// its own for each rank's communication (request.cpus < 2 × ranks) nothing overlaps: the whole
+/// link time is exposed.
+void predict_data_parallel(DataParallelCheck& check);
 
 /// Runs the steps (the torch worker's Python, `python -m neuralcost_worker collectives`) and
 /// predicts them. kInvalidArgument for fewer than 2 ranks, another model, a ZeRO stage other than
