@@ -119,33 +119,39 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
     return b.op(kind, name + op, std::move(in), shape, {}, dtype,
                 [&](OpRecord& r) { r.attributes.set("function", function); });
   };
-  TensorDesc chosen;
-  if (c.grouped_sigmoid_router) {
-    chosen = detail::grouped_sigmoid_router(b, c, name + ".gate", m);
-  } else if (c.softmax_group_router) {
-    chosen = detail::softmax_group_router(b, c, name + ".gate", m);
-  } else {
-    const TensorDesc logits = typed(OpKind::kUnary, "#logits_to_fp32", "cast",
-                                    {b.linear(name + ".gate", m, n, false, "", true)}, DType::kFp32);
-    const TensorDesc probs = b.op(OpKind::kSoftmax, name + "#softmax", {logits}, {batch, t, n}, {}, DType::kFp32,
-                                  [](OpRecord& r) { r.attributes.set("axis", std::int64_t{-1}); });
-    // top-k of E per token: k passes of E − 1 comparisons (torch.topk's work is not specified)
-    const TensorDesc top =
-        b.op(OpKind::kCustom, name + "#topk", {probs}, {batch, t, k}, {}, DType::kFp32, [&](OpRecord& r) {
-          r.attributes.set("function", std::string("topk"));
-          r.attributes.set("flops", static_cast<std::int64_t>(tokens * k * (n - 1)));
-          r.attributes.set("approximation",
-                           fmt::format("top-{} of {} experts counted as {} passes of {} comparisons", k, n, k, n - 1));
-        });
-    chosen = top;
-    if (c.normalize_top_k) {  // mixtral; qwen2_moe with norm_topk_prob
-      const TensorDesc sum = b.op(OpKind::kReduction, name + "#weights_sum", {top}, {batch, t, 1}, {}, DType::kFp32,
-                                  [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
-      chosen = b.op(OpKind::kBinary, name + "#weights_normalised", {top, sum}, {batch, t, k}, {}, DType::kFp32,
-                    [](OpRecord& r) { r.attributes.set("function", std::string("div")); });
+  // Under sequence parallelism the router and the weighted sum of the experts' outputs run on
+  // each device's 1/tp of the tokens (the residual stream's share, Megatron-Core's token
+  // dispatcher): the experts' GEMMs and a shared expert take every token, gathered
+  const auto router = [&] {
+    TensorDesc chosen;
+    if (c.grouped_sigmoid_router) {
+      chosen = detail::grouped_sigmoid_router(b, c, name + ".gate", m);
+    } else if (c.softmax_group_router) {
+      chosen = detail::softmax_group_router(b, c, name + ".gate", m);
+    } else {
+      const TensorDesc logits = typed(OpKind::kUnary, "#logits_to_fp32", "cast",
+                                      {b.linear(name + ".gate", m, n, false, "", true)}, DType::kFp32);
+      const TensorDesc probs = b.op(OpKind::kSoftmax, name + "#softmax", {logits}, {batch, t, n}, {}, DType::kFp32,
+                                    [](OpRecord& r) { r.attributes.set("axis", std::int64_t{-1}); });
+      // top-k of E per token: k passes of E − 1 comparisons (torch.topk's work is not specified)
+      const TensorDesc top =
+          b.op(OpKind::kCustom, name + "#topk", {probs}, {batch, t, k}, {}, DType::kFp32, [&](OpRecord& r) {
+            r.attributes.set("function", std::string("topk"));
+            r.attributes.set("flops", static_cast<std::int64_t>(tokens * k * (n - 1)));
+            r.attributes.set("approximation", fmt::format("top-{} of {} experts counted as {} passes of {} comparisons",
+                                                          k, n, k, n - 1));
+          });
+      chosen = top;
+      if (c.normalize_top_k) {  // mixtral; qwen2_moe with norm_topk_prob
+        const TensorDesc sum = b.op(OpKind::kReduction, name + "#weights_sum", {top}, {batch, t, 1}, {}, DType::kFp32,
+                                    [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
+        chosen = b.op(OpKind::kBinary, name + "#weights_normalised", {top, sum}, {batch, t, k}, {}, DType::kFp32,
+                      [](OpRecord& r) { r.attributes.set("function", std::string("div")); });
+      }
     }
-  }
-  const TensorDesc weights = typed(OpKind::kUnary, "#weights_to_dtype", "cast", {chosen}, b.dtype());
+    return typed(OpKind::kUnary, "#weights_to_dtype", "cast", {chosen}, b.dtype());
+  };
+  const TensorDesc weights = b.on_residual_stream(router);
   // expert parallelism: the device's n / ep experts take the rows the tokens of ep devices route
   // to them: as many as its own tokens make, on average (uniform routing)
   // Under a measured routing the devices' loads differ: the graph is the busiest device's (the
@@ -211,10 +217,12 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   const TensorDesc up = expert_linear(mixtral ? "w3" : "up_proj", m, {batch, t, k, x}, x);
   const TensorDesc hidden = b.elementwise(OpKind::kBinary, name + ".experts#gate_up", "mul", {gate, up});
   const TensorDesc down = expert_linear(mixtral ? "w2" : "down_proj", hidden, {batch, t, k, e}, e);
-  const TensorDesc weighted = b.elementwise(OpKind::kBinary, name + "#weighted", "mul",
-                                            {down, b.view(name + "#weights_unsqueeze", weights, {batch, t, k, 1})});
-  const TensorDesc routed = b.op(OpKind::kReduction, name + "#sum_experts", {weighted}, {batch, t, e}, {}, std::nullopt,
-                                 [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
+  const TensorDesc routed = b.on_residual_stream([&] {
+    const TensorDesc weighted = b.elementwise(OpKind::kBinary, name + "#weighted", "mul",
+                                              {down, b.view(name + "#weights_unsqueeze", weights, {batch, t, k, 1})});
+    return b.op(OpKind::kReduction, name + "#sum_experts", {weighted}, {batch, t, e}, {}, std::nullopt,
+                [](OpRecord& r) { r.attributes.set("function", std::string("sum")); });
+  });
   if (c.shared_expert_intermediate == 0) return routed;
   // qwen2_moe's shared expert, every token through it, scaled by sigmoid(shared_expert_gate(m))
   const std::int64_t s = c.shared_expert_intermediate;
@@ -224,13 +232,15 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   const TensorDesc s_hidden =
       b.elementwise(OpKind::kBinary, se + "#gate_up", "mul", {s_gate, b.linear(se + ".up_proj", m, s, false)});
   const TensorDesc s_down = b.linear(se + ".down_proj", s_hidden, e, false);
-  if (!c.shared_expert_gate) {  // deepseek_v3's shared experts: added as they are
-    return b.elementwise(OpKind::kBinary, name + "#routed_and_shared", "add", {routed, s_down});
-  }
-  const TensorDesc s_scale = b.elementwise(OpKind::kActivation, name + ".shared_expert_gate#sigmoid", "sigmoid",
-                                           {b.linear(name + ".shared_expert_gate", m, 1, false)});
-  const TensorDesc shared = b.elementwise(OpKind::kBinary, se + "#scaled", "mul", {s_down, s_scale});
-  return b.elementwise(OpKind::kBinary, name + "#routed_and_shared", "add", {routed, shared});
+  return b.on_residual_stream([&] {
+    if (!c.shared_expert_gate) {  // deepseek_v3's shared experts: added as they are
+      return b.elementwise(OpKind::kBinary, name + "#routed_and_shared", "add", {routed, s_down});
+    }
+    const TensorDesc s_scale = b.elementwise(OpKind::kActivation, name + ".shared_expert_gate#sigmoid", "sigmoid",
+                                             {b.linear(name + ".shared_expert_gate", m, 1, false)});
+    const TensorDesc shared = b.elementwise(OpKind::kBinary, se + "#scaled", "mul", {s_down, s_scale});
+    return b.elementwise(OpKind::kBinary, name + "#routed_and_shared", "add", {routed, shared});
+  });
 }
 
 }  // namespace

@@ -39,11 +39,6 @@ void check(const DecoderConfig& c, const ModelParallelRequest& r) {
   }
   if (r.sequence_parallel) {
     if (r.tp < 2) refuse("--sequence-parallel splits the tokens over the tensor-parallel devices: it needs tp > 1");
-    if (c.experts > 0) {
-      refuse(
-          "--sequence-parallel with a mixture of experts is not built (its router and token dispatch over "
-          "sequence shards are not modeled)");
-    }
     if (r.tokens % r.tp != 0) {
       refuse(fmt::format("--sequence-parallel: tp={} does not divide the {} tokens of a sequence (--prompt)", r.tp,
                          r.tokens));
@@ -136,6 +131,11 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   const double layer_call = sp ? in_node_cost(r.intra, Collective::kReduceScatter, r.tp, act, elt, basis).seconds() +
                                      in_node_cost(r.intra, Collective::kAllGather, r.tp, act, elt, basis).seconds()
                                : tensor_call(act);
+  // a reduce-scatter and an all-gather of `bytes` over tp (sequence parallelism)
+  const auto moe_call = [&](double bytes) {
+    return in_node_cost(r.intra, Collective::kReduceScatter, r.tp, bytes, elt, basis).seconds() +
+           in_node_cost(r.intra, Collective::kAllGather, r.tp, bytes, elt, basis).seconds();
+  };
   const double embedding_call =
       sp ? in_node_cost(r.intra, Collective::kReduceScatter, r.tp, act, elt, basis).seconds() : layer_call;
   const double loss_call = tensor_call(static_cast<double>(r.micro_batch * r.tokens) * 4);
@@ -184,6 +184,7 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     std::uint64_t largest_layer_saved = 0;
     std::int64_t layer_count = 0;
     double moe_load = 0;      // the stage's layers with experts, each weighted by its busiest device's load
+    double tensor_pass = 0;   // the layers' tensor-parallel collectives in one pass (forward or backward)
     double excess_flops = 0;  // what the busiest expert device runs beyond an average one
     for (int k = 0; k < v; ++k) {
       const std::size_t j = static_cast<std::size_t>(k) * static_cast<std::size_t>(r.pp) + static_cast<std::size_t>(d);
@@ -193,9 +194,19 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
       for (std::int64_t l = first; l < first + chunk; ++l) {
         const PartCost& layer = costs.layers.at(decoder_layer_kind(c, l));
         layers += layer;
+        tensor_pass += 2 * layer_call;  // the attention's and the MLP's
         if (c.experts > 0 && c.moe_layer(l)) {
           const double load = busiest_expert_device(c, l, r.ep).load;
           moe_load += load;
+          if (sp && r.ep > 1) {
+            // Megatron-Core's all-to-all dispatcher: the k rows of each token a device received,
+            // gathered over tp for the experts' split GEMMs and reduce-scattered after them, λ of
+            // an average device's on the busiest; a shared expert gathers and scatters the tokens
+            tensor_pass += moe_call(c.experts_per_token * load * act) - layer_call +
+                           (c.shared_expert_intermediate > 0 ? layer_call : 0.0);
+          } else if (sp && c.shared_expert_intermediate > 0) {
+            tensor_pass += layer_call;  // the shared expert's own gather and scatter
+          }
           // an average device's experts take 1/λ of the busiest's rows
           excess_flops +=
               (layer.expert_forward_flops * (r.recompute ? 2 : 1) + layer.expert_backward_flops) * (1 - 1 / load);
@@ -211,8 +222,7 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     st.backward_seconds = all.backward_seconds + (r.recompute ? layers.forward_seconds : 0);
     st.flops = all.forward_flops + all.backward_flops + (r.recompute ? layers.forward_flops : 0);
     // Megatron's f and g: two all-reduces a layer forward, two backward, two more recomputing
-    const double calls = static_cast<double>(layer_count) * (r.recompute ? 6 : 4);
-    st.tensor_seconds = calls * layer_call + (first ? embedding_call : 0) + (last ? 3 * loss_call : 0);
+    st.tensor_seconds = tensor_pass * (r.recompute ? 3 : 2) + (first ? embedding_call : 0) + (last ? 3 * loss_call : 0);
     // dispatch and combine a MoE layer forward, the same two backward, two more recomputing; under
     // a measured routing the busiest device receives (dispatch) and sends back (combine) λ times an
     // average device's rows, and the all-to-all waits for it
@@ -322,6 +332,24 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         "each all-reduce; the backward pass's all-gather of the kept norm outputs hides behind the weight gradients' "
         "GEMMs, as Megatron overlaps it (not counted)",
         r.tp, r.tp));
+    if (c.experts > 0) {
+      out.approximations.push_back(
+          r.ep > 1
+              ? fmt::format("sequence parallelism with experts: the router and the weighted sum of the experts' "
+                            "outputs run on 1/{} of the tokens; Megatron-Core's all-to-all dispatcher: the k = {} "
+                            "rows of each token a device received are gathered over tp before the experts' "
+                            "split GEMMs and reduce-scattered after them{}",
+                            r.tp, c.experts_per_token,
+                            c.shared_expert_intermediate > 0 ? "; the shared expert gathers its tokens and "
+                                                               "reduce-scatters its output as a dense MLP does"
+                                                             : "")
+              : fmt::format(
+                    "sequence parallelism with experts: the router and the weighted sum of the experts' "
+                    "outputs run on 1/{} of the tokens; without expert parallelism Megatron-Core's "
+                    "all-gather dispatcher: the tokens gathered over tp before the experts and their "
+                    "weighted sum reduce-scattered after, as a dense MLP's{}",
+                    r.tp, c.shared_expert_intermediate > 0 ? "; the shared expert gathers and scatters its own" : ""));
+    }
   }
   double least_load = 0, most_load = 0;
   for (std::int64_t l = 0; l < c.layers; ++l) {
@@ -393,9 +421,9 @@ std::vector<ModelParallelStep> search_model_parallel(ShardCostCache& cache, cons
           if (dp % ep == 0 && c.experts % ep == 0) eps.push_back(ep);
         }
         for (const int ep : eps) {
-          // sequence parallelism where it applies (tp > 1, a dense model, tokens it divides)
+          // sequence parallelism where it applies (tp > 1, tokens it divides)
           std::vector<bool> sps{false};
-          if (tp > 1 && c.experts == 0 && base.tokens % tp == 0) sps.push_back(true);
+          if (tp > 1 && base.tokens % tp == 0) sps.push_back(true);
           for (const bool sequence : sps) {
             for (const bool recompute : {false, true}) {
               for (const ZeroStage stage : {ZeroStage::kNone, ZeroStage::kOptimizer}) {

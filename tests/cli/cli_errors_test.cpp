@@ -133,10 +133,6 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
       "analyze llama-3-8b --train --precision bf16-mixed --prompt 100 --system dgx-h100 --parallel tp=8 "
       "--sequence-parallel",
       "--sequence-parallel: tp=8 does not divide the 100 tokens of a sequence (--prompt)");
-  expect_error(
-      "analyze mixtral-8x7b --train --precision bf16-mixed --system dgx-h100 --parallel tp=2 --sequence-parallel",
-      "--sequence-parallel with a mixture of experts is not built (its router and token dispatch over "
-      "sequence shards are not modeled)");
   expect_error("analyze llama-3-8b --parallel tp=2 --system dgx-h100 --sequence-parallel",
                "--sequence-parallel applies only with --train and --parallel tp=N or pp=N (or --search --devices N)");
   expect_error(llm + "--search --devices 64 --global-batch 64 --sequence-parallel",

@@ -16,6 +16,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/decoder_variant.hpp"
+#include "neuralcost/parallel/link_time.hpp"
 #include "neuralcost/parallel/tensor_parallel.hpp"
 #include "neuralcost/training/training_report.hpp"
 
@@ -493,8 +494,53 @@ TEST(ModelParallelTest, SequenceParallelismIsRefusedWhereItDoesNotApply) {
         r.tokens = 510;
       },
       "does not divide the 510 tokens");
-  refused(
-      decoder_preset("mixtral-8x7b"), [](ModelParallelRequest& r) { r.tp = 2; }, "mixture of experts is not built");
+}
+
+// Sequence parallelism with experts (Megatron-Core requires it for a mixture of experts under
+// tp): the router and the weighted sum of the experts' outputs run on 1/tp of the tokens, so the
+// MoE layer keeps less and its devices run fewer FLOPs, the model's FLOPs unchanged. With expert
+// parallelism the all-to-all dispatcher gathers over tp the k rows of each token a device
+// received and reduce-scatters them after the experts: per MoE layer and pass that pair moves
+// k · λ times the hidden states in place of the dense MLP's one.
+TEST(ModelParallelTest, SequenceParallelismWithExpertsGathersTheRoutedRows) {
+  const DecoderConfig mixtral = decoder_preset("mixtral-8x7b");  // 32 layers, 8 experts, 2 a token
+  ShardCostCache cache(mixtral, HardwareDatabase::builtin().get("h100-sxm"));
+  ModelParallelRequest r = request();
+  r.tp = 4;
+  const ModelParallelStep tensor = model_parallel_step(cache, r);
+  r.sequence_parallel = true;
+  const ModelParallelStep sequence = model_parallel_step(cache, r);
+  const std::uint64_t split = cache.get(4, 1, 512, r.training, r.dtype, 1, true).layers.at("experts").saved_bytes;
+  const std::uint64_t tensor_only = cache.get(4, 1, 512, r.training, r.dtype).layers.at("experts").saved_bytes;
+  EXPECT_LT(split, tensor_only);
+  // the router's linear (512 tokens × 4,096 × 8 experts) among what runs on 1/4 of the tokens
+  const double router = 2.0 * 512 * 4096 * 8;
+  const auto forward = [&](bool sp) {
+    return cache.get(4, 1, 512, r.training, r.dtype, 1, sp).layers.at("experts").forward_flops;
+  };
+  EXPECT_GE(forward(false) - forward(true), 0.75 * router);
+  EXPECT_LT(sequence.memory_upper_bytes(), tensor.memory_upper_bytes());
+  EXPECT_DOUBLE_EQ(sequence.model_flops, tensor.model_flops);
+  EXPECT_LT(sequence.hardware_flops, tensor.hardware_flops);
+  EXPECT_EQ(sequence.layout(), "dp=1,tp=4,pp=1,sp,b=1,m=1,ddp");
+  // ep 2 over dp 2: each MoE layer's gather and scatter carry k = 2 times the hidden states
+  r.dp = 2;
+  const ModelParallelStep one = model_parallel_step(cache, r);
+  r.ep = 2;
+  const ModelParallelStep experts = model_parallel_step(cache, r);
+  const double act = static_cast<double>(cache.get(4, 1, 512, r.training, r.dtype, 2, true).hidden_bytes);
+  std::string basis;
+  const auto pair = [&](double bytes) {
+    return in_node_cost(r.intra, Collective::kReduceScatter, 4, bytes, 2, basis).seconds() +
+           in_node_cost(r.intra, Collective::kAllGather, 4, bytes, 2, basis).seconds();
+  };
+  ASSERT_EQ(experts.stages.size(), 1u);
+  EXPECT_NEAR(experts.stages[0].tensor_seconds - one.stages[0].tensor_seconds, 32 * 2 * (pair(2 * act) - pair(act)),
+              one.stages[0].tensor_seconds * 1e-9);
+  bool said = false;
+  for (const std::string& a : experts.approximations)
+    said = said || a.find("all-to-all dispatcher") != std::string::npos;
+  EXPECT_TRUE(said);
 }
 
 // The search: every layout it lists divides the devices, the layers and the batch; those that fit
