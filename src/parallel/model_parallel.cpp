@@ -338,7 +338,9 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
               ? fmt::format("sequence parallelism with experts: the router and the weighted sum of the experts' "
                             "outputs run on 1/{} of the tokens; Megatron-Core's all-to-all dispatcher: the k = {} "
                             "rows of each token a device received are gathered over tp before the experts' "
-                            "split GEMMs and reduce-scattered after them{}",
+                            "split GEMMs and reduce-scattered after them{}; the experts' input is kept split, as a "
+                            "norm's output is (Megatron-Core keeps the gathered rows: memory understated by up to "
+                            "k·λ·N hidden states a MoE layer)",
                             r.tp, c.experts_per_token,
                             c.shared_expert_intermediate > 0 ? "; the shared expert gathers its tokens and "
                                                                "reduce-scatters its output as a dense MLP does"
