@@ -310,9 +310,9 @@ void add_analyze_command(CLI::App& app) {
                   "With --parallel tp/pp or --search --devices: sequences a step over every replica (micro-batches = "
                   "global batch / (dp × micro-batch); default one micro-batch)");
   cmd->add_flag("--sequence-parallel", args->sequence_parallel,
-                "With --train --parallel tp=N (a dense decoder): Megatron's sequence parallelism, the norms and "
-                "residual adds split over the tp devices by tokens, a reduce-scatter and an all-gather for each "
-                "all-reduce (--search tries it on and off)");
+                "With --train --parallel tp=N: Megatron's sequence parallelism, the norms and residual adds (and a "
+                "mixture of experts' router and weighted sum) split over the tp devices by tokens, a reduce-scatter "
+                "and an all-gather for each all-reduce (--search tries it on and off)");
   cmd->add_option("--virtual-stages", args->virtual_stages,
                   "With --parallel pp=N: model chunks a device (Megatron's interleaved 1F1B; bubble / v)")
       ->capture_default_str();
