@@ -128,14 +128,11 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     return r.tp > 1 ? in_node_cost(r.intra, Collective::kAllReduce, r.tp, bytes, elt, basis).seconds() : 0.0;
   };
   // sequence parallelism: each all-reduce of the hidden states a reduce-scatter and an all-gather
-  const double layer_call = sp ? in_node_cost(r.intra, Collective::kReduceScatter, r.tp, act, elt, basis).seconds() +
-                                     in_node_cost(r.intra, Collective::kAllGather, r.tp, act, elt, basis).seconds()
-                               : tensor_call(act);
-  // a reduce-scatter and an all-gather of `bytes` over tp (sequence parallelism)
-  const auto moe_call = [&](double bytes) {
+  const auto sequence_pair = [&](double bytes) {  // a reduce-scatter and an all-gather of `bytes` over tp
     return in_node_cost(r.intra, Collective::kReduceScatter, r.tp, bytes, elt, basis).seconds() +
            in_node_cost(r.intra, Collective::kAllGather, r.tp, bytes, elt, basis).seconds();
   };
+  const double layer_call = sp ? sequence_pair(act) : tensor_call(act);
   const double embedding_call =
       sp ? in_node_cost(r.intra, Collective::kReduceScatter, r.tp, act, elt, basis).seconds() : layer_call;
   const double loss_call = tensor_call(static_cast<double>(r.micro_batch * r.tokens) * 4);
@@ -198,15 +195,11 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         if (c.experts > 0 && c.moe_layer(l)) {
           const double load = busiest_expert_device(c, l, r.ep).load;
           moe_load += load;
-          if (sp && r.ep > 1) {
-            // Megatron-Core's all-to-all dispatcher: the k rows of each token a device received,
-            // gathered over tp for the experts' split GEMMs and reduce-scattered after them, λ of
-            // an average device's on the busiest; a shared expert gathers and scatters the tokens
-            tensor_pass += moe_call(c.experts_per_token * load * act) - layer_call +
-                           (c.shared_expert_intermediate > 0 ? layer_call : 0.0);
-          } else if (sp && c.shared_expert_intermediate > 0) {
-            tensor_pass += layer_call;  // the shared expert's own gather and scatter
-          }
+          // Megatron-Core's all-to-all dispatcher: in place of the MLP's pair, the k rows of each
+          // token a device received, gathered over tp for the experts' split GEMMs and
+          // reduce-scattered after them, λ of an average device's on the busiest
+          if (sp && r.ep > 1) tensor_pass += sequence_pair(c.experts_per_token * load * act) - layer_call;
+          if (sp && c.shared_expert_intermediate > 0) tensor_pass += layer_call;  // the shared expert's own pair
           // an average device's experts take 1/λ of the busiest's rows
           excess_flops +=
               (layer.expert_forward_flops * (r.recompute ? 2 : 1) + layer.expert_backward_flops) * (1 - 1 / load);
@@ -333,24 +326,24 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         "GEMMs, as Megatron overlaps it (not counted)",
         r.tp, r.tp));
     if (c.experts > 0) {
-      out.approximations.push_back(
-          r.ep > 1
-              ? fmt::format("sequence parallelism with experts: the router and the weighted sum of the experts' "
-                            "outputs run on 1/{} of the tokens; Megatron-Core's all-to-all dispatcher: the k = {} "
-                            "rows of each token a device received are gathered over tp before the experts' "
-                            "split GEMMs and reduce-scattered after them{}; the experts' input is kept split, as a "
-                            "norm's output is (Megatron-Core keeps the gathered rows: memory understated by up to "
-                            "k·λ·N hidden states a MoE layer)",
-                            r.tp, c.experts_per_token,
-                            c.shared_expert_intermediate > 0 ? "; the shared expert gathers its tokens and "
-                                                               "reduce-scatters its output as a dense MLP does"
-                                                             : "")
-              : fmt::format(
-                    "sequence parallelism with experts: the router and the weighted sum of the experts' "
-                    "outputs run on 1/{} of the tokens; without expert parallelism Megatron-Core's "
-                    "all-gather dispatcher: the tokens gathered over tp before the experts and their "
-                    "weighted sum reduce-scattered after, as a dense MLP's{}",
-                    r.tp, c.shared_expert_intermediate > 0 ? "; the shared expert gathers and scatters its own" : ""));
+      const std::string shared = c.shared_expert_intermediate > 0
+                                     ? "; the shared expert gathers its tokens and reduce-scatters its output as a "
+                                       "dense MLP does"
+                                     : "";
+      out.approximations.push_back(fmt::format(
+          "sequence parallelism with experts: the router and the weighted sum of the experts' outputs run on 1/{} of "
+          "the tokens; {}{}",
+          r.tp,
+          r.ep > 1 ? fmt::format("Megatron-Core's all-to-all dispatcher: the k = {} rows of each token a device "
+                                 "received are gathered over tp before the experts' split GEMMs and reduce-scattered "
+                                 "after them; the experts' input is kept split, as a norm's output is (Megatron-Core "
+                                 "keeps the gathered rows: memory understated by up to k·λ·N hidden states a MoE "
+                                 "layer)",
+                                 c.experts_per_token)
+                   : std::string("without expert parallelism Megatron-Core's all-gather dispatcher: the tokens "
+                                 "gathered over tp before the experts and their weighted sum reduce-scattered after, "
+                                 "as a dense MLP's"),
+          shared));
     }
   }
   double least_load = 0, most_load = 0;
