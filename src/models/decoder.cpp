@@ -172,6 +172,9 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
                 {{name + ".experts." + w + ".weight", {local, rows_out, in}, b.dtype(), true, b.quantization()}},
                 std::nullopt, [&](OpRecord& r) {
                   if (b.w8a8()) b.w8a8_product(r);
+                  // the gate and up projections read the tokens' rows through the routing index:
+                  // a training step keeps that gathered copy (the memory ledger)
+                  if (x.name == m.name) r.attributes.set("gathers_rows", true);
                   r.attributes.set("top_k", k);
                   r.attributes.set("tokens", routed_tokens);
                   if (ep > 1) r.attributes.set("routed_experts", n);
@@ -676,7 +679,9 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
                  if (c.attention_softcap > 0) op.attributes.set("softcap", c.attention_softcap);
                  if (decode) detail::mark_cache_read(b, c, op);
                });
-      o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, d});
+      // the attention kernel writes [B, T, H, D] (SDPA's flash kernels; the transpose and
+      // reshape before o_proj copy nothing), as the reference transformer's merge_heads
+      o = b.op(OpKind::kTranspose, a + "#merge_heads", {o}, {batch, t, h, d}, {}, std::nullopt, free_view);
       o = b.view(a + "#reshape", o, {batch, t, h * d});
       o = b.linear(a + "." + nm.o, o, e, c.output_bias);
     }
@@ -746,7 +751,9 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
                         r.context, windowed && c.sliding_layers.empty() ? c.sliding_window : keys, grouped(cache_read))
       : r.training
           ? fmt::format("training: {} tokens per sequence, causal attention, no KV cache; logits of every position "
-                        "(the loss's rows)",
+                        "(the loss's rows); the memory ledger keeps what fused kernels keep (a norm its input and "
+                        "1/rms: transformers' eager RMSNorm also keeps its normalised input, 4 B an element per "
+                        "norm; docs/training-memory.md)",
                         r.prompt)
           : fmt::format("prefill: {} prompt tokens per sequence, causal attention; logits of the last position "
                         "only (logits_to_keep = 1)",

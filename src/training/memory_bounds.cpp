@@ -4,7 +4,8 @@
 // allows. Three kinds of moments exist in every order:
 //   - the forward of op i: what i's grad-ancestors keep (they ran, their backward has not),
 //     plus i's inputs and outputs;
-//   - the loss: everything kept, the graph outputs and their gradients;
+//   - the loss: everything kept, the graph outputs and their gradients (a cross entropy's
+//     log-probabilities and their gradient too);
 //   - the backward of op j: what j and its grad-ancestors keep (an ancestor's backward needs
 //     j's input gradients, so it comes later), what j's segment keeps while it is recomputed,
 //     plus j's output and input gradients and the gradients of j's parameters.
@@ -19,6 +20,20 @@
 
 namespace neuralcost::training {
 namespace {
+
+/// What the loss itself holds between its forward and its backward, beyond the outputs and their
+/// gradients: a cross entropy over [rows, classes] logits (training_step's rule) keeps its
+/// log-probabilities (log_softmax's output, which nll_loss and log_softmax's backward read) and
+/// writes their gradient before the logits' (torch's cross_entropy is log_softmax + nll_loss):
+/// two more tensors the logits' size. For a decoder LLM's vocabulary they are large.
+std::uint64_t loss_workspace_bytes(const Index& ix) {
+  std::uint64_t bytes = 0;
+  for (std::size_t out : ix.outputs) {
+    const Tensor& t = ix.tensors[out];
+    if (t.needs_grad && t.desc.shape.size() == 2 && t.desc.shape[1] > 1) bytes += 2 * t.grad_bytes;
+  }
+  return bytes;
+}
 
 /// Sums the bytes of the storages whose bits are set in one 64-bit word of a chunk.
 class ChunkSum {
@@ -123,7 +138,7 @@ void lower_bound(const OpGraph& g, const Index& ix, const std::vector<std::int64
     a.peak_op_index = op == kNoOp ? n : op;
     a.peak_op = op == kNoOp ? "loss" : g.op(op).name;
   };
-  {  // the loss: everything kept, the graph outputs and their gradients
+  {  // the loss: everything kept, the graph outputs and their gradients, the loss's own
     std::vector<std::size_t> output_roots;
     std::uint64_t transient = 0;
     for (std::size_t out : ix.outputs) {
@@ -134,6 +149,7 @@ void lower_bound(const OpGraph& g, const Index& ix, const std::vector<std::int64
     for (std::size_t r : output_roots) {
       if (!ix.storages[r].global) transient += ix.storages[r].bytes;
     }
+    transient += loss_workspace_bytes(ix);
     consider(a.saved_bytes, transient, kNoOp, MemoryPhase::kLoss);
   }
   std::vector<std::vector<std::size_t>> io(n);
@@ -180,7 +196,7 @@ void largest_transient(const OpGraph& g, const Index& ix, ActivationMemory& a) {
       current += ix.tensors[t].grad_bytes;
     }
   }
-  a.largest_transient_bytes = current;
+  a.largest_transient_bytes = current + loss_workspace_bytes(ix);
   a.largest_transient_op = "loss";
   for (std::size_t i = g.size(); i-- > 0;) {
     if (!ix.records[i]) continue;

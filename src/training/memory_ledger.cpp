@@ -139,8 +139,16 @@ void collect_keeps(const OpGraph& g, Index& ix, MemoryLedger& l) {
       for (std::size_t r : ix.tensors[t].roots) push_unique(keeps, r);
     }
     for (const training::SavedBuffer& b : s.buffers) {
+      if (!b.shared.empty()) {  // kept by an earlier op already: the same storage
+        const auto same = std::find_if(ix.storages.begin(), ix.storages.end(),
+                                       [&](const Storage& other) { return other.name == b.shared; });
+        if (same != ix.storages.end()) {
+          push_unique(keeps, static_cast<std::size_t>(same - ix.storages.begin()));
+          continue;
+        }
+      }
       Storage st;
-      st.name = op.name + "." + b.what;
+      st.name = b.shared.empty() ? op.name + "." + b.what : b.shared;
       st.kind = b.kind;
       st.bytes = b.bytes;
       st.producer = i;

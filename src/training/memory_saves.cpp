@@ -150,6 +150,27 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
         s.buffers.push_back({"indices", SavedKind::kIndices, checked_mul(y.elements(), 8, "top-k index bytes")});
       }
       break;
+    case OpKind::kExpertLinear:
+      // An expert linear that gathers its input's rows (attribute gathers_rows: a decoder's
+      // gate and up projections, one row per (token, expert) pair) keeps the gathered copy for
+      // its weight gradient, not its input, and the copy's int64 row index, as transformers'
+      // hidden_states[perm // k] and Megatron-Core's permute keep them. The gate and up
+      // projections gather the same rows: one storage, named after the input.
+      if (op.attributes.get_bool("gathers_rows", false)) {
+        const TensorDesc& x = first(op.inputs, op, "input");
+        const TensorDesc& y = first(op.outputs, op, "output");
+        const std::uint64_t out = y.shape.empty() ? 1 : static_cast<std::uint64_t>(y.shape.back());
+        const std::uint64_t in = x.shape.empty() ? 1 : static_cast<std::uint64_t>(x.shape.back());
+        const std::uint64_t rows = out == 0 ? 0 : y.elements() / out;
+        s.inputs = false;
+        s.buffers.push_back(
+            {"routed_rows", SavedKind::kWorkspace,
+             checked_mul(checked_mul(rows, in, "gathered rows"), per_element(x, precision), "gathered row bytes"),
+             x.name + "#routed_rows"});
+        s.buffers.push_back({"routed_rows.indices", SavedKind::kIndices, checked_mul(rows, 8, "row index bytes"),
+                             x.name + "#routed_rows.indices"});
+      }
+      break;
     case OpKind::kLayerNorm:  // mean and 1/std per row, fp32
       s.buffers.push_back({"stats", SavedKind::kStatistics, checked_mul(normalised_rows(op), 8, "statistics bytes")});
       break;

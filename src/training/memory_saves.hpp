@@ -13,9 +13,12 @@ namespace neuralcost::training {
 
 /// A buffer an op keeps that is not a tensor of the graph (statistics, argmax, mask, workspace).
 struct SavedBuffer {
-  std::string what;  ///< "stats", "indices", "mask", "workspace", "logsumexp"
+  std::string what;  ///< "stats", "indices", "mask", "workspace", "logsumexp", "routed_rows"
   SavedKind kind = SavedKind::kStatistics;
   std::uint64_t bytes = 0;
+  /// A storage several ops keep, by name (the gathered rows that a mixture of experts' gate and
+  /// up projections both read): the ledger counts it once. Empty: the op's own "<op>.<what>".
+  std::string shared;
 };
 
 struct OpSaves {

@@ -108,6 +108,66 @@ TEST(MemoryLedgerTest, GeluKeepsItsInputReluItsOutput) {
   EXPECT_EQ(l.activations.lower_with_parameter_gradients_op, "fc2");
 }
 
+// A mixture of experts' gate and up projections gather the rows of the (token, expert) pairs
+// from their input (attribute gathers_rows): the step keeps that gathered copy, once for both,
+// with its int64 row index, and not the input itself; the down projection keeps its pair rows.
+// Hand count (fp32): 6 tokens x top-2 = 12 rows; gathered 12 x 4 x 4 = 192, index 12 x 8 = 96,
+// g and u (mul keeps both) 12 x 5 x 4 = 240 each, hdn (w2's input) 240: 1,008. Before, the
+// ledger kept m (96 B) and missed the copy that transformers and Megatron-Core keep.
+TEST(MemoryLedgerTest, AnExpertsGatheredRowsAreKeptOnceForTheGateAndUpProjections) {
+  const auto expert = [](const std::string& name, const TensorDesc& x, const TensorDesc& y, Shape w, bool gathers) {
+    OpRecord r = op(name, OpKind::kExpertLinear, {x}, {y}, {p(name + ".weight", std::move(w))});
+    r.attributes.set("top_k", std::int64_t{2});
+    r.attributes.set("tokens", std::int64_t{6});
+    if (gathers) r.attributes.set("gathers_rows", true);
+    return r;
+  };
+  const auto moe = [&](bool gathers) {
+    OpGraph g("moe");
+    const TensorDesc m = t("m", {2, 3, 4});
+    g.add(expert("w1", m, t("g", {2, 3, 2, 5}), {4, 5, 4}, gathers));
+    g.add(expert("w3", m, t("u", {2, 3, 2, 5}), {4, 5, 4}, gathers));
+    g.add(with(op("mul", OpKind::kBinary, {t("g", {2, 3, 2, 5}), t("u", {2, 3, 2, 5})}, {t("hdn", {2, 3, 2, 5})}),
+               "function", std::string("mul")));
+    g.add(expert("w2", t("hdn", {2, 3, 2, 5}), t("d", {2, 3, 2, 4}), {4, 4, 5}, false));
+    g.add(with(op("sum", OpKind::kReduction, {t("d", {2, 3, 2, 4})}, {t("y", {2, 3, 4})}), "function",
+               std::string("sum")));
+    g.mark_output("y");
+    g.finalize();
+    return memory_ledger(g, training());
+  };
+  const MemoryLedger l = moe(true);
+  EXPECT_EQ(l.activations.saved_bytes, 1008u);
+  EXPECT_EQ(l.ops[0].keeps_bytes, 192u + 96);
+  EXPECT_EQ(l.ops[1].keeps_bytes, 192u + 96);  // the same storages: counted once
+  EXPECT_EQ(l.ops[1].saved_bytes, 0u);
+  std::set<std::string> names;
+  for (const SavedStorage& s : l.saved) names.insert(s.name);
+  EXPECT_EQ(names, (std::set<std::string>{"m#routed_rows", "m#routed_rows.indices", "g", "u", "hdn"}));
+  EXPECT_EQ(moe(false).activations.saved_bytes, 96u + 3 * 240);  // an expert linear that gathers nothing
+}
+
+// A cross entropy holds the logits' log-probabilities from its forward to its backward and writes
+// their gradient before the logits': at the loss the lower bound counts x kept (128), the logits
+// [4, 100] (1,600), their gradient, the log-probabilities and theirs: 128 + 4 x 1,600. A
+// regression's output [4, 1] has no classes: no workspace.
+TEST(MemoryLedgerTest, ACrossEntropyHoldsTheLogProbabilitiesAndTheirGradientAtTheLoss) {
+  const auto head = [](std::int64_t classes) {
+    OpGraph g("head");
+    g.add(op("fc", OpKind::kLinear, {t("x", {4, 8})}, {t("y", {4, classes})}, {p("w", {classes, 8})}));
+    g.mark_output("y");
+    g.finalize();
+    return memory_ledger(g, training());
+  };
+  const MemoryLedger l = head(100);
+  EXPECT_EQ(l.activations.saved_bytes, 128u);
+  EXPECT_EQ(l.activations.lower_bound_bytes, 128u + 4 * 1600);
+  EXPECT_EQ(l.activations.peak_phase, MemoryPhase::kLoss);
+  EXPECT_EQ(l.activations.largest_transient_bytes, 3u * 1600);
+  EXPECT_EQ(l.activations.upper_bound_bytes, 128u + 1600 + 3 * 1600);
+  EXPECT_EQ(head(1).activations.lower_bound_bytes, 128u + 16 + 16);
+}
+
 TEST(MemoryLedgerTest, ViewsSaveNothingNewAndASharedTensorCountsOnce) {
   OpGraph g("views");
   g.add(op("fc1", OpKind::kLinear, {t("x", {4, 8})}, {t("h", {4, 16})}, {p("w1", {16, 8})}));

@@ -34,7 +34,8 @@ enum class SavedKind {
   kStatistics,  ///< normalisation statistics (fp32: mean and 1/std per row; batch norm: per channel)
   kIndices,     ///< max pooling's argmax (int64, the output's shape)
   kMask,        ///< dropout's keep mask (1 byte per element)
-  kWorkspace,   ///< recurrent ops' per-step gates and inner layers' states; attention's logsumexp
+  kWorkspace,   ///< recurrent ops' per-step gates and inner layers' states; attention's logsumexp;
+                ///< a mixture of experts' gathered input rows
 };
 std::string_view saved_kind_name(SavedKind kind);
 

@@ -1,0 +1,138 @@
+"""A decoder's training memory ledger against what autograd keeps in the model transformers builds
+from the same config: small Llama (dense, grouped-query attention), Mixtral (eight experts, top-2)
+and Qwen2-MoE (top-2 of eight, a gated shared expert, a dense first layer), random weights, fp32, one
+forward pass and its cross entropy under torch.autograd.graph.saved_tensors_hooks. Every storage a
+saved tensor occupies is counted once, parameters excluded.
+
+The ledger (`neural-cost analyze CONFIG --train --precision fp32`, activations.saved_bytes) counts
+the kernels a training stack fuses; transformers' eager modules keep more, and each difference is
+counted here from the run itself, not assumed:
+- the cross entropy's log-probabilities (log_softmax's output, rows x vocabulary) and nll_loss's
+  4-byte total weight: the ledger holds the log-probabilities at the loss, not among the saves;
+- LlamaRMSNorm and its kin written out in Python keep x * rsqrt(mean(x^2)) (fp32) beside x and
+  1/rms: one more tensor the norm's input size per norm (a fused RMSNorm keeps x and 1/rms);
+- transformers' grouped experts keep two int64 permutations of the (token, expert) pairs beyond
+  the gather's row index (the routing weights' and the inverse order's) and int32 offsets per
+  expert.
+What is left must be equal to the byte.
+
+Usage: python decoder_memory_vs_transformers.py NEURAL_COST OUT_DIR (the project's .venv python)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import torch
+import transformers as T
+
+TOOL, OUT = sys.argv[1], sys.argv[2]
+os.makedirs(OUT, exist_ok=True)
+torch.manual_seed(0)
+failures = []
+
+ATTENTION = {"hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 256}
+COMMON = {"max_position_embeddings": 512, "rope_theta": 10000.0, "tie_word_embeddings": False, "hidden_act": "silu"}
+CONFIGS = {
+    "llama": {"model_type": "llama", "intermediate_size": 128, "num_hidden_layers": 2, "rms_norm_eps": 1e-5},
+    "mixtral": {
+        "model_type": "mixtral",
+        "intermediate_size": 128,
+        "num_hidden_layers": 2,
+        "num_local_experts": 4,
+        "num_experts_per_tok": 2,
+        "rms_norm_eps": 1e-5,
+    },
+    "qwen2_moe": {
+        "model_type": "qwen2_moe",
+        "intermediate_size": 128,
+        "moe_intermediate_size": 32,
+        "shared_expert_intermediate_size": 96,
+        "num_hidden_layers": 3,
+        "num_experts": 8,
+        "num_experts_per_tok": 2,
+        "norm_topk_prob": False,
+        "decoder_sparse_step": 1,
+        "mlp_only_layers": [0],
+        "qkv_bias": True,
+        "use_sliding_window": False,
+        "rms_norm_eps": 1e-6,
+    },
+}
+
+
+def check(ok, what):
+    print(("ok    " if ok else "FAIL  ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def kept_by_autograd(model, ids):
+    """Bytes of the storages the forward pass and its cross entropy save for backward (each once,
+    parameters excluded), and the eager extras counted from the run."""
+    params = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    seen = {}
+    extras = {"norm copies": 0, "expert permutations": 0}
+
+    def pack(t):
+        s = t.untyped_storage()
+        if s.data_ptr() not in params and s.nbytes() > 0:
+            seen[s.data_ptr()] = s.nbytes()
+        return t
+
+    def norm(_module, args, _out):  # x * rsqrt(...), fp32
+        extras["norm copies"] += args[0].numel() * 4
+
+    def experts(module, args, _out):  # (hidden_states, top_k_index, top_k_weights)
+        pairs = args[1].numel()
+        extras["expert permutations"] += 2 * pairs * 8 + module.num_experts * 4
+
+    hooks = []
+    for module in model.modules():
+        name = type(module).__name__
+        if name.endswith("RMSNorm"):
+            hooks.append(module.register_forward_hook(norm))
+        elif name.endswith("Experts") and hasattr(module, "num_experts"):
+            hooks.append(module.register_forward_hook(experts))
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        logits = model(ids).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1))
+    for h in hooks:
+        h.remove()
+    extras["log-probabilities"] = logits.numel() * 4 + 4
+    loss.backward()  # the saves were real: the step runs
+    return sum(seen.values()), extras
+
+
+def ledger_saved(config_path, batch, prompt):
+    out = os.path.join(OUT, os.path.basename(config_path) + f".b{batch}p{prompt}.json")
+    cmd = [TOOL, "analyze", config_path, "--train", "--precision", "fp32", "--optimizer", "sgd"]
+    cmd += ["--batch", str(batch), "--prompt", str(prompt), "--format", "json", "-o", out]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    with open(out) as f:
+        return json.load(f)["training"]["memory"]["activations"]["saved_bytes"]
+
+
+for name, fields in CONFIGS.items():
+    config = dict(ATTENTION, **COMMON, **fields)
+    path = os.path.join(OUT, name + ".json")
+    with open(path, "w") as f:
+        json.dump(dict(config, architectures=[]), f)
+    hf = T.AutoConfig.for_model(**config)
+    model = T.AutoModelForCausalLM.from_config(hf, attn_implementation="sdpa").float().train()
+    for batch, prompt in ((2, 32), (1, 48)):
+        ids = torch.randint(0, hf.vocab_size, (batch, prompt))
+        torch_bytes, extras = kept_by_autograd(model, ids)
+        ledger = ledger_saved(path, batch, prompt)
+        explained = ledger + sum(extras.values())
+        detail = ", ".join(f"{k} {v}" for k, v in extras.items())
+        check(
+            explained == torch_bytes,
+            f"{name} batch {batch} x {prompt}: autograd keeps {torch_bytes} B; ledger {ledger} B + {detail} "
+            f"= {explained} B",
+        )
+
+if failures:
+    print(f"{len(failures)} failed")
+    sys.exit(1)
+print("all decoder training ledgers match what autograd keeps")
