@@ -336,9 +336,8 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
           r.tp,
           r.ep > 1 ? fmt::format("Megatron-Core's all-to-all dispatcher: the k = {} rows of each token a device "
                                  "received are gathered over tp before the experts' split GEMMs and reduce-scattered "
-                                 "after them; the experts' input is kept split, as a norm's output is (Megatron-Core "
-                                 "keeps the gathered rows: memory understated by up to k·λ·N hidden states a MoE "
-                                 "layer)",
+                                 "after them; the gathered rows are kept whole for the experts' weight gradients, as "
+                                 "Megatron-Core keeps them",
                                  c.experts_per_token)
                    : std::string("without expert parallelism Megatron-Core's all-gather dispatcher: the tokens "
                                  "gathered over tp before the experts and their weighted sum reduce-scattered after, "
