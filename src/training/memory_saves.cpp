@@ -36,6 +36,14 @@ void keep(OpSaves& s, Saves rule) {
   s.outputs = rule == Saves::kOutputs || rule == Saves::kInputsAndOutputs;
 }
 
+/// Keeps only the op's bool and integer inputs (a mask, an index).
+void keep_index_or_mask(const OpRecord& op, OpSaves& s) {
+  s.operands = OpSaves::Operands::kIndexOrMask;
+  for (const TensorDesc& x : op.inputs) {
+    s.index_or_mask.push_back(x.dtype == DType::kBool || x.dtype == DType::kInt64 || x.dtype == DType::kInt32);
+  }
+}
+
 std::uint64_t per_element(const TensorDesc& like, Precision precision) {
   return activation_bytes(TensorDesc{like.name, {}, like.dtype}, precision);
 }
@@ -131,23 +139,31 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
       if (function == "dropout") {
         keep(s, Saves::kNothing);
         const TensorDesc& y = first(op.outputs, op, "output");
-        s.buffers.push_back({"mask", SavedKind::kMask, y.elements()});
+        s.buffers.push_back({"mask", SavedKind::kMask, y.elements(), {}});
       } else if (kKeepOutput.count(function)) {
         keep(s, Saves::kOutputs);
       } else if (kKeepNothing.count(function)) {
         keep(s, Saves::kNothing);
       } else if (op.kind == OpKind::kBinary && (function == "mul" || function == "div")) {
         s.operands = function == "mul" ? OpSaves::Operands::kMul : OpSaves::Operands::kDiv;
+      } else if (function == "where") {  // torch.where and masked_fill keep the mask, not the values
+        keep_index_or_mask(op, s);
       }
       break;
     case OpKind::kReduction:
       if (function == "sum" || function == "mean") keep(s, Saves::kNothing);
       break;
+    case OpKind::kGather:  // torch's gather and index_select keep the index, not the source
+    case OpKind::kScatter: keep_index_or_mask(op, s); break;
     case OpKind::kCustom:  // top-k keeps the indices it picked (int64, the output's shape)
       if (function == "topk") {
-        keep(s, Saves::kNothing);
         const TensorDesc& y = first(op.outputs, op, "output");
-        s.buffers.push_back({"indices", SavedKind::kIndices, checked_mul(y.elements(), 8, "top-k index bytes")});
+        // an op that outputs the indices keeps them as its output: the same storage its
+        // consumers (a gather of the scores) keep, once
+        keep(s, y.dtype == DType::kInt64 ? Saves::kOutputs : Saves::kNothing);
+        if (y.dtype != DType::kInt64) {
+          s.buffers.push_back({"indices", SavedKind::kIndices, checked_mul(y.elements(), 8, "top-k index bytes"), {}});
+        }
       }
       break;
     case OpKind::kExpertLinear:
@@ -172,15 +188,17 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
       }
       break;
     case OpKind::kLayerNorm:  // mean and 1/std per row, fp32
-      s.buffers.push_back({"stats", SavedKind::kStatistics, checked_mul(normalised_rows(op), 8, "statistics bytes")});
+      s.buffers.push_back(
+          {"stats", SavedKind::kStatistics, checked_mul(normalised_rows(op), 8, "statistics bytes"), {}});
       break;
     case OpKind::kRmsNorm:  // 1/rms per row, fp32
-      s.buffers.push_back({"stats", SavedKind::kStatistics, checked_mul(normalised_rows(op), 4, "statistics bytes")});
+      s.buffers.push_back(
+          {"stats", SavedKind::kStatistics, checked_mul(normalised_rows(op), 4, "statistics bytes"), {}});
       break;
     case OpKind::kBatchNorm: {  // the batch's mean and 1/std per channel, fp32
       const TensorDesc& x = first(op.inputs, op, "input");
       const std::uint64_t channels = x.shape.size() >= 2 ? static_cast<std::uint64_t>(x.shape[1]) : 1;
-      s.buffers.push_back({"stats", SavedKind::kStatistics, checked_mul(channels, 8, "statistics bytes")});
+      s.buffers.push_back({"stats", SavedKind::kStatistics, checked_mul(channels, 8, "statistics bytes"), {}});
       break;
     }
     case OpKind::kMaxPool:
@@ -188,7 +206,7 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
     case OpKind::kGlobalMaxPool: {  // the input and the argmax (int64, the output's shape), not the output
       s.outputs = false;
       const TensorDesc& y = first(op.outputs, op, "output");
-      s.buffers.push_back({"indices", SavedKind::kIndices, checked_mul(y.elements(), 8, "argmax bytes")});
+      s.buffers.push_back({"indices", SavedKind::kIndices, checked_mul(y.elements(), 8, "argmax bytes"), {}});
       break;
     }
     case OpKind::kAttention: {  // q, k, v, the output and the logsumexp per query row (fp32)
@@ -196,7 +214,7 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
       const std::uint64_t width =
           y.shape.empty() ? 1 : static_cast<std::uint64_t>(std::max<std::int64_t>(1, y.shape.back()));
       s.buffers.push_back(
-          {"logsumexp", SavedKind::kWorkspace, checked_mul(y.elements() / width, 4, "logsumexp bytes")});
+          {"logsumexp", SavedKind::kWorkspace, checked_mul(y.elements() / width, 4, "logsumexp bytes"), {}});
       break;
     }
     case OpKind::kRnn:
@@ -206,9 +224,11 @@ OpSaves saves_of(const OpRecord& op, Precision precision) {
       const std::uint64_t workspace = recurrent_workspace_elements(op);
       // the workspace a capture saw (oneDNN's, attribute workspace_bytes), else the estimate
       const std::int64_t seen = op.attributes.get_int("workspace_bytes", -1);
-      s.buffers.push_back({"workspace", SavedKind::kWorkspace,
+      s.buffers.push_back({"workspace",
+                           SavedKind::kWorkspace,
                            seen >= 0 ? static_cast<std::uint64_t>(seen)
-                                     : checked_mul(workspace, per_element(y, precision), "workspace bytes")});
+                                     : checked_mul(workspace, per_element(y, precision), "workspace bytes"),
+                           {}});
       s.internal_bytes =
           checked_mul(recurrent_internal_elements(op, workspace), per_element(y, precision), "internal bytes");
       break;
@@ -233,6 +253,7 @@ bool keeps_input(const OpSaves& saves, std::size_t k, const std::vector<bool>& i
         if (j != k && input_needs_grad[j]) return true;
       }
       return false;
+    case OpSaves::Operands::kIndexOrMask: return k < saves.index_or_mask.size() && saves.index_or_mask[k];
     case OpSaves::Operands::kDiv: {
       const bool denominator_needs = input_needs_grad.size() > 1 && input_needs_grad[1];
       if (k == 1) return denominator_needs || input_needs_grad[0];

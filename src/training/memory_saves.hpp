@@ -26,7 +26,11 @@ struct OpSaves {
   bool inputs = false;   ///< keeps its activation inputs
   bool outputs = false;  ///< keeps its outputs
   /// mul and div keep an operand only for another operand's gradient (keeps_input())
-  enum class Operands { kAll, kMul, kDiv } operands = Operands::kAll;
+  /// where, gather and scatter keep only their mask or index (bool or integer inputs): the
+  /// gradient is routed by it, the values are not needed
+  enum class Operands { kAll, kMul, kDiv, kIndexOrMask } operands = Operands::kAll;
+  /// kIndexOrMask: which inputs are a mask or an index, by position
+  std::vector<bool> index_or_mask;
   std::vector<SavedBuffer> buffers;
   /// Storages the op makes inside itself beyond its outputs and buffers, for the upper bound
   /// only (nothing freed): a recurrent op's per-step intermediates (recurrent_internal_bytes()).

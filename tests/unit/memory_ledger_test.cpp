@@ -168,6 +168,32 @@ TEST(MemoryLedgerTest, ACrossEntropyHoldsTheLogProbabilitiesAndTheirGradientAtTh
   EXPECT_EQ(head(1).activations.lower_bound_bytes, 128u + 16 + 16);
 }
 
+// A router's ops keep what torch keeps (DeepSeek-V3's, checked against autograd in
+// decoder_memory_vs_transformers): where (masked_fill) its bool mask only, top-k that outputs
+// indices its output, and a gather of the scores by those indices the index only, the same
+// storage. Hand count: x 128 (fc), the mask 32 (1 B each), the indices 4 x 2 x 8 = 64: 224. The
+// scores s (128) are kept by no one: the old rules kept them twice and the indices twice (416).
+TEST(MemoryLedgerTest, WhereGatherAndTopkKeepTheirMaskOrIndexOnly) {
+  OpGraph g("router");
+  g.add(op("fc", OpKind::kLinear, {t("x", {4, 8})}, {t("s", {4, 8})}, {p("w", {8, 8})}));
+  g.add(with(op("where", OpKind::kBinary, {t("s", {4, 8}), t("mask", {4, 8}, DType::kBool)}, {t("masked", {4, 8})}),
+             "function", std::string("where")));
+  OpRecord topk = with(op("topk", OpKind::kCustom, {t("masked", {4, 8})}, {t("idx", {4, 2}, DType::kInt64)}),
+                       "function", std::string("topk"));
+  topk.attributes.set("flops", std::int64_t{56});
+  g.add(topk);
+  g.add(op("gather", OpKind::kGather, {t("s", {4, 8}), t("idx", {4, 2}, DType::kInt64)}, {t("weights", {4, 2})}));
+  g.mark_output("weights");
+  g.finalize();
+  const MemoryLedger l = memory_ledger(g, training());
+  EXPECT_EQ(l.activations.saved_bytes, 128u + 32 + 64);
+  std::set<std::string> names;
+  for (const SavedStorage& s : l.saved) names.insert(s.name);
+  EXPECT_EQ(names, (std::set<std::string>{"x", "mask", "idx"}));
+  EXPECT_EQ(l.ops[3].keeps_bytes, 64u);  // the gather: the index, which top-k keeps already
+  EXPECT_EQ(l.ops[3].saved_bytes, 0u);
+}
+
 TEST(MemoryLedgerTest, ViewsSaveNothingNewAndASharedTensorCountsOnce) {
   OpGraph g("views");
   g.add(op("fc1", OpKind::kLinear, {t("x", {4, 8})}, {t("h", {4, 16})}, {p("w1", {16, 8})}));

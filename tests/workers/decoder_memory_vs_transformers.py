@@ -1,6 +1,7 @@
 """A decoder's training memory ledger against what autograd keeps in the model transformers builds
-from the same config: small Llama (dense, grouped-query attention), Mixtral (eight experts, top-2)
-and Qwen2-MoE (top-2 of eight, a gated shared expert, a dense first layer), random weights, fp32, one
+from the same config: small Llama (dense, grouped-query attention), Mixtral (eight experts, top-2),
+Qwen2-MoE (top-2 of eight, a gated shared expert, a dense first layer) and DeepSeek-V3 (latent
+attention, a grouped sigmoid router, a shared expert), random weights, fp32, one
 forward pass and its cross entropy under torch.autograd.graph.saved_tensors_hooks. Every storage a
 saved tensor occupies is counted once, parameters excluded.
 
@@ -14,7 +15,8 @@ counted here from the run itself, not assumed:
 - transformers' grouped experts keep two int64 permutations of the (token, expert) pairs beyond
   the gather's row index (the routing weights' and the inverse order's) and int32 offsets per
   expert.
-What is left must be equal to the byte.
+What is left must be equal to the byte. Every saved tensor is held to the end of the pass, so that
+no storage's address is reused by another and counted once for both.
 
 Usage: python decoder_memory_vs_transformers.py NEURAL_COST OUT_DIR (the project's .venv python)."""
 
@@ -58,6 +60,27 @@ CONFIGS = {
         "use_sliding_window": False,
         "rms_norm_eps": 1e-6,
     },
+    # latent attention (a rank-48 query, a latent of 32 + 8 rotary dims), a grouped sigmoid router
+    # (8 experts in 4 groups, 2 kept), a shared expert, the first layer dense
+    "deepseek_v3": {
+        "model_type": "deepseek_v3",
+        "num_key_value_heads": 4,
+        "intermediate_size": 96,
+        "moe_intermediate_size": 32,
+        "num_hidden_layers": 3,
+        "n_routed_experts": 8,
+        "n_shared_experts": 1,
+        "num_experts_per_tok": 2,
+        "n_group": 4,
+        "topk_group": 2,
+        "first_k_dense_replace": 1,
+        "q_lora_rank": 48,
+        "kv_lora_rank": 32,
+        "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 16,
+        "v_head_dim": 24,
+        "rms_norm_eps": 1e-6,
+    },
 }
 
 
@@ -72,9 +95,11 @@ def kept_by_autograd(model, ids):
     parameters excluded), and the eager extras counted from the run."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen = {}
+    held = []  # every saved tensor stays alive to the end: no address is reused by another storage
     extras = {"norm copies": 0, "expert permutations": 0}
 
     def pack(t):
+        held.append(t)
         s = t.untyped_storage()
         if s.data_ptr() not in params and s.nbytes() > 0:
             seen[s.data_ptr()] = s.nbytes()
