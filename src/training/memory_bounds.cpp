@@ -25,11 +25,16 @@ namespace {
 /// gradients: a cross entropy over [rows, classes] logits (training_step's rule) keeps its
 /// log-probabilities (log_softmax's output, which nll_loss and log_softmax's backward read) and
 /// writes their gradient before the logits' (torch's cross_entropy is log_softmax + nll_loss):
-/// two more tensors the logits' size. For a decoder LLM's vocabulary they are large.
-std::uint64_t loss_workspace_bytes(const Index& ix) {
+/// two more tensors the logits' size. For a decoder LLM's vocabulary they are large. The loss
+/// takes the marked outputs when the graph marks any (a capture's other outputs, a recurrent
+/// layer's states, have none), every output otherwise.
+std::uint64_t loss_workspace_bytes(const OpGraph& g, const Index& ix) {
   std::uint64_t bytes = 0;
-  for (std::size_t out : ix.outputs) {
-    const Tensor& t = ix.tensors[out];
+  const std::vector<std::string> losses = g.marked_outputs().empty() ? g.outputs() : g.marked_outputs();
+  for (const std::string& name : losses) {
+    const auto id = ix.id.find(name);
+    if (id == ix.id.end()) continue;
+    const Tensor& t = ix.tensors[id->second];
     if (t.needs_grad && t.desc.shape.size() == 2 && t.desc.shape[1] > 1) bytes += 2 * t.grad_bytes;
   }
   return bytes;
@@ -149,7 +154,7 @@ void lower_bound(const OpGraph& g, const Index& ix, const std::vector<std::int64
     for (std::size_t r : output_roots) {
       if (!ix.storages[r].global) transient += ix.storages[r].bytes;
     }
-    transient += loss_workspace_bytes(ix);
+    transient += loss_workspace_bytes(g, ix);
     consider(a.saved_bytes, transient, kNoOp, MemoryPhase::kLoss);
   }
   std::vector<std::vector<std::size_t>> io(n);
@@ -196,7 +201,7 @@ void largest_transient(const OpGraph& g, const Index& ix, ActivationMemory& a) {
       current += ix.tensors[t].grad_bytes;
     }
   }
-  a.largest_transient_bytes = current + loss_workspace_bytes(ix);
+  a.largest_transient_bytes = current + loss_workspace_bytes(g, ix);
   a.largest_transient_op = "loss";
   for (std::size_t i = g.size(); i-- > 0;) {
     if (!ix.records[i]) continue;
