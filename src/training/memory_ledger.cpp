@@ -3,6 +3,7 @@
 // recorded op keeps, which checkpoint segments are recomputed and what their checkpoints keep.
 // The activation interval itself is memory_bounds.cpp.
 #include <algorithm>
+#include <unordered_map>
 
 #include <fmt/format.h>
 
@@ -110,6 +111,7 @@ void count_parameters(const OpGraph& g, MemoryLedger& l) {
 /// What every recorded op keeps by its refined rule; its buffers become storages of their own.
 void collect_keeps(const OpGraph& g, Index& ix, MemoryLedger& l) {
   l.ops.resize(g.size());
+  std::unordered_map<std::string, std::size_t> shared;  // SavedBuffer::shared -> its storage
   for (std::size_t i = 0; i < g.size(); ++i) {
     const OpRecord& op = g.op(i);
     OpMemory& m = l.ops[i];
@@ -140,12 +142,12 @@ void collect_keeps(const OpGraph& g, Index& ix, MemoryLedger& l) {
     }
     for (const training::SavedBuffer& b : s.buffers) {
       if (!b.shared.empty()) {  // kept by an earlier op already: the same storage
-        const auto same = std::find_if(ix.storages.begin(), ix.storages.end(),
-                                       [&](const Storage& other) { return other.name == b.shared; });
-        if (same != ix.storages.end()) {
-          push_unique(keeps, static_cast<std::size_t>(same - ix.storages.begin()));
+        const auto same = shared.find(b.shared);
+        if (same != shared.end()) {
+          push_unique(keeps, same->second);
           continue;
         }
+        shared.emplace(b.shared, ix.storages.size());
       }
       Storage st;
       st.name = b.shared.empty() ? op.name + "." + b.what : b.shared;
