@@ -215,11 +215,13 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   // mixtral's w1 (gate), w3 (up), w2 (down); qwen2_moe's gate_proj, up_proj, down_proj
   const bool mixtral = c.architecture == "mixtral";
   const std::int64_t x = c.expert_size();
-  const TensorDesc gate = b.elementwise(OpKind::kActivation, name + ".experts.act_fn", "silu",
-                                        {expert_linear(mixtral ? "w1" : "gate_proj", m, {batch, t, k, x}, x)});
-  const TensorDesc up = expert_linear(mixtral ? "w3" : "up_proj", m, {batch, t, k, x}, x);
-  const TensorDesc hidden = b.elementwise(OpKind::kBinary, name + ".experts#gate_up", "mul", {gate, up});
-  const TensorDesc down = expert_linear(mixtral ? "w2" : "down_proj", hidden, {batch, t, k, e}, e);
+  const TensorDesc down = b.on_routed_rows([&] {
+    const TensorDesc gate = b.elementwise(OpKind::kActivation, name + ".experts.act_fn", "silu",
+                                          {expert_linear(mixtral ? "w1" : "gate_proj", m, {batch, t, k, x}, x)});
+    const TensorDesc up = expert_linear(mixtral ? "w3" : "up_proj", m, {batch, t, k, x}, x);
+    const TensorDesc hidden = b.elementwise(OpKind::kBinary, name + ".experts#gate_up", "mul", {gate, up});
+    return expert_linear(mixtral ? "w2" : "down_proj", hidden, {batch, t, k, e}, e);
+  });
   const TensorDesc routed = b.on_residual_stream([&] {
     const TensorDesc weighted = b.elementwise(OpKind::kBinary, name + "#weighted", "mul",
                                               {down, b.view(name + "#weights_unsqueeze", weights, {batch, t, k, 1})});
@@ -317,23 +319,32 @@ double expected_experts_reached(const DecoderConfig& c, std::uint64_t tokens, st
   return layers > 0 ? sum / static_cast<double>(layers) : 0;
 }
 
+std::vector<double> expert_device_loads(const DecoderConfig& c, std::int64_t layer, int ep) {
+  std::vector<double> loads(static_cast<std::size_t>(std::max(1, ep)), 1.0);
+  if (!c.routing || ep <= 1 || layer < 0 || layer >= c.layers) return loads;
+  const std::vector<std::int64_t>& counts = c.routing->counts[static_cast<std::size_t>(layer)];
+  if (counts.empty() || static_cast<std::int64_t>(counts.size()) % ep != 0) return loads;
+  const std::size_t local = counts.size() / static_cast<std::size_t>(ep);
+  std::int64_t all = 0;
+  std::vector<std::int64_t> rows(loads.size(), 0);
+  for (std::size_t d = 0; d < rows.size(); ++d) {
+    for (std::size_t e = 0; e < local; ++e) rows[d] += counts[d * local + e];
+    all += rows[d];
+  }
+  if (all == 0) return loads;
+  for (std::size_t d = 0; d < rows.size(); ++d) {
+    loads[d] = static_cast<double>(ep) * static_cast<double>(rows[d]) / static_cast<double>(all);
+  }
+  return loads;
+}
+
 ExpertDeviceLoad busiest_expert_device(const DecoderConfig& c, std::int64_t layer, int ep) {
   ExpertDeviceLoad out;
-  if (!c.routing || ep <= 1 || layer < 0 || layer >= c.layers) return out;
-  const std::vector<std::int64_t>& counts = c.routing->counts[static_cast<std::size_t>(layer)];
-  if (counts.empty() || static_cast<std::int64_t>(counts.size()) % ep != 0) return out;
-  const std::size_t local = counts.size() / static_cast<std::size_t>(ep);
-  std::int64_t all = 0, most = -1;
-  for (int d = 0; d < ep; ++d) {
-    std::int64_t sum = 0;
-    for (std::size_t e = 0; e < local; ++e) sum += counts[static_cast<std::size_t>(d) * local + e];
-    all += sum;
-    if (sum > most) {
-      most = sum;
-      out.device = d;
-    }
+  const std::vector<double> loads = expert_device_loads(c, layer, ep);
+  for (std::size_t d = 0; d < loads.size(); ++d) {
+    if (loads[d] > loads[static_cast<std::size_t>(out.device)]) out.device = static_cast<std::int64_t>(d);
   }
-  if (all > 0) out.load = static_cast<double>(ep) * static_cast<double>(most) / static_cast<double>(all);
+  out.load = loads[static_cast<std::size_t>(out.device)];
   return out;
 }
 

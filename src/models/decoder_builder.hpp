@@ -45,6 +45,7 @@ class Builder {
                {}};
     r.attributes.set("module", module_of(name));
     if (residual_stream_) r.attributes.set("residual_stream", true);
+    if (routed_rows_) r.attributes.set("routed_rows", true);
     if (tweak) tweak(r);
     TensorDesc y = r.outputs.front();
     graph_.add(std::move(r));
@@ -126,6 +127,16 @@ class Builder {
     residual_stream_ = outer;
     return y;
   }
+  /// Builds the ops of `build` marked `routed_rows`: a MoE layer's experts, which run on the rows
+  /// routed to them (k a token). Under expert parallelism with a measured routing, the busiest
+  /// device holds λ times an average device's rows of what they keep (model_parallel.hpp).
+  TensorDesc on_routed_rows(const std::function<TensorDesc()>& build) {
+    const bool outer = routed_rows_;
+    routed_rows_ = true;
+    const TensorDesc y = build();
+    routed_rows_ = outer;
+    return y;
+  }
   OpGraph& graph() { return graph_; }
   DType dtype() const { return dtype_; }
   const std::optional<WeightQuantization>& quantization() const { return quantization_; }
@@ -139,6 +150,7 @@ class Builder {
   DType dtype_;
   std::optional<WeightQuantization> quantization_;
   bool residual_stream_ = false;
+  bool routed_rows_ = false;
   std::optional<DType> activations_;
   std::map<std::string, TensorDesc> quantized_;  ///< W8A8: each activation's quantized copy, by name
 };

@@ -183,6 +183,10 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     double moe_load = 0;      // the stage's layers with experts, each weighted by its busiest device's load
     double tensor_pass = 0;   // the layers' tensor-parallel collectives in one pass (forward or backward)
     double excess_flops = 0;  // what the busiest expert device runs beyond an average one
+    // what each expert-parallel device's experts keep beyond an average device's, over the stage's
+    // layers (a measured routing loads them unevenly; its busiest device in one layer need not be
+    // the busiest in the next)
+    std::vector<double> routed_excess(static_cast<std::size_t>(std::max(1, r.ep)), 0.0);
     for (int k = 0; k < v; ++k) {
       const std::size_t j = static_cast<std::size_t>(k) * static_cast<std::size_t>(r.pp) + static_cast<std::size_t>(d);
       const std::int64_t first = chunk_first[j], chunk = chunk_layers[j];
@@ -192,8 +196,14 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         const PartCost& layer = costs.layers.at(decoder_layer_kind(c, l));
         layers += layer;
         tensor_pass += 2 * layer_call;  // the attention's and the MLP's
+        double layer_saved = static_cast<double>(layer.saved_bytes);
         if (c.experts > 0 && c.moe_layer(l)) {
           const double load = busiest_expert_device(c, l, r.ep).load;
+          const std::vector<double> loads = expert_device_loads(c, l, r.ep);
+          for (std::size_t q = 0; q < loads.size() && q < routed_excess.size(); ++q) {
+            routed_excess[q] += (loads[q] - 1) * static_cast<double>(layer.routed_saved_bytes);
+          }
+          layer_saved += (load - 1) * static_cast<double>(layer.routed_saved_bytes);
           moe_load += load;
           // Megatron-Core's all-to-all dispatcher: in place of the MLP's pair, the k rows of each
           // token a device received, gathered over tp for the experts' split GEMMs and
@@ -204,7 +214,7 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
           excess_flops +=
               (layer.expert_forward_flops * (r.recompute ? 2 : 1) + layer.expert_backward_flops) * (1 - 1 / load);
         }
-        largest_layer_saved = std::max(largest_layer_saved, layer.saved_bytes);
+        largest_layer_saved = std::max(largest_layer_saved, static_cast<std::uint64_t>(std::llround(layer_saved)));
       }
     }
     const bool first = d == 0, last = d == r.pp - 1;
@@ -239,7 +249,9 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     st.in_flight = static_cast<int>(chunks_in_flight);
     const double per_chunk =
         r.recompute ? static_cast<double>(layer_count) / v * static_cast<double>(costs.hidden_bytes) / (sp ? r.tp : 1)
-                    : static_cast<double>(layers.saved_bytes) / v;
+                    : (static_cast<double>(layers.saved_bytes) +
+                       std::max(0.0, *std::max_element(routed_excess.begin(), routed_excess.end()))) /
+                          v;
     const std::int64_t ends_in_flight = std::min<std::int64_t>(m, r.pp - d);
     st.activation_bytes = static_cast<std::uint64_t>(
         static_cast<double>(chunks_in_flight) * per_chunk +
@@ -356,7 +368,8 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
       c.routing ? fmt::format(
                       "routing measured ({}): per layer, the busiest device (its {} consecutive experts) "
                       "takes {:.2f}× to {:.2f}× an average device's rows, and the step waits for it: its "
-                      "expert GEMMs and its all-to-alls scaled by that load",
+                      "expert GEMMs and its all-to-alls scaled by that load; memory: what the experts keep on "
+                      "their rows, each device's own load summed over a stage's layers, the most loaded device's",
                       c.routing->file, c.experts / r.ep, least_load, most_load)
                 : std::string(
                       "routing uniform (each device's experts take as many rows as its own tokens make, no "

@@ -48,6 +48,7 @@ class Owners {
       if (in_layer) first_layer = std::min(first_layer, i);
       side_[n] = in_layer ? Side::kLayer : i < first_layer ? Side::kBefore : Side::kAfter;
       if (forward.op(i).attributes.get_bool("residual_stream", false)) stream_.insert(n);
+      if (forward.op(i).attributes.get_bool("routed_rows", false)) routed_.insert(n);
       for (const ParameterDesc& p : forward.op(i).parameters) {
         if (!parameter_owner_.count(p.id)) parameter_owner_[p.id] = n;
       }
@@ -97,6 +98,8 @@ class Owners {
   /// a norm or residual add, its gradient, or the sum of the gradients of a tensor a norm reads
   /// first (a layer's input, its attention's sum).
   bool is_stream(const std::string& forward_op) const { return stream_.count(forward_op) > 0; }
+  /// Whether a forward op runs on the rows routed to the experts (decoder_builder.hpp).
+  bool on_routed_rows(const std::string& forward_op) const { return routed_.count(forward_op) > 0; }
   /// A tensor a residual-stream op produces, or reads before any other op does (the embedding's
   /// output, which sequence parallelism scatters).
   bool tensor_on_residual_stream(const std::string& tensor) const {
@@ -122,6 +125,7 @@ class Owners {
   std::map<std::string, std::string> parameter_owner_;
   std::map<std::string, std::string> consumer_;  // tensor → its first consumer
   std::set<std::string> stream_;                 // forward ops on the residual stream
+  std::set<std::string> routed_;                 // forward ops on the rows routed to the experts
   const OpGraph* forward_ = nullptr;
 };
 
@@ -219,7 +223,11 @@ void split_parts(const DecoderConfig& d, const DecoderRequest& r, const Hardware
     // sequence parallelism keeps the residual stream's tensors (a norm's input and output, its
     // statistics) split over the devices, and gathers them again for the backward pass
     const bool split = shards > 1 && (tensor ? owners.tensor_on_residual_stream(saved.name) : owners.is_stream(saver));
-    parts[static_cast<int>(side)].saved_bytes += split ? saved.bytes / static_cast<std::uint64_t>(shards) : saved.bytes;
+    const std::uint64_t bytes = split ? saved.bytes / static_cast<std::uint64_t>(shards) : saved.bytes;
+    parts[static_cast<int>(side)].saved_bytes += bytes;
+    // what the experts keep on their rows (the gathered copy, their GEMMs' and activation's
+    // outputs): the rows of an average expert-parallel device
+    if (owners.on_routed_rows(saver)) parts[static_cast<int>(side)].routed_saved_bytes += bytes;
   }
   out.layers[kind] = parts[1];
   if (!ends) return;
@@ -250,6 +258,7 @@ PartCost& PartCost::operator+=(const PartCost& o) {
   parameters += o.parameters;
   expert_parameters += o.expert_parameters;
   saved_bytes += o.saved_bytes;
+  routed_saved_bytes += o.routed_saved_bytes;
   return *this;
 }
 

@@ -439,6 +439,36 @@ TEST(ModelParallelTest, AMeasuredRoutingLoadsTheBusiestExpertDevice) {
     said = said || (a.find("routing measured") != std::string::npos && a.find("1.00× to 2.00×") != std::string::npos);
   }
   EXPECT_TRUE(said);
+  // Memory: device 0 keeps what its experts keep on their rows twice over in layer 0. An average
+  // device's rows are its 512 tokens × 2 (one micro-batch of 1 in flight); on them the experts keep
+  // the gathered bf16 copy (4,096 wide) and its int64 index, w1's and w3's outputs, the SiLU's and
+  // the gate-up product (14,336 wide, bf16): 1,024 × (8,192 + 8 + 4 × 28,672) B. Even routing
+  // keeps what uniform routing keeps.
+  const std::uint64_t routed = 1024ull * (4096 * 2 + 8 + 4 * 14336 * 2);
+  EXPECT_EQ(e.stages[0].activation_bytes, u.stages[0].activation_bytes);
+  ASSERT_EQ(u.stages[0].in_flight, 1);
+  EXPECT_EQ(k.stages[0].activation_bytes - u.stages[0].activation_bytes, routed);
+  EXPECT_EQ(k.stages[0].working_bytes, u.stages[0].working_bytes);
+  // with every layer recomputed only the layers' inputs stay in flight; the layer recomputed at
+  // the backward pass's peak is the busiest device's
+  r.recompute = true;
+  const ModelParallelStep ur = model_parallel_step(uniform, r), kr = model_parallel_step(skewed, r);
+  EXPECT_EQ(kr.stages[0].activation_bytes, ur.stages[0].activation_bytes);
+  EXPECT_EQ(kr.stages[0].working_bytes - ur.stages[0].working_bytes, routed);
+}
+
+// Without a measured routing the experts' rows are an average device's: the layer's part names
+// what they keep, and a device keeps exactly that.
+TEST(ModelParallelTest, TheExpertsRowsAreAPartOfWhatALayerKeeps) {
+  const DecoderConfig mixtral = decoder_preset("mixtral-8x7b");
+  ShardCostCache cache(mixtral, HardwareDatabase::builtin().get("h100-sxm"));
+  ModelParallelRequest r = request();
+  const ShardCosts& costs = cache.get(1, 1, 512, r.training, DType::kBf16, 1, false);
+  const PartCost& layer = costs.layers.at("experts");
+  EXPECT_EQ(layer.routed_saved_bytes, 1024ull * (4096 * 2 + 8 + 4 * 14336 * 2));
+  EXPECT_LT(layer.routed_saved_bytes, layer.saved_bytes);
+  EXPECT_EQ(costs.before.routed_saved_bytes, 0u);
+  EXPECT_EQ(costs.after.routed_saved_bytes, 0u);
 }
 
 // Sequence parallelism (Korthikanti et al. 2022, equation 5): with the norms and residual adds

@@ -223,6 +223,9 @@ struct ExpertDeviceLoad {
   double load = 1;
 };
 ExpertDeviceLoad busiest_expert_device(const DecoderConfig& config, std::int64_t layer, int ep);
+/// Every expert-parallel device's load in layer `layer` (ep entries, averaging 1): its experts'
+/// rows over an average device's. All 1 where busiest_expert_device's load is 1 by definition.
+std::vector<double> expert_device_loads(const DecoderConfig& config, std::int64_t layer, int ep);
 /// Bytes of every parameter as stored: the quantized linear weights in their format, the rest in
 /// `dtype` (equals the graph's unique parameter bytes; tested).
 std::uint64_t decoder_weight_bytes(const DecoderConfig& config, DType dtype);

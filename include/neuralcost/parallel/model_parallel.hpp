@@ -65,6 +65,9 @@ struct PartCost {
   std::uint64_t parameters = 0;         ///< trainable elements it owns
   std::uint64_t expert_parameters = 0;  ///< of which the experts' (reduced over dp / ep with expert parallelism)
   std::uint64_t saved_bytes = 0;        ///< activations it keeps for its backward pass
+  /// of which kept by the experts on their routed rows (an average expert-parallel device's): under
+  /// a measured routing device d keeps its load λ_d times this
+  std::uint64_t routed_saved_bytes = 0;
   PartCost& operator+=(const PartCost& o);
 };
 
