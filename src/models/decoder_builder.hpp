@@ -46,6 +46,9 @@ class Builder {
     r.attributes.set("module", module_of(name));
     if (residual_stream_) r.attributes.set("residual_stream", true);
     if (routed_rows_) r.attributes.set("routed_rows", true);
+    // an op asked for fp32 in a model built in a lower precision (the router): computed in fp32
+    // whatever the training precision, so the memory ledger keeps its outputs at 4 bytes
+    if (out_dtype == DType::kFp32 && dtype_ != DType::kFp32) r.attributes.set("computes_fp32", true);
     if (tweak) tweak(r);
     TensorDesc y = r.outputs.front();
     graph_.add(std::move(r));

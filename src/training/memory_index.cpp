@@ -36,10 +36,10 @@ Index build_index(const OpGraph& g, Precision precision) {
   ix.grad_preds.resize(n);
   ix.keeps.resize(n);
   ix.id.reserve(2 * n + 16);
-  auto new_storage = [&](const TensorDesc& t, std::size_t producer) {
+  auto new_storage = [&](const TensorDesc& t, std::size_t producer, Precision p) {
     Storage s;
     s.name = t.name;
-    s.bytes = activation_bytes(t, precision);
+    s.bytes = activation_bytes(t, p);
     s.producer = producer;
     ix.storages.push_back(std::move(s));
     return ix.storages.size() - 1;
@@ -50,7 +50,7 @@ Index build_index(const OpGraph& g, Precision precision) {
       auto [it, fresh] = ix.id.emplace(t.name, ix.tensors.size());
       if (fresh) {  // read before any op wrote it: a graph input
         Tensor x{t, kNoOp, {}, false, activation_bytes(t, precision)};
-        x.roots.push_back(new_storage(t, kNoOp));
+        x.roots.push_back(new_storage(t, kNoOp, precision));
         ix.tensors.push_back(std::move(x));
       }
       push_unique(ix.op_in[i], it->second);
@@ -65,20 +65,23 @@ Index build_index(const OpGraph& g, Precision precision) {
     }
     ix.records[i] = records;
     const bool view = is_view(op) && !ix.op_in[i].empty();
+    // an op the model computes in fp32 whatever the training precision (attribute computes_fp32:
+    // a decoder's router, built for mixed precision) keeps its outputs fp32
+    const Precision out = op.attributes.get_bool("computes_fp32", false) ? Precision::kFp32 : precision;
     // an in-place op (attribute in_place: ATen's add_, relu_, ...) writes into its first input's
     // storage: its output is that storage, not a new one
     const bool in_place =
         !view && op.attributes.get_bool("in_place", false) && !ix.op_in[i].empty() && op.outputs.size() == 1 &&
-        activation_bytes(op.outputs[0], precision) <= ix.storages[ix.tensors[ix.op_in[i][0]].roots.at(0)].bytes;
+        activation_bytes(op.outputs[0], out) <= ix.storages[ix.tensors[ix.op_in[i][0]].roots.at(0)].bytes;
     for (const TensorDesc& t : op.outputs) {
-      Tensor y{t, i, {}, records && carries_gradient(t.dtype), activation_bytes(t, precision)};
+      Tensor y{t, i, {}, records && carries_gradient(t.dtype), activation_bytes(t, out)};
       if (view || in_place) {  // an alias: a concatenation views every input, the others their first (data) input
         const std::size_t aliased = op.kind == OpKind::kConcat && view ? ix.op_in[i].size() : 1;
         for (std::size_t k = 0; k < aliased; ++k) {
           for (std::size_t r : ix.tensors[ix.op_in[i][k]].roots) push_unique(y.roots, r);
         }
       } else {
-        y.roots.push_back(new_storage(t, i));
+        y.roots.push_back(new_storage(t, i, out));
       }
       const auto [it, fresh] = ix.id.emplace(t.name, ix.tensors.size());
       if (!fresh) {

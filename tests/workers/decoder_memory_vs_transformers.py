@@ -1,17 +1,22 @@
 """A decoder's training memory ledger against what autograd keeps in the model transformers builds
 from the same config: small Llama (dense, grouped-query attention), Mixtral (eight experts, top-2),
 Qwen2-MoE (top-2 of eight, a gated shared expert, a dense first layer) and DeepSeek-V3 (latent
-attention, a grouped sigmoid router, a shared expert), random weights, fp32, one
-forward pass and its cross entropy under torch.autograd.graph.saved_tensors_hooks. Every storage a
-saved tensor occupies is counted once, parameters excluded.
+attention, a grouped sigmoid router, a shared expert), random weights, in fp32 and in bf16 (the
+model cast to bf16, as a bf16 training stack with fp32 master weights runs it), one forward pass
+and its cross entropy under torch.autograd.graph.saved_tensors_hooks. Every storage a saved tensor
+occupies is counted once, parameters excluded.
 
-The ledger (`neural-cost analyze CONFIG --train --precision fp32`, activations.saved_bytes) counts
-the kernels a training stack fuses; transformers' eager modules keep more, and each difference is
-counted here from the run itself, not assumed:
+The ledger (`neural-cost analyze CONFIG --train --precision fp32` or `bf16-mixed`,
+activations.saved_bytes) counts the kernels a training stack fuses; transformers' eager modules
+keep more, and each difference is counted here from the run itself, not assumed:
 - the cross entropy's log-probabilities (log_softmax's output, rows x vocabulary) and nll_loss's
   4-byte total weight: the ledger holds the log-probabilities at the loss, not among the saves;
-- LlamaRMSNorm and its kin written out in Python keep x * rsqrt(mean(x^2)) (fp32) beside x and
-  1/rms: one more tensor the norm's input size per norm (a fused RMSNorm keeps x and 1/rms);
+- LlamaRMSNorm and its kin written out in Python keep x * rsqrt(mean(x^2)) beside 1/rms: in fp32
+  beside x, one more tensor the norm's input size per norm (a fused RMSNorm keeps x and 1/rms); in
+  bf16 they keep x's fp32 copy and the normalised tensor in bf16 instead of x (whose storage, a
+  latent attention's kv_a output of which the norm reads a slice, may be larger than the copy);
+- in bf16, transformers keeps an expert layer's routing weights in fp32 for the weighting, where
+  the ledger's graph casts them to the model's dtype (Megatron-Core's router does);
 - transformers' grouped experts keep two int64 permutations of the (token, expert) pairs beyond
   the gather's row index (the routing weights' and the inverse order's) and int32 offsets per
   expert.
@@ -96,7 +101,8 @@ def kept_by_autograd(model, ids):
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     seen = {}
     held = []  # every saved tensor stays alive to the end: no address is reused by another storage
-    extras = {"norm copies": 0, "expert permutations": 0}
+    extras = {"norm copies": 0, "expert permutations": 0, "fp32 routing weights": 0}
+    norm_inputs = []  # (x's storage address, its bytes): the fused norm's keep, maybe not eager's
 
     def pack(t):
         held.append(t)
@@ -105,12 +111,19 @@ def kept_by_autograd(model, ids):
             seen[s.data_ptr()] = s.nbytes()
         return t
 
-    def norm(_module, args, _out):  # x * rsqrt(...), fp32
-        extras["norm copies"] += args[0].numel() * 4
+    def norm(_module, args, _out):
+        x = args[0]
+        upcast = 0 if x.dtype == torch.float32 else x.numel() * 4  # x.to(float32)
+        extras["norm copies"] += upcast + x.numel() * x.element_size()  # x * rsqrt(...), x's dtype
+        norm_inputs.append((x.untyped_storage().data_ptr(), x.untyped_storage().nbytes()))
+        held.append(x)  # alive to the end: its address is no later storage's
 
     def experts(module, args, _out):  # (hidden_states, top_k_index, top_k_weights)
         pairs = args[1].numel()
         extras["expert permutations"] += 2 * pairs * 8 + module.num_experts * 4
+        weights, hidden = args[2], args[0]
+        if weights.dtype == torch.float32 and hidden.dtype != torch.float32:
+            extras["fp32 routing weights"] += weights.numel() * (4 - hidden.element_size())
 
     hooks = []
     for module in model.modules():
@@ -121,17 +134,23 @@ def kept_by_autograd(model, ids):
             hooks.append(module.register_forward_hook(experts))
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         logits = model(ids).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1))
+        # transformers' loss upcasts the logits (a no-op in fp32)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), ids.reshape(-1))
     for h in hooks:
         h.remove()
+    # a fused norm keeps its input's storage; an eager norm in bf16 keeps the fp32 copy instead,
+    # and nothing else keeps that storage
+    for address, nbytes in dict(norm_inputs).items():
+        if address not in seen:
+            extras["norm copies"] -= nbytes
     extras["log-probabilities"] = logits.numel() * 4 + 4
     loss.backward()  # the saves were real: the step runs
     return sum(seen.values()), extras
 
 
-def ledger_saved(config_path, batch, prompt):
-    out = os.path.join(OUT, os.path.basename(config_path) + f".b{batch}p{prompt}.json")
-    cmd = [TOOL, "analyze", config_path, "--train", "--precision", "fp32", "--optimizer", "sgd"]
+def ledger_saved(config_path, batch, prompt, precision):
+    out = os.path.join(OUT, os.path.basename(config_path) + f".{precision}.b{batch}p{prompt}.json")
+    cmd = [TOOL, "analyze", config_path, "--train", "--precision", precision, "--optimizer", "sgd"]
     cmd += ["--batch", str(batch), "--prompt", str(prompt), "--format", "json", "-o", out]
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     with open(out) as f:
@@ -144,18 +163,19 @@ for name, fields in CONFIGS.items():
     with open(path, "w") as f:
         json.dump(dict(config, architectures=[]), f)
     hf = T.AutoConfig.for_model(**config)
-    model = T.AutoModelForCausalLM.from_config(hf, attn_implementation="sdpa").float().train()
-    for batch, prompt in ((2, 32), (1, 48)):
-        ids = torch.randint(0, hf.vocab_size, (batch, prompt))
-        torch_bytes, extras = kept_by_autograd(model, ids)
-        ledger = ledger_saved(path, batch, prompt)
-        explained = ledger + sum(extras.values())
-        detail = ", ".join(f"{k} {v}" for k, v in extras.items())
-        check(
-            explained == torch_bytes,
-            f"{name} batch {batch} x {prompt}: autograd keeps {torch_bytes} B; ledger {ledger} B + {detail} "
-            f"= {explained} B",
-        )
+    for precision, dtype in (("fp32", torch.float32), ("bf16-mixed", torch.bfloat16)):
+        model = T.AutoModelForCausalLM.from_config(hf, attn_implementation="sdpa").to(dtype).train()
+        for batch, prompt in ((2, 32), (1, 48)):
+            ids = torch.randint(0, hf.vocab_size, (batch, prompt))
+            torch_bytes, extras = kept_by_autograd(model, ids)
+            ledger = ledger_saved(path, batch, prompt, precision)
+            explained = ledger + sum(extras.values())
+            detail = ", ".join(f"{k} {v}" for k, v in extras.items())
+            check(
+                explained == torch_bytes,
+                f"{name} {precision} batch {batch} x {prompt}: autograd keeps {torch_bytes} B; ledger {ledger} B + "
+                f"{detail} = {explained} B",
+            )
 
 if failures:
     print(f"{len(failures)} failed")

@@ -170,7 +170,8 @@ struct MemoryLedger {
 MemoryLedger memory_ledger(const OpGraph& forward, const TrainingOptions& options);
 
 /// Storage bytes of an activation tensor in a step of `precision` (fp32/tf32 become 2 bytes in
-/// mixed precision; other dtypes keep their size).
+/// mixed precision; other dtypes keep their size). The ledger sizes the outputs of an op marked
+/// `computes_fp32` (a decoder's router, built in bf16 and computed in fp32) as in fp32.
 std::uint64_t activation_bytes(const TensorDesc& tensor, Precision precision);
 
 /// The checkpoint segments the policy makes of `forward` (before any memory is counted):
