@@ -28,16 +28,25 @@ namespace {
 /// two more tensors the logits' size. For a decoder LLM's vocabulary they are large. The loss
 /// takes the marked outputs when the graph marks any (a capture's other outputs, a recurrent
 /// layer's states, have none), every output otherwise.
-std::uint64_t loss_workspace_bytes(const OpGraph& g, const Index& ix) {
+std::uint64_t loss_workspace_bytes(const Index& ix, const std::vector<std::size_t>& losses) {
   std::uint64_t bytes = 0;
-  const std::vector<std::string> losses = g.marked_outputs().empty() ? g.outputs() : g.marked_outputs();
-  for (const std::string& name : losses) {
-    const auto id = ix.id.find(name);
-    if (id == ix.id.end()) continue;
-    const Tensor& t = ix.tensors[id->second];
+  for (std::size_t id : losses) {
+    const Tensor& t = ix.tensors[id];
     if (t.needs_grad && t.desc.shape.size() == 2 && t.desc.shape[1] > 1) bytes += 2 * t.grad_bytes;
   }
   return bytes;
+}
+
+/// The outputs the loss takes (training_step's rule): the marked outputs when the graph marks
+/// any, every output otherwise. Only these have gradients when the backward pass begins; another
+/// output (a capture's recurrent states) is alive, but no loss differentiates it.
+std::vector<std::size_t> loss_outputs(const OpGraph& g, const Index& ix) {
+  std::vector<std::size_t> out;
+  for (const std::string& name : g.marked_outputs().empty() ? g.outputs() : g.marked_outputs()) {
+    const auto id = ix.id.find(name);
+    if (id != ix.id.end()) push_unique(out, id->second);
+  }
+  return out;
 }
 
 /// Sums the bytes of the storages whose bits are set in one 64-bit word of a chunk.
@@ -143,18 +152,21 @@ void lower_bound(const OpGraph& g, const Index& ix, const std::vector<std::int64
     a.peak_op_index = op == kNoOp ? n : op;
     a.peak_op = op == kNoOp ? "loss" : g.op(op).name;
   };
-  {  // the loss: everything kept, the graph outputs and their gradients, the loss's own
+  {  // the loss: everything kept, the graph outputs, the gradients of those the loss takes, the
+     // loss's own
     std::vector<std::size_t> output_roots;
     std::uint64_t transient = 0;
+    const std::vector<std::size_t> losses = loss_outputs(g, ix);
     for (std::size_t out : ix.outputs) {
-      const Tensor& t = ix.tensors[out];
-      if (t.needs_grad) transient += t.grad_bytes;
-      for (std::size_t r : t.roots) push_unique(output_roots, r);
+      for (std::size_t r : ix.tensors[out].roots) push_unique(output_roots, r);
+    }
+    for (std::size_t out : losses) {
+      if (ix.tensors[out].needs_grad) transient += ix.tensors[out].grad_bytes;
     }
     for (std::size_t r : output_roots) {
       if (!ix.storages[r].global) transient += ix.storages[r].bytes;
     }
-    transient += loss_workspace_bytes(g, ix);
+    transient += loss_workspace_bytes(ix, losses);
     consider(a.saved_bytes, transient, kNoOp, MemoryPhase::kLoss);
   }
   std::vector<std::vector<std::size_t>> io(n);
@@ -195,13 +207,14 @@ void lower_bound(const OpGraph& g, const Index& ix, const std::vector<std::int64
 void largest_transient(const OpGraph& g, const Index& ix, ActivationMemory& a) {
   std::vector<bool> live(ix.tensors.size(), false);
   std::uint64_t current = 0;
-  for (std::size_t t : ix.outputs) {
+  const std::vector<std::size_t> losses = loss_outputs(g, ix);
+  for (std::size_t t : losses) {
     if (ix.tensors[t].needs_grad && !live[t]) {
       live[t] = true;
       current += ix.tensors[t].grad_bytes;
     }
   }
-  a.largest_transient_bytes = current + loss_workspace_bytes(g, ix);
+  a.largest_transient_bytes = current + loss_workspace_bytes(ix, losses);
   a.largest_transient_op = "loss";
   for (std::size_t i = g.size(); i-- > 0;) {
     if (!ix.records[i]) continue;

@@ -168,6 +168,29 @@ TEST(MemoryLedgerTest, ACrossEntropyHoldsTheLogProbabilitiesAndTheirGradientAtTh
   EXPECT_EQ(head(1).activations.lower_bound_bytes, 128u + 16 + 16);
 }
 
+// An output the loss does not take (a capture's recurrent state beside its marked logits) is alive
+// at the loss but has no gradient: the lower bound counts x kept (128), both outputs (1,600 and
+// a state [4, 8] of 128), the logits' gradient and the cross entropy's two tensors (3 x 1,600),
+// not the state's gradient (128 more under the old rule). Unmarked, the loss takes both.
+TEST(MemoryLedgerTest, AnOutputTheLossDoesNotTakeHasNoGradientAtTheLoss) {
+  const auto two_outputs = [](bool mark) {
+    OpGraph g("head");
+    g.add(op("fc", OpKind::kLinear, {t("x", {4, 8})}, {t("y", {4, 100})}, {p("w", {100, 8})}));
+    g.add(op("state", OpKind::kLinear, {t("x", {4, 8})}, {t("h", {4, 8})}, {p("v", {8, 8})}));
+    if (mark) g.mark_output("y");
+    g.finalize();
+    return memory_ledger(g, training());
+  };
+  const MemoryLedger marked = two_outputs(true);
+  EXPECT_EQ(marked.activations.saved_bytes, 128u);
+  EXPECT_EQ(marked.activations.lower_bound_bytes, 128u + 1600 + 128 + 3 * 1600);
+  EXPECT_EQ(marked.activations.peak_phase, MemoryPhase::kLoss);
+  EXPECT_EQ(marked.activations.largest_transient_bytes, 3u * 1600);
+  // every output a loss: the state's gradient too, and its own cross entropy's tensors
+  const MemoryLedger both = two_outputs(false);
+  EXPECT_EQ(both.activations.lower_bound_bytes, 128u + 1600 + 128 + 3 * 1600 + 3 * 128);
+}
+
 // A router's ops keep what torch keeps (DeepSeek-V3's, checked against autograd in
 // decoder_memory_vs_transformers): where (masked_fill) its bool mask only, top-k that outputs
 // indices its output, and a gather of the scores by those indices the index only, the same
