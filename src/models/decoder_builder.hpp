@@ -123,28 +123,24 @@ class Builder {
   /// read and write the whole hidden state of every token. Under Megatron's tensor parallelism
   /// every device computes them whole; sequence parallelism splits their tokens over the devices
   /// (model_parallel.hpp).
-  TensorDesc on_residual_stream(const std::function<TensorDesc()>& build) {
-    const bool outer = residual_stream_;
-    residual_stream_ = true;
-    const TensorDesc y = build();
-    residual_stream_ = outer;
-    return y;
-  }
+  TensorDesc on_residual_stream(const std::function<TensorDesc()>& build) { return marked(residual_stream_, build); }
   /// Builds the ops of `build` marked `routed_rows`: a MoE layer's experts, which run on the rows
   /// routed to them (k a token). Under expert parallelism with a measured routing, the busiest
   /// device holds λ times an average device's rows of what they keep (model_parallel.hpp).
-  TensorDesc on_routed_rows(const std::function<TensorDesc()>& build) {
-    const bool outer = routed_rows_;
-    routed_rows_ = true;
-    const TensorDesc y = build();
-    routed_rows_ = outer;
-    return y;
-  }
+  TensorDesc on_routed_rows(const std::function<TensorDesc()>& build) { return marked(routed_rows_, build); }
   OpGraph& graph() { return graph_; }
   DType dtype() const { return dtype_; }
   const std::optional<WeightQuantization>& quantization() const { return quantization_; }
 
  private:
+  /// Runs `build` with `flag` set (the ops it adds carry the flag's attribute), then restores it.
+  static TensorDesc marked(bool& flag, const std::function<TensorDesc()>& build) {
+    const bool outer = flag;
+    flag = true;
+    const TensorDesc y = build();
+    flag = outer;
+    return y;
+  }
   static std::string module_of(const std::string& name) {
     const auto hash = name.find('#');
     return hash == std::string::npos ? name : name.substr(0, hash);

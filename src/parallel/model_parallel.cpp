@@ -198,9 +198,9 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         tensor_pass += 2 * layer_call;  // the attention's and the MLP's
         double layer_saved = static_cast<double>(layer.saved_bytes);
         if (c.experts > 0 && c.moe_layer(l)) {
-          const double load = busiest_expert_device(c, l, r.ep).load;
-          const std::vector<double> loads = expert_device_loads(c, l, r.ep);
-          for (std::size_t q = 0; q < loads.size() && q < routed_excess.size(); ++q) {
+          const std::vector<double> loads = expert_device_loads(c, l, r.ep);  // ep entries
+          const double load = *std::max_element(loads.begin(), loads.end());  // the busiest device's
+          for (std::size_t q = 0; q < loads.size(); ++q) {
             routed_excess[q] += (loads[q] - 1) * static_cast<double>(layer.routed_saved_bytes);
           }
           layer_saved += (load - 1) * static_cast<double>(layer.routed_saved_bytes);
