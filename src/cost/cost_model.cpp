@@ -1,8 +1,12 @@
 // Entry point of the cost model: default compulsory bytes, then the kind's cost rule from the
-// op-kind table (op_kinds.cpp), and the op name added to every error raised while costing.
+// op-kind table (op_kinds.cpp), an op's rows_load applied once, and the op name added to every
+// error raised while costing.
 #include "neuralcost/cost/cost_model.hpp"
 
 #include <fmt/format.h>
+
+#include <cmath>
+#include <memory>
 
 #include "cost/op_families.hpp"
 #include "neuralcost/core/checked_math.hpp"
@@ -161,21 +165,77 @@ double OpCost::arithmetic_intensity() const {
   return b == 0 ? 0.0 : static_cast<double>(flops) / static_cast<double>(b);
 }
 
-OpCost cost_of(const OpRecord& op) {
-  try {
-    OpCost c;
-    if (op.kind != OpKind::kLinear && op.kind != OpKind::kExpertLinear) {
-      for (const ParameterDesc& p : op.parameters) {
-        if (p.quantization) {
-          throw Error(ErrorCode::kInvalidArgument,
-                      fmt::format("parameter '{}' is quantized ({}): only linear weights are modeled quantized", p.id,
-                                  p.quantization->name));
-        }
+namespace {
+
+/// Attr rows_load of `op`, or of the forward op it differentiates: the op runs on that many times
+/// the rows its shapes hold, an expectation (the busiest expert-parallel device's share of the
+/// rows routed to it under a measured routing, decoder.cpp). 1 when absent.
+double rows_load(const OpRecord& op) {
+  const OpRecord* holder = op.attributes.has("rows_load") ? &op
+                           : op.differentiates && op.differentiates->attributes.has("rows_load")
+                               ? op.differentiates.get()
+                               : nullptr;
+  if (holder == nullptr) return 1;
+  const double load = holder->attributes.get_double("rows_load", 1);
+  if (!std::isfinite(load) || load <= 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("attribute 'rows_load' {} must be a positive number", load));
+  }
+  if (holder->kind == OpKind::kExpertLinear || holder->kind == OpKind::kLoop) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("attribute 'rows_load' does not apply to a {} (an expert linear takes its rows from "
+                            "routing_counts, a loop from its body)",
+                            op_kind_name(holder->kind)));
+  }
+  return load;
+}
+
+OpCost cost_without_load(const OpRecord& op) {
+  if (op.kind != OpKind::kLinear && op.kind != OpKind::kExpertLinear) {
+    for (const ParameterDesc& p : op.parameters) {
+      if (p.quantization) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("parameter '{}' is quantized ({}): only linear weights are modeled quantized", p.id,
+                                p.quantization->name));
       }
     }
-    cost::default_bytes(op, c);
-    traits_of(op.kind).cost(op, c);
-    return c;
+  }
+  OpCost c;
+  cost::default_bytes(op, c);
+  traits_of(op.kind).cost(op, c);
+  return c;
+}
+
+/// `op`'s cost at `load` times its rows: its work and the activations it reads and writes scale,
+/// its parameters are read once (rounded: the rows are an expectation).
+OpCost cost_with_load(const OpRecord& op, double load) {
+  OpRecord plain = op;  // the rule costs the shapes' rows, then scales them once
+  plain.attributes.set("rows_load", 1.0);
+  if (op.differentiates && op.differentiates->attributes.has("rows_load")) {
+    auto forward = std::make_shared<OpRecord>(*op.differentiates);
+    forward->attributes.set("rows_load", 1.0);
+    plain.differentiates = std::move(forward);
+  }
+  OpCost c = cost_without_load(plain);
+  const auto scaled = [load](std::uint64_t n) {
+    const double x = static_cast<double>(n) * load;
+    if (x >= 9.2e18) throw Error(ErrorCode::kOutOfRange, "counts scaled by attribute 'rows_load' exceed 64 bits");
+    return static_cast<std::uint64_t>(std::llround(x));
+  };
+  c.flops = scaled(c.flops);
+  c.contraction_flops = scaled(c.contraction_flops);
+  c.transcendentals = scaled(c.transcendentals);
+  c.bytes_read = scaled(c.bytes_read - c.parameter_bytes) + c.parameter_bytes;
+  c.bytes_written = scaled(c.bytes_written);
+  return c;
+}
+
+}  // namespace
+
+OpCost cost_of(const OpRecord& op) {
+  try {
+    const double load = rows_load(op);
+    if (load != 1) return cost_with_load(op, load);
+    return cost_without_load(op);
   } catch (const Error& e) {
     throw Error(e.code(), fmt::format("op '{}' ({}): {}", op.name, op_kind_name(op.kind), e.what()));
   }

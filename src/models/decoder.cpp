@@ -215,11 +215,24 @@ TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::str
   // mixtral's w1 (gate), w3 (up), w2 (down); qwen2_moe's gate_proj, up_proj, down_proj
   const bool mixtral = c.architecture == "mixtral";
   const std::int64_t x = c.expert_size();
+  // the SiLU and gate · up between the GEMMs run on the same rows: the busiest device's λ
+  // times an average device's under a measured routing (the cost rule's rows_load)
+  const Tweak busiest_rows = [&](OpRecord& r) {
+    if (!c.routing || ep <= 1 || busiest.load == 1) return;
+    r.attributes.set("rows_load", busiest.load);
+    r.attributes.set(
+        "approximation",
+        fmt::format("the busiest of {} expert-parallel devices under the routing of {} (its experts {} "
+                    "to {} of {}): {:.2f}× an average device's rows, an expectation",
+                    ep, c.routing->file, busiest.device * local, (busiest.device + 1) * local - 1, n, busiest.load));
+  };
   const TensorDesc down = b.on_routed_rows([&] {
-    const TensorDesc gate = b.elementwise(OpKind::kActivation, name + ".experts.act_fn", "silu",
-                                          {expert_linear(mixtral ? "w1" : "gate_proj", m, {batch, t, k, x}, x)});
+    const TensorDesc gate =
+        b.elementwise(OpKind::kActivation, name + ".experts.act_fn", "silu",
+                      {expert_linear(mixtral ? "w1" : "gate_proj", m, {batch, t, k, x}, x)}, false, busiest_rows);
     const TensorDesc up = expert_linear(mixtral ? "w3" : "up_proj", m, {batch, t, k, x}, x);
-    const TensorDesc hidden = b.elementwise(OpKind::kBinary, name + ".experts#gate_up", "mul", {gate, up});
+    const TensorDesc hidden =
+        b.elementwise(OpKind::kBinary, name + ".experts#gate_up", "mul", {gate, up}, false, busiest_rows);
     return expert_linear(mixtral ? "w2" : "down_proj", hidden, {batch, t, k, e}, e);
   });
   const TensorDesc routed = b.on_residual_stream([&] {

@@ -89,7 +89,7 @@ class Builder {
   }
   void set_activations(std::optional<DType> activations) { activations_ = activations; }
   TensorDesc elementwise(OpKind kind, const std::string& name, const std::string& function, std::vector<TensorDesc> in,
-                         bool scalar = false) {
+                         bool scalar = false, const Tweak& tweak = {}) {
     Shape y = in.front().shape;
     for (const TensorDesc& t : in) {
       if (t.shape.size() == y.size()) {
@@ -99,6 +99,7 @@ class Builder {
     return op(kind, name, std::move(in), y, {}, std::nullopt, [&](OpRecord& r) {
       r.attributes.set("function", function);
       if (scalar) r.attributes.set("scalar_operand", true);
+      if (tweak) tweak(r);
     });
   }
   TensorDesc view(const std::string& name, const TensorDesc& x, Shape shape) {

@@ -160,7 +160,9 @@ void split_parts(const DecoderConfig& d, const DecoderRequest& r, const Hardware
     const OpRecord& op = step.graph.op(o.op_index);
     PartCost& part = parts[static_cast<int>(owners.of_step_op(op))];
     flops_of(part, phase_of(op)) += static_cast<double>(o.cost.flops) * share(owners, op);
-    if (op.kind == OpKind::kExpertLinear || (op.differentiates && op.differentiates->kind == OpKind::kExpertLinear)) {
+    // the experts' GEMMs and the ops between them that take the busiest device's rows
+    const OpRecord& forward_op = op.differentiates ? *op.differentiates : op;
+    if (forward_op.kind == OpKind::kExpertLinear || forward_op.attributes.has("rows_load")) {
       (phase_of(op) == 0 ? part.expert_forward_flops : part.expert_backward_flops) += static_cast<double>(o.cost.flops);
     }
   }

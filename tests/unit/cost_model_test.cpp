@@ -2,6 +2,7 @@
 #include "neuralcost/cost/cost_model.hpp"
 
 #include <cmath>
+#include <memory>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -189,6 +190,57 @@ TEST(CostModelTest, ActivationsUseTheDocumentedTable) {
   EXPECT_EQ(unary("isnan").transcendentals, 0u);
   EXPECT_EQ(unary("quantize").flops, 40u);
   EXPECT_EQ(unary("dequantize").flops, 20u);
+}
+
+// rows_load: the op runs on λ times its shapes' rows (the busiest expert-parallel device's SiLU
+// under a measured routing). Its work and activation bytes scale, its parameters are read once,
+// and so does its gradient's; a load that is not a positive number, or one on an expert linear
+// (which takes its rows from routing_counts), is an error.
+TEST(CostModelTest, ARowsLoadScalesTheWorkAndTheActivationsNotTheParameters) {
+  const OpRecord silu =
+      with(op("a", OpKind::kActivation, {t("x", {10, 10})}, {t("y", {10, 10})}), "function", std::string("silu"));
+  const OpCost loaded = cost_of(with(silu, "rows_load", 2.5));
+  EXPECT_EQ(loaded.flops, 1250u);  // 2.5 × 100 × 5
+  EXPECT_EQ(loaded.transcendentals, 250u);
+  EXPECT_EQ(loaded.bytes_read, 1000u);
+  EXPECT_EQ(loaded.bytes_written, 1000u);
+
+  OpRecord norm = op("n", OpKind::kLayerNorm, {t("x", {10, 10})}, {t("y", {10, 10})}, {p("w", {10}), p("b", {10})});
+  norm.attributes.set("normalized_dims", I{1});
+  const OpCost plain_norm = cost_of(norm), loaded_norm = cost_of(with(norm, "rows_load", I{2}));
+  EXPECT_EQ(loaded_norm.parameter_bytes, 80u);
+  EXPECT_EQ(loaded_norm.parameter_bytes, plain_norm.parameter_bytes);
+  EXPECT_EQ(loaded_norm.bytes_read, 2 * 400u + 80u);
+  EXPECT_EQ(loaded_norm.bytes_written, 2 * plain_norm.bytes_written);
+  EXPECT_EQ(loaded_norm.flops, 2 * plain_norm.flops);
+
+  // the gradient of a loaded op: its forward's load, applied once
+  const auto gradient_of = [](const OpRecord& forward) {
+    OpRecord g = op("a/grad:x", OpKind::kGradient, {t("dy", {10, 10}), t("x", {10, 10})}, {t("dx", {10, 10})});
+    g.differentiates = std::make_shared<const OpRecord>(forward);
+    g.attributes.set("part", std::string("input"));
+    g.attributes.set("index", I{0});
+    return cost_of(g);
+  };
+  const OpCost plain_grad = gradient_of(silu), loaded_grad = gradient_of(with(silu, "rows_load", 2.5));
+  ASSERT_GT(plain_grad.flops, 0u);
+  EXPECT_EQ(loaded_grad.flops, static_cast<std::uint64_t>(std::llround(2.5 * static_cast<double>(plain_grad.flops))));
+  EXPECT_EQ(loaded_grad.bytes_read, 1000u + 1000u);  // dy and x, 2.5 × 400 B each
+  EXPECT_EQ(loaded_grad.bytes_written, 1000u);
+
+  for (const double bad : {0.0, -1.0, std::nan("")}) {
+    try {
+      cost_of(with(silu, "rows_load", bad));
+      FAIL() << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("op 'a' (activation): attribute 'rows_load'"));
+    }
+  }
+  OpRecord e = op("w1", OpKind::kExpertLinear, {t("x", {4, 16})}, {t("y", {4, 2, 32})}, {p("w", {2, 32, 16})});
+  e.attributes.set("top_k", I{2});
+  e.attributes.set("tokens", I{4});
+  EXPECT_THROW(cost_of(with(e, "rows_load", 2.0)), Error);
 }
 
 TEST(CostModelTest, UnknownFunctionIsUnmodeledNotZero) {

@@ -15,6 +15,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/decoder.hpp"
+#include "neuralcost/training/training.hpp"
 
 namespace neuralcost {
 namespace {
@@ -208,6 +209,40 @@ TEST(RoutingTest, UnderExpertParallelismTheGraphIsTheBusiestDevices) {
     EXPECT_NE(r.attributes.get_string("approximation", "").find("1.40×"), std::string::npos);
     break;
   }
+  // the SiLU and gate · up between its GEMMs run on the same 1.4× rows (their FLOPs and bytes); the
+  // weighted sum after the combine is back on the device's own tokens
+  const auto of = [](const Analysis& a, const std::string& name) {
+    for (const OpRoofline& op : a.ops) {
+      if (a.graph.op(op.op_index).name == name) return std::make_pair(op.cost, a.graph.op(op.op_index));
+    }
+    ADD_FAILURE() << name;
+    return std::make_pair(OpCost{}, OpRecord{});
+  };
+  for (const std::string op : {".experts.act_fn", ".experts#gate_up", "#weighted"}) {
+    const std::string name = "model.layers.0.block_sparse_moe" + op;
+    const auto [uc, ur] = of(u, name);
+    const auto [ec, er] = of(e, name);
+    const auto [kc, kr] = of(k, name);
+    const double load = op == "#weighted" ? 1.0 : 1.4;
+    ASSERT_GT(uc.flops, 0u) << name;
+    EXPECT_EQ(ec.flops, uc.flops) << name;
+    EXPECT_EQ(ec.bytes(), uc.bytes()) << name;
+    EXPECT_NEAR(static_cast<double>(kc.flops), load * static_cast<double>(uc.flops), 1) << name;
+    EXPECT_NEAR(static_cast<double>(kc.bytes()), load * static_cast<double>(uc.bytes()), 1) << name;
+    EXPECT_EQ(kr.attributes.has("rows_load"), load != 1) << name;
+    if (load != 1) EXPECT_NE(kr.attributes.get_string("approximation", "").find("1.40×"), std::string::npos);
+  }
+  // and so do their gradients in a training step
+  const Analysis ut = analyze(training_step(build_decoder(plain, prefill, "u"), TrainingOptions{}),
+                              HardwareDatabase::builtin().get("h100-sxm")),
+                 kt = analyze(training_step(build_decoder(skewed, prefill, "k"), TrainingOptions{}),
+                              HardwareDatabase::builtin().get("h100-sxm"));
+  const std::string grad = "model.layers.0.block_sparse_moe.experts.act_fn/grad:";
+  double ug = 0, kg = 0;
+  for (const OpRoofline& op : ut.ops) ug += ut.graph.op(op.op_index).name.rfind(grad, 0) == 0 ? op.cost.flops : 0;
+  for (const OpRoofline& op : kt.ops) kg += kt.graph.op(op.op_index).name.rfind(grad, 0) == 0 ? op.cost.flops : 0;
+  ASSERT_GT(ug, 0);
+  EXPECT_NEAR(kg, 1.4 * ug, 1);
 }
 
 }  // namespace

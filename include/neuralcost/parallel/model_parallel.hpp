@@ -59,8 +59,9 @@ struct PartCost {
   double forward_seconds = 0, backward_seconds = 0;  ///< fused-scaled roofline bounds
   double optimizer_seconds = 0;                      ///< once per step
   double forward_flops = 0, backward_flops = 0, optimizer_flops = 0;
-  /// of which the routed experts' GEMMs (forward, backward): under a measured routing and expert
-  /// parallelism they are the busiest device's, λ times an average device's
+  /// of which the routed experts' GEMMs and the ops between them (forward, backward): under a
+  /// measured routing and expert parallelism they are the busiest device's, λ times an average
+  /// device's
   double expert_forward_flops = 0, expert_backward_flops = 0;
   std::uint64_t parameters = 0;         ///< trainable elements it owns
   std::uint64_t expert_parameters = 0;  ///< of which the experts' (reduced over dp / ep with expert parallelism)
