@@ -1,6 +1,6 @@
-// The op-by-op builder of decoder graphs (decoder.cpp, latent_attention.cpp): each call appends one
-// op record named as transformers' modules name it and returns its output tensor. Private to
-// src/models.
+// The op-by-op builder of decoder graphs (decoder.cpp, experts.cpp, latent_attention.cpp): each
+// call appends one op record named as transformers' modules name it and returns its output
+// tensor. Private to src/models.
 #pragma once
 
 #include <algorithm>
@@ -159,6 +159,12 @@ class Builder {
 /// copy, or with a quantized cache (--kv-cache fp8 or int8) a quantize (a divide by the scale, a
 /// round and a clamp, a conversion), or a cast to another float type (decoder.cpp).
 TensorDesc cache_write(Builder& b, const DecoderConfig& c, const std::string& name, const TensorDesc& y);
+/// A sparse MoE block on m [B, T, E] (experts.cpp): the router, each token through its k experts,
+/// their outputs weighted and summed, and a shared expert where the model has one.
+TensorDesc mixture_of_experts(Builder& b, const DecoderConfig& c, const std::string& name, const TensorDesc& m,
+                              std::int64_t layer);
+/// How the experts a step's `tokens` reach are expected, for the graph's note (experts.cpp).
+std::string routing_said(const DecoderConfig& c, std::uint64_t tokens);
 /// The KV cache's storage type: the config's kv_cache_dtype, else the compute dtype.
 DType cache_dtype(const Builder& b, const DecoderConfig& c);
 /// Marks `op`, which reads a cache stored in another type than it computes in, with the
