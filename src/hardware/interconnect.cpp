@@ -13,6 +13,7 @@
 
 #include "hardware/embedded_specs.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/json_input.hpp"
 #include "neuralcost/core/suggest.hpp"
 #include "neuralcost/hardware/database.hpp"
 
@@ -110,6 +111,11 @@ json parse_object(std::string_view text, const std::string& origin) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: not valid JSON: {}", origin, e.what()));
   }
   if (!j.is_object()) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: must be a JSON object", origin));
+  std::string repeated;
+  parse_json_keys_once(std::string(text), repeated);
+  if (!repeated.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is given twice", origin, repeated));
+  }
   return j;
 }
 
@@ -329,11 +335,8 @@ InterconnectSpec find_interconnect(const std::string& id_or_path) {
   }
   const bool json_name = id_or_path.size() > 5 && id_or_path.compare(id_or_path.size() - 5, 5, ".json") == 0;
   if (id_or_path.find('/') != std::string::npos || json_name) {
-    std::ifstream in(id_or_path);
-    if (!in) throw Error(ErrorCode::kNotFound, fmt::format("cannot open interconnect file '{}'", id_or_path));
-    std::stringstream text;
-    text << in.rdbuf();
-    return parse_interconnect_spec(text.str(), id_or_path);
+    return parse_interconnect_spec(read_input_file(id_or_path, fmt::format("interconnect file '{}'", id_or_path)),
+                                   id_or_path);
   }
   not_found("interconnect", id_or_path, builtin_interconnects(), "interconnects");
 }

@@ -1,7 +1,6 @@
 // A measured routing of a decoder's experts (--routing, models/decoder.hpp with_routing): a
 // histogram of the tokens each expert took per layer, read from a JSON file and checked against
 // the config; and with_variant, which applies every option of a DecoderVariant.
-#include <fstream>
 #include <set>
 #include <string>
 
@@ -9,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/json_input.hpp"
 #include "neuralcost/models/decoder.hpp"
 
 namespace neuralcost {
@@ -53,10 +53,10 @@ DecoderConfig with_routing(DecoderConfig c, const std::string& path) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--routing applies to models with experts; this {} has none", c.architecture));
   }
-  std::ifstream in(path);
-  if (!in) throw bad(path, "cannot be read");
-  const json j = json::parse(in, nullptr, false);
+  std::string repeated;
+  const json j = parse_json_keys_once(read_input_file(path, "--routing " + path), repeated);
   if (j.is_discarded() || !j.is_object()) throw bad(path, "is not a JSON object");
+  if (!repeated.empty()) throw bad(path, fmt::format("'{}' is given twice", repeated));
   for (const auto& [key, value] : j.items()) {
     if (key != "tokens" && key != "layers" && key != "all" && key != "source") {
       throw bad(path, fmt::format("unknown field '{}' (a histogram has tokens, and layers or all; source is free text)",
@@ -96,7 +96,8 @@ DecoderConfig with_routing(DecoderConfig c, const std::string& path) {
       } catch (const std::exception&) {
         end = 0;
       }
-      if (end != key.size() || key.empty() || l < 0 || l >= c.layers || !c.moe_layer(l)) {
+      // the layer's index as written: "5", not "05", "+5" or " 5" (which would name it twice)
+      if (end != key.size() || key.empty() || std::to_string(l) != key || l < 0 || l >= c.layers || !c.moe_layer(l)) {
         throw bad(path, fmt::format("layer '{}' is not a layer with experts of this model (0-based, as "
                                     "model.layers.N; {} layers)",
                                     key, c.layers));

@@ -3,6 +3,7 @@
 #include "neuralcost/parallel/data_parallel.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -47,6 +48,7 @@ struct Bucket {
 ParallelLayout parse_parallel_layout(const std::string& text) {
   ParallelLayout layout;
   bool any = false;
+  std::string seen;  // the keys given so far, each followed by a comma
   std::size_t at = 0;
   while (at <= text.size()) {
     const std::size_t comma = std::min(text.find(',', at), text.size());
@@ -65,6 +67,10 @@ ParallelLayout parse_parallel_layout(const std::string& text) {
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("--parallel '{}': expected dp=N[,tp=N,pp=N,ep=N] with positive integers", text));
     }
+    if (seen.find(key + ",") != std::string::npos) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("--parallel '{}': {} is given twice", text, key));
+    }
+    seen += key + ",";
     any = true;
     if (key == "dp") {
       layout.dp = value;
@@ -134,7 +140,16 @@ DataParallelStep data_parallel_step(const TrainingReport& report, const DataPara
   for (const ParameterDesc& p : report.step.graph.unique_parameters()) {
     if (p.trainable && ready.count(p.id) != 0) parameters.push_back(p);
   }
-  for (const ParameterDesc& p : parameters) largest_parameter = std::max(largest_parameter, p.bytes());
+  // the step's precision, not the graph's dtype, sets the bytes of a parameter and its gradient
+  // (the ledger's; an fp32 step of a bf16 graph keeps and reduces 4-byte gradients)
+  const double count = static_cast<double>(std::max<std::uint64_t>(1, ledger.parameter_count));
+  const double parameter_element = static_cast<double>(ledger.parameter_bytes) / count;
+  const double gradient_element = static_cast<double>(ledger.gradient_bytes) / count;
+  for (const ParameterDesc& p : parameters) {
+    largest_parameter =
+        std::max(largest_parameter,
+                 static_cast<std::uint64_t>(std::llround(static_cast<double>(p.elements()) * parameter_element)));
+  }
   out.states = shard_model_states(ledger, request.stage, n, largest_parameter);
   const Links links(request, out.per_node, out.nodes);
 
@@ -145,7 +160,7 @@ DataParallelStep data_parallel_step(const TrainingReport& report, const DataPara
     for (auto p = parameters.rbegin(); p != parameters.rend(); ++p) {
       const double cap = buckets.size() == 1 ? request.first_bucket_bytes : request.bucket_bytes;
       if (buckets.back().bytes >= cap) buckets.emplace_back();
-      buckets.back().bytes += static_cast<double>(p->bytes());
+      buckets.back().bytes += static_cast<double>(p->elements()) * gradient_element;
       buckets.back().ready = std::max(buckets.back().ready, ready[p->id]);
     }
     for (const StepCollective& c : step_collectives(ledger, request.stage, n)) {

@@ -20,6 +20,9 @@ double element_bytes(DType dtype) { return static_cast<double>(dtype_bytes(dtype
 
 void refuse(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
 
+/// Batches and micro-batch counts are ints downstream: they stay below 2^31.
+constexpr std::int64_t kBelow = std::int64_t{1} << 31;
+
 void check(const DecoderConfig& c, const ModelParallelRequest& r) {
   for (const auto& [name, value] :
        {std::pair<const char*, std::int64_t>{"dp", r.dp}, {"tp", r.tp}, {"pp", r.pp}, {"ep", r.ep}}) {
@@ -46,7 +49,15 @@ void check(const DecoderConfig& c, const ModelParallelRequest& r) {
   }
   if (r.virtual_stages < 1) refuse(fmt::format("--virtual-stages {} must be at least 1", r.virtual_stages));
   if (r.virtual_stages > 1 && r.pp == 1) refuse("--virtual-stages applies only with pipeline parallelism (pp > 1)");
-  if (r.micro_batch < 1) refuse(fmt::format("--batch {} (the micro-batch) must be at least 1", r.micro_batch));
+  if (r.micro_batch < 1 || r.micro_batch >= kBelow) {
+    refuse(fmt::format("--batch {} (the micro-batch) must be a positive integer below 2^31", r.micro_batch));
+  }
+  if (r.global_batch < 1 || r.global_batch >= kBelow) {
+    refuse(
+        fmt::format("--global-batch {} must be a positive integer below 2^31 (sequences a step over every "
+                    "replica)",
+                    r.global_batch));
+  }
   const int per_node = r.system.devices_per_node;
   if (r.tp > per_node) {
     refuse(fmt::format("--parallel tp={}: tensor parallelism stays inside a node, which has {} devices ({})", r.tp,
@@ -414,7 +425,23 @@ std::vector<ModelParallelStep> search_model_parallel(ShardCostCache& cache, cons
                                                      int devices, const std::vector<std::int64_t>& micro_batches) {
   const DecoderConfig& c = cache.config();
   if (devices < 1) refuse(fmt::format("--devices {}: needs at least 1", devices));
-  if (base.global_batch < 1) refuse("--search needs --global-batch (sequences a step over every device)");
+  if (base.global_batch == 0) refuse("--search needs --global-batch (sequences a step over every device)");
+  if (base.global_batch < 1 || base.global_batch >= kBelow) {
+    refuse(
+        fmt::format("--global-batch {} must be a positive integer below 2^31 (sequences a step over every "
+                    "replica)",
+                    base.global_batch));
+  }
+  for (std::size_t i = 0; i < micro_batches.size(); ++i) {
+    const std::int64_t b = micro_batches[i];
+    if (b < 1 || b >= kBelow) {
+      refuse(fmt::format("--batch {} (a micro-batch to try) must be a positive integer below 2^31", b));
+    }
+    if (std::find(micro_batches.begin(), micro_batches.begin() + static_cast<std::ptrdiff_t>(i), b) !=
+        micro_batches.begin() + static_cast<std::ptrdiff_t>(i)) {
+      refuse(fmt::format("--batch {} is given twice", b));
+    }
+  }
   std::vector<ModelParallelStep> out;
   for (const int tp : tensor_parallel_degrees(c, base.system.devices_per_node)) {
     for (int pp = 1; pp <= c.layers && tp * pp <= devices; ++pp) {

@@ -154,6 +154,15 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
                "--parallel ep=4 must divide dp=2: the experts are split over data-parallel replicas (Megatron-Core's "
                "expert-model-parallel group)");
   expect_error(llm + "--search --devices 64", "--search needs --global-batch (sequences a step over every device)");
+  expect_error(llm + "--parallel pp=2 --global-batch 0", "--global-batch 0 must be a positive integer below 2^31");
+  expect_error(llm + "--parallel tp=2 --global-batch -1",
+               "--global-batch -1 must be a positive integer below 2^31 (sequences a step over every replica)");
+  expect_error(llm + "--search --devices 8 --global-batch 8 --batch 0",
+               "--batch 0 (a micro-batch to try) must be a positive integer below 2^31");
+  expect_error(llm + "--parallel dp=8 --zero zero3 --memory-budget 80GB",
+               "--memory-budget does not apply with --parallel: each device's memory is judged against the system's "
+               "device (its share of the model states under --zero); --search ranks the layouts that fit");
+  expect_error(llm + "--parallel dp=2,dp=4", "--parallel 'dp=2,dp=4': dp is given twice");
   expect_error(llm + "--search --devices 64 --global-batch 64 --parallel tp=2",
                "--parallel does not apply with --search --devices (it tries every layout, ZeRO stage, "
                "recomputation and sequence parallelism)");

@@ -88,6 +88,25 @@ TEST(DataParallelTest, DdpAllReducesEveryGradientOnceInBuckets) {
   EXPECT_NEAR(nvls.communication[0].wire_bytes_per_rank, report.memory.gradient_bytes, 1);
 }
 
+// The step's precision, not the graph's dtype, sets what the gradients weigh: an fp32 step of a
+// bf16 graph keeps 4-byte gradients, and its buckets reduce those 4 bytes (not the graph's 2).
+TEST(DataParallelTest, TheGradientsOnTheWireAreTheLedgersGradients) {
+  ReferenceOptions o;
+  o.model = "transformer";
+  o.batch = 8;
+  o.dtype = DType::kBf16;
+  OpGraph forward = build_reference_model(o);
+  forward.set_batch(8);
+  TrainingOptions fp32;
+  fp32.precision = Precision::kFp32;
+  const TrainingReport report = training_report(forward, HardwareDatabase::builtin().get("h100-sxm"), fp32);
+  ASSERT_EQ(report.memory.gradient_bytes, 4 * report.memory.parameter_count);
+  const DataParallelStep s = data_parallel_step(report, on("dgx-h100", 8, ZeroStage::kNone, true));
+  ASSERT_EQ(s.communication.size(), 1u);
+  EXPECT_NEAR(s.communication[0].wire_bytes_per_rank, 1.75 * report.memory.gradient_bytes,
+              1e-6 * report.memory.gradient_bytes);
+}
+
 TEST(DataParallelTest, OneBucketAtTheEndExposesAllOfItsTime) {
   const TrainingReport report = transformer_step();
   DataParallelRequest r = on("dgx-h100", 8);
@@ -155,8 +174,14 @@ TEST(DataParallelTest, LayoutsThatDoNotDivideAreRefused) {
   EXPECT_EQ(parse_parallel_layout("tp=2").tp, 2);
   EXPECT_EQ(parse_parallel_layout("dp=4,pp=2").pp, 2);
   EXPECT_EQ(parse_parallel_layout("dp=4,ep=2").ep, 2);  // checked against the model by model_parallel_step
-  for (const char* bad : {"", "dp", "dp=0", "dp=x", "dp=2,zz=3", "ep=0", "dp=2.5", "pp=0"}) {
+  for (const char* bad : {"", "dp", "dp=0", "dp=x", "dp=2,zz=3", "ep=0", "dp=2.5", "pp=0", "dp=2,dp=4", "tp=8,tp=2"}) {
     EXPECT_THROW(parse_parallel_layout(bad), Error) << bad;
+  }
+  try {
+    parse_parallel_layout("dp=8,ep=8,ep=2");
+    ADD_FAILURE() << "a key given twice accepted";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "--parallel 'dp=8,ep=8,ep=2': ep is given twice");
   }
 }
 

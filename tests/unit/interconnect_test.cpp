@@ -3,6 +3,7 @@
 #include "neuralcost/hardware/interconnect.hpp"
 
 #include <cmath>
+#include <filesystem>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -76,6 +77,15 @@ TEST(InterconnectTest, BadSpecsAreRefusedNamingTheField) {
             std::string::npos);
   EXPECT_NE(message("{").find("not valid JSON"), std::string::npos);
   EXPECT_EQ(message(kLink), "accepted");
+  // a key given twice: JSON parsers keep the last silently
+  EXPECT_EQ(message(std::string(kLink).replace(1, 0, R"("latency_seconds": 1, )")),
+            "link.json: 'latency_seconds' is given twice");
+  try {
+    find_interconnect(std::filesystem::temp_directory_path().string() + "/");
+    ADD_FAILURE() << "a directory accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is a directory, not a file"), std::string::npos) << e.what();
+  }
 }
 
 TEST(InterconnectTest, AMeasuredLinkTimesFromItsSegmentsAndRoundTrips) {

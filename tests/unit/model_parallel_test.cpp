@@ -345,6 +345,36 @@ TEST(ModelParallelTest, BadLayoutsAreOneClearError) {
             }).find("multiples of pp"),
             std::string::npos);
   EXPECT_NE(message([](auto& r) { r.pp = 0; }).find("at least 1"), std::string::npos);
+  // a global batch or micro-batch that is not a positive integer below 2^31 (0: dp × micro-batch)
+  for (const std::int64_t g : {std::int64_t{-1}, std::int64_t{-4}, std::int64_t{1} << 31, std::int64_t{99999999999}}) {
+    EXPECT_NE(message([g](auto& r) {
+                r.global_batch = g;
+              }).find("--global-batch " + std::to_string(g) + " must be a positive integer below 2^31"),
+              std::string::npos)
+        << g;
+  }
+  EXPECT_EQ(message([](auto& r) { r.global_batch = 0; }), "no error");
+  EXPECT_NE(
+      message([](auto& r) { r.micro_batch = std::int64_t{1} << 32; }).find("must be a positive integer below 2^31"),
+      std::string::npos);
+  // the search's micro-batches to try: each positive, once
+  const auto search_error = [&](std::int64_t global, const std::vector<std::int64_t>& micro) {
+    ModelParallelRequest r = request();
+    r.global_batch = global;
+    try {
+      search_model_parallel(cache, r, 8, micro);
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(search_error(8, {1, 0}).find("--batch 0 (a micro-batch to try) must be a positive integer"),
+            std::string::npos);
+  EXPECT_NE(search_error(8, {-1}).find("--batch -1"), std::string::npos);
+  EXPECT_EQ(search_error(8, {1, 1, 2}), "--batch 1 is given twice");
+  EXPECT_NE(search_error(-8, {1}).find("--global-batch -8 must be a positive integer"), std::string::npos);
+  EXPECT_NE(search_error(0, {1}).find("--search needs --global-batch"), std::string::npos);
 }
 
 // Expert parallelism splits each MoE layer's experts over ep of the dp replicas: a device holds

@@ -2,6 +2,7 @@
 // layer replaces uniform routing in the experts' weights a step reads: a uniform histogram gives
 // the uniform expectation, a concentrated one exactly the experts it names, layers differ by their
 // own counts; every kind of bad file is one clear error.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -162,6 +163,37 @@ TEST(RoutingTest, ABadHistogramIsOneClearError) {
   EXPECT_NE(error_of(decoder_preset("llama-3-8b"), {{"tokens", 100}, {"all", eight}}, "dense_model")
                 .find("applies to models with experts"),
             std::string::npos);
+  // a key given twice (JSON parsers keep the last silently), a layer named twice or not as a
+  // plain index, a directory: each one clear error
+  const auto raw_error = [&](const std::string& text, const std::string& name) {
+    const std::filesystem::path path = std::filesystem::temp_directory_path() / ("neuralcost_routing_" + name);
+    std::ofstream(path) << text;
+    try {
+      with_routing(mixtral, path.string());
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+      return std::string(e.what());
+    }
+    ADD_FAILURE() << name << ": accepted";
+    return std::string();
+  };
+  const std::string even = "[25,25,25,25,25,25,25,25]";
+  EXPECT_THAT(raw_error("{\"tokens\":100,\"all\":[200,0,0,0,0,0,0,0],\"all\":" + even + "}", "dup_all"),
+              ::testing::HasSubstr("'all' is given twice"));
+  std::string layers;
+  for (int l = 0; l < 32; ++l) layers += "\"" + std::to_string(l) + "\":" + even + ",";
+  EXPECT_THAT(raw_error("{\"tokens\":100,\"layers\":{" + layers + "\"5\":" + even + "}}", "dup_layer"),
+              ::testing::HasSubstr("'layers.5' is given twice"));
+  for (const char* alias : {"05", "+5", " 5"}) {
+    EXPECT_THAT(raw_error("{\"tokens\":100,\"layers\":{" + layers + "\"" + alias + "\":" + even + "}}", "alias"),
+                ::testing::HasSubstr(std::string("layer '") + alias + "' is not a layer with experts"));
+  }
+  try {
+    with_routing(mixtral, std::filesystem::temp_directory_path().string());
+    ADD_FAILURE() << "a directory accepted";
+  } catch (const Error& e) {
+    EXPECT_THAT(e.what(), ::testing::HasSubstr("is a directory, not a file"));
+  }
   std::ofstream(std::filesystem::temp_directory_path() / "neuralcost_routing_text.json") << "not json";
   try {
     with_routing(mixtral, (std::filesystem::temp_directory_path() / "neuralcost_routing_text.json").string());

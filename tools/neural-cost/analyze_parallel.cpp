@@ -61,6 +61,11 @@ DataParallelRequest parallel_request(const AnalyzeArgs& args, const CLI::App& cm
     throw Error(ErrorCode::kInvalidArgument,
                 "--parallel dp=N applies only with --train (tp=N is for a decoder's prefill or decode)");
   }
+  if (cmd.count("--memory-budget") > 0 || cmd.count("--reserve") > 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--memory-budget does not apply with --parallel: each device's memory is judged against the "
+                "system's device (its share of the model states under --zero); --search ranks the layouts that fit");
+  }
   DataParallelRequest r;
   r.ranks = layout.dp;
   std::tie(r.stage, r.system, r.intra, r.inter) = stage_and_links(args, cmd);
@@ -94,6 +99,9 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
                 fmt::format("--checkpoint {}: with tensor or pipeline parallelism none or full (each layer keeps its "
                             "input and recomputes its forward pass)",
                             args.checkpoint));
+  }
+  if (cmd.count("--global-batch") > 0 && args.global_batch == 0) {
+    throw Error(ErrorCode::kInvalidArgument, "--global-batch 0 must be a positive integer below 2^31");
   }
   ModelParallelRequest r;
   r.training.optimizer = parse_optimizer(args.optimizer);
