@@ -102,9 +102,18 @@ StudyProgress read_study_progress(const std::string& path) {
   while (start < text.size()) {
     const std::size_t nl = text.find('\n', start);
     ++number;
-    if (nl == std::string::npos) break;  // cut short by an interruption: not a cell
-    const std::string line = text.substr(start, nl - start);
-    start = nl + 1;
+    const std::string line = text.substr(start, nl == std::string::npos ? std::string::npos : nl - start);
+    if (nl == std::string::npos) {
+      // a last line without its newline: a write cut short, unless it is a whole JSON object (a
+      // file whose final newline an editor or a join removed), which is kept and terminated
+      const nlohmann::json whole = nlohmann::json::parse(line, nullptr, false);
+      if (whole.is_discarded() || !whole.is_object()) {
+        p.cut_bytes = text.size() - start;
+        break;
+      }
+      p.missing_newline = true;
+    }
+    start = nl == std::string::npos ? text.size() : nl + 1;
     p.good_bytes = start;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);

@@ -63,5 +63,30 @@ TEST(StudySettingsTest, AFileFromBeforeTrainingStudiesResumesAsAForwardStudy) {
   EXPECT_EQ(settings_difference(p.settings, study_settings(base, forward, "host")), "");
 }
 
+// A last line without its newline: whole (an editor dropped the final newline) it is a finished
+// cell, kept, and the file gets its newline; cut short by an interruption it is dropped, and
+// cut_bytes says how much.
+TEST(StudySettingsTest, AWholeLastLineWithoutItsNewlineIsKept) {
+  ModelRequest base;
+  ProfileOptions forward;
+  const std::string header = nlohmann::json{{"study", study_settings(base, forward, "host")}}.dump() + "\n";
+  const std::string run =
+      nlohmann::json{{"model", "ff"}, {"backend", "libtorch"}, {"mode", "eager"}, {"batch", 1}}.dump();
+  const std::string path = ::testing::TempDir() + "/nc_no_newline.jsonl";
+  std::ofstream(path, std::ios::binary) << header << run;
+  StudyProgress p = read_study_progress(path);
+  EXPECT_EQ(p.done.size(), 1u);
+  EXPECT_TRUE(p.missing_newline);
+  EXPECT_EQ(p.cut_bytes, 0u);
+  EXPECT_EQ(p.good_bytes, header.size() + run.size());
+  std::ofstream(path, std::ios::binary) << header << run.substr(0, run.size() - 5);
+  p = read_study_progress(path);
+  std::remove(path.c_str());
+  EXPECT_TRUE(p.done.empty());
+  EXPECT_FALSE(p.missing_newline);
+  EXPECT_EQ(p.cut_bytes, run.size() - 5);
+  EXPECT_EQ(p.good_bytes, header.size());
+}
+
 }  // namespace
 }  // namespace neuralcost

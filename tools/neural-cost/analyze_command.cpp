@@ -55,6 +55,8 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--dtype '{}' is not one of fp64, fp32, tf32, fp16, bf16, int8, fp8", args.dtype));
   }
+  for (const std::string& model : args.models) refuse_output_over_inputs(args.output, {model});
+  refuse_output_over_inputs(args.output, {args.variant.routing, args.link, args.price_file});
   if (wants_html(args, cmd)) return run_decoder_page(args, cmd);
   const Format format = output_format(cmd, args.format, args.output);
   if (!args.draft.empty()) return run_speculative(args, cmd, format);

@@ -13,6 +13,9 @@ namespace neuralcost::cli {
 
 /// Prints `text` to stdout, or writes it atomically to `output` when one is given.
 void emit(const std::string& text, const std::string& output);
+/// Throws kInvalidArgument when `output` (-o) is one of the files the command reads: the atomic
+/// write would replace the user's input with the output.
+void refuse_output_over_inputs(const std::string& output, std::initializer_list<std::string> inputs);
 /// resolve_hardware, with a note on stderr when `host` had to be calibrated first; `threads`
 /// chooses host's calibration (the ceilings of that many threads' cores; 0: one per CPU).
 HardwareSpec hardware_for(const std::string& id_or_path, int threads = 0);

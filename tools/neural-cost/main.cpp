@@ -1,6 +1,7 @@
 // neural-cost: counts what a network asks of the machine and places it on the hardware's
 // roofline. Argument parsing and printing only; the work is in the neuralcost library.
 #include <atomic>
+#include <filesystem>
 #include <new>
 #include <string>
 #include <vector>
@@ -22,6 +23,17 @@ void emit(const std::string& text, const std::string& output) {
     fmt::print("{}", text);
   } else {
     write_file_atomically(output, text);
+  }
+}
+
+void refuse_output_over_inputs(const std::string& output, std::initializer_list<std::string> inputs) {
+  if (output.empty()) return;
+  for (const std::string& input : inputs) {
+    std::error_code ec;
+    if (!input.empty() && std::filesystem::equivalent(output, input, ec) && !ec) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("-o {} is an input of this command: writing there would replace it", output));
+    }
   }
 }
 

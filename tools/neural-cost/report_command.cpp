@@ -92,6 +92,7 @@ struct ReportArgs {
 };
 
 void run_report(const ReportArgs& args, const CLI::App& cmd) {
+  refuse_output_over_inputs(args.output, {args.results, args.baseline, args.price.file});
   const std::string format = format_name(cmd, args.format, args.output, "html");
   // Vega first: a missing package should not cost the reading of a large file
   const std::string vega = format == "html" ? load_vega_script(vega_directory()) : std::string();
@@ -137,6 +138,7 @@ struct CostArgs {
 };
 
 void run_cost(const CostArgs& args, const CLI::App& cmd) {
+  refuse_output_over_inputs(args.output, {args.results, args.price.file});
   const std::optional<PriceList> prices = prices_of(args.price);
   if (!prices) {
     throw Error(ErrorCode::kInvalidArgument, "cost needs a price: --price-per-hour P or --price-file FILE");
@@ -175,6 +177,7 @@ double percent_option(const std::string& text, const char* option) {
 }
 
 void run_compare(const CompareArgs& args, const CLI::App& cmd) {
+  refuse_output_over_inputs(args.output, {args.before, args.after});
   const ResultsFile before = read_for_report(args.before);
   const ResultsFile after = read_for_report(args.after);
   const ResultsComparison comparison = compare_results(before, after, args.alpha, args.min_effect / 100);

@@ -54,8 +54,16 @@ void run_study_command(const RunArgs& args, bool resume, double time_limit) {
                   fmt::format("'{}' was made with other settings ({}); studies are not mixed: use another file", path,
                               difference));
     }
-    // a line cut short by an interruption is dropped before appending
-    if (progress.good_bytes < std::filesystem::file_size(path)) std::filesystem::resize_file(path, progress.good_bytes);
+    // a line cut short by an interruption is dropped before appending; a whole last line
+    // without its newline gets one
+    if (progress.cut_bytes > 0) {
+      fmt::print(stderr, "warning: {}: its last line ({} bytes) was cut short and is dropped\n", terminal_text(path),
+                 progress.cut_bytes);
+      std::filesystem::resize_file(path, progress.good_bytes);
+    }
+    if (progress.missing_newline) {
+      append_line_durably(path, "\n");
+    }
   } else {
     append_line_durably(path, line_of({{"schema_version", 1},
                                        {"tool", {{"name", "neural-cost"}, {"version", std::string(kVersion)}}},

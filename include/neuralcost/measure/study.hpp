@@ -46,10 +46,14 @@ struct StudyProgress {
   /// the round lines of cells without a run line (a study cut short keeps its finished rounds)
   std::map<std::string, std::vector<Round>> rounds;
   std::uint64_t good_bytes = 0;  ///< the length of the file up to its last complete line
+  std::uint64_t cut_bytes = 0;   ///< a last line cut short (not a whole JSON object): dropped
+  bool missing_newline = false;  ///< the last line is whole but unterminated: a newline is added
 };
 /// Reads `path` (which must exist): its header's settings and the cells of its run lines. A last
-/// line without its newline (a write cut short) is not a cell; the file is cut back to
-/// good_bytes before appending. A line that is not JSON elsewhere is kDataLoss naming it.
+/// line without its newline that is not a whole JSON object (a write cut short) is not a cell; the
+/// file is cut back to good_bytes before appending (cut_bytes says how much). One that is whole is
+/// read, and missing_newline asks for its newline. A line that is not JSON elsewhere is kDataLoss
+/// naming it.
 StudyProgress read_study_progress(const std::string& path);
 /// The first difference between two settings objects ("--budget: 2 in the file, 0.5 now"), or empty.
 std::string settings_difference(const nlohmann::json& in_file, const nlohmann::json& now);
