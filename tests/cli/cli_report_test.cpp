@@ -272,6 +272,25 @@ TEST(CliReportTest, CompareTablesJsonAndAReportSection) {
   r = run_cli("compare " + before + " " + after + " --fail-if-slower fast");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: --fail-if-slower 'fast' must be a percentage from 0 to below 100 (e.g. 5%)\n");
+  r = run_cli("compare " + before + " " + after + " --fail-if-slower ''");  // an unset variable: not "no gate"
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err, "error: --fail-if-slower '' must be a percentage from 0 to below 100 (e.g. 5%)\n");
+  // the gate vouches only for what it compared: a line it skipped, or a cell the after file lacks,
+  // fails it; and -o never replaces an input
+  std::string text = slurp(after);
+  const std::size_t first = text.find("\"median_seconds\"");
+  ASSERT_NE(first, std::string::npos);
+  text.replace(first, 16, "\"median_secondz\"");
+  const std::string damaged = write("gate_damaged.jsonl", text);
+  r = run_cli("compare " + before + " " + damaged + " --fail-if-slower 80");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("error: --fail-if-slower 80%: 1 line(s) of the files were skipped (the warnings "
+                               "above): the gate cannot vouch for cells it could not compare"));
+  r = run_cli("compare " + before + " " + damaged);  // without the gate: warnings, the rest compared
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  r = run_cli("compare " + before + " " + after + " -o " + after);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("is an input of this command: writing there would replace it"));
   r = run_cli("compare " + before + " " + after + " --min-effect 120");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("minimum effect 120% must be at least 0 and below 100%"));

@@ -187,6 +187,19 @@ void run_compare(const CompareArgs& args, const CLI::App& cmd) {
   }
   emit(render_results_comparison(comparison, format), args.output);
   if (args.fail_if_slower < 0) return;
+  // the gate vouches only for what it read: lines skipped as unreadable, or cells the after file
+  // lacks, might be the slow ones
+  const std::size_t skipped = before.warnings.size() + after.warnings.size();
+  if (skipped > 0 || comparison.cells.empty() || !comparison.only_before.empty()) {
+    throw Error(
+        ErrorCode::kInvalidArgument,
+        fmt::format(
+            "--fail-if-slower {}%: {}: the gate cannot vouch for cells it could not compare", args.fail_if_slower,
+            skipped > 0 ? fmt::format("{} line(s) of the files were skipped (the warnings above)", skipped)
+            : comparison.cells.empty() ? std::string("the files have no cell in common")
+                                       : fmt::format("{} cell(s) of the before file are missing from the after file",
+                                                     comparison.only_before.size())));
+  }
   // the gate: a significant slowdown beyond the threshold fails the command (after printing)
   const std::vector<const CellChange*> slower = slower_than(comparison, args.fail_if_slower / 100);
   const std::vector<const GroupChange*> groups = groups_slower_than(comparison, args.fail_if_slower / 100);
@@ -296,8 +309,9 @@ void add_report_commands(CLI::App& app) {
                     "Exit 1 (after printing) when a cell is slower by more than this percentage (e.g. 5%) with "
                     "significance over all cells together (Holm-Bonferroni at --alpha, so an A/A fails with "
                     "chance at most alpha): a CI gate");
-    cmd->parse_complete_callback([args, gate] {
-      if (!gate->empty()) args->fail_if_slower = percent_option(*gate, "--fail-if-slower");
+    cmd->parse_complete_callback([args, gate, cmd] {
+      // given empty (an unset variable in a CI script) is an error, not a gate switched off
+      if (cmd->count("--fail-if-slower") > 0) args->fail_if_slower = percent_option(*gate, "--fail-if-slower");
     });
     add_format_option(*cmd, args->format);
     cmd->add_option("-o,--output", args->output,
