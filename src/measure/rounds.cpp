@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 #include <random>
+#include <set>
 #include <utility>
 
 #include <fmt/format.h>
@@ -205,7 +206,21 @@ PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>
   return p;
 }
 
+bool one_round_a_tick(const std::vector<std::pair<int, int>>& ticks) {
+  std::set<std::pair<int, int>> seen;
+  for (const auto& t : ticks) {
+    if (!seen.insert(t).second) return false;
+  }
+  return true;
+}
+
 PairedRatio paired_ratio(const std::vector<Round>& a, const std::vector<Round>& b) {
+  const auto ticks = [](const std::vector<Round>& rounds) {
+    std::vector<std::pair<int, int>> t;
+    for (const Round& r : rounds) t.emplace_back(r.sweep, r.pass);
+    return t;
+  };
+  if (!one_round_a_tick(ticks(a)) || !one_round_a_tick(ticks(b))) return {};
   std::map<std::pair<int, int>, double> first;
   for (const Round& r : a) first[{r.sweep, r.pass}] = r.summary.median;
   std::vector<double> x, y;

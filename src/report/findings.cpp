@@ -25,7 +25,8 @@ SpeedupSource source_of(const ResultRun& eager, const ResultRun& compiled) {
 }
 
 /// b / a with its 95% interval: from rounds of a and b taken side by side (the same sweep and
-/// pass of one study), else the widest ratio the two runs' intervals allow.
+/// pass of one study; the median of the pairs' ratios), else the ratio of the medians with the
+/// widest ratio the two runs' intervals allow.
 struct Ratio {
   double value = 0;
   Interval ci95;
@@ -35,17 +36,25 @@ struct Ratio {
 Ratio ratio_of(const ResultRun& a, const ResultRun& b) {
   Ratio r;
   r.value = a.median_seconds > 0 ? b.median_seconds / a.median_seconds : 0;
-  std::map<std::pair<int, int>, double> first;
-  for (const ResultRound& x : a.rounds) first[{x.sweep, x.pass}] = x.median_seconds;
+  const auto ticks = [](const ResultRun& run) {
+    std::vector<std::pair<int, int>> t;
+    for (const ResultRound& z : run.rounds) t.emplace_back(z.sweep, z.pass);
+    return t;
+  };
   std::vector<double> x, y;
-  for (const ResultRound& z : b.rounds) {
-    const auto it = first.find({z.sweep, z.pass});
-    if (it == first.end()) continue;
-    x.push_back(it->second);
-    y.push_back(z.median_seconds);
+  if (one_round_a_tick(ticks(a)) && one_round_a_tick(ticks(b))) {  // else no round has one partner
+    std::map<std::pair<int, int>, double> first;
+    for (const ResultRound& z : a.rounds) first[{z.sweep, z.pass}] = z.median_seconds;
+    for (const ResultRound& z : b.rounds) {
+      const auto it = first.find({z.sweep, z.pass});
+      if (it == first.end()) continue;
+      x.push_back(it->second);
+      y.push_back(z.median_seconds);
+    }
   }
   const PairedRatio p = paired_ratio(x, y);
   if (p.pairs >= 2) {
+    r.value = p.ratio;  // the estimate its interval belongs to: the median of the pairs' ratios
     r.ci95 = p.interval.interval;
     r.pairs = p.pairs;
     r.holds95 = p.interval.coverage >= 0.95;
@@ -107,19 +116,25 @@ Findings find_findings(const ResultsFile& results) {
     b = std::max(b, std::get<1>(key));
   }
   std::stable_sort(f.winners.begin(), f.winners.end(), [](const Winner& a, const Winner& b) { return a.run < b.run; });
-  std::map<Config, std::vector<std::string>> wins;
+  std::map<Config, ConfigWins> wins;
   std::vector<std::string> counted;  // one win per model (the first device at its largest batch)
   for (const Winner& w : f.winners) {
     if (w.batch != largest_batch[w.model]) continue;
     if (std::find(counted.begin(), counted.end(), w.model) != counted.end()) continue;
     counted.push_back(w.model);
-    if (w.decided)
-      wins[{runs[w.run].backend, runs[w.run].mode}].push_back(w.model);
-    else
+    if (w.decided) {
+      ConfigWins& c = wins[{runs[w.run].backend, runs[w.run].mode}];
+      c.models.push_back(w.model);
+      if (w.mistrusted) c.mistrusted.push_back(w.model);
+    } else {
       f.tied_models.push_back(w.model);
+    }
   }
   f.models_compared = counted.size();
-  for (auto& [config, models] : wins) f.wins.push_back({config, models});
+  for (auto& [config, c] : wins) {
+    c.config = config;
+    f.wins.push_back(std::move(c));
+  }
   std::stable_sort(f.wins.begin(), f.wins.end(),
                    [](const ConfigWins& a, const ConfigWins& b) { return a.models.size() > b.models.size(); });
   // compiled over eager: each non-eager run against the eager run of its cell
@@ -139,6 +154,7 @@ Findings find_findings(const ResultsFile& results) {
       s.source = source_of(eager, compiled);
       // eager / compiled per pair of rounds: the ratio of compiled to eager, inverted
       const Ratio r = ratio_of(compiled, eager);
+      s.speedup = r.value;  // the pairs' median where rounds pair: the estimate its interval belongs to
       s.ci95 = r.ci95;
       s.pairs = r.pairs;
       f.speedups.push_back(s);

@@ -132,8 +132,11 @@ std::vector<std::string> findings_sentences(const ReportInput& input) {
     std::vector<std::string> parts;
     for (std::size_t i = 0; i < f.wins.size(); ++i) {
       const ConfigWins& w = f.wins[i];
-      parts.push_back(fmt::format("{} {} is fastest on {} of {} ({})", w.config.backend, w.config.mode, w.models.size(),
-                                  plural(f.models_compared, "model", "models"), list(w.models)));
+      parts.push_back(fmt::format(
+          "{} {} is fastest on {} of {} ({}{})", w.config.backend, w.config.mode, w.models.size(),
+          plural(f.models_compared, "model", "models"), list(w.models),
+          w.mistrusted.empty() ? std::string()
+                               : fmt::format("; its run mistrusted on {}, see its verdict", list(w.mistrusted))));
     }
     out.push_back(list(parts) +
                   ", each model at its largest batch (a win: the runner-up's 95% interval lies "

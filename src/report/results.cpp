@@ -34,7 +34,7 @@ class Fields {
     return *it;
   }
   bool has(const char* key) const { return j_.contains(key); }
-  [[noreturn]] void fail(const char* key, const char* problem) const {
+  [[noreturn]] void fail(const char* key, const std::string& problem) const {
     throw BadField{fmt::format("field '{}{}' {}", prefix_, key, problem)};
   }
   std::string text(const char* key, bool non_empty = true) const {
@@ -52,6 +52,15 @@ class Fields {
   double nonneg(const char* key) const {
     const double x = number(key);
     if (x < 0) fail(key, "must not be negative");
+    return x;
+  }
+  /// A measured time: from 10^-12 s (no clock resolves less; 0 is no time at all, and ratios of
+  /// smaller figures overflow) to 10^6 s (11.6 days: a larger figure is not a pass's time).
+  double seconds(const char* key) const {
+    const double x = number(key);
+    if (!(x >= 1e-12) || x > 1e6) {
+      fail(key, fmt::format("is {:g} s: a measured time is from 10^-12 s to 10^6 s", x));
+    }
     return x;
   }
   std::int64_t integer(const char* key, std::int64_t min) const {
@@ -169,17 +178,22 @@ ResultRun read_run(const json& j, const std::string& source) {
     return run;
   }
   const Fields timing = f.object("timing");
-  run.median_seconds = timing.nonneg("median_seconds");
+  run.median_seconds = timing.seconds("median_seconds");
   run.ci95_low_seconds = timing.nonneg("ci95_low_seconds");
   run.ci95_high_seconds = timing.nonneg("ci95_high_seconds");
+  if (run.ci95_high_seconds > 1e6) timing.fail("ci95_high_seconds", "is above 10^6 s: not a measured time");
+  if (run.ci95_low_seconds > run.ci95_high_seconds) {
+    timing.fail("ci95_low_seconds",
+                fmt::format("{:g} s is above ci95_high_seconds ({:g} s)", run.ci95_low_seconds, run.ci95_high_seconds));
+  }
   run.cv = timing.nonneg("cv");
   run.samples = timing.integer("samples", 1);
   if (timing.has("samples_seconds")) {
     const json& s = timing.at("samples_seconds");
     if (!s.is_array()) timing.fail("samples_seconds", "must be a list of numbers");
     for (const json& x : s) {
-      if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0) {
-        timing.fail("samples_seconds", "must be a list of non-negative numbers");
+      if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() < 0 || x.get<double>() > 1e6) {
+        timing.fail("samples_seconds", "must be a list of non-negative numbers of at most 10^6 s");
       }
       run.samples_seconds.push_back(x.get<double>());
     }
@@ -193,7 +207,7 @@ ResultRun read_run(const json& j, const std::string& source) {
       round.process = static_cast<int>(r.integer("process", 0));
       round.sweep = static_cast<int>(r.integer("sweep", 0));
       round.pass = static_cast<int>(r.integer("pass", 0));
-      round.median_seconds = r.nonneg("median_seconds");
+      round.median_seconds = r.seconds("median_seconds");
       round.machine_seconds = r.has("machine_canary_seconds") ? r.nonneg("machine_canary_seconds") : 0.0;
       round.cpu_canary_seconds = r.has("cpu_canary_seconds") ? r.nonneg("cpu_canary_seconds") : 0.0;
       run.rounds.push_back(round);

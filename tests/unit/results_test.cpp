@@ -6,6 +6,7 @@
 #include "neuralcost/report/findings.hpp"
 #include "neuralcost/report/report_views.hpp"
 #include "neuralcost/report/results_comparison.hpp"
+#include "report/findings_text.hpp"
 
 #include <fstream>
 #include <sstream>
@@ -201,6 +202,24 @@ TEST(ResultsTest, ARunWithABadFieldIsSkippedNamingTheField) {
   EXPECT_THAT(r.warnings[2], HasSubstr("bad.jsonl:4: field 'failed' disagrees with outcome.verdict"));
   EXPECT_THAT(r.warnings[3], HasSubstr("bad.jsonl:5: schema_version 2 (this neural-cost reads 1)"));
   EXPECT_THROW(require_runs(r), Error);
+  // times no pass takes: 0, below a picosecond (ratios of them overflow), beyond 10^6 s (printed
+  // they overflowed the tables' integers), and an interval upside down
+  std::vector<json> times;
+  for (const double t : {0.0, 1e-15, 1e19}) {
+    times.push_back(run_json("ff", "eager", 1, {}));
+    times.back()["timing"]["median_seconds"] = t;
+  }
+  times.push_back(run_json("ff", "eager", 1, {}));
+  times.back()["timing"]["ci95_low_seconds"] = 2.0;
+  times.back()["timing"]["ci95_high_seconds"] = 1.0;
+  const ResultsFile t = parse_results(jsonl(times), "times.jsonl");
+  EXPECT_TRUE(t.runs.empty());
+  ASSERT_EQ(t.warnings.size(), 4u);
+  EXPECT_THAT(t.warnings[0], HasSubstr("times.jsonl:2: field 'timing.median_seconds' is 0 s: a measured time is "
+                                       "from 10^-12 s to 10^6 s; line skipped"));
+  EXPECT_THAT(t.warnings[1], HasSubstr("is 1e-15 s"));
+  EXPECT_THAT(t.warnings[2], HasSubstr("is 1e+19 s"));
+  EXPECT_THAT(t.warnings[3], HasSubstr("field 'timing.ci95_low_seconds' 2 s is above ci95_high_seconds (1 s)"));
 }
 
 TEST(ResultsTest, EmptyFilesAndCutDocumentsAreErrors) {
@@ -474,6 +493,47 @@ json rounds_run(const std::string& backend, const std::string& mode, double cent
 
 const std::vector<double> kDrift = {1.0, 1.08, 0.95, 1.12, 1.03, 0.97};   // one study's windows
 const std::vector<double> kDrift2 = {1.05, 0.96, 1.1, 0.99, 1.02, 0.94};  // another's
+
+// Rounds pair tick by tick (the same sweep and pass): the speedup is the median of the pairs'
+// ratios, inside its interval. Rounds that share one tick (a profile's processes, all at sweep 0,
+// pass 0) have no partner: the speedup is the medians' ratio with the two intervals' bounds, not
+// every compiled round against one eager round. A decided winner whose run is mistrusted says so.
+TEST(FindingsTest, RoundsPairOnlyTickByTickAndAMistrustedWinnerIsSaid) {
+  json eager = rounds_run("jax", "eager", 2e-3, kDrift), compiled = rounds_run("jax", "compiled", 1e-3, kDrift2);
+  Findings f = find_findings(parse_results(jsonl({eager, compiled}), "paired.jsonl"));
+  ASSERT_EQ(f.speedups.size(), 1u);
+  const Speedup& s = f.speedups[0];
+  EXPECT_EQ(s.pairs, 6u);
+  EXPECT_GE(s.speedup, s.ci95.low);
+  EXPECT_LE(s.speedup, s.ci95.high);
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < kDrift.size(); ++i) ratios.push_back(2e-3 * kDrift[i] / (1e-3 * kDrift2[i]));
+  std::sort(ratios.begin(), ratios.end());
+  EXPECT_NEAR(s.speedup, (ratios[2] + ratios[3]) / 2, 1e-12);
+  for (json* run : {&eager, &compiled}) {
+    for (json& round : (*run)["timing"]["rounds"]) round["pass"] = 0;
+  }
+  f = find_findings(parse_results(jsonl({eager, compiled}), "one_tick.jsonl"));
+  ASSERT_EQ(f.speedups.size(), 1u);
+  EXPECT_EQ(f.speedups[0].pairs, 0u);
+  const ResultsFile one_tick = parse_results(jsonl({eager, compiled}), "one_tick.jsonl");
+  EXPECT_DOUBLE_EQ(f.speedups[0].speedup, one_tick.runs[0].median_seconds / one_tick.runs[1].median_seconds);
+  // a clear win of a mistrusted run: named, and said to be mistrusted
+  json fast = rounds_run("jax", "compiled", 1e-3, kDrift2);
+  fast["outcome"] = {{"verdict", "mistrusted"}, {"reasons", {"too noisy"}}};
+  ReportInput input;
+  const ResultsFile mistrusted = parse_results(jsonl({rounds_run("jax", "eager", 2e-3, kDrift), fast}), "m.jsonl");
+  input.results = &mistrusted;
+  input.findings = find_findings(mistrusted);
+  ASSERT_EQ(input.findings.wins.size(), 1u);
+  EXPECT_EQ(input.findings.wins[0].mistrusted, std::vector<std::string>{"ff"});
+  bool said = false;
+  for (const std::string& sentence : report::findings_sentences(input)) {
+    said = said || sentence.find("is fastest on 1 of 1 model (ff; its run mistrusted on ff, see its verdict)") !=
+                       std::string::npos;
+  }
+  EXPECT_TRUE(said);
+}
 
 TEST(CompareTest, RoundsOfTwoIdenticalStudiesShowNoChange) {
   const ResultsFile a = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift)}), "a.jsonl");

@@ -127,7 +127,9 @@ std::vector<std::size_t> seeded_order(std::size_t n, std::uint64_t seed, std::ui
 
 /// A paired comparison of two cells whose rounds were taken side by side (the same sweep and
 /// pass): per pair the ratio b / a of their round medians; the estimate is the median ratio and
-/// the interval its order-statistic 95 % interval. `pairs` 0 when none pair.
+/// the interval its order-statistic 95 % interval. `pairs` 0 when none pair, and when either cell
+/// has two rounds at one (sweep, pass): rounds not taken tick by tick (a profile's processes at
+/// sweep 0, pass 0) have no partner to pair with.
 struct PairedRatio {
   std::size_t pairs = 0;
   double ratio = 0;
@@ -136,6 +138,8 @@ struct PairedRatio {
 PairedRatio paired_ratio(const std::vector<Round>& a, const std::vector<Round>& b);
 /// The same from round medians already paired (a[i] with b[i]).
 PairedRatio paired_ratio(const std::vector<double>& a, const std::vector<double>& b);
+/// Whether every (sweep, pass) of `ticks` occurs once: the rounds can be paired tick by tick.
+bool one_round_a_tick(const std::vector<std::pair<int, int>>& ticks);
 /// Whether a paired ratio is narrow enough to state: its interval holds 95 % and lies within
 /// `ok_half_width` of the ratio on both sides (the verdict's threshold); true when nothing pairs.
 bool paired_ratio_agrees(const PairedRatio& ratio, const RoundOptions& options);

@@ -43,6 +43,8 @@ struct Winner {
 struct ConfigWins {
   Config config;
   std::vector<std::string> models;  ///< the models it is fastest on (at their largest batch), decided wins only
+  /// of those, the models whose fastest run is mistrusted (its verdict's reasons): said beside the win
+  std::vector<std::string> mistrusted;
 };
 
 /// Where a compiled mode's time went against eager.
@@ -55,7 +57,9 @@ enum class SpeedupSource {
 struct Speedup {
   std::size_t eager = 0;     ///< index into ResultsFile::runs
   std::size_t compiled = 0;  ///< index into ResultsFile::runs
-  double speedup = 0;        ///< eager median / compiled median (below 1: compiling made it slower)
+  /// eager median / compiled median (below 1: compiling made it slower); with paired rounds the
+  /// median of the pairs' ratios, the estimate its interval belongs to
+  double speedup = 0;
   SpeedupSource source = SpeedupSource::kUnknown;
   /// 95% interval of the speedup: of paired rounds (eager / compiled round medians taken side by
   /// side) when both runs have them (`pairs` > 0), else from the two runs' intervals
