@@ -1,6 +1,7 @@
 // Studies: cells, settings, resuming (see study.hpp).
 #include "neuralcost/measure/study.hpp"
 
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -94,6 +95,10 @@ std::string settings_difference(const nlohmann::json& in_file, const nlohmann::j
 }
 
 StudyProgress read_study_progress(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("'{}' is a directory, not a results file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::kNotFound, fmt::format("cannot open results file '{}'", path));
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -1,6 +1,7 @@
 // A train-to-target study as JSON, written and read back (include/neuralcost/measure/to_target.hpp):
 // the file `neural-cost train-to-target` writes after every run and `report` reads.
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 
 #include <fmt/format.h>
@@ -284,6 +285,8 @@ ToTargetStudy read_to_target_study(const json& document, const std::string& wher
 }
 
 std::optional<ToTargetStudy> read_to_target_file(const std::string& path, std::optional<double> price_per_hour) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) return std::nullopt;  // the results reader says what it is
   std::ifstream in(path);
   if (!in) return std::nullopt;
   const json document = json::parse(in, nullptr, false);

@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -109,6 +110,10 @@ PriceList parse_price_file(std::string_view text, const std::string& origin) {
 }
 
 PriceList load_price_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("price file '{}' is a directory, not a file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::kNotFound, fmt::format("cannot open price file '{}'", path));
   std::stringstream text;

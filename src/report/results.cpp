@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -426,6 +427,10 @@ ResultsFile parse_results(std::string_view text, const std::string& origin) {
 }
 
 ResultsFile read_results(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("'{}' is a directory, not a results file", path));
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(ErrorCode::kNotFound, fmt::format("cannot open results file '{}'", path));
   std::stringstream text;

@@ -141,6 +141,19 @@ TEST(CliReportTest, EmptyAndUnreadableFilesAreOneErrorLine) {
   CliResult r = run_cli("report /nonexistent/results.jsonl --format md");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_EQ(r.err, "error: cannot open results file '/nonexistent/results.jsonl'\n");
+  // an option that does not apply is an error, not ignored
+  r = run_cli("report " + kResults + "after.jsonl --format md --alpha 0.01");
+  EXPECT_EQ(r.err, "error: --alpha applies only with --baseline (the comparison's test)\n");
+  r = run_cli("report " + kResults + "after.jsonl --format md --currency EUR");
+  EXPECT_EQ(r.err, "error: --currency applies only with --price-per-hour or --price-file\n");
+  // a directory where a file belongs: said so (it leaked an internal stream error)
+  const std::string dir = ::testing::TempDir();
+  for (const std::string& args :
+       {"report " + dir, "compare " + dir + " " + dir, "cost " + dir + " --price-per-hour 1"}) {
+    r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(r.err, "error: '" + dir + "' is a directory, not a results file\n") << args;
+  }
   // every line bad: each named, then one error
   const std::string junk = write("junk.jsonl", "hello\n{\"model\": 3}\n");
   r = run_cli("report " + junk + " --format md");

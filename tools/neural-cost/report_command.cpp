@@ -93,6 +93,12 @@ struct ReportArgs {
 
 void run_report(const ReportArgs& args, const CLI::App& cmd) {
   refuse_output_over_inputs(args.output, {args.results, args.baseline, args.price.file});
+  if (args.baseline.empty()) {
+    refuse_given(cmd, {"--alpha", "--min-effect"}, " applies only with --baseline (the comparison's test)");
+  }
+  if (args.price.per_hour.empty() && args.price.file.empty()) {
+    refuse_given(cmd, {"--currency"}, " applies only with --price-per-hour or --price-file");
+  }
   const std::string format = format_name(cmd, args.format, args.output, "html");
   // Vega first: a missing package should not cost the reading of a large file
   const std::string vega = format == "html" ? load_vega_script(vega_directory()) : std::string();

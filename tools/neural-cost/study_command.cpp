@@ -40,6 +40,9 @@ void run_study_command(const RunArgs& args, bool resume, double time_limit) {
   const std::vector<StudyCell> cells = study_cells(setup.plan, setup.base, setup.options);
   const nlohmann::json settings = study_settings(setup.base, setup.options, setup.hardware.id);
   std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("-o '{}' is a directory, not a results file", path));
+  }
   const bool holds = std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) > 0;
   StudyProgress progress;
   if (holds && !resume) {
