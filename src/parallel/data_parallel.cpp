@@ -107,6 +107,8 @@ DataParallelStep data_parallel_step(const TrainingReport& report, const DataPara
   const double scale = (unfused > 0 ? step.totals.fused_lower_bound_seconds / unfused : 1) * request.compute_scale;
   out.approximations.push_back(fmt::format(
       "each op's time is its roofline lower bound × {:.3f} (the step's fused / unfused bound), on one stream", scale));
+  // the step's own (a measured routing's experts, top-k's comparisons, ...): named here too
+  for (const std::string& a : step.approximations) out.approximations.push_back(a);
 
   // the compute timeline, and when each parameter's gradient is complete
   std::map<std::string, double> ready;

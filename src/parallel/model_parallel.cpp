@@ -396,6 +396,13 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         edp > 1 ? fmt::format("the experts' gradients reduced over the {} replicas holding them", edp)
                 : "each expert on one replica: its gradients need no reduction"));
   }
+  if (r.ep <= 1 && c.routing) {
+    out.approximations.push_back(fmt::format(
+        "routing measured ({}): each layer's experts read the weights of the experts its tokens reach under that "
+        "routing, Σ 1 − (1 − n_e/T)^N, not under uniform routing; without expert parallelism every device holds "
+        "every expert, so the routing does not unbalance the devices",
+        c.routing->file));
+  }
   if (r.pp > 1) {
     out.approximations.push_back(
         fmt::format("pipeline: {} schedule, m × the busiest device's micro-batch + (Σ − max) / v of fill and drain; {} "

@@ -157,6 +157,9 @@ std::string render_model_parallel(const std::string& model, const ModelParallelS
                        r.sequence_parallel ? "reduce-scatters and all-gathers" : "all-reduces",
                        report::seconds(s.tensor_seconds));
   }
+  // the links every collective above is timed on (--link replaces the one inside a node)
+  out +=
+      fmt::format("links: inside a node {}, between nodes {}\n", terminal_text(r.intra.id), terminal_text(r.inter.id));
   if (r.ep > 1) {
     out += fmt::format("expert-parallel all-to-alls: {} of the busiest device's step\n",
                        report::seconds(s.expert_seconds));

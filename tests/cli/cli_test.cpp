@@ -128,6 +128,12 @@ TEST(CliTest, ParallelCommandsPrintTheirSteps) {
   EXPECT_GT(step3d["bubble_seconds"].get<double>(), 0);
   EXPECT_GT(step3d["mfu"].get<double>(), 0);
   EXPECT_LT(step3d["mfu"].get<double>(), 1);
+  // the table names the links its collectives are timed on, --link's in place of the system's
+  r = run_cli(
+      "analyze llama-3-8b --train --precision bf16-mixed --prompt 1024 --parallel tp=8 --system dgx-h100 "
+      "--link pcie4-x16");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("links: inside a node pcie4-x16, between nodes infiniband-ndr\n"));
   // expert parallelism under a measured routing: experts 0 and 1 take half the rows, so with one
   // expert a device the busiest takes 2× an average device's rows and the step waits for it
   const std::string skew = ::testing::TempDir() + "/cli_routing_skew.json";

@@ -469,6 +469,15 @@ TEST(ModelParallelTest, AMeasuredRoutingLoadsTheBusiestExpertDevice) {
     said = said || (a.find("routing measured") != std::string::npos && a.find("1.00× to 2.00×") != std::string::npos);
   }
   EXPECT_TRUE(said);
+  // without expert parallelism the routing still changes the experts' weights read: named too
+  ModelParallelRequest no_ep = r;
+  no_ep.ep = 1;
+  said = false;
+  for (const std::string& a : model_parallel_step(skewed, no_ep).approximations) {
+    said = said || (a.find("routing measured (") != std::string::npos &&
+                    a.find("does not unbalance the devices") != std::string::npos);
+  }
+  EXPECT_TRUE(said);
   // Memory: device 0 keeps what its experts keep on their rows twice over in layer 0. An average
   // device's rows are its 512 tokens × 2 (one micro-batch of 1 in flight); on them the experts keep
   // the gathered bf16 copy (4,096 wide) and its int64 index, w1's and w3's outputs, the SiLU's and
