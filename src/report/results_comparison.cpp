@@ -119,21 +119,17 @@ std::optional<PaceDrift> pace_of(const std::vector<const ResultRun*>& runs) {
   return d;
 }
 
-/// Each backend's cells against the others' (GroupChange), when two or more backends have cells.
-std::vector<GroupChange> compare_groups(const std::vector<CellChange>& cells, double alpha, double min_effect) {
-  std::map<std::string, std::vector<double>> ratios;  // per backend: its tested cells' ratios
-  for (const CellChange& c : cells) {
-    if (c.test && c.ratio > 0) ratios[c.cell.backend].push_back(c.ratio);
-  }
+/// Each group of `ratios` (its tested cells' after / before ratios) against the cells of the others.
+std::vector<GroupChange> compare_group(const std::map<std::string, std::vector<double>>& ratios, double alpha,
+                                       double min_effect) {
   std::vector<GroupChange> out;
-  if (ratios.size() < 2) return out;
-  for (const auto& [backend, mine] : ratios) {
+  for (const auto& [name, mine] : ratios) {
     std::vector<double> others;
-    for (const auto& [b, r] : ratios) {
-      if (b != backend) others.insert(others.end(), r.begin(), r.end());
+    for (const auto& [n, r] : ratios) {
+      if (n != name) others.insert(others.end(), r.begin(), r.end());
     }
     GroupChange g;
-    g.backend = backend;
+    g.name = name;
     g.cells = mine.size();
     g.other_cells = others.size();
     if (mine.size() >= 3 && others.size() >= 3) {
@@ -145,6 +141,25 @@ std::vector<GroupChange> compare_groups(const std::vector<CellChange>& cells, do
                                                                                 : Change::kSlower;
     }
     out.push_back(std::move(g));
+  }
+  return out;
+}
+
+/// Each backend's cells against the other backends', then each mode's against the other modes'
+/// (GroupChange), where two or more backends (modes) have cells.
+std::vector<GroupChange> compare_groups(const std::vector<CellChange>& cells, double alpha, double min_effect) {
+  std::vector<GroupChange> out;
+  for (const char* dimension : {"backend", "mode"}) {
+    std::map<std::string, std::vector<double>> ratios;  // per group: its tested cells' ratios
+    for (const CellChange& c : cells) {
+      if (c.test && c.ratio > 0)
+        ratios[dimension == std::string("mode") ? c.cell.mode : c.cell.backend].push_back(c.ratio);
+    }
+    if (ratios.size() < 2) continue;
+    for (GroupChange& g : compare_group(ratios, alpha, min_effect)) {
+      g.dimension = dimension;
+      out.push_back(std::move(g));
+    }
   }
   return out;
 }
@@ -370,22 +385,33 @@ std::vector<const CellChange*> slower_than(const ResultsComparison& comparison, 
 
 namespace {
 
-/// The backends' half of the gate: Holm at alpha / 2 over the tested backends and the common
-/// shift. The significant ones: indices into groups, and groups.size() for the shift.
+/// The groups' half of the gate: Holm at alpha / 2 over the tested backends, the tested modes and
+/// the common shift. The significant ones: indices into groups, and groups.size() for the shift.
 std::set<std::size_t> backend_family(const ResultsComparison& comparison) {
   std::vector<double> p;
-  std::vector<std::size_t> which;
+  std::vector<std::vector<std::size_t>> which;             // the groups (or the shift) each test decides
+  std::map<std::string, std::vector<std::size_t>> tested;  // per dimension
   for (std::size_t i = 0; i < comparison.groups.size(); ++i) {
-    if (!comparison.groups[i].test) continue;
-    p.push_back(comparison.groups[i].p_value());
-    which.push_back(i);
+    if (comparison.groups[i].test) tested[comparison.groups[i].dimension].push_back(i);
+  }
+  for (const auto& [dimension, groups] : tested) {
+    // two groups (eager and compiled): each against the other is one test, counted once
+    if (groups.size() == 2) {
+      p.push_back(comparison.groups[groups[0]].p_value());
+      which.push_back(groups);
+      continue;
+    }
+    for (std::size_t i : groups) {
+      p.push_back(comparison.groups[i].p_value());
+      which.push_back({i});
+    }
   }
   if (comparison.studies) {
     p.push_back(comparison.studies->shift_p_value);
-    which.push_back(comparison.groups.size());
+    which.push_back({comparison.groups.size()});
   }
   std::set<std::size_t> significant;
-  for (std::size_t k : holm(p, comparison.alpha / 2)) significant.insert(which[k]);
+  for (std::size_t k : holm(p, comparison.alpha / 2)) significant.insert(which[k].begin(), which[k].end());
   return significant;
 }
 

@@ -117,16 +117,15 @@ json results_comparison_json(const ResultsComparison& c) {
   }
   j["groups"] = json::array();
   for (const GroupChange& g : c.groups) {
-    json group{{"backend", g.backend},
-               {"cells", g.cells},
-               {"other_cells", g.other_cells},
-               {"result", std::string(change_name(g.change))}};
+    json group{{g.dimension, g.name}, {"dimension", g.dimension},     {"name", g.name},
+               {"cells", g.cells},    {"other_cells", g.other_cells}, {"result", std::string(change_name(g.change))}};
     if (g.test) {
       group["ratio"] = g.ratio;
       group["change"] = g.ratio - 1;
-      group["change_ci95"] = {{"low", g.ratio_ci95.low - 1},
-                              {"high", g.ratio_ci95.high - 1},
-                              {"from", "bootstrap of the backend's and the other backends' cell ratios"}};
+      group["change_ci95"] = {
+          {"low", g.ratio_ci95.low - 1},
+          {"high", g.ratio_ci95.high - 1},
+          {"from", fmt::format("bootstrap of the {0}'s and the other {0}s' cell ratios", g.dimension)}};
       group["u_test"] = {{"u", g.test->u},
                          {"p_value", g.test->p_value},
                          {"exact", g.test->exact},
@@ -199,11 +198,11 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
   }
   for (const GroupChange& g : c.groups) {
     if (!g.test) continue;
-    out +=
-        line(fmt::format("{}, its {} cells against the other backends' {} (median change relative to theirs): "
-                         "{:+.1f}% (95% CI {:+.1f}% .. {:+.1f}%, p {:.2g}): {}",
-                         g.backend, g.cells, g.other_cells, (g.ratio - 1) * 100, (g.ratio_ci95.low - 1) * 100,
-                         (g.ratio_ci95.high - 1) * 100, g.test->p_value, change_name(g.change)));
+    out += line(fmt::format(
+        "{} {}, its {} cells against the other {}s' {} (median change relative to theirs): "
+        "{:+.1f}% (95% CI {:+.1f}% .. {:+.1f}%, p {:.2g}): {}",
+        g.dimension, g.name, g.cells, g.dimension, g.other_cells, (g.ratio - 1) * 100, (g.ratio_ci95.low - 1) * 100,
+        (g.ratio_ci95.high - 1) * 100, g.test->p_value, change_name(g.change)));
   }
   for (const CellKey& k : c.only_before) out += line("only before: " + cell_name(k));
   for (const CellKey& k : c.only_after) out += line("only after: " + cell_name(k));

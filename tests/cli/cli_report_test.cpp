@@ -275,8 +275,9 @@ TEST(CliReportTest, CompareTablesJsonAndAReportSection) {
   r = run_cli("compare " + before + " " + after + " --fail-if-slower 5%");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.out, HasSubstr("ff, torch eager, batch 1"));
-  EXPECT_THAT(r.err, HasSubstr("error: --fail-if-slower 5%: 4 cell(s) and 0 backend(s) slower by more than that at a "
-                               "family-wise alpha of 0.05 (Holm over 8 tested cells, and over 2 backends)"));
+  EXPECT_THAT(r.err, HasSubstr("error: --fail-if-slower 5%: 4 cell(s) and 0 group(s) slower by more than that at a "
+                               "family-wise alpha of 0.05 (Holm over 8 tested cells, and over 4 groups of backends "
+                               "and modes)"));
   EXPECT_THAT(r.err, HasSubstr("ff, torch compiled, batch 4 (+19.1%)"));
   r = run_cli("compare " + before + " " + after + " --fail-if-slower 80");  // none is 80% slower
   EXPECT_EQ(r.exit_code, 0) << r.err;

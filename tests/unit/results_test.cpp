@@ -661,17 +661,22 @@ TEST(CompareTest, TheGateAsksForSignificanceOverAllCellsTogether) {
   EXPECT_EQ(slower_than(loose, 0.05)[0]->cell.backend, "torch");
 }
 
-/// Four backends of four cells each, measured twice: the second study `drift` slower as a whole, each
-/// cell by its own factor of `noise` too, and `slow_backend`'s cells `slowdown` slower on top.
+/// Four backends of four cells each (two models, eager and compiled), measured twice: the second
+/// study `drift` slower as a whole, each cell by its own factor of `noise` too (each mode takes each
+/// factor twice), and `slow_backend`'s cells `slowdown` slower on top.
 ResultsComparison four_backends(double drift, double slowdown, const std::string& slow_backend) {
   const std::vector<double> noise = {1.04, 0.97, 1.08, 1.0};
   std::vector<json> before, after;
+  int b = 0;
   for (const std::string backend : {"jax", "libtorch", "tensorflow", "torch"}) {
+    ++b;
     for (int m = 0; m < 4; ++m) {
-      const std::string mode = "mode" + std::to_string(m);
-      const double f = drift * noise[m] * (backend == slow_backend ? slowdown : 1.0);
+      const std::string mode = m % 2 == 0 ? "eager" : "compiled";
+      const double f =
+          drift * noise[static_cast<std::size_t>((m + b) % 4)] * (backend == slow_backend ? slowdown : 1.0);
       before.push_back(rounds_run(backend, mode, 1e-3, kDrift));
       after.push_back(rounds_run(backend, mode, 1e-3 * f, kDrift2));
+      before.back()["model"] = after.back()["model"] = m < 2 ? "ff" : "cnn";
     }
   }
   return compare_results(parse_results(jsonl(before), "a.jsonl"), parse_results(jsonl(after), "b.jsonl"));
@@ -681,26 +686,59 @@ TEST(CompareTest, ABackendSlowerThanTheOthersIsFoundThroughAStudysDrift) {
   // the second study 3% slower as a whole, torch's cells 12% more: each cell alone is too noisy
   // for the gate, and every backend moved, but torch moved against the others
   const ResultsComparison c = four_backends(1.03, 1.12, "torch");
-  ASSERT_EQ(c.groups.size(), 4u);
+  ASSERT_EQ(c.groups.size(), 6u);  // four backends, then two modes
   for (const GroupChange& g : c.groups) {
-    EXPECT_EQ(g.cells, 4u);
-    EXPECT_EQ(g.other_cells, 12u);
-    ASSERT_TRUE(g.test) << g.backend;
-    EXPECT_EQ(g.change, g.backend == "torch" ? Change::kSlower : Change::kNoChange) << g.backend;
+    EXPECT_EQ(g.cells, g.dimension == "backend" ? 4u : 8u);
+    EXPECT_EQ(g.other_cells, g.dimension == "backend" ? 12u : 8u);
+    ASSERT_TRUE(g.test) << g.name;
+    const bool torch = g.dimension == "backend" && g.name == "torch";
+    EXPECT_EQ(g.change, torch ? Change::kSlower : Change::kNoChange) << g.dimension << " " << g.name;
   }
-  const GroupChange& torch = c.groups.back();
+  const GroupChange& torch = c.groups[3];
   EXPECT_LT(torch.test->p_value, 0.025 / 4);  // all 4 above the 12 others: Holm's smallest threshold
   EXPECT_GT(torch.ratio, 1.08);
   EXPECT_LT(torch.ratio_ci95.low, torch.ratio);
   EXPECT_TRUE(slower_than(c, 0.05).empty());
   const auto slower = groups_slower_than(c, 0.05);
   ASSERT_EQ(slower.size(), 1u);
-  EXPECT_EQ(slower[0]->backend, "torch");
+  EXPECT_EQ(slower[0]->name, "torch");
   EXPECT_TRUE(groups_slower_than(c, 0.2).empty());  // not 20% slower
   // the same drift without the slowdown: no backend is slower than the others
   const ResultsComparison aa = four_backends(1.03, 1.0, "");
   EXPECT_TRUE(groups_slower_than(aa, 0.05).empty());
-  for (const GroupChange& g : aa.groups) EXPECT_EQ(g.change, Change::kNoChange) << g.backend;
+  for (const GroupChange& g : aa.groups) EXPECT_EQ(g.change, Change::kNoChange) << g.name;
+}
+
+// Half the cells slower together (every compiled cell +20 %, both backends): the cells' spread
+// around their common shift takes it for what two studies differ by and flags no cell; the
+// compiled mode against the eager one is what finds it, and the gate fails on it. The same files
+// without the slowdown flag no group.
+TEST(CompareTest, AModeSlowerThanTheOtherIsFoundWhenHalfTheCellsMove) {
+  const auto study = [](double compiled_slowdown) {
+    std::vector<json> before, after;
+    const std::vector<double> noise = {1.01, 0.99, 1.02, 0.98, 1.0, 1.015, 0.985, 1.005};
+    std::size_t i = 0;
+    for (const std::string backend : {"jax", "torch"}) {
+      for (const std::string mode : {"eager", "compiled"}) {
+        for (const std::string model : {"ff", "cnn", "rnn", "transformer"}) {
+          json b = rounds_run(backend, mode, 1e-3, kDrift),
+               a = rounds_run(backend, mode, 1e-3 * noise[i++ % 8] * (mode == "compiled" ? compiled_slowdown : 1.0),
+                              kDrift2);
+          b["model"] = a["model"] = model;
+          before.push_back(b);
+          after.push_back(a);
+        }
+      }
+    }
+    return compare_results(parse_results(jsonl(before), "a.jsonl"), parse_results(jsonl(after), "b.jsonl"));
+  };
+  const ResultsComparison ab = study(1.2);
+  const auto slower = groups_slower_than(ab, 0.05);
+  ASSERT_EQ(slower.size(), 1u);
+  EXPECT_EQ(slower[0]->dimension, "mode");
+  EXPECT_EQ(slower[0]->name, "compiled");
+  EXPECT_GT(slower[0]->ratio, 1.15);
+  EXPECT_TRUE(groups_slower_than(study(1.0), 0.05).empty());
 }
 
 TEST(CompareTest, AKnownSlowdownIsFoundAndTheGateFailsOnIt) {
@@ -773,7 +811,7 @@ TEST(CompareTest, WhatTwoStudiesDifferByIsNotAChange) {
   EXPECT_LE(others_slower, 2u);
   const auto slower = groups_slower_than(ab, 0.05);
   ASSERT_EQ(slower.size(), 1u);
-  EXPECT_EQ(slower[0]->backend, "torch");
+  EXPECT_EQ(slower[0]->name, "torch");
   // too few cells to tell what studies differ by: the U tests alone
   const ResultsFile one = parse_results(jsonl({rounds_run("jax", "eager", 1e-3, kDrift)}), "a.jsonl");
   EXPECT_FALSE(compare_results(one, one).studies);

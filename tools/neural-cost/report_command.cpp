@@ -220,7 +220,7 @@ void run_compare(const CompareArgs& args, const CLI::App& cmd) {
                     100 * (comparison.studies->shift_ci95.high - 1), comparison.studies->cells));
   }
   for (const GroupChange* g : groups) {
-    named.push_back(fmt::format("backend {} against the others ({:+.1f}%)", g->backend, 100 * (g->ratio - 1)));
+    named.push_back(fmt::format("{} {} against the others ({:+.1f}%)", g->dimension, g->name, 100 * (g->ratio - 1)));
   }
   for (const CellChange* c : slower) {
     named.push_back(fmt::format("{} ({:+.1f}%)", cell_name(c->cell), 100 * (c->ratio - 1)));
@@ -240,8 +240,9 @@ void run_compare(const CompareArgs& args, const CLI::App& cmd) {
   }
   throw Error(
       ErrorCode::kInvalidArgument,
-      terminal_text(fmt::format("--fail-if-slower {}%: {}{} cell(s) and {} backend(s) slower by more than that "
-                                "at a family-wise alpha of {} (Holm over {} tested cells, and over {} backends{}): {}",
+      terminal_text(fmt::format("--fail-if-slower {}%: {}{} cell(s) and {} group(s) slower by more than that "
+                                "at a family-wise alpha of {} (Holm over {} tested cells, and over {} groups of "
+                                "backends and modes{}): {}",
                                 args.fail_if_slower, shifted ? "the common shift, " : "", slower.size(), groups.size(),
                                 args.alpha, tested_cells(comparison), comparison.groups.size(),
                                 comparison.studies ? " and the common shift" : "", list)));

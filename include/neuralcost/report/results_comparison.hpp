@@ -83,12 +83,15 @@ struct StudyEffect {
 /// whole study's drift (every cell a few % slower in the next hour), but its cells together, each
 /// compared with the other backends' cells measured in the same windows, can: the drift cancels.
 struct GroupChange {
-  std::string backend;
-  std::size_t cells = 0, other_cells = 0;  ///< tested cells of the backend and of the others
-  /// median of the backend's cell ratios / median of the other cells' ratios (after / before)
+  /// what the cells share: "backend" (jax, torch, ...) or "mode" (eager, compiled): a change in the
+  /// code hits one backend or one mode's cells, where the machine's drift hits them all
+  std::string dimension = "backend";
+  std::string name;                        ///< the backend or mode
+  std::size_t cells = 0, other_cells = 0;  ///< tested cells of the group and of the others
+  /// median of the group's cell ratios / median of the other cells' ratios (after / before)
   double ratio = 0;
   Interval ratio_ci95;                 ///< percentile bootstrap over both sets of cells
-  std::optional<RankTest> test;        ///< U test of the backend's cell ratios against the others'
+  std::optional<RankTest> test;        ///< U test of the group's cell ratios against the others'
   Change change = Change::kNotTested;  ///< faster, slower, no significant change; not tested: too few cells
   double p_value() const { return test ? test->p_value : 1.0; }
 };
@@ -126,7 +129,8 @@ struct ResultsComparison {
   double alpha = 0.05;
   double min_effect = 0.05;       ///< |ratio - 1| below this is "no significant change" whatever p says
   std::vector<CellChange> cells;  ///< in the order of the after file
-  /// per backend, when the files hold two or more backends with at least 3 tested cells each
+  /// per backend, then per mode, where the files hold two or more of them (a group is tested with
+  /// at least 3 tested cells in it and 3 beside it)
   std::vector<GroupChange> groups;
   std::vector<CellKey> only_before;   ///< cells the after file lacks
   std::vector<CellKey> only_after;    ///< new cells
