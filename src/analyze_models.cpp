@@ -352,7 +352,7 @@ ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec
                                     const std::string& routing) {
   DecoderVariant variant;
   variant.routing = routing;
-  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp: the model", variant), hardware);
+  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp (or --search --devices): the model", variant), hardware);
 }
 
 TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,

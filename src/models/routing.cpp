@@ -70,7 +70,7 @@ DecoderConfig with_routing(DecoderConfig c, const std::string& path) {
   const std::int64_t tokens = j["tokens"].get<std::int64_t>();
   if (j.contains("layers") == j.contains("all")) {
     throw bad(path,
-              "needs one of 'layers' (each layer with experts: its counts) and 'all' (one set of counts for "
+              "needs exactly one of 'layers' (each layer with experts: its counts) and 'all' (one set of counts for "
               "every layer)");
   }
   DecoderConfig::RoutingHistogram h;

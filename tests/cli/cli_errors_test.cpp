@@ -35,8 +35,10 @@ TEST(CliErrorsTest, UnknownModel) {
   expect_error("analyze tranformer", "unknown model 'tranformer'; did you mean transformer?");
   expect_error("analyze --model resnet",
                "unknown model 'resnet'; accepted: reference (built-in reference networks: ff, cnn, rnn, lstm, "
-               "transformer); decoder (decoder LLMs: a config.json (llama, mistral, qwen2) or a preset, prefill or "
-               "decode); onnx (ONNX files (*.onnx), via the ONNX library)");
+               "transformer); decoder (decoder LLMs: a transformers config.json (llama, mistral, qwen2/3, mixtral, "
+               "qwen2_moe/qwen3_moe, gemma/2, phi3, deepseek_v2/v3, gpt2, gpt_neox) or a preset (`neural-cost analyze "
+               "--help` lists them), prefill, decode or a training step); onnx (ONNX files (*.onnx), via the ONNX "
+               "library)");
 }
 
 TEST(CliErrorsTest, ProfiledDecoderOptionsThatDoNotApply) {
@@ -98,7 +100,8 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
   // tensor and pipeline parallel training is a decoder's (Megatron's layout)
   for (const char* layout : {"dp=8,tp=2", "tp=2", "dp=8,pp=2"}) {
     expect_error(train + "--parallel " + layout + " --system dgx-h100",
-                 "--parallel with tp or pp: the model 'transformer' is not a decoder LLM (a preset such as "
+                 "--parallel with tp or pp (or --search --devices): the model 'transformer' is not a decoder LLM (a "
+                 "preset such as "
                  "llama-3-8b, or a config.json)");
   }
   const std::string llm = "analyze llama-3-8b --train --precision bf16-mixed --prompt 256 --system dgx-h100 ";
@@ -163,6 +166,10 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
                "--memory-budget does not apply with --parallel: each device's memory is judged against the system's "
                "device (its share of the model states under --zero); --search ranks the layouts that fit");
   expect_error(llm + "--parallel dp=2,dp=4", "--parallel 'dp=2,dp=4': dp is given twice");
+  expect_error(llm + "--parallel ''", "--parallel '': expected dp=N[,tp=N,pp=N,ep=N] with positive integers");
+  expect_error(llm + "--search --parallel dp=8,tp=2",
+               "--search over tensor, pipeline and expert parallelism takes --devices N and tries every layout: "
+               "leave out --parallel");
   expect_error(llm + "--search --devices 64 --global-batch 64 --parallel tp=2",
                "--parallel does not apply with --search --devices (it tries every layout, ZeRO stage, "
                "recomputation and sequence parallelism)");
@@ -180,7 +187,8 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
                "--parallel tp=N: the model 'transformer' is not a decoder LLM (a preset such as llama-3-8b, or a "
                "config.json)");
   expect_error(train + "--parallel dp=8",
-               "--parallel needs --system (the devices and their links; `neural-cost hardware systems` lists them)");
+               "--parallel and --search --devices need --system (the devices and their links; `neural-cost hardware "
+               "systems` lists them)");
   expect_error(train + "--parallel dp=8 --system dgx-h10",
                "unknown system 'dgx-h10' (did you mean 'dgx-h100'?); known: dgx-a100, dgx-h100, gb200-nvl72, "
                "hgx-h200, pcie-workstation (see `neural-cost hardware systems`)");

@@ -147,7 +147,7 @@ TEST(RoutingTest, ABadHistogramIsOneClearError) {
                 .find("from 0 to the 10 tokens"),
             std::string::npos);
   EXPECT_NE(error_of(mixtral, {{"all", eight}}, "tokens").find("field 'tokens'"), std::string::npos);
-  EXPECT_NE(error_of(mixtral, {{"tokens", 100}}, "neither").find("needs one of 'layers'"), std::string::npos);
+  EXPECT_NE(error_of(mixtral, {{"tokens", 100}}, "neither").find("needs exactly one of 'layers'"), std::string::npos);
   EXPECT_NE(error_of(mixtral, {{"tokens", 100}, {"all", eight}, {"bins", 3}}, "unknown").find("unknown field 'bins'"),
             std::string::npos);
   EXPECT_NE(error_of(mixtral, {{"tokens", 100}, {"layers", {{"32", eight}}}}, "beyond").find("layer '32' is not"),

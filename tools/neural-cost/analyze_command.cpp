@@ -95,7 +95,7 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
   }
   TrainingOptions training;
   std::optional<ParallelLayout> layout;
-  if (!args.parallel.empty()) layout = parse_parallel_layout(args.parallel);
+  if (cmd.count("--parallel") > 0) layout = parse_parallel_layout(args.parallel);
   if (layout && layout->ep > 1 && !args.train) {
     throw Error(
         ErrorCode::kInvalidArgument,

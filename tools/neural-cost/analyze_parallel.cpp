@@ -33,7 +33,8 @@ namespace neuralcost::cli {
 std::pair<SystemSpec, InterconnectSpec> system_and_link(const AnalyzeArgs& args, const CLI::App& cmd) {
   if (args.system.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
-                "--parallel needs --system (the devices and their links; `neural-cost hardware systems` lists them)");
+                "--parallel and --search --devices need --system (the devices and their links; `neural-cost hardware "
+                "systems` lists them)");
   }
   if (cmd.count("--hardware") > 0) {
     throw Error(ErrorCode::kInvalidArgument, "--hardware does not apply with --system (the system names its device)");
@@ -117,6 +118,11 @@ void run_model_parallel(const AnalyzeArgs& args, const CLI::App& cmd, const Form
       model_parallel_costs(args.models.front(), HardwareDatabase::builtin().get(r.system.device), args.variant.routing);
   const std::string base = args.models.front().substr(args.models.front().find_last_of('/') + 1);
   const std::string name = fmt::format("{} (training on {} tokens)", base, args.prompt);
+  if (args.search && cmd.count("--devices") == 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--search over tensor, pipeline and expert parallelism takes --devices N and tries every layout: "
+                "leave out --parallel");
+  }
   if (args.search) {
     refuse_given(cmd,
                  {"--parallel", "--zero", "--virtual-stages", "--stage-layers", "--checkpoint", "--sequence-parallel"},
