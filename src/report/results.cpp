@@ -406,6 +406,16 @@ ResultsFile parse_results(std::string_view text, const std::string& origin) {
     read_document(whole, reader);
     return reader.finish();
   }
+  // a whole document of another kind (an analysis, a spec): one line says what it is, not a
+  // warning per fragment of its pretty-printed lines
+  // (one value over several lines cannot be JSON Lines of two or more runs)
+  if (!whole.is_discarded() && whole.is_object() && text.find('\n', first) != std::string_view::npos &&
+      text.find_first_not_of(" \t\r\n", text.find('\n', first)) != std::string_view::npos) {
+    throw Error(ErrorCode::kDataLoss,
+                fmt::format("{}: a JSON document without runs (an analysis or a spec?), not results: give the output "
+                            "of profile or study",
+                            origin));
+  }
   const std::size_t line_end = text.find('\n', first);
   const std::string_view first_line =
       text.substr(first, line_end == std::string_view::npos ? text.npos : line_end - first);

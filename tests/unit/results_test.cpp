@@ -250,6 +250,15 @@ TEST(ResultsTest, EmptyFilesAndCutDocumentsAreErrors) {
     EXPECT_EQ(std::string(e.what()), "header.jsonl: no runs to report");
   }
   EXPECT_THROW(read_results(kResults + "no-such-file.jsonl"), Error);
+  // a whole document of another kind (an analysis): one error, not a warning per line
+  try {
+    parse_results(json{{"model", "ff"}, {"ops", json::array()}, {"totals", json::object()}}.dump(2), "analysis.json");
+    ADD_FAILURE() << "an analysis must not read as results";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "analysis.json: a JSON document without runs (an analysis or a spec?), not "
+              "results: give the output of profile or study");
+  }
 }
 
 TEST(ResultsTest, ManyBadLinesAreSummarised) {
