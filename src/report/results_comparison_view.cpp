@@ -144,8 +144,15 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
   if (format == Format::kJson) return report::json_text(results_comparison_json(c));
   report::Table t;
   t.headers = {"cell", "before", "after", "change", "95% CI", "p", "result", "notes"};
-  t.raw_headers = {
-      "cell", "before_median_seconds", "after_median_seconds", "change", "change_ci95", "p_value", "result", "notes"};
+  t.raw_headers = {"cell",
+                   "before_median_seconds",
+                   "after_median_seconds",
+                   "change",
+                   "change_ci95_low",
+                   "change_ci95_high",
+                   "p_value",
+                   "result",
+                   "notes"};
   t.right_align = {false, true, true, true, true, true, false, false};
   for (const CellChange& x : c.cells) {
     std::string notes;
@@ -162,8 +169,9 @@ static std::string results_comparison_view(const ResultsComparison& c, Format fo
          compared ? Cell{fmt::format("{:+.1f}%", (x.ratio - 1) * 100), fmt::format("{}", x.ratio - 1)} : Cell{"-", ""},
          compared
              ? Cell{fmt::format("{:+.1f}% .. {:+.1f}%", (x.ratio_ci95.low - 1) * 100, (x.ratio_ci95.high - 1) * 100),
-                    fmt::format("{}:{}", x.ratio_ci95.low - 1, x.ratio_ci95.high - 1)}
-             : Cell{"-", ""},
+                    "",
+                    {fmt::format("{}", x.ratio_ci95.low - 1), fmt::format("{}", x.ratio_ci95.high - 1)}}
+             : Cell{"-", "", {"", ""}},
          x.test ? Cell{fmt::format("{:.2g}", x.p_value()), fmt::format("{}", x.p_value())} : Cell{"-", ""},
          {std::string(change_name(x.change)), ""},
          {notes, ""}});

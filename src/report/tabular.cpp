@@ -40,14 +40,21 @@ std::string render_table(const Table& t, Format format) {
   auto right = [&](std::size_t c) { return c < t.right_align.size() && t.right_align[c]; };
   if (format == Format::kCsv) {
     const auto& headers = t.raw_headers.empty() ? t.headers : t.raw_headers;
-    for (std::size_t c = 0; c < cols; ++c) out += (c ? "," : "") + csv_escape(headers[c]);
+    for (std::size_t c = 0; c < headers.size(); ++c) out += (c ? "," : "") + csv_escape(headers[c]);
     out += "\n";
     for (const auto& row : t.rows) {
+      std::string line;
       for (std::size_t c = 0; c < cols; ++c) {
         const Cell& cell = row[c];
-        out += (c ? "," : "") + csv_escape(cell.raw.empty() ? cell.display : cell.raw);
+        if (cell.raw_parts.empty()) {
+          line += (c ? "," : "") + csv_escape(cell.raw.empty() ? cell.display : cell.raw);
+          continue;
+        }
+        for (std::size_t k = 0; k < cell.raw_parts.size(); ++k) {
+          line += (c || k ? "," : "") + csv_escape(cell.raw_parts[k]);
+        }
       }
-      out += "\n";
+      out += line + "\n";
     }
     return out;
   }

@@ -12,11 +12,14 @@ namespace neuralcost::report {
 struct Cell {
   std::string display;
   std::string raw;  ///< CSV value; empty means "same as display"
+  /// CSV values of a cell that is several columns there (an interval's low and high): each its own
+  /// column, with a header each in raw_headers
+  std::vector<std::string> raw_parts = {};
 };
 
 struct Table {
   std::vector<std::string> headers;      ///< display headers
-  std::vector<std::string> raw_headers;  ///< CSV headers (snake_case, units in names)
+  std::vector<std::string> raw_headers;  ///< CSV headers (snake_case, units in names), one per CSV column
   std::vector<std::vector<Cell>> rows;
   std::vector<bool> right_align;  ///< per column; numbers are right-aligned
 };

@@ -48,6 +48,13 @@ TEST(TabularTest, CsvUsesRawValuesAndEscapes) {
   t.rows = {{{"a,b", ""}, {"1.00 kB", "1000"}}};
   EXPECT_EQ(report::render_table(t, Format::kCsv), "name,value_bytes\n\"a,b\",1000\n");
   EXPECT_EQ(report::render_table(t, Format::kMarkdown), "| name | value   |\n|------|---------|\n| a,b  | 1.00 kB |\n");
+  // an interval is one column on screen and two numbers in CSV (a packed "-0.07:-0.04" was text a
+  // spreadsheet would take for a formula, so it was escaped)
+  t.headers = {"name", "change"};
+  t.raw_headers = {"name", "change_low", "change_high"};
+  t.rows = {{{"x", ""}, {"-6.8% .. -4.3%", "", {"-0.068", "-0.043"}}}};
+  EXPECT_EQ(report::render_table(t, Format::kCsv), "name,change_low,change_high\nx,-0.068,-0.043\n");
+  EXPECT_EQ(report::render_table(t, Format::kTable).find("-0.068"), std::string::npos);
 }
 
 TEST(SafeTextTest, NamesWithMarkupStayText) {
