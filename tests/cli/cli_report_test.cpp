@@ -279,6 +279,16 @@ TEST(CliReportTest, CompareTablesJsonAndAReportSection) {
                                "family-wise alpha of 0.05 (Holm over 8 tested cells, and over 4 groups of backends "
                                "and modes)"));
   EXPECT_THAT(r.err, HasSubstr("ff, torch compiled, batch 4 (+19.1%)"));
+  // a gate below the minimum effect lowers it (else it could not fail on what it asks for); both given
+  // and disagreeing is an error
+  r = run_cli("compare " + before + " " + after + " --fail-if-slower 2% --format json");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_DOUBLE_EQ(json::parse(r.out)["min_effect"].get<double>(), 0.02);
+  r = run_cli("compare " + before + " " + after + " --fail-if-slower 2% --min-effect 5");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.err,
+            "error: --fail-if-slower 2% is below --min-effect 5%: a change below the minimum effect is no significant "
+            "change, so the gate could not fail on it\n");
   r = run_cli("compare " + before + " " + after + " --fail-if-slower 80");  // none is 80% slower
   EXPECT_EQ(r.exit_code, 0) << r.err;
   r = run_cli("compare " + before + " " + before + " --fail-if-slower 5%");  // A/A: passes

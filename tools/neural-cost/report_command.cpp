@@ -184,9 +184,21 @@ double percent_option(const std::string& text, const char* option) {
 
 void run_compare(const CompareArgs& args, const CLI::App& cmd) {
   refuse_output_over_inputs(args.output, {args.before, args.after});
+  // a gate below the minimum effect could never fail on what it asks for: it lowers the minimum
+  // effect, unless both were given (then they disagree)
+  double min_effect = args.min_effect;
+  if (args.fail_if_slower >= 0 && args.fail_if_slower < min_effect) {
+    if (cmd.count("--min-effect") > 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("--fail-if-slower {}% is below --min-effect {}%: a change below the minimum effect is "
+                              "no significant change, so the gate could not fail on it",
+                              args.fail_if_slower, args.min_effect));
+    }
+    min_effect = args.fail_if_slower;
+  }
   const ResultsFile before = read_for_report(args.before);
   const ResultsFile after = read_for_report(args.after);
-  const ResultsComparison comparison = compare_results(before, after, args.alpha, args.min_effect / 100);
+  const ResultsComparison comparison = compare_results(before, after, args.alpha, min_effect / 100);
   const Format format = view_format(format_name(cmd, args.format, args.output, "table"), "compare");
   if (format == Format::kJson || format == Format::kCsv) {
     for (const std::string& w : comparison.warnings) fmt::print(stderr, "warning: {}\n", terminal_text(w));
@@ -313,9 +325,10 @@ void add_report_commands(CLI::App& app) {
         ->capture_default_str();
     auto gate = std::make_shared<std::string>();
     cmd->add_option("--fail-if-slower", *gate,
-                    "Exit 1 (after printing) when a cell is slower by more than this percentage (e.g. 5%) with "
-                    "significance over all cells together (Holm-Bonferroni at --alpha, so an A/A fails with "
-                    "chance at most alpha): a CI gate");
+                    "Exit 1 (after printing) when a cell, a backend's or a mode's cells, or every cell together "
+                    "are slower by more than this percentage (e.g. 5%) with significance over all of them "
+                    "(Holm-Bonferroni at --alpha, so an A/A fails with chance at most alpha), or when a line was "
+                    "unreadable or a cell is missing: a CI gate. Below the default --min-effect it lowers it");
     cmd->parse_complete_callback([args, gate, cmd] {
       // given empty (an unset variable in a CI script) is an error, not a gate switched off
       if (cmd->count("--fail-if-slower") > 0) args->fail_if_slower = percent_option(*gate, "--fail-if-slower");
