@@ -2,6 +2,7 @@
 // and the built-in presets with the source of their figures.
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -233,17 +234,9 @@ std::optional<json> decoder_config_file(const std::string& path) {
 namespace {
 
 /// gemma2's own fields, absent ones as Gemma2Config reads them: a sliding window of 4096 on the
-/// layers that layer_types names (every other one, the first included, by default), four norms a
-/// layer, attention scores soft-capped at 50 and the final logits at 30.
-void gemma2_fields(const json& c, const std::string& where, DecoderConfig& d) {
-  if (flag_field(c, where, "use_bidirectional_attention", false)) {
-    throw Error(
-        ErrorCode::kUnimplemented,
-        fmt::format("{}: field 'use_bidirectional_attention' is true: only causal attention is modeled", where));
-  }
-  d.sliding_window = c.contains("sliding_window") && c["sliding_window"].is_null()
-                         ? 0
-                         : size_field(c, where, "sliding_window", std::int64_t{4096});
+/// The windowed layers: those field 'layer_types' names sliding_attention, else `by_default(l)`.
+void read_layer_types(const json& c, const std::string& where, DecoderConfig& d,
+                      const std::function<bool(std::size_t)>& by_default) {
   d.sliding_layers.assign(static_cast<std::size_t>(d.layers), false);
   if (c.contains("layer_types") && !c["layer_types"].is_null()) {
     const json& types = c["layer_types"];
@@ -260,8 +253,39 @@ void gemma2_fields(const json& c, const std::string& where, DecoderConfig& d) {
       d.sliding_layers[l] = type == "sliding_attention";
     }
   } else {
-    for (std::size_t l = 0; l < d.sliding_layers.size(); ++l) d.sliding_layers[l] = (l + 1) % 2 == 1;
+    for (std::size_t l = 0; l < d.sliding_layers.size(); ++l) d.sliding_layers[l] = by_default(l);
   }
+  // no layer windowed: no window at all
+  if (std::find(d.sliding_layers.begin(), d.sliding_layers.end(), true) == d.sliding_layers.end()) {
+    d.sliding_layers.clear();
+    d.sliding_window = 0;
+  }
+}
+
+/// Qwen2's and Qwen3's windows (use_sliding_window): on the layers layer_types names, by default
+/// those from max_window_layers (28) on, as Qwen2Config and Qwen3Config derive layer_types; none
+/// without use_sliding_window.
+void qwen_windows(const json& c, const std::string& where, DecoderConfig& d) {
+  if (!flag_field(c, where, "use_sliding_window", false)) return;
+  d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
+  const std::int64_t first = c.contains("max_window_layers") && !c["max_window_layers"].is_null()
+                                 ? size_field(c, where, "max_window_layers", std::nullopt)
+                                 : 28;
+  read_layer_types(c, where, d, [first](std::size_t l) { return static_cast<std::int64_t>(l) >= first; });
+}
+
+/// layers that layer_types names (every other one, the first included, by default), four norms a
+/// layer, attention scores soft-capped at 50 and the final logits at 30.
+void gemma2_fields(const json& c, const std::string& where, DecoderConfig& d) {
+  if (flag_field(c, where, "use_bidirectional_attention", false)) {
+    throw Error(
+        ErrorCode::kUnimplemented,
+        fmt::format("{}: field 'use_bidirectional_attention' is true: only causal attention is modeled", where));
+  }
+  d.sliding_window = c.contains("sliding_window") && c["sliding_window"].is_null()
+                         ? 0
+                         : size_field(c, where, "sliding_window", std::int64_t{4096});
+  if (d.sliding_window > 0) read_layer_types(c, where, d, [](std::size_t l) { return (l + 1) % 2 == 1; });
   d.sandwich_norms = true;
   const auto cap = [&](const char* field, double fallback) {
     if (!c.contains(field)) return fallback;
@@ -366,13 +390,20 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   d.hidden = size_field(c, where, "hidden_size", std::nullopt);
   d.layers = size_field(c, where, "num_hidden_layers", std::nullopt);
   d.heads = size_field(c, where, "num_attention_heads", std::nullopt);
-  // absent fields as Gemma2Config reads them: 4 KV heads, head_dim 256
-  d.kv_heads = size_field(c, where, "num_key_value_heads", gemma2 ? std::int64_t{4} : d.heads);
+  // an absent num_key_value_heads is its config class's default (transformers 5), not the heads:
+  // LlamaConfig and Phi3Config take the heads, the others a number of their own
+  const std::map<std::string, std::int64_t> kv_default = {{"mistral", 8}, {"mixtral", 8},    {"qwen2", 32},
+                                                          {"qwen3", 32},  {"qwen2_moe", 16}, {"qwen3_moe", 4},
+                                                          {"gemma", 16},  {"gemma2", 4}};
+  const auto kv_class = kv_default.find(d.architecture);
+  const bool kv_absent = !c.contains("num_key_value_heads") || c["num_key_value_heads"].is_null();
+  d.kv_heads = size_field(c, where, "num_key_value_heads", kv_class != kv_default.end() ? kv_class->second : d.heads);
   d.intermediate = size_field(c, where, "intermediate_size", std::nullopt);
   d.vocab = size_field(c, where, "vocab_size", std::nullopt);
   d.max_positions = size_field(c, where, "max_position_embeddings", std::nullopt);
-  if ((d.architecture == "qwen3" || gemma2) && (!c.contains("head_dim") || c["head_dim"].is_null())) {
-    d.head_dim = gemma2 ? 256 : 128;  // Qwen3Config's and Gemma2Config's defaults, whatever hidden / heads is
+  if ((d.architecture == "qwen3" || gemma) && (!c.contains("head_dim") || c["head_dim"].is_null())) {
+    d.head_dim =
+        gemma ? 256 : 128;  // Qwen3Config's, GemmaConfig's and Gemma2Config's defaults, whatever hidden / heads is
   } else if (!c.contains("head_dim") || c["head_dim"].is_null()) {
     if (d.hidden % d.heads != 0) {
       throw bad(where,
@@ -385,7 +416,8 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
   }
   if (d.heads % d.kv_heads != 0) {
     throw bad(where,
-              fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}", d.heads, d.kv_heads));
+              fmt::format("num_attention_heads {} is not a multiple of num_key_value_heads {}{}", d.heads, d.kv_heads,
+                          kv_absent ? fmt::format(" (absent: {}'s default)", d.architecture) : std::string()));
   }
   d.rotary_dims = static_cast<std::int64_t>(static_cast<double>(d.head_dim) * partial);  // int(), as transformers
   if (d.rotary_dims < 2 || d.rotary_dims % 2 != 0) {
@@ -413,8 +445,7 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
     d.parallel_residual = flag_field(c, where, "use_parallel_residual", true);
   } else if (d.architecture == "qwen2") {
     d.qkv_bias = true;  // Qwen2Attention: q, k, v with biases, o_proj without
-    if (flag_field(c, where, "use_sliding_window", false))
-      d.sliding_window = size_field(c, where, "sliding_window", std::nullopt);
+    qwen_windows(c, where, d);
   } else if (qwen_moe || qwen3) {
     if (qwen3) {
       // Qwen3Attention: q_norm and k_norm on each head; attention_bias on q, k, v and o (none by default)
@@ -423,7 +454,9 @@ DecoderConfig parse_decoder_config(const json& c, const std::string& where) {
     } else {
       d.qkv_bias = flag_field(c, where, "qkv_bias", true);  // Qwen2MoeAttention: q, k, v biases by default
     }
-    if (flag_field(c, where, "use_sliding_window", false)) {
+    if (d.architecture == "qwen3") {
+      qwen_windows(c, where, d);
+    } else if (flag_field(c, where, "use_sliding_window", false)) {
       throw Error(ErrorCode::kUnimplemented,
                   fmt::format("{}: field 'use_sliding_window' is true: {}'s windows on some layers only "
                               "(max_window_layers, layer_types) are not modeled",

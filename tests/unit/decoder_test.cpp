@@ -356,8 +356,65 @@ TEST(DecoderTest, Qwen3NormsEachHeadsQueriesAndKeys) {
     }
   }
   EXPECT_EQ(norms, 4);  // q and k in each of the 2 layers
+  // Qwen3Config's windows: on the layers from max_window_layers (default 28) on, as its layer_types
   small["use_sliding_window"] = true;
-  EXPECT_THROW(parse_decoder_config(small, "q3.json"), Error);
+  small["sliding_window"] = 16;
+  EXPECT_TRUE(parse_decoder_config(small, "q3.json").sliding_layers.empty());  // 2 layers, none from 28 on
+  EXPECT_EQ(parse_decoder_config(small, "q3.json").sliding_window, 0);
+  small["max_window_layers"] = 1;
+  const DecoderConfig windowed = parse_decoder_config(small, "q3.json");
+  EXPECT_EQ(windowed.sliding_window, 16);
+  EXPECT_EQ(windowed.sliding_layers, (std::vector<bool>{false, true}));
+  small["layer_types"] = {"sliding_attention", "full_attention"};
+  EXPECT_EQ(parse_decoder_config(small, "q3.json").sliding_layers, (std::vector<bool>{true, false}));
+}
+
+// An absent num_key_value_heads (or head_dim) is the config class's default in transformers 5, not
+// the query heads (or hidden / heads): the KV cache and every decode byte follow from it.
+TEST(DecoderTest, AbsentFieldsTakeTheirConfigClassDefaults) {
+  const auto without = [](nlohmann::json j, const char* field) {
+    j.erase(field);
+    return j;
+  };
+  nlohmann::json mistral = {{"model_type", "mistral"},  {"hidden_size", 4096},
+                            {"num_hidden_layers", 2},   {"num_attention_heads", 32},
+                            {"num_key_value_heads", 8}, {"intermediate_size", 14336},
+                            {"vocab_size", 32000},      {"max_position_embeddings", 32768}};
+  EXPECT_EQ(parse_decoder_config(without(mistral, "num_key_value_heads"), "m.json").kv_heads, 8);
+  nlohmann::json mixtral = mistral;
+  mixtral["model_type"] = "mixtral";
+  mixtral["num_local_experts"] = 8;
+  mixtral["num_experts_per_tok"] = 2;
+  EXPECT_EQ(parse_decoder_config(without(mixtral, "num_key_value_heads"), "x.json").kv_heads, 8);
+  mistral["model_type"] = "llama";  // LlamaConfig: the heads
+  EXPECT_EQ(parse_decoder_config(without(mistral, "num_key_value_heads"), "l.json").kv_heads, 32);
+  nlohmann::json qwen3_moe = mistral;
+  qwen3_moe["model_type"] = "qwen3_moe";
+  qwen3_moe["num_experts"] = 8;
+  qwen3_moe["num_experts_per_tok"] = 2;
+  qwen3_moe["moe_intermediate_size"] = 768;
+  EXPECT_EQ(parse_decoder_config(without(qwen3_moe, "num_key_value_heads"), "q.json").kv_heads, 4);
+  // Qwen2Config's 32 does not divide 28 heads: an error that says the value was the default
+  nlohmann::json qwen2 = mistral;
+  qwen2["model_type"] = "qwen2";
+  qwen2["num_attention_heads"] = 28;
+  qwen2["hidden_size"] = 3584;
+  try {
+    parse_decoder_config(without(qwen2, "num_key_value_heads"), "q2.json");
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_attention_heads 28 is not a multiple of num_key_value_heads 32 "
+                                         "(absent: qwen2's default)"),
+              std::string::npos)
+        << e.what();
+  }
+  // GemmaConfig: head_dim 256 whatever hidden / heads is (Gemma-7B: 3072 / 16 = 192)
+  nlohmann::json gemma = {{"model_type", "gemma"},     {"hidden_size", 3072},
+                          {"num_hidden_layers", 2},    {"num_attention_heads", 16},
+                          {"num_key_value_heads", 16}, {"intermediate_size", 24576},
+                          {"vocab_size", 256000},      {"max_position_embeddings", 8192}};
+  EXPECT_EQ(parse_decoder_config(gemma, "g.json").head_dim, 256);
+  EXPECT_EQ(parse_decoder_config(without(gemma, "num_key_value_heads"), "g.json").kv_heads, 16);
 }
 
 // Gemma and Phi-3 against closed forms: the same contractions as a Llama of their sizes (Phi-3's
