@@ -352,7 +352,8 @@ ShardCostCache model_parallel_costs(const std::string& model, const HardwareSpec
                                     const std::string& routing) {
   DecoderVariant variant;
   variant.routing = routing;
-  return ShardCostCache(decoder_config_of(model, "--parallel with tp or pp (or --search --devices): the model", variant), hardware);
+  return ShardCostCache(
+      decoder_config_of(model, "--parallel with tp or pp (or --search --devices): the model", variant), hardware);
 }
 
 TensorParallelStep analyze_tensor_parallel(const std::string& model, const DecoderRequest& request, int tp,
@@ -374,6 +375,10 @@ std::vector<ServingCapacity> analyze_serving_capacity(const std::string& model, 
                                                       std::uint64_t budget, double reserve, int max_tp,
                                                       std::int64_t concurrency, const DecoderVariant& variant) {
   const DecoderConfig config = decoder_config_of(model, "--memory-budget with --phase decode: the model", variant);
+  if (context < 1 || context >= (std::int64_t{1} << 31)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--context {} must be a positive integer below 2^31", context));
+  }
   if (context >= config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--context {} is beyond {}'s {} positions", context, model, config.max_positions));
@@ -389,6 +394,10 @@ ServingChoice analyze_serving_choice(const std::string& model, const DecoderRequ
                                      double reserve,
                                      const std::function<std::optional<double>(const std::string&)>& price_of) {
   const DecoderConfig config = decoder_config_of(model, "--target-ms-per-token: the model", request.variant);
+  if (request.context < 1 || request.context >= (std::int64_t{1} << 31)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--context {} must be a positive integer below 2^31", request.context));
+  }
   if (request.context >= config.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--context {} is beyond {}'s {} positions", request.context, model, config.max_positions));

@@ -332,9 +332,12 @@ OpGraph build_decoder(const DecoderConfig& configured, const DecoderRequest& r, 
   const std::int64_t keys = decode ? r.context + t : t;  // keys the last query attends to (its own included)
   if (keys > c.max_positions) {
     throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("{} {} tokens are beyond the model's {} positions (max_position_embeddings)",
-                            decode ? "a decode step at context" : "a prompt of", decode ? r.context : r.prompt,
-                            c.max_positions));
+                decode
+                    ? fmt::format("a decode step of {} new token(s) at context {} reaches {} positions, beyond the "
+                                  "model's {} (max_position_embeddings)",
+                                  t, r.context, keys, c.max_positions)
+                    : fmt::format("a prompt of {} tokens is beyond the model's {} positions (max_position_embeddings)",
+                                  r.prompt, c.max_positions));
   }
   // a sliding window of W (mistral, phi3, qwen2 with use_sliding_window): each query attends to its
   // W most recent keys, and the cache keeps the W - 1 before the step's tokens (transformers'

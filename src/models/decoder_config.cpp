@@ -218,8 +218,9 @@ DecoderConfig parse_gpt2(const json& c, const std::string& where) {
 }  // namespace
 
 bool looks_like_decoder_config(const json& object) {
-  return object.is_object() && object.contains("model_type") &&
-         (object.contains("num_hidden_layers") || object.contains("n_layer"));  // gpt2's
+  // a transformers config names its model_type: one without a field it needs (num_hidden_layers,
+  // gpt2's n_layer) or of another architecture is then an error naming the field or the type
+  return object.is_object() && object.contains("model_type") && object["model_type"].is_string();
 }
 
 std::optional<json> decoder_config_file(const std::string& path) {
@@ -233,7 +234,6 @@ std::optional<json> decoder_config_file(const std::string& path) {
 
 namespace {
 
-/// gemma2's own fields, absent ones as Gemma2Config reads them: a sliding window of 4096 on the
 /// The windowed layers: those field 'layer_types' names sliding_attention, else `by_default(l)`.
 void read_layer_types(const json& c, const std::string& where, DecoderConfig& d,
                       const std::function<bool(std::size_t)>& by_default) {
@@ -274,6 +274,7 @@ void qwen_windows(const json& c, const std::string& where, DecoderConfig& d) {
   read_layer_types(c, where, d, [first](std::size_t l) { return static_cast<std::int64_t>(l) >= first; });
 }
 
+/// gemma2's own fields, absent ones as Gemma2Config reads them: a sliding window of 4096 on the
 /// layers that layer_types names (every other one, the first included, by default), four norms a
 /// layer, attention scores soft-capped at 50 and the final logits at 30.
 void gemma2_fields(const json& c, const std::string& where, DecoderConfig& d) {

@@ -36,9 +36,9 @@ TEST(CliErrorsTest, UnknownModel) {
   expect_error("analyze --model resnet",
                "unknown model 'resnet'; accepted: reference (built-in reference networks: ff, cnn, rnn, lstm, "
                "transformer); decoder (decoder LLMs: a transformers config.json (llama, mistral, qwen2/3, mixtral, "
-               "qwen2_moe/qwen3_moe, gemma/2, phi3, deepseek_v2/v3, gpt2, gpt_neox) or a preset (`neural-cost analyze "
-               "--help` lists them), prefill, decode or a training step); onnx (ONNX files (*.onnx), via the ONNX "
-               "library)");
+               "qwen2_moe/qwen3_moe, gemma/2, phi3, deepseek_v2/v3, gpt2, gpt_neox) or a preset (llama-3-8b, "
+               "mixtral-8x7b, ...: docs/llm.md lists them), prefill, decode or a training step); onnx (ONNX files "
+               "(*.onnx), via the ONNX library)");
 }
 
 TEST(CliErrorsTest, ProfiledDecoderOptionsThatDoNotApply) {
@@ -352,6 +352,16 @@ TEST(CliErrorsTest, TrainingOptionsWithoutTrain) {
       "--memory-budget does not apply with --parallel tp=N (--phase decode --memory-budget without --parallel "
       "lists every tp)");
   expect_error("analyze --model ff --train --reserve 5%", "--reserve applies only with --memory-budget");
+  expect_error("analyze llama-3-8b --phase decode --reserve 20%",
+               "--reserve applies only with --memory-budget (--train or --phase decode) or --target-ms-per-token");
+  expect_error("analyze mixtral-8x7b --phase decode --memory-budget 80GB --routing " +
+                   std::string(NEURALCOST_TEST_INPUTS) + "/missing.json",
+               "--routing does not apply with --phase decode --memory-budget (it counts bytes per device)");
+  expect_error("analyze llama-3-8b --phase decode --context 0 --memory-budget 80GB",
+               "--context 0 must be a positive integer below 2^31");
+  expect_error("analyze llama-3-8b --phase generate --memory-budget 80GB",
+               "--memory-budget does not apply with --phase generate");
+  expect_error("analyze llama-3-8b --phase foo", "--phase 'foo' is not one of prefill, decode, generate");
 }
 
 TEST(CliErrorsTest, BadTrainingOptions) {
@@ -436,6 +446,11 @@ TEST(CliErrorsTest, BadSpeculativeDecodingOptions) {
   expect_error("analyze --model llama-3-70b --model llama-2-7b --draft llama-3-8b",
                "--draft needs exactly one target model (a decoder preset or config.json)");
   expect_error("analyze --model llama-3-70b --draft llama-3-8b --train", "--train does not apply with --draft");
+  expect_error("analyze --model llama-3-70b --draft llama-3-8b --target-ms-per-token 10",
+               "--target-ms-per-token does not apply with --draft");
+  expect_error("analyze --model llama-3-8b --draft llama-3-8b --context 8188",
+               "llama-3-8b: a decode step of 5 new token(s) at context 8188 reaches 8193 positions, beyond the "
+               "model's 8192 (max_position_embeddings)");
   expect_error(
       "analyze --model llama-3-70b --draft mistral-7b",
       "--draft mistral-7b has a vocabulary of 32000 tokens and llama-3-70b one of 128256: a draft must share the "

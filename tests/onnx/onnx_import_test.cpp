@@ -173,7 +173,10 @@ TEST(OnnxImportTest, OptionsThatDoNotApplyAreErrors) {
            {"--weights int4", "--weights applies to decoder LLMs"},
            {"--kv-cache fp8", "--kv-cache applies to decoder LLMs"},
            {"--mla absorbed", "--mla applies to decoder LLMs with latent attention"},
-           {"--routing routing.json", "--routing applies to decoder LLMs with experts"}}) {
+           {"--routing routing.json", "--routing applies to decoder LLMs with experts"},
+           {"--phase decode", "--phase applies to decoder LLMs"},
+           {"--prompt 10", "--prompt applies to decoder LLMs"},
+           {"--context 10", "--context applies to decoder LLMs"}}) {
     const CliResult d = run_cli("analyze " + kFixtures + "/small_cnn.onnx " + option);
     EXPECT_EQ(d.exit_code, 1) << option;
     EXPECT_THAT(d.err, HasSubstr(message)) << option;

@@ -534,14 +534,17 @@ TEST(DecoderTest, BadConfigsAndOptionsAreOneClearError) {
   ModelRequest beyond;
   beyond.phase = "decode";
   beyond.context = 64;
-  expect_error(small_llama(), "beyond the model's 64 positions (max_position_embeddings)", beyond);
+  expect_error(small_llama(), "at context 64 reaches 65 positions, beyond the model's 64 (max_position_embeddings)",
+               beyond);
   ModelRequest wrong;
   wrong.phase = "decode";
   wrong.given.insert("prompt");
   expect_error(small_llama(), "--prompt does not apply to the decoder", wrong);
   ModelRequest unknown;
   unknown.phase = "generate";
-  expect_error(small_llama(), "--phase 'generate' is not one of prefill, decode", unknown);
+  expect_error(small_llama(), "--phase generate sums a prefill and its decode steps", unknown);
+  unknown.phase = "foo";
+  expect_error(small_llama(), "--phase 'foo' is not one of prefill, decode, generate", unknown);
 }
 
 }  // namespace

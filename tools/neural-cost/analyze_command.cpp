@@ -112,9 +112,12 @@ void run_analyze(const AnalyzeArgs& args, const CLI::App& cmd) {
                " applies only with --train and --parallel tp=N or pp=N (or --search --devices N)");
   if (layout && layout->tp > 1) return run_tensor_parallel(args, cmd, format, *layout);
   if (!args.train && !args.memory_budget.empty() && !layout) return run_serving_capacity(args, cmd, format);
-  if (!args.train)
-    refuse_given(cmd, {"--optimizer", "--precision", "--checkpoint", "--memory-budget", "--reserve"},
-                 " applies only with --train");
+  if (!args.train) {
+    refuse_given(cmd, {"--optimizer", "--precision", "--checkpoint"}, " applies only with --train");
+    refuse_given(cmd, {"--memory-budget"}, " applies only with --train or --phase decode");
+    refuse_given(cmd, {"--reserve"},
+                 " applies only with --memory-budget (--train or --phase decode) or --target-ms-per-token");
+  }
   DType model_dtype = *dtype;
   if (args.train) {
     training.optimizer = parse_optimizer(args.optimizer);

@@ -33,7 +33,8 @@ namespace neuralcost::cli {
 void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
   refuse_given(cmd,
                {"--train", "--prompt", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only",
-                "--generate", "--price-per-hour", "--currency", "--parallel", "--zero", "--system", "--link"},
+                "--generate", "--price-per-hour", "--currency", "--parallel", "--zero", "--system", "--link",
+                "--memory-budget", "--reserve", "--target-ms-per-token"},
                " does not apply with --draft");
   if (cmd.count("--phase") > 0 && args.phase != "decode") {
     throw Error(ErrorCode::kInvalidArgument, "--draft estimates decode steps: --phase must be decode (or left out)");
@@ -63,7 +64,8 @@ void run_speculative(const AnalyzeArgs& args, const CLI::App& cmd, const Format 
 void run_generation(const AnalyzeArgs& args, const CLI::App& cmd, const Format format) {
   refuse_given(cmd,
                {"--train", "--context", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only",
-                "--draft-tokens", "--acceptance", "--parallel", "--zero", "--system", "--link"},
+                "--draft-tokens", "--acceptance", "--parallel", "--zero", "--system", "--link", "--memory-budget",
+                "--reserve", "--target-ms-per-token"},
                " does not apply with --phase generate");
   if (args.models.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -100,7 +102,7 @@ void run_serving_capacity(const AnalyzeArgs& args, const CLI::App& cmd, const Fo
   }
   refuse_given(cmd,
                {"--hardware", "--zero", "--link", "--seq", "--width", "--depth", "--input", "--dim", "--structure-only",
-                "--prompt"},
+                "--prompt", "--routing"},
                " does not apply with --phase decode --memory-budget (it counts bytes per device)");
   if (args.models.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument,

@@ -172,7 +172,8 @@ struct DecoderConfig {
 /// sizes are kInvalidArgument naming the field.
 DecoderConfig parse_decoder_config(const nlohmann::json& config, const std::string& where);
 
-/// Whether `object` looks like a decoder config (it has model_type and num_hidden_layers, or gpt2's n_layer).
+/// Whether `object` looks like a transformers config (a string model_type): parse_decoder_config then
+/// names a missing field or an unsupported model_type.
 bool looks_like_decoder_config(const nlohmann::json& object);
 /// The object of a readable .json file that looks like a decoder config; nullopt for anything else
 /// (another name, an unreadable file, not JSON, another kind of JSON).

@@ -46,7 +46,11 @@ bool DecoderImporter::applies(const ModelRequest& request, std::string_view opti
 
 OpGraph DecoderImporter::import(const ModelRequest& request) const {
   if (request.phase != "prefill" && request.phase != "decode") {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("--phase '{}' is not one of prefill, decode", request.phase));
+    throw Error(ErrorCode::kInvalidArgument,
+                request.phase == "generate"
+                    ? std::string("--phase generate sums a prefill and its decode steps (analyze_generation): it is "
+                                  "not one graph")
+                    : fmt::format("--phase '{}' is not one of prefill, decode, generate", request.phase));
   }
   for (const std::string& option : options_set(request)) {
     if (!applies(request, option)) {

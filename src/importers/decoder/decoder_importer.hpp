@@ -16,8 +16,8 @@ class DecoderImporter final : public Importer {
   std::string_view name() const override { return "decoder"; }
   std::string_view description() const override {
     return "decoder LLMs: a transformers config.json (llama, mistral, qwen2/3, mixtral, qwen2_moe/qwen3_moe, gemma/2, "
-           "phi3, deepseek_v2/v3, gpt2, gpt_neox) or a preset (`neural-cost analyze --help` lists them), prefill, "
-           "decode or a training step";
+           "phi3, deepseek_v2/v3, gpt2, gpt_neox) or a preset (llama-3-8b, mixtral-8x7b, ...: docs/llm.md lists "
+           "them), prefill, decode or a training step";
   }
   bool accepts(const ModelRequest& request) const override;
   OpGraph import(const ModelRequest& request) const override;

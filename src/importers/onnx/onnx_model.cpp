@@ -495,6 +495,14 @@ OpGraph OnnxImporter::import(const ModelRequest& request) const {
                               path, option));
     }
   }
+  for (const char* option : {"phase", "prompt", "context"}) {
+    if (request.given.count(option)) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{}: --{} applies to decoder LLMs (a preset or config.json); an ONNX model is one pass "
+                              "over the inputs the file gives",
+                              path, option));
+    }
+  }
   if (!request.variant.weights.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("{}: --weights applies to decoder LLMs (a preset or config.json); an ONNX model's weights "
