@@ -15,6 +15,7 @@
 #include "backends/python_worker/worker_backend.hpp"
 #include "backends/python_worker/worker_process.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/core/statistics.hpp"
 #include "neuralcost/hardware/host.hpp"
 
@@ -122,6 +123,19 @@ void check(const CollectiveCalibrationOptions& o) {
                               r));
     }
     if (r > 64) throw Error(ErrorCode::kInvalidArgument, fmt::format("--ranks {}: at most 64 local processes", r));
+  }
+  for (std::size_t i = 0; i < o.ranks.size(); ++i) {
+    if (std::find(o.ranks.begin(), o.ranks.begin() + static_cast<std::ptrdiff_t>(i), o.ranks[i]) !=
+        o.ranks.begin() + static_cast<std::ptrdiff_t>(i)) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("--ranks {} is given twice", o.ranks[i]));
+    }
+  }
+  // each rank holds a few buffers of the largest size (all-gather's output is ranks × it)
+  if (o.max_bytes > 4.0 * (1ull << 30)) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--max-bytes {:g} B is above 4 GiB: every rank process holds buffers of the largest size "
+                            "(an all-gather's output is ranks times it)",
+                            o.max_bytes));
   }
   if (!(o.min_bytes >= 4) || !(o.max_bytes >= o.min_bytes * 32)) {
     throw Error(ErrorCode::kInvalidArgument,
@@ -231,6 +245,8 @@ CollectiveCalibration calibrate_collectives(const CollectiveCalibrationOptions& 
                                {"points", points},
                                {"deadline_seconds", options.deadline_seconds}},
                               std::chrono::duration<double>(options.deadline_seconds + 60));
+    } catch (const Interrupted&) {
+      throw;  // Ctrl-C: the command ends with the signal's status, its workers ended
     } catch (const Error& e) {
       throw Error(e.code(), fmt::format("the sweep over {} ranks failed: {}", ranks, e.what()));
     }

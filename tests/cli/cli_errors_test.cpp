@@ -205,6 +205,15 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
                "--counters does not apply to --collectives (it measures the link between local processes on gloo; "
                "NCCL sweeps on GPUs are not built yet)");
   expect_error("hardware calibrate --ranks 2", "--ranks is for --collectives");
+  expect_error("hardware calibrate --collectives --ranks 2,2", "--ranks 2 is given twice");
+  expect_error("hardware calibrate --collectives --max-bytes 1TB",
+               "--max-bytes 1e+12 B is above 4 GiB: every rank process holds buffers of the largest size (an "
+               "all-gather's output is ranks times it)");
+  // what a calibration writes is checked before it measures (minutes), not after
+  expect_error("hardware calibrate -o /nonexistent-nc/x",
+               "-o /nonexistent-nc/x: cannot be written (/nonexistent-nc: No such file or directory)");
+  expect_error("hardware calibrate --collectives --spec-output " + ::testing::TempDir(),
+               "--spec-output " + ::testing::TempDir() + ": is a directory, not a file");
   expect_error("hardware calibrate --after-compute 20", "--after-compute is for --collectives");
   expect_error("hardware calibrate --collectives --after-compute -1",
                "--after-compute -1 must be from 0 to 10000 milliseconds");

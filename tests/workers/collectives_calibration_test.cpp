@@ -5,6 +5,7 @@
 // Properties only: this machine's times are not asserted.
 #include <dirent.h>
 #include <unistd.h>
+#include <chrono>
 
 #include <fstream>
 #include <set>
@@ -90,6 +91,23 @@ TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheSweepWithOneErrorAndNoProce
   EXPECT_THAT(r.err, ::testing::HasSubstr("exit code 3"));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   expect_none_left(mark);
+}
+
+// Ctrl-C or SIGTERM mid-sweep ends the command with the signal's status at once, and the
+// workers and their ranks with it (they ran on to the sweep's end, or for ever, as orphans).
+TEST(CollectivesCalibrationTest, ASignalMidSweepEndsItAndItsProcesses) {
+  for (const char* signal : {"INT", "TERM"}) {
+    const std::string mark = "NEURALCOST_TEST_MARK=collectives_signal" + std::to_string(::getpid());
+    const auto start = std::chrono::steady_clock::now();
+    const CliResult r =
+        run_cli_env(std::string("timeout --foreground --preserve-status --signal=") + signal + " 8 env " + mark,
+                    "hardware calibrate --collectives --ranks 2 --max-bytes 64MiB --rounds 50");
+    const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_EQ(r.exit_code, std::string(signal) == "INT" ? 130 : 143) << r.err;
+    EXPECT_THAT(r.err, ::testing::HasSubstr(std::string("error: interrupted by SIG") + signal));
+    EXPECT_LT(took, 60) << "the signal, not the sweep's end, ended the command";
+    expect_none_left(mark);
+  }
 }
 
 const std::string kLink = std::string(NEURALCOST_TEST_INPUTS) + "/calibration/gloo_loopback_2ranks.json";

@@ -16,6 +16,10 @@ void emit(const std::string& text, const std::string& output);
 /// Throws kInvalidArgument when `output` (-o) is one of the files the command reads: the atomic
 /// write would replace the user's input with the output.
 void refuse_output_over_inputs(const std::string& output, std::initializer_list<std::string> inputs);
+/// Throws kInvalidArgument when `path` (given to `option`) cannot be written: a directory, or a
+/// directory that does not exist or is not writable. For commands that measure for minutes before
+/// they write: found before, not after.
+void check_output_path(const std::string& path, const char* option);
 /// resolve_hardware, with a note on stderr when `host` had to be calibrated first; `threads`
 /// chooses host's calibration (the ceilings of that many threads' cores; 0: one per CPU).
 HardwareSpec hardware_for(const std::string& id_or_path, int threads = 0);

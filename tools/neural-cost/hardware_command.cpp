@@ -11,6 +11,7 @@
 #include "neuralcost/calibrate/gpu_calibration.hpp"
 #include "neuralcost/core/atomic_file.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
 #include "neuralcost/measure/device.hpp"
 #include "neuralcost/report/link_views.hpp"
@@ -45,6 +46,10 @@ void run_collective_calibration(const CLI::App& cmd, const std::vector<int>& ran
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--max-bytes '{}' is not a size such as 64MiB or 1GB", max_bytes));
   }
+  // what the sweep writes, checked before minutes of measuring; Ctrl-C ends the workers
+  check_output_path(output, "-o");
+  check_output_path(spec_output, "--spec-output");
+  install_interrupt_handlers();
   const CollectiveCalibration c = calibrate_collectives(options);
   emit(render_collective_calibration(c, format), output);
   if (!spec_output.empty()) {
@@ -173,6 +178,8 @@ void add_hardware_command(CLI::App& app) {
   calibrate_cmd->add_option("-o,--output", cal->output, "Write the result to FILE (atomically) instead of stdout");
   calibrate_cmd->callback([cal, calibrate_cmd] {
     const Format format = *parse_format(cal->format);
+    check_output_path(cal->output, "-o");
+    check_output_path(cal->spec_output, "--spec-output");
     if (cal->collectives) {
       run_collective_calibration(*calibrate_cmd, cal->ranks, cal->max_bytes, cal->rounds, cal->after_compute_ms,
                                  cal->spec_output, format, cal->output);

@@ -1,6 +1,11 @@
 // neural-cost: counts what a network asks of the machine and places it on the hardware's
 // roofline. Argument parsing and printing only; the work is in the neuralcost library.
+#include <unistd.h>
+
 #include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <new>
 #include <string>
@@ -34,6 +39,29 @@ void refuse_output_over_inputs(const std::string& output, std::initializer_list<
       throw Error(ErrorCode::kInvalidArgument,
                   fmt::format("-o {} is an input of this command: writing there would replace it", output));
     }
+  }
+}
+
+void check_output_path(const std::string& path, const char* option) {
+  if (path.empty()) return;
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec)) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{} {}: is a directory, not a file", option, path));
+  }
+  // a device or pipe (/dev/stdout) is written in place
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec)) return;
+  // the atomic write makes a temporary file beside it: make one now (root passes access() on /proc)
+  const std::filesystem::path parent = std::filesystem::absolute(path, ec).parent_path();
+  std::string probe = (parent / ".neural-cost-write-check-XXXXXX").string();
+  const int fd = ::mkstemp(probe.data());
+  if (fd < 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} {}: cannot be written ({}: {})", option, path, parent.string(), std::strerror(errno)));
+  }
+  ::close(fd);
+  ::unlink(probe.c_str());
+  if (std::filesystem::exists(path, ec) && ::access(path.c_str(), W_OK) != 0) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{} {}: cannot be written", option, path));
   }
 }
 
