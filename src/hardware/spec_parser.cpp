@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/json_input.hpp"
 #include "neuralcost/hardware/spec.hpp"
 
 namespace neuralcost {
@@ -111,6 +112,11 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
   Reader r(origin);
   if (!doc.is_object()) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: a hardware spec must be a JSON object", origin));
+  }
+  std::string repeated;  // the parser keeps a repeated key's last value silently
+  parse_json_keys_once(std::string(json_text), repeated);
+  if (!repeated.empty()) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is given twice", origin, repeated));
   }
   for (const auto& [key, value] : doc.items()) {
     if (!kKnownFields.count(key)) r.fail(key, "is not a hardware spec field (see docs/hardware.md)");

@@ -2,6 +2,8 @@
 // comes through PreparedModel, everything device-specific through RunEnvironment.
 #include "neuralcost/measure/profile.hpp"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <new>
 #include <variant>
@@ -70,6 +72,15 @@ void validate(const ProfileOptions& options) {
   if (run.threads < 0 || run.threads > 4096) {
     throw Error(ErrorCode::kInvalidArgument,
                 fmt::format("--threads must be 0 (library default) to 4096 (got {})", run.threads));
+  }
+  // more threads than CPUs: they take turns on the cores (a 1000-thread run on 2 CPUs took 30 s
+  // to start and loaded the machine to 580); the timing would be of the scheduler
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const int usable = sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
+  if (usable > 0 && run.threads > usable) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--threads {} is more than the {} CPUs this process may run on", run.threads, usable));
   }
   const double budget = options.timing.budget_seconds;
   if (!(budget > 0 && budget <= 3600)) {
@@ -177,6 +188,28 @@ bool batch_is_an_option(const std::string& model) {
 }
 
 void check_model_options(const std::vector<ModelBackends>& plan, const ModelRequest& base) {
+  // the built-in networks' sizes and inputs: wrong for every backend alike, so said before any
+  // run (each backend failed in its own words, and a study of failed cells went on)
+  for (const ModelBackends& entry : plan) {
+    if (model_kind(entry.model) != ModelKind::kBuiltIn) continue;
+    for (const auto& [option, value] :
+         {std::pair<const char*, std::int64_t>{"seq", base.seq}, {"width", base.width}, {"depth", base.depth}}) {
+      if (base.given.count(option) && (value < 1 || value >= (std::int64_t{1} << 31))) {
+        throw Error(ErrorCode::kInvalidArgument,
+                    fmt::format("--{} {} must be a positive integer below 2^31", option, value));
+      }
+    }
+  }
+  // inputs for model files; a plan of built-in networks alone has none to give them to
+  const bool built_in_only = std::all_of(plan.begin(), plan.end(), [](const ModelBackends& entry) {
+    return model_kind(entry.model) == ModelKind::kBuiltIn;
+  });
+  if (!plan.empty() && built_in_only && !inputs_of(base).empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--input and --input-shape apply to model files, not to the built-in network {} (its "
+                            "input is --batch, --seq, --width)",
+                            plan.front().model));
+  }
   bool any_decoder = false;
   for (const ModelBackends& entry : plan) {
     if (model_kind(entry.model) != ModelKind::kDecoderConfig) continue;

@@ -1,5 +1,7 @@
 // Bad input to the CLI: one case per failure class, each with its exact error line, a non-zero
 // exit and no crash (a crash would show as exit code >= 128).
+#include <fstream>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -531,6 +533,32 @@ TEST(CliErrorsTest, TrainingOptionsNeedTrainAndKnownValues) {
   expect_error("profile ff,/nonexistent/model.pt --train",
                "--train runs the built-in networks only (ff, cnn, rnn, lstm, transformer), not the model file "
                "'/nonexistent/model.pt'");
+}
+
+// What profile and study would get wrong for every run alike is said before any run: sizes of
+// the built-in networks, inputs they do not take, NaN where NaN stands for "not given", more
+// threads than CPUs; a --resume of a file that is not there; a spec that names a field twice.
+TEST(CliErrorsTest, WhatEveryRunWouldFailOnIsSaidBeforeAnyRun) {
+  for (const std::string command : {"profile", "study"}) {
+    expect_error(command + " ff --width 0" + kTestRoof, "--width 0 must be a positive integer below 2^31");
+    expect_error(command + " ff --input-shape 1x2" + kTestRoof,
+                 "--input and --input-shape apply to model files, not to the built-in network ff (its input is "
+                 "--batch, --seq, --width)");
+    expect_error(command + " ff --train --learning-rate nan" + kTestRoof, "--learning-rate nan is not a number");
+  }
+  const CliResult threads = run_cli("profile ff --threads 4096" + kTestRoof);
+  EXPECT_EQ(threads.exit_code, 1);
+  EXPECT_THAT(threads.err, ::testing::MatchesRegex("error: --threads 4096 is more than the [0-9]+ CPUs this process "
+                                                   "may run on\n"));
+  expect_error("study ff --backend libtorch --resume -o /nonexistent-nc/study.jsonl" + kTestRoof,
+               "--resume: '/nonexistent-nc/study.jsonl' does not exist (nothing to resume; leave out --resume to "
+               "start)");
+  const std::string spec = ::testing::TempDir() + "/nc_spec_twice.json";
+  std::string text = slurp(kGood + "test_cpu_2core.json");
+  text.insert(text.find('{') + 1, "\"id\": \"other\", ");
+  std::ofstream(spec) << text;
+  expect_error("hardware show " + spec, spec + ": 'id' is given twice");
+  std::remove(spec.c_str());
 }
 
 TEST(CliErrorsTest, WarmUpsThatWouldNeverEndAreOneErrorLine) {

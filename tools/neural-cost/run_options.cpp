@@ -138,12 +138,26 @@ void add_run_options(CLI::App& command, RunArgs& a) {
                   "libtorch and torch; the memory ledger as autocast keeps it); fp16-mixed is counted by analyze only");
   cmd->add_option("--checkpoint", args->checkpoint,
                   "With --train: none (default; measured runs support none only), full, every:K, selective");
-  cmd->add_option("--learning-rate", args->learning_rate, "With --train: the learning rate (default 0.001)");
-  cmd->add_option("--momentum", args->momentum, "With --train --optimizer momentum: the momentum (default 0.9)");
+  // NaN stands for "not given" in these fields: a NaN on the command line is refused as it is read
+  const auto not_nan = [](const char* option) {
+    return [option](const std::string& text) {
+      try {
+        if (std::isnan(std::stod(text))) {
+          throw Error(ErrorCode::kInvalidArgument, fmt::format("{} {} is not a number", option, text));
+        }
+      } catch (const std::logic_error&) {  // not a number at all: CLI11 says so
+      }
+    };
+  };
+  cmd->add_option("--learning-rate", args->learning_rate, "With --train: the learning rate (default 0.001)")
+      ->each(not_nan("--learning-rate"));
+  cmd->add_option("--momentum", args->momentum, "With --train --optimizer momentum: the momentum (default 0.9)")
+      ->each(not_nan("--momentum"));
   cmd->add_option("--betas", args->betas, "With --train and adam or adamw: B1,B2 (default 0.9,0.999)");
-  cmd->add_option("--eps", args->eps, "With --train and adam or adamw: epsilon (default 1e-8)");
+  cmd->add_option("--eps", args->eps, "With --train and adam or adamw: epsilon (default 1e-8)")->each(not_nan("--eps"));
   cmd->add_option("--weight-decay", args->weight_decay,
-                  "With --train: weight decay (default 0, adamw 0.01; decoupled for adamw, L2 for the others)");
+                  "With --train: weight decay (default 0, adamw 0.01; decoupled for adamw, L2 for the others)")
+      ->each(not_nan("--weight-decay"));
   cmd->add_option("--labels-seed", args->labels_seed,
                   "With --train: seed of the labels or regression target (default 0)");
 }

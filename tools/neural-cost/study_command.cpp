@@ -43,6 +43,10 @@ void run_study_command(const RunArgs& args, bool resume, double time_limit) {
   if (std::filesystem::is_directory(path, ec)) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("-o '{}' is a directory, not a results file", path));
   }
+  if (resume && !std::filesystem::exists(path, ec)) {
+    throw Error(ErrorCode::kNotFound,
+                fmt::format("--resume: '{}' does not exist (nothing to resume; leave out --resume to start)", path));
+  }
   const bool holds = std::filesystem::exists(path, ec) && std::filesystem::file_size(path, ec) > 0;
   StudyProgress progress;
   if (holds && !resume) {
@@ -113,6 +117,11 @@ void run_study_command(const RunArgs& args, bool resume, double time_limit) {
   if (interrupted()) {
     throw Interrupted(
         fmt::format("{} of {} cells done and in {}; `neural-cost study ... --resume` continues", done, todo, path));
+  }
+  if (done > 0 && failed == done) {
+    // nothing measured: a script must not take it for a study (the failures are in the file)
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("every one of the {} cells run failed (their errors are in {})", done, path));
   }
   fmt::print(stderr, "study: {} cells run ({} failed) into {}; `neural-cost report {} -o report.html` draws them\n",
              done, failed, path, path);
