@@ -207,7 +207,12 @@ TEST(CliErrorsTest, ParallelLayoutsAndSystemsThatCannotBe) {
                "--counters does not apply to --collectives (it measures the link between local processes on gloo; "
                "NCCL sweeps on GPUs are not built yet)");
   expect_error("hardware calibrate --ranks 2", "--ranks is for --collectives");
-  expect_error("hardware calibrate --collectives --ranks 2,2", "--ranks 2 is given twice");
+  expect_error("hardware calibrate --collectives --ranks 2,2", "--ranks names 2 twice");
+  // a list names each item once: --batch 1,1 ran a cell twice (a results file with one cell twice
+  // is ambiguous to report, compare and --resume)
+  expect_error("analyze ff --batch 1,1", "--batch names 1 twice");
+  expect_error("analyze ff,cnn --model ff", "--model names ff twice");
+  expect_error("study ff --backend libtorch,libtorch" + kTestRoof, "--backend names libtorch twice");
   expect_error("hardware calibrate --collectives --max-bytes 1TB",
                "--max-bytes 1e+12 B is above 4 GiB: every rank process holds buffers of the largest size (an "
                "all-gather's output is ranks times it)");

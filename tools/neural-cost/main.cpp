@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <new>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -118,6 +120,26 @@ void hold_reserve() {
   std::set_new_handler(release_reserve);
 }
 
+/// A list option (comma-separated) names each item once, and none empty: --batch 1,1 ran a cell
+/// twice, and a results file with one cell twice is ambiguous to report, compare and --resume.
+void refuse_repeated_items(CLI::App& app) {
+  for (CLI::Option* option : app.get_options()) {
+    if (option->get_delimiter() != ',') continue;
+    const std::string name = option->get_name(false, true);
+    if (name.find("--stage-layers") != std::string::npos) continue;  // counts: 8,8,8,8 is a layout
+    option->each([seen = std::make_shared<std::set<std::string>>(), name](const std::string& item) {
+      if (item.empty()) {
+        throw neuralcost::Error(neuralcost::ErrorCode::kInvalidArgument,
+                                fmt::format("{}: an empty item in the list (two commas, or one at an end)", name));
+      }
+      if (!seen->insert(item).second) {
+        throw neuralcost::Error(neuralcost::ErrorCode::kInvalidArgument, fmt::format("{} names {} twice", name, item));
+      }
+    });
+  }
+  for (CLI::App* sub : app.get_subcommands({})) refuse_repeated_items(*sub);
+}
+
 int run_command(int argc, char** argv) {
   CLI::App app{
       "neural-cost: exact FLOPs and compulsory bytes per layer of a neural network, placed on a\n"
@@ -133,6 +155,7 @@ int run_command(int argc, char** argv) {
   neuralcost::cli::add_backends_command(app);
   neuralcost::cli::add_report_commands(app);
   neuralcost::cli::add_to_target_command(app);
+  refuse_repeated_items(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -122,6 +122,12 @@ void add_run_options(CLI::App& command, RunArgs& a) {
                   "The verdict's threshold in percent: `ok` needs the cell's 95% interval within this of its median")
       ->capture_default_str();
   cmd->add_option("--seed", args->seed, "Seed of the interleaving order (the same seed, the same order)")
+      ->each([](const std::string& text) {
+        // an unsigned field takes "-1" as 2^64 - 1: a negative seed is said, not wrapped
+        if (text.find('-') != std::string::npos) {
+          throw Error(ErrorCode::kInvalidArgument, fmt::format("--seed {} must be a non-negative integer", text));
+        }
+      })
       ->capture_default_str();
   cmd->add_option("--warmup", args->warmup, "Warm-up runs at least")->capture_default_str();
   cmd->add_option("--warmup-seconds", args->warmup_seconds, "Warm-up seconds at least")->capture_default_str();
