@@ -55,6 +55,9 @@ TensorDesc cache_write(Builder& b, const DecoderConfig& c, const std::string& na
   const bool integer_or_fp8 = stored == DType::kFp8 || stored == DType::kInt8;
   return b.op(OpKind::kUnary, name, {y}, y.shape, {}, stored, [&](OpRecord& r) {
     r.attributes.set("function", std::string(stored == b.dtype() ? "copy" : integer_or_fp8 ? "quantize" : "cast"));
+    // the divide, round and clamp run in the model's type; fp8 or int8 is only what is stored (an
+    // A100 serves an fp8 cache without an fp8 peak)
+    r.compute_dtype = b.dtype();
   });
 }
 
