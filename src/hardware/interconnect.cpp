@@ -104,15 +104,15 @@ class Fields {
 };
 
 json parse_object(std::string_view text, const std::string& origin) {
-  json j;
+  // one parse that also finds a key given twice; the throwing parse only for a text that is not JSON
+  std::string repeated;
+  json j = parse_json_keys_once(std::string(text), repeated);
   try {
-    j = json::parse(text);
+    if (j.is_discarded()) j = json::parse(text);
   } catch (const json::parse_error& e) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: not valid JSON: {}", origin, e.what()));
   }
   if (!j.is_object()) throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: must be a JSON object", origin));
-  std::string repeated;
-  parse_json_keys_once(std::string(text), repeated);
   if (!repeated.empty()) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is given twice", origin, repeated));
   }

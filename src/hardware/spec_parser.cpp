@@ -100,9 +100,12 @@ const std::set<std::string> kKnownFields = {"schema_version",
 }  // namespace
 
 HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& origin) {
-  json doc;
+  // one parse that also finds a key given twice (the parser keeps its last value silently); the
+  // throwing parse runs only on a text that is not JSON, for its message
+  std::string repeated;
+  json doc = parse_json_keys_once(std::string(json_text), repeated);
   try {
-    doc = json::parse(json_text.begin(), json_text.end());
+    if (doc.is_discarded()) doc = json::parse(json_text.begin(), json_text.end());
   } catch (const json::parse_error& e) {
     throw Error(ErrorCode::kDataLoss, fmt::format("{}: malformed JSON at byte {}: {}", origin, e.byte,
                                                   std::string(e.what()).substr(std::string(e.what()).find(':') + 2)));
@@ -113,8 +116,6 @@ HardwareSpec parse_hardware_spec(std::string_view json_text, const std::string& 
   if (!doc.is_object()) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: a hardware spec must be a JSON object", origin));
   }
-  std::string repeated;  // the parser keeps a repeated key's last value silently
-  parse_json_keys_once(std::string(json_text), repeated);
   if (!repeated.empty()) {
     throw Error(ErrorCode::kInvalidArgument, fmt::format("{}: '{}' is given twice", origin, repeated));
   }
