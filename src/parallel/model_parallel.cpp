@@ -144,9 +144,16 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
            in_node_cost(r.intra, Collective::kAllGather, r.tp, bytes, elt, basis).seconds();
   };
   const double layer_call = sp ? sequence_pair(act) : tensor_call(act);
-  const double embedding_call =
-      sp ? in_node_cost(r.intra, Collective::kReduceScatter, r.tp, act, elt, basis).seconds() : layer_call;
+  // Megatron's ends: the vocabulary-parallel embedding's output all-reduced forward (sequence
+  // parallel: reduce-scattered forward, its gradient all-gathered backward); the LM head, a
+  // column-parallel linear, all-reduces its input's gradient backward (sequence parallel: gathers
+  // its input forward, reduce-scatters the gradient backward); the vocabulary-parallel loss
+  // all-reduces three floats a token (the logits' maximum, the sum of their exponentials, the
+  // target's logit)
+  const double embedding_call = layer_call;
+  const double head_call = layer_call;
   const double loss_call = tensor_call(static_cast<double>(r.micro_batch * r.tokens) * 4);
+  const int layer_pair_calls = sp ? 2 : 1;  // collectives in the place of one all-reduce
   const int dp_per_node = std::max(1, std::min(r.dp, per_node / r.tp));
   const int dp_nodes = r.dp / dp_per_node;
   // expert parallelism: ep consecutive replicas (devices tp apart) exchange tokens by all-to-all;
@@ -191,8 +198,9 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     PartCost layers;
     std::uint64_t largest_layer_saved = 0;
     std::int64_t layer_count = 0;
-    double moe_load = 0;      // the stage's layers with experts, each weighted by its busiest device's load
-    double tensor_pass = 0;   // the layers' tensor-parallel collectives in one pass (forward or backward)
+    double moe_load = 0;     // the stage's layers with experts, each weighted by its busiest device's load
+    double tensor_pass = 0;  // the layers' tensor-parallel collectives in one pass (forward or backward)
+    int tensor_pass_calls = 0;
     double excess_flops = 0;  // what the busiest expert device runs beyond an average one
     // what each expert-parallel device's experts keep beyond an average device's, over the stage's
     // layers (a measured routing loads them unevenly; its busiest device in one layer need not be
@@ -207,6 +215,7 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
         const PartCost& layer = costs.layers.at(decoder_layer_kind(c, l));
         layers += layer;
         tensor_pass += 2 * layer_call;  // the attention's and the MLP's
+        tensor_pass_calls += 2 * layer_pair_calls;
         double layer_saved = static_cast<double>(layer.saved_bytes);
         if (c.experts > 0 && c.moe_layer(l)) {
           const std::vector<double> loads = expert_device_loads(c, l, r.ep);  // ep entries
@@ -220,7 +229,10 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
           // token a device received, gathered over tp for the experts' split GEMMs and
           // reduce-scattered after them, λ of an average device's on the busiest
           if (sp && r.ep > 1) tensor_pass += sequence_pair(c.experts_per_token * load * act) - layer_call;
-          if (sp && c.shared_expert_intermediate > 0) tensor_pass += layer_call;  // the shared expert's own pair
+          if (sp && c.shared_expert_intermediate > 0) {  // the shared expert's own pair
+            tensor_pass += layer_call;
+            tensor_pass_calls += 2;
+          }
           // an average device's experts take 1/λ of the busiest's rows
           excess_flops +=
               (layer.expert_forward_flops * (r.recompute ? 2 : 1) + layer.expert_backward_flops) * (1 - 1 / load);
@@ -236,7 +248,12 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     st.backward_seconds = all.backward_seconds + (r.recompute ? layers.forward_seconds : 0);
     st.flops = all.forward_flops + all.backward_flops + (r.recompute ? layers.forward_flops : 0);
     // Megatron's f and g: two all-reduces a layer forward, two backward, two more recomputing
-    st.tensor_seconds = tensor_pass * (r.recompute ? 3 : 2) + (first ? embedding_call : 0) + (last ? 3 * loss_call : 0);
+    st.tensor_seconds =
+        tensor_pass * (r.recompute ? 3 : 2) + (first ? embedding_call : 0) + (last ? head_call + 3 * loss_call : 0);
+    if (r.tp > 1) {
+      st.tensor_calls = tensor_pass_calls * (r.recompute ? 3 : 2) + (first ? layer_pair_calls : 0) +
+                        (last ? layer_pair_calls + 3 : 0);
+    }
     // dispatch and combine a MoE layer forward, the same two backward, two more recomputing; under
     // a measured routing the busiest device receives (dispatch) and sends back (combine) λ times an
     // average device's rows, and the all-to-all waits for it
@@ -337,8 +354,8 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   if (r.tp > 1) {
     out.approximations.push_back(
         std::string("tensor parallelism: two all-reduces of the hidden states a layer forward and two backward (two "
-                    "more recomputing), one after the embedding, three small ones in the vocabulary-parallel loss; "
-                    "none overlapped with compute; ") +
+                    "more recomputing), one after the embedding, one of the LM head's input gradient, three small "
+                    "ones in the vocabulary-parallel loss; none overlapped with compute; ") +
         (sp ? "norms split by sequence parallelism" : "norms replicated"));
   }
   if (sp) {

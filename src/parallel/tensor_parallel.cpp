@@ -60,6 +60,9 @@ std::vector<std::pair<Collective, double>> tensor_parallel_collectives(const Dec
   const double logit_positions = request.phase == DecoderPhase::kPrefill ? 1.0 : static_cast<double>(request.tokens);
   const double activations = static_cast<double>(request.batch) * tokens * static_cast<double>(config.hidden) * element;
   std::vector<std::pair<Collective, double>> out;
+  // the vocabulary-parallel embedding: each device looks up the tokens of its rows of the
+  // vocabulary (zeros for the others), summed over the devices (Megatron's, vLLM's)
+  out.emplace_back(Collective::kAllReduce, activations);
   for (std::int64_t l = 0; l < config.layers; ++l) {
     out.emplace_back(Collective::kAllReduce, activations);  // after the attention's o_proj
     out.emplace_back(Collective::kAllReduce, activations);  // after the MLP's down_proj

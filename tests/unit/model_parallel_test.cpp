@@ -612,6 +612,52 @@ TEST(ModelParallelTest, SequenceParallelismWithExpertsGathersTheRoutedRows) {
   EXPECT_TRUE(said);
 }
 
+// Megatron's tensor-parallel collectives of one micro-batch, counted by hand for a 4-layer llama
+// on one stage: two all-reduces of the hidden states a layer forward (after o_proj and down_proj)
+// and two backward (the gradients of the column-parallel q/k/v's and gate/up's inputs), one after
+// the vocabulary-parallel embedding (forward), one of the LM head's input gradient (backward: the
+// head is column-parallel too), three of b × s fp32 values in the vocabulary-parallel loss; two
+// more a layer recomputing. Sequence parallelism: each all-reduce of the hidden states a
+// reduce-scatter and an all-gather.
+TEST(ModelParallelTest, TensorParallelCollectivesAreMegatronsCountedByHand) {
+  ShardCostCache cache(small_llama(), HardwareDatabase::builtin().get("h100-sxm"));
+  ModelParallelRequest r = request();
+  r.tp = 2;
+  const double act = 1.0 * 512 * 1024 * 2, loss = 1.0 * 512 * 4;
+  std::string basis;
+  const auto reduce = [&](double bytes) {
+    return in_node_cost(r.intra, Collective::kAllReduce, 2, bytes, 2, basis).seconds();
+  };
+  const auto pair = [&](double bytes) {
+    return in_node_cost(r.intra, Collective::kReduceScatter, 2, bytes, 2, basis).seconds() +
+           in_node_cost(r.intra, Collective::kAllGather, 2, bytes, 2, basis).seconds();
+  };
+  const ModelParallelStep plain = model_parallel_step(cache, r);
+  ASSERT_EQ(plain.stages.size(), 1u);
+  EXPECT_EQ(plain.stages[0].tensor_calls, 4 * 4 + 1 + 1 + 3);
+  EXPECT_NEAR(plain.stages[0].tensor_seconds, 18 * reduce(act) + 3 * reduce(loss), 1e-15);
+  EXPECT_DOUBLE_EQ(plain.tensor_seconds, plain.stages[0].tensor_seconds);  // one micro-batch
+  r.recompute = true;
+  const ModelParallelStep recomputed = model_parallel_step(cache, r);
+  EXPECT_EQ(recomputed.stages[0].tensor_calls, 4 * 6 + 1 + 1 + 3);
+  EXPECT_NEAR(recomputed.stages[0].tensor_seconds, 26 * reduce(act) + 3 * reduce(loss), 1e-15);
+  r.recompute = false;
+  r.sequence_parallel = true;
+  const ModelParallelStep sequence = model_parallel_step(cache, r);
+  EXPECT_EQ(sequence.stages[0].tensor_calls, 2 * (4 * 4 + 1 + 1) + 3);
+  EXPECT_NEAR(sequence.stages[0].tensor_seconds, 18 * pair(act) + 3 * reduce(loss), 1e-15);
+  // two stages: the embedding's on the first, the head's and the loss's on the last
+  r.sequence_parallel = false;
+  r.pp = 2;
+  const ModelParallelStep staged = model_parallel_step(cache, r);
+  ASSERT_EQ(staged.stages.size(), 2u);
+  EXPECT_EQ(staged.stages[0].tensor_calls, 2 * 4 + 1);
+  EXPECT_EQ(staged.stages[1].tensor_calls, 2 * 4 + 1 + 3);
+  r.pp = 1;
+  r.tp = 1;
+  EXPECT_EQ(model_parallel_step(cache, r).stages[0].tensor_calls, 0);
+}
+
 // The search: every layout it lists divides the devices, the layers and the batch; those that fit
 // come first, fastest first; the 175B model on 1,024 A100s has layouts that fit and none with
 // tp·pp = 1 (its model states alone are 2.8 TB).

@@ -113,6 +113,7 @@ struct PipelineStage {
   std::vector<std::pair<std::int64_t, std::int64_t>> layers;  ///< [first, last) of each chunk
   double forward_seconds = 0, backward_seconds = 0;           ///< compute (backward with the recomputed forward)
   double tensor_seconds = 0;                                  ///< tensor-parallel collectives (forward and backward)
+  int tensor_calls = 0;                                       ///< how many (forward and backward)
   double expert_seconds = 0;                                  ///< expert-parallel all-to-alls (forward and backward)
   double optimizer_seconds = 0;                               ///< per step (sharded by a distributed optimizer)
   double gradient_seconds = 0, gradient_exposed_seconds = 0;  ///< dp gradient collectives, per step
