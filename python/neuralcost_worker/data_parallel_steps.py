@@ -27,7 +27,7 @@ import time
 from neuralcost_worker import collectives
 
 
-def _optimizer(torch, name, params):
+def make_optimizer(torch, name, params):
     if name == "sgd":
         return torch.optim.SGD(params, lr=0.01)
     if name == "adam":
@@ -62,6 +62,24 @@ class _Timed:
     def take(self):
         calls, self.calls = self.calls, []
         return calls
+
+
+def link_and_wait(torch, dist, calls):
+    """A step's link time and skew over every rank (the same collectives in the same order): each
+    call from its last rank's launch to its last rank's completion, and from its first rank's launch
+    to its last's. `calls`: this rank's (name, launch, completion, bytes)."""
+    n = torch.tensor([len(calls)], dtype=torch.int64)
+    dist.all_reduce(n, op=dist.ReduceOp.MIN)
+    if int(n.item()) != len(calls):
+        raise RuntimeError("the ranks ran different collectives in one step")
+    times = torch.tensor([[c[1], c[2]] for c in calls] or [[0.0, 0.0]], dtype=torch.float64)
+    last = times.clone()
+    dist.all_reduce(last, op=dist.ReduceOp.MAX)
+    first = times.clone()
+    dist.all_reduce(first, op=dist.ReduceOp.MIN)
+    link = float((last[:, 1] - last[:, 0]).clamp(min=0).sum()) if calls else 0.0
+    wait = float((last[:, 0] - first[:, 0]).sum()) if calls else 0.0
+    return link, wait
 
 
 def _rank_main(rank, world, port, request, results):
@@ -125,8 +143,8 @@ def _rank_main(rank, world, port, request, results):
         model = net
     else:
         raise ValueError(f"mode {mode!r} is not one of ddp, fsdp")
-    optimizer = _optimizer(torch, request["optimizer"], model.parameters())
-    plain_optimizer = _optimizer(torch, request["optimizer"], plain.parameters())
+    optimizer = make_optimizer(torch, request["optimizer"], model.parameters())
+    plain_optimizer = make_optimizer(torch, request["optimizer"], plain.parameters())
 
     def step(m, opt):
         opt.zero_grad(set_to_none=True)
@@ -151,21 +169,6 @@ def _rank_main(rank, world, port, request, results):
             return calls
         return [(c[0], c[1], c[2], 0) for c in timed.take()]
 
-    def link_and_wait(calls):
-        """The step's link time and skew over every rank (the same collectives in the same order)."""
-        n = torch.tensor([len(calls)], dtype=torch.int64)
-        dist.all_reduce(n, op=dist.ReduceOp.MIN)
-        if int(n.item()) != len(calls):
-            raise RuntimeError("the ranks ran different collectives in one step")
-        times = torch.tensor([[c[1], c[2]] for c in calls] or [[0.0, 0.0]], dtype=torch.float64)
-        last = times.clone()
-        dist.all_reduce(last, op=dist.ReduceOp.MAX)
-        first = times.clone()
-        dist.all_reduce(first, op=dist.ReduceOp.MIN)
-        link = float((last[:, 1] - last[:, 0]).clamp(min=0).sum()) if calls else 0.0
-        wait = float((last[:, 0] - first[:, 0]).sum()) if calls else 0.0
-        return link, wait
-
     for _ in range(int(request.get("warmup", 3))):
         synced()
         alone()
@@ -184,7 +187,7 @@ def _rank_main(rank, world, port, request, results):
             calls_per_step = len(calls)
             for name, _s, _e, nbytes in calls:
                 collectives_seen.setdefault(name, set()).add(nbytes)
-            link, wait = link_and_wait(calls)
+            link, wait = link_and_wait(torch, dist, calls)
             dist.barrier()
             start = time.perf_counter()
             alone()

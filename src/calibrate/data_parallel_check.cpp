@@ -56,14 +56,20 @@ void check_data_parallel_request(const DataParallelCheckRequest& r) {
 namespace {
 
 RoundFigure figure(const json& rounds, const char* key) {
+  std::vector<double> medians;
+  for (const json& round : rounds) medians.push_back(median(round.at(key).get<std::vector<double>>()));
+  return round_figure(std::move(medians));
+}
+
+}  // namespace
+
+RoundFigure round_figure(std::vector<double> round_medians) {
   RoundFigure f;
-  for (const json& round : rounds) f.rounds.push_back(median(round.at(key).get<std::vector<double>>()));
+  f.rounds = std::move(round_medians);
   f.median = median(f.rounds);
   f.ci95 = order_statistic_median_ci(f.rounds).interval;
   return f;
 }
-
-}  // namespace
 
 void predict_data_parallel(DataParallelCheck& out) {
   const DataParallelCheckRequest& request = out.request;

@@ -170,82 +170,149 @@ std::string render_collective_calibration(const CollectiveCalibration& c, Format
   return out;
 }
 
-std::string render_data_parallel_check(const DataParallelCheck& c, double within, Format format) {
-  const auto figure_json = [](const RoundFigure& f) {
-    return json{{"median", f.median}, {"ci95", {f.ci95.low, f.ci95.high}}, {"rounds", f.rounds}};
-  };
-  const DataParallelCheckRequest& r = c.request;
-  const char* mode = r.stage == ZeroStage::kParameters ? "fsdp" : "ddp";
-  const bool step_ok = std::abs(c.step_error()) <= within, link_ok = std::abs(c.link_error()) <= within;
-  if (format == Format::kJson) {
-    return report::json_text(
-        json{{"model", r.model},
-             {"batch_per_rank", r.batch},
-             {"ranks", r.ranks},
-             {"mode", mode},
-             {"link", r.link.origin.empty() || r.link.origin == "built-in" ? r.link.id : r.link.origin},
-             {"torch", c.torch_version},
-             {"parameters", c.parameters},
-             {"rounds", r.rounds},
-             {"steps_per_round", r.steps},
-             {"step_seconds", figure_json(c.step)},
-             {"compute_seconds", figure_json(c.compute)},
-             {"link_seconds", figure_json(c.link)},
-             {"wait_seconds", figure_json(c.wait)},
-             {"collectives_per_step", c.collectives_per_step},
-             {"collectives", c.collectives},
-             {"ddp_bucket_bytes", c.measured_buckets},
-             {"fsdp_unit_parameters", c.units},
-             {"predicted_calls", c.predicted_calls},
-             {"predicted_link_seconds", c.predicted_link_seconds},
-             {"predicted_exposed_seconds", c.predicted_exposed_seconds},
-             {"predicted_step_seconds", c.predicted_step_seconds},
-             {"step_error", c.step_error()},
-             {"link_error", c.link_error()},
-             {"within", within},
-             {"step_within", step_ok},
-             {"link_within", link_ok},
-             {"notes", c.notes}});
-  }
+namespace {
+
+json figure_json(const RoundFigure& f) {
+  return json{{"median", f.median}, {"ci95", {f.ci95.low, f.ci95.high}}, {"rounds", f.rounds}};
+}
+
+std::string link_name(const InterconnectSpec& link) {
+  return link.origin.empty() || link.origin == "built-in" ? link.id : link.origin;
+}
+
+/// A measured parallel step beside its prediction: step and link with their errors, the step
+/// without communication and the ranks' skew as measured.
+report::Table step_table(const RoundFigure& step, const RoundFigure& link, const RoundFigure& compute,
+                         const RoundFigure& wait, double predicted_step, double predicted_link, double within) {
   const auto interval = [](const RoundFigure& f) {
     return fmt::format("{} [{}, {}]", report::seconds(f.median), report::seconds(f.ci95.low),
                        report::seconds(f.ci95.high));
+  };
+  const auto row = [&](const char* name, const char* raw, const RoundFigure& measured, double predicted) {
+    const double error = measured.median > 0 ? predicted / measured.median - 1 : 0;
+    return std::vector<Cell>{{name, raw},
+                             {interval(measured), fmt::format("{}", measured.median)},
+                             {report::seconds(predicted), fmt::format("{}", predicted)},
+                             {fmt::format("{:+.1f}%", 100 * error), fmt::format("{}", error)},
+                             {std::abs(error) <= within ? "yes" : "no", ""}};
   };
   report::Table t;
   t.headers = {"", "measured (median of rounds, 95% interval)", "predicted", "error",
                fmt::format("within {:g}%", within * 100)};
   t.raw_headers = {"quantity", "measured_seconds", "predicted_seconds", "error", "within"};
   t.right_align = {false, true, true, true, false};
-  t.rows.push_back({{"step", "step"},
-                    {interval(c.step), fmt::format("{}", c.step.median)},
-                    {report::seconds(c.predicted_step_seconds), fmt::format("{}", c.predicted_step_seconds)},
-                    {fmt::format("{:+.1f}%", 100 * c.step_error()), fmt::format("{}", c.step_error())},
-                    {step_ok ? "yes" : "no", ""}});
-  t.rows.push_back({{"communication (link)", "link"},
-                    {interval(c.link), fmt::format("{}", c.link.median)},
-                    {report::seconds(c.predicted_link_seconds), fmt::format("{}", c.predicted_link_seconds)},
-                    {fmt::format("{:+.1f}%", 100 * c.link_error()), fmt::format("{}", c.link_error())},
-                    {link_ok ? "yes" : "no", ""}});
+  t.rows.push_back(row("step", "step", step, predicted_step));
+  t.rows.push_back(row("communication (link)", "link", link, predicted_link));
   t.rows.push_back({{"step without communication", "compute"},
-                    {interval(c.compute), fmt::format("{}", c.compute.median)},
+                    {interval(compute), fmt::format("{}", compute.median)},
                     {"(measured)", ""},
                     {"", ""},
                     {"", ""}});
   t.rows.push_back({{"ranks' skew before collectives", "wait"},
-                    {interval(c.wait), fmt::format("{}", c.wait.median)},
+                    {interval(wait), fmt::format("{}", wait.median)},
                     {"(not modeled)", ""},
                     {"", ""},
                     {"", ""}});
+  return t;
+}
+
+}  // namespace
+
+std::string render_data_parallel_check(const DataParallelCheck& c, double within, Format format) {
+  const DataParallelCheckRequest& r = c.request;
+  const char* mode = r.stage == ZeroStage::kParameters ? "fsdp" : "ddp";
+  const bool step_ok = std::abs(c.step_error()) <= within, link_ok = std::abs(c.link_error()) <= within;
+  if (format == Format::kJson) {
+    return report::json_text(json{{"model", r.model},
+                                  {"batch_per_rank", r.batch},
+                                  {"ranks", r.ranks},
+                                  {"mode", mode},
+                                  {"link", link_name(r.link)},
+                                  {"torch", c.torch_version},
+                                  {"parameters", c.parameters},
+                                  {"rounds", r.rounds},
+                                  {"steps_per_round", r.steps},
+                                  {"step_seconds", figure_json(c.step)},
+                                  {"compute_seconds", figure_json(c.compute)},
+                                  {"link_seconds", figure_json(c.link)},
+                                  {"wait_seconds", figure_json(c.wait)},
+                                  {"collectives_per_step", c.collectives_per_step},
+                                  {"collectives", c.collectives},
+                                  {"ddp_bucket_bytes", c.measured_buckets},
+                                  {"fsdp_unit_parameters", c.units},
+                                  {"predicted_calls", c.predicted_calls},
+                                  {"predicted_link_seconds", c.predicted_link_seconds},
+                                  {"predicted_exposed_seconds", c.predicted_exposed_seconds},
+                                  {"predicted_step_seconds", c.predicted_step_seconds},
+                                  {"step_error", c.step_error()},
+                                  {"link_error", c.link_error()},
+                                  {"within", within},
+                                  {"step_within", step_ok},
+                                  {"link_within", link_ok},
+                                  {"notes", c.notes}});
+  }
+  const report::Table t =
+      step_table(c.step, c.link, c.compute, c.wait, c.predicted_step_seconds, c.predicted_link_seconds, within);
   if (format == Format::kCsv) return report::render_table(t, format);
   std::string out = fmt::format(
       "{}: {} over {} local processes (gloo, torch {}), batch {} a rank, {} parameters; {} rounds of {} steps with "
       "and {} without communication, interleaved\n",
       r.model, mode, r.ranks, c.torch_version, r.batch, c.parameters, r.rounds, r.steps, r.steps);
-  out += fmt::format("link: {}; measured {} collectives a step ({}), predicted {}\n",
-                     r.link.origin.empty() || r.link.origin == "built-in" ? r.link.id : r.link.origin,
+  out += fmt::format("link: {}; measured {} collectives a step ({}), predicted {}\n", link_name(r.link),
                      c.collectives_per_step, fmt::join(c.collectives, ", "), c.predicted_calls);
   out += report::render_table(t, format);
   out += fmt::format("predicted exposed communication: {}\n", report::seconds(c.predicted_exposed_seconds));
+  for (const std::string& n : c.notes) out += "note: " + n + "\n";
+  return out;
+}
+
+std::string render_tensor_parallel_check(const TensorParallelCheck& c, double within, Format format) {
+  const TensorParallelCheckRequest& r = c.request;
+  const bool step_ok = std::abs(c.step_error()) <= within, link_ok = std::abs(c.link_error()) <= within;
+  const bool calls_ok = c.collectives_per_step == c.predicted_calls;
+  if (format == Format::kJson) {
+    return report::json_text(json{{"model", r.model.empty() ? r.config.source : r.model},
+                                  {"ranks", r.ranks},
+                                  {"batch", r.batch},
+                                  {"tokens", r.tokens},
+                                  {"link", link_name(r.link)},
+                                  {"torch", c.torch_version},
+                                  {"parameters_per_rank", c.parameters},
+                                  {"predicted_parameters_per_rank", c.predicted_parameters},
+                                  {"rounds", r.rounds},
+                                  {"steps_per_round", r.steps},
+                                  {"step_seconds", figure_json(c.step)},
+                                  {"compute_seconds", figure_json(c.compute)},
+                                  {"link_seconds", figure_json(c.link)},
+                                  {"wait_seconds", figure_json(c.wait)},
+                                  {"collectives_per_step", c.collectives_per_step},
+                                  {"call_bytes", c.call_bytes},
+                                  {"predicted_calls", c.predicted_calls},
+                                  {"predicted_link_seconds", c.predicted_link_seconds},
+                                  {"predicted_step_seconds", c.predicted_step_seconds},
+                                  {"step_error", c.step_error()},
+                                  {"link_error", c.link_error()},
+                                  {"within", within},
+                                  {"calls_equal", calls_ok},
+                                  {"step_within", step_ok},
+                                  {"link_within", link_ok},
+                                  {"notes", c.notes}});
+  }
+  const report::Table t =
+      step_table(c.step, c.link, c.compute, c.wait, c.predicted_step_seconds, c.predicted_link_seconds, within);
+  if (format == Format::kCsv) return report::render_table(t, format);
+  std::vector<std::string> sizes;
+  for (double b : c.call_bytes) sizes.push_back(report::si(b, "B"));
+  std::string out = fmt::format(
+      "{}: tensor parallel over {} local processes (gloo, torch {}), Megatron's split, fp32; batch {} × {} tokens, "
+      "{} parameters a rank ({} by the shard's graph); {} rounds of {} steps with and {} without communication, "
+      "interleaved\n",
+      r.model.empty() ? r.config.source : r.model, r.ranks, c.torch_version, r.batch, r.tokens, c.parameters,
+      c.predicted_parameters, r.rounds, r.steps, r.steps);
+  out +=
+      fmt::format("link: {}; measured {} all-reduces a step (of {}), predicted {}{}\n", link_name(r.link),
+                  c.collectives_per_step, fmt::join(sizes, ", "), c.predicted_calls, calls_ok ? "" : " (they differ)");
+  out += report::render_table(t, format);
   for (const std::string& n : c.notes) out += "note: " + n + "\n";
   return out;
 }

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 
 #include "neuralcost/calibrate/data_parallel_check.hpp"
+#include "neuralcost/calibrate/tensor_parallel_check.hpp"
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
+#include "neuralcost/parallel/link_time.hpp"
 
 namespace neuralcost {
 namespace {
@@ -217,6 +219,69 @@ TEST(DataParallelTest, TheCheckExposesEveryCollectiveWhenTheRanksFillTheCpus) {
     if (stage == ZeroStage::kParameters) EXPECT_LT(c.predicted_exposed_seconds, c.predicted_link_seconds);
     EXPECT_THAT(::testing::PrintToString(c.notes), ::testing::Not(::testing::HasSubstr("no overlap"))) << name;
   }
+}
+
+// The tensor-parallel check's prediction (`profile --train --tensor-parallel`): the built-in
+// 4-layer Llama at batch 4 × 128 tokens over 2 ranks makes 21 all-reduces a step (four a layer,
+// the embedding's, the LM head's input gradient, three of the loss), 18 of 4 × 128 × 256 fp32
+// values and 3 of 4 × 128, each on the calibrated link's measured segments; the step is the
+// measured compute plus all of them; a rank's parameters are the shard's (hand count).
+TEST(TensorParallelCheckTest, ThePredictionIsMegatronsCollectivesOnTheCalibratedLink) {
+  TensorParallelCheck c;
+  c.request.config = tensor_parallel_check_config("");
+  c.request.link = find_interconnect(std::string(NEURALCOST_TEST_INPUTS) + "/calibration/gloo_loopback_2ranks.json");
+  c.request.hardware = HardwareDatabase::builtin().get("epyc-9654");
+  check_tensor_parallel_request(c.request);
+  c.compute.median = 0.1;
+  predict_tensor_parallel(c);
+  std::string basis;
+  const auto reduce = [&](double bytes) {
+    return in_node_cost(c.request.link, Collective::kAllReduce, 2, bytes, 4, basis).seconds();
+  };
+  EXPECT_EQ(c.predicted_calls, 21);
+  EXPECT_NEAR(c.predicted_link_seconds, 18 * reduce(4.0 * 128 * 256 * 4) + 3 * reduce(4.0 * 128 * 4), 1e-12);
+  EXPECT_EQ(basis.rfind("measured", 0), 0u) << basis;
+  EXPECT_DOUBLE_EQ(c.predicted_step_seconds, 0.1 + c.predicted_link_seconds);
+  // the vocabulary and LM head (4,096 / 2 rows each), per layer two norms, q (4 of 8 heads × 32),
+  // k and v (2 of 4 KV heads × 32), o, gate, up and down (352 of 704 columns); the final norm
+  const std::uint64_t layer = 2 * 256 + 256 * 128 + 2 * 256 * 64 + 128 * 256 + 3 * 256 * 352;
+  EXPECT_EQ(c.predicted_parameters, 2u * 2048 * 256 + 4 * layer + 256);
+  c.parameters = c.predicted_parameters + 1;
+  c.notes.clear();
+  predict_tensor_parallel(c);
+  EXPECT_THAT(::testing::PrintToString(c.notes), ::testing::HasSubstr("they are not the same model"));
+}
+
+TEST(TensorParallelCheckTest, DecodersTheWorkerDoesNotBuildAreOneClearError) {
+  TensorParallelCheckRequest r;
+  r.link = find_interconnect(std::string(NEURALCOST_TEST_INPUTS) + "/calibration/gloo_loopback_2ranks.json");
+  const auto error_of = [&](const std::string& model, int ranks) {
+    r.model = model;
+    r.config = tensor_parallel_check_config(model);
+    r.ranks = ranks;
+    try {
+      check_tensor_parallel_request(r);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error_of("", 2), "accepted");
+  EXPECT_EQ(error_of("qwen3-8b", 2), "accepted");  // its q and k norms
+  EXPECT_EQ(error_of("", 1), "--tensor-parallel 1: a tensor-parallel step needs at least 2 ranks");
+  EXPECT_EQ(error_of("", 3), "--tensor-parallel 3: the built-in decoder has 8 attention heads");
+  EXPECT_EQ(error_of("mixtral-8x7b", 2),
+            "--tensor-parallel runs Llama-family decoders split as Megatron-LM splits them; mixtral-8x7b has a "
+            "mixture of experts");
+  EXPECT_THAT(error_of("gpt2", 2), ::testing::HasSubstr("gpt2 has LayerNorm and an ungated MLP"));
+  EXPECT_THAT(error_of("gemma-2-2b", 2), ::testing::HasSubstr("gemma2's extra norms and soft-caps"));
+  EXPECT_THAT(error_of("deepseek-v2-lite", 2), ::testing::HasSubstr("has a mixture of experts"));
+  r.tokens = 8192;
+  EXPECT_EQ(error_of("", 2), "--prompt 8192: the built-in decoder has 2048 positions");
+  r.tokens = 128;
+  r.link = find_interconnect("nvlink4-nvswitch");
+  EXPECT_THAT(error_of("", 2), ::testing::StartsWith("--link nvlink4-nvswitch has no measured all_reduce over 2"));
+  EXPECT_THROW(tensor_parallel_check_config("not-a-model"), Error);
 }
 
 }  // namespace

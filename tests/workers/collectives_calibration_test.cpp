@@ -7,6 +7,7 @@
 #include <unistd.h>
 #include <chrono>
 
+#include <filesystem>
 #include <fstream>
 #include <set>
 
@@ -159,7 +160,8 @@ TEST(CollectivesCalibrationTest, DataParallelStepsRefuseWhatDoesNotApply) {
               ::testing::StartsWith("error: --link nvlink4-nvswitch has no measured all_reduce over 2 ranks"));
   EXPECT_THAT(error_of(base + "--link " + kLink + " --backend torch"),
               ::testing::StartsWith("error: --backend does not apply with --data-parallel"));
-  EXPECT_EQ(error_of("profile --model cnn --link " + kLink), "error: --link applies only with --data-parallel\n");
+  EXPECT_EQ(error_of("profile --model cnn --link " + kLink),
+            "error: --link applies only with --data-parallel or --tensor-parallel\n");
   EXPECT_EQ(error_of("profile --data-parallel 2 --model cnn --link " + kLink),
             "error: --data-parallel applies only with --train\n");
 }
@@ -171,6 +173,93 @@ TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheStepsWithOneErrorAndNoProce
                   "profile --train --data-parallel 2 --model ff --batch 4 --rounds 3 --link " + kLink + kTimeline);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, ::testing::StartsWith("error: the data-parallel steps over 2 ranks failed: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  expect_none_left(mark);
+}
+
+// Real tensor-parallel steps (Megatron's split in the worker): the collectives a step makes, their
+// sizes and each rank's parameters are the ones the model counts, for the built-in Llama and for
+// decoders with what the split must handle (qwen2: tied embeddings, q/k/v biases and a vocabulary
+// of 1,001 padded to 1,002; qwen3: q and k norms, head_dim apart from hidden / heads; llama with
+// attention and MLP biases, the row-parallel ones added once).
+TEST(CollectivesCalibrationTest, TensorParallelStepsAreMeasuredAndPredicted) {
+  const std::string dir = ::testing::TempDir() + "tp_configs" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::vector<std::pair<std::string, nlohmann::json>> configs = {
+      {"qwen2",
+       {{"model_type", "qwen2"}, {"vocab_size", 1001}, {"tie_word_embeddings", true}, {"num_key_value_heads", 2}}},
+      {"qwen3", {{"model_type", "qwen3"}, {"head_dim", 64}, {"num_key_value_heads", 2}}},
+      {"llama", {{"model_type", "llama"}, {"attention_bias", true}, {"mlp_bias", true}}}};
+  std::vector<std::string> models = {""};
+  for (const auto& [name, fields] : configs) {
+    nlohmann::json config = {{"hidden_size", 128},
+                             {"num_hidden_layers", 2},
+                             {"num_attention_heads", 4},
+                             {"num_key_value_heads", 4},
+                             {"intermediate_size", 352},
+                             {"vocab_size", 1000},
+                             {"max_position_embeddings", 512}};
+    config.update(fields);
+    models.push_back(dir + "/" + name + ".json");
+    std::ofstream(models.back()) << config.dump();
+  }
+  for (const std::string& model : models) {
+    const CliResult r = run_cli("profile --train --tensor-parallel 2 --batch 2 --prompt 32 --rounds 2 --link " + kLink +
+                                kTimeline + "--format json" + (model.empty() ? "" : " --model " + model));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const double hidden = model.empty() ? 256 : 128;
+    EXPECT_EQ(j["collectives_per_step"], j["predicted_calls"]) << model;
+    EXPECT_EQ(j["collectives_per_step"], model.empty() ? 21 : 13) << model;  // 4 a layer, 5 at the ends
+    EXPECT_EQ(j["call_bytes"], nlohmann::json::array({2 * 32 * 4.0, 2 * 32 * hidden * 4})) << model;
+    EXPECT_EQ(j["parameters_per_rank"], j["predicted_parameters_per_rank"]) << model;
+    EXPECT_EQ(j["calls_equal"], true);
+    EXPECT_EQ(j["step_seconds"]["rounds"].size(), 2u);
+    EXPECT_GT(j["compute_seconds"]["median"].get<double>(), 0);
+    EXPECT_GT(j["link_seconds"]["median"].get<double>(), 0);
+    EXPECT_GT(j["predicted_link_seconds"].get<double>(), 0);
+    EXPECT_DOUBLE_EQ(j["predicted_step_seconds"].get<double>(),
+                     j["compute_seconds"]["median"].get<double>() + j["predicted_link_seconds"].get<double>());
+    for (const auto& note : j["notes"])
+      EXPECT_EQ(note.get<std::string>().find("not the same model"), std::string::npos) << model;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CollectivesCalibrationTest, TensorParallelStepsRefuseWhatDoesNotApply) {
+  const std::string base = "profile --train --tensor-parallel 2 ";
+  const auto error_of = [](const std::string& args) {
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    return r.err;
+  };
+  EXPECT_THAT(error_of(base), ::testing::StartsWith("error: --tensor-parallel needs --link SPEC.json"));
+  EXPECT_EQ(error_of("profile --train --tensor-parallel 1 --link " + kLink),
+            "error: --tensor-parallel 1: a tensor-parallel step needs at least 2 ranks\n");
+  EXPECT_EQ(error_of(base + "--model mixtral-8x7b --link " + kLink),
+            "error: --tensor-parallel runs Llama-family decoders split as Megatron-LM splits them; mixtral-8x7b has "
+            "a mixture of experts\n");
+  EXPECT_THAT(error_of(base + "--model cnn --link " + kLink),
+              ::testing::StartsWith("error: --tensor-parallel: the model 'cnn' is not a decoder LLM"));
+  EXPECT_THAT(error_of(base + "--link " + kLink + " --zero fsdp"),
+              ::testing::StartsWith("error: --zero does not apply with --tensor-parallel"));
+  EXPECT_EQ(error_of(base + "--link " + kLink + " --optimizer momentum"),
+            "error: --optimizer momentum with --tensor-parallel: sgd or adam run\n");
+  EXPECT_THAT(error_of(base + "--data-parallel 2 --link " + kLink),
+              ::testing::StartsWith("error: --data-parallel and --tensor-parallel are two checks"));
+  EXPECT_EQ(error_of("profile --tensor-parallel 2 --link " + kLink),
+            "error: --tensor-parallel applies only with --train\n");
+  EXPECT_EQ(error_of("profile --model cnn --zero fsdp"), "error: --zero applies only with --data-parallel\n");
+}
+
+TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheTensorParallelStepsAndLeavesNoProcess) {
+  const std::string mark = "NEURALCOST_TEST_MARK=tp_steps" + std::to_string(::getpid());
+  const CliResult r =
+      run_cli_env(mark + " NEURALCOST_COLLECTIVES_FAULT=exit:1:2",
+                  "profile --train --tensor-parallel 2 --batch 2 --prompt 16 --rounds 3 --link " + kLink + kTimeline);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::StartsWith("error: the tensor-parallel steps over 2 ranks failed: "));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   expect_none_left(mark);
 }

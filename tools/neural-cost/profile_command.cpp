@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "neuralcost/calibrate/data_parallel_check.hpp"
+#include "neuralcost/calibrate/tensor_parallel_check.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
 #include "neuralcost/gpu/cuda_devices.hpp"
@@ -40,9 +41,10 @@ struct LayerArgs {
   std::string sort, group;
 };
 
-/// --data-parallel N, --link, --zero: measured data-parallel steps against their prediction.
+/// --data-parallel N (or --tensor-parallel N), --link, --zero: measured data- (tensor-) parallel
+/// steps against their prediction.
 struct DataParallelArgs {
-  int ranks = 0;
+  int ranks = 0, tensor_ranks = 0;
   std::string link, zero = "ddp";
 };
 
@@ -90,9 +92,59 @@ void run_data_parallel_check(const RunArgs& args, const DataParallelArgs& dp, co
   emit(render_data_parallel_check(check_data_parallel(r), 0.15, format), args.output);
 }
 
+/// `profile --train --tensor-parallel N --link SPEC.json [--model DECODER]`: real Megatron-style
+/// tensor-parallel steps of a decoder in N local processes (gloo) against the prediction.
+void run_tensor_parallel_check(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd) {
+  static const std::set<std::string> applies = {"--tensor-parallel", "--link",   "--train",   "--model",
+                                                "--batch",           "--prompt", "--rounds",  "--optimizer",
+                                                "--format",          "--output", "--hardware"};
+  for (const CLI::Option* option : cmd.get_options()) {
+    const std::string name = option->get_name();
+    if (option->count() > 0 && applies.count(name) == 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply with --tensor-parallel (it runs one decoder's tensor-parallel "
+                              "training steps in local processes: --model, --batch, --prompt, --rounds, "
+                              "--optimizer, --link)",
+                              name));
+    }
+  }
+  if (!args.train) throw Error(ErrorCode::kInvalidArgument, "--tensor-parallel applies only with --train");
+  if (dp.link.empty()) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--tensor-parallel needs --link SPEC.json, this machine's calibrated link (`neural-cost hardware "
+                "calibrate --collectives --spec-output SPEC.json`)");
+  }
+  if (args.models.size() > 1 || args.batches.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument, "--tensor-parallel takes one --model (a decoder) and one --batch");
+  }
+  TensorParallelCheckRequest r;
+  r.model = args.models.empty() ? "" : args.models.front();
+  r.config = tensor_parallel_check_config(r.model);
+  r.ranks = dp.tensor_ranks;
+  if (cmd.count("--batch") > 0) r.batch = args.batches.front();
+  if (cmd.count("--prompt") > 0) r.tokens = args.prompt;
+  r.optimizer = args.optimizer.empty() ? "sgd" : args.optimizer;
+  if (r.optimizer != "sgd" && r.optimizer != "adam") {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--optimizer {} with --tensor-parallel: sgd or adam run", r.optimizer));
+  }
+  if (cmd.count("--rounds") > 0) r.rounds = args.rounds;
+  r.link = find_interconnect(dp.link);
+  check_tensor_parallel_request(r);  // bad input is named before the host is calibrated
+  r.hardware = hardware_for(args.hardware.empty() ? "host-spec" : args.hardware);
+  const Format format = output_format(cmd, args.format, args.output);
+  emit(render_tensor_parallel_check(check_tensor_parallel(r), 0.15, format), args.output);
+}
+
 void run_profile(const RunArgs& args, const LayerArgs& layer_args, const DataParallelArgs& dp, const CLI::App& cmd) {
+  if (cmd.count("--data-parallel") > 0 && cmd.count("--tensor-parallel") > 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--data-parallel and --tensor-parallel are two checks: give one (analyze --parallel combines them)");
+  }
   if (cmd.count("--data-parallel") > 0) return run_data_parallel_check(args, dp, cmd);
-  refuse_given(cmd, {"--link", "--zero"}, " applies only with --data-parallel");
+  if (cmd.count("--tensor-parallel") > 0) return run_tensor_parallel_check(args, dp, cmd);
+  refuse_given(cmd, {"--link"}, " applies only with --data-parallel or --tensor-parallel");
+  refuse_given(cmd, {"--zero"}, " applies only with --data-parallel");
   // Ctrl-C ends the run in progress and its workers; -o holds every finished run as it ends.
   // Installed first: a signal while the plan is made (calibration, loading plugins) is kept too.
   install_interrupt_handlers();
@@ -190,9 +242,13 @@ void add_profile_command(CLI::App& app) {
   cmd->add_option("--data-parallel", dp->ranks,
                   "With --train: real DDP (or --zero fsdp: FSDP2) steps of one reference network in N local "
                   "processes on gloo, against the prediction from --link (docs/distributed.md §7)");
+  cmd->add_option("--tensor-parallel", dp->tensor_ranks,
+                  "With --train: real tensor-parallel steps of a decoder (--model: a preset or config.json; default "
+                  "a 4-layer Llama) split as Megatron-LM splits it, in N local processes on gloo, against the "
+                  "prediction from --link (docs/distributed.md §8)");
   cmd->add_option("--link", dp->link,
-                  "With --data-parallel: this machine's calibrated link, a spec written by `hardware calibrate "
-                  "--collectives --spec-output`");
+                  "With --data-parallel or --tensor-parallel: this machine's calibrated link, a spec written by "
+                  "`hardware calibrate --collectives --spec-output`");
   cmd->add_option("--zero", dp->zero, "With --data-parallel: ddp or fsdp")->capture_default_str();
   cmd->callback([args, layer_args, dp, cmd] { run_profile(*args, *layer_args, *dp, *cmd); });
 }

@@ -41,6 +41,9 @@ struct RoundFigure {
   Interval ci95;
 };
 
+/// The figure of each round's median: their median and its 95 % interval.
+RoundFigure round_figure(std::vector<double> round_medians);
+
 struct DataParallelCheck {
   DataParallelCheckRequest request;
   std::string torch_version;

@@ -8,6 +8,7 @@
 
 #include "neuralcost/calibrate/collective_calibration.hpp"
 #include "neuralcost/calibrate/data_parallel_check.hpp"
+#include "neuralcost/calibrate/tensor_parallel_check.hpp"
 #include "neuralcost/hardware/interconnect.hpp"
 #include "neuralcost/report/format.hpp"
 
@@ -25,5 +26,9 @@ std::string render_collective_calibration(const CollectiveCalibration& calibrati
 /// step, compute and link time with their intervals over rounds, the ranks' skew, the predicted
 /// link time, exposed time and step, and whether each is within `within` (15 %) of the measured.
 std::string render_data_parallel_check(const DataParallelCheck& check, double within, Format format);
+/// A measured tensor-parallel step against its prediction (`profile --train --tensor-parallel N`):
+/// as render_data_parallel_check, with the collectives a step (measured and predicted) and the
+/// parameters a rank (run and by the shard's graph).
+std::string render_tensor_parallel_check(const TensorParallelCheck& check, double within, Format format);
 
 }  // namespace neuralcost

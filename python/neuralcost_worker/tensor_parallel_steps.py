@@ -1,0 +1,284 @@
+"""Measured tensor-parallel training steps for `neural-cost profile --train --tensor-parallel N`
+(docs/distributed.md §8), served by the collectives worker (`tp_steps` request).
+
+`ranks` local processes (spawn) join one gloo group; each holds its 1/N of a Llama-family decoder
+split as Megatron-LM splits it (Shoeybi et al. 2019; Megatron-Core's tensor_parallel layers):
+
+- the embedding vocabulary-parallel: each rank looks up the tokens in its rows of the vocabulary
+  (zeros for the others), and the ranks' outputs are all-reduced (forward);
+- each layer's q, k, v and gate, up column-parallel (1/N of the heads, KV heads and MLP columns),
+  their input's gradient all-reduced (backward: Megatron's f); o_proj and down_proj row-parallel,
+  their output all-reduced (forward: Megatron's g); norms and residual adds replicated;
+- the LM head column-parallel (the gradient of its input all-reduced backward) and the loss
+  vocabulary-parallel: the logits' maximum, the target's logit and the sum of the exponentials
+  all-reduced, three floats a token (Megatron's _VocabParallelCrossEntropy), nothing backward.
+
+Every collective is timed from its launch to its completion on each rank. Each round alternates a
+step with communication and the same step without it (the collectives skipped: the same kernels
+on the same shapes), so the machine's drift touches both alike; a step's time is its slowest
+rank's. A collective's link time is its last rank's completion less its last rank's launch, the
+skew its first rank's launch to its last's (data_parallel_steps.link_and_wait). Rank 0 sends the
+rounds back, with each call's bytes and this rank's parameter elements.
+"""
+
+import datetime
+import math
+import os
+import sys
+import time
+
+from neuralcost_worker import collectives
+from neuralcost_worker.data_parallel_steps import link_and_wait, make_optimizer
+
+
+class _Link:
+    """The rank's collectives: in place, timed, or skipped (`enabled` False: the step without
+    communication)."""
+
+    def __init__(self, dist):
+        self.dist, self.enabled, self.calls = dist, True, []
+
+    def all_reduce(self, t, op=None):
+        if not self.enabled:
+            return t
+        start = time.perf_counter()
+        self.dist.all_reduce(t, op=op if op is not None else self.dist.ReduceOp.SUM)
+        self.calls.append(("all_reduce", start, time.perf_counter(), t.numel() * t.element_size()))
+        return t
+
+    def take(self):
+        calls, self.calls = self.calls, []
+        return calls
+
+
+def _functions(torch):
+    """Megatron's f and g and its vocabulary-parallel cross entropy as autograd functions."""
+
+    class CopyToTensorParallel(torch.autograd.Function):  # f: identity forward, all-reduce backward
+        @staticmethod
+        def forward(ctx, x, link):
+            ctx.link = link
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return ctx.link.all_reduce(grad.contiguous().clone()), None
+
+    class ReduceFromTensorParallel(torch.autograd.Function):  # g: all-reduce forward, identity backward
+        @staticmethod
+        def forward(ctx, x, link):
+            x = x.contiguous()
+            return link.all_reduce(x.clone())
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, None
+
+    class VocabParallelCrossEntropy(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, logits, target, first, link):  # logits [tokens, vocab / N], this rank's columns
+            logits_max = logits.max(dim=-1)[0]
+            link.all_reduce(logits_max, op=link.dist.ReduceOp.MAX)
+            shifted = logits - logits_max.unsqueeze(-1)
+            local = target - first
+            outside = (local < 0) | (local >= logits.shape[-1])
+            local = local.masked_fill(outside, 0)
+            rows = torch.arange(logits.shape[0])
+            predicted = shifted[rows, local].masked_fill(outside, 0.0).contiguous()
+            link.all_reduce(predicted)
+            exp = shifted.exp()
+            sum_exp = exp.sum(dim=-1)
+            link.all_reduce(sum_exp)
+            ctx.save_for_backward(exp.div_(sum_exp.unsqueeze(-1)), local, outside)
+            return (sum_exp.log() - predicted).mean()
+
+        @staticmethod
+        def backward(ctx, grad):
+            softmax, local, outside = ctx.saved_tensors
+            rows = torch.arange(softmax.shape[0])
+            g = softmax.clone()
+            g[rows, local] -= (~outside).to(g.dtype)
+            return g.mul_(grad / softmax.shape[0]), None, None, None
+
+    return CopyToTensorParallel, ReduceFromTensorParallel, VocabParallelCrossEntropy
+
+
+def _rotary(torch, tokens, dims, theta):
+    inv = 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.float32) / dims))
+    angles = torch.outer(torch.arange(tokens, dtype=torch.float32), inv)
+    angles = torch.cat((angles, angles), dim=-1)
+    return angles.cos(), angles.sin()
+
+
+def _build(torch, config, rank, world, link):
+    """This rank's shard as (module, parameter elements); the vocabulary padded to a multiple of N."""
+    from torch import nn
+    import torch.nn.functional as F
+
+    f, g, _ = _functions(torch)
+    h, hd = int(config["hidden"]), int(config["head_dim"])
+    heads, kv_heads = int(config["heads"]) // world, int(config["kv_heads"]) // world
+    inter = int(config["intermediate"]) // world
+    vocab = -(-int(config["vocab"]) // world)  # this rank's rows of the padded vocabulary
+    eps = float(config.get("eps", 1e-6))
+    offset = bool(config.get("norm_offset", False))
+    act = {"silu": F.silu, "gelu_tanh": lambda x: F.gelu(x, approximate="tanh"), "gelu": F.gelu}[config["activation"]]
+
+    def norm(x, w):
+        return F.rms_norm(x, (x.shape[-1],), (1 + w) if offset else w, eps)
+
+    def linear(n_in, n_out, bias):
+        layer = nn.Linear(n_in, n_out, bias=bias)
+        nn.init.normal_(layer.weight, std=0.02)
+        return layer
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.input_norm = nn.Parameter(torch.ones(h))
+            self.post_norm = nn.Parameter(torch.ones(h))
+            qkv_bias = bool(config["qkv_bias"])
+            self.q = linear(h, heads * hd, qkv_bias)
+            self.k = linear(h, kv_heads * hd, qkv_bias)
+            self.v = linear(h, kv_heads * hd, qkv_bias)
+            self.o = linear(heads * hd, h, False)  # a row-parallel bias is added once, after the sum
+            self.o_bias = nn.Parameter(torch.zeros(h)) if config["output_bias"] else None
+            if config["qk_norm"]:
+                self.q_norm = nn.Parameter(torch.ones(hd))
+                self.k_norm = nn.Parameter(torch.ones(hd))
+            mlp_bias = bool(config["mlp_bias"])
+            self.gate = linear(h, inter, mlp_bias)
+            self.up = linear(h, inter, mlp_bias)
+            self.down = linear(inter, h, False)
+            self.down_bias = nn.Parameter(torch.zeros(h)) if mlp_bias else None
+
+        def forward(self, x, cos, sin):
+            b, s, _ = x.shape
+            y = f.apply(norm(x, self.input_norm), link)
+            q = self.q(y).view(b, s, heads, hd).transpose(1, 2)
+            k = self.k(y).view(b, s, kv_heads, hd).transpose(1, 2)
+            v = self.v(y).view(b, s, kv_heads, hd).transpose(1, 2)
+            if config["qk_norm"]:
+                q, k = norm(q, self.q_norm), norm(k, self.k_norm)
+
+            def rotate(t):
+                half = t.shape[-1] // 2
+                return t * cos + torch.cat((-t[..., half:], t[..., :half]), dim=-1) * sin
+
+            q, k = rotate(q), rotate(k)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=heads != kv_heads)
+            a = g.apply(self.o(a.transpose(1, 2).reshape(b, s, heads * hd)), link)
+            x = x + (a + self.o_bias if self.o_bias is not None else a)
+            y = f.apply(norm(x, self.post_norm), link)
+            m = g.apply(self.down(act(self.gate(y)) * self.up(y)), link)
+            return x + (m + self.down_bias if self.down_bias is not None else m)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embedding = nn.Parameter(torch.randn(vocab, h) * 0.02)
+            self.layers = nn.ModuleList(Layer() for _ in range(int(config["layers"])))
+            self.final_norm = nn.Parameter(torch.ones(h))
+            self.head = None if config["tied"] else nn.Parameter(torch.randn(vocab, h) * 0.02)
+            self.first = rank * vocab
+
+        def forward(self, ids, cos, sin):
+            local = ids - self.first
+            outside = (local < 0) | (local >= vocab)
+            x = F.embedding(local.masked_fill(outside, 0), self.embedding)
+            x = g.apply(x.masked_fill(outside.unsqueeze(-1), 0.0), link)
+            if config.get("embedding_scale"):
+                x = x * math.sqrt(h)
+            for layer in self.layers:
+                x = layer(x, cos, sin)
+            y = f.apply(norm(x, self.final_norm), link)
+            return F.linear(y, self.embedding if self.head is None else self.head)
+
+    net = Decoder()
+    return net, sum(p.numel() for p in net.parameters())
+
+
+def _rank_main(rank, world, port, request, results):
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(int(request.get("threads", 1)))
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    timeout = datetime.timedelta(seconds=float(request.get("collective_timeout_seconds", 120)))
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
+    config = request["config"]
+    batch, tokens = int(request["batch"]), int(request["tokens"])
+    torch.manual_seed(1 + rank)  # each rank its own shard's weights
+    link = _Link(dist)
+    net, elements = _build(torch, config, rank, world, link)
+    net.train()
+    _, _, cross_entropy = _functions(torch)
+    cos, sin = _rotary(torch, tokens, int(config["head_dim"]), float(config.get("rope_theta", 10000.0)))
+    torch.manual_seed(7)  # every rank the same tokens and targets (one tensor-parallel group)
+    vocab = int(config["vocab"])
+    ids = torch.randint(0, vocab, (batch, tokens))
+    target = torch.randint(0, vocab, (batch * tokens,))
+    optimizer = make_optimizer(torch, request["optimizer"], net.parameters())
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        logits = net(ids, cos, sin)
+        cross_entropy.apply(logits.reshape(batch * tokens, -1), target, net.first, link).backward()
+        optimizer.step()
+
+    def alone():
+        link.enabled = False
+        try:
+            step()
+        finally:
+            link.enabled = True
+
+    for _ in range(int(request.get("warmup", 2))):
+        step()
+        alone()
+    link.take()
+    rounds, sizes, calls_per_step, done = [], set(), 0, 0
+    for _ in range(int(request["rounds"])):
+        one = {"step_seconds": [], "compute_seconds": [], "link_seconds": [], "wait_seconds": []}
+        for _ in range(int(request["steps"])):
+            collectives.fault(rank, done)  # tests: a rank that dies mid-run
+            done += 1
+            dist.barrier()
+            start = time.perf_counter()
+            step()
+            step_seconds = time.perf_counter() - start
+            calls = link.take()
+            calls_per_step = len(calls)
+            sizes.update(c[3] for c in calls)
+            link_s, wait_s = link_and_wait(torch, dist, calls)
+            dist.barrier()
+            start = time.perf_counter()
+            alone()
+            compute_seconds = time.perf_counter() - start
+            t = torch.tensor([step_seconds, compute_seconds], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            one["step_seconds"].append(float(t[0]))
+            one["compute_seconds"].append(float(t[1]))
+            one["link_seconds"].append(link_s)
+            one["wait_seconds"].append(wait_s)
+        rounds.append(one)
+    if rank == 0:
+        results.put(
+            {
+                "rounds": rounds,
+                "parameters": elements,
+                "calls_per_step": calls_per_step,
+                "call_bytes": sorted(sizes),
+                "torch": torch.__version__,
+            }
+        )
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)  # as data_parallel_steps: no destructors after the results are sent
+
+
+def measure(request):
+    return collectives.run_ranks(_rank_main, request)
