@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# Issue 26's measured check: real DDP and FSDP training steps (2 local processes, gloo) of cnn and
-# transformer against the prediction from this machine's calibrated link.
+# Issue 26's measured checks: real DDP and FSDP training steps (2 local processes, gloo) of cnn and
+# transformer, and real tensor-parallel steps (Megatron's split, 2 ranks) of the built-in 4-layer
+# Llama at two sizes, against the prediction from this machine's calibrated link.
 #
 #   bash bench/data_parallel_check.sh [SPEC.json]
 #
 # Without a spec it calibrates first (`hardware calibrate --collectives --ranks 2 --max-bytes 16MiB`,
 # about a minute). Then `profile --train --data-parallel 2` for each model and mode (7 rounds of 3
-# steps with and 3 without communication; about 15 s each). Prints, per case, the measured step
+# steps with and 3 without communication; about 15 s each), then `profile --train --tensor-parallel 2`
+# at batch 4 × 128 and 8 × 256 tokens (about 10 and 40 s). Prints, per case, the measured step
 # and link time (median of round medians, 95 % interval), the predicted ones and the errors.
 # Run it on a quiet machine: the 2 ranks take both vCPUs of this VM.
 set -euo pipefail
@@ -27,18 +29,21 @@ for model in cnn transformer; do
       --format json -o "$out/$model-$mode.json"
   done
 done
+"$nc" profile --train --tensor-parallel 2 --batch 4 --prompt 128 --link "$spec" --format json -o "$out/tp-4x128.json"
+"$nc" profile --train --tensor-parallel 2 --batch 8 --prompt 256 --link "$spec" --format json -o "$out/tp-8x256.json"
 python3 - "$out" <<'PY'
 import json, sys
 d = sys.argv[1]
 ms = lambda s: f"{1e3 * s:.2f}"
 print(f"{'case':18} {'step ms [95%]':>26} {'pred':>7} {'err':>7}   {'link ms [95%]':>24} {'pred':>6} {'err':>7} "
       f"{'compute':>8} {'skew':>6}")
-for model in ("cnn", "transformer"):
-    for mode in ("ddp", "fsdp"):
-        j = json.load(open(f"{d}/{model}-{mode}.json"))
-        s, l = j["step_seconds"], j["link_seconds"]
-        print(f"{model + ' ' + mode:18} {ms(s['median']):>8} [{ms(s['ci95'][0])}, {ms(s['ci95'][1])}] "
-              f"{ms(j['predicted_step_seconds']):>7} {100 * j['step_error']:+6.1f}%   "
-              f"{ms(l['median']):>7} [{ms(l['ci95'][0])}, {ms(l['ci95'][1])}] {ms(j['predicted_link_seconds']):>6} "
-              f"{100 * j['link_error']:+6.1f}% {ms(j['compute_seconds']['median']):>8} {ms(j['wait_seconds']['median']):>6}")
+cases = [(f"{m} {mode}", f"{m}-{mode}") for m in ("cnn", "transformer") for mode in ("ddp", "fsdp")]
+cases += [("llama tp b4x128", "tp-4x128"), ("llama tp b8x256", "tp-8x256")]
+for name, file in cases:
+    j = json.load(open(f"{d}/{file}.json"))
+    s, l = j["step_seconds"], j["link_seconds"]
+    print(f"{name:18} {ms(s['median']):>8} [{ms(s['ci95'][0])}, {ms(s['ci95'][1])}] "
+          f"{ms(j['predicted_step_seconds']):>7} {100 * j['step_error']:+6.1f}%   "
+          f"{ms(l['median']):>7} [{ms(l['ci95'][0])}, {ms(l['ci95'][1])}] {ms(j['predicted_link_seconds']):>6} "
+          f"{100 * j['link_error']:+6.1f}% {ms(j['compute_seconds']['median']):>8} {ms(j['wait_seconds']['median']):>6}")
 PY
