@@ -1,8 +1,8 @@
 """Collective sweeps on torch.distributed for `neural-cost hardware calibrate --collectives`
 (docs/distributed.md): `python -m neuralcost_worker collectives` speaks JSON lines like the
 framework workers (docs/worker-protocol.md): hello, sweep, steps (measured data-parallel training
-steps, data_parallel_steps.py), tp_steps (measured tensor-parallel ones, tensor_parallel_steps.py),
-quit.
+steps, data_parallel_steps.py), tp_steps and pp_steps (measured tensor- and pipeline-parallel ones,
+tensor_parallel_steps.py, pipeline_parallel_steps.py), quit.
 
 A sweep starts `ranks` local processes (torch.multiprocessing, spawn), each joins one process
 group (gloo on CPUs, nccl on GPUs), and times every (collective, size) of the request: first the
@@ -192,7 +192,7 @@ def _failure(e):
 
 
 def serve():
-    from neuralcost_worker import data_parallel_steps, tensor_parallel_steps
+    from neuralcost_worker import data_parallel_steps, pipeline_parallel_steps, tensor_parallel_steps
 
     return line_server.serve(
         {
@@ -200,6 +200,7 @@ def serve():
             "sweep": lambda req: {"ok": True, "points": sweep(req)},
             "steps": lambda req: {"ok": True, **data_parallel_steps.measure(req)},
             "tp_steps": lambda req: {"ok": True, **tensor_parallel_steps.measure(req)},
+            "pp_steps": lambda req: {"ok": True, **pipeline_parallel_steps.measure(req)},
         },
         _failure,
     )

@@ -51,7 +51,7 @@ class _Link:
         return calls
 
 
-def _functions(torch):
+def functions(torch):
     """Megatron's f and g and its vocabulary-parallel cross entropy as autograd functions."""
 
     class CopyToTensorParallel(torch.autograd.Function):  # f: identity forward, all-reduce backward
@@ -103,19 +103,29 @@ def _functions(torch):
     return CopyToTensorParallel, ReduceFromTensorParallel, VocabParallelCrossEntropy
 
 
-def _rotary(torch, tokens, dims, theta):
+def rotary(torch, tokens, dims, theta):
     inv = 1.0 / (theta ** (torch.arange(0, dims, 2, dtype=torch.float32) / dims))
     angles = torch.outer(torch.arange(tokens, dtype=torch.float32), inv)
     angles = torch.cat((angles, angles), dim=-1)
     return angles.cos(), angles.sin()
 
 
-def _build(torch, config, rank, world, link):
-    """This rank's shard as (module, parameter elements); the vocabulary padded to a multiple of N."""
+def build(torch, config, rank, world, link, layers=None, first=True, last=True):
+    """This rank's shard as (module, parameter elements); the vocabulary padded to a multiple of N.
+    A pipeline stage (world 1, no collectives) holds `layers` of the layers, the embedding when
+    `first`, the final norm and the LM head when `last`."""
     from torch import nn
     import torch.nn.functional as F
 
-    f, g, _ = _functions(torch)
+    f, g, _ = functions(torch)
+    if world == 1:  # one device: no split, nothing to sum
+
+        class _Identity:
+            @staticmethod
+            def apply(x, _link):
+                return x
+
+        f = g = _Identity
     h, hd = int(config["hidden"]), int(config["head_dim"])
     heads, kv_heads = int(config["heads"]) // world, int(config["kv_heads"]) // world
     inter = int(config["intermediate"]) // world
@@ -176,23 +186,32 @@ def _build(torch, config, rank, world, link):
     class Decoder(nn.Module):
         def __init__(self):
             super().__init__()
-            self.embedding = nn.Parameter(torch.randn(vocab, h) * 0.02)
-            self.layers = nn.ModuleList(Layer() for _ in range(int(config["layers"])))
-            self.final_norm = nn.Parameter(torch.ones(h))
-            self.head = None if config["tied"] else nn.Parameter(torch.randn(vocab, h) * 0.02)
+            count = int(config["layers"]) if layers is None else layers
+            self.embedding = nn.Parameter(torch.randn(vocab, h) * 0.02) if first else None
+            self.layers = nn.ModuleList(Layer() for _ in range(count))
+            self.final_norm = nn.Parameter(torch.ones(h)) if last else None
+            tied = config["tied"] and first
+            self.head = nn.Parameter(torch.randn(vocab, h) * 0.02) if last and not tied else None
             self.first = rank * vocab
 
-        def forward(self, ids, cos, sin):
+        def embed(self, ids):
             local = ids - self.first
             outside = (local < 0) | (local >= vocab)
             x = F.embedding(local.masked_fill(outside, 0), self.embedding)
             x = g.apply(x.masked_fill(outside.unsqueeze(-1), 0.0), link)
-            if config.get("embedding_scale"):
-                x = x * math.sqrt(h)
+            return x * math.sqrt(h) if config.get("embedding_scale") else x
+
+        def body(self, x, cos, sin):
             for layer in self.layers:
                 x = layer(x, cos, sin)
+            return x
+
+        def logits(self, x):
             y = f.apply(norm(x, self.final_norm), link)
             return F.linear(y, self.embedding if self.head is None else self.head)
+
+        def forward(self, ids, cos, sin):
+            return self.logits(self.body(self.embed(ids), cos, sin))
 
     net = Decoder()
     return net, sum(p.numel() for p in net.parameters())
@@ -211,10 +230,10 @@ def _rank_main(rank, world, port, request, results):
     batch, tokens = int(request["batch"]), int(request["tokens"])
     torch.manual_seed(1 + rank)  # each rank its own shard's weights
     link = _Link(dist)
-    net, elements = _build(torch, config, rank, world, link)
+    net, elements = build(torch, config, rank, world, link)
     net.train()
-    _, _, cross_entropy = _functions(torch)
-    cos, sin = _rotary(torch, tokens, int(config["head_dim"]), float(config.get("rope_theta", 10000.0)))
+    cross_entropy = functions(torch)[2]
+    cos, sin = rotary(torch, tokens, int(config["head_dim"]), float(config.get("rope_theta", 10000.0)))
     torch.manual_seed(7)  # every rank the same tokens and targets (one tensor-parallel group)
     vocab = int(config["vocab"])
     ids = torch.randint(0, vocab, (batch, tokens))

@@ -9,6 +9,7 @@
 
 #include "backends/python_worker/worker_backend.hpp"
 #include "backends/python_worker/worker_process.hpp"
+#include "calibrate/decoder_steps.hpp"
 #include "importers/decoder/decoder_importer.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/parallel/model_parallel.hpp"
@@ -20,7 +21,10 @@ using nlohmann::json;
 
 void refuse(const std::string& message) { throw Error(ErrorCode::kInvalidArgument, message); }
 
-/// Why the worker's Megatron-style decoder cannot run `c` at `tokens` a sequence; empty when it can.
+}  // namespace
+
+namespace decoder_steps {
+
 std::string unbuilt_feature(const DecoderConfig& c, std::int64_t tokens) {
   if (c.experts > 0) return "a mixture of experts";
   if (c.latent) return "multi-head latent attention";
@@ -40,22 +44,23 @@ std::string unbuilt_feature(const DecoderConfig& c, std::int64_t tokens) {
   return "";
 }
 
-ModelParallelRequest layout(const TensorParallelCheckRequest& request) {
+ModelParallelRequest layout(int tp, int pp, std::int64_t batch, std::int64_t tokens, std::int64_t micro_batches,
+                            const std::string& optimizer, const InterconnectSpec& link, const HardwareSpec& hardware) {
   ModelParallelRequest r;
   r.dp = 1;
-  r.tp = request.ranks;
-  r.pp = 1;
-  r.micro_batch = request.batch;
-  r.global_batch = request.batch;
-  r.tokens = request.tokens;
-  r.training.optimizer = parse_optimizer(request.optimizer);
+  r.tp = tp;
+  r.pp = pp;
+  r.micro_batch = batch;
+  r.global_batch = batch * micro_batches;
+  r.tokens = tokens;
+  r.training.optimizer = parse_optimizer(optimizer);
   r.training.precision = Precision::kFp32;
   r.dtype = DType::kFp32;
   r.system.id = "local";
-  r.system.device = request.hardware.id;
-  r.system.devices_per_node = request.ranks;
+  r.system.device = hardware.id;
+  r.system.devices_per_node = tp * pp;
   r.system.nics_per_node = 1;
-  r.intra = r.inter = request.link;
+  r.intra = r.inter = link;
   return r;
 }
 
@@ -65,7 +70,6 @@ RoundFigure figure(const json& rounds, const char* key) {
   return round_figure(std::move(medians));
 }
 
-/// The fields the worker builds its shard from.
 json worker_config(const DecoderConfig& c) {
   return {{"hidden", c.hidden},
           {"layers", c.layers},
@@ -84,7 +88,26 @@ json worker_config(const DecoderConfig& c) {
           {"embedding_scale", c.embedding_scale}};
 }
 
-}  // namespace
+json run_worker(const json& request, double deadline_seconds, const std::string& option, const std::string& what) {
+  if (auto why = worker::WorkerBackend("collectives", "torch", "", {"eager"}, "eager", {}).unavailable_reason()) {
+    throw Error(ErrorCode::kNotFound, option + " needs the torch worker's Python: " + *why);
+  }
+  worker::WorkerProcess process({worker::python_interpreter(), "-m", "neuralcost_worker", "collectives"},
+                                {{"PYTHONPATH", worker::worker_directory()}, {"PYTHONUNBUFFERED", "1"}},
+                                "the collectives worker");
+  json reply;
+  try {
+    reply = process.request(request, std::chrono::duration<double>(deadline_seconds + 60));
+  } catch (const Error& e) {
+    throw Error(e.code(), fmt::format("{} failed: {}", what, e.what()));
+  }
+  process.stop();
+  return reply;
+}
+
+}  // namespace decoder_steps
+
+using namespace decoder_steps;
 
 DecoderConfig tensor_parallel_check_config(const std::string& model) {
   if (!model.empty()) return decoder_config_of(model, "--tensor-parallel: the model", {});
@@ -129,7 +152,8 @@ void check_tensor_parallel_request(const TensorParallelCheckRequest& r) {
 void predict_tensor_parallel(TensorParallelCheck& out) {
   const TensorParallelCheckRequest& request = out.request;
   ShardCostCache cache(request.config, request.hardware);
-  const ModelParallelStep step = model_parallel_step(cache, layout(request));
+  const ModelParallelStep step = model_parallel_step(cache, layout(request.ranks, 1, request.batch, request.tokens, 1,
+                                                                   request.optimizer, request.link, request.hardware));
   const PipelineStage& stage = step.stages.front();
   out.predicted_calls = stage.tensor_calls;
   out.predicted_link_seconds = step.tensor_seconds;
@@ -152,30 +176,19 @@ void predict_tensor_parallel(TensorParallelCheck& out) {
 
 TensorParallelCheck check_tensor_parallel(const TensorParallelCheckRequest& request) {
   check_tensor_parallel_request(request);
-  if (auto why = worker::WorkerBackend("collectives", "torch", "", {"eager"}, "eager", {}).unavailable_reason()) {
-    throw Error(ErrorCode::kNotFound, "--tensor-parallel needs the torch worker's Python: " + *why);
-  }
   TensorParallelCheck out;
   out.request = request;
-  worker::WorkerProcess process({worker::python_interpreter(), "-m", "neuralcost_worker", "collectives"},
-                                {{"PYTHONPATH", worker::worker_directory()}, {"PYTHONUNBUFFERED", "1"}},
-                                "the collectives worker");
-  json reply;
-  try {
-    reply = process.request({{"cmd", "tp_steps"},
-                             {"ranks", request.ranks},
-                             {"config", worker_config(request.config)},
-                             {"batch", request.batch},
-                             {"tokens", request.tokens},
-                             {"optimizer", request.optimizer},
-                             {"rounds", request.rounds},
-                             {"steps", request.steps},
-                             {"deadline_seconds", request.deadline_seconds}},
-                            std::chrono::duration<double>(request.deadline_seconds + 60));
-  } catch (const Error& e) {
-    throw Error(e.code(), fmt::format("the tensor-parallel steps over {} ranks failed: {}", request.ranks, e.what()));
-  }
-  process.stop();
+  const json reply = run_worker({{"cmd", "tp_steps"},
+                                 {"ranks", request.ranks},
+                                 {"config", worker_config(request.config)},
+                                 {"batch", request.batch},
+                                 {"tokens", request.tokens},
+                                 {"optimizer", request.optimizer},
+                                 {"rounds", request.rounds},
+                                 {"steps", request.steps},
+                                 {"deadline_seconds", request.deadline_seconds}},
+                                request.deadline_seconds, "--tensor-parallel",
+                                fmt::format("the tensor-parallel steps over {} ranks", request.ranks));
   out.torch_version = reply.value("torch", std::string("?"));
   out.parameters = reply.at("parameters").get<std::uint64_t>();
   out.collectives_per_step = reply.at("calls_per_step").get<int>();

@@ -116,6 +116,20 @@ struct Calls {
 
 }  // namespace
 
+PipelineSchedule one_f_one_b(const std::vector<double>& busy, std::int64_t micro_batches, int virtual_stages,
+                             double p2p_each_seconds) {
+  PipelineSchedule out;
+  if (busy.empty()) return out;
+  const double most = *std::max_element(busy.begin(), busy.end());
+  double sum = 0;
+  for (double b : busy) sum += b;
+  const double v = virtual_stages, m = static_cast<double>(micro_batches), pp = static_cast<double>(busy.size());
+  out.bubble_seconds = (sum - most) / v;
+  if (busy.size() > 1) out.p2p_seconds = (2.0 * (v * pp - 1) + 2.0 * v * (m - 1)) * p2p_each_seconds;
+  out.pipeline_seconds = m * most + out.bubble_seconds + out.p2p_seconds;
+  return out;
+}
+
 ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallelRequest& request) {
   const DecoderConfig& c = cache.config();
   ModelParallelRequest r = request;
@@ -191,7 +205,6 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     chunk_first.push_back(first);
     first += n;
   }
-  double most = 0, sum = 0;
   for (int d = 0; d < r.pp; ++d) {
     PipelineStage st;
     st.index = d;
@@ -313,8 +326,6 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
       const double last_backward = st.backward_seconds + st.tensor_seconds / 2;
       st.gradient_exposed_seconds = std::max(0.0, reduced - last_backward) + gathered;
     }
-    most = std::max(most, st.busy_seconds());
-    sum += st.busy_seconds();
     out.tensor_seconds = std::max(out.tensor_seconds, st.tensor_seconds * static_cast<double>(m));
     out.expert_seconds = std::max(out.expert_seconds, st.expert_seconds * static_cast<double>(m));
     out.gradient_exposed_seconds = std::max(out.gradient_exposed_seconds, st.gradient_exposed_seconds);
@@ -327,14 +338,18 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   }
   // m micro-batches at the busiest device's pace, the others' fill and drain (1/v of it
   // interleaved), and the transfers between stages on the critical path
-  out.bubble_seconds = (sum - most) / v;
-  if (r.pp > 1) out.p2p_seconds = (2.0 * (v * r.pp - 1) + 2.0 * v * static_cast<double>(m - 1)) * out.p2p_each_seconds;
-  out.pipeline_seconds = static_cast<double>(m) * most + out.bubble_seconds + out.p2p_seconds;
+  std::vector<double> busy;
+  for (const PipelineStage& st : out.stages) busy.push_back(st.busy_seconds());
+  const PipelineSchedule schedule = one_f_one_b(busy, m, v, out.p2p_each_seconds);
+  out.bubble_seconds = schedule.bubble_seconds;
+  out.p2p_seconds = schedule.p2p_seconds;
+  out.pipeline_seconds = schedule.pipeline_seconds;
   double tied = 0;
   if (r.pp > 1 && c.tied_embeddings) {  // the two copies of the embedding's gradient, summed
     const double bytes = static_cast<double>(costs.shard.vocab * c.hidden) * costs.gradient_bytes_per_element;
     tied = between_stages(Collective::kAllReduce, bytes, costs.gradient_bytes_per_element);
   }
+  out.tied_seconds = tied;
   out.step_seconds = out.pipeline_seconds + out.gradient_exposed_seconds + tied + out.optimizer_seconds;
 
   // the model's own FLOPs: the unsharded one-layer parts over every layer and micro-batch

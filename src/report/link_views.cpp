@@ -317,4 +317,93 @@ std::string render_tensor_parallel_check(const TensorParallelCheck& c, double wi
   return out;
 }
 
+std::string render_pipeline_parallel_check(const PipelineParallelCheck& c, double within, Format format) {
+  const PipelineParallelCheckRequest& r = c.request;
+  const bool step_ok = std::abs(c.step_error()) <= within;
+  const double overhead_error = c.overhead.median > 0 ? c.predicted_overhead_seconds() / c.overhead.median - 1 : 0;
+  if (format == Format::kJson) {
+    json stages = json::array();
+    for (std::size_t d = 0; d < c.stage_passes.size(); ++d) {
+      stages.push_back({{"stage", d},
+                        {"parameters", d < c.parameters.size() ? c.parameters[d] : 0},
+                        {"predicted_parameters", d < c.predicted_parameters.size() ? c.predicted_parameters[d] : 0},
+                        {"passes_seconds", figure_json(c.stage_passes[d])},
+                        {"optimizer_seconds", figure_json(c.stage_optimizer[d])}});
+    }
+    return report::json_text(json{{"model", r.model.empty() ? r.config.source : r.model},
+                                  {"stages", r.ranks},
+                                  {"batch", r.batch},
+                                  {"tokens", r.tokens},
+                                  {"micro_batches", r.micro_batches},
+                                  {"link", link_name(r.link)},
+                                  {"torch", c.torch_version},
+                                  {"rounds", r.rounds},
+                                  {"steps_per_round", r.steps},
+                                  {"step_seconds", figure_json(c.step)},
+                                  {"overhead_seconds", figure_json(c.overhead)},
+                                  {"per_stage", stages},
+                                  {"transfers_per_step", c.transfers_per_step},
+                                  {"predicted_transfers", c.predicted_transfers},
+                                  {"transfer_bytes", c.transfer_bytes},
+                                  {"predicted_transfer_bytes", c.predicted_transfer_bytes},
+                                  {"predicted_bubble_seconds", c.predicted_bubble_seconds},
+                                  {"predicted_p2p_seconds", c.predicted_p2p_seconds},
+                                  {"predicted_tied_seconds", c.predicted_tied_seconds},
+                                  {"predicted_overhead_seconds", c.predicted_overhead_seconds()},
+                                  {"predicted_step_seconds", c.predicted_step_seconds},
+                                  {"step_error", c.step_error()},
+                                  {"overhead_error", overhead_error},
+                                  {"within", within},
+                                  {"step_within", step_ok},
+                                  {"notes", c.notes}});
+  }
+  const auto interval = [](const RoundFigure& f) {
+    return fmt::format("{} [{}, {}]", report::seconds(f.median), report::seconds(f.ci95.low),
+                       report::seconds(f.ci95.high));
+  };
+  report::Table t;
+  t.headers = {"", "measured (median of rounds, 95% interval)", "predicted", "error",
+               fmt::format("within {:g}%", within * 100)};
+  t.raw_headers = {"quantity", "measured_seconds", "predicted_seconds", "error", "within"};
+  t.right_align = {false, true, true, true, false};
+  t.rows.push_back({{"step", "step"},
+                    {interval(c.step), fmt::format("{}", c.step.median)},
+                    {report::seconds(c.predicted_step_seconds), fmt::format("{}", c.predicted_step_seconds)},
+                    {fmt::format("{:+.1f}%", 100 * c.step_error()), fmt::format("{}", c.step_error())},
+                    {step_ok ? "yes" : "no", ""}});
+  t.rows.push_back(
+      {{"bubble and transfers (step less the busiest stage alone)", "overhead"},
+       {interval(c.overhead), fmt::format("{}", c.overhead.median)},
+       {report::seconds(c.predicted_overhead_seconds()), fmt::format("{}", c.predicted_overhead_seconds())},
+       {fmt::format("{:+.1f}%", 100 * overhead_error), fmt::format("{}", overhead_error)},
+       {"", ""}});
+  for (std::size_t d = 0; d < c.stage_passes.size(); ++d) {
+    t.rows.push_back({{fmt::format("stage {}: {} micro-batches alone", d, r.micro_batches), fmt::format("stage{}", d)},
+                      {interval(c.stage_passes[d]), fmt::format("{}", c.stage_passes[d].median)},
+                      {"(measured)", ""},
+                      {"", ""},
+                      {"", ""}});
+  }
+  if (format == Format::kCsv) return report::render_table(t, format);
+  std::string out = fmt::format(
+      "{}: {} pipeline stages in local processes (gloo, torch {}), 1F1B, fp32; {} micro-batches of {} × {} tokens; "
+      "{} rounds of {} steps through the pipeline and {} of the stages alone, interleaved\n",
+      r.model.empty() ? r.config.source : r.model, r.ranks, c.torch_version, r.micro_batches, r.batch, r.tokens,
+      r.rounds, r.steps, r.steps);
+  out += fmt::format(
+      "link: {}; measured {} transfers a step of {}, predicted {} of {}; parameters a stage {} ({} by the stages' "
+      "graphs)\n",
+      link_name(r.link), c.transfers_per_step, report::si(c.transfer_bytes, "B"), c.predicted_transfers,
+      report::si(c.predicted_transfer_bytes, "B"), fmt::join(c.parameters, ", "),
+      fmt::join(c.predicted_parameters, ", "));
+  out += report::render_table(t, format);
+  out += fmt::format("predicted bubble {}, transfers on the critical path {}{}\n",
+                     report::seconds(c.predicted_bubble_seconds), report::seconds(c.predicted_p2p_seconds),
+                     c.predicted_tied_seconds > 0
+                         ? fmt::format(", tied embedding's all-reduce {}", report::seconds(c.predicted_tied_seconds))
+                         : std::string());
+  for (const std::string& n : c.notes) out += "note: " + n + "\n";
+  return out;
+}
+
 }  // namespace neuralcost

@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include "neuralcost/calibrate/data_parallel_check.hpp"
+#include "neuralcost/calibrate/pipeline_parallel_check.hpp"
 #include "neuralcost/calibrate/tensor_parallel_check.hpp"
 
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/parallel/link_time.hpp"
+#include "neuralcost/parallel/model_parallel.hpp"
 
 namespace neuralcost {
 namespace {
@@ -282,6 +284,80 @@ TEST(TensorParallelCheckTest, DecodersTheWorkerDoesNotBuildAreOneClearError) {
   r.link = find_interconnect("nvlink4-nvswitch");
   EXPECT_THAT(error_of("", 2), ::testing::StartsWith("--link nvlink4-nvswitch has no measured all_reduce over 2"));
   EXPECT_THROW(tensor_parallel_check_config("not-a-model"), Error);
+}
+
+// The 1F1B schedule by hand: m × the busiest stage, the others' fill and drain (over v chunks
+// interleaved), 2(v·pp − 1) + 2v(m − 1) transfers on the critical path; one stage, no transfer.
+TEST(PipelineParallelCheckTest, TheScheduleIsTheBusiestStageTimesMPlusFillAndDrain) {
+  const PipelineSchedule s = one_f_one_b({0.07, 0.12}, 4, 1, 0.001);
+  EXPECT_NEAR(s.bubble_seconds, 0.07, 1e-15);
+  EXPECT_NEAR(s.p2p_seconds, (2 * 1 + 2 * 3) * 0.001, 1e-15);
+  EXPECT_NEAR(s.pipeline_seconds, 4 * 0.12 + 0.07 + 0.008, 1e-15);
+  const PipelineSchedule interleaved = one_f_one_b({0.1, 0.1, 0.1, 0.1}, 8, 2, 0.001);
+  EXPECT_NEAR(interleaved.bubble_seconds, 0.3 / 2, 1e-15);
+  EXPECT_NEAR(interleaved.p2p_seconds, (2 * (2 * 4 - 1) + 2 * 2 * 7) * 0.001, 1e-15);
+  const PipelineSchedule one = one_f_one_b({0.1}, 8, 1, 0.001);
+  EXPECT_DOUBLE_EQ(one.pipeline_seconds, 0.8);
+  EXPECT_DOUBLE_EQ(one.p2p_seconds, 0.0);
+}
+
+// The pipeline check's prediction: the schedule on the stages' measured passes a micro-batch plus
+// the slowest optimizer step; 2(pp − 1)·m transfers of b × s × hidden fp32 values; each stage's
+// parameters (the built-in Llama over 2 stages: the embedding and 2 layers, then 2 layers, the
+// final norm and the LM head; tied embeddings give the last stage a copy and an all-reduce).
+TEST(PipelineParallelCheckTest, ThePredictionIsTheScheduleOnTheStagesMeasuredWork) {
+  PipelineParallelCheck c;
+  c.request.config = tensor_parallel_check_config("");
+  c.request.link = find_interconnect(std::string(NEURALCOST_TEST_INPUTS) + "/calibration/gloo_loopback_2ranks.json");
+  c.request.hardware = HardwareDatabase::builtin().get("epyc-9654");
+  check_pipeline_parallel_request(c.request);
+  c.stage_passes.push_back(round_figure({0.28, 0.30}));
+  c.stage_passes.push_back(round_figure({0.48, 0.48}));
+  c.stage_optimizer.push_back(round_figure({0.001}));
+  c.stage_optimizer.push_back(round_figure({0.002}));
+  predict_pipeline_parallel(c);
+  std::string basis;
+  const double each = in_node_cost(c.request.link, Collective::kSendRecv, 2, 4.0 * 128 * 256 * 4, 4, basis).seconds();
+  EXPECT_NEAR(c.predicted_bubble_seconds, 0.29 / 4, 1e-12);
+  EXPECT_NEAR(c.predicted_p2p_seconds, 8 * each, 1e-12);
+  EXPECT_NEAR(c.predicted_step_seconds, 0.48 + 0.29 / 4 + 8 * each + 0.002, 1e-12);
+  EXPECT_EQ(c.predicted_transfers, 8);
+  EXPECT_DOUBLE_EQ(c.predicted_transfer_bytes, 4.0 * 128 * 256 * 4);
+  const std::uint64_t layer = 2 * 256 + 256 * 256 + 2 * 256 * 128 + 256 * 256 + 3 * 256 * 704;
+  ASSERT_EQ(c.predicted_parameters.size(), 2u);
+  EXPECT_EQ(c.predicted_parameters[0], 4096u * 256 + 2 * layer);
+  EXPECT_EQ(c.predicted_parameters[1], 2 * layer + 256 + 4096u * 256);
+  EXPECT_DOUBLE_EQ(c.predicted_tied_seconds, 0.0);
+  c.request.config.tied_embeddings = true;
+  c.notes.clear();
+  predict_pipeline_parallel(c);
+  EXPECT_EQ(c.predicted_parameters[1], 2 * layer + 256 + 4096u * 256);  // the LM head's copy
+  EXPECT_GT(c.predicted_tied_seconds, 0.0);
+  EXPECT_NEAR(c.predicted_step_seconds, 0.48 + 0.29 / 4 + 8 * each + 0.002 + c.predicted_tied_seconds, 1e-12);
+}
+
+TEST(PipelineParallelCheckTest, LayoutsThatDoNotSplitAreOneClearError) {
+  PipelineParallelCheckRequest r;
+  r.config = tensor_parallel_check_config("");
+  const auto error_of = [&](int ranks) {
+    r.ranks = ranks;
+    try {
+      check_pipeline_parallel_request(r);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_EQ(error_of(4), "accepted");
+  EXPECT_EQ(error_of(1), "--pipeline-parallel 1: a pipeline needs at least 2 stages");
+  EXPECT_EQ(error_of(3),
+            "--pipeline-parallel 3: the built-in decoder has 4 layers, which 3 stages do not share evenly");
+  r.micro_batches = 0;
+  EXPECT_EQ(error_of(2), "--micro-batches 0: at least 1");
+  r.micro_batches = 4;
+  r.model = "mixtral-8x7b";
+  r.config = tensor_parallel_check_config(r.model);
+  EXPECT_EQ(error_of(2), "--pipeline-parallel runs Llama-family decoders; mixtral-8x7b has a mixture of experts");
 }
 
 }  // namespace

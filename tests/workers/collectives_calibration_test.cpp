@@ -161,7 +161,7 @@ TEST(CollectivesCalibrationTest, DataParallelStepsRefuseWhatDoesNotApply) {
   EXPECT_THAT(error_of(base + "--link " + kLink + " --backend torch"),
               ::testing::StartsWith("error: --backend does not apply with --data-parallel"));
   EXPECT_EQ(error_of("profile --model cnn --link " + kLink),
-            "error: --link applies only with --data-parallel or --tensor-parallel\n");
+            "error: --link applies only with --data-parallel, --tensor-parallel or --pipeline-parallel\n");
   EXPECT_EQ(error_of("profile --data-parallel 2 --model cnn --link " + kLink),
             "error: --data-parallel applies only with --train\n");
 }
@@ -247,7 +247,7 @@ TEST(CollectivesCalibrationTest, TensorParallelStepsRefuseWhatDoesNotApply) {
   EXPECT_EQ(error_of(base + "--link " + kLink + " --optimizer momentum"),
             "error: --optimizer momentum with --tensor-parallel: sgd or adam run\n");
   EXPECT_THAT(error_of(base + "--data-parallel 2 --link " + kLink),
-              ::testing::StartsWith("error: --data-parallel and --tensor-parallel are two checks"));
+              ::testing::StartsWith("error: --data-parallel, --tensor-parallel and --pipeline-parallel are separate"));
   EXPECT_EQ(error_of("profile --tensor-parallel 2 --link " + kLink),
             "error: --tensor-parallel applies only with --train\n");
   EXPECT_EQ(error_of("profile --model cnn --zero fsdp"), "error: --zero applies only with --data-parallel\n");
@@ -260,6 +260,78 @@ TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheTensorParallelStepsAndLeave
                   "profile --train --tensor-parallel 2 --batch 2 --prompt 16 --rounds 3 --link " + kLink + kTimeline);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, ::testing::StartsWith("error: the tensor-parallel steps over 2 ranks failed: "));
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  expect_none_left(mark);
+}
+
+// Real 1F1B pipeline steps: the transfers a step and their size, and each stage's parameters, are
+// the model's; with tied embeddings (qwen2 here) each end holds a copy and their gradients are
+// all-reduced, as the prediction adds; the predicted step is at least the busiest stage's work.
+TEST(CollectivesCalibrationTest, PipelineParallelStepsAreMeasuredAndPredicted) {
+  const std::string dir = ::testing::TempDir() + "pp_configs" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string tied = dir + "/qwen2.json";
+  std::ofstream(tied) << nlohmann::json{{"model_type", "qwen2"},      {"hidden_size", 128},
+                                        {"num_hidden_layers", 2},     {"num_attention_heads", 4},
+                                        {"num_key_value_heads", 2},   {"intermediate_size", 352},
+                                        {"vocab_size", 1000},         {"max_position_embeddings", 512},
+                                        {"tie_word_embeddings", true}}
+                             .dump();
+  for (const std::string& model : {std::string(), tied}) {
+    const CliResult r = run_cli("profile --train --pipeline-parallel 2 --batch 2 --prompt 32 --micro-batches 3 " +
+                                std::string("--rounds 2 --link ") + kLink + kTimeline + "--format json" +
+                                (model.empty() ? "" : " --model " + model));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    const auto j = nlohmann::json::parse(r.out);
+    const double hidden = model.empty() ? 256 : 128;
+    EXPECT_EQ(j["transfers_per_step"], 2 * 1 * 3) << model;
+    EXPECT_EQ(j["transfers_per_step"], j["predicted_transfers"]) << model;
+    EXPECT_EQ(j["transfer_bytes"].get<double>(), 2 * 32 * hidden * 4) << model;
+    EXPECT_EQ(j["transfer_bytes"], j["predicted_transfer_bytes"]) << model;
+    ASSERT_EQ(j["per_stage"].size(), 2u);
+    for (const auto& stage : j["per_stage"]) {
+      EXPECT_EQ(stage["parameters"], stage["predicted_parameters"]) << model;
+      EXPECT_GT(stage["passes_seconds"]["median"].get<double>(), 0);
+    }
+    EXPECT_EQ(j["predicted_tied_seconds"].get<double>() > 0, !model.empty()) << model;
+    double busiest = 0;
+    for (const auto& stage : j["per_stage"])
+      busiest = std::max(busiest, stage["passes_seconds"]["median"].get<double>());
+    EXPECT_GT(j["predicted_step_seconds"].get<double>(), busiest);
+    EXPECT_GT(j["step_seconds"]["median"].get<double>(), 0);
+    for (const auto& note : j["notes"])
+      EXPECT_EQ(note.get<std::string>().find("not the same model"), std::string::npos) << model;
+  }
+  std::filesystem::remove_all(dir);
+}
+
+TEST(CollectivesCalibrationTest, PipelineParallelStepsRefuseWhatDoesNotApply) {
+  const auto error_of = [](const std::string& args) {
+    const CliResult r = run_cli(args);
+    EXPECT_EQ(r.exit_code, 1) << args;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    return r.err;
+  };
+  const std::string base = "profile --train --pipeline-parallel ";
+  EXPECT_THAT(error_of(base + "2"), ::testing::StartsWith("error: --pipeline-parallel needs --link SPEC.json"));
+  EXPECT_EQ(error_of(base + "3 --link " + kLink),
+            "error: --pipeline-parallel 3: the built-in decoder has 4 layers, which 3 stages do not share evenly\n");
+  EXPECT_EQ(error_of(base + "2 --micro-batches 0 --link " + kLink), "error: --micro-batches 0: at least 1\n");
+  EXPECT_THAT(error_of(base + "2 --zero fsdp --link " + kLink),
+              ::testing::StartsWith("error: --zero does not apply with --pipeline-parallel"));
+  EXPECT_EQ(error_of("profile --model cnn --micro-batches 4"),
+            "error: --micro-batches applies only with --pipeline-parallel\n");
+  EXPECT_THAT(error_of(base + "2 --tensor-parallel 2 --link " + kLink),
+              ::testing::StartsWith("error: --data-parallel, --tensor-parallel and --pipeline-parallel are separate"));
+}
+
+TEST(CollectivesCalibrationTest, ARankThatDiesEndsThePipelineStepsAndLeavesNoProcess) {
+  const std::string mark = "NEURALCOST_TEST_MARK=pp_steps" + std::to_string(::getpid());
+  const CliResult r =
+      run_cli_env(mark + " NEURALCOST_COLLECTIVES_FAULT=exit:1:2",
+                  "profile --train --pipeline-parallel 2 --batch 2 --prompt 16 --rounds 3 --link " + kLink + kTimeline);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, ::testing::StartsWith("error: the pipeline-parallel steps over 2 stages failed: "));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   expect_none_left(mark);
 }

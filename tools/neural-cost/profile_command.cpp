@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "neuralcost/calibrate/data_parallel_check.hpp"
+#include "neuralcost/calibrate/pipeline_parallel_check.hpp"
 #include "neuralcost/calibrate/tensor_parallel_check.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/core/interrupt.hpp"
@@ -44,7 +45,8 @@ struct LayerArgs {
 /// --data-parallel N (or --tensor-parallel N), --link, --zero: measured data- (tensor-) parallel
 /// steps against their prediction.
 struct DataParallelArgs {
-  int ranks = 0, tensor_ranks = 0;
+  int ranks = 0, tensor_ranks = 0, pipeline_ranks = 0;
+  std::int64_t micro_batches = 4;
   std::string link, zero = "ddp";
 };
 
@@ -136,14 +138,65 @@ void run_tensor_parallel_check(const RunArgs& args, const DataParallelArgs& dp, 
   emit(render_tensor_parallel_check(check_tensor_parallel(r), 0.15, format), args.output);
 }
 
-void run_profile(const RunArgs& args, const LayerArgs& layer_args, const DataParallelArgs& dp, const CLI::App& cmd) {
-  if (cmd.count("--data-parallel") > 0 && cmd.count("--tensor-parallel") > 0) {
+/// `profile --train --pipeline-parallel N --link SPEC.json [--model DECODER] [--micro-batches M]`:
+/// real 1F1B pipeline steps of a decoder in N local processes (gloo) against the prediction.
+void run_pipeline_parallel_check(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd) {
+  static const std::set<std::string> applies = {
+      "--pipeline-parallel", "--micro-batches", "--link",   "--train",   "--model", "--batch", "--prompt", "--rounds",
+      "--optimizer",         "--format",        "--output", "--hardware"};
+  for (const CLI::Option* option : cmd.get_options()) {
+    const std::string name = option->get_name();
+    if (option->count() > 0 && applies.count(name) == 0) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  fmt::format("{} does not apply with --pipeline-parallel (it runs one decoder's pipeline training "
+                              "steps in local processes: --model, --batch, --prompt, --micro-batches, --rounds, "
+                              "--optimizer, --link)",
+                              name));
+    }
+  }
+  if (!args.train) throw Error(ErrorCode::kInvalidArgument, "--pipeline-parallel applies only with --train");
+  if (dp.link.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
-                "--data-parallel and --tensor-parallel are two checks: give one (analyze --parallel combines them)");
+                "--pipeline-parallel needs --link SPEC.json, this machine's calibrated link (`neural-cost hardware "
+                "calibrate --collectives --spec-output SPEC.json`)");
+  }
+  if (args.models.size() > 1 || args.batches.size() != 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--pipeline-parallel takes one --model (a decoder) and one --batch (the micro-batch)");
+  }
+  PipelineParallelCheckRequest r;
+  r.model = args.models.empty() ? "" : args.models.front();
+  r.config = tensor_parallel_check_config(r.model);
+  r.ranks = dp.pipeline_ranks;
+  r.micro_batches = dp.micro_batches;
+  if (cmd.count("--batch") > 0) r.batch = args.batches.front();
+  if (cmd.count("--prompt") > 0) r.tokens = args.prompt;
+  r.optimizer = args.optimizer.empty() ? "sgd" : args.optimizer;
+  if (r.optimizer != "sgd" && r.optimizer != "adam") {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("--optimizer {} with --pipeline-parallel: sgd or adam run", r.optimizer));
+  }
+  if (cmd.count("--rounds") > 0) r.rounds = args.rounds;
+  r.link = find_interconnect(dp.link);
+  check_pipeline_parallel_request(r);
+  r.hardware = hardware_for(args.hardware.empty() ? "host-spec" : args.hardware);
+  const Format format = output_format(cmd, args.format, args.output);
+  emit(render_pipeline_parallel_check(check_pipeline_parallel(r), 0.15, format), args.output);
+}
+
+void run_profile(const RunArgs& args, const LayerArgs& layer_args, const DataParallelArgs& dp, const CLI::App& cmd) {
+  const int checks = static_cast<int>(cmd.count("--data-parallel") + cmd.count("--tensor-parallel") +
+                                      cmd.count("--pipeline-parallel"));
+  if (checks > 1) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "--data-parallel, --tensor-parallel and --pipeline-parallel are separate checks: give one (analyze "
+                "--parallel combines them)");
   }
   if (cmd.count("--data-parallel") > 0) return run_data_parallel_check(args, dp, cmd);
   if (cmd.count("--tensor-parallel") > 0) return run_tensor_parallel_check(args, dp, cmd);
-  refuse_given(cmd, {"--link"}, " applies only with --data-parallel or --tensor-parallel");
+  if (cmd.count("--pipeline-parallel") > 0) return run_pipeline_parallel_check(args, dp, cmd);
+  refuse_given(cmd, {"--link"}, " applies only with --data-parallel, --tensor-parallel or --pipeline-parallel");
+  refuse_given(cmd, {"--micro-batches"}, " applies only with --pipeline-parallel");
   refuse_given(cmd, {"--zero"}, " applies only with --data-parallel");
   // Ctrl-C ends the run in progress and its workers; -o holds every finished run as it ends.
   // Installed first: a signal while the plan is made (calibration, loading plugins) is kept too.
@@ -246,9 +299,15 @@ void add_profile_command(CLI::App& app) {
                   "With --train: real tensor-parallel steps of a decoder (--model: a preset or config.json; default "
                   "a 4-layer Llama) split as Megatron-LM splits it, in N local processes on gloo, against the "
                   "prediction from --link (docs/distributed.md §8)");
+  cmd->add_option("--pipeline-parallel", dp->pipeline_ranks,
+                  "With --train: real 1F1B pipeline steps of a decoder (--model as with --tensor-parallel) cut into N "
+                  "stages in N local processes on gloo, against the model's schedule on the stages' measured work "
+                  "(docs/distributed.md §9)");
+  cmd->add_option("--micro-batches", dp->micro_batches, "With --pipeline-parallel: micro-batches a step")
+      ->capture_default_str();
   cmd->add_option("--link", dp->link,
-                  "With --data-parallel or --tensor-parallel: this machine's calibrated link, a spec written by "
-                  "`hardware calibrate --collectives --spec-output`");
+                  "With --data-parallel, --tensor-parallel or --pipeline-parallel: this machine's calibrated link, a "
+                  "spec written by `hardware calibrate --collectives --spec-output`");
   cmd->add_option("--zero", dp->zero, "With --data-parallel: ddp or fsdp")->capture_default_str();
   cmd->callback([args, layer_args, dp, cmd] { run_profile(*args, *layer_args, *dp, *cmd); });
 }

@@ -137,6 +137,7 @@ struct ModelParallelStep {
   double tensor_seconds = 0;  ///< the busiest device's tensor-parallel collectives, all micro-batches
   double expert_seconds = 0;  ///< the busiest device's expert-parallel all-to-alls, all micro-batches
   double gradient_exposed_seconds = 0, optimizer_seconds = 0;
+  double tied_seconds = 0;  ///< pp > 1 with tied embeddings: the two copies' gradients all-reduced
   double step_seconds = 0;
   double model_flops = 0;     ///< the whole model's step (no recomputation, no replication), all devices
   double hardware_flops = 0;  ///< what every device runs, recomputation and replicated norms included
@@ -163,6 +164,17 @@ struct ModelParallelStep {
     return step_seconds > 0 && peak_flops_per_second > 0 ? flops / (step_seconds * devices * peak_flops_per_second) : 0;
   }
 };
+
+/// m micro-batches through the 1F1B schedule (Megatron's interleaved one with v chunks a device)
+/// over pp = busy.size() devices, device d busy busy[d] a micro-batch (forward, backward and its
+/// tensor and expert collectives): m × the busiest device's, the others' fill and drain
+/// (Σ − max) / v (the bubble), and 2(v·pp − 1) + 2v(m − 1) transfers of `p2p_each_seconds` between
+/// stages on the critical path (none with one device).
+struct PipelineSchedule {
+  double pipeline_seconds = 0, bubble_seconds = 0, p2p_seconds = 0;
+};
+PipelineSchedule one_f_one_b(const std::vector<double>& busy, std::int64_t micro_batches, int virtual_stages,
+                             double p2p_each_seconds);
 
 /// The step of `request` for the cache's decoder on its hardware. kInvalidArgument (one sentence
 /// naming the value) for degrees below 1, a tp above the node or one the heads do not divide,

@@ -8,6 +8,7 @@
 
 #include "neuralcost/calibrate/collective_calibration.hpp"
 #include "neuralcost/calibrate/data_parallel_check.hpp"
+#include "neuralcost/calibrate/pipeline_parallel_check.hpp"
 #include "neuralcost/calibrate/tensor_parallel_check.hpp"
 #include "neuralcost/hardware/interconnect.hpp"
 #include "neuralcost/report/format.hpp"
@@ -30,5 +31,9 @@ std::string render_data_parallel_check(const DataParallelCheck& check, double wi
 /// as render_data_parallel_check, with the collectives a step (measured and predicted) and the
 /// parameters a rank (run and by the shard's graph).
 std::string render_tensor_parallel_check(const TensorParallelCheck& check, double within, Format format);
+/// A measured pipeline-parallel step against its prediction (`profile --train --pipeline-parallel
+/// N`): the step and its bubble and transfers (the step less its busiest stage alone), each stage's
+/// work alone, the transfers a step and each stage's parameters, measured and predicted.
+std::string render_pipeline_parallel_check(const PipelineParallelCheck& check, double within, Format format);
 
 }  // namespace neuralcost

@@ -1,0 +1,39 @@
+// What the measured tensor- and pipeline-parallel checks share (tensor_parallel_check.cpp): which
+// decoders the worker builds, the fields it builds them from, the layout the model predicts, and
+// one request to the collectives worker.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "neuralcost/calibrate/data_parallel_check.hpp"
+#include "neuralcost/hardware/interconnect.hpp"
+#include "neuralcost/hardware/spec.hpp"
+#include "neuralcost/models/decoder.hpp"
+#include "neuralcost/parallel/model_parallel.hpp"
+
+namespace neuralcost::decoder_steps {
+
+/// Why the worker's decoder (tensor_parallel_steps.build) cannot run `c` at `tokens` a sequence;
+/// empty when it can.
+std::string unbuilt_feature(const DecoderConfig& c, std::int64_t tokens);
+
+/// The fields the worker builds its shard or stage from.
+nlohmann::json worker_config(const DecoderConfig& c);
+
+/// dp=1 × tp × pp in fp32 on a local system of tp · pp devices joined by `link`: m micro-batches of
+/// b sequences of `tokens`.
+ModelParallelRequest layout(int tp, int pp, std::int64_t batch, std::int64_t tokens, std::int64_t micro_batches,
+                            const std::string& optimizer, const InterconnectSpec& link, const HardwareSpec& hardware);
+
+/// Sends `request` to a fresh collectives worker and returns its reply; kNotFound without the
+/// worker's Python, the worker's failure as one error starting with `what`.
+nlohmann::json run_worker(const nlohmann::json& request, double deadline_seconds, const std::string& option,
+                          const std::string& what);
+
+/// The median of each round's values of `key` (a list a round), their median and 95 % interval.
+RoundFigure figure(const nlohmann::json& rounds, const char* key);
+
+}  // namespace neuralcost::decoder_steps
