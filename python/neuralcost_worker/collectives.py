@@ -135,6 +135,34 @@ def _rank_main(rank, world, port, request, results):
     dist.destroy_process_group()
 
 
+def join(rank, world, port, request):
+    """Joins this rank to the run's gloo group (the request's threads and collective timeout);
+    returns torch and torch.distributed."""
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(int(request.get("threads", 1)))
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    timeout = datetime.timedelta(seconds=float(request.get("collective_timeout_seconds", 120)))
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
+    return torch, dist
+
+
+def leave(dist, rank, results, reply):
+    """Rank 0 puts `reply` in `results`; every rank leaves the group and exits without running the
+    interpreter's and torch's destructors: a rank whose DDP, FSDP or autograd threads are torn down
+    at exit can abort (SIGABRT) after its work is done, and the parent would take that for a rank
+    that died (rank 0's results are already in the queue's pipe)."""
+    if rank == 0:
+        results.put(reply)
+    dist.barrier()
+    dist.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def run_ranks(rank_main, request):
     """Runs rank_main(rank, world, port, request, results) in `ranks` spawned processes and returns
     what rank 0 put in `results`. A rank that dies, or a run past its deadline, stops every rank and

@@ -19,9 +19,6 @@ network), so the machine's drift touches both alike; a step's time is the slowes
 ends when its last rank does). Rank 0 sends the rounds back.
 """
 
-import datetime
-import os
-import sys
 import time
 
 from neuralcost_worker import collectives
@@ -82,17 +79,43 @@ def link_and_wait(torch, dist, calls):
     return link, wait
 
 
-def _rank_main(rank, world, port, request, results):
-    import torch
-    import torch.distributed as dist
+def timed_rounds(torch, dist, rank, request, synced, alone, take_calls):
+    """The request's rounds of `steps` steps, each a step with communication (`synced`), then the
+    same step without it (`alone`), the ranks lined up by a barrier before each: a step's and its
+    compute's time the slowest rank's, the link time and skew (link_and_wait) from take_calls(),
+    this rank's calls since it was last called. Returns the rounds and the last synced step's calls."""
+    take_calls()
+    rounds, calls, done = [], [], 0
+    for _ in range(int(request["rounds"])):
+        one = {"step_seconds": [], "compute_seconds": [], "link_seconds": [], "wait_seconds": []}
+        for _ in range(int(request["steps"])):
+            collectives.fault(rank, done)  # tests: a rank that dies mid-run
+            done += 1
+            dist.barrier()
+            start = time.perf_counter()
+            synced()
+            step_seconds = time.perf_counter() - start
+            calls = take_calls()
+            link, wait = link_and_wait(torch, dist, calls)
+            dist.barrier()
+            start = time.perf_counter()
+            alone()
+            compute_seconds = time.perf_counter() - start
+            take_calls()
+            t = torch.tensor([step_seconds, compute_seconds], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            one["step_seconds"].append(float(t[0]))
+            one["compute_seconds"].append(float(t[1]))
+            one["link_seconds"].append(link)
+            one["wait_seconds"].append(wait)
+        rounds.append(one)
+    return rounds, calls
 
+
+def _rank_main(rank, world, port, request, results):
     from neuralcost_worker.torch import reference
 
-    torch.set_num_threads(int(request.get("threads", 1)))
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    timeout = datetime.timedelta(seconds=float(request.get("collective_timeout_seconds", 120)))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
+    torch, dist = collectives.join(rank, world, port, request)
     mode = request["mode"]
     size = {k: int(request[k]) for k in ("batch", "seq", "width", "depth")}
     net, x = reference.build(request["model"], **size)
@@ -172,54 +195,24 @@ def _rank_main(rank, world, port, request, results):
     for _ in range(int(request.get("warmup", 3))):
         synced()
         alone()
-    comm_calls()
-    rounds, collectives_seen, calls_per_step, done = [], {}, 0, 0
-    for _ in range(int(request["rounds"])):
-        one = {"step_seconds": [], "compute_seconds": [], "link_seconds": [], "wait_seconds": []}
-        for _ in range(int(request["steps"])):
-            collectives.fault(rank, done)  # tests: a rank that dies mid-run
-            done += 1
-            dist.barrier()
-            start = time.perf_counter()
-            synced()
-            step_seconds = time.perf_counter() - start
-            calls = comm_calls()
-            calls_per_step = len(calls)
-            for name, _s, _e, nbytes in calls:
-                collectives_seen.setdefault(name, set()).add(nbytes)
-            link, wait = link_and_wait(torch, dist, calls)
-            dist.barrier()
-            start = time.perf_counter()
-            alone()
-            compute_seconds = time.perf_counter() - start
-            comm_calls()
-            t = torch.tensor([step_seconds, compute_seconds], dtype=torch.float64)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            one["step_seconds"].append(float(t[0]))
-            one["compute_seconds"].append(float(t[1]))
-            one["link_seconds"].append(link)
-            one["wait_seconds"].append(wait)
-        rounds.append(one)
-    if rank == 0:
-        results.put(
-            {
-                "rounds": rounds,
-                "parameters": sum(p.numel() for p in plain.parameters()),
-                "buckets": sorted(collectives_seen.get("all_reduce", [])) if mode == "ddp" else [],
-                "collectives": sorted(collectives_seen),
-                "calls_per_step": calls_per_step,
-                "units": units,
-                "torch": torch.__version__,
-            }
-        )
-    dist.barrier()
-    dist.destroy_process_group()
-    # leave without running the interpreter's and torch's destructors: a rank whose DDP or FSDP
-    # threads are torn down at exit can abort (SIGABRT) after its work is done, and the parent
-    # would take that for a rank that died (rank 0's results are already in the queue's pipe)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    rounds, calls = timed_rounds(torch, dist, rank, request, synced, alone, comm_calls)
+    seen = {}  # each kind of collective the step made, and its sizes
+    for name, _s, _e, nbytes in calls:
+        seen.setdefault(name, set()).add(nbytes)
+    collectives.leave(
+        dist,
+        rank,
+        results,
+        {
+            "rounds": rounds,
+            "parameters": sum(p.numel() for p in plain.parameters()),
+            "buckets": sorted(seen.get("all_reduce", [])) if mode == "ddp" else [],
+            "collectives": sorted(seen),
+            "calls_per_step": len(calls),
+            "units": units,
+            "torch": torch.__version__,
+        },
+    )
 
 
 def measure(request):

@@ -16,9 +16,6 @@ waiting), timed apart from its optimizer step. A step's time is its slowest rank
 the rounds back with every stage's times and parameter elements.
 """
 
-import datetime
-import os
-import sys
 import time
 
 from neuralcost_worker import collectives
@@ -27,14 +24,7 @@ from neuralcost_worker.tensor_parallel_steps import build, functions, rotary
 
 
 def _rank_main(rank, world, port, request, results):
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(int(request.get("threads", 1)))
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    timeout = datetime.timedelta(seconds=float(request.get("collective_timeout_seconds", 120)))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
+    torch, dist = collectives.join(rank, world, port, request)
     config = request["config"]
     batch, tokens, m = int(request["batch"]), int(request["tokens"]), int(request["micro_batches"])
     layers = int(config["layers"]) // world
@@ -154,21 +144,18 @@ def _rank_main(rank, world, port, request, results):
         rounds.append(one)
     counts = [torch.zeros(2, dtype=torch.int64) for _ in range(world)]
     dist.all_gather(counts, torch.tensor([elements, transfers[0]], dtype=torch.int64))
-    if rank == 0:
-        results.put(
-            {
-                "rounds": rounds,
-                "stage_parameters": [int(c[0]) for c in counts],
-                "transfers_per_step": sum(int(c[1]) for c in counts),
-                "transfer_bytes": batch * tokens * hidden * 4,
-                "torch": torch.__version__,
-            }
-        )
-    dist.barrier()
-    dist.destroy_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # as data_parallel_steps: no destructors after the results are sent
+    collectives.leave(
+        dist,
+        rank,
+        results,
+        {
+            "rounds": rounds,
+            "stage_parameters": [int(c[0]) for c in counts],
+            "transfers_per_step": sum(int(c[1]) for c in counts),
+            "transfer_bytes": batch * tokens * hidden * 4,
+            "torch": torch.__version__,
+        },
+    )
 
 
 def measure(request):

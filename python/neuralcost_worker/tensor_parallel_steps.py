@@ -21,14 +21,11 @@ skew its first rank's launch to its last's (data_parallel_steps.link_and_wait). 
 rounds back, with each call's bytes and this rank's parameter elements.
 """
 
-import datetime
 import math
-import os
-import sys
 import time
 
 from neuralcost_worker import collectives
-from neuralcost_worker.data_parallel_steps import link_and_wait, make_optimizer
+from neuralcost_worker.data_parallel_steps import make_optimizer, timed_rounds
 
 
 class _Link:
@@ -218,14 +215,7 @@ def build(torch, config, rank, world, link, layers=None, first=True, last=True):
 
 
 def _rank_main(rank, world, port, request, results):
-    import torch
-    import torch.distributed as dist
-
-    torch.set_num_threads(int(request.get("threads", 1)))
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
-    os.environ["MASTER_PORT"] = str(port)
-    timeout = datetime.timedelta(seconds=float(request.get("collective_timeout_seconds", 120)))
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
+    torch, dist = collectives.join(rank, world, port, request)
     config = request["config"]
     batch, tokens = int(request["batch"]), int(request["tokens"])
     torch.manual_seed(1 + rank)  # each rank its own shard's weights
@@ -256,47 +246,19 @@ def _rank_main(rank, world, port, request, results):
     for _ in range(int(request.get("warmup", 2))):
         step()
         alone()
-    link.take()
-    rounds, sizes, calls_per_step, done = [], set(), 0, 0
-    for _ in range(int(request["rounds"])):
-        one = {"step_seconds": [], "compute_seconds": [], "link_seconds": [], "wait_seconds": []}
-        for _ in range(int(request["steps"])):
-            collectives.fault(rank, done)  # tests: a rank that dies mid-run
-            done += 1
-            dist.barrier()
-            start = time.perf_counter()
-            step()
-            step_seconds = time.perf_counter() - start
-            calls = link.take()
-            calls_per_step = len(calls)
-            sizes.update(c[3] for c in calls)
-            link_s, wait_s = link_and_wait(torch, dist, calls)
-            dist.barrier()
-            start = time.perf_counter()
-            alone()
-            compute_seconds = time.perf_counter() - start
-            t = torch.tensor([step_seconds, compute_seconds], dtype=torch.float64)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            one["step_seconds"].append(float(t[0]))
-            one["compute_seconds"].append(float(t[1]))
-            one["link_seconds"].append(link_s)
-            one["wait_seconds"].append(wait_s)
-        rounds.append(one)
-    if rank == 0:
-        results.put(
-            {
-                "rounds": rounds,
-                "parameters": elements,
-                "calls_per_step": calls_per_step,
-                "call_bytes": sorted(sizes),
-                "torch": torch.__version__,
-            }
-        )
-    dist.barrier()
-    dist.destroy_process_group()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)  # as data_parallel_steps: no destructors after the results are sent
+    rounds, calls = timed_rounds(torch, dist, rank, request, step, alone, link.take)
+    collectives.leave(
+        dist,
+        rank,
+        results,
+        {
+            "rounds": rounds,
+            "parameters": elements,
+            "calls_per_step": len(calls),
+            "call_bytes": sorted({c[3] for c in calls}),
+            "torch": torch.__version__,
+        },
+    )
 
 
 def measure(request):

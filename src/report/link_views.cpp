@@ -180,39 +180,47 @@ std::string link_name(const InterconnectSpec& link) {
   return link.origin.empty() || link.origin == "built-in" ? link.id : link.origin;
 }
 
-/// A measured parallel step beside its prediction: step and link with their errors, the step
-/// without communication and the ranks' skew as measured.
-report::Table step_table(const RoundFigure& step, const RoundFigure& link, const RoundFigure& compute,
-                         const RoundFigure& wait, double predicted_step, double predicted_link, double within) {
-  const auto interval = [](const RoundFigure& f) {
-    return fmt::format("{} [{}, {}]", report::seconds(f.median), report::seconds(f.ci95.low),
-                       report::seconds(f.ci95.high));
-  };
-  const auto row = [&](const char* name, const char* raw, const RoundFigure& measured, double predicted) {
-    const double error = measured.median > 0 ? predicted / measured.median - 1 : 0;
-    return std::vector<Cell>{{name, raw},
-                             {interval(measured), fmt::format("{}", measured.median)},
-                             {report::seconds(predicted), fmt::format("{}", predicted)},
-                             {fmt::format("{:+.1f}%", 100 * error), fmt::format("{}", error)},
-                             {std::abs(error) <= within ? "yes" : "no", ""}};
-  };
+std::string interval_text(const RoundFigure& f) {
+  return fmt::format("{} [{}, {}]", report::seconds(f.median), report::seconds(f.ci95.low),
+                     report::seconds(f.ci95.high));
+}
+
+/// A table of measured figures beside their predictions (header and columns).
+report::Table measured_table(double within) {
   report::Table t;
   t.headers = {"", "measured (median of rounds, 95% interval)", "predicted", "error",
                fmt::format("within {:g}%", within * 100)};
   t.raw_headers = {"quantity", "measured_seconds", "predicted_seconds", "error", "within"};
   t.right_align = {false, true, true, true, false};
-  t.rows.push_back(row("step", "step", step, predicted_step));
-  t.rows.push_back(row("communication (link)", "link", link, predicted_link));
-  t.rows.push_back({{"step without communication", "compute"},
-                    {interval(compute), fmt::format("{}", compute.median)},
-                    {"(measured)", ""},
-                    {"", ""},
-                    {"", ""}});
-  t.rows.push_back({{"ranks' skew before collectives", "wait"},
-                    {interval(wait), fmt::format("{}", wait.median)},
-                    {"(not modeled)", ""},
-                    {"", ""},
-                    {"", ""}});
+  return t;
+}
+
+/// A measured figure and its prediction with the error; `verdict`: whether it is within `within`.
+std::vector<Cell> predicted_row(const std::string& name, const std::string& raw, const RoundFigure& measured,
+                                double predicted, double within, bool verdict) {
+  const double error = measured.median > 0 ? predicted / measured.median - 1 : 0;
+  return {{name, raw},
+          {interval_text(measured), fmt::format("{}", measured.median)},
+          {report::seconds(predicted), fmt::format("{}", predicted)},
+          {fmt::format("{:+.1f}%", 100 * error), fmt::format("{}", error)},
+          {verdict ? (std::abs(error) <= within ? "yes" : "no") : "", ""}};
+}
+
+/// A measured figure the prediction takes as given (`what`: "(measured)", "(not modeled)").
+std::vector<Cell> measured_row(const std::string& name, const std::string& raw, const RoundFigure& measured,
+                               const char* what) {
+  return {{name, raw}, {interval_text(measured), fmt::format("{}", measured.median)}, {what, ""}, {"", ""}, {"", ""}};
+}
+
+/// A measured parallel step beside its prediction: step and link with their errors, the step
+/// without communication and the ranks' skew as measured.
+report::Table step_table(const RoundFigure& step, const RoundFigure& link, const RoundFigure& compute,
+                         const RoundFigure& wait, double predicted_step, double predicted_link, double within) {
+  report::Table t = measured_table(within);
+  t.rows.push_back(predicted_row("step", "step", step, predicted_step, within, true));
+  t.rows.push_back(predicted_row("communication (link)", "link", link, predicted_link, within, true));
+  t.rows.push_back(measured_row("step without communication", "compute", compute, "(measured)"));
+  t.rows.push_back(measured_row("ranks' skew before collectives", "wait", wait, "(not modeled)"));
   return t;
 }
 
@@ -357,32 +365,13 @@ std::string render_pipeline_parallel_check(const PipelineParallelCheck& c, doubl
                                   {"step_within", step_ok},
                                   {"notes", c.notes}});
   }
-  const auto interval = [](const RoundFigure& f) {
-    return fmt::format("{} [{}, {}]", report::seconds(f.median), report::seconds(f.ci95.low),
-                       report::seconds(f.ci95.high));
-  };
-  report::Table t;
-  t.headers = {"", "measured (median of rounds, 95% interval)", "predicted", "error",
-               fmt::format("within {:g}%", within * 100)};
-  t.raw_headers = {"quantity", "measured_seconds", "predicted_seconds", "error", "within"};
-  t.right_align = {false, true, true, true, false};
-  t.rows.push_back({{"step", "step"},
-                    {interval(c.step), fmt::format("{}", c.step.median)},
-                    {report::seconds(c.predicted_step_seconds), fmt::format("{}", c.predicted_step_seconds)},
-                    {fmt::format("{:+.1f}%", 100 * c.step_error()), fmt::format("{}", c.step_error())},
-                    {step_ok ? "yes" : "no", ""}});
-  t.rows.push_back(
-      {{"bubble and transfers (step less the busiest stage alone)", "overhead"},
-       {interval(c.overhead), fmt::format("{}", c.overhead.median)},
-       {report::seconds(c.predicted_overhead_seconds()), fmt::format("{}", c.predicted_overhead_seconds())},
-       {fmt::format("{:+.1f}%", 100 * overhead_error), fmt::format("{}", overhead_error)},
-       {"", ""}});
+  report::Table t = measured_table(within);
+  t.rows.push_back(predicted_row("step", "step", c.step, c.predicted_step_seconds, within, true));
+  t.rows.push_back(predicted_row("bubble and transfers (step less the busiest stage alone)", "overhead", c.overhead,
+                                 c.predicted_overhead_seconds(), within, false));
   for (std::size_t d = 0; d < c.stage_passes.size(); ++d) {
-    t.rows.push_back({{fmt::format("stage {}: {} micro-batches alone", d, r.micro_batches), fmt::format("stage{}", d)},
-                      {interval(c.stage_passes[d]), fmt::format("{}", c.stage_passes[d].median)},
-                      {"(measured)", ""},
-                      {"", ""},
-                      {"", ""}});
+    t.rows.push_back(measured_row(fmt::format("stage {}: {} micro-batches alone", d, r.micro_batches),
+                                  fmt::format("stage{}", d), c.stage_passes[d], "(measured)"));
   }
   if (format == Format::kCsv) return report::render_table(t, format);
   std::string out = fmt::format(

@@ -42,36 +42,51 @@ struct LayerArgs {
   std::string sort, group;
 };
 
-/// --data-parallel N (or --tensor-parallel N), --link, --zero: measured data- (tensor-) parallel
-/// steps against their prediction.
+/// --data-parallel N, --tensor-parallel N or --pipeline-parallel N (with --micro-batches), --link,
+/// --zero: measured parallel steps against their prediction.
 struct DataParallelArgs {
   int ranks = 0, tensor_ranks = 0, pipeline_ranks = 0;
   std::int64_t micro_batches = 4;
   std::string link, zero = "ddp";
 };
 
-/// `profile --train --data-parallel N --link SPEC.json [--zero ddp|fsdp]`: real DDP or FSDP steps
-/// of one reference network in N local processes (gloo) against the prediction from the link.
-void run_data_parallel_check(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd) {
-  static const std::set<std::string> applies = {"--data-parallel", "--link",   "--zero",   "--train",   "--model",
-                                                "--batch",         "--seq",    "--width",  "--depth",   "--rounds",
-                                                "--optimizer",     "--format", "--output", "--hardware"};
+/// What the measured parallel checks ask of their options: only those in `applies` (and --train,
+/// --link, --model, --batch, --rounds, --optimizer, --format, --output, --hardware) may be given,
+/// --train and --link must be, one model and one batch. `runs` says what the check runs.
+void check_parallel_options(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd,
+                            const std::string& check, std::set<std::string> applies, const std::string& runs) {
+  applies.insert({check, "--link", "--train", "--model", "--batch", "--rounds", "--optimizer", "--format", "--output",
+                  "--hardware"});
   for (const CLI::Option* option : cmd.get_options()) {
     const std::string name = option->get_name();
     if (option->count() > 0 && applies.count(name) == 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} does not apply with --data-parallel (it runs one reference network's DDP or FSDP "
-                              "steps in local processes: --model, --batch, --seq, --width, --depth, --rounds, "
-                              "--optimizer, --zero, --link)",
-                              name));
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} does not apply with {} ({})", name, check, runs));
     }
   }
-  if (!args.train) throw Error(ErrorCode::kInvalidArgument, "--data-parallel applies only with --train");
+  if (!args.train) throw Error(ErrorCode::kInvalidArgument, check + " applies only with --train");
   if (dp.link.empty()) {
     throw Error(ErrorCode::kInvalidArgument,
-                "--data-parallel needs --link SPEC.json, this machine's calibrated link (`neural-cost hardware "
-                "calibrate --collectives --spec-output SPEC.json`)");
+                check +
+                    " needs --link SPEC.json, this machine's calibrated link (`neural-cost hardware calibrate "
+                    "--collectives --spec-output SPEC.json`)");
   }
+}
+
+/// The optimizer a decoder check runs: sgd (default) or adam.
+std::string decoder_check_optimizer(const RunArgs& args, const std::string& check) {
+  const std::string optimizer = args.optimizer.empty() ? "sgd" : args.optimizer;
+  if (optimizer != "sgd" && optimizer != "adam") {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("--optimizer {} with {}: sgd or adam run", optimizer, check));
+  }
+  return optimizer;
+}
+
+/// `profile --train --data-parallel N --link SPEC.json [--zero ddp|fsdp]`: real DDP or FSDP steps
+/// of one reference network in N local processes (gloo) against the prediction from the link.
+void run_data_parallel_check(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd) {
+  check_parallel_options(args, dp, cmd, "--data-parallel", {"--zero", "--seq", "--width", "--depth"},
+                         "it runs one reference network's DDP or FSDP steps in local processes: --model, --batch, "
+                         "--seq, --width, --depth, --rounds, --optimizer, --zero, --link");
   if (args.models.size() > 1 || args.batches.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, "--data-parallel takes one --model and one --batch (per rank)");
   }
@@ -97,25 +112,9 @@ void run_data_parallel_check(const RunArgs& args, const DataParallelArgs& dp, co
 /// `profile --train --tensor-parallel N --link SPEC.json [--model DECODER]`: real Megatron-style
 /// tensor-parallel steps of a decoder in N local processes (gloo) against the prediction.
 void run_tensor_parallel_check(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd) {
-  static const std::set<std::string> applies = {"--tensor-parallel", "--link",   "--train",   "--model",
-                                                "--batch",           "--prompt", "--rounds",  "--optimizer",
-                                                "--format",          "--output", "--hardware"};
-  for (const CLI::Option* option : cmd.get_options()) {
-    const std::string name = option->get_name();
-    if (option->count() > 0 && applies.count(name) == 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} does not apply with --tensor-parallel (it runs one decoder's tensor-parallel "
-                              "training steps in local processes: --model, --batch, --prompt, --rounds, "
-                              "--optimizer, --link)",
-                              name));
-    }
-  }
-  if (!args.train) throw Error(ErrorCode::kInvalidArgument, "--tensor-parallel applies only with --train");
-  if (dp.link.empty()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "--tensor-parallel needs --link SPEC.json, this machine's calibrated link (`neural-cost hardware "
-                "calibrate --collectives --spec-output SPEC.json`)");
-  }
+  check_parallel_options(args, dp, cmd, "--tensor-parallel", {"--prompt"},
+                         "it runs one decoder's tensor-parallel training steps in local processes: --model, "
+                         "--batch, --prompt, --rounds, --optimizer, --link");
   if (args.models.size() > 1 || args.batches.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, "--tensor-parallel takes one --model (a decoder) and one --batch");
   }
@@ -125,11 +124,7 @@ void run_tensor_parallel_check(const RunArgs& args, const DataParallelArgs& dp, 
   r.ranks = dp.tensor_ranks;
   if (cmd.count("--batch") > 0) r.batch = args.batches.front();
   if (cmd.count("--prompt") > 0) r.tokens = args.prompt;
-  r.optimizer = args.optimizer.empty() ? "sgd" : args.optimizer;
-  if (r.optimizer != "sgd" && r.optimizer != "adam") {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--optimizer {} with --tensor-parallel: sgd or adam run", r.optimizer));
-  }
+  r.optimizer = decoder_check_optimizer(args, "--tensor-parallel");
   if (cmd.count("--rounds") > 0) r.rounds = args.rounds;
   r.link = find_interconnect(dp.link);
   check_tensor_parallel_request(r);  // bad input is named before the host is calibrated
@@ -141,25 +136,9 @@ void run_tensor_parallel_check(const RunArgs& args, const DataParallelArgs& dp, 
 /// `profile --train --pipeline-parallel N --link SPEC.json [--model DECODER] [--micro-batches M]`:
 /// real 1F1B pipeline steps of a decoder in N local processes (gloo) against the prediction.
 void run_pipeline_parallel_check(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd) {
-  static const std::set<std::string> applies = {
-      "--pipeline-parallel", "--micro-batches", "--link",   "--train",   "--model", "--batch", "--prompt", "--rounds",
-      "--optimizer",         "--format",        "--output", "--hardware"};
-  for (const CLI::Option* option : cmd.get_options()) {
-    const std::string name = option->get_name();
-    if (option->count() > 0 && applies.count(name) == 0) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  fmt::format("{} does not apply with --pipeline-parallel (it runs one decoder's pipeline training "
-                              "steps in local processes: --model, --batch, --prompt, --micro-batches, --rounds, "
-                              "--optimizer, --link)",
-                              name));
-    }
-  }
-  if (!args.train) throw Error(ErrorCode::kInvalidArgument, "--pipeline-parallel applies only with --train");
-  if (dp.link.empty()) {
-    throw Error(ErrorCode::kInvalidArgument,
-                "--pipeline-parallel needs --link SPEC.json, this machine's calibrated link (`neural-cost hardware "
-                "calibrate --collectives --spec-output SPEC.json`)");
-  }
+  check_parallel_options(args, dp, cmd, "--pipeline-parallel", {"--prompt", "--micro-batches"},
+                         "it runs one decoder's pipeline training steps in local processes: --model, --batch, "
+                         "--prompt, --micro-batches, --rounds, --optimizer, --link");
   if (args.models.size() > 1 || args.batches.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument,
                 "--pipeline-parallel takes one --model (a decoder) and one --batch (the micro-batch)");
@@ -171,11 +150,7 @@ void run_pipeline_parallel_check(const RunArgs& args, const DataParallelArgs& dp
   r.micro_batches = dp.micro_batches;
   if (cmd.count("--batch") > 0) r.batch = args.batches.front();
   if (cmd.count("--prompt") > 0) r.tokens = args.prompt;
-  r.optimizer = args.optimizer.empty() ? "sgd" : args.optimizer;
-  if (r.optimizer != "sgd" && r.optimizer != "adam") {
-    throw Error(ErrorCode::kInvalidArgument,
-                fmt::format("--optimizer {} with --pipeline-parallel: sgd or adam run", r.optimizer));
-  }
+  r.optimizer = decoder_check_optimizer(args, "--pipeline-parallel");
   if (cmd.count("--rounds") > 0) r.rounds = args.rounds;
   r.link = find_interconnect(dp.link);
   check_pipeline_parallel_request(r);
