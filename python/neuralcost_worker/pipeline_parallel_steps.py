@@ -34,7 +34,7 @@ def _rank_main(rank, world, port, request, results):
     torch.manual_seed(1 + rank)
     net, elements = build(torch, config, 0, 1, None, layers=layers, first=first, last=last)
     net.train()
-    cross_entropy = functions(torch)[2]
+    cross_entropy = functions(torch).cross_entropy
     cos, sin = rotary(torch, tokens, int(config["head_dim"]), float(config.get("rope_theta", 10000.0)))
     hidden, vocab = int(config["hidden"]), int(config["vocab"])
     torch.manual_seed(7)  # the same micro-batches on every stage

@@ -23,6 +23,7 @@ rounds back, with each call's bytes and this rank's parameter elements.
 
 import math
 import time
+import types
 
 from neuralcost_worker import collectives
 from neuralcost_worker.data_parallel_steps import make_optimizer, timed_rounds
@@ -32,8 +33,34 @@ class _Link:
     """The rank's collectives: in place, timed, or skipped (`enabled` False: the step without
     communication)."""
 
-    def __init__(self, dist):
-        self.dist, self.enabled, self.calls = dist, True, []
+    def __init__(self, dist, world=1):
+        self.dist, self.world, self.enabled, self.calls = dist, world, True, []
+
+    def _timed(self, name, nbytes, run):
+        start = time.perf_counter()
+        run()
+        self.calls.append((name, start, time.perf_counter(), nbytes))
+
+    def all_gather(self, x):
+        """[b, s/N, h] -> [b, s, h]: the ranks' tokens gathered (sequence parallelism); skipped, N
+        copies of its own."""
+        t = x.transpose(0, 1).contiguous()  # the tokens first: all_gather_into_tensor joins dim 0
+        if not self.enabled:
+            return t.repeat(self.world, 1, 1).transpose(0, 1)
+        out = t.new_empty((t.shape[0] * self.world,) + tuple(t.shape[1:]))
+        self._timed("all_gather", out.numel() * out.element_size(), lambda: self.dist.all_gather_into_tensor(out, t))
+        return out.transpose(0, 1)
+
+    def reduce_scatter(self, x):
+        """[b, s, h] -> [b, s/N, h]: summed over the ranks, each keeping its 1/N of the tokens;
+        skipped, its own first 1/N."""
+        t = x.transpose(0, 1).contiguous()
+        out = t.new_empty((t.shape[0] // self.world,) + tuple(t.shape[1:]))
+        if not self.enabled:
+            out.copy_(t[: out.shape[0]])
+        else:
+            self._timed("reduce_scatter", t.numel() * t.element_size(), lambda: self.dist.reduce_scatter_tensor(out, t))
+        return out.transpose(0, 1)
 
     def all_reduce(self, t, op=None):
         if not self.enabled:
@@ -49,7 +76,8 @@ class _Link:
 
 
 def functions(torch):
-    """Megatron's f and g and its vocabulary-parallel cross entropy as autograd functions."""
+    """Megatron's f and g, their sequence-parallel forms (gather, scatter) and its
+    vocabulary-parallel cross entropy as autograd functions."""
 
     class CopyToTensorParallel(torch.autograd.Function):  # f: identity forward, all-reduce backward
         @staticmethod
@@ -70,6 +98,26 @@ def functions(torch):
         @staticmethod
         def backward(ctx, grad):
             return grad, None
+
+    class GatherFromSequenceParallel(torch.autograd.Function):  # f under sequence parallelism
+        @staticmethod
+        def forward(ctx, x, link):
+            ctx.link = link
+            return link.all_gather(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return ctx.link.reduce_scatter(grad), None
+
+    class ScatterToSequenceParallel(torch.autograd.Function):  # g under sequence parallelism
+        @staticmethod
+        def forward(ctx, x, link):
+            ctx.link = link
+            return link.reduce_scatter(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return ctx.link.all_gather(grad), None
 
     class VocabParallelCrossEntropy(torch.autograd.Function):
         @staticmethod
@@ -97,7 +145,13 @@ def functions(torch):
             g[rows, local] -= (~outside).to(g.dtype)
             return g.mul_(grad / softmax.shape[0]), None, None, None
 
-    return CopyToTensorParallel, ReduceFromTensorParallel, VocabParallelCrossEntropy
+    return types.SimpleNamespace(
+        f=CopyToTensorParallel,
+        g=ReduceFromTensorParallel,
+        gather=GatherFromSequenceParallel,
+        scatter=ScatterToSequenceParallel,
+        cross_entropy=VocabParallelCrossEntropy,
+    )
 
 
 def rotary(torch, tokens, dims, theta):
@@ -107,14 +161,17 @@ def rotary(torch, tokens, dims, theta):
     return angles.cos(), angles.sin()
 
 
-def build(torch, config, rank, world, link, layers=None, first=True, last=True):
+def build(torch, config, rank, world, link, layers=None, first=True, last=True, sequence_parallel=False):
     """This rank's shard as (module, parameter elements); the vocabulary padded to a multiple of N.
     A pipeline stage (world 1, no collectives) holds `layers` of the layers, the embedding when
-    `first`, the final norm and the LM head when `last`."""
+    `first`, the final norm and the LM head when `last`. `sequence_parallel` (Korthikanti et al.
+    2022): the residual stream, norms and residual adds on 1/N of the tokens; each f an all-gather
+    of the tokens (its gradient reduce-scattered), each g a reduce-scatter (its gradient gathered)."""
     from torch import nn
     import torch.nn.functional as F
 
-    f, g, _ = functions(torch)
+    fn = functions(torch)
+    f, g = (fn.gather, fn.scatter) if sequence_parallel else (fn.f, fn.g)
     if world == 1:  # one device: no split, nothing to sum
 
         class _Identity:
@@ -160,8 +217,8 @@ def build(torch, config, rank, world, link, layers=None, first=True, last=True):
             self.down_bias = nn.Parameter(torch.zeros(h)) if mlp_bias else None
 
         def forward(self, x, cos, sin):
-            b, s, _ = x.shape
-            y = f.apply(norm(x, self.input_norm), link)
+            y = f.apply(norm(x, self.input_norm), link)  # every token (sequence parallel: gathered)
+            b, s, _ = y.shape
             q = self.q(y).view(b, s, heads, hd).transpose(1, 2)
             k = self.k(y).view(b, s, kv_heads, hd).transpose(1, 2)
             v = self.v(y).view(b, s, kv_heads, hd).transpose(1, 2)
@@ -219,10 +276,10 @@ def _rank_main(rank, world, port, request, results):
     config = request["config"]
     batch, tokens = int(request["batch"]), int(request["tokens"])
     torch.manual_seed(1 + rank)  # each rank its own shard's weights
-    link = _Link(dist)
-    net, elements = build(torch, config, rank, world, link)
+    link = _Link(dist, world)
+    net, elements = build(torch, config, rank, world, link, sequence_parallel=bool(request.get("sequence_parallel")))
     net.train()
-    cross_entropy = functions(torch)[2]
+    cross_entropy = functions(torch).cross_entropy
     cos, sin = rotary(torch, tokens, int(config["head_dim"]), float(config.get("rope_theta", 10000.0)))
     torch.manual_seed(7)  # every rank the same tokens and targets (one tensor-parallel group)
     vocab = int(config["vocab"])
@@ -256,6 +313,7 @@ def _rank_main(rank, world, port, request, results):
             "parameters": elements,
             "calls_per_step": len(calls),
             "call_bytes": sorted({c[3] for c in calls}),
+            "collectives": sorted({c[0] for c in calls}),
             "torch": torch.__version__,
         },
     )

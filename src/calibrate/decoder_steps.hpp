@@ -24,9 +24,10 @@ std::string unbuilt_feature(const DecoderConfig& c, std::int64_t tokens);
 nlohmann::json worker_config(const DecoderConfig& c);
 
 /// dp=1 × tp × pp in fp32 on a local system of tp · pp devices joined by `link`: m micro-batches of
-/// b sequences of `tokens`.
+/// b sequences of `tokens`, with or without sequence parallelism.
 ModelParallelRequest layout(int tp, int pp, std::int64_t batch, std::int64_t tokens, std::int64_t micro_batches,
-                            const std::string& optimizer, const InterconnectSpec& link, const HardwareSpec& hardware);
+                            const std::string& optimizer, const InterconnectSpec& link, const HardwareSpec& hardware,
+                            bool sequence_parallel = false);
 
 /// Sends `request` to a fresh collectives worker and returns its reply; kNotFound without the
 /// worker's Python, the worker's failure as one error starting with `what`.

@@ -45,8 +45,10 @@ std::string unbuilt_feature(const DecoderConfig& c, std::int64_t tokens) {
 }
 
 ModelParallelRequest layout(int tp, int pp, std::int64_t batch, std::int64_t tokens, std::int64_t micro_batches,
-                            const std::string& optimizer, const InterconnectSpec& link, const HardwareSpec& hardware) {
+                            const std::string& optimizer, const InterconnectSpec& link, const HardwareSpec& hardware,
+                            bool sequence_parallel) {
   ModelParallelRequest r;
+  r.sequence_parallel = sequence_parallel;
   r.dp = 1;
   r.tp = tp;
   r.pp = pp;
@@ -141,19 +143,31 @@ void check_tensor_parallel_request(const TensorParallelCheckRequest& r) {
                                 {"intermediate size", c.intermediate}}) {
     if (n % r.ranks != 0) refuse(fmt::format("--tensor-parallel {}: {} has {} {}", r.ranks, model, n, what));
   }
-  if (r.link.measured_for(Collective::kAllReduce, r.ranks) == nullptr) {
-    refuse(fmt::format(
-        "--link {} has no measured all_reduce over {} ranks: calibrate this machine's link first "
-        "(`neural-cost hardware calibrate --collectives --ranks {} --spec-output FILE`)",
-        r.link.origin.empty() || r.link.origin == "built-in" ? r.link.id : r.link.origin, r.ranks, r.ranks));
+  if (r.sequence_parallel && r.tokens % r.ranks != 0) {
+    refuse(
+        fmt::format("--sequence-parallel: --tensor-parallel {} does not divide the {} tokens of a sequence "
+                    "(--prompt)",
+                    r.ranks, r.tokens));
+  }
+  std::vector<Collective> needed = {Collective::kAllReduce};
+  if (r.sequence_parallel) needed.insert(needed.end(), {Collective::kAllGather, Collective::kReduceScatter});
+  for (const Collective collective : needed) {
+    if (r.link.measured_for(collective, r.ranks) == nullptr) {
+      refuse(
+          fmt::format("--link {} has no measured {} over {} ranks: calibrate this machine's link first "
+                      "(`neural-cost hardware calibrate --collectives --ranks {} --spec-output FILE`)",
+                      r.link.origin.empty() || r.link.origin == "built-in" ? r.link.id : r.link.origin,
+                      collective_name(collective), r.ranks, r.ranks));
+    }
   }
 }
 
 void predict_tensor_parallel(TensorParallelCheck& out) {
   const TensorParallelCheckRequest& request = out.request;
   ShardCostCache cache(request.config, request.hardware);
-  const ModelParallelStep step = model_parallel_step(cache, layout(request.ranks, 1, request.batch, request.tokens, 1,
-                                                                   request.optimizer, request.link, request.hardware));
+  const ModelParallelStep step =
+      model_parallel_step(cache, layout(request.ranks, 1, request.batch, request.tokens, 1, request.optimizer,
+                                        request.link, request.hardware, request.sequence_parallel));
   const PipelineStage& stage = step.stages.front();
   out.predicted_calls = stage.tensor_calls;
   out.predicted_link_seconds = step.tensor_seconds;
@@ -165,12 +179,14 @@ void predict_tensor_parallel(TensorParallelCheck& out) {
   // Megatron's collectives sit between the GEMMs that need them: each is waited for
   out.predicted_step_seconds = out.compute.median + out.predicted_link_seconds;
   out.notes.push_back(fmt::format(
-      "predicted: the collectives of dp=1, tp={}, pp=1 in fp32 ({}) on the calibrated link, each waited for (it "
+      "predicted: the collectives of {} in fp32 on the calibrated link, each waited for (it "
       "sits between the GEMMs that need it), added to the measured step without communication (the same kernels, "
       "the collectives skipped)",
-      request.ranks, step.layout()));
+      step.layout()));
   for (const std::string& a : step.approximations) {
-    if (a.rfind("tensor parallelism:", 0) == 0) out.notes.push_back("the model's " + a);
+    if (a.rfind("tensor parallelism:", 0) == 0 || a.rfind("sequence parallelism:", 0) == 0) {
+      out.notes.push_back("the model's " + a);
+    }
   }
 }
 
@@ -183,6 +199,7 @@ TensorParallelCheck check_tensor_parallel(const TensorParallelCheckRequest& requ
                                  {"config", worker_config(request.config)},
                                  {"batch", request.batch},
                                  {"tokens", request.tokens},
+                                 {"sequence_parallel", request.sequence_parallel},
                                  {"optimizer", request.optimizer},
                                  {"rounds", request.rounds},
                                  {"steps", request.steps},
@@ -193,6 +210,7 @@ TensorParallelCheck check_tensor_parallel(const TensorParallelCheckRequest& requ
   out.parameters = reply.at("parameters").get<std::uint64_t>();
   out.collectives_per_step = reply.at("calls_per_step").get<int>();
   out.call_bytes = reply.at("call_bytes").get<std::vector<double>>();
+  out.collectives = reply.at("collectives").get<std::vector<std::string>>();
   const json& rounds = reply.at("rounds");
   out.step = figure(rounds, "step_seconds");
   out.compute = figure(rounds, "compute_seconds");

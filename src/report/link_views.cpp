@@ -281,6 +281,7 @@ std::string render_tensor_parallel_check(const TensorParallelCheck& c, double wi
   if (format == Format::kJson) {
     return report::json_text(json{{"model", r.model.empty() ? r.config.source : r.model},
                                   {"ranks", r.ranks},
+                                  {"sequence_parallel", r.sequence_parallel},
                                   {"batch", r.batch},
                                   {"tokens", r.tokens},
                                   {"link", link_name(r.link)},
@@ -295,6 +296,7 @@ std::string render_tensor_parallel_check(const TensorParallelCheck& c, double wi
                                   {"wait_seconds", figure_json(c.wait)},
                                   {"collectives_per_step", c.collectives_per_step},
                                   {"call_bytes", c.call_bytes},
+                                  {"collectives", c.collectives},
                                   {"predicted_calls", c.predicted_calls},
                                   {"predicted_link_seconds", c.predicted_link_seconds},
                                   {"predicted_step_seconds", c.predicted_step_seconds},
@@ -312,14 +314,15 @@ std::string render_tensor_parallel_check(const TensorParallelCheck& c, double wi
   std::vector<std::string> sizes;
   for (double b : c.call_bytes) sizes.push_back(report::si(b, "B"));
   std::string out = fmt::format(
-      "{}: tensor parallel over {} local processes (gloo, torch {}), Megatron's split, fp32; batch {} × {} tokens, "
+      "{}: tensor parallel over {} local processes (gloo, torch {}), Megatron's split{}, fp32; batch {} × {} tokens, "
       "{} parameters a rank ({} by the shard's graph); {} rounds of {} steps with and {} without communication, "
       "interleaved\n",
-      r.model.empty() ? r.config.source : r.model, r.ranks, c.torch_version, r.batch, r.tokens, c.parameters,
-      c.predicted_parameters, r.rounds, r.steps, r.steps);
-  out +=
-      fmt::format("link: {}; measured {} all-reduces a step (of {}), predicted {}{}\n", link_name(r.link),
-                  c.collectives_per_step, fmt::join(sizes, ", "), c.predicted_calls, calls_ok ? "" : " (they differ)");
+      r.model.empty() ? r.config.source : r.model, r.ranks, c.torch_version,
+      r.sequence_parallel ? " with sequence parallelism" : "", r.batch, r.tokens, c.parameters, c.predicted_parameters,
+      r.rounds, r.steps, r.steps);
+  out += fmt::format("link: {}; measured {} collectives a step ({}; of {}), predicted {}{}\n", link_name(r.link),
+                     c.collectives_per_step, fmt::join(c.collectives, ", "), fmt::join(sizes, ", "), c.predicted_calls,
+                     calls_ok ? "" : " (they differ)");
   out += report::render_table(t, format);
   for (const std::string& n : c.notes) out += "note: " + n + "\n";
   return out;

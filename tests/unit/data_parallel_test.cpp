@@ -252,6 +252,19 @@ TEST(TensorParallelCheckTest, ThePredictionIsMegatronsCollectivesOnTheCalibrated
   c.notes.clear();
   predict_tensor_parallel(c);
   EXPECT_THAT(::testing::PrintToString(c.notes), ::testing::HasSubstr("they are not the same model"));
+  // sequence parallelism: a reduce-scatter and an all-gather for each of the 18 all-reduces of the
+  // hidden states, the loss's three as they were
+  c.request.sequence_parallel = true;
+  check_tensor_parallel_request(c.request);
+  predict_tensor_parallel(c);
+  const auto pair = [&](double bytes) {
+    return in_node_cost(c.request.link, Collective::kReduceScatter, 2, bytes, 4, basis).seconds() +
+           in_node_cost(c.request.link, Collective::kAllGather, 2, bytes, 4, basis).seconds();
+  };
+  EXPECT_EQ(c.predicted_calls, 39);
+  EXPECT_NEAR(c.predicted_link_seconds, 18 * pair(4.0 * 128 * 256 * 4) + 3 * reduce(4.0 * 128 * 4), 1e-12);
+  c.request.tokens = 127;
+  EXPECT_THROW(check_tensor_parallel_request(c.request), Error);
 }
 
 TEST(TensorParallelCheckTest, DecodersTheWorkerDoesNotBuildAreOneClearError) {

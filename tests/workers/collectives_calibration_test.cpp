@@ -224,6 +224,19 @@ TEST(CollectivesCalibrationTest, TensorParallelStepsAreMeasuredAndPredicted) {
       EXPECT_EQ(note.get<std::string>().find("not the same model"), std::string::npos) << model;
   }
   std::filesystem::remove_all(dir);
+  // sequence parallelism: each all-reduce of the hidden states a reduce-scatter and an all-gather
+  const CliResult r = run_cli(
+      "profile --train --tensor-parallel 2 --sequence-parallel --batch 2 --prompt 32 "
+      "--rounds 2 --format json --link " +
+      kLink + kTimeline);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["sequence_parallel"], true);
+  EXPECT_EQ(j["collectives_per_step"], 2 * (4 * 4 + 2) + 3);
+  EXPECT_EQ(j["collectives_per_step"], j["predicted_calls"]);
+  EXPECT_EQ(j["collectives"], nlohmann::json::array({"all_gather", "all_reduce", "reduce_scatter"}));
+  EXPECT_EQ(j["call_bytes"], nlohmann::json::array({2 * 32 * 4.0, 2 * 32 * 256 * 4.0}));
+  EXPECT_EQ(j["parameters_per_rank"], j["predicted_parameters_per_rank"]);
 }
 
 TEST(CollectivesCalibrationTest, TensorParallelStepsRefuseWhatDoesNotApply) {
@@ -250,6 +263,13 @@ TEST(CollectivesCalibrationTest, TensorParallelStepsRefuseWhatDoesNotApply) {
               ::testing::StartsWith("error: --data-parallel, --tensor-parallel and --pipeline-parallel are separate"));
   EXPECT_EQ(error_of("profile --tensor-parallel 2 --link " + kLink),
             "error: --tensor-parallel applies only with --train\n");
+  EXPECT_EQ(
+      error_of(base + "--sequence-parallel --prompt 127 --link " + kLink),
+      "error: --sequence-parallel: --tensor-parallel 2 does not divide the 127 tokens of a sequence (--prompt)\n");
+  EXPECT_EQ(error_of("profile --model cnn --sequence-parallel"),
+            "error: --sequence-parallel applies only with --tensor-parallel\n");
+  EXPECT_THAT(error_of("profile --train --pipeline-parallel 2 --sequence-parallel --link " + kLink),
+              ::testing::StartsWith("error: --sequence-parallel does not apply with --pipeline-parallel"));
   EXPECT_EQ(error_of("profile --model cnn --zero fsdp"), "error: --zero applies only with --data-parallel\n");
 }
 

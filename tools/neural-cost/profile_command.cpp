@@ -46,6 +46,7 @@ struct LayerArgs {
 /// --zero: measured parallel steps against their prediction.
 struct DataParallelArgs {
   int ranks = 0, tensor_ranks = 0, pipeline_ranks = 0;
+  bool sequence_parallel = false;
   std::int64_t micro_batches = 4;
   std::string link, zero = "ddp";
 };
@@ -112,9 +113,9 @@ void run_data_parallel_check(const RunArgs& args, const DataParallelArgs& dp, co
 /// `profile --train --tensor-parallel N --link SPEC.json [--model DECODER]`: real Megatron-style
 /// tensor-parallel steps of a decoder in N local processes (gloo) against the prediction.
 void run_tensor_parallel_check(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd) {
-  check_parallel_options(args, dp, cmd, "--tensor-parallel", {"--prompt"},
+  check_parallel_options(args, dp, cmd, "--tensor-parallel", {"--prompt", "--sequence-parallel"},
                          "it runs one decoder's tensor-parallel training steps in local processes: --model, "
-                         "--batch, --prompt, --rounds, --optimizer, --link");
+                         "--batch, --prompt, --sequence-parallel, --rounds, --optimizer, --link");
   if (args.models.size() > 1 || args.batches.size() != 1) {
     throw Error(ErrorCode::kInvalidArgument, "--tensor-parallel takes one --model (a decoder) and one --batch");
   }
@@ -122,6 +123,7 @@ void run_tensor_parallel_check(const RunArgs& args, const DataParallelArgs& dp, 
   r.model = args.models.empty() ? "" : args.models.front();
   r.config = tensor_parallel_check_config(r.model);
   r.ranks = dp.tensor_ranks;
+  r.sequence_parallel = dp.sequence_parallel;
   if (cmd.count("--batch") > 0) r.batch = args.batches.front();
   if (cmd.count("--prompt") > 0) r.tokens = args.prompt;
   r.optimizer = decoder_check_optimizer(args, "--tensor-parallel");
@@ -172,6 +174,7 @@ void run_profile(const RunArgs& args, const LayerArgs& layer_args, const DataPar
   if (cmd.count("--pipeline-parallel") > 0) return run_pipeline_parallel_check(args, dp, cmd);
   refuse_given(cmd, {"--link"}, " applies only with --data-parallel, --tensor-parallel or --pipeline-parallel");
   refuse_given(cmd, {"--micro-batches"}, " applies only with --pipeline-parallel");
+  refuse_given(cmd, {"--sequence-parallel"}, " applies only with --tensor-parallel");
   refuse_given(cmd, {"--zero"}, " applies only with --data-parallel");
   // Ctrl-C ends the run in progress and its workers; -o holds every finished run as it ends.
   // Installed first: a signal while the plan is made (calibration, loading plugins) is kept too.
@@ -274,6 +277,9 @@ void add_profile_command(CLI::App& app) {
                   "With --train: real tensor-parallel steps of a decoder (--model: a preset or config.json; default "
                   "a 4-layer Llama) split as Megatron-LM splits it, in N local processes on gloo, against the "
                   "prediction from --link (docs/distributed.md §8)");
+  cmd->add_flag("--sequence-parallel", dp->sequence_parallel,
+                "With --tensor-parallel: Megatron's sequence parallelism (norms and residuals on 1/N of the tokens, "
+                "each all-reduce a reduce-scatter and an all-gather)");
   cmd->add_option("--pipeline-parallel", dp->pipeline_ranks,
                   "With --train: real 1F1B pipeline steps of a decoder (--model as with --tensor-parallel) cut into N "
                   "stages in N local processes on gloo, against the model's schedule on the stages' measured work "

@@ -18,9 +18,12 @@
 namespace neuralcost {
 
 struct TensorParallelCheckRequest {
-  std::string model;          ///< what `config` was read from (a preset or config.json; empty: built in)
-  DecoderConfig config;       ///< the decoder (tensor_parallel_check_config(model))
-  int ranks = 2;              ///< tp
+  std::string model;     ///< what `config` was read from (a preset or config.json; empty: built in)
+  DecoderConfig config;  ///< the decoder (tensor_parallel_check_config(model))
+  int ranks = 2;         ///< tp
+  /// Megatron's sequence parallelism: norms and residuals on 1/tp of the tokens, each all-reduce of
+  /// the hidden states a reduce-scatter and an all-gather
+  bool sequence_parallel = false;
   std::int64_t batch = 4;     ///< sequences a step (one micro-batch; every rank the same tokens)
   std::int64_t tokens = 128;  ///< sequence length
   std::string optimizer = "sgd";
@@ -39,6 +42,7 @@ struct TensorParallelCheck {
   RoundFigure step, compute, link, wait;   ///< seconds a step (as DataParallelCheck's)
   int collectives_per_step = 0;            ///< measured
   std::vector<double> call_bytes;          ///< the distinct sizes of the measured calls
+  std::vector<std::string> collectives;    ///< the kinds measured ("all_reduce", "all_gather", ...)
   int predicted_calls = 0;
   double predicted_link_seconds = 0;  ///< the step's collectives on the calibrated link
   double predicted_step_seconds = 0;  ///< measured compute + predicted link (none overlapped)
@@ -58,7 +62,8 @@ DecoderConfig tensor_parallel_check_config(const std::string& model);
 /// LayerNorm or ungated MLPs, learned positions, a parallel residual, gemma2's extra norms and
 /// soft-caps, partial rotary positions, quantized weights, a sliding window shorter than the
 /// sequence), heads, KV heads or the intermediate size that tp does not divide, batch, tokens,
-/// rounds or steps below 1, a link without a measured all-reduce over `ranks`.
+/// rounds or steps below 1, a link without a measured all-reduce over `ranks` (with sequence
+/// parallelism also all-gather and reduce-scatter, and tokens that tp divides).
 void check_tensor_parallel_request(const TensorParallelCheckRequest& request);
 
 /// The prediction of `check` from its request and measured compute: model_parallel_step's
