@@ -212,8 +212,11 @@ def _hello(req):
 
 
 def _failure(e):
-    # the sweep's processes are gone; the worker stays usable
-    text = " ".join(str(e).split())
+    # the sweep's processes are gone; the worker stays usable. A rank's exception arrives with its
+    # traceback in the message (torch.multiprocessing's ProcessRaisedException): its last line is
+    # the cause
+    lines = [line for line in str(e).splitlines() if line.strip()]
+    text = " ".join((lines[-1] if len(lines) > 1 and "Traceback" in str(e) else str(e)).split())
     if not isinstance(e, (ValueError, TimeoutError)):
         traceback.print_exception(e, file=sys.stderr)
     return {"ok": False, "kind": "rank_failed", "error": f"{type(e).__name__}: {text[:400]}"}

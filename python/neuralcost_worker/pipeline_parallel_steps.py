@@ -69,7 +69,7 @@ def _rank_main(rank, world, port, request, results):
             logits = net.logits(out).reshape(batch * tokens, -1)
             out = cross_entropy.apply(logits, targets[i], 0, _NoLink) / m
         elif piped:
-            sent.append(dist.isend(out.detach().contiguous(), rank + 1, tag=0))
+            sent.append(send(out.detach().contiguous(), rank + 1, 0))
         kept.append((x_in, out))
 
     def backward(piped, sent, kept):
@@ -84,9 +84,14 @@ def _rank_main(rank, world, port, request, results):
                 grad.copy_(local_grad)
             out.backward(grad)
         if not first and piped:
-            sent.append(dist.isend(x_in.grad.contiguous(), rank - 1, tag=1))
+            sent.append(send(x_in.grad.contiguous(), rank - 1, 1))
 
     transfers = [0]  # this rank's sends in the last step through the pipeline
+    sizes = set()  # the bytes of each tensor sent
+
+    def send(t, to, tag):
+        sizes.add(t.numel() * t.element_size())
+        return dist.isend(t, to, tag=tag)
 
     def passes(piped):
         """The stage's m forward and backward passes in 1F1B order; the sends waited for."""
@@ -144,6 +149,8 @@ def _rank_main(rank, world, port, request, results):
         rounds.append(one)
     counts = [torch.zeros(2, dtype=torch.int64) for _ in range(world)]
     dist.all_gather(counts, torch.tensor([elements, transfers[0]], dtype=torch.int64))
+    every_size = [None] * world
+    dist.all_gather_object(every_size, sorted(sizes))
     collectives.leave(
         dist,
         rank,
@@ -152,7 +159,7 @@ def _rank_main(rank, world, port, request, results):
             "rounds": rounds,
             "stage_parameters": [int(c[0]) for c in counts],
             "transfers_per_step": sum(int(c[1]) for c in counts),
-            "transfer_bytes": batch * tokens * hidden * 4,
+            "transfer_sizes": sorted({b for one in every_size for b in one}),
             "torch": torch.__version__,
         },
     )

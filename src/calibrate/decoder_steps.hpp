@@ -26,8 +26,17 @@ nlohmann::json worker_config(const DecoderConfig& c);
 /// dp=1 × tp × pp in fp32 on a local system of tp · pp devices joined by `link`: m micro-batches of
 /// b sequences of `tokens`, with or without sequence parallelism.
 ModelParallelRequest layout(int tp, int pp, std::int64_t batch, std::int64_t tokens, std::int64_t micro_batches,
-                            const std::string& optimizer, const InterconnectSpec& link, const HardwareSpec& hardware,
-                            bool sequence_parallel = false);
+                            const std::string& optimizer, const InterconnectSpec& link, bool sequence_parallel = false);
+
+/// model_parallel_step of `layout` for `config`: the counts, bytes and parameters the checks
+/// compare, which no hardware changes (the graphs are analysed on a built-in CPU spec). Its errors
+/// (a layout the model refuses) as they are.
+ModelParallelStep predicted_step(const DecoderConfig& config, const ModelParallelRequest& layout);
+
+/// Refuses (kInvalidArgument, naming `model`) a run whose ranks would need more than 3/4 of this
+/// machine's memory: every rank's model states and activations by the model's ledger
+/// (memory_upper_bytes of its stage, times tp), plus `extra_bytes` (the inputs the worker makes).
+void check_fits_this_machine(const ModelParallelStep& step, int tp, double extra_bytes, const std::string& model);
 
 /// Sends `request` to a fresh collectives worker and returns its reply; kNotFound without the
 /// worker's Python, the worker's failure as one error starting with `what`.

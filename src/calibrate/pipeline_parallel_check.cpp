@@ -27,6 +27,10 @@ void check_pipeline_parallel_request(const PipelineParallelCheckRequest& r) {
   if (r.ranks < 2) refuse(fmt::format("--pipeline-parallel {}: a pipeline needs at least 2 stages", r.ranks));
   if (r.batch < 1 || r.tokens < 1) refuse("--batch and --prompt (tokens a sequence) must be at least 1");
   if (r.micro_batches < 1) refuse(fmt::format("--micro-batches {}: at least 1", r.micro_batches));
+  if (r.batch >= (std::int64_t{1} << 31) / r.micro_batches) {
+    refuse(fmt::format("--micro-batches {} of --batch {}: the sequences a step must stay below 2^31", r.micro_batches,
+                       r.batch));
+  }
   if (r.rounds < 1 || r.steps < 1) refuse("--rounds and the steps a round must be at least 1");
   if (r.tokens > c.max_positions && c.max_positions > 0) {
     refuse(fmt::format("--prompt {}: {} has {} positions", r.tokens, model, c.max_positions));
@@ -38,19 +42,28 @@ void check_pipeline_parallel_request(const PipelineParallelCheckRequest& r) {
     refuse(fmt::format("--pipeline-parallel {}: {} has {} layers, which {} stages do not share evenly", r.ranks, model,
                        c.layers, r.ranks));
   }
+  if (r.link.measured.empty()) {
+    refuse(
+        fmt::format("--link {} was not calibrated on this machine (it has no measured collectives): "
+                    "`neural-cost hardware calibrate --collectives --spec-output FILE`",
+                    r.link.origin.empty() || r.link.origin == "built-in" ? r.link.id : r.link.origin));
+  }
+  // the model's own refusals, and whether the stages fit this machine, before anything runs
+  const ModelParallelStep step = decoder_steps::predicted_step(
+      c, decoder_steps::layout(1, r.ranks, r.batch, r.tokens, r.micro_batches, r.optimizer, r.link));
+  // the worker makes every micro-batch's token ids and targets (8 B each) up front
+  decoder_steps::check_fits_this_machine(
+      step, 1, 16.0 * static_cast<double>(r.micro_batches) * static_cast<double>(r.batch * r.tokens) * r.ranks, model);
 }
 
 void predict_pipeline_parallel(PipelineParallelCheck& out) {
   const PipelineParallelCheckRequest& r = out.request;
-  ShardCostCache cache(r.config, r.hardware);
-  const ModelParallelRequest layout =
-      decoder_steps::layout(1, r.ranks, r.batch, r.tokens, r.micro_batches, r.optimizer, r.link, r.hardware);
-  const ModelParallelStep step = model_parallel_step(cache, layout);
+  const ModelParallelStep step = decoder_steps::predicted_step(
+      r.config, decoder_steps::layout(1, r.ranks, r.batch, r.tokens, r.micro_batches, r.optimizer, r.link));
   out.predicted_parameters.clear();
   for (const PipelineStage& st : step.stages) out.predicted_parameters.push_back(st.parameters);
-  out.predicted_transfers = static_cast<int>(2 * (r.ranks - 1) * r.micro_batches);
-  out.predicted_transfer_bytes =
-      static_cast<double>(cache.get(1, r.batch, r.tokens, layout.training, layout.dtype).hidden_bytes);
+  out.predicted_transfers = static_cast<int>(step.transfers);
+  out.predicted_transfer_bytes = step.transfer_bytes;
   std::vector<double> busy;
   double optimizer = 0;
   for (std::size_t d = 0; d < out.stage_passes.size(); ++d) {
@@ -62,6 +75,19 @@ void predict_pipeline_parallel(PipelineParallelCheck& out) {
   out.predicted_p2p_seconds = schedule.p2p_seconds;
   out.predicted_tied_seconds = step.tied_seconds;
   out.predicted_step_seconds = schedule.pipeline_seconds + optimizer + step.tied_seconds;
+  // the step less its busiest stage's work alone, as the measured overhead is taken
+  double busiest = 0;
+  for (std::size_t d = 0; d < out.stage_passes.size(); ++d) {
+    busiest = std::max(
+        busiest, out.stage_passes[d].median + (d < out.stage_optimizer.size() ? out.stage_optimizer[d].median : 0.0));
+  }
+  out.predicted_overhead_seconds = out.predicted_step_seconds - busiest;
+  if (out.overhead.median <= 0 && !out.overhead.rounds.empty()) {
+    out.notes.push_back(
+        "the step through the pipeline took no longer than its busiest stage's work alone: the stages' work alone "
+        "was slowed by something else on this machine (every stage runs it at once), so the bubble cannot be read "
+        "from this run; its error is not given");
+  }
   if (const int cpus = describe_host().logical_cpus; cpus < r.ranks) {
     out.notes.push_back(fmt::format(
         "{} stages share {} CPU(s): the stages' work alone runs beside each other's, as in the schedule's steady "
@@ -105,7 +131,10 @@ PipelineParallelCheck check_pipeline_parallel(const PipelineParallelCheckRequest
   out.torch_version = reply.value("torch", std::string("?"));
   out.parameters = reply.at("stage_parameters").get<std::vector<std::uint64_t>>();
   out.transfers_per_step = reply.at("transfers_per_step").get<int>();
-  out.transfer_bytes = reply.at("transfer_bytes").get<double>();
+  const auto sizes = reply.at("transfer_sizes").get<std::vector<double>>();
+  out.transfer_bytes = sizes.size() == 1 ? sizes.front() : 0;  // one size, or none to compare
+  if (sizes.size() > 1)
+    out.notes.push_back(fmt::format("transfers of {} sizes: {}", sizes.size(), fmt::join(sizes, ", ")));
   const json& rounds = reply.at("rounds");
   out.step = decoder_steps::figure(rounds, "step_seconds");
   std::vector<double> overhead;

@@ -12,6 +12,8 @@
 #include "calibrate/decoder_steps.hpp"
 #include "importers/decoder/decoder_importer.hpp"
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/hardware/database.hpp"
+#include "neuralcost/hardware/host.hpp"
 #include "neuralcost/parallel/model_parallel.hpp"
 
 namespace neuralcost {
@@ -45,8 +47,7 @@ std::string unbuilt_feature(const DecoderConfig& c, std::int64_t tokens) {
 }
 
 ModelParallelRequest layout(int tp, int pp, std::int64_t batch, std::int64_t tokens, std::int64_t micro_batches,
-                            const std::string& optimizer, const InterconnectSpec& link, const HardwareSpec& hardware,
-                            bool sequence_parallel) {
+                            const std::string& optimizer, const InterconnectSpec& link, bool sequence_parallel) {
   ModelParallelRequest r;
   r.sequence_parallel = sequence_parallel;
   r.dp = 1;
@@ -59,7 +60,7 @@ ModelParallelRequest layout(int tp, int pp, std::int64_t batch, std::int64_t tok
   r.training.precision = Precision::kFp32;
   r.dtype = DType::kFp32;
   r.system.id = "local";
-  r.system.device = hardware.id;
+  r.system.device = "epyc-9654";
   r.system.devices_per_node = tp * pp;
   r.system.nics_per_node = 1;
   r.intra = r.inter = link;
@@ -107,12 +108,29 @@ json run_worker(const json& request, double deadline_seconds, const std::string&
   return reply;
 }
 
+ModelParallelStep predicted_step(const DecoderConfig& config, const ModelParallelRequest& layout) {
+  ShardCostCache cache(config, HardwareDatabase::builtin().get(layout.system.device));
+  return model_parallel_step(cache, layout);
+}
+
+void check_fits_this_machine(const ModelParallelStep& step, int tp, double extra_bytes, const std::string& model) {
+  double need = extra_bytes;
+  for (const PipelineStage& st : step.stages) need += static_cast<double>(st.memory_upper_bytes()) * tp;
+  const double have = static_cast<double>(describe_host().memory_bytes);
+  if (have > 0 && need > 0.75 * have) {
+    refuse(
+        fmt::format("{} at this size needs about {:.3g} GB over its {} ranks (model states and activations by the "
+                    "ledger), more than 3/4 of this machine's {:.3g} GB: a smaller --model, --batch or --prompt",
+                    model, need / 1e9, step.devices, have / 1e9));
+  }
+}
+
 }  // namespace decoder_steps
 
 using namespace decoder_steps;
 
-DecoderConfig tensor_parallel_check_config(const std::string& model) {
-  if (!model.empty()) return decoder_config_of(model, "--tensor-parallel: the model", {});
+DecoderConfig tensor_parallel_check_config(const std::string& model, const std::string& option) {
+  if (!model.empty()) return decoder_config_of(model, option + ": the model", {});
   return parse_decoder_config(json{{"model_type", "llama"},
                                    {"hidden_size", 256},
                                    {"num_hidden_layers", 4},
@@ -141,7 +159,12 @@ void check_tensor_parallel_request(const TensorParallelCheckRequest& r) {
   for (const auto& [what, n] : {std::pair<const char*, std::int64_t>{"attention heads", c.heads},
                                 {"KV heads", c.kv_heads},
                                 {"intermediate size", c.intermediate}}) {
-    if (n % r.ranks != 0) refuse(fmt::format("--tensor-parallel {}: {} has {} {}", r.ranks, model, n, what));
+    if (n % r.ranks != 0) {
+      refuse(
+          fmt::format("--tensor-parallel {}: {} has {} {}, which {} ranks do not share evenly (the worker "
+                      "replicates none)",
+                      r.ranks, model, n, what, r.ranks));
+    }
   }
   if (r.sequence_parallel && r.tokens % r.ranks != 0) {
     refuse(
@@ -160,14 +183,17 @@ void check_tensor_parallel_request(const TensorParallelCheckRequest& r) {
                       collective_name(collective), r.ranks, r.ranks));
     }
   }
+  // the model's own refusals, and whether the ranks fit this machine, before anything runs
+  const ModelParallelStep step =
+      predicted_step(c, layout(r.ranks, 1, r.batch, r.tokens, 1, r.optimizer, r.link, r.sequence_parallel));
+  check_fits_this_machine(step, r.ranks, 16.0 * static_cast<double>(r.batch * r.tokens), model);
 }
 
 void predict_tensor_parallel(TensorParallelCheck& out) {
   const TensorParallelCheckRequest& request = out.request;
-  ShardCostCache cache(request.config, request.hardware);
   const ModelParallelStep step =
-      model_parallel_step(cache, layout(request.ranks, 1, request.batch, request.tokens, 1, request.optimizer,
-                                        request.link, request.hardware, request.sequence_parallel));
+      predicted_step(request.config, layout(request.ranks, 1, request.batch, request.tokens, 1, request.optimizer,
+                                            request.link, request.sequence_parallel));
   const PipelineStage& stage = step.stages.front();
   out.predicted_calls = stage.tensor_calls;
   out.predicted_link_seconds = step.tensor_seconds;
@@ -179,10 +205,13 @@ void predict_tensor_parallel(TensorParallelCheck& out) {
   // Megatron's collectives sit between the GEMMs that need them: each is waited for
   out.predicted_step_seconds = out.compute.median + out.predicted_link_seconds;
   out.notes.push_back(fmt::format(
-      "predicted: the collectives of {} in fp32 on the calibrated link, each waited for (it "
+      "predicted: the collectives of tp={}{} in fp32 on the calibrated link, each waited for (it "
       "sits between the GEMMs that need it), added to the measured step without communication (the same kernels, "
       "the collectives skipped)",
-      step.layout()));
+      request.ranks, request.sequence_parallel ? " with sequence parallelism" : ""));
+  for (const std::string& n : step.notes) {
+    if (n.find("padded") != std::string::npos) out.notes.push_back(n);  // the vocabulary's rows a rank holds
+  }
   for (const std::string& a : step.approximations) {
     if (a.rfind("tensor parallelism:", 0) == 0 || a.rfind("sequence parallelism:", 0) == 0) {
       out.notes.push_back("the model's " + a);

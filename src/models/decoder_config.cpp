@@ -1,6 +1,7 @@
 // Decoder configs (models/decoder.hpp): a Hugging Face style config.json read field by field,
 // and the built-in presets with the source of their figures.
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
@@ -225,6 +226,8 @@ bool looks_like_decoder_config(const json& object) {
 
 std::optional<json> decoder_config_file(const std::string& path) {
   if (path.size() < 5 || path.compare(path.size() - 5, 5, ".json") != 0) return std::nullopt;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) return std::nullopt;
   std::ifstream in(path);
   if (!in) return std::nullopt;
   json j = json::parse(in, nullptr, false);

@@ -194,7 +194,8 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
     // across nodes, Megatron's scatter-gather: each of the tp devices sends 1/tp, then they all-gather;
     // under sequence parallelism each device holds and sends its 1/tp of the tokens, nothing to gather
     const bool scatter = stages_across && r.tp > 1 && !sp;
-    out.p2p_each_seconds = between_stages(Collective::kSendRecv, scatter || sp ? act / r.tp : act, elt);
+    out.transfer_bytes = scatter || sp ? act / r.tp : act;
+    out.p2p_each_seconds = between_stages(Collective::kSendRecv, out.transfer_bytes, elt);
     if (scatter) out.p2p_each_seconds += in_node_cost(r.intra, Collective::kAllGather, r.tp, act, elt, basis).seconds();
   }
 
@@ -341,6 +342,7 @@ ModelParallelStep model_parallel_step(ShardCostCache& cache, const ModelParallel
   std::vector<double> busy;
   for (const PipelineStage& st : out.stages) busy.push_back(st.busy_seconds());
   const PipelineSchedule schedule = one_f_one_b(busy, m, v, out.p2p_each_seconds);
+  out.transfers = r.pp > 1 ? 2 * (static_cast<std::int64_t>(v) * r.pp - 1) * m : 0;
   out.bubble_seconds = schedule.bubble_seconds;
   out.p2p_seconds = schedule.p2p_seconds;
   out.pipeline_seconds = schedule.pipeline_seconds;

@@ -331,7 +331,6 @@ std::string render_tensor_parallel_check(const TensorParallelCheck& c, double wi
 std::string render_pipeline_parallel_check(const PipelineParallelCheck& c, double within, Format format) {
   const PipelineParallelCheckRequest& r = c.request;
   const bool step_ok = std::abs(c.step_error()) <= within;
-  const double overhead_error = c.overhead.median > 0 ? c.predicted_overhead_seconds() / c.overhead.median - 1 : 0;
   if (format == Format::kJson) {
     json stages = json::array();
     for (std::size_t d = 0; d < c.stage_passes.size(); ++d) {
@@ -360,10 +359,11 @@ std::string render_pipeline_parallel_check(const PipelineParallelCheck& c, doubl
                                   {"predicted_bubble_seconds", c.predicted_bubble_seconds},
                                   {"predicted_p2p_seconds", c.predicted_p2p_seconds},
                                   {"predicted_tied_seconds", c.predicted_tied_seconds},
-                                  {"predicted_overhead_seconds", c.predicted_overhead_seconds()},
+                                  {"predicted_overhead_seconds", c.predicted_overhead_seconds},
                                   {"predicted_step_seconds", c.predicted_step_seconds},
                                   {"step_error", c.step_error()},
-                                  {"overhead_error", overhead_error},
+                                  {"overhead_error", c.overhead_error() ? json(*c.overhead_error()) : json(nullptr)},
+                                  {"counts_equal", c.counts_equal()},
                                   {"within", within},
                                   {"step_within", step_ok},
                                   {"notes", c.notes}});
@@ -371,7 +371,8 @@ std::string render_pipeline_parallel_check(const PipelineParallelCheck& c, doubl
   report::Table t = measured_table(within);
   t.rows.push_back(predicted_row("step", "step", c.step, c.predicted_step_seconds, within, true));
   t.rows.push_back(predicted_row("bubble and transfers (step less the busiest stage alone)", "overhead", c.overhead,
-                                 c.predicted_overhead_seconds(), within, false));
+                                 c.predicted_overhead_seconds, within, false));
+  if (!c.overhead_error()) t.rows.back()[3] = {"n/a", ""};  // no bubble to read (a note says why)
   for (std::size_t d = 0; d < c.stage_passes.size(); ++d) {
     t.rows.push_back(measured_row(fmt::format("stage {}: {} micro-batches alone", d, r.micro_batches),
                                   fmt::format("stage{}", d), c.stage_passes[d], "(measured)"));
@@ -384,10 +385,10 @@ std::string render_pipeline_parallel_check(const PipelineParallelCheck& c, doubl
       r.rounds, r.steps, r.steps);
   out += fmt::format(
       "link: {}; measured {} transfers a step of {}, predicted {} of {}; parameters a stage {} ({} by the stages' "
-      "graphs)\n",
+      "graphs){}\n",
       link_name(r.link), c.transfers_per_step, report::si(c.transfer_bytes, "B"), c.predicted_transfers,
       report::si(c.predicted_transfer_bytes, "B"), fmt::join(c.parameters, ", "),
-      fmt::join(c.predicted_parameters, ", "));
+      fmt::join(c.predicted_parameters, ", "), c.counts_equal() ? "" : " (they differ)");
   out += report::render_table(t, format);
   out += fmt::format("predicted bubble {}, transfers on the critical path {}{}\n",
                      report::seconds(c.predicted_bubble_seconds), report::seconds(c.predicted_p2p_seconds),

@@ -115,6 +115,8 @@ const std::string kLink = std::string(NEURALCOST_TEST_INPUTS) + "/calibration/gl
 // the roofline whose op times, scaled to the measured compute, give the timeline: a built-in CPU,
 // so that no run calibrates this host first (and prints a note of it) on a fresh machine
 const std::string kTimeline = " --hardware epyc-9654 ";
+// the decoder checks analyse their graphs on a built-in CPU spec of their own: no --hardware
+const std::string kDecoder = " ";
 
 // Real steps: DDP's one all-reduce a bucket and FSDP's gathers and reduce-scatters are counted
 // as the prediction counts them; the network is the graph's (its parameters); the prediction is
@@ -205,7 +207,7 @@ TEST(CollectivesCalibrationTest, TensorParallelStepsAreMeasuredAndPredicted) {
   }
   for (const std::string& model : models) {
     const CliResult r = run_cli("profile --train --tensor-parallel 2 --batch 2 --prompt 32 --rounds 2 --link " + kLink +
-                                kTimeline + "--format json" + (model.empty() ? "" : " --model " + model));
+                                kDecoder + "--format json" + (model.empty() ? "" : " --model " + model));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
     const double hidden = model.empty() ? 256 : 128;
@@ -228,7 +230,7 @@ TEST(CollectivesCalibrationTest, TensorParallelStepsAreMeasuredAndPredicted) {
   const CliResult r = run_cli(
       "profile --train --tensor-parallel 2 --sequence-parallel --batch 2 --prompt 32 "
       "--rounds 2 --format json --link " +
-      kLink + kTimeline);
+      kLink + kDecoder);
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const auto j = nlohmann::json::parse(r.out);
   EXPECT_EQ(j["sequence_parallel"], true);
@@ -277,7 +279,7 @@ TEST(CollectivesCalibrationTest, ARankThatDiesEndsTheTensorParallelStepsAndLeave
   const std::string mark = "NEURALCOST_TEST_MARK=tp_steps" + std::to_string(::getpid());
   const CliResult r =
       run_cli_env(mark + " NEURALCOST_COLLECTIVES_FAULT=exit:1:2",
-                  "profile --train --tensor-parallel 2 --batch 2 --prompt 16 --rounds 3 --link " + kLink + kTimeline);
+                  "profile --train --tensor-parallel 2 --batch 2 --prompt 16 --rounds 3 --link " + kLink + kDecoder);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, ::testing::StartsWith("error: the tensor-parallel steps over 2 ranks failed: "));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -299,7 +301,7 @@ TEST(CollectivesCalibrationTest, PipelineParallelStepsAreMeasuredAndPredicted) {
                              .dump();
   for (const std::string& model : {std::string(), tied}) {
     const CliResult r = run_cli("profile --train --pipeline-parallel 2 --batch 2 --prompt 32 --micro-batches 3 " +
-                                std::string("--rounds 2 --link ") + kLink + kTimeline + "--format json" +
+                                std::string("--rounds 2 --link ") + kLink + kDecoder + "--format json" +
                                 (model.empty() ? "" : " --model " + model));
     ASSERT_EQ(r.exit_code, 0) << r.err;
     const auto j = nlohmann::json::parse(r.out);
@@ -341,6 +343,19 @@ TEST(CollectivesCalibrationTest, PipelineParallelStepsRefuseWhatDoesNotApply) {
               ::testing::StartsWith("error: --zero does not apply with --pipeline-parallel"));
   EXPECT_EQ(error_of("profile --model cnn --micro-batches 4"),
             "error: --micro-batches applies only with --pipeline-parallel\n");
+  EXPECT_EQ(error_of(base + "2 --link nvlink4-nvswitch"),
+            "error: --link nvlink4-nvswitch was not calibrated on this machine (it has no measured collectives): "
+            "`neural-cost hardware calibrate --collectives --spec-output FILE`\n");
+  EXPECT_THAT(error_of(base + "2 --hardware epyc-9654 --link " + kLink),
+              ::testing::StartsWith("error: --hardware does not apply with --pipeline-parallel"));
+  EXPECT_EQ(error_of(base + "2 --micro-batches 3000000000 --link " + kLink),
+            "error: --micro-batches 3000000000 of --batch 4: the sequences a step must stay below 2^31\n");
+  EXPECT_THAT(error_of(base + "2 --model llama-3-8b --link " + kLink),
+              ::testing::StartsWith("error: llama-3-8b at this size needs about"));
+  EXPECT_EQ(error_of(base + "2 --link " + kLink + " -o " + kLink),
+            "error: -o " + kLink + " is an input of this command: writing there would replace it\n");
+  EXPECT_THAT(error_of(base + "2 --model nosuch.json --link " + kLink),
+              ::testing::StartsWith("error: --pipeline-parallel: the model 'nosuch.json'"));
   EXPECT_THAT(error_of(base + "2 --tensor-parallel 2 --link " + kLink),
               ::testing::StartsWith("error: --data-parallel, --tensor-parallel and --pipeline-parallel are separate"));
 }
@@ -349,7 +364,7 @@ TEST(CollectivesCalibrationTest, ARankThatDiesEndsThePipelineStepsAndLeavesNoPro
   const std::string mark = "NEURALCOST_TEST_MARK=pp_steps" + std::to_string(::getpid());
   const CliResult r =
       run_cli_env(mark + " NEURALCOST_COLLECTIVES_FAULT=exit:1:2",
-                  "profile --train --pipeline-parallel 2 --batch 2 --prompt 16 --rounds 3 --link " + kLink + kTimeline);
+                  "profile --train --pipeline-parallel 2 --batch 2 --prompt 16 --rounds 3 --link " + kLink + kDecoder);
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, ::testing::StartsWith("error: the pipeline-parallel steps over 2 stages failed: "));
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

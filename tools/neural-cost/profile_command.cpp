@@ -52,12 +52,11 @@ struct DataParallelArgs {
 };
 
 /// What the measured parallel checks ask of their options: only those in `applies` (and --train,
-/// --link, --model, --batch, --rounds, --optimizer, --format, --output, --hardware) may be given,
-/// --train and --link must be, one model and one batch. `runs` says what the check runs.
+/// --link, --model, --batch, --rounds, --optimizer, --format, --output) may be given, --train and
+/// --link must be. `runs` says what the check runs.
 void check_parallel_options(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd,
                             const std::string& check, std::set<std::string> applies, const std::string& runs) {
-  applies.insert({check, "--link", "--train", "--model", "--batch", "--rounds", "--optimizer", "--format", "--output",
-                  "--hardware"});
+  applies.insert({check, "--link", "--train", "--model", "--batch", "--rounds", "--optimizer", "--format", "--output"});
   for (const CLI::Option* option : cmd.get_options()) {
     const std::string name = option->get_name();
     if (option->count() > 0 && applies.count(name) == 0) {
@@ -73,6 +72,14 @@ void check_parallel_options(const RunArgs& args, const DataParallelArgs& dp, con
   }
 }
 
+/// Before a measured parallel check runs: -o writable and none of its inputs; Ctrl-C and SIGTERM
+/// end the worker and its ranks.
+void prepare_parallel_run(const RunArgs& args, const DataParallelArgs& dp) {
+  check_output_path(args.output, "-o");
+  refuse_output_over_inputs(args.output, {dp.link, args.models.empty() ? std::string() : args.models.front()});
+  install_interrupt_handlers();
+}
+
 /// The optimizer a decoder check runs: sgd (default) or adam.
 std::string decoder_check_optimizer(const RunArgs& args, const std::string& check) {
   const std::string optimizer = args.optimizer.empty() ? "sgd" : args.optimizer;
@@ -85,7 +92,7 @@ std::string decoder_check_optimizer(const RunArgs& args, const std::string& chec
 /// `profile --train --data-parallel N --link SPEC.json [--zero ddp|fsdp]`: real DDP or FSDP steps
 /// of one reference network in N local processes (gloo) against the prediction from the link.
 void run_data_parallel_check(const RunArgs& args, const DataParallelArgs& dp, const CLI::App& cmd) {
-  check_parallel_options(args, dp, cmd, "--data-parallel", {"--zero", "--seq", "--width", "--depth"},
+  check_parallel_options(args, dp, cmd, "--data-parallel", {"--zero", "--seq", "--width", "--depth", "--hardware"},
                          "it runs one reference network's DDP or FSDP steps in local processes: --model, --batch, "
                          "--seq, --width, --depth, --rounds, --optimizer, --zero, --link");
   if (args.models.size() > 1 || args.batches.size() != 1) {
@@ -105,8 +112,9 @@ void run_data_parallel_check(const RunArgs& args, const DataParallelArgs& dp, co
   r.rounds = cmd.count("--rounds") > 0 ? args.rounds : 7;
   r.link = find_interconnect(dp.link);
   check_data_parallel_request(r);  // bad input is named before the host is calibrated
-  r.hardware = hardware_for(args.hardware.empty() ? "host-spec" : args.hardware);
   const Format format = output_format(cmd, args.format, args.output);
+  prepare_parallel_run(args, dp);
+  r.hardware = hardware_for(args.hardware.empty() ? "host-spec" : args.hardware);
   emit(render_data_parallel_check(check_data_parallel(r), 0.15, format), args.output);
 }
 
@@ -121,7 +129,7 @@ void run_tensor_parallel_check(const RunArgs& args, const DataParallelArgs& dp, 
   }
   TensorParallelCheckRequest r;
   r.model = args.models.empty() ? "" : args.models.front();
-  r.config = tensor_parallel_check_config(r.model);
+  r.config = tensor_parallel_check_config(r.model, "--tensor-parallel");
   r.ranks = dp.tensor_ranks;
   r.sequence_parallel = dp.sequence_parallel;
   if (cmd.count("--batch") > 0) r.batch = args.batches.front();
@@ -129,9 +137,9 @@ void run_tensor_parallel_check(const RunArgs& args, const DataParallelArgs& dp, 
   r.optimizer = decoder_check_optimizer(args, "--tensor-parallel");
   if (cmd.count("--rounds") > 0) r.rounds = args.rounds;
   r.link = find_interconnect(dp.link);
-  check_tensor_parallel_request(r);  // bad input is named before the host is calibrated
-  r.hardware = hardware_for(args.hardware.empty() ? "host-spec" : args.hardware);
+  check_tensor_parallel_request(r);
   const Format format = output_format(cmd, args.format, args.output);
+  prepare_parallel_run(args, dp);
   emit(render_tensor_parallel_check(check_tensor_parallel(r), 0.15, format), args.output);
 }
 
@@ -147,7 +155,7 @@ void run_pipeline_parallel_check(const RunArgs& args, const DataParallelArgs& dp
   }
   PipelineParallelCheckRequest r;
   r.model = args.models.empty() ? "" : args.models.front();
-  r.config = tensor_parallel_check_config(r.model);
+  r.config = tensor_parallel_check_config(r.model, "--pipeline-parallel");
   r.ranks = dp.pipeline_ranks;
   r.micro_batches = dp.micro_batches;
   if (cmd.count("--batch") > 0) r.batch = args.batches.front();
@@ -156,8 +164,8 @@ void run_pipeline_parallel_check(const RunArgs& args, const DataParallelArgs& dp
   if (cmd.count("--rounds") > 0) r.rounds = args.rounds;
   r.link = find_interconnect(dp.link);
   check_pipeline_parallel_request(r);
-  r.hardware = hardware_for(args.hardware.empty() ? "host-spec" : args.hardware);
   const Format format = output_format(cmd, args.format, args.output);
+  prepare_parallel_run(args, dp);
   emit(render_pipeline_parallel_check(check_pipeline_parallel(r), 0.15, format), args.output);
 }
 

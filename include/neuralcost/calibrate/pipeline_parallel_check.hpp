@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,6 @@ struct PipelineParallelCheckRequest {
   int rounds = 7;  ///< each alternates `steps` steps through the pipeline with the stages' work alone
   int steps = 3;
   InterconnectSpec link;  ///< this machine's link (send/recv: its step latency and bus bandwidth)
-  HardwareSpec hardware;  ///< for the stages' graphs (parameters, the transfers' bytes)
   double deadline_seconds = 900;
 };
 
@@ -45,9 +45,18 @@ struct PipelineParallelCheck {
   double transfer_bytes = 0, predicted_transfer_bytes = 0;
   double predicted_bubble_seconds = 0, predicted_p2p_seconds = 0, predicted_tied_seconds = 0;
   double predicted_step_seconds = 0;
+  /// the predicted step less its busiest stage's measured work alone (passes and optimizer), as
+  /// `overhead` is taken from the measured step
+  double predicted_overhead_seconds = 0;
   std::vector<std::string> notes;
-  double predicted_overhead_seconds() const {
-    return predicted_bubble_seconds + predicted_p2p_seconds + predicted_tied_seconds;
+  /// nullopt when the measured overhead is not positive (the run cannot show a bubble)
+  std::optional<double> overhead_error() const {
+    if (overhead.median <= 0) return std::nullopt;
+    return predicted_overhead_seconds / overhead.median - 1;
+  }
+  bool counts_equal() const {
+    return transfers_per_step == predicted_transfers && transfer_bytes == predicted_transfer_bytes &&
+           parameters == predicted_parameters;
   }
   double step_error() const { return step.median > 0 ? predicted_step_seconds / step.median - 1 : 0; }
 };
@@ -55,7 +64,8 @@ struct PipelineParallelCheck {
 /// The request's errors before anything slow runs (kInvalidArgument, one sentence naming the
 /// value): fewer than 2 stages, layers that the stages do not divide, the decoders the worker does
 /// not build (check_tensor_parallel_request's list), batch, tokens, micro-batches, rounds or steps
-/// below 1.
+/// below 1, a link spec not calibrated on this machine, a layout the model refuses, and stages that
+/// would need more than 3/4 of this machine's memory.
 void check_pipeline_parallel_request(const PipelineParallelCheckRequest& request);
 
 /// The prediction of `check` from its request and its stages' measured work: model_parallel_step

@@ -30,7 +30,6 @@ struct TensorParallelCheckRequest {
   int rounds = 7;  ///< each alternates `steps` steps with and without communication
   int steps = 3;
   InterconnectSpec link;  ///< calibrated on this machine (its measured all-reduce over `ranks`)
-  HardwareSpec hardware;  ///< for the one-layer shard's step (the collectives' counts and bytes)
   double deadline_seconds = 900;
 };
 
@@ -54,8 +53,9 @@ struct TensorParallelCheck {
 /// The decoder `profile --train --tensor-parallel N` runs: `model` a preset or a config.json, or
 /// empty for the built-in one (a Llama of 4 layers, hidden 256, 8 heads and 4 KV heads,
 /// intermediate 704, vocabulary 4,096: a CPU step of about a tenth of a second, divisible by tp up
-/// to 4). kInvalidArgument when `model` is no decoder.
-DecoderConfig tensor_parallel_check_config(const std::string& model);
+/// to 4). kInvalidArgument naming `option` when `model` is no decoder (a file missing, not JSON, not
+/// a transformers config).
+DecoderConfig tensor_parallel_check_config(const std::string& model, const std::string& option = "--tensor-parallel");
 
 /// The request's errors before anything slow runs (kInvalidArgument, one sentence naming the
 /// value): fewer than 2 ranks, a decoder the worker does not build (experts, latent attention,
@@ -63,7 +63,8 @@ DecoderConfig tensor_parallel_check_config(const std::string& model);
 /// soft-caps, partial rotary positions, quantized weights, a sliding window shorter than the
 /// sequence), heads, KV heads or the intermediate size that tp does not divide, batch, tokens,
 /// rounds or steps below 1, a link without a measured all-reduce over `ranks` (with sequence
-/// parallelism also all-gather and reduce-scatter, and tokens that tp divides).
+/// parallelism also all-gather and reduce-scatter, and tokens that tp divides), a layout the model
+/// refuses, and ranks that would need more than 3/4 of this machine's memory (the model's ledger).
 void check_tensor_parallel_request(const TensorParallelCheckRequest& request);
 
 /// The prediction of `check` from its request and measured compute: model_parallel_step's

@@ -134,6 +134,10 @@ struct ModelParallelStep {
   double bubble_seconds = 0;    ///< the schedule's idle time on the busiest device
   double p2p_seconds = 0;       ///< stage-to-stage transfers on the critical path
   double p2p_each_seconds = 0;
+  /// sends between stages a step, all devices of one pipeline: each micro-batch's hidden states
+  /// forward and their gradients back across each of the v·pp − 1 chunk boundaries
+  std::int64_t transfers = 0;
+  double transfer_bytes = 0;  ///< one send: b × s × hidden (1/tp of it across nodes or with sequence parallelism)
   double tensor_seconds = 0;  ///< the busiest device's tensor-parallel collectives, all micro-batches
   double expert_seconds = 0;  ///< the busiest device's expert-parallel all-to-alls, all micro-batches
   double gradient_exposed_seconds = 0, optimizer_seconds = 0;

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "neuralcost/core/error.hpp"
+#include "neuralcost/core/json_input.hpp"
 #include "neuralcost/models/decoder.hpp"
 
 namespace neuralcost {
@@ -21,6 +22,16 @@ bool is_preset(const std::string& model) {
 DecoderConfig decoder_config_of(const std::string& model, const std::string& option, const DecoderVariant& variant) {
   if (is_preset(model)) return with_variant(decoder_preset(model), variant);
   const auto j = decoder_config_file(model);
+  if (!j && model.size() > 5 && model.compare(model.size() - 5, 5, ".json") == 0) {
+    // a config.json named: say what is wrong with the file
+    const std::string text = read_input_file(model, fmt::format("{} '{}'", option, model));
+    std::string repeated;
+    if (parse_json_keys_once(text, repeated).is_discarded()) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("{} '{}' is not JSON", option, model));
+    }
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("{} '{}' is not a transformers config (no string model_type)", option, model));
+  }
   if (!j) {
     throw Error(
         ErrorCode::kInvalidArgument,
