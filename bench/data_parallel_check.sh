@@ -9,7 +9,8 @@
 # Without a spec it calibrates first (`hardware calibrate --collectives --ranks 2 --max-bytes 16MiB`,
 # about a minute). Then `profile --train --data-parallel 2` for each model and mode (7 rounds of 3
 # steps with and 3 without communication; about 15 s each), then `profile --train --tensor-parallel 2`
-# at batch 4 × 128 and 8 × 256 tokens (about 10 and 40 s), then `profile --train --pipeline-parallel 2`
+# at batch 4 × 128 and 8 × 256 tokens, without and with --sequence-parallel (about 10 and 40 s each),
+# then `profile --train --pipeline-parallel 2`
 # with 4 and 8 micro-batches of 4 × 128 (about 25 and 45 s). Prints, per case, the measured step
 # and link time (median of round medians, 95 % interval), the predicted ones and the errors.
 # Run it on a quiet machine: the 2 ranks take both vCPUs of this VM.
@@ -33,6 +34,10 @@ for model in cnn transformer; do
 done
 "$nc" profile --train --tensor-parallel 2 --batch 4 --prompt 128 --link "$spec" --format json -o "$out/tp-4x128.json"
 "$nc" profile --train --tensor-parallel 2 --batch 8 --prompt 256 --link "$spec" --format json -o "$out/tp-8x256.json"
+"$nc" profile --train --tensor-parallel 2 --sequence-parallel --batch 4 --prompt 128 --link "$spec" --format json \
+  -o "$out/tpsp-4x128.json"
+"$nc" profile --train --tensor-parallel 2 --sequence-parallel --batch 8 --prompt 256 --link "$spec" --format json \
+  -o "$out/tpsp-8x256.json"
 for m in 4 8; do
   "$nc" profile --train --pipeline-parallel 2 --micro-batches "$m" --link "$spec" --format json -o "$out/pp-m$m.json"
 done
@@ -44,6 +49,7 @@ print(f"{'case':18} {'step ms [95%]':>26} {'pred':>7} {'err':>7}   {'link ms [95
       f"{'compute':>8} {'skew':>6}")
 cases = [(f"{m} {mode}", f"{m}-{mode}") for m in ("cnn", "transformer") for mode in ("ddp", "fsdp")]
 cases += [("llama tp b4x128", "tp-4x128"), ("llama tp b8x256", "tp-8x256")]
+cases += [("llama tp+sp b4x128", "tpsp-4x128"), ("llama tp+sp b8x256", "tpsp-8x256")]
 for name, file in cases:
     j = json.load(open(f"{d}/{file}.json"))
     s, l = j["step_seconds"], j["link_seconds"]
