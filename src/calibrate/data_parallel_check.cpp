@@ -11,6 +11,7 @@
 #include "backends/python_worker/worker_process.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/host.hpp"
+#include "neuralcost/measure/load.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/parallel/data_parallel.hpp"
 #include "neuralcost/parallel/link_time.hpp"
@@ -160,6 +161,7 @@ DataParallelCheck check_data_parallel(const DataParallelCheckRequest& request) {
                                 {{"PYTHONPATH", worker::worker_directory()}, {"PYTHONUNBUFFERED", "1"}},
                                 "the collectives worker");
   json reply;
+  const LoadReading start = read_load();
   try {
     reply = process.request({{"cmd", "steps"},
                              {"ranks", request.ranks},
@@ -178,6 +180,7 @@ DataParallelCheck check_data_parallel(const DataParallelCheckRequest& request) {
     throw Error(e.code(), fmt::format("the data-parallel steps over {} ranks failed: {}", request.ranks, e.what()));
   }
   process.stop();
+  for (const std::string& reason : load_reasons(load_since(start), "the steps")) out.notes.push_back(reason);
   out.torch_version = reply.value("torch", std::string("?"));
   out.parameters = reply.at("parameters").get<std::uint64_t>();
   out.collectives_per_step = reply.at("calls_per_step").get<int>();

@@ -39,9 +39,11 @@ ModelParallelStep predicted_step(const DecoderConfig& config, const ModelParalle
 void check_fits_this_machine(const ModelParallelStep& step, int tp, double extra_bytes, const std::string& model);
 
 /// Sends `request` to a fresh collectives worker and returns its reply; kNotFound without the
-/// worker's Python, the worker's failure as one error starting with `what`.
+/// worker's Python, the worker's failure as one error starting with `what`. `notes` gets a sentence
+/// for each sign that other work shared the machine meanwhile (other processes' CPU time, steal:
+/// load_reasons), since the ranks' times then include it.
 nlohmann::json run_worker(const nlohmann::json& request, double deadline_seconds, const std::string& option,
-                          const std::string& what);
+                          const std::string& what, std::vector<std::string>& notes);
 
 /// The median of each round's values of `key` (a list a round), their median and 95 % interval.
 RoundFigure figure(const nlohmann::json& rounds, const char* key);

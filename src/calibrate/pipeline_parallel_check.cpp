@@ -127,7 +127,7 @@ PipelineParallelCheck check_pipeline_parallel(const PipelineParallelCheckRequest
                                  {"steps", request.steps},
                                  {"deadline_seconds", request.deadline_seconds}},
                                 request.deadline_seconds, "--pipeline-parallel",
-                                fmt::format("the pipeline-parallel steps over {} stages", request.ranks));
+                                fmt::format("the pipeline-parallel steps over {} stages", request.ranks), out.notes);
   out.torch_version = reply.value("torch", std::string("?"));
   out.parameters = reply.at("stage_parameters").get<std::vector<std::uint64_t>>();
   out.transfers_per_step = reply.at("transfers_per_step").get<int>();

@@ -14,6 +14,7 @@
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/database.hpp"
 #include "neuralcost/hardware/host.hpp"
+#include "neuralcost/measure/load.hpp"
 #include "neuralcost/parallel/model_parallel.hpp"
 
 namespace neuralcost {
@@ -91,7 +92,8 @@ json worker_config(const DecoderConfig& c) {
           {"embedding_scale", c.embedding_scale}};
 }
 
-json run_worker(const json& request, double deadline_seconds, const std::string& option, const std::string& what) {
+json run_worker(const json& request, double deadline_seconds, const std::string& option, const std::string& what,
+                std::vector<std::string>& notes) {
   if (auto why = worker::WorkerBackend("collectives", "torch", "", {"eager"}, "eager", {}).unavailable_reason()) {
     throw Error(ErrorCode::kNotFound, option + " needs the torch worker's Python: " + *why);
   }
@@ -99,12 +101,14 @@ json run_worker(const json& request, double deadline_seconds, const std::string&
                                 {{"PYTHONPATH", worker::worker_directory()}, {"PYTHONUNBUFFERED", "1"}},
                                 "the collectives worker");
   json reply;
+  const LoadReading start = read_load();
   try {
     reply = process.request(request, std::chrono::duration<double>(deadline_seconds + 60));
   } catch (const Error& e) {
     throw Error(e.code(), fmt::format("{} failed: {}", what, e.what()));
   }
   process.stop();
+  for (const std::string& reason : load_reasons(load_since(start), "the steps")) notes.push_back(reason);
   return reply;
 }
 
@@ -234,7 +238,7 @@ TensorParallelCheck check_tensor_parallel(const TensorParallelCheckRequest& requ
                                  {"steps", request.steps},
                                  {"deadline_seconds", request.deadline_seconds}},
                                 request.deadline_seconds, "--tensor-parallel",
-                                fmt::format("the tensor-parallel steps over {} ranks", request.ranks));
+                                fmt::format("the tensor-parallel steps over {} ranks", request.ranks), out.notes);
   out.torch_version = reply.value("torch", std::string("?"));
   out.parameters = reply.at("parameters").get<std::uint64_t>();
   out.collectives_per_step = reply.at("calls_per_step").get<int>();
