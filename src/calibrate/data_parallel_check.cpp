@@ -2,16 +2,13 @@
 #include "neuralcost/calibrate/data_parallel_check.hpp"
 
 #include <algorithm>
-#include <chrono>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "backends/python_worker/worker_backend.hpp"
-#include "backends/python_worker/worker_process.hpp"
+#include "calibrate/decoder_steps.hpp"
 #include "neuralcost/core/error.hpp"
 #include "neuralcost/hardware/host.hpp"
-#include "neuralcost/measure/load.hpp"
 #include "neuralcost/models/reference.hpp"
 #include "neuralcost/parallel/data_parallel.hpp"
 #include "neuralcost/parallel/link_time.hpp"
@@ -53,16 +50,6 @@ void check_data_parallel_request(const DataParallelCheckRequest& r) {
     }
   }
 }
-
-namespace {
-
-RoundFigure figure(const json& rounds, const char* key) {
-  std::vector<double> medians;
-  for (const json& round : rounds) medians.push_back(median(round.at(key).get<std::vector<double>>()));
-  return round_figure(std::move(medians));
-}
-
-}  // namespace
 
 RoundFigure round_figure(std::vector<double> round_medians) {
   RoundFigure f;
@@ -151,36 +138,24 @@ void predict_data_parallel(DataParallelCheck& out) {
 
 DataParallelCheck check_data_parallel(const DataParallelCheckRequest& request) {
   check_data_parallel_request(request);
-  if (auto why = worker::WorkerBackend("collectives", "torch", "", {"eager"}, "eager", {}).unavailable_reason()) {
-    throw Error(ErrorCode::kNotFound, "--data-parallel needs the torch worker's Python: " + *why);
-  }
   DataParallelCheck out;
   out.request = request;
   const bool fsdp = request.stage == ZeroStage::kParameters;
-  worker::WorkerProcess process({worker::python_interpreter(), "-m", "neuralcost_worker", "collectives"},
-                                {{"PYTHONPATH", worker::worker_directory()}, {"PYTHONUNBUFFERED", "1"}},
-                                "the collectives worker");
-  json reply;
-  const LoadReading start = read_load();
-  try {
-    reply = process.request({{"cmd", "steps"},
-                             {"ranks", request.ranks},
-                             {"mode", fsdp ? "fsdp" : "ddp"},
-                             {"model", request.model},
-                             {"batch", request.batch},
-                             {"seq", request.seq},
-                             {"width", request.width},
-                             {"depth", request.depth},
-                             {"optimizer", request.optimizer},
-                             {"rounds", request.rounds},
-                             {"steps", request.steps},
-                             {"deadline_seconds", request.deadline_seconds}},
-                            std::chrono::duration<double>(request.deadline_seconds + 60));
-  } catch (const Error& e) {
-    throw Error(e.code(), fmt::format("the data-parallel steps over {} ranks failed: {}", request.ranks, e.what()));
-  }
-  process.stop();
-  for (const std::string& reason : load_reasons(load_since(start), "the steps")) out.notes.push_back(reason);
+  const json reply =
+      decoder_steps::run_worker({{"cmd", "steps"},
+                                 {"ranks", request.ranks},
+                                 {"mode", fsdp ? "fsdp" : "ddp"},
+                                 {"model", request.model},
+                                 {"batch", request.batch},
+                                 {"seq", request.seq},
+                                 {"width", request.width},
+                                 {"depth", request.depth},
+                                 {"optimizer", request.optimizer},
+                                 {"rounds", request.rounds},
+                                 {"steps", request.steps},
+                                 {"deadline_seconds", request.deadline_seconds}},
+                                request.deadline_seconds, "--data-parallel",
+                                fmt::format("the data-parallel steps over {} ranks", request.ranks), out.notes);
   out.torch_version = reply.value("torch", std::string("?"));
   out.parameters = reply.at("parameters").get<std::uint64_t>();
   out.collectives_per_step = reply.at("calls_per_step").get<int>();
@@ -188,10 +163,10 @@ DataParallelCheck check_data_parallel(const DataParallelCheckRequest& request) {
   out.measured_buckets = reply.at("buckets").get<std::vector<double>>();
   out.units = reply.at("units").get<std::vector<double>>();
   const json& rounds = reply.at("rounds");
-  out.step = figure(rounds, "step_seconds");
-  out.compute = figure(rounds, "compute_seconds");
-  out.link = figure(rounds, "link_seconds");
-  out.wait = figure(rounds, "wait_seconds");
+  out.step = decoder_steps::figure(rounds, "step_seconds");
+  out.compute = decoder_steps::figure(rounds, "compute_seconds");
+  out.link = decoder_steps::figure(rounds, "link_seconds");
+  out.wait = decoder_steps::figure(rounds, "wait_seconds");
 
   predict_data_parallel(out);
   return out;

@@ -1,6 +1,7 @@
-// What the measured tensor- and pipeline-parallel checks share (tensor_parallel_check.cpp): which
-// decoders the worker builds, the fields it builds them from, the layout the model predicts, and
-// one request to the collectives worker.
+// What the measured parallel checks share (tensor_parallel_check.cpp): one request to the
+// collectives worker and the rounds' figures (all three); which decoders the worker builds, the
+// fields it builds them from and the layout the model predicts (the tensor- and pipeline-parallel
+// checks).
 #pragma once
 
 #include <cstdint>
