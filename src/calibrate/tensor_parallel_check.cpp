@@ -107,8 +107,12 @@ json run_worker(const json& request, double deadline_seconds, const std::string&
   } catch (const Error& e) {
     throw Error(e.code(), fmt::format("{} failed: {}", what, e.what()));
   }
+  // other processes' CPU time and steal over the run's seconds; not the runnable tasks at its two
+  // ends, which catch the worker's ranks as they start and end outside this process's tree
+  LoadFigures during = load_since(start);
+  during.other_runnable = -1;
   process.stop();
-  for (const std::string& reason : load_reasons(load_since(start), "the steps")) notes.push_back(reason);
+  for (const std::string& reason : load_reasons(during, "the steps")) notes.push_back(reason);
   return reply;
 }
 
