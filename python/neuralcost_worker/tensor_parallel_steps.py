@@ -29,7 +29,7 @@ from neuralcost_worker import collectives
 from neuralcost_worker.data_parallel_steps import make_optimizer, timed_rounds
 
 
-class _Link:
+class Link:
     """The rank's collectives: in place, timed, or skipped (`enabled` False: the step without
     communication)."""
 
@@ -276,7 +276,7 @@ def _rank_main(rank, world, port, request, results):
     config = request["config"]
     batch, tokens = int(request["batch"]), int(request["tokens"])
     torch.manual_seed(1 + rank)  # each rank its own shard's weights
-    link = _Link(dist, world)
+    link = Link(dist, world)
     net, elements = build(torch, config, rank, world, link, sequence_parallel=bool(request.get("sequence_parallel")))
     net.train()
     cross_entropy = functions(torch).cross_entropy
